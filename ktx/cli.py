@@ -1,0 +1,54 @@
+"""The ``ktx`` command line.
+
+Each subcommand lives in its own module under :mod:`ktx.commands` and exposes
+``register(subparsers)``; this module only wires them together and turns
+:class:`~ktx.errors.KtxError` into a one-line message and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+from collections.abc import Sequence
+
+from ktx.errors import KtxError
+
+#: Subcommand modules, in the order ``ktx --help`` lists them.
+COMMANDS: tuple[str, ...] = ("inspect",)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ktx",
+        description="Parse, template, measure and tune CUDA kernels.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        module = importlib.import_module(f"ktx.commands.{name}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+        return code
+    except KtxError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"ktx: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ktx: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
