@@ -1,0 +1,465 @@
+"""Build the IR index from a tree-sitter tree.
+
+Each ``collect_*`` function turns the captures of one bundled query into IR records. They
+tolerate ERROR subtrees: whatever tree-sitter recovered is indexed, and the ERROR nodes
+themselves become diagnostics in :mod:`ktx.ir.module`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import tree_sitter as ts
+
+from ktx.ir.consteval import const_eval
+from ktx.ir.language import captures, parse_tree
+from ktx.ir.nodes import (
+    Constant,
+    Function,
+    LaunchBounds,
+    LaunchSite,
+    Loop,
+    LoopKind,
+    Macro,
+    Param,
+    Pragma,
+    SharedArray,
+    TemplateParam,
+)
+from ktx.ir.source import LineIndex, Span
+
+_QUALIFIER_TOKENS = {
+    "__global__",
+    "__device__",
+    "__host__",
+    "__forceinline__",
+    "__noinline__",
+    "inline",
+    "static",
+    "extern",
+    "constexpr",
+}
+_LOOP_KINDS: dict[str, LoopKind] = {
+    "for_statement": "for",
+    "while_statement": "while",
+    "do_statement": "do",
+    "for_range_loop": "range-for",
+}
+_DECLARATOR_WRAPPERS = {
+    "pointer_declarator",
+    "reference_declarator",
+    "array_declarator",
+    "init_declarator",
+    "parenthesized_declarator",
+    "function_declarator",
+    "attributed_declarator",
+}
+
+
+def text(node: ts.Node | None) -> str:
+    return "" if node is None or node.text is None else node.text.decode("utf-8", "replace")
+
+
+def ancestors(node: ts.Node) -> Iterator[ts.Node]:
+    parent = node.parent
+    while parent is not None:
+        yield parent
+        parent = parent.parent
+
+
+def enclosing_function(node: ts.Node) -> ts.Node | None:
+    return next((a for a in ancestors(node) if a.type == "function_definition"), None)
+
+
+def declarator_name(node: ts.Node | None) -> str:
+    """The identifier a (possibly nested) declarator declares."""
+    while node is not None and node.type in _DECLARATOR_WRAPPERS:
+        node = node.child_by_field_name("declarator")
+    if node is None:
+        return ""
+    if node.type in ("qualified_identifier", "template_function"):
+        name = node.child_by_field_name("name")
+        return declarator_name(name) if name is not None else text(node)
+    return text(node)
+
+
+def function_name(fn: ts.Node) -> str:
+    return declarator_name(fn.child_by_field_name("declarator"))
+
+
+def function_declarator(fn: ts.Node) -> ts.Node | None:
+    node = fn.child_by_field_name("declarator")
+    while node is not None and node.type != "function_declarator":
+        node = node.child_by_field_name("declarator")
+    return node
+
+
+class Indexer:
+    """Collects IR records from one parsed file."""
+
+    def __init__(self, source: bytes, tree: ts.Tree, lines: LineIndex) -> None:
+        self.source = source
+        self.tree = tree
+        self.lines = lines
+        self.root = tree.root_node
+
+    def span(self, node: ts.Node) -> Span:
+        return self.lines.span(node.start_byte, node.end_byte)
+
+    def text(self, node: ts.Node | None) -> str:
+        return text(node)
+
+    # -- functions ---------------------------------------------------------------------
+
+    def functions(self) -> list[Function]:
+        nodes = captures("functions", self.root).get("function", [])
+        result = [self._function(n) for n in sorted(nodes, key=lambda n: n.start_byte)]
+        return [f for f in result if f.name]
+
+    def _function(self, fn: ts.Node) -> Function:
+        qualifiers: list[str] = []
+        launch_bounds: LaunchBounds | None = None
+        return_type = ""
+        for child in fn.children:
+            if child.type in _QUALIFIER_TOKENS:
+                qualifiers.append(child.type)
+            elif child.type in ("storage_class_specifier", "type_qualifier"):
+                qualifiers.append(self.text(child))
+            elif child.type == "launch_bounds":
+                launch_bounds = self._launch_bounds(child)
+        type_node = fn.child_by_field_name("type")
+        return_type = self.text(type_node)
+        template = fn.parent if fn.parent is not None and fn.parent.type == "template_declaration" else None
+        template_params = self._template_params(template) if template is not None else ()
+        start_node = template if template is not None else fn
+        body = fn.child_by_field_name("body")
+        declarator = function_declarator(fn)
+        params = self._params(declarator) if declarator is not None else ()
+        body_span = self.span(body) if body is not None else self.span(fn)
+        return Function(
+            name=function_name(fn),
+            qualifiers=tuple(qualifiers),
+            template_params=template_params,
+            params=params,
+            return_type=return_type,
+            launch_bounds=launch_bounds,
+            span=self.lines.span(start_node.start_byte, fn.end_byte),
+            signature=self.lines.span(start_node.start_byte, body_span.start),
+            body=body_span,
+            has_error=fn.has_error,
+        )
+
+    def _launch_bounds(self, node: ts.Node) -> LaunchBounds:
+        args = [c for c in node.named_children if c.type not in ("comment",)]
+        return LaunchBounds(
+            max_threads=self.text(args[0]) if args else "",
+            min_blocks=self.text(args[1]) if len(args) > 1 else None,
+            span=self.span(node),
+            args=tuple(self.span(a) for a in args),
+        )
+
+    def _template_params(self, template: ts.Node) -> tuple[TemplateParam, ...]:
+        plist = template.child_by_field_name("parameters")
+        if plist is None:
+            return ()
+        result: list[TemplateParam] = []
+        for p in plist.named_children:
+            if p.type in ("type_parameter_declaration", "variadic_type_parameter_declaration"):
+                name = next((self.text(c) for c in p.named_children if c.type == "type_identifier"), "")
+                result.append(TemplateParam(name, "type", None, None, self.span(p)))
+            elif p.type == "optional_type_parameter_declaration":
+                name_node = p.child_by_field_name("name")
+                default = p.child_by_field_name("default_type")
+                result.append(
+                    TemplateParam(self.text(name_node), "type", None, self.text(default) or None, self.span(p))
+                )
+            elif p.type in ("parameter_declaration", "optional_parameter_declaration"):
+                decl = p.child_by_field_name("declarator")
+                type_node = p.child_by_field_name("type")
+                default = p.child_by_field_name("default_value")
+                result.append(
+                    TemplateParam(
+                        declarator_name(decl),
+                        "value",
+                        self.text(type_node),
+                        self.text(default) or None,
+                        self.span(p),
+                    )
+                )
+            elif p.type == "template_template_parameter_declaration":
+                name = next(
+                    (self.text(c) for c in p.named_children if c.type == "type_identifier"), ""
+                )
+                result.append(TemplateParam(name, "template", None, None, self.span(p)))
+        return tuple(result)
+
+    def _params(self, declarator: ts.Node) -> tuple[Param, ...]:
+        plist = declarator.child_by_field_name("parameters")
+        if plist is None:
+            return ()
+        result: list[Param] = []
+        for p in plist.named_children:
+            if p.type not in ("parameter_declaration", "optional_parameter_declaration"):
+                continue
+            decl = p.child_by_field_name("declarator")
+            name = declarator_name(decl)
+            type_node = p.child_by_field_name("type")
+            const = False
+            restrict = False
+            for child in p.children:
+                if child.type == "type_qualifier":
+                    const |= self.text(child) == "const"
+                    restrict |= self.text(child) in ("__restrict__", "__restrict", "restrict")
+            depth = 0
+            node = decl
+            while node is not None and node.type in _DECLARATOR_WRAPPERS:
+                if node.type in ("pointer_declarator", "array_declarator"):
+                    depth += 1
+                for child in node.children:
+                    if child.type == "type_qualifier" and self.text(child) in (
+                        "__restrict__",
+                        "__restrict",
+                        "restrict",
+                    ):
+                        restrict = True
+                node = node.child_by_field_name("declarator")
+            if decl is not None and name:
+                name_start = self._name_start(decl)
+                type_text = (self.source[p.start_byte : name_start].decode("utf-8", "replace")).strip()
+            else:
+                type_text = self.text(p)
+            result.append(
+                Param(
+                    name=name,
+                    type=type_text,
+                    base_type=self.text(type_node),
+                    pointer_depth=depth,
+                    const=const,
+                    restrict=restrict,
+                    span=self.span(p),
+                )
+            )
+        return tuple(result)
+
+    def _name_start(self, decl: ts.Node) -> int:
+        node: ts.Node | None = decl
+        while node is not None and node.type in _DECLARATOR_WRAPPERS:
+            node = node.child_by_field_name("declarator")
+        return node.start_byte if node is not None else decl.end_byte
+
+    # -- loops -------------------------------------------------------------------------
+
+    def loops(self) -> list[Loop]:
+        nodes = sorted(captures("loops", self.root).get("loop", []), key=lambda n: n.start_byte)
+        ids = {n.id: i for i, n in enumerate(nodes)}
+        result: list[Loop] = []
+        for i, node in enumerate(nodes):
+            parent_id: int | None = None
+            depth = 0
+            for a in ancestors(node):
+                if a.id in ids:
+                    if parent_id is None:
+                        parent_id = ids[a.id]
+                    depth += 1
+                if a.type in ("function_definition", "lambda_expression"):
+                    break
+            result.append(self._loop(i, node, parent_id, depth))
+        return result
+
+    def _loop(self, ident: int, node: ts.Node, parent: int | None, depth: int) -> Loop:
+        kind = _LOOP_KINDS[node.type]
+        fn = enclosing_function(node)
+        init = node.child_by_field_name("initializer")
+        cond = node.child_by_field_name("condition")
+        step = node.child_by_field_name("update")
+        body = node.child_by_field_name("body")
+        var: str | None = None
+        if kind == "for" and init is not None:
+            if init.type == "declaration":
+                decl = init.child_by_field_name("declarator")
+                var = declarator_name(decl) or None
+            elif init.type == "assignment_expression":
+                var = self.text(init.child_by_field_name("left")) or None
+        elif kind == "range-for":
+            var = declarator_name(node.child_by_field_name("declarator")) or None
+            init = node.child_by_field_name("right")
+        if kind in ("while", "do") and cond is not None and cond.type in (
+            "condition_clause",
+            "parenthesized_expression",
+        ):
+            inner = cond.named_children
+            cond = inner[0] if len(inner) == 1 else cond
+        return Loop(
+            id=ident,
+            kind=kind,
+            function=function_name(fn) if fn is not None else None,
+            span=self.span(node),
+            body=self.span(body) if body is not None else self.span(node),
+            var=var,
+            init=self.span(init) if init is not None else None,
+            cond=self.span(cond) if cond is not None else None,
+            step=self.span(step) if step is not None else None,
+            pragma=self._pragma_before(node),
+            parent=parent,
+            depth=depth,
+        )
+
+    def _pragma_before(self, node: ts.Node) -> Pragma | None:
+        prev = node.prev_sibling
+        while prev is not None and prev.type == "comment":
+            prev = prev.prev_sibling
+        if prev is None or prev.type != "preproc_call":
+            return None
+        directive = prev.child_by_field_name("directive")
+        if self.text(directive) != "#pragma":
+            return None
+        arg = prev.child_by_field_name("argument")
+        # The directive node ends with its newline; the pragma proper ends with its argument.
+        end = arg.end_byte if arg is not None else (directive.end_byte if directive else prev.end_byte)
+        return Pragma(self.text(arg).strip(), self.lines.span(prev.start_byte, end))
+
+    # -- launch sites ------------------------------------------------------------------
+
+    def launch_sites(self) -> list[LaunchSite]:
+        caps = captures("launches", self.root)
+        result: list[LaunchSite] = []
+        for node in sorted(caps.get("launch", []), key=lambda n: n.start_byte):
+            callee = node.child_by_field_name("function")
+            config = next((c for c in node.named_children if c.type == "kernel_call_syntax"), None)
+            args_node = node.child_by_field_name("arguments")
+            if callee is None or config is None:
+                continue
+            targs: list[ts.Node] = []
+            name_node = callee
+            if callee.type == "template_function":
+                name_node = callee.child_by_field_name("name") or callee
+                arg_list = callee.child_by_field_name("arguments")
+                targs = [c for c in arg_list.named_children if c.type != "comment"] if arg_list else []
+            parts = [c for c in config.named_children if c.type != "comment"]
+            if len(parts) < 2:
+                continue
+            fn = enclosing_function(node)
+            args = [c for c in args_node.named_children if c.type != "comment"] if args_node else []
+            result.append(
+                LaunchSite(
+                    kernel=declarator_name(name_node),
+                    template_args=tuple(self.text(t) for t in targs),
+                    template_arg_spans=tuple(self.span(t) for t in targs),
+                    grid=self.span(parts[0]),
+                    block=self.span(parts[1]),
+                    shared=self.span(parts[2]) if len(parts) > 2 else None,
+                    stream=self.span(parts[3]) if len(parts) > 3 else None,
+                    args=tuple(self.text(a) for a in args),
+                    function=function_name(fn) if fn is not None else None,
+                    span=self.span(node),
+                    config=self.span(config),
+                )
+            )
+        return result
+
+    # -- constants -------------------------------------------------------------------
+
+    def macros(self) -> list[Macro]:
+        caps = captures("macros", self.root)
+        result: list[Macro] = []
+        for node in sorted(caps.get("define", []), key=lambda n: n.start_byte):
+            name = self.text(node.child_by_field_name("name"))
+            value_node = node.child_by_field_name("value")
+            params_node = node.child_by_field_name("parameters")
+            params = (
+                tuple(self.text(c) for c in params_node.named_children) if params_node is not None else None
+            )
+            value = self.text(value_node).strip()
+            result.append(
+                Macro(
+                    name=name,
+                    value=value,
+                    int_value=eval_int_text(value) if params is None else None,
+                    params=params,
+                    span=self.span(node),
+                    value_span=self._trimmed_span(value_node) if value_node is not None else None,
+                )
+            )
+        return result
+
+    def _trimmed_span(self, node: ts.Node) -> Span:
+        raw = self.source[node.start_byte : node.end_byte]
+        lead = len(raw) - len(raw.lstrip())
+        trail = len(raw) - len(raw.rstrip())
+        return self.lines.span(node.start_byte + lead, node.end_byte - trail)
+
+    def constants_and_shared(
+        self, known: dict[str, int]
+    ) -> tuple[list[Constant], list[SharedArray]]:
+        env = dict(known)
+        constants: list[Constant] = []
+        shared: list[SharedArray] = []
+        nodes = sorted(captures("declarations", self.root).get("decl", []), key=lambda n: n.start_byte)
+        for node in nodes:
+            words = {self.text(c) for c in node.children if c.type in ("type_qualifier", "storage_class_specifier")}
+            fn = enclosing_function(node)
+            fn_name = function_name(fn) if fn is not None else None
+            type_text = self.text(node.child_by_field_name("type"))
+            if "__shared__" in words:
+                for decl in node.children_by_field_name("declarator"):
+                    dims: list[str] = []
+                    d: ts.Node | None = decl
+                    while d is not None and d.type in _DECLARATOR_WRAPPERS:
+                        if d.type == "array_declarator":
+                            size = d.child_by_field_name("size")
+                            dims.insert(0, self.text(size))
+                        d = d.child_by_field_name("declarator")
+                    shared.append(
+                        SharedArray(
+                            name=declarator_name(decl),
+                            type=type_text,
+                            dims=tuple(dims),
+                            extern="extern" in words,
+                            function=fn_name,
+                            span=self.span(node),
+                        )
+                    )
+                continue
+            if "constexpr" not in words and "const" not in words:
+                continue
+            for decl in node.children_by_field_name("declarator"):
+                if decl.type != "init_declarator":
+                    continue
+                value_node = decl.child_by_field_name("value")
+                if value_node is None:
+                    continue
+                if value_node.type in ("initializer_list", "argument_list"):
+                    inner = value_node.named_children
+                    if len(inner) != 1:
+                        continue
+                    value_node = inner[0]
+                value = const_eval(value_node, env)
+                if value is None:
+                    continue
+                name = declarator_name(decl)
+                env[name] = value
+                constants.append(
+                    Constant(
+                        name=name,
+                        type=type_text,
+                        value=self.text(value_node),
+                        int_value=value,
+                        function=fn_name,
+                        span=self.span(node),
+                        value_span=self.span(value_node),
+                    )
+                )
+        return constants, shared
+
+
+def eval_int_text(value: str, env: dict[str, int] | None = None) -> int | None:
+    """Evaluate a macro body as a C integer constant expression (``(256)``, ``4 * 32``)."""
+    if not value or len(value) > 200:
+        return None
+    tree = parse_tree(b"int __ktx_value = " + value.encode() + b";")
+    if tree.root_node.has_error:
+        return None
+    decl = tree.root_node.named_children[0] if tree.root_node.named_children else None
+    init = decl.child_by_field_name("declarator") if decl is not None else None
+    node = init.child_by_field_name("value") if init is not None else None
+    return const_eval(node, env or {}) if node is not None else None

@@ -1,0 +1,195 @@
+"""``parse()`` and :class:`Module`: a CUDA file, its tree and its IR index.
+
+A module never loses a byte: it keeps the source it was given and every IR record points
+into it, so printing an unedited module gives the input back exactly and edits are
+byte-range replacements (see :mod:`ktx.ir.edits`).
+"""
+
+from __future__ import annotations
+
+
+from pathlib import Path
+
+import tree_sitter as ts
+
+from ktx.errors import KtxError, Location
+from ktx.ir.index import Indexer
+from ktx.ir.language import parse_tree
+from ktx.ir.nodes import (
+    Constant,
+    Diagnostic,
+    Function,
+    LaunchSite,
+    Loop,
+    Macro,
+    SharedArray,
+)
+from ktx.ir.source import LineIndex, Span
+
+#: How many diagnostics of one file are kept in full; the rest are counted.
+MAX_DIAGNOSTICS = 200
+
+
+class ParseError(KtxError):
+    """The input cannot be parsed into anything useful (binary, empty, not UTF-8...)."""
+
+
+class Module:
+    """A parsed CUDA source file with its IR index.
+
+    >>> m = parse("__global__ void k(float* x) { x[threadIdx.x] = 0.f; }")
+    >>> [k.name for k in m.kernels]
+    ['k']
+    >>> m.print() == "__global__ void k(float* x) { x[threadIdx.x] = 0.f; }"
+    True
+    """
+
+    def __init__(self, source: bytes, path: str | None = None, tree: ts.Tree | None = None) -> None:
+        self.source = source
+        self.path = path
+        self.tree = tree if tree is not None else parse_tree(source)
+        self.lines = LineIndex(source)
+        indexer = Indexer(source, self.tree, self.lines)
+        self.functions: tuple[Function, ...] = tuple(indexer.functions())
+        self.loops: tuple[Loop, ...] = tuple(indexer.loops())
+        self.launch_sites: tuple[LaunchSite, ...] = tuple(indexer.launch_sites())
+        self.macros: tuple[Macro, ...] = tuple(indexer.macros())
+        known = {m.name: m.int_value for m in self.macros if m.int_value is not None}
+        constants, shared = indexer.constants_and_shared(known)
+        self.constants: tuple[Constant, ...] = tuple(constants)
+        self.shared_arrays: tuple[SharedArray, ...] = tuple(shared)
+        self.diagnostics: tuple[Diagnostic, ...] = tuple(self._syntax_diagnostics())
+
+    # -- views -------------------------------------------------------------------------
+
+    @property
+    def kernels(self) -> tuple[Function, ...]:
+        return tuple(f for f in self.functions if f.is_kernel)
+
+    @property
+    def device_functions(self) -> tuple[Function, ...]:
+        return tuple(f for f in self.functions if f.is_device)
+
+    @property
+    def text_str(self) -> str:
+        return self.source.decode("utf-8", "replace")
+
+    def print(self) -> str:
+        """The module as source text: the input itself when nothing was edited."""
+        return self.source.decode("utf-8", "surrogateescape")
+
+    def text(self, span: Span) -> str:
+        return self.source[span.start : span.end].decode("utf-8", "replace")
+
+    def node(self, span: Span) -> ts.Node:
+        """The smallest tree node covering ``span``: the way from the index back to the tree."""
+        node = self.tree.root_node.descendant_for_byte_range(span.start, span.end)
+        assert node is not None
+        return node
+
+    def span(self, start: int, end: int) -> Span:
+        return self.lines.span(start, end)
+
+    def location(self, offset: int) -> Location:
+        line, col = self.lines.line_col(offset)
+        return Location(self.path, line, col)
+
+    def kernel(self, name: str | None = None) -> Function:
+        """The kernel called ``name``, or the only kernel when ``name`` is None."""
+        kernels = self.kernels
+        if name is None:
+            if len(kernels) == 1:
+                return kernels[0]
+            if not kernels:
+                raise KtxError("no __global__ kernel found", Location(self.path), "is this a CUDA file?")
+            names = ", ".join(k.name for k in kernels)
+            raise KtxError(
+                f"{len(kernels)} kernels in this file: {names}",
+                Location(self.path),
+                "name one with --kernel NAME",
+            )
+        for k in kernels:
+            if k.name == name:
+                return k
+        names = ", ".join(k.name for k in kernels) or "none"
+        raise KtxError(f"no kernel named {name!r}", Location(self.path), f"kernels here: {names}")
+
+    def loops_in(self, fn: Function) -> tuple[Loop, ...]:
+        return tuple(lp for lp in self.loops if fn.body.contains(lp.span))
+
+    def launches_of(self, kernel: str) -> tuple[LaunchSite, ...]:
+        return tuple(s for s in self.launch_sites if s.kernel == kernel)
+
+    def errors_in(self, span: Span) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if span.overlaps(d.span) or d.span.start == span.start)
+
+    def with_source(self, source: bytes) -> Module:
+        """A new module over ``source`` (the result of edits), with the same path."""
+        return Module(source, self.path)
+
+    # -- diagnostics -------------------------------------------------------------------
+
+    def _syntax_diagnostics(self) -> list[Diagnostic]:
+        kernels = [f for f in self.functions if f.is_kernel]
+        result: list[Diagnostic] = []
+        for node in error_nodes(self.tree.root_node):
+            span = self.lines.span(node.start_byte, node.end_byte)
+            owner = next((k for k in kernels if k.span.overlaps(span) or k.span.contains(span)), None)
+            snippet = self.text(span).strip().splitlines()[0][:40] if span.length else ""
+            if node.is_missing:
+                what = f"expected {node.type!r}"
+            else:
+                what = f"tree-sitter could not parse {snippet!r}" if snippet else "syntax error"
+            if owner is not None:
+                result.append(Diagnostic("error", f"{what} inside kernel {owner.name!r}", span, self.path))
+            else:
+                result.append(Diagnostic("warning", f"{what}; skipped, indexing continues", span, self.path))
+        return result
+
+
+def error_nodes(root: ts.Node) -> list[ts.Node]:
+    """Outermost ERROR and MISSING nodes, in source order."""
+    found: list[ts.Node] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.is_error or node.is_missing:
+            found.append(node)
+            continue
+        if node.has_error:
+            stack.extend(reversed(node.children))
+    return sorted(found, key=lambda n: n.start_byte)
+
+
+def parse(source: str | bytes, path: str | None = None) -> Module:
+    """Parse CUDA source text into a :class:`Module`.
+
+    Raises :class:`ParseError` for input that is not text; syntax errors become diagnostics.
+    """
+    data = source.encode("utf-8") if isinstance(source, str) else source
+    if b"\x00" in data[:8192]:
+        raise ParseError("binary file, not CUDA source", Location(path), "give a .cu/.cuh text file")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ParseError(
+            "source is not valid UTF-8", Location(path, line, col), "save the file as UTF-8"
+        ) from exc
+    return Module(data, path)
+
+
+def parse_file(path: str | Path) -> Module:
+    """Read and parse a file, with user-facing errors for the ways that can fail."""
+    p = Path(path)
+    if not p.exists():
+        raise KtxError("no such file", Location(str(path)), "check the path")
+    if p.is_dir():
+        raise KtxError("is a directory, not a file", Location(str(path)), "give a .cu file")
+    data = p.read_bytes()
+    if not data.strip():
+        raise ParseError("empty file", Location(str(path)), "give a file with a __global__ kernel")
+    return parse(data, str(path))
+
+

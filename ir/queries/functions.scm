@@ -1,0 +1,2 @@
+; Every function definition, wherever it sits (namespaces, templates, extern "C").
+(function_definition) @function
