@@ -28,6 +28,40 @@ _BINARY: dict[str, Callable[[int, int], int | None]] = {
 }
 
 
+#: Sizes of the element types kernels use, for ``16 / sizeof(__nv_bfloat16)``.
+SIZEOF = {
+    "char": 1,
+    "int8_t": 1,
+    "uint8_t": 1,
+    "__nv_fp8_e4m3": 1,
+    "__nv_fp8_e5m2": 1,
+    "short": 2,
+    "int16_t": 2,
+    "uint16_t": 2,
+    "half": 2,
+    "__half": 2,
+    "__nv_bfloat16": 2,
+    "nv_bfloat16": 2,
+    "int": 4,
+    "unsigned": 4,
+    "unsigned int": 4,
+    "int32_t": 4,
+    "uint32_t": 4,
+    "float": 4,
+    "__half2": 4,
+    "__nv_bfloat162": 4,
+    "long long": 8,
+    "int64_t": 8,
+    "uint64_t": 8,
+    "size_t": 8,
+    "double": 8,
+    "float2": 8,
+    "float4": 16,
+    "int4": 16,
+    "uint4": 16,
+}
+
+
 def int_literal(text: str) -> int | None:
     """The value of a C integer literal, or ``None`` if ``text`` is not one."""
     m = _INT_LITERAL.match(text.strip())
@@ -73,6 +107,12 @@ def const_eval(node: ts.Node, env: Mapping[str, int]) -> int | None:
         if a is None or b is None or fn is None:
             return None
         return fn(a, b)
+    if kind == "sizeof_expression":
+        target = node.child_by_field_name("type") or node.child_by_field_name("value")
+        if target is None:
+            return None
+        name = " ".join(_text(target).strip("() ").split())
+        return SIZEOF.get(name)
     if kind == "cast_expression":
         value_node = node.child_by_field_name("value")
         return const_eval(value_node, env) if value_node is not None else None

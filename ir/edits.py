@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from ktx.errors import KtxError, Location
 from ktx.ir.module import Module, error_nodes
 from ktx.ir.source import Span
+
+from ktx.errors import KtxError, Location
 
 
 class EditError(KtxError):
@@ -48,7 +49,13 @@ class Edit:
         return self.start < other.end and other.start < self.end
 
     def to_json(self) -> dict[str, object]:
-        return {"start": self.start, "end": self.end, "text": self.text, "pass": self.pass_name, "site": self.site}
+        return {
+            "start": self.start,
+            "end": self.end,
+            "text": self.text,
+            "pass": self.pass_name,
+            "site": self.site,
+        }
 
     @staticmethod
     def from_json(data: dict[str, object]) -> Edit:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import tree_sitter as ts
-
 from ktx.ir.consteval import const_eval
 from ktx.ir.language import captures, parse_tree
 from ktx.ir.nodes import (
@@ -97,8 +96,15 @@ def function_declarator(fn: ts.Node) -> ts.Node | None:
 class Indexer:
     """Collects IR records from one parsed file."""
 
-    def __init__(self, source: bytes, tree: ts.Tree, lines: LineIndex) -> None:
+    def __init__(
+        self,
+        source: bytes,
+        tree: ts.Tree,
+        lines: LineIndex,
+        attribute_macros: dict[str, tuple[str, ...]] | None = None,
+    ) -> None:
         self.source = source
+        self.attribute_macros = attribute_macros or {}
         self.tree = tree
         self.lines = lines
         self.root = tree.root_node
@@ -107,7 +113,10 @@ class Indexer:
         return self.lines.span(node.start_byte, node.end_byte)
 
     def text(self, node: ts.Node | None) -> str:
-        return text(node)
+        """Original text of a node (the parser saw masked attribute macros as blanks)."""
+        if node is None:
+            return ""
+        return self.source[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
     # -- functions ---------------------------------------------------------------------
 
@@ -132,6 +141,13 @@ class Indexer:
         template = fn.parent if fn.parent is not None and fn.parent.type == "template_declaration" else None
         template_params = self._template_params(template) if template is not None else ()
         start_node = template if template is not None else fn
+        if self.attribute_macros:
+            # Qualifiers hidden behind attribute macros in the signature count as written.
+            prev = start_node.prev_sibling
+            head_start = prev.end_byte if prev is not None else 0
+            head = self.source[head_start : (type_node or fn).start_byte].decode("utf-8", "replace")
+            for word in head.split():
+                qualifiers.extend(q for q in self.attribute_macros.get(word, ()) if q not in qualifiers)
         body = fn.child_by_field_name("body")
         declarator = function_declarator(fn)
         params = self._params(declarator) if declarator is not None else ()
@@ -171,7 +187,9 @@ class Indexer:
                 name_node = p.child_by_field_name("name")
                 default = p.child_by_field_name("default_type")
                 result.append(
-                    TemplateParam(self.text(name_node), "type", None, self.text(default) or None, self.span(p))
+                    TemplateParam(
+                        self.text(name_node), "type", None, self.text(default) or None, self.span(p)
+                    )
                 )
             elif p.type in ("parameter_declaration", "optional_parameter_declaration"):
                 decl = p.child_by_field_name("declarator")
@@ -331,6 +349,13 @@ class Indexer:
                 continue
             targs: list[ts.Node] = []
             name_node = callee
+            fn = enclosing_function(node)
+            if callee.type == "identifier" and fn is not None:
+                # ``auto kernel = k<T>; kernel<<<...>>>(...)``: launch through a local alias.
+                alias = self._alias_target(fn, self.text(callee))
+                if alias is not None:
+                    callee = alias
+                    name_node = alias
             if callee.type == "template_function":
                 name_node = callee.child_by_field_name("name") or callee
                 arg_list = callee.child_by_field_name("arguments")
@@ -338,7 +363,6 @@ class Indexer:
             parts = [c for c in config.named_children if c.type != "comment"]
             if len(parts) < 2:
                 continue
-            fn = enclosing_function(node)
             args = [c for c in args_node.named_children if c.type != "comment"] if args_node else []
             result.append(
                 LaunchSite(
@@ -356,6 +380,22 @@ class Indexer:
                 )
             )
         return result
+
+    def _alias_target(self, fn: ts.Node, name: str) -> ts.Node | None:
+        stack = [fn]
+        while stack:
+            n = stack.pop()
+            if n.type == "init_declarator":
+                decl = n.child_by_field_name("declarator")
+                value = n.child_by_field_name("value")
+                if decl is not None and self.text(decl) == name and value is not None:
+                    if value.type in ("template_function", "identifier", "qualified_identifier"):
+                        return value
+                    if value.type == "pointer_expression":  # auto k = &kernel<T>;
+                        arg = value.child_by_field_name("argument")
+                        return arg
+            stack.extend(n.children)
+        return None
 
     # -- constants -------------------------------------------------------------------
 
@@ -396,7 +436,9 @@ class Indexer:
         shared: list[SharedArray] = []
         nodes = sorted(captures("declarations", self.root).get("decl", []), key=lambda n: n.start_byte)
         for node in nodes:
-            words = {self.text(c) for c in node.children if c.type in ("type_qualifier", "storage_class_specifier")}
+            words = {
+                self.text(c) for c in node.children if c.type in ("type_qualifier", "storage_class_specifier")
+            }
             fn = enclosing_function(node)
             fn_name = function_name(fn) if fn is not None else None
             type_text = self.text(node.child_by_field_name("type"))

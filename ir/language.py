@@ -17,8 +17,9 @@ def language() -> ts.Language:
 @functools.cache
 def query(name: str) -> ts.Query:
     """The query ``ir/queries/<name>.scm``; queries are package data so users can read them."""
-    text = resources.files("ktx.ir").joinpath("queries", f"{name}.scm").read_text()
-    return ts.Query(language(), text)
+    text = (resources.files("ktx.ir") / "queries" / f"{name}.scm").read_text()
+    result: ts.Query = ts.Query(language(), text)
+    return result
 
 
 def captures(name: str, node: ts.Node) -> dict[str, list[ts.Node]]:

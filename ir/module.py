@@ -7,14 +7,12 @@ byte-range replacements (see :mod:`ktx.ir.edits`).
 
 from __future__ import annotations
 
-
 from pathlib import Path
 
 import tree_sitter as ts
-
-from ktx.errors import KtxError, Location
 from ktx.ir.index import Indexer
 from ktx.ir.language import parse_tree
+from ktx.ir.mask import mask
 from ktx.ir.nodes import (
     Constant,
     Diagnostic,
@@ -25,6 +23,8 @@ from ktx.ir.nodes import (
     SharedArray,
 )
 from ktx.ir.source import LineIndex, Span
+
+from ktx.errors import KtxError, Location
 
 #: How many diagnostics of one file are kept in full; the rest are counted.
 MAX_DIAGNOSTICS = 200
@@ -47,9 +47,12 @@ class Module:
     def __init__(self, source: bytes, path: str | None = None, tree: ts.Tree | None = None) -> None:
         self.source = source
         self.path = path
-        self.tree = tree if tree is not None else parse_tree(source)
+        masked = mask(source)
+        #: Attribute macros (``#define FLASHINFER_INLINE inline __device__``) hidden from the parser.
+        self.attribute_macros = masked.attribute_macros
+        self.tree = tree if tree is not None else parse_tree(masked.text)
         self.lines = LineIndex(source)
-        indexer = Indexer(source, self.tree, self.lines)
+        indexer = Indexer(source, self.tree, self.lines, masked.attribute_macros)
         self.functions: tuple[Function, ...] = tuple(indexer.functions())
         self.loops: tuple[Loop, ...] = tuple(indexer.loops())
         self.launch_sites: tuple[LaunchSite, ...] = tuple(indexer.launch_sites())
