@@ -1,0 +1,859 @@
+"""``ktx.toml``: what a kernel takes, on which shapes to run it, and how to judge it.
+
+A spec is data a person writes next to ``kernel.cu``. It is loaded with ``tomllib`` and
+validated into frozen dataclasses; every mistake (unknown key, wrong type, bad expression,
+missing argument) raises :class:`~ktx.errors.KtxError` naming the key and its line, found by
+:mod:`ktx.tomlpos`. The schema is documented in ``docs/spec.md``.
+
+>>> spec = load_spec("kernels/silu_and_mul")          # doctest: +SKIP
+>>> point = spec.shape_set().points[0]                 # doctest: +SKIP
+>>> spec.launch.block[0].evaluate_int(spec.env(point)) # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ktx.errors import KtxError, Location
+from ktx.expr import Expr, Value
+from ktx.measure.dtypes import DTYPES, DType, lookup
+from ktx.tomlpos import KeyPath, TomlPositions
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
+
+SPEC_FILE = "ktx.toml"
+
+Role = Literal["in", "out", "inout", "scalar"]
+
+#: Distributions for input values, with their parameters and defaults.
+DISTRIBUTIONS: Mapping[str, Mapping[str, float]] = {
+    "normal": {"mean": 0.0, "std": 1.0},
+    "uniform": {"low": -1.0, "high": 1.0},
+    "randint": {"low": 0.0, "high": 100.0},
+    "arange": {"start": 0.0, "step": 1.0},
+}
+
+#: Extra parameters any distribution accepts: fractions of special values mixed in.
+SPECIAL_PARAMS: Mapping[str, float] = {"inf_fraction": 0.0, "neginf_fraction": 0.0}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Pass when ``|got - want| <= atol + rtol * |want|`` everywhere and ``max|got - want| <=
+    max_abs``; for fp8 and integer outputs, also at most ``ulp`` units of the last place."""
+
+    rtol: float
+    atol: float
+    max_abs: float
+    ulp: int = 0
+
+
+#: Defaults, about two units in the last place of each float type (one rounding of the
+#: candidate and one of the reference can disagree by one each).
+DEFAULT_TOLERANCE: Mapping[str, Tolerance] = {
+    "fp64": Tolerance(1e-10, 1e-12, 1e-6),
+    "fp32": Tolerance(1e-4, 1e-5, 1e-2),
+    "fp16": Tolerance(2e-3, 1e-3, 0.25),
+    "bf16": Tolerance(1.6e-2, 1e-2, 1.0),
+    "fp8_e4m3": Tolerance(0.0, 0.0, float("inf"), ulp=1),
+    "fp8_e5m2": Tolerance(0.0, 0.0, float("inf"), ulp=1),
+}
+_EXACT = Tolerance(0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class Dist:
+    """How input values are drawn: ``kind`` with its parameters (defaults filled in)."""
+
+    kind: str = "normal"
+    params: tuple[tuple[str, float], ...] = ()
+
+    def param(self, name: str) -> float:
+        for key, value in self.params:
+            if key == name:
+                return value
+        defaults = {**DISTRIBUTIONS.get(self.kind, {}), **SPECIAL_PARAMS}
+        return defaults[name]
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One kernel parameter, in declaration order."""
+
+    name: str
+    dtype: DType
+    role: Role
+    shape: tuple[Expr, ...] = ()
+    value: Expr | None = None  # scalars only
+    dist: Dist = Dist()
+    where: Location | None = field(default=None, compare=False)
+
+    @property
+    def is_array(self) -> bool:
+        return self.role != "scalar"
+
+    @property
+    def is_output(self) -> bool:
+        return self.role in ("out", "inout")
+
+    def dims(self, env: Mapping[str, Value]) -> tuple[int, ...]:
+        dims = tuple(e.evaluate_int(env) for e in self.shape)
+        for expr, dim in zip(self.shape, dims, strict=True):
+            if dim < 0:
+                raise KtxError(f"arg {self.name!r}: dimension {expr.text!r} is {dim}", expr.where)
+        return dims
+
+
+@dataclass(frozen=True)
+class ShapePoint:
+    """One assignment of the shape variables; its name (``tokens=1,d=4096``) keys results."""
+
+    values: tuple[tuple[str, int], ...]
+
+    @property
+    def name(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.values)
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.values)
+
+    @classmethod
+    def from_name(cls, name: str) -> ShapePoint:
+        values = []
+        for part in name.split(","):
+            key, _, value = part.partition("=")
+            values.append((key.strip(), int(value)))
+        return cls(tuple(values))
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class ShapeSet:
+    name: str
+    points: tuple[ShapePoint, ...]
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Grid, block (1 to 3 expressions each) and dynamic shared memory bytes."""
+
+    grid: tuple[Expr, ...]
+    block: tuple[Expr, ...]
+    shared: Expr
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What candidates are verified against.
+
+    ``use = "original"`` (default): the spec's own kernel, run in the same worker.
+    ``use = "python"``: ``python = "module:function"`` from the kernel folder, computing in
+    float64 with numpy. When ``python`` is given, the original kernel is also checked against it.
+    """
+
+    use: Literal["original", "python"] = "original"
+    python: str | None = None
+
+
+@dataclass(frozen=True)
+class Verify:
+    """Verification rounds and the extra, not-vector-aligned shapes tried for each shape."""
+
+    rounds: int = 3
+    seed: int = 0
+    odd: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated ``ktx.toml``."""
+
+    path: Path
+    kernel: str
+    source: str
+    template_args: tuple[str, ...]
+    args: tuple[Arg, ...]
+    variables: tuple[str, ...]
+    derived: tuple[tuple[str, Expr], ...]
+    shapes: tuple[ShapeSet, ...]
+    default_shapes: str
+    launch: Launch
+    flags: tuple[str, ...]
+    reference: Reference
+    tolerance: tuple[tuple[str, Tolerance], ...]
+    bytes: Expr | None
+    flops: Expr | None
+    require: tuple[Expr, ...]
+    verify: Verify
+    description: str = ""
+
+    # -- derived information ---------------------------------------------------------------
+
+    @property
+    def folder(self) -> Path:
+        return self.path.parent
+
+    @property
+    def name(self) -> str:
+        return self.folder.name
+
+    def source_text(self) -> str:
+        path = self.folder / self.source
+        try:
+            return path.read_text()
+        except OSError as exc:
+            raise KtxError(
+                f"cannot read kernel source {path}: {exc.strerror}", Location(str(self.path))
+            ) from None
+
+    @property
+    def name_expression(self) -> str:
+        """The kernel's name expression; ``{expr}`` placeholders are expanded per shape."""
+        if not self.template_args:
+            return self.kernel
+        return f"{self.kernel}<{', '.join(self.template_args)}>"
+
+    def shape_set(self, name: str | None = None) -> ShapeSet:
+        wanted = name or self.default_shapes
+        for shape_set in self.shapes:
+            if shape_set.name == wanted:
+                return shape_set
+        known = ", ".join(s.name for s in self.shapes)
+        raise KtxError(f"{self.name}: no shape set {wanted!r}", Location(str(self.path)), f"sets: {known}")
+
+    def find_point(self, name: str) -> ShapePoint:
+        """A shape by set name (its first point) or by point name (``tokens=1,d=4096``)."""
+        for shape_set in self.shapes:
+            if shape_set.name == name:
+                return shape_set.points[0]
+            for point in shape_set.points:
+                if point.name == name.replace(" ", ""):
+                    return point
+        if "=" in name:
+            point = ShapePoint.from_name(name)
+            self.check_point(point)
+            return point
+        raise KtxError(
+            f"{self.name}: unknown shape {name!r}",
+            Location(str(self.path)),
+            "give a set name or NAME=VALUE,...",
+        )
+
+    def check_point(self, point: ShapePoint) -> None:
+        names = tuple(k for k, _ in point.values)
+        if set(names) != set(self.variables):
+            raise KtxError(
+                f"{self.name}: shape {point.name!r} must set exactly {', '.join(self.variables)}",
+                Location(str(self.path)),
+            )
+
+    def env(self, point: ShapePoint, config: Mapping[str, Value] | None = None) -> dict[str, Value]:
+        """Shape variables, then derived variables, then knob values (which may use both)."""
+        env: dict[str, Value] = dict(point.values)
+        for name, expr in self.derived:
+            env[name] = expr.evaluate(env)
+        if config:
+            env.update(config)
+        return env
+
+    def satisfies(self, point: ShapePoint) -> bool:
+        env = self.env(point)
+        return all(r.evaluate_bool(env) for r in self.require)
+
+    def odd_points(self, point: ShapePoint) -> list[ShapePoint]:
+        """Variants of ``point`` off the vector width, one variable shifted at a time."""
+        out: list[ShapePoint] = []
+        for var, offsets in self.verify.odd:
+            for offset in offsets:
+                values = tuple((k, v + offset if k == var else v) for k, v in point.values)
+                candidate = ShapePoint(values)
+                if any(v <= 0 for _, v in values) or candidate in out or candidate == point:
+                    continue
+                if self.satisfies(candidate):
+                    out.append(candidate)
+        return out
+
+    def tolerance_for(self, dtype: DType) -> Tolerance:
+        for name, tol in self.tolerance:
+            if name == dtype.name:
+                return tol
+        if dtype.name in DEFAULT_TOLERANCE:
+            return DEFAULT_TOLERANCE[dtype.name]
+        return _EXACT
+
+    def bytes_moved(self, env: Mapping[str, Value]) -> int:
+        """Bytes one call must move at least: the spec's ``bytes`` or inputs read + outputs written."""
+        if self.bytes is not None:
+            return self.bytes.evaluate_int(env)
+        total = 0
+        for arg in self.args:
+            if not arg.is_array:
+                continue
+            size = arg.dtype.itemsize
+            for dim in arg.dims(env):
+                size *= dim
+            total += size * (2 if arg.role == "inout" else 1)
+        return total
+
+    def flops_done(self, env: Mapping[str, Value]) -> int | None:
+        return None if self.flops is None else self.flops.evaluate_int(env)
+
+
+_PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
+
+
+def expand(text: str, env: Mapping[str, Value], where: Location | None = None) -> str:
+    """Replace ``{expr}`` in a name expression by its value (``moe_sum_kernel<T, {topk}>``)."""
+
+    def one(match: re.Match[str]) -> str:
+        value = Expr.parse(match.group(1), where).evaluate(env)
+        return str(int(value)) if isinstance(value, bool) else str(value)
+
+    return _PLACEHOLDER.sub(one, text)
+
+
+# -- loading ------------------------------------------------------------------------------
+
+
+class _Table:
+    """A TOML table being read: typed getters that record which keys were used."""
+
+    def __init__(self, data: Mapping[str, Any], key: KeyPath, pos: TomlPositions) -> None:
+        self.data = data
+        self.key = key
+        self.pos = pos
+        self.used: set[str] = set()
+
+    def loc(self, *sub: str | int) -> Location:
+        return self.pos.locate((*self.key, *sub))
+
+    def dotted(self, *sub: str | int) -> str:
+        parts = [*self.key, *sub]
+        text = ""
+        for part in parts:
+            text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+        return text or "<top level>"
+
+    def error(self, sub: str | int | None, message: str, hint: str = "") -> KtxError:
+        where = self.loc() if sub is None else self.loc(sub)
+        name = self.dotted() if sub is None else self.dotted(sub)
+        return KtxError(f"{name}: {message}", where, hint)
+
+    def has(self, name: str) -> bool:
+        return name in self.data
+
+    def raw(self, name: str) -> Any:
+        self.used.add(name)
+        return self.data.get(name)
+
+    def _typed(self, name: str, types: tuple[type, ...], what: str, default: Any, required: bool) -> Any:
+        if name not in self.data:
+            if required:
+                raise self.error(None, f"missing key {name!r}", f"add {name} = ...")
+            return default
+        value = self.raw(name)
+        if isinstance(value, bool) and bool not in types:
+            raise self.error(name, f"expected {what}, got {value!r}")
+        if not isinstance(value, types):
+            raise self.error(name, f"expected {what}, got {type(value).__name__} {value!r}")
+        return value
+
+    def string(self, name: str, default: str | None = None, required: bool = False) -> Any:
+        return self._typed(name, (str,), "a string", default, required)
+
+    def integer(self, name: str, default: int, minimum: int | None = None) -> int:
+        value: int = self._typed(name, (int,), "an integer", default, False)
+        if minimum is not None and value < minimum:
+            raise self.error(name, f"must be at least {minimum}, got {value}")
+        return value
+
+    def number(self, name: str, default: float) -> float:
+        return float(self._typed(name, (int, float), "a number", default, False))
+
+    def table(self, name: str, required: bool = False) -> _Table:
+        value = self._typed(name, (dict,), "a table", {}, required)
+        return _Table(value, (*self.key, name), self.pos)
+
+    def strings(self, name: str, default: Sequence[str] = ()) -> tuple[str, ...]:
+        value = self._typed(name, (list,), "an array of strings", list(default), False)
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                raise self.error(name, f"item {i} must be a string, got {item!r}")
+        return tuple(value)
+
+    def expr(self, name: str, default: str | None = None, required: bool = False) -> Expr | None:
+        if name not in self.data:
+            if required:
+                raise self.error(None, f"missing key {name!r}")
+            return None if default is None else Expr.parse(default)
+        value = self.raw(name)
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise self.error(name, f"expected an expression (string or number), got {value!r}")
+        return Expr.parse(value, self.pos.value_col((*self.key, name)))
+
+    def exprs(
+        self, name: str, default: Sequence[str] | None = None, required: bool = False
+    ) -> tuple[Expr, ...]:
+        """One expression or an array of 1 to 3 (grid/block/shape)."""
+        if name not in self.data:
+            if required:
+                raise self.error(None, f"missing key {name!r}")
+            return tuple(Expr.parse(d) for d in (default or ()))
+        value = self.raw(name)
+        key = (*self.key, name)
+        if isinstance(value, str) and value.strip().startswith("["):
+            return _parse_list_expr(value, self.pos.value_col(key), self.error(name, "").location)
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            return (Expr.parse(value, self.pos.value_col(key)),)
+        if isinstance(value, list):
+            out = []
+            for i, item in enumerate(value):
+                if isinstance(item, bool) or not isinstance(item, str | int):
+                    raise self.error(name, f"item {i} must be an expression string or integer, got {item!r}")
+                out.append(Expr.parse(item, self.pos.value_col((*key, i))))
+            return tuple(out)
+        raise self.error(name, f"expected an expression or an array of them, got {value!r}")
+
+    def done(self, allowed: Sequence[str]) -> None:
+        for key in self.data:
+            if key not in self.used:
+                close = [a for a in allowed if a[:3] == key[:3]]
+                hint = f"did you mean {close[0]!r}?" if close else "allowed: " + ", ".join(allowed)
+                raise self.error(key, f"unknown key {key!r}", hint)
+
+
+def _parse_list_expr(text: str, where: Location, fallback: Location | None) -> tuple[Expr, ...]:
+    """``"[tokens, 2 * d]"`` -> expressions, each located at its own column."""
+    lead = len(text) - len(text.lstrip())
+    body = text.strip()
+    if not body.endswith("]"):
+        raise KtxError(f"unbalanced brackets in {body!r}", where, "write [dim, dim, ...]")
+    inner_start = lead + 1
+    inner = body[1:-1]
+    parts: list[tuple[int, str]] = []
+    depth = 0
+    start = 0
+    for i, ch in enumerate(inner):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append((start, inner[start:i]))
+            start = i + 1
+    if inner[start:].strip() or parts:
+        parts.append((start, inner[start:]))
+    out = []
+    for offset, piece in parts:
+        col = where.col + inner_start + offset if where.line > 0 else 0
+        piece_where = Location(where.path, where.line, col) if where.line > 0 else fallback
+        out.append(Expr.parse(piece, piece_where))
+    return tuple(out)
+
+
+_TOP_KEYS = (
+    "kernel", "source", "template_args", "description", "args", "vars", "shapes", "default_shapes",
+    "launch", "compile", "reference", "tolerance", "bytes", "flops", "constraints", "verify",
+)  # fmt: skip
+_ARG_KEYS = ("name", "dtype", "shape", "role", "dist", "value", *DISTRIBUTIONS["normal"],
+             *DISTRIBUTIONS["uniform"], *DISTRIBUTIONS["arange"], *SPECIAL_PARAMS)  # fmt: skip
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Load ``ktx.toml`` from a kernel folder (or the file itself) and validate it."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / SPEC_FILE
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise KtxError(
+            f"cannot read spec: {exc.strerror}", Location(str(p)), "every kernel folder needs a ktx.toml"
+        ) from None
+    return parse_spec(text, p)
+
+
+def parse_spec(text: str, path: Path) -> Spec:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        line = int(m.group(1)) if (m := re.search(r"line (\d+)", str(exc))) else 0
+        col = int(m.group(1)) if (m := re.search(r"column (\d+)", str(exc))) else 0
+        raise KtxError(f"invalid TOML: {exc}", Location(str(path), line, col)) from None
+    pos = TomlPositions.scan(text, str(path))
+    top = _Table(data, (), pos)
+    # A misspelt section is reported as such, not as the section that is then missing.
+    _Table({k: v for k, v in data.items() if k not in _TOP_KEYS}, (), pos).done(_TOP_KEYS)
+
+    kernel = top.string("kernel", required=True)
+    if not _IDENT.match(kernel):
+        raise top.error("kernel", f"{kernel!r} is not a C++ identifier")
+    source = top.string("source", "kernel.cu")
+    if not (path.parent / source).is_file():
+        raise top.error("source", f"file {source!r} not found next to the spec")
+    template_args = top.strings("template_args")
+    description = top.string("description", "")
+
+    shapes, default_shapes, variables = _shapes(top, pos)
+    derived = _derived(top)
+    args = _args(top, pos)
+    launch_t = top.table("launch", required=True)
+    launch = Launch(
+        grid=launch_t.exprs("grid", required=True),
+        block=launch_t.exprs("block", required=True),
+        shared=launch_t.expr("shared") or Expr.parse("0"),
+    )
+    for name in ("grid", "block"):
+        count = len(getattr(launch, name))
+        if not 1 <= count <= 3:
+            raise launch_t.error(name, f"needs 1 to 3 expressions, got {count}")
+    launch_t.done(("grid", "block", "shared"))
+
+    compile_t = top.table("compile")
+    flags = compile_t.strings("flags")
+    compile_t.done(("flags",))
+
+    reference = _reference(top, path)
+    tolerance = _tolerance(top)
+    byte_expr = top.expr("bytes")
+    flop_expr = top.expr("flops")
+
+    cons = top.table("constraints")
+    require = cons.exprs("require")
+    odd_t = cons.table("odd")
+    odd: list[tuple[str, tuple[int, ...]]] = []
+    for var, offsets in odd_t.data.items():
+        odd_t.used.add(var)
+        if var not in variables:
+            raise odd_t.error(
+                var, f"{var!r} is not a shape variable", "shape variables: " + ", ".join(variables)
+            )
+        if not isinstance(offsets, list) or not all(
+            isinstance(o, int) and not isinstance(o, bool) for o in offsets
+        ):
+            raise odd_t.error(var, "expected an array of integer offsets, e.g. [1, -3]")
+        odd.append((var, tuple(offsets)))
+    cons.done(("require", "odd"))
+
+    ver = top.table("verify")
+    verify = Verify(
+        rounds=ver.integer("rounds", 3, minimum=3),
+        seed=ver.integer("seed", 0),
+        odd=tuple(odd),
+    )
+    ver.done(("rounds", "seed"))
+    top.done(_TOP_KEYS)
+
+    spec = Spec(
+        path=path, kernel=kernel, source=source, template_args=template_args, args=args,
+        variables=variables, derived=derived, shapes=shapes, default_shapes=default_shapes,
+        launch=launch, flags=flags, reference=reference, tolerance=tolerance, bytes=byte_expr,
+        flops=flop_expr, require=require, verify=verify, description=description,
+    )  # fmt: skip
+    _check_names(spec, top)
+    _check_points(spec, top)
+    return spec
+
+
+def _shapes(top: _Table, pos: TomlPositions) -> tuple[tuple[ShapeSet, ...], str, tuple[str, ...]]:
+    table = top.table("shapes", required=True)
+    sets: list[ShapeSet] = []
+    variables: tuple[str, ...] | None = None
+    for set_name, value in table.data.items():
+        table.used.add(set_name)
+        points: list[tuple[ShapePoint, KeyPath]] = []
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                if not isinstance(item, dict):
+                    raise table.error(
+                        set_name, f"item {i} must be an inline table like {{tokens = 1, d = 4096}}"
+                    )
+                points.append((_point(item, ("shapes", set_name, i), pos), ("shapes", set_name, i)))
+        elif isinstance(value, dict):
+            sub = _Table(value, ("shapes", set_name), pos)
+            if sub.has("product"):
+                product = sub.table("product")
+                points.extend((p, product.key) for p in _product(product))
+            if sub.has("points"):
+                items = sub.raw("points")
+                if not isinstance(items, list):
+                    raise sub.error("points", "expected an array of inline tables")
+                for i, item in enumerate(items):
+                    if not isinstance(item, dict):
+                        raise sub.error("points", f"item {i} must be an inline table")
+                    points.append((_point(item, ("shapes", set_name, "points", i), pos), sub.key))
+            if not (sub.has("product") or sub.has("points")):
+                raise sub.error(None, "a shape set table needs 'product' or 'points'")
+            sub.done(("product", "points"))
+        else:
+            raise table.error(set_name, "expected an array of shapes or a table with 'product'")
+        if not points:
+            raise table.error(set_name, "empty shape set")
+        for point, key in points:
+            names = tuple(k for k, _ in point.values)
+            if variables is None:
+                variables = names
+            elif set(names) != set(variables):
+                raise KtxError(
+                    f"shapes.{set_name}: shape {point.name!r} sets {', '.join(names)} but the "
+                    f"first shape sets {', '.join(variables)}",
+                    pos.locate(key),
+                    "every shape must set the same variables",
+                )
+        ordered = tuple(
+            ShapePoint(tuple((v, point.as_dict()[v]) for v in variables or ())) for point, _ in points
+        )
+        unique = tuple(dict.fromkeys(ordered))
+        sets.append(ShapeSet(set_name, unique))
+    if not sets:
+        raise table.error(None, "no shape sets", "add e.g. default = [{tokens = 1, d = 4096}]")
+    default = top.string(
+        "default_shapes", "default" if any(s.name == "default" for s in sets) else sets[0].name
+    )
+    if default not in {s.name for s in sets}:
+        raise top.error("default_shapes", f"no shape set named {default!r}")
+    return tuple(sets), default, variables or ()
+
+
+def _point(item: Mapping[str, Any], key: KeyPath, pos: TomlPositions) -> ShapePoint:
+    values = []
+    for name, value in item.items():
+        if not _IDENT.match(name):
+            raise KtxError(f"shape variable {name!r} is not an identifier", pos.locate((*key, name)))
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise KtxError(
+                f"shape variable {name!r} must be a positive integer, got {value!r}", pos.locate((*key, name))
+            )
+        values.append((name, value))
+    return ShapePoint(tuple(values))
+
+
+def _product(table: _Table) -> Iterator[ShapePoint]:
+    """``{tokens = [1, 4], "heads,head_dim" = [[32, 128], [64, 128]]}`` -> the product."""
+    axes: list[tuple[list[str], list[tuple[int, ...]]]] = []
+    for key, values in table.data.items():
+        table.used.add(key)
+        names = [n.strip() for n in key.split(",")]
+        for name in names:
+            if not _IDENT.match(name):
+                raise table.error(key, f"shape variable {name!r} is not an identifier")
+        if not isinstance(values, list) or not values:
+            raise table.error(key, "expected a non-empty array of values")
+        rows: list[tuple[int, ...]] = []
+        for value in values:
+            row = tuple(value) if isinstance(value, list) else (value,)
+            if len(row) != len(names) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in row
+            ):
+                want = (
+                    "positive integers"
+                    if len(names) == 1
+                    else f"[{', '.join(names)}] rows of positive integers"
+                )
+                raise table.error(key, f"expected {want}, got {value!r}")
+            rows.append(row)
+        axes.append((names, rows))
+    for combo in itertools.product(*(rows for _, rows in axes)):
+        point: list[tuple[str, int]] = []
+        for (names, _), row in zip(axes, combo, strict=True):
+            point.extend(zip(names, row, strict=True))
+        yield ShapePoint(tuple(point))
+
+
+def _derived(top: _Table) -> tuple[tuple[str, Expr], ...]:
+    table = top.table("vars")
+    out = []
+    for name in table.data:
+        if not _IDENT.match(name):
+            raise table.error(name, f"{name!r} is not an identifier")
+        expr = table.expr(name)
+        assert expr is not None
+        out.append((name, expr))
+    return tuple(out)
+
+
+def _args(top: _Table, pos: TomlPositions) -> tuple[Arg, ...]:
+    if not top.has("args"):
+        raise top.error(None, "missing [[args]]", "list the kernel parameters in order")
+    items = top.raw("args")
+    if not isinstance(items, list) or not items:
+        raise top.error("args", "expected [[args]] tables, one per kernel parameter")
+    args: list[Arg] = []
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise top.error("args", f"item {i} must be a table")
+        t = _Table(item, ("args", i), pos)
+        name = t.string("name", required=True)
+        if not _IDENT.match(name):
+            raise t.error("name", f"{name!r} is not an identifier")
+        if name in seen:
+            raise t.error("name", f"duplicate argument {name!r}")
+        seen.add(name)
+        dtype_name = t.string("dtype", required=True)
+        dtype = lookup(dtype_name)
+        if dtype is None:
+            raise t.error("dtype", f"unknown dtype {dtype_name!r}", "dtypes: " + ", ".join(DTYPES))
+        if t.has("value"):
+            for bad in ("shape", "role", "dist"):
+                if t.has(bad):
+                    raise t.error(bad, f"scalar argument {name!r} (it has a value) takes no {bad!r}")
+            if not dtype.scalar_ok:
+                raise t.error(
+                    "dtype", f"{dtype.name} cannot be a by-value scalar here", "use fp32, int32, int64, ..."
+                )
+            value = t.expr("value")
+            t.done(("name", "dtype", "value"))
+            args.append(Arg(name, dtype, "scalar", (), value, Dist(), t.loc()))
+            continue
+        if not t.has("shape"):
+            raise t.error(None, f"argument {name!r} needs a 'shape' (array) or a 'value' (scalar)")
+        shape = t.exprs("shape", required=True)
+        role = t.string("role", "in")
+        if role not in ("in", "out", "inout"):
+            raise t.error("role", f"role must be 'in', 'out' or 'inout', got {role!r}")
+        kind = t.string("dist", "randint" if dtype.kind in ("int", "bool") else "normal")
+        if kind not in DISTRIBUTIONS:
+            raise t.error(
+                "dist", f"unknown distribution {kind!r}", "distributions: " + ", ".join(DISTRIBUTIONS)
+            )
+        allowed = (*DISTRIBUTIONS[kind], *SPECIAL_PARAMS)
+        params = []
+        for key in item:
+            if key in ("name", "dtype", "shape", "role", "dist"):
+                continue
+            if key not in allowed:
+                continue  # reported by done() below
+            number = t.number(key, 0.0)
+            if key in SPECIAL_PARAMS and not 0.0 <= number <= 1.0:
+                raise t.error(key, f"must be a fraction between 0 and 1, got {number}")
+            params.append((key, number))
+        if role == "out" and params:
+            raise t.error(params[0][0], "an output argument takes no input distribution")
+        t.done(("name", "dtype", "shape", "role", "dist", *allowed))
+        args.append(Arg(name, dtype, role, shape, None, Dist(kind, tuple(params)), t.loc()))
+    return tuple(args)
+
+
+def _reference(top: _Table, path: Path) -> Reference:
+    t = top.table("reference")
+    python = t.string("python")
+    use = t.string("use", "original")
+    if use not in ("original", "python"):
+        raise t.error("use", f"expected 'original' or 'python', got {use!r}")
+    if use == "python" and python is None:
+        raise t.error("use", "use = 'python' needs python = 'module:function'")
+    if python is not None:
+        module, _, func = python.partition(":")
+        if not (module and func and _IDENT.match(func)):
+            raise t.error("python", f"expected 'module:function', got {python!r}")
+        if not (path.parent / f"{module.replace('.', '/')}.py").is_file():
+            raise t.error("python", f"no {module}.py next to the spec")
+    t.done(("python", "use"))
+    return Reference("python" if use == "python" else "original", python)
+
+
+def _tolerance(top: _Table) -> tuple[tuple[str, Tolerance], ...]:
+    t = top.table("tolerance")
+    out = []
+    for name in t.data:
+        dtype = lookup(name)
+        if dtype is None:
+            raise t.error(name, f"unknown dtype {name!r}", "dtypes: " + ", ".join(DTYPES))
+        sub = t.table(name)
+        base = DEFAULT_TOLERANCE.get(dtype.name, _EXACT)
+        tol = Tolerance(
+            rtol=sub.number("rtol", base.rtol),
+            atol=sub.number("atol", base.atol),
+            max_abs=sub.number("max_abs", base.max_abs),
+            ulp=sub.integer("ulp", base.ulp, minimum=0),
+        )
+        for key in ("rtol", "atol", "max_abs"):
+            if getattr(tol, key) < 0:
+                raise sub.error(key, "must not be negative")
+        sub.done(("rtol", "atol", "max_abs", "ulp"))
+        out.append((dtype.name, tol))
+    return tuple(out)
+
+
+def _check_names(spec: Spec, top: _Table) -> None:
+    """Every expression may only name shape variables, derived variables (defined earlier)."""
+    known = set(spec.variables)
+    for name, expr in spec.derived:
+        _names_ok(expr, known, f"vars.{name}")
+        if name in known:
+            raise top.error("vars", f"vars.{name} redefines a shape variable")
+        known.add(name)
+    for arg in spec.args:
+        for expr in arg.shape:
+            _names_ok(expr, known, f"args.{arg.name}.shape")
+        if arg.value is not None:
+            _names_ok(arg.value, known, f"args.{arg.name}.value")
+    for label, exprs in (
+        ("bytes", (spec.bytes,)),
+        ("flops", (spec.flops,)),
+        ("constraints.require", spec.require),
+    ):
+        for maybe in exprs:
+            if maybe is not None:
+                _names_ok(maybe, known, label)
+    # A candidate may bring knobs into its own launch expressions; the spec's name none.
+    for expr in (*spec.launch.grid, *spec.launch.block, spec.launch.shared):
+        _names_ok(expr, known, "launch")
+    for text in spec.template_args:
+        for match in _PLACEHOLDER.finditer(text):
+            _names_ok(Expr.parse(match.group(1), top.loc("template_args")), known, "template_args")
+
+
+def _names_ok(expr: Expr, known: set[str], label: str) -> None:
+    unknown = sorted(expr.names - known)
+    if unknown:
+        col = expr.text.find(unknown[0])
+        where = expr.where
+        if where is not None and where.line > 0 and col >= 0:
+            where = Location(where.path, where.line, where.col + col)
+        raise KtxError(
+            f"{label}: unknown name {unknown[0]!r} in {expr.text.strip()!r}",
+            where,
+            "known names: " + ", ".join(sorted(known)),
+        )
+
+
+def _check_points(spec: Spec, top: _Table) -> None:
+    """Every listed shape must satisfy the constraints and give non-negative sizes."""
+    for shape_set in spec.shapes:
+        for index, point in enumerate(shape_set.points):
+            env = spec.env(point)
+            for expr in spec.require:
+                if not expr.evaluate_bool(env):
+                    raise KtxError(
+                        f"shapes.{shape_set.name}: {point.name} violates constraint {expr.text!r}",
+                        top.pos.locate(("shapes", shape_set.name, index)),
+                    )
+            for arg in spec.args:
+                if arg.is_array:
+                    arg.dims(env)
+                elif arg.value is not None:
+                    arg.value.evaluate(env)
+            for expr in (*spec.launch.grid, *spec.launch.block, spec.launch.shared):
+                expr.evaluate_int(env)
+
+
+def find_specs(root: str | Path) -> list[Path]:
+    """Kernel folders under ``root`` (itself included) that hold a ``ktx.toml``, sorted."""
+    base = Path(root)
+    if (base / SPEC_FILE).is_file():
+        return [base]
+    return sorted(p.parent for p in base.glob(f"*/{SPEC_FILE}"))
