@@ -204,8 +204,7 @@ class Expr:
             raise KtxError(
                 f"invalid expression {stripped!r}: {exc.msg}, unexpected {bad} at column {col + 1}",
                 _shift(where, col),
-                "use numbers, names, + - * / // % **, comparisons, and/or/not, "
-                + ", ".join(FUNCTIONS),
+                "use numbers, names, + - * / // % **, comparisons, and/or/not, " + ", ".join(FUNCTIONS),
             ) from None
         names: set[str] = set()
         _check(module.body, stripped, lead, where, names)
@@ -315,9 +314,7 @@ def _check(node: ast.AST, text: str, lead: int, where: Location | None, names: s
             raise fail(node, "only plain function calls are allowed")
         spec = FUNCTIONS.get(node.func.id)
         if spec is None:
-            raise fail(
-                node, f"unknown function {node.func.id!r}", "functions: " + ", ".join(FUNCTIONS)
-            )
+            raise fail(node, f"unknown function {node.func.id!r}", "functions: " + ", ".join(FUNCTIONS))
         if node.keywords:
             raise fail(node.keywords[0].value, "keyword arguments are not allowed")
         _, lo, hi = spec
