@@ -84,8 +84,9 @@ __global__ void merge_attn_states_kernel(T* __restrict__ output, float* __restri
   float p_lse = prefix_lse[lse_idx];
   float s_lse = suffix_lse[lse_idx];
   // +inf marks an empty side like -inf does, so the other side wins.
-  p_lse = isinf(p_lse) ? -INFINITY : p_lse;
-  s_lse = isinf(s_lse) ? -INFINITY : s_lse;
+  const float neg_inf = __int_as_float(0xff800000u);  // -inf (no INFINITY macro under NVRTC)
+  p_lse = isinf(p_lse) ? neg_inf : p_lse;
+  s_lse = isinf(s_lse) ? neg_inf : s_lse;
   const float max_lse = fmaxf(p_lse, s_lse);
 
   if (isinf(max_lse)) {
