@@ -7,7 +7,9 @@ byte-range replacements (see :mod:`ktx.ir.edits`).
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import tree_sitter as ts
 from ktx.ir.index import Indexer
@@ -25,6 +27,9 @@ from ktx.ir.nodes import (
 from ktx.ir.source import LineIndex, Span
 
 from ktx.errors import KtxError, Location
+
+if TYPE_CHECKING:
+    from ktx.ir.clang import ClangFacts
 
 #: How many diagnostics of one file are kept in full; the rest are counted.
 MAX_DIAGNOSTICS = 200
@@ -72,6 +77,18 @@ class Module:
     @property
     def device_functions(self) -> tuple[Function, ...]:
         return tuple(f for f in self.functions if f.is_device)
+
+    @cached_property
+    def facts(self) -> ClangFacts | None:
+        """libclang's facts (element types and sizes, macro values), computed on first use.
+
+        Optional by design: ``facts.available`` is False, with a reason, where libclang is
+        missing or cannot parse the file, and the rest of the IR works the same. See
+        :mod:`ktx.ir.clang`.
+        """
+        from ktx.ir.clang import facts
+
+        return facts(self)
 
     @property
     def text_str(self) -> str:
