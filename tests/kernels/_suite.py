@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import glob
+import importlib.util
 import os
 import re
 import shutil
@@ -11,6 +12,7 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 KERNELS_DIR = REPO / "kernels"
@@ -24,9 +26,7 @@ NAME_EXPRESSIONS: dict[str, list[str]] = {
     "fused_add_rmsnorm": ["fused_add_rmsnorm_kernel<__nv_bfloat16>"],
     "rmsnorm": ["rmsnorm_kernel<__nv_bfloat16>"],
     "merge_attn_states": ["merge_attn_states_kernel<__nv_bfloat16>"],
-    "per_token_group_quant_fp8": [
-        "per_token_group_quant_8bit_kernel<__nv_bfloat16, __nv_fp8_e4m3>"
-    ],
+    "per_token_group_quant_fp8": ["per_token_group_quant_8bit_kernel<__nv_bfloat16, __nv_fp8_e4m3>"],
     "moe_sum": [f"moe_sum_kernel<__nv_bfloat16, {k}>" for k in range(1, 9)],
     "rope": [
         "rotary_embedding_kernel<__nv_bfloat16, true>",
@@ -85,9 +85,7 @@ def parse_ptxas(text: str) -> dict[str, EntryInfo]:
             continue
         if current is None:
             continue
-        m = re.search(
-            r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line
-        )
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
         if m:
             current.stack_frame = int(m.group(1))
             current.spill_stores = int(m.group(2))
@@ -185,9 +183,7 @@ def nvrtc_compile(
     lib: ctypes.CDLL, source: str, name: str, options: list[str], name_expressions: list[str]
 ) -> NvrtcResult:
     prog = ctypes.c_void_p()
-    rc = lib.nvrtcCreateProgram(
-        ctypes.byref(prog), source.encode(), name.encode(), 0, None, None
-    )
+    rc = lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), 0, None, None)
     assert rc == 0, f"nvrtcCreateProgram failed ({rc})"
     try:
         for expr in name_expressions:
@@ -208,3 +204,13 @@ def nvrtc_compile(
         return NvrtcResult(rc == 0, log, lowered)
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+
+def load_reference(name: str) -> Any:
+    """kernels/<name>/reference.py as a module (each folder's file has the same basename)."""
+    path = KERNELS_DIR / name / "reference.py"
+    spec = importlib.util.spec_from_file_location(f"ktx_kernel_ref_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from collections.abc import Callable
 from typing import Any
@@ -10,18 +9,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ._suite import KERNEL_NAMES, KERNELS_DIR
+from ._suite import KERNEL_NAMES, load_reference
 
 Reference = Callable[..., dict[str, np.ndarray]]
 
 
 def load(name: str) -> Any:
-    path = KERNELS_DIR / name / "reference.py"
-    spec = importlib.util.spec_from_file_location(f"ktx_kernel_ref_{name}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_reference(name)
 
 
 def ref(name: str) -> Reference:
@@ -53,9 +47,7 @@ def test_silu_and_mul() -> None:
 
 def test_rmsnorm() -> None:
     # row [3, 4]: mean square 12.5, rsqrt = 1/sqrt(12.5) = 0.28284271...
-    out = ref("rmsnorm")(
-        input=np.array([[3.0, 4.0]]), weight=np.array([1.0, 2.0]), eps=0.0, d=2
-    )["output"]
+    out = ref("rmsnorm")(input=np.array([[3.0, 4.0]]), weight=np.array([1.0, 2.0]), eps=0.0, d=2)["output"]
     r = 1.0 / math.sqrt(12.5)
     np.testing.assert_allclose(out[0], [3.0 * r, 8.0 * r], rtol=1e-15)
     np.testing.assert_allclose(out[0], [0.848528137, 2.262741700], atol=1e-9)
@@ -137,9 +129,7 @@ def test_per_token_group_quant_fp8() -> None:
     assert res["output_s"].shape == (1, 2)
     np.testing.assert_array_equal(res["output_q"][0], [448.0, -17.0, 1.5, 0.25, 0, 0, 0, 0])
     # on the e4m3 grid, -17 ties -16/-18 and goes to the even mantissa, -16
-    np.testing.assert_array_equal(
-        mod.round_e4m3(res["output_q"])[0], [448.0, -16.0, 1.5, 0.25, 0, 0, 0, 0]
-    )
+    np.testing.assert_array_equal(mod.round_e4m3(res["output_q"])[0], [448.0, -16.0, 1.5, 0.25, 0, 0, 0, 0])
     # min/max clamp, and the ktx.toml entry point (inputs by name, shape vars)
     res = mod.per_token_group_quant(
         {"input": np.array([[10.0, -10.0]]), "eps": 1e-10, "min_8bit": -100.0, "max_8bit": 100.0},
@@ -162,9 +152,7 @@ def test_rope_neox_and_gptj() -> None:
     cache = np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 1.0, 1.0, 0.0]])
     q = np.array([[[1.0, 2.0, 3.0, 4.0]]])  # 1 token, 1 head
     k = np.array([[[1.0, 0.0, 0.0, 1.0]]])
-    res = ref("rope")(
-        positions=np.array([1]), query=q, key=k, cos_sin_cache=cache, rot_dim=4, head_size=4
-    )
+    res = ref("rope")(positions=np.array([1]), query=q, key=k, cos_sin_cache=cache, rot_dim=4, head_size=4)
     # NeoX pairs (h0, h2) with c=0,s=1 -> (-3, 1); (h1, h3) with c=1,s=0 -> unchanged.
     np.testing.assert_array_equal(res["query"], [[[-3.0, 2.0, 1.0, 4.0]]])
     np.testing.assert_array_equal(res["key"], [[[0.0, 0.0, 1.0, 1.0]]])
@@ -180,9 +168,7 @@ def test_rope_neox_and_gptj() -> None:
     np.testing.assert_array_equal(res["query"], [[[-2.0, 1.0, 3.0, 4.0]]])
     assert "key" not in res
     # position 0 is the identity; partial rotary (rot_dim 2 < head_size 4) leaves h2, h3 alone
-    ident = ref("rope")(
-        positions=np.array([0]), query=q, cos_sin_cache=cache, rot_dim=4, head_size=4
-    )
+    ident = ref("rope")(positions=np.array([0]), query=q, cos_sin_cache=cache, rot_dim=4, head_size=4)
     np.testing.assert_array_equal(ident["query"], q)
     partial = ref("rope")(
         positions=np.array([0]),
