@@ -1,0 +1,339 @@
+"""Source -> cubin, on CPU processes, with NVRTC first and nvcc as the fallback.
+
+Compiling needs no GPU, only the target architecture, so it runs in a pool of CPU processes
+while the GPU worker measures earlier candidates. NVRTC (through CuPy's bindings) is tried
+first; when it fails (a flag it rejects such as ``--expt-relaxed-constexpr``, a host header),
+``nvcc -cubin`` is tried; when there is no nvcc and NVRTC only rejected flags, NVRTC is retried
+without them and the result says which flags were dropped. cubins are cached on disk by a hash
+of everything that goes into them, so a repeated configuration costs nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+CACHE_ENV = "KTX_CACHE_DIR"
+
+
+def cache_dir() -> Path:
+    base = os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "ktx")
+    return Path(base)
+
+
+@dataclass(frozen=True)
+class CompileRequest:
+    source: str
+    name_expression: str
+    flags: tuple[str, ...]
+    arch: str  # compute capability digits, e.g. "90"
+    include_dirs: tuple[str, ...] = ()
+    backend: str = "auto"  # auto | nvrtc | nvcc
+
+    @property
+    def key(self) -> str:
+        blob = json.dumps(asdict(self), sort_keys=True).encode()
+        return hashlib.sha256(blob + _toolchain_id().encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    ok: bool
+    name_expression: str
+    cubin_path: str = ""
+    lowered_name: str = ""
+    compiler: str = ""
+    log: str = ""
+    seconds: float = 0.0
+    cached: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CompileResult:
+        return cls(**data)
+
+
+_TOOLCHAIN: str | None = None
+
+
+def _toolchain_id() -> str:
+    """Versions that change the cubin: NVRTC's and nvcc's (best effort, cached)."""
+    global _TOOLCHAIN
+    if _TOOLCHAIN is None:
+        parts = []
+        try:
+            from cupy_backends.cuda.libs import nvrtc  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+            major, minor = nvrtc.getVersion()
+            parts.append(f"nvrtc{major}.{minor}")
+        except Exception:
+            parts.append("nonvrtc")
+        nvcc = find_nvcc()
+        parts.append(nvcc or "nonvcc")
+        _TOOLCHAIN = ":".join(parts)
+    return _TOOLCHAIN
+
+
+def find_nvcc() -> str | None:
+    for var in ("CUDA_PATH", "CUDA_HOME"):
+        root = os.environ.get(var)
+        if root and os.path.isfile(os.path.join(root, "bin", "nvcc")):
+            return os.path.join(root, "bin", "nvcc")
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    if os.path.isfile("/usr/local/cuda/bin/nvcc"):
+        return "/usr/local/cuda/bin/nvcc"
+    return None
+
+
+def cuda_include_dirs() -> list[str]:
+    """CUDA headers for NVRTC: the toolkit's, and those of NVIDIA's pip packages."""
+    roots: list[str] = []
+    for var in ("CUDA_PATH", "CUDA_HOME"):
+        if os.environ.get(var):
+            roots.append(os.path.join(os.environ[var], "include"))
+    nvcc = find_nvcc()
+    if nvcc:
+        roots.append(os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))), "include"))
+    roots.append("/usr/local/cuda/include")
+    try:
+        import nvidia  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+        for base in list(getattr(nvidia, "__path__", [])):
+            for sub in sorted(os.listdir(base)):
+                roots.append(os.path.join(base, sub, "include"))
+    except ImportError:
+        pass
+    out: list[str] = []
+    for root in roots:
+        for path in (root, os.path.join(root, "cccl")):
+            if os.path.isdir(path) and path not in out:
+                out.append(path)
+    return out
+
+
+# -- NVRTC --------------------------------------------------------------------------------
+
+_UNKNOWN_OPTION = re.compile(r"unrecognized option (\S+)")
+
+
+class _NvrtcFailure(Exception):
+    def __init__(self, log: str, invalid_option: bool) -> None:
+        super().__init__(log)
+        self.log = log
+        self.invalid_option = invalid_option
+
+
+def _nvrtc(req: CompileRequest, flags: Sequence[str]) -> tuple[bytes, str, str]:
+    from cupy_backends.cuda.libs import nvrtc  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+    includes = [f"-I{d}" for d in (*req.include_dirs, *cuda_include_dirs())]
+    options = (*flags, f"-arch=sm_{req.arch}", *includes)
+    prog = nvrtc.createProgram(req.source, "kernel.cu", (), ())
+    try:
+        nvrtc.addNameExpression(prog, req.name_expression)
+        try:
+            nvrtc.compileProgram(prog, options)
+        except nvrtc.NVRTCError as exc:
+            log = nvrtc.getProgramLog(prog)
+            raise _NvrtcFailure(f"{exc}\n{log}".strip(), "INVALID_OPTION" in str(exc)) from None
+        lowered = nvrtc.getLoweredName(prog, req.name_expression)
+        return bytes(nvrtc.getCUBIN(prog)), lowered, nvrtc.getProgramLog(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
+# -- nvcc ---------------------------------------------------------------------------------
+
+
+def _nvcc(req: CompileRequest, nvcc: str) -> tuple[bytes, str, str]:
+    """nvcc -cubin; the kernel is instantiated by taking its address in host code, and its
+    mangled name is found in the cubin's symbol table."""
+    stub = (
+        "\n// ktx: instantiate the requested kernel for nvcc -cubin\n"
+        "[[maybe_unused]] static void* __ktx_instantiate_kernel() {\n"
+        f"  return (void*)&{req.name_expression};\n}}\n"
+    )
+    with tempfile.TemporaryDirectory(prefix="ktx-nvcc-") as tmp:
+        src = Path(tmp) / "kernel.cu"
+        out = Path(tmp) / "kernel.cubin"
+        src.write_text(req.source + stub)
+        cmd = [
+            nvcc, "-cubin", f"-gencode=arch=compute_{req.arch},code=sm_{req.arch}", *req.flags,
+            *(f"-I{d}" for d in req.include_dirs), "-o", str(out), str(src),
+        ]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        log = (proc.stdout + proc.stderr).replace(str(src), "kernel.cu")
+        if proc.returncode != 0:
+            raise RuntimeError(log.strip() or f"nvcc exited with {proc.returncode}")
+        cubin = out.read_bytes()
+    return cubin, mangled_name(cubin, req.name_expression), log
+
+
+def elf_symbols(image: bytes) -> list[tuple[str, int, int]]:
+    """(name, st_info, st_other) of every symbol in an ELF64 image (a cubin)."""
+    if image[:4] != b"\x7fELF" or image[4] != 2:
+        raise ValueError("not an ELF64 image")
+    shoff = struct.unpack_from("<Q", image, 0x28)[0]
+    shentsize, shnum = struct.unpack_from("<HH", image, 0x3A)
+    sections = []
+    for i in range(shnum):
+        base = shoff + i * shentsize
+        _name, sh_type, _flags, _addr, offset, size, link, _info, _align, entsize = struct.unpack_from(
+            "<IIQQQQIIQQ", image, base
+        )
+        sections.append((sh_type, offset, size, link, entsize))
+    out: list[tuple[str, int, int]] = []
+    for sh_type, offset, size, link, entsize in sections:
+        if sh_type != 2:  # SHT_SYMTAB
+            continue
+        str_off = sections[link][1]
+        for j in range(size // (entsize or 24)):
+            st_name, st_info, st_other = struct.unpack_from("<IBB", image, offset + j * (entsize or 24))
+            end = image.index(b"\0", str_off + st_name)
+            out.append((image[str_off + st_name : end].decode(), st_info, st_other))
+    return out
+
+
+def _demangle(names: list[str]) -> list[str]:
+    for tool in ("cu++filt", "c++filt"):
+        path = shutil.which(tool)
+        if path is None and tool == "cu++filt" and find_nvcc():
+            candidate = os.path.join(os.path.dirname(find_nvcc() or ""), tool)
+            path = candidate if os.path.isfile(candidate) else None
+        if path:
+            proc = subprocess.run([path], input="\n".join(names), capture_output=True, text=True)
+            if proc.returncode == 0:
+                return proc.stdout.splitlines()
+    return names
+
+
+def _normalise(text: str) -> str:
+    text = re.sub(r"\((?:unsigned |signed )?(?:int|long|short|char|bool)\)", "", text)
+    return re.sub(r"\s+", "", text)
+
+
+def mangled_name(cubin: bytes, name_expression: str) -> str:
+    """Find the kernel ``name_expression`` (``ns::k<T, 8>``) among the cubin's entry symbols."""
+    base = re.split(r"<", name_expression, maxsplit=1)[0].split("::")[-1].strip()
+    funcs = [name for name, info, _ in elf_symbols(cubin) if info & 0xF == 2]  # STT_FUNC
+    hits = [n for n in funcs if n == base or f"{len(base)}{base}" in n]
+    if len(hits) == 1:
+        return hits[0]
+    if hits:
+        want = _normalise(name_expression)
+        for mangled, plain in zip(hits, _demangle(hits), strict=False):
+            head = plain.split("(")[0].replace("void ", "", 1)
+            if _normalise(head).endswith(want):
+                return mangled
+    raise RuntimeError(f"kernel {name_expression!r} not found in the cubin (symbols: {', '.join(funcs)})")
+
+
+# -- driver -------------------------------------------------------------------------------
+
+
+def compile_kernel(req: CompileRequest) -> CompileResult:
+    """Compile (or fetch from the cache) one instantiation. Never raises: failures are results."""
+    start = time.perf_counter()
+    root = cache_dir() / "cubin"
+    meta_path = root / f"{req.key}.json"
+    if meta_path.is_file():
+        try:
+            meta = CompileResult.from_dict(json.loads(meta_path.read_text()))
+            if meta.ok and Path(meta.cubin_path).is_file():
+                return CompileResult(**{**asdict(meta), "cached": True, "seconds": 0.0})
+        except (ValueError, TypeError, OSError):
+            pass
+    logs: list[str] = []
+    result: tuple[bytes, str, str] | None = None
+    compiler = ""
+    nvcc = find_nvcc()
+    if req.backend in ("auto", "nvrtc"):
+        try:
+            result, compiler = _nvrtc(req, req.flags), "nvrtc"
+        except _NvrtcFailure as exc:
+            logs.append(f"NVRTC: {exc.log}")
+            invalid = exc.invalid_option
+        except Exception as exc:  # no NVRTC library, ...
+            logs.append(f"NVRTC unavailable: {exc}")
+            invalid = False
+    else:
+        invalid = False
+    if result is None and nvcc and req.backend in ("auto", "nvcc"):
+        try:
+            result, compiler = _nvcc(req, nvcc), "nvcc"
+        except Exception as exc:
+            logs.append(f"nvcc: {exc}")
+    if result is None and invalid and req.backend in ("auto", "nvrtc"):
+        flags = list(req.flags)
+        dropped: list[str] = []
+        for _ in range(len(flags)):
+            bad = _UNKNOWN_OPTION.findall(logs[0]) if logs else []
+            bad = [b for b in bad if b in flags]
+            if not bad:
+                break
+            for b in bad:
+                flags.remove(b)
+                dropped.append(b)
+            try:
+                result = _nvrtc(req, flags)
+                compiler = f"nvrtc (dropped {' '.join(dropped)})"
+                break
+            except _NvrtcFailure as exc:
+                logs[0] = f"NVRTC: {exc.log}"
+                if not exc.invalid_option:
+                    break
+    seconds = time.perf_counter() - start
+    if result is None:
+        return CompileResult(False, req.name_expression, log="\n".join(logs).strip(), seconds=seconds)
+    cubin, lowered, log = result
+    root.mkdir(parents=True, exist_ok=True)
+    cubin_path = root / f"{req.key}.cubin"
+    tmp = cubin_path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_bytes(cubin)
+    tmp.replace(cubin_path)
+    done = CompileResult(True, req.name_expression, str(cubin_path), lowered, compiler, log.strip(), seconds)
+    tmp_meta = meta_path.with_suffix(f".tmp{os.getpid()}")
+    tmp_meta.write_text(json.dumps(done.to_dict()))
+    tmp_meta.replace(meta_path)
+    return done
+
+
+class CompilePool:
+    """Compiles in CPU processes (spawned: no CUDA state is ever forked)."""
+
+    def __init__(self, workers: int | None = None) -> None:
+        count = workers or max(1, min(8, (os.cpu_count() or 2) - 1))
+        self._pool = ProcessPoolExecutor(max_workers=count, mp_context=get_context("spawn"))
+        self._futures: dict[str, Future[CompileResult]] = {}
+
+    def submit(self, req: CompileRequest) -> Future[CompileResult]:
+        key = req.key
+        if key not in self._futures:
+            self._futures[key] = self._pool.submit(compile_kernel, req)
+        return self._futures[key]
+
+    def result(self, req: CompileRequest) -> CompileResult:
+        try:
+            return self.submit(req).result()
+        except Exception as exc:  # a compile process died
+            return CompileResult(False, req.name_expression, log=f"compile process failed: {exc}")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
