@@ -19,6 +19,7 @@ KERNELS_DIR = REPO / "kernels"
 KERNEL_NAMES: list[str] = sorted(p.parent.name for p in KERNELS_DIR.glob("*/kernel.cu"))
 
 NVCC_BASE = ["-std=c++17", "-arch=sm_90"]
+FAST_MATH = ["-use_fast_math", "--expt-relaxed-constexpr"]
 
 #: The template instantiations that NVRTC users (CuPy ``name_expressions``) ask for.
 NAME_EXPRESSIONS: dict[str, list[str]] = {
@@ -61,6 +62,8 @@ class SuiteBuild:
 
     objects: dict[str, Compile] = field(default_factory=dict)
     device_c: dict[str, Compile] = field(default_factory=dict)
+    #: -c -Xptxas -v with the suite specs' flags (ktx.toml [compile]: fast math).
+    fast_math: dict[str, Compile] = field(default_factory=dict)
 
 
 def nvcc_path() -> str | None:
@@ -98,7 +101,7 @@ def parse_ptxas(text: str) -> dict[str, EntryInfo]:
 
 
 def build_suite(tmp: str) -> SuiteBuild:
-    """Compile every kernel.cu twice (-c with -Xptxas -v, and --device-c), in parallel."""
+    """Compile every kernel.cu: -c -Xptxas -v, --device-c, and -c with fast math; in parallel."""
     build = SuiteBuild()
     jobs: dict[tuple[str, str], list[str]] = {}
     for name in KERNEL_NAMES:
@@ -107,12 +110,14 @@ def build_suite(tmp: str) -> SuiteBuild:
         jobs[("obj", name)] = [*NVCC_BASE, "-c", "-Xptxas", "-v", "-o", obj, src]
         dc = os.path.join(tmp, f"{name}.dc.o")
         jobs[("dc", name)] = [*NVCC_BASE, "--device-c", "-o", dc, src]
+        fm = os.path.join(tmp, f"{name}.fm.o")
+        jobs[("fm", name)] = [*NVCC_BASE, *FAST_MATH, "-c", "-Xptxas", "-v", "-o", fm, src]
     workers = max(2, os.cpu_count() or 2)
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {key: pool.submit(_run_nvcc, args) for key, args in jobs.items()}
         for (kind, name), fut in futures.items():
-            target = build.objects if kind == "obj" else build.device_c
-            target[name] = fut.result()
+            targets = {"obj": build.objects, "dc": build.device_c, "fm": build.fast_math}
+            targets[kind][name] = fut.result()
     return build
 
 

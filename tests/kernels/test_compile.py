@@ -103,9 +103,10 @@ def test_launcher_behind_rtc_guard(name: str) -> None:
             assert m.group(1) in DEVICE_HEADERS, f"{name}: NVRTC-visible #include {m.group(1)}"
 
 
+@pytest.mark.parametrize("flags", ["default", "fast_math"])
 @pytest.mark.parametrize("name", KERNEL_NAMES)
-def test_ptxas_no_spills(suite_build: SuiteBuild, name: str) -> None:
-    result = suite_build.objects[name]
+def test_ptxas_no_spills(suite_build: SuiteBuild, name: str, flags: str) -> None:
+    result = (suite_build.objects if flags == "default" else suite_build.fast_math)[name]
     assert result.returncode == 0, result.stderr
     entries = parse_ptxas(result.stderr + result.stdout)
     assert entries, f"{name}: ptxas reported no entry function (kernel not instantiated?)"
