@@ -7,7 +7,7 @@
 //   output_lse = log(p + s) + m
 //
 //   Both sides empty (both LSEs are +-inf, so m = -inf): no NaN is produced; output is a copy of
-//   prefix_output and output_lse = -inf (the same choice as vLLM's later merge_attn_states).
+//   prefix_output and output_lse = -inf. (The SGLang kernel computes -inf - -inf there: NaN.)
 //
 // Tensors (row-major, contiguous):
 //   prefix_output, suffix_output, output   T     [num_tokens, num_heads, head_size]
