@@ -1,0 +1,190 @@
+"""The GPU backend: compile on CPU processes, measure in a replaceable worker process.
+
+>>> with Harness(load_spec("kernels/silu_and_mul")) as h:            # doctest: +SKIP
+...     m = h.measure(original_candidate(h.spec), h.spec.shape_set().points[0])
+...     print(m.status, m.graph_us, m.sol_fraction)
+
+Every call returns a :class:`~ktx.measure.types.Measurement`; compile errors, resource limits,
+launch errors, wrong results, hangs and crashes are statuses, and a crash or hang costs only
+the worker process, which is replaced on the next call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, replace
+from typing import Any, Literal
+
+from ktx.errors import KtxError, Location, NoGpuError
+from ktx.measure.compile import CompilePool, CompileRequest, CompileResult
+from ktx.measure.gpu import Options
+from ktx.measure.occupancy import DeviceLimits
+from ktx.measure.protocol import DEFAULT_HANDLER, Supervisor
+from ktx.measure.types import Candidate, Measurement, Status, original_candidate
+from ktx.spec import ShapePoint, Spec, expand
+
+ReferenceChoice = Literal["auto", "original", "python", "none"]
+
+
+def gpu_available() -> tuple[bool, str]:
+    """Whether CuPy is importable here (a cheap check made before starting any worker)."""
+    if importlib.util.find_spec("cupy") is None:
+        return False, "CuPy is not installed (pip install 'ktx[cuda12]' or 'ktx[cuda13]')"
+    return True, ""
+
+
+class Harness:
+    """Implements :class:`~ktx.measure.backend.Backend` on a real GPU."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        *,
+        reference: ReferenceChoice = "auto",
+        options: Options | None = None,
+        timeout_s: float = 180.0,
+        compile_workers: int | None = None,
+        handler: str = DEFAULT_HANDLER,
+        supervisor: Supervisor | None = None,
+    ) -> None:
+        self.spec = spec
+        self.reference = reference
+        self.options = options or Options(rounds=spec.verify.rounds)
+        self.timeout_s = timeout_s
+        self.handler = handler
+        self.supervisor = supervisor or Supervisor(handler)
+        self._own_supervisor = supervisor is None
+        self.pool = CompilePool(compile_workers)
+        self.original = original_candidate(spec)
+        self._limits: DeviceLimits | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def __enter__(self) -> Harness:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.pool.close()
+        if self._own_supervisor:
+            self.supervisor.close()
+
+    # -- device ---------------------------------------------------------------------------
+
+    def device(self) -> DeviceLimits:
+        """The device's limits (and copy bandwidth), asked of the worker once."""
+        if self._limits is None:
+            if self.handler == DEFAULT_HANDLER:
+                ok, why = gpu_available()
+                if not ok:
+                    raise NoGpuError(f"no GPU: {why}", None, "run this on a machine with a CUDA GPU")
+            outcome = self.supervisor.call("device", {"bandwidth": True}, timeout=self.timeout_s)
+            if not outcome.ok:
+                lines = outcome.message.strip().splitlines() or ["the worker failed"]
+                raise NoGpuError(
+                    f"no usable GPU: {lines[-1]}", None, "check nvidia-smi and that CuPy matches the driver"
+                )
+            self._limits = DeviceLimits.from_dict(outcome.result)
+        return self._limits
+
+    # -- compile --------------------------------------------------------------------------
+
+    def _shapes(self, point: ShapePoint) -> list[ShapePoint]:
+        return [point, *(self.spec.odd_points(point) if self.options.odd and self.options.verify else [])]
+
+    def _requests(self, cand: Candidate, point: ShapePoint) -> list[CompileRequest]:
+        arch = self.device().cc
+        names = dict.fromkeys(
+            expand(cand.name_expression, cand.env(self.spec, p)) for p in self._shapes(point)
+        )
+        return [
+            CompileRequest(cand.source, name, tuple(cand.flags), arch, (str(self.spec.folder),))
+            for name in names
+        ]
+
+    def _reference_for(self, cand: Candidate) -> str:
+        if self.reference != "auto":
+            return self.reference
+        if cand.digest == self.original.digest:
+            # The original checks itself against the Python reference when there is one, else
+            # against a second run of itself (which still catches races and unwritten outputs).
+            return "python" if self.spec.reference.python else "original"
+        return self.spec.reference.use
+
+    def prefetch(self, cand: Candidate, point: ShapePoint) -> None:
+        """Start compiling what measuring ``cand`` at ``point`` will need."""
+        for req in self._requests(cand, point):
+            self.pool.submit(req)
+        if self._reference_for(cand) == "original":
+            for req in self._requests(self.original, point):
+                self.pool.submit(req)
+
+    def _modules(self, cand: Candidate, point: ShapePoint) -> tuple[dict[str, Any], CompileResult | None]:
+        modules: dict[str, Any] = {}
+        for req in self._requests(cand, point):
+            result = self.pool.result(req)
+            if not result.ok:
+                return modules, result
+            modules[req.name_expression] = result.to_dict()
+        return modules, None
+
+    # -- measure --------------------------------------------------------------------------
+
+    def measure(self, candidate: Candidate, shape: ShapePoint | str) -> Measurement:
+        point = self.spec.find_point(shape) if isinstance(shape, str) else shape
+        try:
+            launch = candidate.launch(self.spec, point)
+        except KtxError as exc:
+            return Measurement.failure(self.spec, candidate, point.name, Status.LAUNCH_ERROR, str(exc))
+        del launch
+        self.prefetch(candidate, point)
+        modules, failed = self._modules(candidate, point)
+        if failed is not None:
+            return Measurement.failure(
+                self.spec, candidate, point.name, Status.COMPILE_ERROR, _clip(failed.log or "compile failed")
+            )
+        ref_kind = self._reference_for(candidate) if self.options.verify else "none"
+        reference: dict[str, Any] | None = None
+        if ref_kind == "original":
+            ref_modules, ref_failed = self._modules(self.original, point)
+            if ref_failed is not None:
+                raise KtxError(
+                    f"{self.spec.name}: the original kernel does not compile: {_clip(ref_failed.log)}",
+                    Location(str(self.spec.path)),
+                )
+            reference = {"kind": "original", "candidate": self.original.to_dict(), "modules": ref_modules}
+        elif ref_kind == "python":
+            reference = {"kind": "python"}
+        job = {
+            "spec": str(self.spec.path),
+            "shape": point.name,
+            "candidate": candidate.to_dict(),
+            "modules": modules,
+            "reference": reference,
+            "options": asdict(self.options),
+        }
+        outcome = self.supervisor.call("measure", job, timeout=self.timeout_s)
+        if outcome.ok:
+            return Measurement.from_dict(outcome.result)
+        base = Measurement.failure(self.spec, candidate, point.name, outcome.status, _clip(outcome.message))
+        if isinstance(outcome.result, Mapping) and "status" in outcome.result:
+            return replace(Measurement.from_dict(outcome.result), status=outcome.status, message=base.message)
+        return base
+
+    def measure_many(self, jobs: Iterable[tuple[Candidate, ShapePoint]]) -> Iterator[Measurement]:
+        """Measure in order while later candidates compile in the background."""
+        pending = list(jobs)
+        for cand, point in pending:
+            with contextlib.suppress(KtxError):  # reported by measure() below
+                self.prefetch(cand, point)
+        for cand, point in pending:
+            yield self.measure(cand, point)
+
+
+def _clip(text: str, limit: int = 4000) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit // 2] + "\n...\n" + text[-limit // 2 :]
