@@ -7,6 +7,7 @@ themselves become diagnostics in :mod:`ktx.ir.module`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import tree_sitter as ts
@@ -44,6 +45,11 @@ _LOOP_KINDS: dict[str, LoopKind] = {
     "do_statement": "do",
     "for_range_loop": "range-for",
 }
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+#: Overwrites ``#define NAME`` (at least nine bytes) so a macro body parses as a function body.
+_MACRO_WRAPPER_HEAD = b"void _(){"
+_FIELDLESS_WRAPPERS = {"parenthesized_declarator", "reference_declarator", "variadic_declarator"}
+_NOT_DECLARATORS = {"comment", "type_qualifier", "attribute_declaration", "attribute_specifier"}
 _DECLARATOR_WRAPPERS = {
     "pointer_declarator",
     "reference_declarator",
@@ -52,6 +58,7 @@ _DECLARATOR_WRAPPERS = {
     "parenthesized_declarator",
     "function_declarator",
     "attributed_declarator",
+    "variadic_declarator",
 }
 
 
@@ -70,10 +77,18 @@ def enclosing_function(node: ts.Node) -> ts.Node | None:
     return next((a for a in ancestors(node) if a.type == "function_definition"), None)
 
 
+def inner_declarator(node: ts.Node) -> ts.Node | None:
+    """The declarator one level in; ``(*f)``, ``&x`` and ``...xs`` hold it as a plain child."""
+    inner = node.child_by_field_name("declarator")
+    if inner is None and node.type in _FIELDLESS_WRAPPERS:
+        inner = next((c for c in node.named_children if c.type not in _NOT_DECLARATORS), None)
+    return inner
+
+
 def declarator_name(node: ts.Node | None) -> str:
-    """The identifier a (possibly nested) declarator declares."""
+    """The identifier a (possibly nested) declarator declares (``(*fn)(int)`` declares ``fn``)."""
     while node is not None and node.type in _DECLARATOR_WRAPPERS:
-        node = node.child_by_field_name("declarator")
+        node = inner_declarator(node)
     if node is None:
         return ""
     if node.type in ("qualified_identifier", "template_function"):
@@ -180,36 +195,62 @@ class Indexer:
             return ()
         result: list[TemplateParam] = []
         for p in plist.named_children:
-            if p.type in ("type_parameter_declaration", "variadic_type_parameter_declaration"):
-                name = next((self.text(c) for c in p.named_children if c.type == "type_identifier"), "")
-                result.append(TemplateParam(name, "type", None, None, self.span(p)))
-            elif p.type == "optional_type_parameter_declaration":
-                name_node = p.child_by_field_name("name")
-                default = p.child_by_field_name("default_type")
-                result.append(
-                    TemplateParam(
-                        self.text(name_node), "type", None, self.text(default) or None, self.span(p)
-                    )
-                )
-            elif p.type in ("parameter_declaration", "optional_parameter_declaration"):
+            if p.type in (
+                "type_parameter_declaration",
+                "variadic_type_parameter_declaration",
+                "optional_type_parameter_declaration",
+            ):
+                name, default_type = self._type_param_name(p)
+                variadic = p.type.startswith("variadic")
+                result.append(TemplateParam(name, "type", None, default_type, self.span(p), variadic))
+            elif p.type in (
+                "parameter_declaration",
+                "optional_parameter_declaration",
+                "variadic_parameter_declaration",
+            ):
                 decl = p.child_by_field_name("declarator")
                 type_node = p.child_by_field_name("type")
                 default = p.child_by_field_name("default_value")
+                type_text = self.text(type_node)
+                if decl is not None and decl.type not in ("identifier", "variadic_declarator"):
+                    # ``float (*Act)(const float&)``: the type is the declaration minus its name.
+                    name_start = self._name_start(decl)
+                    name_end = name_start + len(declarator_name(decl).encode())
+                    before = self.source[p.start_byte : name_start]
+                    after = self.source[name_end : decl.end_byte]
+                    type_text = (before + after).decode("utf-8", "replace").strip()
+                variadic = p.type.startswith("variadic")
                 result.append(
                     TemplateParam(
                         declarator_name(decl),
                         "value",
-                        self.text(type_node),
+                        type_text,
                         self.text(default) or None,
                         self.span(p),
+                        variadic,
                     )
                 )
             elif p.type == "template_template_parameter_declaration":
-                name = next(
-                    (self.text(c) for c in p.named_children if c.type == "type_identifier"), ""
+                # ``template <typename, int> class Vec``: the name sits in a nested type parameter.
+                inner = next(
+                    (
+                        c
+                        for c in p.named_children
+                        if c.type.endswith("type_parameter_declaration") and c.id != plist.id
+                    ),
+                    None,
                 )
-                result.append(TemplateParam(name, "template", None, None, self.span(p)))
+                name, default_type = self._type_param_name(inner) if inner is not None else ("", None)
+                result.append(TemplateParam(name, "template", None, default_type, self.span(p)))
         return tuple(result)
+
+    def _type_param_name(self, p: ts.Node) -> tuple[str, str | None]:
+        """Name and default of ``typename T``, ``class T = float`` or ``typename... Ts``."""
+        name_node = p.child_by_field_name("name") or next(
+            (c for c in p.named_children if c.type == "type_identifier"), None
+        )
+        default = p.child_by_field_name("default_type")
+        return self.text(name_node), self.text(default) or None
 
     def _params(self, declarator: ts.Node) -> tuple[Param, ...]:
         plist = declarator.child_by_field_name("parameters")
@@ -217,7 +258,11 @@ class Indexer:
             return ()
         result: list[Param] = []
         for p in plist.named_children:
-            if p.type not in ("parameter_declaration", "optional_parameter_declaration"):
+            if p.type not in (
+                "parameter_declaration",
+                "optional_parameter_declaration",
+                "variadic_parameter_declaration",
+            ):
                 continue
             decl = p.child_by_field_name("declarator")
             name = declarator_name(decl)
@@ -240,10 +285,14 @@ class Indexer:
                         "restrict",
                     ):
                         restrict = True
-                node = node.child_by_field_name("declarator")
+                node = inner_declarator(node)
             if decl is not None and name:
                 name_start = self._name_start(decl)
-                type_text = (self.source[p.start_byte : name_start].decode("utf-8", "replace")).strip()
+                type_bytes = self.source[p.start_byte : name_start]
+                if "(" in self.source[name_start : decl.end_byte].decode("utf-8", "replace"):
+                    # ``float (*act)(float)``: the type continues after the name.
+                    type_bytes += self.source[name_start + len(name.encode()) : decl.end_byte]
+                type_text = type_bytes.decode("utf-8", "replace").strip()
             else:
                 type_text = self.text(p)
             result.append(
@@ -262,7 +311,7 @@ class Indexer:
     def _name_start(self, decl: ts.Node) -> int:
         node: ts.Node | None = decl
         while node is not None and node.type in _DECLARATOR_WRAPPERS:
-            node = node.child_by_field_name("declarator")
+            node = inner_declarator(node)
         return node.start_byte if node is not None else decl.end_byte
 
     # -- loops -------------------------------------------------------------------------
@@ -339,46 +388,200 @@ class Indexer:
     # -- launch sites ------------------------------------------------------------------
 
     def launch_sites(self) -> list[LaunchSite]:
+        """``<<<...>>>`` launches, the same inside ``#define`` bodies, and runtime-API launches."""
         caps = captures("launches", self.root)
         result: list[LaunchSite] = []
-        for node in sorted(caps.get("launch", []), key=lambda n: n.start_byte):
-            callee = node.child_by_field_name("function")
-            config = next((c for c in node.named_children if c.type == "kernel_call_syntax"), None)
-            args_node = node.child_by_field_name("arguments")
-            if callee is None or config is None:
-                continue
-            targs: list[ts.Node] = []
-            name_node = callee
+        for node in caps.get("launch", []):
             fn = enclosing_function(node)
-            if callee.type == "identifier" and fn is not None:
+            site = self._chevron_site(node, fn, function_name(fn) if fn is not None else None, None)
+            if site is not None:
+                result.append(site)
+        for node in caps.get("api_launch", []):
+            site = self._api_site(node)
+            if site is not None:
+                result.append(site)
+        result.extend(self._macro_sites())
+        return sorted(result, key=lambda s: s.span.start)
+
+    def _kernel_ref(self, callee: ts.Node, fn: ts.Node | None) -> tuple[str, list[ts.Node]] | None:
+        """The kernel a callee names and its template arguments, through aliases and scopes.
+
+        ``k``, ``k<T, 4>``, ``ns::k<T>``, ``&k<T>``, ``(void*)k<T>``, or a local
+        ``auto kernel = k<T>;`` used as ``kernel<<<...>>>``. ``None`` when the callee is not a
+        plain name (text in an ERROR region, a function pointer expression).
+        """
+        for _ in range(8):
+            if callee.type in ("cast_expression", "parenthesized_expression", "pointer_expression"):
+                inner = callee.child_by_field_name("value") or callee.child_by_field_name("argument")
+                if inner is None and callee.named_children:
+                    inner = callee.named_children[-1]
+                if inner is None:
+                    return None
+                callee = inner
+            elif callee.type == "qualified_identifier":
+                last = callee.child_by_field_name("name")
+                if last is None:
+                    return None
+                callee = last
+            elif callee.type == "identifier" and fn is not None:
                 # ``auto kernel = k<T>; kernel<<<...>>>(...)``: launch through a local alias.
                 alias = self._alias_target(fn, self.text(callee))
-                if alias is not None:
-                    callee = alias
-                    name_node = alias
-            if callee.type == "template_function":
-                name_node = callee.child_by_field_name("name") or callee
-                arg_list = callee.child_by_field_name("arguments")
-                targs = [c for c in arg_list.named_children if c.type != "comment"] if arg_list else []
-            parts = [c for c in config.named_children if c.type != "comment"]
-            if len(parts) < 2:
+                if alias is None or alias.id == callee.id:
+                    break
+                callee, fn = alias, None
+            else:
+                break
+        targs: list[ts.Node] = []
+        name_node = callee
+        if callee.type == "template_function":
+            name_node = callee.child_by_field_name("name") or callee
+            arg_list = callee.child_by_field_name("arguments")
+            targs = [c for c in arg_list.named_children if c.type != "comment"] if arg_list else []
+        name = declarator_name(name_node)
+        if not _IDENTIFIER.fullmatch(name):
+            return None
+        return name, targs
+
+    def _chevron_site(
+        self, node: ts.Node, fn: ts.Node | None, host: str | None, macro: str | None
+    ) -> LaunchSite | None:
+        callee = node.child_by_field_name("function")
+        config = next((c for c in node.named_children if c.type == "kernel_call_syntax"), None)
+        args_node = node.child_by_field_name("arguments")
+        if callee is None or config is None:
+            return None
+        ref = self._kernel_ref(callee, fn)
+        parts = [c for c in config.named_children if c.type != "comment"]
+        if ref is None or len(parts) < 2:
+            return None
+        kernel, targs = ref
+        args = [c for c in args_node.named_children if c.type != "comment"] if args_node else []
+        return LaunchSite(
+            kernel=kernel,
+            template_args=tuple(self.text(t) for t in targs),
+            template_arg_spans=tuple(self.span(t) for t in targs),
+            grid=self.span(parts[0]),
+            block=self.span(parts[1]),
+            shared=self.span(parts[2]) if len(parts) > 2 else None,
+            stream=self.span(parts[3]) if len(parts) > 3 else None,
+            args=tuple(self.text(a) for a in args),
+            function=host,
+            span=self.span(node),
+            config=self.span(config),
+            macro=macro,
+        )
+
+    def _api_site(self, node: ts.Node) -> LaunchSite | None:
+        """``cudaLaunchKernel(k, grid, block, args, smem, stream)`` and ``cudaLaunchKernelEx``.
+
+        For the ``Ex`` form the geometry lives in a ``cudaLaunchConfig_t``: its ``gridDim``,
+        ``blockDim``, ``dynamicSmemBytes`` and ``stream`` are taken from the nearest earlier
+        assignments (``config.gridDim = nblks;``) or designated initializers in the function.
+        """
+        api = self.text(node.child_by_field_name("function"))
+        args_node = node.child_by_field_name("arguments")
+        args = [c for c in args_node.named_children if c.type != "comment"] if args_node else []
+        fn = enclosing_function(node)
+        host = function_name(fn) if fn is not None else None
+        if api == "cudaLaunchKernelEx":
+            if len(args) < 2 or fn is None:
+                return None
+            ref = self._kernel_ref(args[1], fn)
+            cfg = args[0]
+            while cfg.type == "pointer_expression" and cfg.child_by_field_name("argument") is not None:
+                cfg = cfg.child_by_field_name("argument") or cfg
+            fields = self._config_fields(fn, self.text(cfg), node.start_byte)
+            grid, block = fields.get("gridDim"), fields.get("blockDim")
+            if ref is None or grid is None or block is None:
+                return None
+            shared, stream = fields.get("dynamicSmemBytes"), fields.get("stream")
+            rest, config = args[2:], args[0]
+        else:
+            if len(args) < 3:
+                return None
+            ref = self._kernel_ref(args[0], fn)
+            if ref is None:
+                return None
+            grid, block = args[1], args[2]
+            shared = args[4] if len(args) > 4 else None
+            stream = args[5] if len(args) > 5 else None
+            rest, config = args[3:4], args_node or node
+        kernel, targs = ref
+        return LaunchSite(
+            kernel=kernel,
+            template_args=tuple(self.text(t) for t in targs),
+            template_arg_spans=tuple(self.span(t) for t in targs),
+            grid=self.span(grid),
+            block=self.span(block),
+            shared=self.span(shared) if shared is not None else None,
+            stream=self.span(stream) if stream is not None else None,
+            args=tuple(self.text(a) for a in rest),
+            function=host,
+            span=self.span(node),
+            config=self.span(config),
+            api=api,
+        )
+
+    def _config_fields(self, fn: ts.Node, name: str, before: int) -> dict[str, ts.Node]:
+        """``{field: value node}`` for ``name.field = value`` / ``{.field = value}`` before ``before``."""
+        found: dict[str, tuple[int, ts.Node]] = {}
+        stack = [fn]
+        while stack:
+            n = stack.pop()
+            stack.extend(n.children)
+            if n.start_byte >= before:
                 continue
-            args = [c for c in args_node.named_children if c.type != "comment"] if args_node else []
-            result.append(
-                LaunchSite(
-                    kernel=declarator_name(name_node),
-                    template_args=tuple(self.text(t) for t in targs),
-                    template_arg_spans=tuple(self.span(t) for t in targs),
-                    grid=self.span(parts[0]),
-                    block=self.span(parts[1]),
-                    shared=self.span(parts[2]) if len(parts) > 2 else None,
-                    stream=self.span(parts[3]) if len(parts) > 3 else None,
-                    args=tuple(self.text(a) for a in args),
-                    function=function_name(fn) if fn is not None else None,
-                    span=self.span(node),
-                    config=self.span(config),
-                )
-            )
+            if n.type == "assignment_expression":
+                left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+                if left is None or right is None or left.type != "field_expression":
+                    continue
+                obj, field = left.child_by_field_name("argument"), left.child_by_field_name("field")
+                if self.text(obj) == name and field is not None:
+                    key = self.text(field)
+                    if key not in found or found[key][0] < n.start_byte:
+                        found[key] = (n.start_byte, right)
+            elif n.type == "init_declarator" and declarator_name(n.child_by_field_name("declarator")) == name:
+                value = n.child_by_field_name("value")
+                for pair in value.named_children if value is not None else []:
+                    if pair.type != "initializer_pair":
+                        continue
+                    designator = pair.child_by_field_name("designator")
+                    pair_value = pair.child_by_field_name("value")
+                    if designator is not None and pair_value is not None:
+                        key = self.text(designator).lstrip(".")
+                        found.setdefault(key, (n.start_byte, pair_value))
+        return {k: v for k, (_, v) in found.items()}
+
+    def _macro_sites(self) -> list[LaunchSite]:
+        """Launches written inside ``#define`` bodies (``LAUNCH_KERNEL(T)`` dispatch macros).
+
+        The body is opaque text to the main tree, so it is parsed again on its own, at the
+        same byte offsets: a copy of the source that is blank except for the body, with the
+        ``#define NAME(...)`` head overwritten by a function header. Every span therefore
+        points into the original file, and ``LaunchSite.macro`` names the macro.
+        """
+        result: list[LaunchSite] = []
+        for define in captures("macros", self.root).get("define", []):
+            value = define.child_by_field_name("value")
+            name = self.text(define.child_by_field_name("name"))
+            if value is None or b"<<<" not in self.source[value.start_byte : value.end_byte]:
+                continue
+            head = _MACRO_WRAPPER_HEAD
+            if value.start_byte - define.start_byte < len(head):
+                continue
+            copy = bytearray(b" " * len(self.source))
+            copy[define.start_byte : define.start_byte + len(head)] = head
+            copy[value.start_byte : value.end_byte] = self.source[value.start_byte : value.end_byte]
+            copy += b"\n;}\n"
+            tree = parse_tree(bytes(copy))
+            fn = enclosing_function(define)
+            host = function_name(fn) if fn is not None else None
+            for node in captures("launches", tree.root_node).get("launch", []):
+                if not value.start_byte <= node.start_byte < value.end_byte:
+                    continue
+                site = self._chevron_site(node, None, host, name)
+                if site is not None:
+                    result.append(site)
         return result
 
     def _alias_target(self, fn: ts.Node, name: str) -> ts.Node | None:
@@ -450,7 +653,7 @@ class Indexer:
                         if d.type == "array_declarator":
                             size = d.child_by_field_name("size")
                             dims.insert(0, self.text(size))
-                        d = d.child_by_field_name("declarator")
+                        d = inner_declarator(d)
                     shared.append(
                         SharedArray(
                             name=declarator_name(decl),

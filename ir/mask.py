@@ -32,9 +32,20 @@ _ATTRIBUTE_WORDS = {
     "__restrict__",
 }
 # The words among them that are qualifiers a function keeps (attribute arguments are not).
-_QUALIFIERS = {"inline", "static", "__inline__", "__forceinline__", "__noinline__", "__device__", "__host__"}
+_QUALIFIERS = {
+    "inline",
+    "static",
+    "constexpr",
+    "__inline__",
+    "__forceinline__",
+    "__noinline__",
+    "__device__",
+    "__host__",
+    "__global__",
+}
 _DEFINE = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\n]*(?:\\\n[^\n]*)*)", re.M)
-_ALIGN = re.compile(rb"__align__\s*\(\s*\d+\s*\)")
+# ``__align__(16)``, ``__align__(alignof(T))``: parentheses nest up to three deep.
+_ALIGN = re.compile(rb"__align__\s*\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)")
 _WORD = re.compile(r"[A-Za-z_]\w*")
 
 

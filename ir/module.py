@@ -7,6 +7,7 @@ byte-range replacements (see :mod:`ktx.ir.edits`).
 
 from __future__ import annotations
 
+import re
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 
 #: How many diagnostics of one file are kept in full; the rest are counted.
 MAX_DIAGNOSTICS = 200
+#: ``<<<<<<< HEAD``, ``=======``, ``>>>>>>> branch`` at the start of a line: a file mid-merge.
+_CONFLICT_MARKER = re.compile(rb"^(<{7}|={7}|>{7})(?=[ \t\r\n]|$)", re.M)
 
 
 class ParseError(KtxError):
@@ -150,20 +153,45 @@ class Module:
     # -- diagnostics -------------------------------------------------------------------
 
     def _syntax_diagnostics(self) -> list[Diagnostic]:
+        """ERROR/MISSING nodes and conflict markers: errors inside a kernel, warnings elsewhere.
+
+        Past :data:`MAX_DIAGNOSTICS` the rest are counted in one last warning, so that a
+        file tree-sitter cannot read at all does not drown the report.
+        """
         kernels = [f for f in self.functions if f.is_kernel]
-        result: list[Diagnostic] = []
+        found: list[tuple[Span, str]] = []
         for node in error_nodes(self.tree.root_node):
             span = self.lines.span(node.start_byte, node.end_byte)
-            owner = next((k for k in kernels if k.span.overlaps(span) or k.span.contains(span)), None)
-            snippet = self.text(span).strip().splitlines()[0][:40] if span.length else ""
+            snippet = self.text(span).strip().splitlines()[0][:40] if self.text(span).strip() else ""
             if node.is_missing:
                 what = f"expected {node.type!r}"
             else:
                 what = f"tree-sitter could not parse {snippet!r}" if snippet else "syntax error"
+                last = self.lines.line_col(max(node.end_byte - 1, node.start_byte))[0]
+                if last > span.line:
+                    what += f" (lines {span.line}-{last})"
+            found.append((span, what))
+        for match in _CONFLICT_MARKER.finditer(self.source):
+            span = self.lines.span(match.start(), match.end())
+            marker = match.group(1).decode()
+            found.append((span, f"version control conflict marker {marker!r}; resolve the merge"))
+        result: list[Diagnostic] = []
+        for span, what in sorted(found, key=lambda f: f[0].start):
+            owner = next((k for k in kernels if k.span.overlaps(span) or k.span.contains(span)), None)
             if owner is not None:
                 result.append(Diagnostic("error", f"{what} inside kernel {owner.name!r}", span, self.path))
             else:
                 result.append(Diagnostic("warning", f"{what}; skipped, indexing continues", span, self.path))
+        if len(result) > MAX_DIAGNOSTICS:
+            rest = result[MAX_DIAGNOSTICS:]
+            errors = sum(d.severity == "error" for d in rest)
+            summary = Diagnostic(
+                "error" if errors else "warning",
+                f"{len(rest)} more syntax problems not shown ({errors} inside kernels)",
+                rest[0].span,
+                self.path,
+            )
+            result = [*result[:MAX_DIAGNOSTICS], summary]
         return result
 
 

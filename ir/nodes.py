@@ -25,8 +25,11 @@ class TemplateParam:
     name: str
     kind: TemplateParamKind
     type: str | None
+    """The type of a value parameter (``int``, ``float (*)(const float&)``); None otherwise."""
     default: str | None
     span: Span
+    variadic: bool = False
+    """``typename... Ts`` or ``int... Ns``."""
 
 
 @dataclass(frozen=True)
@@ -137,7 +140,13 @@ class Loop:
 
 @dataclass(frozen=True)
 class LaunchSite:
-    """``kernel<targs><<<grid, block, shared, stream>>>(args)`` in host code."""
+    """``kernel<targs><<<grid, block, shared, stream>>>(args)`` in host code.
+
+    Also found: the same inside a ``#define`` body (``macro`` names it; its spans point into
+    the body) and ``cudaLaunchKernel``/``cudaLaunchKernelEx`` calls (``api`` names the call;
+    for the ``Ex`` form ``grid``/``block``/``shared``/``stream`` point at the values assigned
+    to the config's fields).
+    """
 
     kernel: str
     template_args: tuple[str, ...]
@@ -150,7 +159,11 @@ class LaunchSite:
     function: str | None
     span: Span
     config: Span
-    """The whole ``<<<...>>>``."""
+    """The whole ``<<<...>>>`` (for a runtime-API launch: its config argument, or its arguments)."""
+    macro: str | None = None
+    """The ``#define`` whose body holds this launch (``LAUNCH_KERNEL(T)`` dispatch macros)."""
+    api: str | None = None
+    """``None`` for ``<<<...>>>``; else the runtime call (``cudaLaunchKernelEx``, ``cudaLaunchKernel``)."""
 
 
 @dataclass(frozen=True)
