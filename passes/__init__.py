@@ -1,0 +1,14 @@
+"""Built-in passes, one module each; :data:`BUILTINS` is what the default registry loads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ktx.passes.block_size import BlockSize
+from ktx.passes.unroll import Unroll
+
+from ktx.passbase import Pass
+
+BUILTINS: tuple[type[Pass[Any]], ...] = (BlockSize, Unroll)
+
+__all__ = ["BUILTINS", "BlockSize", "Unroll"]

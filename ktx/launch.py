@@ -1,0 +1,441 @@
+"""The launch mapping: grid, block and shared memory as expressions of shape variables and knobs.
+
+A template must say how to launch what it produces. :class:`LaunchMapping` holds that as
+:mod:`ktx.expr` text (``grid = ("tokens", "SPLIT")``, ``block = ("max(1, min(d // 8, 256))",)``),
+plus named intermediate ``vars`` (the launcher's ``num_warps``) so that a pass that changes one
+of them (block-size making ``num_warps`` a knob) changes every expression that uses it (the
+shared-memory size follows the warp count). :meth:`LaunchMapping.resolved` inlines the vars for
+consumers that want standalone expressions (the measurement harness's ``Candidate``).
+
+The mapping starts from the caller (the spec's ``[launch]``) or, failing that, from the kernel's
+launch site in the file: :func:`mapping_from_file` translates the launcher's C++ (``std::min``,
+``/`` on integers, ``sizeof``, casts, locals) into the expression language. The same module
+finds, for passes, the C++ nodes of each launch dimension (:func:`launch_dims`), so that a
+pass rewrites the launcher and the mapping in step.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+import tree_sitter as ts
+from ktx.ir import LaunchSite, Module
+from ktx.ir.consteval import SIZEOF, int_literal
+
+from ktx import syntax
+from ktx.errors import KtxError
+from ktx.expr import Expr, Value
+
+KNOB_PREFIX = "KTX_"
+_MIN_MAX = {"min": "min", "std::min": "min", "::min": "min", "max": "max", "std::max": "max", "::max": "max"}
+_CDIV = {"ceil_div", "cdiv", "div_up", "DIVUP", "CEIL_DIV", "KTX_CDIV"}
+_CASTS = {"static_cast", "reinterpret_cast", "const_cast", "int", "unsigned", "size_t", "int64_t"}
+_BINARY = {
+    "+": "+",
+    "-": "-",
+    "*": "*",
+    "/": "//",
+    "%": "%",
+    "<": "<",
+    "<=": "<=",
+    ">": ">",
+    ">=": ">=",
+    "==": "==",
+    "!=": "!=",
+    "&&": "and",
+    "||": "or",
+}
+
+
+@dataclass(frozen=True)
+class LaunchMapping:
+    """Grid and block (1 to 3 expressions each), dynamic shared bytes, and named intermediates.
+
+    >>> m = LaunchMapping(("tokens",), ("32", "warps"), "warps * 4", (("warps", "max(1, d // 256)"),))
+    >>> m.resolved().block, m.resolved().shared
+    (('32', 'max(1, d // 256)'), 'max(1, d // 256) * 4')
+    >>> m.evaluate({"tokens": 2, "d": 4096})
+    ((2,), (32, 16), 64)
+    """
+
+    grid: tuple[str, ...]
+    block: tuple[str, ...]
+    shared: str = "0"
+    vars: tuple[tuple[str, str], ...] = ()
+    origin: str = ""
+    """Where the mapping came from (``file.cu:42`` or ``spec``), for messages."""
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        for what, dims in (("grid", self.grid), ("block", self.block)):
+            if not 1 <= len(dims) <= 3:
+                raise KtxError(f"launch {what} needs 1 to 3 expressions, got {len(dims)}")
+        for text in (*self.grid, *self.block, self.shared, *(e for _, e in self.vars)):
+            Expr.parse(text)
+
+    # -- edits (passes) ------------------------------------------------------------------
+
+    def var(self, name: str) -> str | None:
+        return next((e for n, e in self.vars if n == name), None)
+
+    def with_var(self, name: str, expr: str) -> LaunchMapping:
+        """Redefine var ``name``; ``expr == name`` drops it (the name now means a knob)."""
+        if expr == name:
+            return replace(self, vars=tuple((n, e) for n, e in self.vars if n != name))
+        return replace(self, vars=tuple((n, expr if n == name else e) for n, e in self.vars))
+
+    def with_grid(self, grid: tuple[str, ...]) -> LaunchMapping:
+        return replace(self, grid=grid)
+
+    def with_block(self, block: tuple[str, ...]) -> LaunchMapping:
+        return replace(self, block=block)
+
+    def with_shared(self, shared: str) -> LaunchMapping:
+        return replace(self, shared=shared)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def resolved(self) -> LaunchMapping:
+        """The same mapping with every var inlined: expressions over shapes and knobs only."""
+        env: dict[str, str] = {}
+        for name, expr in self.vars:
+            env[name] = substitute(expr, env)
+        return LaunchMapping(
+            tuple(substitute(g, env) for g in self.grid),
+            tuple(substitute(b, env) for b in self.block),
+            substitute(self.shared, env),
+            (),
+            self.origin,
+            self.notes,
+        )
+
+    def evaluate(self, env: Mapping[str, Value]) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+        """Concrete (grid, block, shared bytes) for shape and knob values ``env``."""
+        full: dict[str, Value] = dict(env)
+        for name, expr in self.vars:
+            full[name] = Expr.parse(expr).evaluate(full)
+        grid = tuple(Expr.parse(g).evaluate_int(full) for g in self.grid)
+        block = tuple(Expr.parse(b).evaluate_int(full) for b in self.block)
+        return grid, block, Expr.parse(self.shared).evaluate_int(full)
+
+    @property
+    def names(self) -> frozenset[str]:
+        """Free names of the resolved mapping: shape variables and knobs."""
+        r = self.resolved()
+        found: set[str] = set()
+        for text in (*r.grid, *r.block, r.shared):
+            found |= Expr.parse(text).names
+        return frozenset(found)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "grid": list(self.grid),
+            "block": list(self.block),
+            "shared": self.shared,
+            "vars": [[n, e] for n, e in self.vars],
+            "origin": self.origin,
+        }
+
+    @staticmethod
+    def from_json(data: Mapping[str, object]) -> LaunchMapping:
+        def strings(key: str) -> tuple[str, ...]:
+            value = data.get(key, [])
+            return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+        raw_vars = data.get("vars", [])
+        pairs = tuple((str(p[0]), str(p[1])) for p in raw_vars) if isinstance(raw_vars, list) else ()
+        return LaunchMapping(
+            strings("grid"),
+            strings("block"),
+            str(data.get("shared", "0")),
+            pairs,
+            str(data.get("origin", "")),
+        )
+
+
+def substitute(text: str, env: Mapping[str, str]) -> str:
+    """``text`` with each free name in ``env`` replaced by its (parenthesised) expression.
+
+    >>> substitute("cdiv(n, B) * B", {"B": "X if X else 128"})
+    'cdiv(n, X if X else 128) * (X if X else 128)'
+    """
+    expr = Expr.parse(text)
+    if not expr.names & env.keys():
+        return text
+
+    class _Sub(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            if node.id in env:
+                return ast.parse(env[node.id], mode="eval").body
+            return node
+
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            node.args = [self.visit(a) for a in node.args]
+            return node
+
+    tree = _Sub().visit(ast.parse(text.strip(), mode="eval"))
+    return ast.unparse(tree)
+
+
+def is_constant(text: str) -> int | None:
+    """The value of an expression with no free names, else None."""
+    expr = Expr.parse(text)
+    if expr.names:
+        return None
+    value = expr.evaluate({})
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+# -- C++ launch code -> expressions ------------------------------------------------------------
+
+
+class Untranslatable(Exception):
+    """A piece of launcher C++ that has no counterpart in the expression language."""
+
+
+@dataclass
+class _Translator:
+    module: Module
+    scope: ts.Node
+    before: int
+    locals: dict[str, syntax.LocalDecl]
+    params: frozenset[str]
+    used_vars: dict[str, str] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    free: set[str] = field(default_factory=set)
+    depth: int = 0
+
+    def expr(self, node: ts.Node) -> str:
+        text = syntax.text(self.module, node)
+        kind = node.type
+        if kind == "number_literal":
+            value = int_literal(text)
+            if value is None:
+                raise Untranslatable(text)
+            return str(value)
+        if kind == "identifier":
+            return self.name(text)
+        if kind in ("parenthesized_expression", "parameter_declaration", "type_descriptor"):
+            inner = [c for c in node.named_children if c.type != "comment"]
+            if kind == "parameter_declaration" or kind == "type_descriptor":
+                # ``dim3 b(N)`` parses as a declaration: its "parameter" is the name N.
+                if len(inner) == 1 and inner[0].type in ("type_identifier", "identifier"):
+                    return self.name(syntax.text(self.module, inner[0]))
+                raise Untranslatable(text)
+            if len(inner) != 1:
+                raise Untranslatable(text)
+            return f"({self.expr(inner[0])})"
+        if kind == "binary_expression":
+            op_node = node.child_by_field_name("operator")
+            left = node.child_by_field_name("left")
+            right = node.child_by_field_name("right")
+            op = syntax.text(self.module, op_node) if op_node is not None else ""
+            if left is None or right is None or op not in _BINARY:
+                raise Untranslatable(text)
+            return f"{self.expr(left)} {_BINARY[op]} {self.expr(right)}"
+        if kind == "unary_expression":
+            op_node = node.child_by_field_name("operator")
+            arg = node.child_by_field_name("argument")
+            op = syntax.text(self.module, op_node) if op_node is not None else ""
+            if arg is None or op not in ("-", "+", "!"):
+                raise Untranslatable(text)
+            return f"not {self.expr(arg)}" if op == "!" else f"{op}{self.expr(arg)}"
+        if kind == "conditional_expression":
+            cond = node.child_by_field_name("condition")
+            then = node.child_by_field_name("consequence")
+            other = node.child_by_field_name("alternative")
+            if cond is None or then is None or other is None:
+                raise Untranslatable(text)
+            return f"({self.expr(then)} if {self.expr(cond)} else {self.expr(other)})"
+        if kind == "cast_expression":
+            operand = node.child_by_field_name("value")
+            if operand is None:
+                raise Untranslatable(text)
+            return self.expr(operand)
+        if kind == "sizeof_expression":
+            target = node.child_by_field_name("type") or node.child_by_field_name("value")
+            name = " ".join(syntax.text(self.module, target).strip("() ").split()) if target else ""
+            if name not in SIZEOF:
+                raise Untranslatable(text)
+            return str(SIZEOF[name])
+        if kind == "call_expression":
+            return self.call(node, text)
+        raise Untranslatable(text)
+
+    def call(self, node: ts.Node, text: str) -> str:
+        fn = node.child_by_field_name("function")
+        arguments = node.child_by_field_name("arguments")
+        if fn is None or arguments is None:
+            raise Untranslatable(text)
+        args = [c for c in arguments.named_children if c.type != "comment"]
+        callee = syntax.text(self.module, fn)
+        if fn.type == "template_function":
+            name = fn.child_by_field_name("name")
+            callee = syntax.text(self.module, name) if name is not None else callee
+            if callee in _CASTS and len(args) == 1:
+                return f"({self.expr(args[0])})"
+        if callee in _MIN_MAX and args:
+            return f"{_MIN_MAX[callee]}({', '.join(self.expr(a) for a in args)})"
+        if callee in _CDIV and len(args) == 2:
+            return f"ceil_div({self.expr(args[0])}, {self.expr(args[1])})"
+        if callee == "KTX_PICK" and len(args) == 2:
+            knob, original = self.expr(args[0]), self.expr(args[1])
+            return f"({knob} if {knob} else {original})"
+        if callee in _CASTS and len(args) == 1:
+            return f"({self.expr(args[0])})"
+        raise Untranslatable(text)
+
+    def name(self, name: str) -> str:
+        if name.startswith(KNOB_PREFIX):
+            return name[len(KNOB_PREFIX) :]
+        if name in self.params:
+            self.free.add(name)
+            return name
+        local = self.locals.get(name)
+        if local is not None:
+            if name not in self.used_vars:
+                if (
+                    syntax.reassigned_after(self.module, self.scope, name, local.declaration.end_byte)
+                    or local.value is None
+                    or self.depth > 16
+                ):
+                    self.free.add(name)
+                    return name
+                self.used_vars[name] = ""  # cycle guard
+                self.depth += 1
+                try:
+                    self.used_vars[name] = self.expr(local.value)
+                finally:
+                    self.depth -= 1
+                self.order.append(name)
+            return name
+        macro = next((m for m in self.module.macros if m.name == name and m.int_value is not None), None)
+        if macro is not None and macro.int_value is not None:
+            return str(macro.int_value)
+        const = next((c for c in self.module.constants if c.name == name and c.int_value is not None), None)
+        if const is not None and const.int_value is not None:
+            return str(const.int_value)
+        self.free.add(name)
+        return name
+
+
+@dataclass(frozen=True)
+class LaunchDims:
+    """The C++ behind one launch argument (grid or block): its components and their container.
+
+    ``components`` are the x, y, z expressions; ``container`` is the argument list they sit in
+    (``dim3 grid(a, b)``), where a pass may append a dimension, or None when the launch passes
+    a scalar expression directly (``<<<n, 256>>>``).
+    """
+
+    components: tuple[ts.Node, ...]
+    container: ts.Node | None
+    launch_arg: ts.Node
+    decl: syntax.LocalDecl | None
+
+
+def launcher_node(module: Module, site: LaunchSite) -> ts.Node | None:
+    fn = next((f for f in module.functions if f.name == site.function and f.body.contains(site.span)), None)
+    return module.node(fn.body) if fn is not None else None
+
+
+def launch_dims(module: Module, site: LaunchSite, which: str) -> LaunchDims:
+    """The components of the ``grid`` or ``block`` argument of ``site``, through a ``dim3`` local."""
+    where = site.grid if which == "grid" else site.block
+    arg = syntax.node_at(module, where, _EXPRESSIONS) or module.node(where)
+    scope = launcher_node(module, site)
+    if arg.type == "identifier" and scope is not None:
+        local = syntax.local_declarations(module, scope, before=site.span.start).get(syntax.text(module, arg))
+        if local is not None and local.type == "dim3" and local.args:
+            container = local.args[0].parent
+            return LaunchDims(local.args, container, arg, local)
+        if local is not None and local.type == "dim3" and local.value is not None:
+            return LaunchDims((local.value,), None, arg, local)
+    if arg.type == "call_expression":
+        fn = arg.child_by_field_name("function")
+        arguments = arg.child_by_field_name("arguments")
+        if fn is not None and syntax.text(module, fn) == "dim3" and arguments is not None:
+            comps = tuple(c for c in arguments.named_children if c.type != "comment")
+            return LaunchDims(comps, arguments, arg, None)
+    return LaunchDims((arg,), None, arg, None)
+
+
+_EXPRESSIONS = (
+    "identifier",
+    "number_literal",
+    "binary_expression",
+    "call_expression",
+    "parenthesized_expression",
+    "conditional_expression",
+    "cast_expression",
+)
+
+
+def local_value(module: Module, site: LaunchSite, node: ts.Node) -> syntax.LocalDecl | None:
+    """When ``node`` names a launcher local with a plain initialiser never reassigned, that local."""
+    scope = launcher_node(module, site)
+    name_node = node
+    if node.type == "parameter_declaration":
+        inner = [c for c in node.named_children if c.type in ("type_identifier", "identifier")]
+        if len(inner) != 1:
+            return None
+        name_node = inner[0]
+    elif node.type != "identifier":
+        return None
+    if scope is None:
+        return None
+    name = syntax.text(module, name_node)
+    local = syntax.local_declarations(module, scope, before=site.span.start).get(name)
+    if local is None or local.value is None or local.args:
+        return None
+    if syntax.reassigned_after(module, scope, name, local.declaration.end_byte):
+        return None
+    return local
+
+
+def translate(module: Module, site: LaunchSite, nodes: dict[str, list[ts.Node]]) -> LaunchMapping:
+    """Translate the launch expressions ``nodes`` (``grid``/``block``/``shared``) of ``site``."""
+    scope = launcher_node(module, site)
+    launcher = next((f for f in module.functions if f.name == site.function), None)
+    params = frozenset(p.name for p in launcher.params) if launcher is not None else frozenset()
+    locals_ = syntax.local_declarations(module, scope, before=site.span.start) if scope is not None else {}
+    tr = _Translator(
+        module, scope if scope is not None else module.tree.root_node, site.span.start, locals_, params
+    )
+    grid = tuple(tr.expr(n) for n in nodes["grid"])
+    block = tuple(tr.expr(n) for n in nodes["block"])
+    shared = tr.expr(nodes["shared"][0]) if nodes.get("shared") else "0"
+    vars_ = tuple((name, tr.used_vars[name]) for name in tr.order)
+    unknown = sorted(tr.free - params)
+    notes = (
+        (f"launch names {', '.join(unknown)}, which the launcher computes in ways ktx does not follow",)
+        if unknown
+        else ()
+    )
+    origin = f"{module.path or '<input>'}:{site.span.line}"
+    return LaunchMapping(grid, block, shared, vars_, origin, notes)
+
+
+def mapping_from_file(module: Module, kernel: str) -> LaunchMapping | None:
+    """The launch mapping of the first launch of ``kernel`` in the file, or None.
+
+    Returns None when there is no launch, or when its expressions do not translate (then the
+    spec must supply the mapping).
+    """
+    sites = module.launches_of(kernel)
+    if not sites:
+        return None
+    site = sites[0]
+    nodes: dict[str, list[ts.Node]] = {
+        "grid": list(launch_dims(module, site, "grid").components),
+        "block": list(launch_dims(module, site, "block").components),
+    }
+    if site.shared is not None:
+        shared = syntax.node_at(module, site.shared, _EXPRESSIONS) or module.node(site.shared)
+        nodes["shared"] = [shared]
+    try:
+        return translate(module, site, nodes)
+    except (Untranslatable, KtxError):
+        return None

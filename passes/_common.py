@@ -1,0 +1,96 @@
+"""Pieces several built-in passes share: site types, domains, kernel facts."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+import tree_sitter as ts
+from ktx.ir import Loop, Module
+
+from ktx import syntax
+from ktx.launch import LaunchMapping
+from ktx.passbase import Site, Target
+
+
+@dataclass(frozen=True)
+class KernelSite(Site):
+    """The kernel as a whole (passes that change its launch or signature)."""
+
+
+@dataclass(frozen=True)
+class LoopSite(Site):
+    """One loop of the kernel."""
+
+    loop: Loop
+
+
+def powers_of_two(lo: int, hi: int) -> list[int]:
+    """Powers of two in ``[lo, hi]``.
+
+    >>> powers_of_two(24, 300)
+    [32, 64, 128, 256]
+    """
+    out: list[int] = []
+    v = 1
+    while v <= hi:
+        if v >= lo:
+            out.append(v)
+        v *= 2
+    return out
+
+
+def around(value: int, lo: int, hi: int, spread: int = 4) -> tuple[int, ...]:
+    """Powers of two within a factor ``spread`` of ``value`` (clipped to [lo, hi]), plus ``value``.
+
+    >>> around(128, 32, 1024)
+    (32, 64, 128, 256, 512)
+    """
+    low = max(lo, value // spread) if value > 0 else lo
+    high = min(hi, value * spread) if value > 0 else hi
+    return tuple(sorted({*powers_of_two(low, high), value}))
+
+
+def kernel_node(target: Target) -> ts.Node:
+    return syntax.function_node(target.module, target.kernel)
+
+
+def uses_shuffles(module: Module, node: ts.Node) -> bool:
+    return any(True for _ in syntax.calls(module, node, syntax.SHUFFLES))
+
+
+def replace_literal(mapping: LaunchMapping, value: int, name: str) -> tuple[LaunchMapping, list[str]]:
+    """Replace every integer literal ``value`` in the mapping's expressions by ``name``.
+
+    Returns the new mapping and where it changed (``grid[0]``, ``vars.warps``...), so the pass
+    can tell the user exactly what it did.
+    """
+    places: list[str] = []
+
+    def sub(text: str, where: str) -> str:
+        tree = ast.parse(text.strip(), mode="eval")
+        hit = False
+
+        class _Sub(ast.NodeTransformer):
+            def visit_Constant(self, node: ast.Constant) -> ast.AST:
+                nonlocal hit
+                if type(node.value) is int and node.value == value:
+                    hit = True
+                    return ast.Name(name, ast.Load())
+                return node
+
+        new = _Sub().visit(tree)
+        if not hit:
+            return text
+        places.append(where)
+        return ast.unparse(new)
+
+    result = LaunchMapping(
+        tuple(sub(g, f"grid[{i}]") for i, g in enumerate(mapping.grid)),
+        tuple(sub(b, f"block[{i}]") for i, b in enumerate(mapping.block)),
+        sub(mapping.shared, "shared"),
+        tuple((n, sub(e, f"vars.{n}")) for n, e in mapping.vars),
+        mapping.origin,
+        mapping.notes,
+    )
+    return result, places

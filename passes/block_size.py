@@ -1,0 +1,240 @@
+"""``block-size``: the threads per block become knobs (``BLOCK_X``, and ``BLOCK_Y`` for 2-D blocks).
+
+What changes, in step:
+
+* the launcher in the file: the expression that sets each block dimension. When it is a local
+  (``dim3 block(32, num_warps)``), the local's initialiser is rewritten, so every other use
+  of it (the shared-memory size computed from ``num_warps``) follows;
+* the launch mapping, the same way (the var ``warps`` of a spec becomes the knob);
+* ``__launch_bounds__``: the kernel gets (or updates) its maximum threads per block.
+
+A dimension whose size is a constant (``NUM_THREADS = 128``) gets that constant as default.
+One that depends on the shape (``min(d / 8, 256)``) gets default 0, which means "as the
+original computes it": the template writes ``KTX_PICK(KTX_BLOCK_X, (original))`` and
+``__launch_bounds__(KTX_BLOCK_X)`` (nvcc reads a bound of 0 as no bound), so the default
+config is the original kernel.
+
+Domains: 1-D blocks take powers of two from 32 to 1024 (warp multiples within the hardware
+limit). In a 2-D block whose x is 32 and whose kernel shuffles across lanes (the norms'
+``dim3(32, num_warps)``), x stays 32 and y takes 1 to 32 warps. With both dimensions as knobs,
+constraints keep their product a multiple of 32 and at most 1024.
+
+The pass refuses kernels that never read ``blockDim`` (their work mapping is tied to the
+launch's block size in ways a knob would break), kernels with fixed-size shared arrays, and
+launches whose grid repeats the block's literal (``<<<(n + 255) / 256, 256>>>``: run expose
+first, or name the constant).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import tree_sitter as ts
+from ktx.ir import Module
+from ktx.ir.consteval import int_literal
+from ktx.passes._common import KernelSite, kernel_node, powers_of_two, replace_literal, uses_shuffles
+
+from ktx import syntax
+from ktx.launch import LaunchMapping, is_constant, launch_dims, local_value
+from ktx.passbase import KnobSpec, Option, Pass, Refuse, Rewriter, Skip, Target
+
+AXES = "XYZ"
+
+
+class BlockSize(Pass[KernelSite]):
+    name = "block-size"
+    summary = "block dimensions become knobs; __launch_bounds__ and the launch mapping follow"
+    description = __doc__ or ""
+    knobs = (
+        KnobSpec(
+            "BLOCK_X",
+            "32, 64, … 1024 (and the current size)",
+            "the current block size if constant, else 0 (as the original computes it)",
+            "threads per block along x",
+        ),
+        KnobSpec(
+            "BLOCK_Y",
+            "1, 2, … 32 (warps, when x is a warp)",
+            "as BLOCK_X",
+            "threads per block along y (2-D blocks)",
+        ),
+    )
+    options = (
+        Option("min", "int", 32, "smallest block size offered along x"),
+        Option("max", "int", 1024, "largest block size offered (threads per block)"),
+    )
+    after = ("expose",)
+
+    def sites(self, target: Target) -> Iterator[KernelSite | Skip]:
+        fn = target.kernel
+        body = kernel_node(target)
+        if not syntax.uses_builtin(target.module, body, "blockDim"):
+            yield Skip(
+                "the kernel never reads blockDim: its work mapping assumes the launch's block size",
+                fn.name,
+                fn.span,
+            )
+            return
+        fixed = [a for a in target.module.shared_arrays if a.function == fn.name and not a.extern]
+        if fixed:
+            yield Skip(
+                f"fixed-size __shared__ array {fixed[0].name}[{']['.join(fixed[0].dims)}]: a larger "
+                "block could index past it",
+                fn.name,
+                fn.span,
+            )
+            return
+        if target.mapping is None and not target.launches:
+            yield Skip(
+                f"no launch of {fn.name} in this file and no launch mapping given (pass the spec's)",
+                fn.name,
+                fn.span,
+            )
+            return
+        yield KernelSite(fn.name, fn.span)
+
+    def rewrite(self, site: KernelSite, rw: Rewriter) -> None:
+        target = rw.target
+        module = target.module
+        body = kernel_node(target)
+        mapping = rw.mapping
+        sites = target.launches
+        ndims = (
+            len(mapping.block)
+            if mapping is not None
+            else len(launch_dims(module, sites[0], "block").components)
+        )
+        x_is_warp = ndims >= 2 and uses_shuffles(module, body) and self._x_is_32(target, mapping)
+        lo, hi = max(1, self.int_option("min")), self.int_option("max")
+        thread_terms: list[str] = []
+        knob_names: list[str] = []
+        for axis in range(ndims):
+            if axis == 0 and x_is_warp:
+                thread_terms.append("32")
+                rw.note("x stays 32: the kernel shuffles across the lanes of a warp along x")
+                continue
+            name = f"BLOCK_{AXES[axis]}"
+            default = self._constant(target, mapping, axis)
+            if x_is_warp:
+                values = set(powers_of_two(1, hi // 32))
+            elif ndims == 1:
+                values = set(powers_of_two(lo, hi))
+            else:
+                values = set(powers_of_two(lo if axis == 0 else 1, hi))
+            values.add(default if default is not None else 0)
+            macro = rw.knob(
+                name,
+                sorted(values),
+                default if default is not None else 0,
+                f"threads per block along {AXES[axis].lower()}"
+                + ("" if default is not None else " (0: as the original computes it)"),
+            )
+            knob_names.append(name)
+            thread_terms.append(macro)
+            self._edit_launchers(rw, axis, macro, default)
+            if mapping is not None:
+                mapping = self._edit_mapping(rw, mapping, axis, name, default)
+        if not knob_names:
+            raise Refuse("no block dimension can become a knob")
+        if mapping is not None:
+            rw.set_mapping(mapping)
+        if len(knob_names) > 1:
+            product = " * ".join(knob_names)
+            zero = " == 0) == (".join(knob_names)
+            rw.constraint(f"({zero} == 0)")
+            rw.constraint(f"{product} <= {hi} and ({product}) % 32 == 0")
+        self._launch_bounds(rw, " * ".join(thread_terms), body)
+
+    # -- pieces ------------------------------------------------------------------------------
+
+    def _x_is_32(self, target: Target, mapping: LaunchMapping | None) -> bool:
+        if mapping is not None:
+            return is_constant(mapping.resolved().block[0]) == 32
+        comps = launch_dims(target.module, target.launches[0], "block").components
+        return int_literal(syntax.text(target.module, comps[0])) == 32
+
+    def _constant(self, target: Target, mapping: LaunchMapping | None, axis: int) -> int | None:
+        if mapping is not None:
+            return is_constant(mapping.resolved().block[axis])
+        site = target.launches[0]
+        comps = launch_dims(target.module, site, "block").components
+        node = comps[axis]
+        local = local_value(target.module, site, node)
+        text = syntax.text(target.module, local.value if local and local.value else node)
+        return int_literal(text)
+
+    def _edit_launchers(self, rw: Rewriter, axis: int, macro: str, default: int | None) -> None:
+        module = rw.target.module
+        done: set[int] = set()
+        for site in rw.target.launches:
+            dims = launch_dims(module, site, "block")
+            if axis >= len(dims.components):
+                raise Refuse(
+                    f"the launch at line {site.span.line} has no block dimension {AXES[axis].lower()}"
+                )
+            comp = dims.components[axis]
+            local = local_value(module, site, comp)
+            node: ts.Node = local.value if local is not None and local.value is not None else comp
+            if node.start_byte in done:
+                continue
+            done.add(node.start_byte)
+            text = syntax.text(module, node)
+            if "KTX_" in text:
+                raise Refuse(f"the block size is already a knob ({text.strip()})")
+            if local is None and int_literal(text) is not None:
+                grid = launch_dims(module, site, "grid")
+                grid_text = " ".join(syntax.text(module, g) for g in grid.components)
+                if text in grid_text.replace("(", " ").replace(")", " ").split():
+                    raise Refuse(
+                        f"the grid repeats the block's literal {text} (line {site.span.line}); name it "
+                        "(a constexpr) or run expose first, so both follow the knob"
+                    )
+            if default is not None:
+                _check_literal_in_kernel(rw, default)
+                rw.replace_bytes(node.start_byte, node.end_byte, macro)
+            else:
+                rw.replace_bytes(node.start_byte, node.end_byte, f"KTX_PICK({macro}, ({text}))")
+
+    def _edit_mapping(
+        self, rw: Rewriter, mapping: LaunchMapping, axis: int, name: str, default: int | None
+    ) -> LaunchMapping:
+        comp = mapping.block[axis].strip()
+        if default is not None:
+            if mapping.var(comp) is not None:
+                return mapping.with_var(comp, name)
+            new, places = replace_literal(mapping, default, name)
+            if places:
+                rw.note(f"launch mapping: {default} -> {name} in {', '.join(places)}")
+            return new
+        var = mapping.var(comp)
+        if var is not None:
+            return mapping.with_var(comp, f"{name} if {name} else ({var})")
+        block = list(mapping.block)
+        block[axis] = f"{name} if {name} else ({comp})"
+        return mapping.with_block(tuple(block))
+
+    def _launch_bounds(self, rw: Rewriter, threads: str, body: ts.Node) -> None:
+        fn = rw.target.kernel
+        bounds = fn.launch_bounds
+        if bounds is not None and bounds.args:
+            old = rw.target.module.text(bounds.args[0])
+            if "KTX_" in old:
+                raise Refuse(f"__launch_bounds__ already names a knob ({old})")
+            rw.replace(bounds.args[0], f"KTX_PICK({threads}, ({old}))")
+            return
+        declarator = body.child_by_field_name("declarator")
+        if declarator is None:
+            raise Refuse("cannot find the kernel's declarator to attach __launch_bounds__")
+        rw.insert(declarator.start_byte, f"__launch_bounds__({threads}) ")
+
+
+def _check_literal_in_kernel(rw: Rewriter, value: int) -> None:
+    """Refuse when the kernel body writes the current block size as a literal (it may assume it)."""
+    module: Module = rw.target.module
+    body = module.node(rw.target.kernel.body)
+    for n in syntax.walk(body):
+        if n.type == "number_literal" and int_literal(syntax.text(module, n)) == value:
+            raise Refuse(
+                f"the kernel body uses the literal {value}, the current block size (line "
+                f"{n.start_point[0] + 1}); it may assume blockDim == {value}"
+            )
