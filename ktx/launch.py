@@ -439,3 +439,17 @@ def mapping_from_file(module: Module, kernel: str) -> LaunchMapping | None:
         return translate(module, site, nodes)
     except (Untranslatable, KtxError):
         return None
+
+
+def expression_of(module: Module, node: ts.Node) -> str | None:
+    """``node`` (C++) as an expression over knobs and integer constants, or None.
+
+    ``KTX_X`` becomes the knob ``X``; macros and constants with known values become numbers;
+    any other name makes the answer None (the expression depends on something ktx cannot see).
+    """
+    tr = _Translator(module, node, node.start_byte, {}, frozenset())
+    try:
+        text = tr.expr(node)
+    except Untranslatable:
+        return None
+    return None if tr.free else text

@@ -60,7 +60,7 @@ def uses_shuffles(module: Module, node: ts.Node) -> bool:
 
 
 def replace_literal(mapping: LaunchMapping, value: int, name: str) -> tuple[LaunchMapping, list[str]]:
-    """Replace every integer literal ``value`` in the mapping's expressions by ``name``.
+    """Replace every integer literal ``value`` in the mapping's expressions by ``name`` (an expression).
 
     Returns the new mapping and where it changed (``grid[0]``, ``vars.warps``...), so the pass
     can tell the user exactly what it did.
@@ -76,7 +76,7 @@ def replace_literal(mapping: LaunchMapping, value: int, name: str) -> tuple[Laun
                 nonlocal hit
                 if type(node.value) is int and node.value == value:
                     hit = True
-                    return ast.Name(name, ast.Load())
+                    return ast.parse(name, mode="eval").body
                 return node
 
         new = _Sub().visit(tree)

@@ -8,11 +8,11 @@ What changes, in step:
 * the launch mapping, the same way (the var ``warps`` of a spec becomes the knob);
 * ``__launch_bounds__``: the kernel gets (or updates) its maximum threads per block.
 
-A dimension whose size is a constant (``NUM_THREADS = 128``) gets that constant as default.
-One that depends on the shape (``min(d / 8, 256)``) gets default 0, which means "as the
-original computes it": the template writes ``KTX_PICK(KTX_BLOCK_X, (original))`` and
-``__launch_bounds__(KTX_BLOCK_X)`` (nvcc reads a bound of 0 as no bound), so the default
-config is the original kernel.
+Every knob defaults to 0, which means "as the original does it", whether the original size is a
+constant (``NUM_THREADS = 128``) or depends on the shape (``min(d / 8, 256)``): the template
+writes ``KTX_PICK(KTX_BLOCK_X, (original))`` and ``__launch_bounds__(KTX_BLOCK_X)`` (nvcc reads
+a bound of 0 as no bound), so the default config is the original kernel, without a bound it
+did not have. A value N launches N threads and tells ptxas so.
 
 Domains: 1-D blocks take powers of two from 32 to 1024 (warp multiples within the hardware
 limit). In a 2-D block whose x is 32 and whose kernel shuffles across lanes (the norms'
@@ -27,6 +27,7 @@ first, or name the constant).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import tree_sitter as ts
@@ -114,26 +115,25 @@ class BlockSize(Pass[KernelSite]):
                 rw.note("x stays 32: the kernel shuffles across the lanes of a warp along x")
                 continue
             name = f"BLOCK_{AXES[axis]}"
-            default = self._constant(target, mapping, axis)
+            current = self._constant(target, mapping, axis)
             if x_is_warp:
                 values = set(powers_of_two(1, hi // 32))
             elif ndims == 1:
                 values = set(powers_of_two(lo, hi))
             else:
                 values = set(powers_of_two(lo if axis == 0 else 1, hi))
-            values.add(default if default is not None else 0)
+            was = f"now {current}" if current is not None else "now shape-dependent"
             macro = rw.knob(
                 name,
-                sorted(values),
-                default if default is not None else 0,
-                f"threads per block along {AXES[axis].lower()}"
-                + ("" if default is not None else " (0: as the original computes it)"),
+                sorted(values | {0}),
+                0,
+                f"threads per block along {AXES[axis].lower()} (0: as the original, {was})",
             )
             knob_names.append(name)
             thread_terms.append(macro)
-            self._edit_launchers(rw, axis, macro, default)
+            self._edit_launchers(rw, axis, macro, current)
             if mapping is not None:
-                mapping = self._edit_mapping(rw, mapping, axis, name, default)
+                mapping = self._edit_mapping(rw, mapping, axis, name, current)
         if not knob_names:
             raise Refuse("no block dimension can become a knob")
         if mapping is not None:
@@ -163,7 +163,7 @@ class BlockSize(Pass[KernelSite]):
         text = syntax.text(target.module, local.value if local and local.value else node)
         return int_literal(text)
 
-    def _edit_launchers(self, rw: Rewriter, axis: int, macro: str, default: int | None) -> None:
+    def _edit_launchers(self, rw: Rewriter, axis: int, macro: str, current: int | None) -> None:
         module = rw.target.module
         done: set[int] = set()
         for site in rw.target.launches:
@@ -179,8 +179,8 @@ class BlockSize(Pass[KernelSite]):
                 continue
             done.add(node.start_byte)
             text = syntax.text(module, node)
-            if "KTX_" in text:
-                raise Refuse(f"the block size is already a knob ({text.strip()})")
+            if re.fullmatch(r"\s*KTX_[A-Z0-9_]+\s*", text):
+                raise Refuse(f"the block size is already the knob {text.strip()[4:]}")
             if local is None and int_literal(text) is not None:
                 grid = launch_dims(module, site, "grid")
                 grid_text = " ".join(syntax.text(module, g) for g in grid.components)
@@ -189,22 +189,18 @@ class BlockSize(Pass[KernelSite]):
                         f"the grid repeats the block's literal {text} (line {site.span.line}); name it "
                         "(a constexpr) or run expose first, so both follow the knob"
                     )
-            if default is not None:
-                _check_literal_in_kernel(rw, default)
-                rw.replace_bytes(node.start_byte, node.end_byte, macro)
-            else:
-                rw.replace_bytes(node.start_byte, node.end_byte, f"KTX_PICK({macro}, ({text}))")
+            if current is not None:
+                _check_literal_in_kernel(rw, current)
+            rw.replace_bytes(node.start_byte, node.end_byte, f"KTX_PICK({macro}, ({text}))")
 
     def _edit_mapping(
-        self, rw: Rewriter, mapping: LaunchMapping, axis: int, name: str, default: int | None
+        self, rw: Rewriter, mapping: LaunchMapping, axis: int, name: str, current: int | None
     ) -> LaunchMapping:
         comp = mapping.block[axis].strip()
-        if default is not None:
-            if mapping.var(comp) is not None:
-                return mapping.with_var(comp, name)
-            new, places = replace_literal(mapping, default, name)
-            if places:
-                rw.note(f"launch mapping: {default} -> {name} in {', '.join(places)}")
+        if current is not None and mapping.var(comp) is None and is_constant(comp) is not None:
+            picked = f"({name} if {name} else {current})"
+            new, places = replace_literal(mapping, current, picked)
+            rw.note(f"launch mapping: {current} -> {name} in {', '.join(places)}")
             return new
         var = mapping.var(comp)
         if var is not None:
