@@ -26,6 +26,12 @@ def add_measure_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=180.0, metavar="S", help="seconds per measurement")
     p.add_argument("--rounds", type=int, default=None, metavar="N", help="verification rounds (>= 3)")
     p.add_argument("--no-odd", action="store_true", help="skip the odd-size verification shapes")
+    p.add_argument(
+        "--reference",
+        choices=("auto", "original", "python", "none"),
+        default=None,
+        help="verify against: the original kernel, the spec's Python reference, or nothing",
+    )
     p.add_argument("--passes", metavar="PIPELINE", help="pass pipeline, e.g. 'vectorize{width=8}'")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="knob value (repeat)")
 
@@ -63,11 +69,11 @@ def configured_candidate(spec: Spec, passes: str | None, config: Mapping[str, in
     return cand
 
 
-def options(args: argparse.Namespace, spec: Spec) -> Options:
+def options(args: argparse.Namespace, spec: Spec, odd_rounds: int = 0) -> Options:
     rounds = args.rounds if args.rounds is not None else spec.verify.rounds
     if rounds < 3:
         raise KtxError(f"--rounds {rounds}: at least 3 rounds are needed", None)
-    return Options(rounds=rounds, odd=not args.no_odd)
+    return Options(rounds=rounds, odd=not args.no_odd, odd_rounds=odd_rounds)
 
 
 def provenance(harness: Harness, opts: Options) -> dict[str, Any]:

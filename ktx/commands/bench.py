@@ -22,7 +22,7 @@ from ktx.commands._measure_common import (
     us,
 )
 from ktx.errors import KtxError, Location
-from ktx.measure.harness import Harness
+from ktx.measure.harness import Harness, ReferenceChoice
 from ktx.measure.protocol import Supervisor
 from ktx.measure.replay import save_results
 from ktx.measure.types import Measurement
@@ -64,8 +64,13 @@ def run(args: argparse.Namespace) -> int:
     ) as progress:  # fmt: skip
         task = progress.add_task("bench", total=total)
         for spec, points, cand in plan:
-            opts = options(args, spec)
-            with Harness(spec, options=opts, timeout_s=args.timeout, supervisor=supervisor) as harness:
+            # A bench times originals: by default each checks itself (catching races and unwritten
+            # outputs) with one round per odd variant; the Python references are the tests' job.
+            opts = options(args, spec, odd_rounds=1)
+            reference: ReferenceChoice = args.reference or "original"
+            with Harness(
+                spec, reference=reference, options=opts, timeout_s=args.timeout, supervisor=supervisor
+            ) as harness:
                 if not meta:
                     meta = provenance(harness, opts)
                 jobs = [(harness.original, p) for p in points]

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     candidate = configured_candidate(spec, args.passes, config)
     point = spec.find_point(args.shape) if args.shape else spec.shape_set().points[0]
     opts = options(args, spec)
-    with Harness(spec, options=opts, timeout_s=args.timeout) as harness:
+    with Harness(spec, reference=args.reference or "auto", options=opts, timeout_s=args.timeout) as harness:
         meta = provenance(harness, opts)
         results: list[Measurement] = [harness.measure(harness.original, point)]
         if candidate is not None:

@@ -85,8 +85,12 @@ def lookup(name: str) -> DType | None:
 def bf16_encode(values: npt.ArrayLike) -> npt.NDArray[np.uint16]:
     """float -> bf16 bits, round to nearest even; NaN stays a quiet NaN."""
     f = np.ascontiguousarray(np.asarray(values, dtype=np.float32))
-    bits = f.view(np.uint32).astype(np.uint64)
-    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    bits = f.view(np.uint32)
+    # In place, in uint32: only NaN bit patterns can wrap around, and they are fixed below.
+    rounded = (bits >> 16) & 1
+    rounded += bits
+    rounded += 0x7FFF
+    rounded >>= 16
     out = rounded.astype(np.uint16)
     nan = np.isnan(f)
     if nan.any():

@@ -33,10 +33,21 @@ def round_seed(spec: Spec, point: ShapePoint, round_index: int) -> int:
 def draw(arg: Arg, dims: tuple[int, ...], rng: np.random.Generator) -> Array:
     """Host values for an input argument, encoded to its storage dtype."""
     dist = arg.dist
+    # float32 draws: twice as fast as float64, and every device type is at most 32 bits wide
+    # except fp64, which gets float64 draws.
+    wide = arg.dtype.name == "fp64"
     if dist.kind == "normal":
-        values: Array = rng.normal(dist.param("mean"), dist.param("std"), dims)
+        if wide:
+            values: Array = rng.normal(dist.param("mean"), dist.param("std"), dims)
+        else:
+            values = rng.standard_normal(dims, dtype=np.float32)
+            values = values * np.float32(dist.param("std")) + np.float32(dist.param("mean"))
     elif dist.kind == "uniform":
-        values = rng.uniform(dist.param("low"), dist.param("high"), dims)
+        if wide:
+            values = rng.uniform(dist.param("low"), dist.param("high"), dims)
+        else:
+            low, high = np.float32(dist.param("low")), np.float32(dist.param("high"))
+            values = rng.random(dims, dtype=np.float32) * (high - low) + low
     elif dist.kind == "randint":
         values = rng.integers(int(dist.param("low")), int(dist.param("high")), dims).astype(np.float64)
     else:  # arange
@@ -45,7 +56,7 @@ def draw(arg: Arg, dims: tuple[int, ...], rng: np.random.Generator) -> Array:
     for name, special in (("inf_fraction", np.inf), ("neginf_fraction", -np.inf)):
         frac = dist.param(name)
         if frac > 0:
-            values = np.where(rng.random(dims) < frac, special, values)
+            values = np.where(rng.random(dims, dtype=np.float32) < frac, special, values).astype(values.dtype)
     if arg.dtype.kind == "bool":
         return np.asarray(values != 0)
     return encode(values, arg.dtype)
@@ -146,6 +157,15 @@ def compare(arg: Arg, got_stored: Array, want: Array, tol: Tolerance, want_is_st
     outputs compare codes, at most ``ulp`` apart. Integers compare exactly (within ``atol``).
     """
     shape = tuple(got_stored.shape)
+    # Bit-identical (the usual case against the original kernel) needs no arithmetic, unless the
+    # poison pattern is still there (float NaN poison already makes array_equal false).
+    if (
+        want_is_stored
+        and got_stored.dtype == want.dtype
+        and np.array_equal(got_stored, want)
+        and not np.any(got_stored == poison((1,), arg.dtype)[0])
+    ):
+        return Comparison(True, "", 0.0, 0.0)
     if arg.dtype.kind == "fp8":
         want_codes = want if want_is_stored else encode(want, arg.dtype)
         got_v = decode(got_stored, arg.dtype)
@@ -186,7 +206,7 @@ def _result(
         max_abs = float("inf")
     both = np.isfinite(want) & np.isfinite(got)
     norm = float(np.linalg.norm(want[both])) if both.any() else 0.0
-    diff = float(np.linalg.norm((got - want)[both])) if both.any() else 0.0
+    diff = float(np.linalg.norm(got[both] - want[both])) if both.any() else 0.0
     rel = diff / norm if norm > 0 else diff
     count = int(np.count_nonzero(bad))
     if count == 0:

@@ -1,0 +1,28 @@
+"""A stand-in for the GPU worker handler: answers like ktx.measure.gpu.handle, measures nothing."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from ktx.measure.occupancy import DeviceLimits
+from ktx.measure.types import Measurement, Status, Timing
+
+
+def handle(op: str, payload: Any) -> Any:
+    if op == "device":
+        return DeviceLimits().to_dict()
+    assert op == "measure"
+    source = payload["candidate"]["source"]
+    if "KTX_TEST_HANG" in source:
+        time.sleep(3600)
+    if "KTX_TEST_DIE" in source:
+        os._exit(9)
+    for mod in payload["modules"].values():
+        assert os.path.isfile(mod["cubin_path"]) and mod["lowered_name"]
+    reference = payload["reference"]["kind"] if payload["reference"] else "none"
+    return Measurement(
+        kernel="fake", shape=payload["shape"], config=payload["candidate"]["config"], status=Status.OK,
+        message=f"reference={reference}", graph=Timing.of([1.0]), verified=tuple(sorted(payload["modules"])),
+    ).to_dict()  # fmt: skip
