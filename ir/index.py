@@ -350,6 +350,8 @@ class Indexer:
         elif kind == "range-for":
             var = declarator_name(node.child_by_field_name("declarator")) or None
             init = node.child_by_field_name("right")
+        elif kind == "for" and step is not None:
+            var = self._var_from_step(step, cond)
         if kind in ("while", "do") and cond is not None and cond.type in (
             "condition_clause",
             "parenthesized_expression",
@@ -363,13 +365,45 @@ class Indexer:
             span=self.span(node),
             body=self.span(body) if body is not None else self.span(node),
             var=var,
-            init=self.span(init) if init is not None else None,
+            init=self._init_span(init) if init is not None else None,
             cond=self.span(cond) if cond is not None else None,
             step=self.span(step) if step is not None else None,
             pragma=self._pragma_before(node),
             parent=parent,
             depth=depth,
         )
+
+    def _init_span(self, init: ts.Node) -> Span:
+        """The initializer without the ``;`` a declaration node includes (``int i = 0``)."""
+        end = init.end_byte
+        if init.type == "declaration" and self.source[end - 1 : end] == b";":
+            end -= 1
+            while end > init.start_byte and self.source[end - 1 : end] in (b" ", b"\t"):
+                end -= 1
+        return self.lines.span(init.start_byte, end)
+
+    def _var_from_step(self, step: ts.Node, cond: ts.Node | None) -> str | None:
+        """The induction variable of ``for (; j < k; ++j, --k)``: stepped, and tested first."""
+        stepped: list[str] = []
+        stack = [step]
+        while stack:
+            n = stack.pop(0)
+            if n.type == "update_expression":
+                target = n.child_by_field_name("argument")
+            elif n.type == "assignment_expression":
+                target = n.child_by_field_name("left")
+            elif n.type in ("comma_expression", "parenthesized_expression"):
+                stack.extend(n.named_children)
+                continue
+            else:
+                continue
+            if target is not None and target.type == "identifier":
+                stepped.append(self.text(target))
+        if cond is not None and cond.type == "binary_expression":
+            left = cond.child_by_field_name("left")
+            if left is not None and left.type == "identifier" and self.text(left) in stepped:
+                return self.text(left)
+        return stepped[0] if len(stepped) == 1 else None
 
     def _pragma_before(self, node: ts.Node) -> Pragma | None:
         prev = node.prev_sibling
@@ -605,6 +639,8 @@ class Indexer:
     def macros(self) -> list[Macro]:
         caps = captures("macros", self.root)
         result: list[Macro] = []
+        # Integer macros seen so far: ``#define WARPS (BLOCK / 32)`` builds on ``BLOCK``.
+        env: dict[str, int] = {}
         for node in sorted(caps.get("define", []), key=lambda n: n.start_byte):
             name = self.text(node.child_by_field_name("name"))
             value_node = node.child_by_field_name("value")
@@ -612,23 +648,35 @@ class Indexer:
             params = (
                 tuple(self.text(c) for c in params_node.named_children) if params_node is not None else None
             )
-            value = self.text(value_node).strip()
+            raw = self.source[value_node.start_byte : value_node.end_byte] if value_node else b""
+            code = blank_comments(raw)
+            # The body as code: comments blanked, outer blanks and a dangling backslash trimmed.
+            value = code.decode("utf-8", "replace").strip().rstrip("\\").strip()
+            int_value = eval_int_text(value, env) if params is None else None
+            if int_value is not None:
+                env[name] = int_value
             result.append(
                 Macro(
                     name=name,
                     value=value,
-                    int_value=eval_int_text(value) if params is None else None,
+                    int_value=int_value,
                     params=params,
                     span=self.span(node),
-                    value_span=self._trimmed_span(value_node) if value_node is not None else None,
+                    value_span=self._value_span(value_node, code) if value_node is not None else None,
                 )
             )
         return result
 
-    def _trimmed_span(self, node: ts.Node) -> Span:
-        raw = self.source[node.start_byte : node.end_byte]
-        lead = len(raw) - len(raw.lstrip())
-        trail = len(raw) - len(raw.rstrip())
+    def _value_span(self, node: ts.Node, code: bytes) -> Span | None:
+        """The macro body without surrounding blanks, continuations and trailing comments.
+
+        ``#define BLOCK 256  // threads`` has the value span ``256``: the bytes a pass
+        replaces when it turns the constant into a knob, leaving the comment in place.
+        """
+        lead = len(code) - len(code.lstrip())
+        trail = len(code) - len(code.rstrip(b" \t\r\n\\"))
+        if lead >= len(code) - trail:
+            return None
         return self.lines.span(node.start_byte + lead, node.end_byte - trail)
 
     def constants_and_shared(
@@ -695,6 +743,32 @@ class Indexer:
                     )
                 )
         return constants, shared
+
+
+def blank_comments(text: bytes) -> bytes:
+    """``text`` with ``//`` and ``/* */`` comments replaced by spaces (strings are kept)."""
+    out = bytearray(text)
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i : i + 1]
+        if c in (b'"', b"'"):
+            j = i + 1
+            while j < n and text[j : j + 1] not in (c, b"\n"):
+                j += 2 if text[j : j + 1] == b"\\" else 1
+            i = j + 1
+        elif text.startswith(b"//", i):
+            j = text.find(b"\n", i)
+            j = n if j < 0 else j
+            out[i:j] = b" " * (j - i)
+            i = j
+        elif text.startswith(b"/*", i):
+            j = text.find(b"*/", i + 2)
+            j = n if j < 0 else j + 2
+            out[i:j] = bytes(b if b in (0x0A, 0x0D) else 0x20 for b in text[i:j])
+            i = j
+        else:
+            i += 1
+    return bytes(out)
 
 
 def eval_int_text(value: str, env: dict[str, int] | None = None) -> int | None:

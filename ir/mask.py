@@ -43,10 +43,13 @@ _QUALIFIERS = {
     "__host__",
     "__global__",
 }
-_DEFINE = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\n]*(?:\\\n[^\n]*)*)", re.M)
+_DEFINE = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+((?:\\\r?\n|\\.|[^\\\n])*)", re.M)
 # ``__align__(16)``, ``__align__(alignof(T))``: parentheses nest up to three deep.
 _ALIGN = re.compile(rb"__align__\s*\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)")
 _WORD = re.compile(r"[A-Za-z_]\w*")
+# Any #define (object- or function-like) with its continuation lines.
+_ANY_DEFINE = re.compile(rb"^[ \t]*#[ \t]*define\b(?:\\\r?\n|\\.|[^\\\n])*", re.M)
+_BLOCK_COMMENT = re.compile(rb"/\*.*?\*/", re.S)
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,10 @@ def attribute_macros(source: bytes) -> dict[str, tuple[str, ...]]:
 
 
 def mask(source: bytes) -> Masked:
-    """Blank out ``__align__(N)`` and uses of attribute macros, keeping every offset."""
+    """Blank ``__align__(N)``, uses of attribute macros and comments in #define bodies.
+
+    Every offset is kept: only bytes other than newlines are replaced, by spaces.
+    """
     macros = attribute_macros(source)
     data = bytearray(source)
 
@@ -90,6 +96,11 @@ def mask(source: bytes) -> Masked:
 
     for m in _ALIGN.finditer(source):
         blank(m.start(), m.end())
+    # tree-sitter ends a #define body at ``/*``: the rest of a multi-line dispatch macro
+    # would be parsed as code. Comments inside bodies are blanked (the module keeps them).
+    for d in _ANY_DEFINE.finditer(source):
+        for c in _BLOCK_COMMENT.finditer(source, d.start(), d.end()):
+            blank(c.start(), c.end())
     if macros:
         define_spans = [(m.start(), m.end()) for m in _DEFINE.finditer(source)]
         pattern = re.compile(rb"\b(" + b"|".join(re.escape(n.encode()) for n in macros) + rb")\b")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import tree_sitter as ts
 from ktx.ir.index import Indexer
-from ktx.ir.language import parse_tree
+from ktx.ir.language import captures, parse_tree
 from ktx.ir.mask import mask
 from ktx.ir.nodes import (
     Constant,
@@ -58,8 +58,14 @@ class Module:
         masked = mask(source)
         #: Attribute macros (``#define FLASHINFER_INLINE inline __device__``) hidden from the parser.
         self.attribute_macros = masked.attribute_macros
-        self.tree = tree if tree is not None else parse_tree(masked.text)
+        #: Byte ranges of unparseable text blanked so that the kernels after it could be read.
+        self.skipped: tuple[Span, ...] = ()
         self.lines = LineIndex(source)
+        if tree is None:
+            text, skipped = recover_declarations(masked.text)
+            tree = parse_tree(text)
+            self.skipped = tuple(self.lines.span(a, b) for a, b in skipped)
+        self.tree = tree
         indexer = Indexer(source, self.tree, self.lines, masked.attribute_macros)
         self.functions: tuple[Function, ...] = tuple(indexer.functions())
         self.loops: tuple[Loop, ...] = tuple(indexer.loops())
@@ -171,6 +177,12 @@ class Module:
                 if last > span.line:
                     what += f" (lines {span.line}-{last})"
             found.append((span, what))
+        for span in self.skipped:
+            snippet = self.text(span).strip().splitlines()[0][:40]
+            last = self.lines.line_col(max(span.end - 1, span.start))[0]
+            lines = f" (lines {span.line}-{last})" if last > span.line else ""
+            what = f"tree-sitter could not parse {snippet!r}{lines}, which hid the declaration after it"
+            found.append((span, what))
         for match in _CONFLICT_MARKER.finditer(self.source):
             span = self.lines.span(match.start(), match.end())
             marker = match.group(1).decode()
@@ -193,6 +205,85 @@ class Module:
             )
             result = [*result[:MAX_DIAGNOSTICS], summary]
         return result
+
+
+#: Line starts that begin a new declaration: where indexing can pick up after garbage.
+_RESTART = re.compile(
+    rb"^[ \t]*(template|__global__|extern|static|__device__|__host__|namespace)\b", re.M
+)
+_MAX_RECOVERIES = 20
+
+
+def recover_declarations(text: bytes) -> tuple[bytes, list[tuple[int, int]]]:
+    """Blank unparseable lines that swallow the declarations after them; offsets do not move.
+
+    ``REGISTER(k, float)`` without a semicolon, followed by ``__global__ void k(...)``, makes
+    tree-sitter fold the kernel into an ERROR node (or glue the garbage onto the kernel's
+    signature), and the kernel is lost or marked broken. For an ERROR outside any function
+    body, the lines from the error's line to the next line that begins a declaration
+    (``template``, ``__global__``, ``extern``, ...) inside the same top-level construct are
+    blanked and the file reparsed. The change is kept only when it leaves less ERROR text and
+    no fewer function definitions. The blanked ranges are returned so they are still reported.
+    """
+    skipped: list[tuple[int, int]] = []
+    tree = parse_tree(text)
+    for _ in range(_MAX_RECOVERIES):
+        functions, garbage = _count_functions(tree.root_node), _error_bytes(tree.root_node)
+        for node in error_nodes(tree.root_node):
+            if node.is_missing or any(a.type == "compound_statement" for a in _ancestors(node)):
+                continue
+            container = _top_level(node)
+            line_start = text.rfind(b"\n", 0, node.start_byte) + 1
+            line_end = text.find(b"\n", node.start_byte)
+            restart = _RESTART.search(text, line_end + 1) if line_end >= 0 else None
+            if restart is None or restart.start() >= max(container.end_byte, node.end_byte):
+                continue
+            candidate = bytearray(text)
+            for i in range(line_start, restart.start()):
+                if candidate[i] not in (0x0A, 0x0D):
+                    candidate[i] = 0x20
+            trial = parse_tree(bytes(candidate))
+            if _count_functions(trial.root_node) >= functions and _error_bytes(trial.root_node) < garbage:
+                text, tree = bytes(candidate), trial
+                skipped.append((line_start, restart.start()))
+                break
+        else:
+            break
+    return text, _merge(skipped)
+
+
+def _ancestors(node: ts.Node) -> list[ts.Node]:
+    found: list[ts.Node] = []
+    parent = node.parent
+    while parent is not None:
+        found.append(parent)
+        parent = parent.parent
+    return found
+
+
+def _top_level(node: ts.Node) -> ts.Node:
+    """The outermost construct holding ``node`` in a file, namespace or ``extern "C"`` scope."""
+    while node.parent is not None and node.parent.type not in ("translation_unit", "declaration_list"):
+        node = node.parent
+    return node
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for a, b in sorted(ranges):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+def _count_functions(root: ts.Node) -> int:
+    return len(captures("functions", root).get("function", []))
+
+
+def _error_bytes(root: ts.Node) -> int:
+    return sum(n.end_byte - n.start_byte for n in error_nodes(root))
 
 
 def error_nodes(root: ts.Node) -> list[ts.Node]:
