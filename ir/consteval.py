@@ -63,18 +63,25 @@ SIZEOF = {
 
 
 def int_literal(text: str) -> int | None:
-    """The value of a C integer literal, or ``None`` if ``text`` is not one."""
-    m = _INT_LITERAL.match(text.strip())
+    """The value of a C integer literal, or ``None`` if ``text`` is not one.
+
+    A leading sign is accepted: tree-sitter reads ``-7`` in ``x = -7 / 2`` as one literal.
+    """
+    text = text.strip()
+    sign = -1 if text.startswith("-") else 1
+    if text[:1] in ("-", "+"):
+        text = text[1:].lstrip()
+    m = _INT_LITERAL.match(text)
     if not m:
         return None
     digits = m.group(1).replace("'", "")
     if digits.startswith(("0x", "0X")):
-        return int(digits, 16)
+        return sign * int(digits, 16)
     if digits.startswith(("0b", "0B")):
-        return int(digits[2:], 2)
+        return sign * int(digits[2:], 2)
     if len(digits) > 1 and digits.startswith("0"):
-        return int(digits, 8)
-    return int(digits)
+        return sign * int(digits, 8)
+    return sign * int(digits)
 
 
 def const_eval(node: ts.Node, env: Mapping[str, int]) -> int | None:

@@ -303,32 +303,42 @@ def error_nodes(root: ts.Node) -> list[ts.Node]:
 def parse(source: str | bytes, path: str | None = None) -> Module:
     """Parse CUDA source text into a :class:`Module`.
 
-    Raises :class:`ParseError` for input that is not text; syntax errors become diagnostics.
+    Raises :class:`ParseError` for input that is not text (binary, not UTF-8), with the
+    line and column of the first offending byte; syntax errors become diagnostics.
     """
-    data = source.encode("utf-8") if isinstance(source, str) else source
-    if b"\x00" in data[:8192]:
-        raise ParseError("binary file, not CUDA source", Location(path), "give a .cu/.cuh text file")
+    data = source.encode("utf-8", "surrogateescape") if isinstance(source, str) else source
+    nul = data.find(b"\x00", 0, 8192)
+    if nul >= 0:
+        raise ParseError(
+            "binary file (NUL byte), not CUDA source", _location(data, nul, path), "give a .cu/.cuh text file"
+        )
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         raise ParseError(
-            "source is not valid UTF-8", Location(path, line, col), "save the file as UTF-8"
+            "source is not valid UTF-8", _location(data, exc.start, path), "save the file as UTF-8"
         ) from exc
     return Module(data, path)
 
 
+def _location(data: bytes, offset: int, path: str | None) -> Location:
+    line = data.count(b"\n", 0, offset) + 1
+    col = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+    return Location(path, line, col)
+
+
 def parse_file(path: str | Path) -> Module:
-    """Read and parse a file, with user-facing errors for the ways that can fail."""
+    """Read and parse a file; every way that can fail is a :class:`ParseError` (a KtxError)."""
     p = Path(path)
     if not p.exists():
-        raise KtxError("no such file", Location(str(path)), "check the path")
+        raise ParseError("no such file", Location(str(path)), "check the path")
     if p.is_dir():
-        raise KtxError("is a directory, not a file", Location(str(path)), "give a .cu file")
-    data = p.read_bytes()
+        raise ParseError("is a directory, not a file", Location(str(path)), "give a .cu file")
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ParseError(f"cannot read: {reason}", Location(str(path)), "check permissions") from exc
     if not data.strip():
-        raise ParseError("empty file", Location(str(path)), "give a file with a __global__ kernel")
+        raise ParseError("empty file", Location(str(path), 1, 1), "give a file with a __global__ kernel")
     return parse(data, str(path))
-
-
