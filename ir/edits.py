@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from ktx.ir.language import parse_tree
 from ktx.ir.module import Module, error_nodes
 from ktx.ir.source import Span
 
@@ -129,7 +130,31 @@ def _new_errors(before: Module, after_source: bytes, edits: list[Edit]) -> list[
         mapped = _map_back(node.start_byte, ordered)
         if mapped is None or (mapped, node.type) not in old:
             fresh.append(node.start_byte)
+    # A #define body is opaque text to the tree; launches indexed inside one can be edited,
+    # so the bodies the edits touch are parsed on their own and compared too.
+    touched = {
+        m.name
+        for m in before.macros
+        for e in edits
+        if (m.span.start < e.end and e.start < m.span.end) or m.span.start < e.start < m.span.end
+    }
+    if touched:
+        was, now = _macro_errors(before, touched), _macro_errors(after, touched)
+        for macro in after.macros:
+            if macro.name in touched and now.get(macro.name, 0) > was.get(macro.name, 0):
+                fresh.append(macro.span.start)
     return fresh
+
+
+def _macro_errors(module: Module, names: set[str]) -> dict[str, int]:
+    """Syntax errors in the bodies of the named macros, each parsed as a function body."""
+    counts: dict[str, int] = {}
+    for macro in module.macros:
+        if macro.name in names and macro.value_span is not None:
+            body = module.source[macro.value_span.start : macro.value_span.end]
+            tree = parse_tree(b"void _(){\n" + body + b"\n;}\n")
+            counts[macro.name] = counts.get(macro.name, 0) + len(error_nodes(tree.root_node))
+    return counts
 
 
 def _map_back(offset: int, ordered: list[Edit]) -> int | None:

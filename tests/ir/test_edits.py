@@ -142,3 +142,18 @@ def test_applied_module_is_reindexed() -> None:
     edits.replace(m.span(name_at, name_at + len("scale")), "scale_v2", "rename", "k")
     result = apply(edits).module
     assert [f.name for f in result.kernels] == ["scale_v2"] and k.name == "scale"
+
+
+def test_edit_inside_a_macro_body_is_checked_too() -> None:
+    src = "__global__ void k(int* x) {}\n#define GO(B) k<<<1, B>>>(x)\nvoid host(int* x) { GO(32); }\n"
+    m = parse(src)
+    (site,) = m.launch_sites
+    assert site.macro == "GO"
+    good = EditSet(m)
+    good.replace(site.block, "B * 2", "p", "GO.block")
+    assert "k<<<1, B * 2>>>(x)" in apply(good).module.print()
+    bad = EditSet(m)
+    bad.replace(site.block, "B *", "p", "GO.block")
+    result = apply(bad)
+    assert [site for site, _ in result.rolled_back] == ["GO.block"]
+    assert result.module.print() == src
