@@ -57,6 +57,30 @@ _PARSE_SKIP_FUNCTION_BODIES = 0x40
 _CACHE_SIZE = 128
 _INCLUDE = re.compile(rb"^[ \t]*#[ \t]*include\b[^\n]*", re.M)
 _CV_WORDS = {"const", "volatile", "__restrict", "restrict"}
+#: Element types whose size is always reported (a pass may need them before any launch exists).
+COMMON_TYPES: tuple[str, ...] = (
+    "float",
+    "double",
+    "half",
+    "__half",
+    "__nv_bfloat16",
+    "nv_bfloat16",
+    "__nv_fp8_e4m3",
+    "__nv_fp8_e5m2",
+    "int8_t",
+    "uint8_t",
+    "int32_t",
+    "int64_t",
+    "half2",
+    "__nv_bfloat162",
+    "float2",
+    "float4",
+    "int4",
+    "uint2",
+    "uint4",
+)
+# Template arguments that cannot be types: expressions and literals.
+_NOT_A_TYPE = re.compile(r"^[-+\d(]|[-+/%|^!?]|^(true|false|nullptr)$")
 
 
 @dataclass(frozen=True)
@@ -113,6 +137,10 @@ class ClangFacts:
     """Object-like macros of the file that expand to an integer constant, with the value."""
     diagnostics: tuple[Diagnostic, ...] = ()
     """clang's warnings and errors in the file itself (the shim and probes excluded)."""
+    type_sizes: tuple[tuple[str, str, int], ...] = ()
+    """``(type as written, canonical type, sizeof)`` for the type arguments of the file's
+    launch sites (``k<__nv_bfloat16, 8>``) and the usual element types (:data:`COMMON_TYPES`):
+    what ``sizeof(T)`` is for each instantiation a launcher makes."""
 
     @property
     def macros(self) -> dict[str, int]:
@@ -120,6 +148,11 @@ class ClangFacts:
 
     def macro(self, name: str) -> int | None:
         return next((v for n, v in self.macro_values if n == name), None)
+
+    def sizeof(self, type_text: str) -> int | None:
+        """``sizeof`` a type written in the file (a launch's type argument, or a common type)."""
+        key = " ".join(type_text.split())
+        return next((size for written, _, size in self.type_sizes if written == key), None)
 
     def kernel(self, name: str) -> KernelFacts | None:
         """The kernel called ``name``: the one the module has a definition for, if any."""
@@ -251,6 +284,19 @@ def _compute(module: Module) -> ClangFacts:
                 for ns in reversed(scope):
                     decl = f"namespace {ns} {{ {decl} }}"
                 add("default", f"{fn.name}\0{fn.span.start}\0{tp.name}", decl)
+    types: dict[str, list[str]] = {t: [] for t in COMMON_TYPES}
+    for site in module.launch_sites:
+        host = next((f for f in module.functions if f.span.contains(site.span)), None)
+        for arg in site.template_args:
+            written = " ".join(arg.split())
+            if written not in types and not _NOT_A_TYPE.search(written) and not _integer(written, module):
+                types[written] = _namespace_path(module, host) if host is not None else []
+    for written, scope in types.items():
+        n = len(probes)
+        decl = f"using __ktx_probe_{n} = {written};"
+        for ns in reversed(scope):
+            decl = f"namespace {ns} {{ {decl} }}"
+        add("type", written, decl)
     unsaved = text + "\n".join(extra).encode() + (b"\n" if extra else b"")
     args = [*CLANG_ARGS, "-include", shim_path()]
     with _parse_lock:
@@ -264,6 +310,11 @@ def _compute(module: Module) -> ClangFacts:
         except ci.TranslationUnitLoadError as exc:
             return ClangFacts(False, f"libclang could not parse the file: {exc}")
         return _collect(ci, tu, module, source_lines, probes)
+
+
+def _integer(text: str, module: Module) -> bool:
+    """Whether a template argument names an integer the module knows (``BLOCK``, ``kVec``)."""
+    return any(m.name == text for m in module.macros) or any(c.name == text for c in module.constants)
 
 
 def _namespace_path(module: Module, fn: Function) -> list[str]:
@@ -297,6 +348,7 @@ def _collect(ci: Any, tu: Any, module: Module, source_lines: int, probes: list[_
 
     by_line = {p.line: p for p in probes}
     macro_values: list[tuple[str, int]] = []
+    type_sizes: list[tuple[str, str, int]] = []
     defaults: dict[str, tuple[str, int | None]] = {}
     kernels: list[KernelFacts] = []
 
@@ -311,11 +363,16 @@ def _collect(ci: Any, tu: Any, module: Module, source_lines: int, probes: list[_
                 if probe.kind == "macro" and kind == ci.CursorKind.ENUM_DECL:
                     for const in child.get_children():
                         macro_values.append((probe.key, int(const.enum_value)))
-                elif probe.kind == "default" and kind == ci.CursorKind.NAMESPACE:
+                elif probe.kind in ("default", "type") and kind == ci.CursorKind.NAMESPACE:
                     walk(child)
                 elif probe.kind == "default" and kind == ci.CursorKind.TYPE_ALIAS_DECL:
                     t = child.underlying_typedef_type.get_canonical()
                     defaults[probe.key] = (_unqualified(t.spelling), _size(t.get_size()))
+                elif probe.kind == "type" and kind == ci.CursorKind.TYPE_ALIAS_DECL:
+                    t = child.underlying_typedef_type.get_canonical()
+                    size = _size(t.get_size())
+                    if size is not None:
+                        type_sizes.append((probe.key, _unqualified(t.spelling), size))
                 continue
             if loc.line > source_lines:
                 continue
@@ -338,14 +395,16 @@ def _collect(ci: Any, tu: Any, module: Module, source_lines: int, probes: list[_
             f"libclang could not parse the file: {len(errors)} error(s) and no kernel recognised; "
             f"first at {first.span.line}:{first.span.col}: {first.message.removeprefix('clang: ')}"
         )
-        return ClangFacts(False, reason, (), tuple(macro_values), tuple(diagnostics))
+        return ClangFacts(False, reason, (), tuple(macro_values), tuple(diagnostics), tuple(type_sizes))
     notes: list[str] = []
     if errors:
         notes.append(f"{len(errors)} clang error(s); facts may be partial")
     missed = [f.name for f in expected if f.span.start not in matched]
     if missed:
         notes.append("kernels clang did not recognise: " + ", ".join(missed))
-    return ClangFacts(True, "; ".join(notes), tuple(kernels), tuple(macro_values), tuple(diagnostics))
+    return ClangFacts(
+        True, "; ".join(notes), tuple(kernels), tuple(macro_values), tuple(diagnostics), tuple(type_sizes)
+    )
 
 
 def _kernel(ci: Any, cursor: Any, module: Module) -> KernelFacts:

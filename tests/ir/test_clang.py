@@ -204,3 +204,31 @@ def test_shim_ships_as_package_data() -> None:
     from pathlib import Path
 
     assert Path(clang.shim_path()).is_file()
+
+
+def test_sizes_of_launch_type_arguments_and_common_types() -> None:
+    src = """\
+namespace app {
+using pack_t = uint4;
+template <typename T, int N> __global__ void k(T* x) {}
+void launch(float* x, cudaStream_t s) {
+  k<__nv_bfloat16, 8><<<1, 32, 0, s>>>(nullptr);
+  k<pack_t, 2><<<1, 32>>>(nullptr);
+  auto go = [&]() { using local_t = double; k<local_t, 1><<<1, 1>>>(nullptr); };
+}
+}  // namespace app
+"""
+    f = facts(parse(src))
+    assert f is not None and f.available, f and f.reason
+    assert f.sizeof("__nv_bfloat16") == 2
+    assert f.sizeof("pack_t") == 16  # resolved in the launcher's namespace
+    assert ("pack_t", "uint4", 16) in f.type_sizes
+    assert f.sizeof("local_t") is None  # a lambda-local alias cannot be probed from outside
+    assert f.sizeof("8") is None
+    assert (f.sizeof("half"), f.sizeof("float4"), f.sizeof("__nv_fp8_e4m3"), f.sizeof("int64_t")) == (
+        2,
+        16,
+        1,
+        8,
+    )
+    assert f.diagnostics == ()
