@@ -7,6 +7,7 @@
 ('k', ['N'], 'i')
 """
 
+from ktx.ir.clang import ClangFacts, KernelFacts, ParamFacts, facts
 from ktx.ir.edits import Applied, Edit, EditError, EditSet, apply, splice
 from ktx.ir.module import Module, ParseError, parse, parse_file
 from ktx.ir.nodes import (
@@ -27,6 +28,7 @@ from ktx.ir.source import LineIndex, Span
 
 __all__ = [
     "Applied",
+    "ClangFacts",
     "Constant",
     "Diagnostic",
     "Edit",
@@ -34,6 +36,7 @@ __all__ = [
     "EditSet",
     "Function",
     "Kernel",
+    "KernelFacts",
     "LaunchBounds",
     "LaunchSite",
     "LineIndex",
@@ -41,12 +44,14 @@ __all__ = [
     "Macro",
     "Module",
     "Param",
+    "ParamFacts",
     "ParseError",
     "Pragma",
     "SharedArray",
     "Span",
     "TemplateParam",
     "apply",
+    "facts",
     "parse",
     "parse_file",
     "splice",
