@@ -22,6 +22,7 @@ file, :func:`facts` still returns a :class:`ClangFacts`, with ``available=False`
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import re
 import threading
@@ -173,6 +174,10 @@ def _load() -> tuple[Any, Any]:
     import clang.cindex as ci
 
     return ci, ci.Index.create()
+
+
+# Drop the Index while clang.cindex is still alive: its __del__ fails at interpreter teardown.
+atexit.register(_load.cache_clear)
 
 
 def shim_path() -> str:
