@@ -20,7 +20,9 @@ Two placeholders need more than a macro, and :func:`lower` turns both into plain
 ``#pragma unroll ktx_UNROLL_L0`` (pragmas do not expand macros, so the pragma names a
 ``constexpr`` mirror of the knob; value 0 means "no pragma") and
 ``KTX_PICK(KTX_BLOCK_X, (original))`` (the knob, or the original shape-dependent expression
-when the knob is 0). ``KTX_CDIV(a, b)`` is a ceiling division. :meth:`Template.instantiate`
+when the knob is 0). ``KTX_CDIV(a, b)`` is a ceiling division. A pass that chooses between code
+variants writes ``#if KTX_VEC_L0 > 1`` ... ``#else`` ... ``#endif``: instantiation keeps the
+selected branch and drops directives whose conditions name only knobs. :meth:`Template.instantiate`
 substitutes values, lowers those helpers, folds ``__launch_bounds__`` arguments, drops the
 header and leaves one comment line saying which config this is: readable CUDA to paste back.
 """
@@ -419,6 +421,7 @@ def header(knobs: Sequence[Knob], source: str, kernel: str, pipeline: str, newli
 def lower(source: str, values: Mapping[str, int], pipeline: str = "") -> str:
     """Template source -> concrete source for ``values`` (every knob must have one)."""
     text = _drop_header(source, values, pipeline)
+    text = _lower_conditionals(text, values)
     text = _lower_calls(text, values)
     text = _lower_pragmas(text, values)
     for name in sorted(values, key=len, reverse=True):
@@ -428,6 +431,83 @@ def lower(source: str, values: Mapping[str, int], pipeline: str = "") -> str:
     if leftover:
         raise KtxError(f"placeholder {leftover.group(0)} has no value", None, "is the config complete?")
     return text
+
+
+_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b(.*?)(?://.*)?$")
+_KNOB_MACRO = re.compile(rf"\b{MACRO_PREFIX}([A-Z][A-Z0-9_]*)\b")
+
+
+def _knob_condition(cond: str, values: Mapping[str, int]) -> bool | None:
+    """The value of an ``#if``/``#elif`` condition over knobs only; None when it names anything else.
+
+    >>> _knob_condition("KTX_VEC > 1 && KTX_VEC <= 8", {"VEC": 4}), _knob_condition("defined(X)", {})
+    (True, None)
+    """
+    if not _KNOB_MACRO.search(cond):
+        return None
+    text = _KNOB_MACRO.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), cond)
+    if re.search(r"[A-Za-z_]", text.replace("&&", "").replace("||", "")):
+        return None
+    text = text.replace("&&", " and ").replace("||", " or ").replace("/", "//")
+    text = re.sub(r"!(?!=)", " not ", text)
+    try:
+        return bool(Expr.parse(text).evaluate({}))
+    except KtxError:
+        return None
+
+
+def _lower_conditionals(text: str, values: Mapping[str, int]) -> str:
+    """Resolve ``#if``/``#elif``/``#else``/``#endif`` groups whose conditions name only knobs.
+
+    Passes that choose between code variants (vectorize's packed loop or the original one,
+    fast-math's intrinsics or the original math) write them as preprocessor groups on
+    ``KTX_`` knobs, so the template compiles as is; instantiation keeps the branch the config
+    selects and drops the directives, leaving plain code. Other groups are left alone.
+    """
+    out: list[str] = []
+    # Each frame: (resolved, this branch kept, some branch already kept).
+    stack: list[tuple[bool, bool, bool]] = []
+
+    def visible() -> bool:
+        return all(kept for resolved, kept, _ in stack if resolved)
+
+    for line in text.splitlines(keepends=True):
+        m = _DIRECTIVE.match(line.rstrip("\r\n"))
+        if m is None:
+            if visible():
+                out.append(line)
+            continue
+        word, cond = m.group(1), m.group(2)
+        if word in ("if", "ifdef", "ifndef"):
+            value = _knob_condition(cond, values) if word == "if" else None
+            if value is None:
+                stack.append((False, True, True))
+                if visible():
+                    out.append(line)
+            else:
+                stack.append((True, value, value))
+            continue
+        if not stack:
+            if visible():
+                out.append(line)
+            continue
+        resolved, _, taken = stack[-1]
+        if not resolved:
+            if word == "endif":
+                stack.pop()
+            if visible():
+                out.append(line)
+            continue
+        if word == "elif":
+            value = _knob_condition(cond, values)
+            if value is None:
+                raise KtxError(f"#elif {cond.strip()!r} in a group over knobs must name only knobs")
+            stack[-1] = (True, not taken and value, taken or value)
+        elif word == "else":
+            stack[-1] = (True, not taken, True)
+        else:
+            stack.pop()
+    return "".join(out)
 
 
 def _drop_header(source: str, values: Mapping[str, int], pipeline: str) -> str:
