@@ -29,6 +29,8 @@ NAME_EXPRESSIONS: dict[str, list[str]] = {
     "merge_attn_states": ["merge_attn_states_kernel<__nv_bfloat16>"],
     "per_token_group_quant_fp8": ["per_token_group_quant_8bit_kernel<__nv_bfloat16, __nv_fp8_e4m3>"],
     "moe_sum": [f"moe_sum_kernel<__nv_bfloat16, {k}>" for k in range(1, 9)],
+    "act_and_mul_scalar": ["act_and_mul_scalar_kernel<__half>"],
+    "moe_sum_scalar": [f"moe_sum_scalar_kernel<__nv_bfloat16, {k}>" for k in range(1, 9)],
     "rope": [
         "rotary_embedding_kernel<__nv_bfloat16, true>",
         "rotary_embedding_kernel<__nv_bfloat16, false>",
