@@ -62,8 +62,7 @@ class Module:
         self.skipped: tuple[Span, ...] = ()
         self.lines = LineIndex(source)
         if tree is None:
-            text, skipped = recover_declarations(masked.text)
-            tree = parse_tree(text)
+            tree, skipped = recover_declarations(masked.text)
             self.skipped = tuple(self.lines.span(a, b) for a, b in skipped)
         self.tree = tree
         indexer = Indexer(source, self.tree, self.lines, masked.attribute_macros)
@@ -214,7 +213,7 @@ _RESTART = re.compile(
 _MAX_RECOVERIES = 20
 
 
-def recover_declarations(text: bytes) -> tuple[bytes, list[tuple[int, int]]]:
+def recover_declarations(text: bytes) -> tuple[ts.Tree, list[tuple[int, int]]]:
     """Blank unparseable lines that swallow the declarations after them; offsets do not move.
 
     ``REGISTER(k, float)`` without a semicolon, followed by ``__global__ void k(...)``, makes
@@ -223,11 +222,14 @@ def recover_declarations(text: bytes) -> tuple[bytes, list[tuple[int, int]]]:
     body, the lines from the error's line to the next line that begins a declaration
     (``template``, ``__global__``, ``extern``, ...) inside the same top-level construct are
     blanked and the file reparsed. The change is kept only when it leaves less ERROR text and
-    no fewer function definitions. The blanked ranges are returned so they are still reported.
+    no fewer function definitions. Returns the tree of the (possibly blanked) text and the
+    blanked ranges, so that they are still reported.
     """
     skipped: list[tuple[int, int]] = []
     tree = parse_tree(text)
     for _ in range(_MAX_RECOVERIES):
+        if not tree.root_node.has_error:
+            break
         functions, garbage = _count_functions(tree.root_node), _error_bytes(tree.root_node)
         for node in error_nodes(tree.root_node):
             if node.is_missing or any(a.type == "compound_statement" for a in _ancestors(node)):
@@ -249,7 +251,7 @@ def recover_declarations(text: bytes) -> tuple[bytes, list[tuple[int, int]]]:
                 break
         else:
             break
-    return text, _merge(skipped)
+    return tree, _merge(skipped)
 
 
 def _ancestors(node: ts.Node) -> list[ts.Node]:
