@@ -19,7 +19,7 @@ echo "== device"; nvidia-smi --query-gpu=name,driver_version,memory.total --form
 command -v nvcc >/dev/null && nvcc --version | tail -1
 
 echo "== gpu tests"
-"$PY" -m pytest -q -m gpu -p no:cacheprovider tests/measure tests/kernels 2>&1 | tee "$OUT/pytest.log"
+"$PY" -m pytest -q -m gpu -p no:cacheprovider --durations=8 tests/measure tests/kernels 2>&1 | tee "$OUT/pytest.log"
 tests=${PIPESTATUS[0]}
 
 echo "== bench"
