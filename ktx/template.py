@@ -392,9 +392,10 @@ class Template:
 def header(knobs: Sequence[Knob], source: str, kernel: str, pipeline: str, newline: str = "\n") -> str:
     """The guarded knob header that makes a template compile with every knob at its default."""
     lines = [
-        f"{HEADER_BEGIN}: {kernel} templated by `{pipeline}`. Each KTX_ macro is a knob; the",
-        "// defaults reproduce the original. Pick others with `ktx apply --config NAME=VALUE`",
-        "// (clean code) or -DKTX_NAME=VALUE.",
+        HEADER_BEGIN,
+        f"// {kernel} templated by `{pipeline}`.",
+        "// Each KTX_ macro is a knob; the defaults reproduce the original. Pick other values with",
+        "// `ktx apply --config NAME=VALUE` (clean code) or -DKTX_NAME=VALUE.",
     ]
     for k in knobs:
         note = f"  // {k.pass_name}: {k.help}" if k.help else ""

@@ -1,16 +1,30 @@
-"""Built-in passes, one module each; :data:`BUILTINS` is what the default registry loads."""
+"""Built-in passes, one module each; :data:`BUILTINS` is what the default registry loads.
+
+| pass | knobs | what it rewrites |
+| --- | --- | --- |
+| expose | the constant's name | template ints, #define/constexpr, launch literals |
+| block-size | BLOCK_X, BLOCK_Y | block dims, launcher, __launch_bounds__, mapping |
+| launch-bounds | MIN_BLOCKS | __launch_bounds__'s second argument |
+| unroll | UNROLL_<loop> | #pragma unroll per loop |
+| coarsen | COARSEN | items per thread; grid / COARSEN |
+| split | SPLIT | row loops over gridDim.y; grid gains y |
+| tile | TILE_<loop> | strip-mined loop, unrolled tile |
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ktx.passes.block_size import BlockSize
+from ktx.passes.coarsen import Coarsen
 from ktx.passes.expose import Expose
 from ktx.passes.launch_bounds import LaunchBounds
+from ktx.passes.split import Split
+from ktx.passes.tile import Tile
 from ktx.passes.unroll import Unroll
 
 from ktx.passbase import Pass
 
-BUILTINS: tuple[type[Pass[Any]], ...] = (Expose, BlockSize, LaunchBounds, Unroll)
+BUILTINS: tuple[type[Pass[Any]], ...] = (Expose, BlockSize, LaunchBounds, Unroll, Coarsen, Split, Tile)
 
-__all__ = ["BUILTINS", "BlockSize", "Expose", "LaunchBounds", "Unroll"]
+__all__ = ["BUILTINS", "BlockSize", "Coarsen", "Expose", "LaunchBounds", "Split", "Tile", "Unroll"]

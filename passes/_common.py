@@ -10,7 +10,7 @@ from ktx.ir import Loop, Module
 
 from ktx import syntax
 from ktx.launch import LaunchMapping
-from ktx.passbase import Site, Target
+from ktx.passbase import Rewriter, Site, Target
 
 
 @dataclass(frozen=True)
@@ -94,3 +94,31 @@ def replace_literal(mapping: LaunchMapping, value: int, name: str) -> tuple[Laun
         mapping.notes,
     )
     return result, places
+
+
+def indent_lines(rw: Rewriter, start: int, end: int, by: str) -> None:
+    """Indent each line that starts inside ``(start, end)`` by ``by`` (not blank or ``#`` lines).
+
+    Insertions at line starts keep every original byte where it was, so loops inside keep
+    their identity (and labels) for later passes.
+    """
+    source = rw.target.module.source
+    pos = source.find(b"\n", start)
+    while 0 <= pos < end - 1:
+        line = pos + 1
+        nxt = source.find(b"\n", line)
+        stop = len(source) if nxt < 0 else nxt
+        text = source[line:stop].strip()
+        if line < end and text and not text.startswith(b"#"):
+            rw.insert(line, by)
+        pos = nxt
+
+
+def first_call_after(module: Module, scope: ts.Node, names: frozenset[str], offset: int) -> ts.Node | None:
+    """The first call to one of ``names`` in ``scope`` that starts after ``offset``."""
+    found = [c for c in syntax.calls(module, scope, names) if c.start_byte >= offset]
+    return min(found, key=lambda c: c.start_byte) if found else None
+
+
+def line_of(node: ts.Node) -> int:
+    return node.start_point[0] + 1
