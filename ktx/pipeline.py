@@ -307,6 +307,11 @@ def run(
     outcomes: list[Outcome] = []
     resolved_pipeline = ",".join(s.pass_.describe() for s in order)
 
+    def original_line(offset: int) -> int:
+        """The line in the input file of an offset in the current module (new code: its own line)."""
+        mapped = lineage.to_original(offset)
+        return original.span(mapped, mapped).line if mapped is not None else module.span(offset, offset).line
+
     for item in order:
         p = item.pass_
         fn = _kernel(module, fn.name)
@@ -318,7 +323,7 @@ def run(
         cur_knobs = dict(knobs)
         for found in p.sites(target):
             if isinstance(found, Skip):
-                line = found.span.line if found.span is not None else fn.span.line
+                line = original_line(found.span.start if found.span is not None else fn.span.start)
                 step_outcomes.append(Skipped(p.name, found.label or fn.name, line, found.reason))
                 continue
             outcome, acc = _rewrite_site(
@@ -326,6 +331,7 @@ def run(
                 found,
                 dataclasses.replace(target, mapping=cur_launch, template_args=cur_args, knobs=cur_knobs),
                 accepted,
+                original_line(found.span.start),
             )
             if acc is None:
                 step_outcomes.append(outcome)
@@ -405,40 +411,37 @@ def run(
 
 
 def _rewrite_site(
-    p: AnyPass, site: Site, target: Target, accepted: list[_Accepted]
+    p: AnyPass, site: Site, target: Target, accepted: list[_Accepted], line: int
 ) -> tuple[Outcome, tuple[_Accepted, LaunchMapping | None, tuple[str, ...]] | None]:
     module = target.module
     errors = module.errors_in(site.span)
     if errors:
         reason = f"inside code tree-sitter could not parse (line {errors[0].span.line}); left as is"
-        return Skipped(p.name, site.label, site.span.line, reason), None
+        return Skipped(p.name, site.label, line, reason), None
     rw = Rewriter(target, p.name, site.label)
     try:
         p.rewrite(site, rw)
     except Refuse as refusal:
-        return Skipped(p.name, site.label, site.span.line, refusal.reason), None
+        return Skipped(p.name, site.label, line, refusal.reason), None
     for edit in rw.edits:
         where = module.span(edit.start, edit.end)
         if module.errors_in(where):
             reason = f"an edit at line {where.line} falls in code tree-sitter could not parse; left as is"
-            return Skipped(p.name, site.label, site.span.line, reason), None
+            return Skipped(p.name, site.label, line, reason), None
         for other in accepted:
             if any(edit.overlaps(o) for o in other.edits):
                 reason = f"its edits overlap those of site {other.label}; left as is"
-                return Skipped(p.name, site.label, site.span.line, reason), None
+                return Skipped(p.name, site.label, line, reason), None
     if not rw.edits and not rw.knobs and rw.mapping == target.mapping:
         reason = "; ".join(rw.notes) or "nothing to change"
-        return Skipped(p.name, site.label, site.span.line, reason), None
+        return Skipped(p.name, site.label, line, reason), None
     names = ", ".join(f"{k.name} {{{', '.join(str(v) for v in k.values)}}}" for k in rw.knobs)
     message = f"exposed {names}" if names else "rewritten"
     if rw.notes:
         message += "; " + "; ".join(rw.notes)
-    acc = _Accepted(site.label, rw.edits, rw.knobs, rw.constraints, site.span.line, rw.notes, False)
-    outcome = Rewritten(p.name, site.label, site.span.line, message, tuple(k.name for k in rw.knobs))
+    acc = _Accepted(site.label, rw.edits, rw.knobs, rw.constraints, line, rw.notes, False)
+    outcome = Rewritten(p.name, site.label, line, message, tuple(k.name for k in rw.knobs))
     return outcome, (acc, rw.mapping, rw.template_args)
-
-
-_CONTAINERS = ("namespace_definition", "linkage_specification")
 
 
 def _header_offset(module: Module, fn: Function) -> int:

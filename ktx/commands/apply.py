@@ -1,0 +1,144 @@
+"""``ktx apply --passes PIPELINE FILE``: template a kernel, show its knobs, or instantiate a config.
+
+With no config it prints the template (the rewritten source, knobs as ``KTX_`` macros);
+``--knobs`` prints the knob space as JSON; ``--config NAME=VALUE`` (missing knobs take their
+defaults) or ``--sample SEED`` (a random feasible config) prints concrete CUDA. ``--diff`` shows
+a unified diff against the input instead; ``--trace FILE`` writes the trace that replays the
+template. What each pass did or declined to do is printed to stderr as remarks (``-q`` hides
+them). A bad pipeline, knob value or constraint gives exit 2 and one line saying what is valid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import sys
+from pathlib import Path
+
+from ktx.ir import parse_file
+
+from ktx.errors import KtxError, Location
+from ktx.pipeline import run as run_pipeline
+from ktx.registry import load_plugin
+from ktx.template import Template
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "apply",
+        help="apply a pass pipeline: print the template, its knobs, or an instantiated config",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("file", metavar="FILE", help="CUDA source file")
+    p.add_argument(
+        "--passes",
+        required=True,
+        metavar="PIPELINE",
+        help="passes, e.g. 'block-size,unroll{max=8},tile{sizes=16|32|64}' (ktx passes lists them)",
+    )
+    p.add_argument("--kernel", metavar="NAME", help="the kernel to template (needed if the file has several)")
+    p.add_argument("--knobs", action="store_true", help="print the knob space as JSON")
+    p.add_argument(
+        "--config",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="NAME=VALUE",
+        help="instantiate with these knob values (the others take their defaults)",
+    )
+    p.add_argument("--sample", type=int, metavar="SEED", help="instantiate a random feasible config")
+    p.add_argument("-o", "--output", metavar="OUT", help="write the result here instead of stdout")
+    p.add_argument("--diff", action="store_true", help="print a unified diff against the input")
+    p.add_argument("--trace", metavar="FILE", help="write the trace (JSON) of passes, sites and edits")
+    p.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="FILE.py|MODULE",
+        help="load passes from a Python file or module first (repeatable)",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="do not print remarks")
+    p.set_defaults(func=run)
+
+
+def parse_config(items: list[str]) -> dict[str, int]:
+    """``["A=1", "B=2,C=4"]`` -> ``{"A": 1, "B": 2, "C": 4}``; malformed items fail."""
+    config: dict[str, int] = {}
+    for item in items:
+        for part in item.split(","):
+            if not part.strip():
+                continue
+            name, eq, value = part.partition("=")
+            if not eq or not name.strip():
+                raise KtxError(f"--config {part!r} is not NAME=VALUE")
+            try:
+                config[name.strip()] = int(value.strip(), 0)
+            except ValueError:
+                raise KtxError(f"--config {part!r}: {value.strip()!r} is not an integer") from None
+    return config
+
+
+def knobs_json(template: Template) -> str:
+    """The knob space as JSON, one knob a line (``{name, values, default, ...}``)."""
+    data = template.to_json()
+    lines = ["{"]
+    items = list(data.items())
+    for i, (key, value) in enumerate(items):
+        comma = "," if i < len(items) - 1 else ""
+        if key == "knobs" and value:
+            lines.append('  "knobs": [')
+            lines += [f"    {json.dumps(k)}{',' if j < len(value) - 1 else ''}" for j, k in enumerate(value)]
+            lines.append(f"  ]{comma}")
+        else:
+            lines.append(f"  {json.dumps(key)}: {json.dumps(value)}{comma}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def remarks(template: Template, path: str) -> list[str]:
+    return [
+        f"{path}:{o.line}: remark: [{o.pass_name}] {o.site}: {o.status}: {o.message}"
+        for o in template.outcomes
+    ]
+
+
+def run(args: argparse.Namespace) -> int:
+    for plugin in args.plugin:
+        load_plugin(plugin)
+    module = parse_file(args.file)
+    template = run_pipeline(module, args.passes, kernel=args.kernel)
+    if not args.quiet:
+        for line in remarks(template, args.file):
+            print(line, file=sys.stderr)
+    if args.trace:
+        Path(args.trace).write_text(template.trace.dumps())
+    if args.knobs:
+        _emit(knobs_json(template), args.output)
+        return 0
+    config = parse_config(args.config)
+    if args.sample is not None:
+        config = {**template.space.sample(args.sample), **config}
+    try:
+        text = template.instantiate(config) if config or args.sample is not None else template.source
+    except KtxError as exc:
+        raise KtxError(exc.message, Location(args.file), exc.hint) from None
+    if args.diff:
+        text = "".join(
+            difflib.unified_diff(
+                template.original.splitlines(keepends=True),
+                text.splitlines(keepends=True),
+                f"a/{args.file}",
+                f"b/{args.file}",
+            )
+        )
+    _emit(text, args.output)
+    return 0
+
+
+def _emit(text: str, output: str | None) -> None:
+    if output:
+        Path(output).write_text(text)
+    else:
+        sys.stdout.write(text)
