@@ -324,6 +324,7 @@ class ShapeAnalysis:
     bandwidth_fraction: float | None = None
     registers: int | None = None
     occupancy: float | None = None
+    limiter: str | None = None  # what bounds blocks per SM: warps, blocks, registers, shared
     blocks: int | None = None
     threads_per_block: int | None = None
     sms: int = 0
@@ -362,7 +363,8 @@ class ShapeAnalysis:
         if self.registers is not None:
             parts.append(f"{self.registers} registers")
         if self.occupancy is not None:
-            parts.append(f"occupancy {self.occupancy:.0%}")
+            limit = f" (limited by {self.limiter})" if self.limiter else ""
+            parts.append(f"occupancy {self.occupancy:.0%}{limit}")
         if self.blocks is not None:
             parts.append(f"{self.blocks} blocks of {self.threads_per_block} threads on {self.sms} SMs")
         parts.append(f"-> {self.bound}-bound ({self.why})")
@@ -448,6 +450,7 @@ def analyze_measurement(
         bandwidth_fraction=bw_fraction,
         registers=None if r is None else r.registers,
         occupancy=None if r is None else r.occupancy,
+        limiter=None if r is None else r.limiter,
         blocks=blocks,
         threads_per_block=threads,
         sms=device.sm_count,

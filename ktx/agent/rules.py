@@ -11,13 +11,16 @@ The rules, highest priority first (each says why in the plan's rationale):
 1. ``warp-reduce``: a shared-memory tree reduction (a halving loop with ``__syncthreads``);
 2. ``split``: latency-bound shapes that launch fewer blocks than SMs: more blocks per row;
 3. ``rows-per-block``: the same symptom, or many short blocks: change rows per block;
-4. ``vectorize``: memory- or latency-bound with element-by-element accesses and no vector types;
-5. ``hoist``: expensive loop-invariant math inside a loop;
-6. ``block-size``: any shape not compute-bound: threads per block set occupancy and bytes in flight;
-7. ``unroll``: latency-bound shapes with loops: more independent loads in flight;
-8. ``expose``: hand-tuned constants (block sizes, pack widths) become knobs;
-9. ``cache-hints``: memory-bound with read-only inputs;
-10. ``fast-math``: transcendental math, the build is not fast-math already, and the spec's
+4. ``coarsen``: latency-bound with many short blocks: more items per thread, fewer blocks;
+5. ``vectorize``: memory- or latency-bound with element-by-element accesses and no vector types;
+6. ``hoist``: expensive loop-invariant math inside a loop;
+7. ``block-size``: any shape not compute-bound: threads per block set occupancy and bytes in flight;
+8. ``unroll``: latency-bound shapes with loops: more independent loads in flight;
+9. ``tile``: the same, by strip-mining the loops into unrolled tiles;
+10. ``launch-bounds``: occupancy limited by registers: a minimum of resident blocks caps them;
+11. ``expose``: hand-tuned constants (block sizes, pack widths) become knobs;
+12. ``cache-hints``: memory-bound with read-only inputs;
+13. ``fast-math``: transcendental math, the build is not fast-math already, and the spec's
     error budget leaves room (the candidates are still verified against the original).
 """
 
@@ -68,14 +71,19 @@ def _rows_per_block(a: Analysis) -> str | None:
     under = _underfilled(a)
     if under:
         return under
+    short = _many_short_blocks(a)
+    return None if short is None else short.replace("more work per thread", "more rows per block")
+
+
+def _many_short_blocks(a: Analysis) -> str | None:
     short = [
         s.shape
         for s in a.shapes
         if s.bound == "latency" and s.waves is not None and s.waves >= 4 and (s.time_us or 0) < 20
     ]
-    if short:
-        return f"latency-bound with many short blocks ({_shapes(short)}): more rows per block amortise them"
-    return None
+    if not short:
+        return None
+    return f"latency-bound with many short blocks ({_shapes(short)}): more work per thread amortises them"
 
 
 def _vectorize(a: Analysis) -> str | None:
@@ -115,6 +123,18 @@ def _unroll(a: Analysis) -> str | None:
     return f"{where}: unrolling puts more loads in flight"
 
 
+def _tile(a: Analysis) -> str | None:
+    reason = _unroll(a)
+    return None if reason is None else reason.replace("unrolling puts", "unrolled tiles put")
+
+
+def _launch_bounds(a: Analysis) -> str | None:
+    limited = [s.shape for s in a.shapes if s.limiter == "registers" and (s.occupancy or 1.0) < 1.0]
+    if not limited:
+        return None
+    return f"occupancy limited by registers at {_shapes(limited)}: a minimum of resident blocks caps them"
+
+
 def _expose(a: Analysis) -> str | None:
     if not a.facts.perf_constants:
         return None
@@ -141,10 +161,13 @@ RULES: tuple[Rule, ...] = (
     Rule("warp-reduce", _warp_reduce),
     Rule("split", _underfilled),
     Rule("rows-per-block", _rows_per_block),
+    Rule("coarsen", _many_short_blocks),
     Rule("vectorize", _vectorize),
     Rule("hoist", _hoist),
     Rule("block-size", _block_size),
     Rule("unroll", _unroll),
+    Rule("tile", _tile),
+    Rule("launch-bounds", _launch_bounds),
     Rule("expose", _expose),
     Rule("cache-hints", _cache_hints),
     Rule("fast-math", _fast_math),

@@ -1,0 +1,661 @@
+"""The agent loop: analyze -> plan -> template -> test + search -> record, until no gain or no budget.
+
+One call of :func:`optimize` is one ``ktx optimize`` run. The run folder holds::
+
+    optimize.json      the request, the device, the outcome (rewritten at the end of each round)
+    rounds.jsonl       one line per round: analysis, probes, plan (with LLM attempts and tokens),
+                       template outcomes per site, knob ranges, search results, decision
+    baseline.json      the original kernel's measurements per shape (and Nsight metrics)
+    cache.jsonl        measurements of every candidate, shared by all rounds
+    llm_cache.jsonl    the LLM planner's answers by prompt hash (a rerun replays them)
+    round-NN/          the round's template (template.cu, trace.json), plan, studies and the
+                       outputs of ``ktx tune`` (best/, dispatch.json/.h, summary.json)
+    final/             the best round's template, trace, dispatch table and variants
+
+A round's pipeline is the planner's whole pipeline; passes that rewrote nothing are reported
+back to the planner (``failures``) and a round whose new passes all failed is not searched.
+A round *improves* when the geometric-mean speedup over the shapes (each shape at the better of
+the original and the round's best, as the dispatch table will choose) beats the best so far by
+more than the noise: ``max(min_gain, half the median relative spread of the timings)``. The loop
+stops after ``patience`` rounds without improvement, when the planner says stop, when the
+rounds or the time budget run out. The result is the best round's template and dispatch table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ktx.ir import parse
+
+from ktx.agent.analysis import Analysis, Device, KernelFacts, NcuMetrics, analyze, kernel_facts
+from ktx.agent.catalog import Catalog
+from ktx.agent.plan import Plan, restrict_knobs
+from ktx.agent.planner import PassFailure, PlanContext, Planner, PlanOutcome, Probe, RoundSummary, Usage
+from ktx.agent.rules import RulesPlanner
+from ktx.agent.search import (
+    RoundResult,
+    RoundSearch,
+    ShapeOutcome,
+    TuneSearch,
+    build_template,
+    geomean,
+    restricted,
+)
+from ktx.errors import KtxError, Location
+from ktx.measure.occupancy import DeviceLimits
+from ktx.measure.types import Measurement
+from ktx.passbase import Rewritten
+from ktx.registry import Registry, default_registry
+from ktx.search.cache import MeasurementCache
+from ktx.search.evaluate import Backend, Evaluator, choose_metric
+from ktx.search.runlog import RunLog
+from ktx.search.space import Config
+from ktx.search.tunable import Tunable
+from ktx.spec import ShapePoint, Spec, load_spec
+from ktx.template import KnobSpace, Template
+
+FORMAT = "ktx.optimize/1"
+PLANNERS = ("rules", "llm")
+
+
+@dataclass(frozen=True)
+class OptimizeRequest:
+    """Everything ``ktx optimize`` is asked; the defaults are the CLI's."""
+
+    kernel_dir: Path
+    planner: str = "rules"
+    model: str | None = None
+    base_url: str | None = None
+    rounds: int = 6
+    trials_per_round: int = 40
+    budget_s: float | None = None
+    seed: int = 0
+    backend: str = "cupy"
+    out: Path | None = None
+    shapes: tuple[str, ...] = ()
+    patience: int = 2
+    min_gain: float = 0.02
+    ncu: str = "auto"
+    llm_attempts: int = 3
+    llm_timeout_s: float = 60.0
+    quiet: bool = True
+
+    def check(self) -> None:
+        if self.planner not in PLANNERS:
+            raise KtxError(f"unknown planner {self.planner!r}", None, "use rules or llm")
+        for name, value, low in (
+            ("--rounds", self.rounds, 1),
+            ("--trials-per-round", self.trials_per_round, 1),
+            ("--patience", self.patience, 1),
+            ("--llm-attempts", self.llm_attempts, 1),
+        ):
+            if value < low:
+                raise KtxError(f"{name} {value}: must be at least {low}")
+        if self.budget_s is not None and self.budget_s <= 0:
+            raise KtxError(f"--budget {self.budget_s}: must be positive")
+        if self.ncu not in ("auto", "on", "off"):
+            raise KtxError(f"--ncu {self.ncu!r}", None, "use auto, on or off")
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: (str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
+                for k, v in self.__dict__.items()}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """One round, as logged (``rounds.jsonl``) and as the report reads it."""
+
+    index: int
+    status: str  # improved | no-gain | template-failed | repeat | stopped | search-failed
+    outcome: PlanOutcome
+    analysis: Analysis
+    probes: tuple[Probe, ...] = ()
+    failures: tuple[PassFailure, ...] = ()
+    sites: tuple[Mapping[str, Any], ...] = ()
+    knobs: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    range_problems: tuple[str, ...] = ()
+    result: RoundResult | None = None
+    noise: float = 0.0
+    best_after: float | None = None
+    note: str = ""
+    wall_s: float = 0.0
+
+    @property
+    def plan(self) -> Plan:
+        return self.outcome.plan
+
+    @property
+    def geomean_speedup(self) -> float | None:
+        return None if self.result is None else self.result.geomean_speedup
+
+    def summary(self) -> RoundSummary:
+        return RoundSummary(
+            self.index,
+            self.plan.pipeline,
+            self.plan.planner,
+            self.plan.rationale,
+            self.status,
+            self.geomean_speedup,
+            self.best_after,
+            self.failures,
+            self.knobs,
+            self.note,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "round": self.index,
+            "status": self.status,
+            "pipeline": self.plan.pipeline,
+            "planner": self.plan.planner,
+            "rationale": self.plan.rationale,
+            "plan": self.outcome.to_json(),
+            "analysis": self.analysis.to_json(),
+            "probes": [p.to_json() for p in self.probes],
+            "failures": [f.to_json() for f in self.failures],
+            "sites": list(self.sites),
+            "knobs": {k: list(v) for k, v in self.knobs},
+            "range_problems": list(self.range_problems),
+            "result": None if self.result is None else self.result.to_json(),
+            "geomean_speedup": self.geomean_speedup,
+            "noise": self.noise,
+            "best_after": self.best_after,
+            "note": self.note,
+            "wall_s": round(self.wall_s, 3),
+            "usage": self.outcome.usage.to_json(),
+        }
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    kernel: str
+    run_dir: Path
+    rounds: tuple[RoundRecord, ...]
+    best_round: int
+    pipeline: str
+    shapes: tuple[ShapeOutcome, ...]
+    stop_reason: str
+    wall_s: float
+    usage: Usage = field(default_factory=Usage)
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def geomean_speedup(self) -> float | None:
+        return geomean([s.speedup for s in self.shapes if s.speedup is not None])
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def error_budget(spec: Spec) -> tuple[str, bool]:
+    """The outputs' tolerances in words, and whether they leave room for fast math (rtol >= 1e-3)."""
+    parts: list[str] = []
+    loose = True
+    for arg in spec.args:
+        if not (arg.is_array and arg.is_output):
+            continue
+        tol = spec.tolerance_for(arg.dtype)
+        parts.append(f"{arg.name} {arg.dtype.name} rtol {tol.rtol:.1e} atol {tol.atol:.1e}")
+        if tol.rtol < 1e-3 and tol.ulp < 1:
+            loose = False
+    return "; ".join(parts), loose and bool(parts)
+
+
+def device_of(limits: DeviceLimits, recording_device: str = "") -> Device:
+    name = recording_device or limits.name
+    return Device(name, limits.sm_count, limits.copy_bandwidth_gbs, limits.max_threads_per_sm)
+
+
+def pipeline_names(plan: Plan) -> set[str]:
+    return set(plan.names)
+
+
+def probe_passes(
+    spec: Spec, current: Plan, catalog: Catalog, registry: Registry, build: Callable[[str], Template]
+) -> tuple[Probe, ...]:
+    """Each pass not in the pipeline, added alone to it: sites rewritten, knobs, skip reasons."""
+    probes: list[Probe] = []
+    have = set(current.names)
+    for info in catalog.passes:
+        if info.name in have:
+            continue
+        text = ",".join([p for p in (current.pipeline, info.name) if p])
+        try:
+            template = build(text)
+        except KtxError as exc:
+            probes.append(Probe(info.name, error=str(exc)[:300]))
+            continue
+        except Exception as exc:  # a pass bug must not stop the run; it is reported like a refusal
+            probes.append(Probe(info.name, error=f"{type(exc).__name__} in the pass: {str(exc)[:200]}"))
+            continue
+        mine = [o for o in template.outcomes if o.pass_name == info.name]
+        rewritten = sum(1 for o in mine if isinstance(o, Rewritten))
+        skipped = tuple(dict.fromkeys(o.message for o in mine if not isinstance(o, Rewritten)))
+        knobs = tuple((k.name, k.values) for k in template.knobs if k.pass_name == info.name)
+        probes.append(Probe(info.name, rewritten, knobs, skipped[:5]))
+    return tuple(probes)
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def _append(path: Path, data: Mapping[str, Any]) -> None:
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(data, separators=(",", ":"), default=str) + "\n")
+
+
+class _Templates:
+    """Templates by pipeline text, built once (probes, checks and the round share them)."""
+
+    def __init__(self, spec: Spec, registry: Registry) -> None:
+        self.spec = spec
+        self.registry = registry
+        self._made: dict[str, Template | KtxError] = {}
+
+    def __call__(self, pipeline: str) -> Template:
+        found = self._made.get(pipeline)
+        if found is None:
+            try:
+                found = build_template(self.spec, pipeline, self.registry)
+            except KtxError as exc:
+                found = exc
+            self._made[pipeline] = found
+        if isinstance(found, KtxError):
+            raise found
+        return found
+
+
+# -- the loop ----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Best:
+    round: int
+    plan: Plan
+    geomean: float
+    shapes: tuple[ShapeOutcome, ...]
+    template: Template | None = None
+
+
+class Optimizer:
+    """One run. Built by :func:`optimize`; tests construct it with a fake search or planner."""
+
+    def __init__(
+        self,
+        request: OptimizeRequest,
+        spec: Spec,
+        planner: Planner,
+        search: RoundSearch,
+        evaluator: Evaluator,
+        points: Sequence[ShapePoint],
+        device: Device,
+        run_dir: Path,
+        registry: Registry,
+        notes: Sequence[str] = (),
+        ncu: Callable[[Sequence[str]], tuple[Mapping[str, NcuMetrics], list[str]]] | None = None,
+    ) -> None:
+        self.request = request
+        self.spec = spec
+        self.planner = planner
+        self.search = search
+        self.evaluator = evaluator
+        self.points = tuple(points)
+        self.device = device
+        self.run_dir = run_dir
+        self.registry = registry
+        self.catalog = Catalog.from_registry(registry)
+        self.templates = _Templates(spec, registry)
+        self.notes = list(notes)
+        self.ncu = ncu
+        self.tolerance, self.fast_math_budget = error_budget(spec)
+        self.facts: KernelFacts = kernel_facts(
+            parse(spec.source_text(), str(spec.folder / spec.source)), spec.kernel
+        )
+
+    # -- pieces --------------------------------------------------------------------------------
+
+    def analysis(self, pipeline: str, pairs: Sequence[tuple[Measurement, str]],
+                 ncu: Mapping[str, NcuMetrics] | None = None) -> Analysis:  # fmt: skip
+        return analyze(
+            self.spec.name,
+            pipeline,
+            self.facts,
+            pairs,
+            self.device,
+            flags=self.spec.flags,
+            tolerance=self.tolerance,
+            fast_math_budget=self.fast_math_budget,
+            ncu=ncu,
+        )
+
+    def baseline(self) -> tuple[ShapeOutcome, ...]:
+        out = []
+        for point in self.points:
+            m = self.evaluator.original(point)
+            out.append(ShapeOutcome(point.name, choose_metric("auto", m), m, None, None))
+        return tuple(out)
+
+    def check(self, plan: Plan) -> list[str]:
+        """The LLM planner's deeper check: the pipeline builds and its knob ranges fit."""
+        try:
+            template = self.templates(plan.pipeline)
+        except KtxError as exc:
+            return [f"the pipeline {plan.pipeline!r} cannot be built: {exc}"]
+        except Exception as exc:
+            return [f"the pipeline {plan.pipeline!r} cannot be built ({type(exc).__name__}: {exc})"]
+        return list(restrict_knobs(template.knobs, plan, self.catalog).problems)
+
+    def write_state(
+        self, rounds: Sequence[RoundRecord], best: _Best, state: str, stop: str, start: float
+    ) -> None:
+        usage = sum((r.outcome.usage for r in rounds), Usage())
+        _write_json(
+            self.run_dir / "optimize.json",
+            {
+                "format": FORMAT,
+                "state": state,
+                "kernel": self.spec.name,
+                "spec": str(self.spec.path),
+                "source": str(self.spec.folder / self.spec.source),
+                "request": self.request.to_json(),
+                "device": self.device.__dict__,
+                "notes": self.notes,
+                "flags": list(self.spec.flags),
+                "tolerance": self.tolerance,
+                "rounds": len(rounds),
+                "best_round": best.round,
+                "pipeline": best.plan.pipeline,
+                "plan": best.plan.to_json(),
+                "geomean_speedup": best.geomean,
+                "shapes": [s.to_json() for s in best.shapes],
+                "stop_reason": stop,
+                "wall_s": round(time.monotonic() - start, 3),
+                "usage": usage.to_json(),
+                "fast_math": self.fast_math_used(best),
+            },
+        )
+
+    def fast_math_used(self, best: _Best) -> dict[str, Any]:
+        spec_flag = any(f in ("-use_fast_math", "--use_fast_math") for f in self.spec.flags)
+        in_pipeline = "fast-math" in best.plan.names
+        chosen = []
+        if in_pipeline and best.template is not None:
+            fm = {k.name for k in best.template.knobs if k.pass_name == "fast-math"}
+            for s in best.shapes:
+                if s.wins and s.best_config and any(s.best_config.get(n, 0) for n in fm):
+                    chosen.append(s.shape)
+        return {"spec_flags": spec_flag, "pass_in_pipeline": in_pipeline, "chosen_at": chosen}
+
+    # -- run -----------------------------------------------------------------------------------
+
+    def run(self) -> OptimizeResult:
+        req = self.request
+        start = time.monotonic()
+        deadline = None if req.budget_s is None else start + req.budget_s
+        rounds_path = self.run_dir / "rounds.jsonl"
+        if rounds_path.exists():
+            rounds_path.unlink()  # a new run in the same folder starts a new log (the cache stays)
+        base = self.baseline()
+        ncu: Mapping[str, NcuMetrics] = {}
+        if self.ncu is not None:
+            names = [self.points[0].name] + ([self.points[-1].name] if len(self.points) > 1 else [])
+            ncu, errors = self.ncu(names)
+            self.notes += [f"ncu: {e}" for e in errors]
+        _write_json(
+            self.run_dir / "baseline.json",
+            {
+                "kernel": self.spec.name,
+                "shapes": [{"metric": s.metric, "measurement": s.original.to_dict()} for s in base],
+                "ncu": {k: v.to_json() for k, v in ncu.items()},
+                "facts": self.facts.to_json(),
+            },
+        )
+        best = _Best(0, Plan((), "the original kernel"), 1.0, base)
+        current_analysis = self.analysis("", [(s.original, s.metric) for s in base], ncu)
+        records: list[RoundRecord] = []
+        stale = 0
+        stop = "rounds"
+        self.write_state(records, best, "running", "", start)
+        for index in range(1, req.rounds + 1):
+            if deadline is not None and time.monotonic() >= deadline:
+                stop = "budget"
+                break
+            round_start = time.monotonic()
+            probes = probe_passes(self.spec, best.plan, self.catalog, self.registry, self.templates)
+            context = PlanContext(
+                self.spec.name, index, req.rounds - index, current_analysis, self.catalog, best.plan,
+                tuple(r.summary() for r in records), probes, check=self.check,
+            )  # fmt: skip
+            outcome = self.planner.plan(context)
+            record = self.round(
+                index, outcome, current_analysis, probes, best, deadline, req.rounds - index + 1
+            )
+            record = replace(record, wall_s=time.monotonic() - round_start)
+            if record.status == "improved" and record.result is not None:
+                best = _Best(
+                    index,
+                    outcome.plan,
+                    record.result.geomean_speedup or best.geomean,
+                    record.result.shapes,
+                    self.templates(outcome.plan.pipeline),
+                )
+                stale = 0
+                pairs = [(s.effective, s.metric) for s in best.shapes]
+                current_analysis = self.analysis(best.plan.pipeline, pairs)
+            elif record.status != "stopped":
+                stale += 1
+            record = replace(record, best_after=best.geomean)
+            records.append(record)
+            _append(rounds_path, record.to_json())
+            self.write_state(records, best, "running", "", start)
+            if record.status == "stopped":
+                stop = "planner"
+                break
+            if stale >= req.patience:
+                stop = f"{req.patience} round(s) without a gain beyond noise"
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                stop = "budget"
+                break
+        self.finish(best)
+        self.write_state(records, best, "done", stop, start)
+        return OptimizeResult(
+            self.spec.name,
+            self.run_dir,
+            tuple(records),
+            best.round,
+            best.plan.pipeline,
+            best.shapes,
+            stop,
+            time.monotonic() - start,
+            sum((r.outcome.usage for r in records), Usage()),
+            tuple(self.notes),
+        )
+
+    def round(
+        self,
+        index: int,
+        outcome: PlanOutcome,
+        analysis: Analysis,
+        probes: tuple[Probe, ...],
+        best: _Best,
+        deadline: float | None,
+        rounds_left: int,
+    ) -> RoundRecord:
+        plan = outcome.plan
+        folder = self.run_dir / f"round-{index:02d}"
+        base = RoundRecord(index, "stopped", outcome, analysis, probes)
+        if plan.stop:
+            return replace(base, note="the planner has nothing left to try")
+        if plan.pipeline == best.plan.pipeline and plan.knob_ranges() == best.plan.knob_ranges():
+            return replace(base, status="repeat", note="same pipeline as the best")
+        try:
+            template = self.templates(plan.pipeline)
+        except Exception as exc:
+            what = str(exc) if isinstance(exc, KtxError) else f"{type(exc).__name__} in a pass: {exc}"
+            return replace(base, status="template-failed", note=what[:500])
+        new = [p for p in plan.names if p not in best.plan.names]
+        failures = []
+        for name in new:
+            mine = [o for o in template.outcomes if o.pass_name == name]
+            if not any(isinstance(o, Rewritten) for o in mine):
+                failures.append(PassFailure(name, tuple(dict.fromkeys(o.message for o in mine))[:5]))
+        sites = tuple(o.to_json() for o in template.outcomes)
+        restriction = restrict_knobs(template.knobs, plan, self.catalog)
+        knobs = tuple((k.name, k.values) for k in restriction.knobs)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "template.cu").write_text(template.source)
+        (folder / "trace.json").write_text(template.trace.dumps())
+        _write_json(folder / "plan.json", outcome.to_json())
+        base = replace(
+            base, failures=tuple(failures), sites=sites, knobs=knobs, range_problems=restriction.problems
+        )
+        if new and len(failures) == len(new):
+            names = ", ".join(f.name for f in failures)
+            return replace(base, status="template-failed", note=f"{names} rewrote nothing")
+        if not template.knobs:
+            return replace(base, status="template-failed", note="the template has no knobs")
+        narrowed = restricted(template, KnobSpace(restriction.knobs, template.space.constraints))
+        tunable = Tunable.from_template(self.spec, narrowed)
+        warm: dict[str, Config] = {
+            s.shape: dict(s.best_config) for s in best.shapes if s.wins and s.best_config
+        }
+        round_deadline = None
+        if deadline is not None:
+            round_deadline = time.monotonic() + max(0.0, deadline - time.monotonic()) / max(1, rounds_left)
+        try:
+            result = self.search.search(folder, tunable, warm, round_deadline, self.request.trials_per_round)
+        except KtxError as exc:
+            return replace(base, status="search-failed", note=str(exc)[:500])
+        spreads = [s.spread for s in result.shapes if s.spread is not None]
+        noise = max(self.request.min_gain, 0.5 * statistics.median(spreads) if spreads else 0.0)
+        gain = result.geomean_speedup
+        improved = gain is not None and gain > best.geomean * (1.0 + noise)
+        note = "" if gain is None else f"{gain:.3f}x vs best {best.geomean:.3f}x (noise {noise:.1%})"
+        status = "improved" if improved else "no-gain"
+        return replace(base, status=status, result=result, noise=noise, note=note)
+
+    def finish(self, best: _Best) -> None:
+        """``final/``: the best round's template, trace and tune outputs (nothing if none won)."""
+        final = self.run_dir / "final"
+        if final.exists():
+            shutil.rmtree(final)
+        final.mkdir(parents=True)
+        if best.round == 0:
+            (final / "README").write_text("No round beat the original kernel: keep it as it is.\n")
+            return
+        folder = self.run_dir / f"round-{best.round:02d}"
+        for name in ("template.cu", "trace.json", "plan.json", "dispatch.json", "dispatch.h", "summary.json",
+                     "best.json"):  # fmt: skip
+            if (folder / name).exists():
+                shutil.copy2(folder / name, final / name)
+        if (folder / "best").is_dir():
+            shutil.copytree(folder / "best", final / "best")
+
+
+# -- assembly ----------------------------------------------------------------------------------
+
+
+def make_planner(req: OptimizeRequest, run_dir: Path) -> Planner:
+    rules = RulesPlanner()
+    if req.planner == "rules":
+        return rules
+    from ktx.agent.llm import AnswerCache, LLMPlanner, OpenAIChat, api_key_from_env
+
+    model = req.model or os.environ.get("KTX_LLM_MODEL")
+    if not model:
+        raise KtxError("--planner llm needs a model", None, "give --model NAME (or set KTX_LLM_MODEL)")
+    base_url = req.base_url or os.environ.get("OPENAI_BASE_URL")
+    client = OpenAIChat(base_url, api_key_from_env(base_url), req.llm_timeout_s)
+    cache = AnswerCache(run_dir / "llm_cache.jsonl")
+    return LLMPlanner(client, model, rules, cache, req.llm_attempts)
+
+
+def optimize(
+    req: OptimizeRequest,
+    *,
+    planner: Planner | None = None,
+    registry: Registry | None = None,
+    search: RoundSearch | None = None,
+    backend: Backend | None = None,
+) -> OptimizeResult:
+    """Run the loop on one kernel folder (see the module docstring).
+
+    ``backend`` replaces the one ``req.backend`` names (library use and tests: a model of the GPU).
+    """
+    from ktx.search import runner
+
+    req.check()
+    spec = load_spec(req.kernel_dir)
+    run_dir = (req.out or Path(".ktx") / "optimize" / spec.name).resolve()
+    with runner.run_lock(run_dir):
+        if backend is None:
+            backend, recording, limits = runner.open_backend(req.backend, spec, 0.0)
+        else:
+            recording, limits = None, getattr(backend, "limits", DeviceLimits())
+        try:
+            points = runner.select_points(spec, req.shapes)
+            cache = MeasurementCache(run_dir / "cache.jsonl")
+            log = RunLog(run_dir / "log.jsonl")
+            evaluator = Evaluator(spec, Tunable.original(spec), backend, cache, log, limits)
+            notes: list[str] = []
+            device_name = ""
+            if recording is not None:
+                notes.append(f"Backend: replay of a recording, {recording.label}.")
+                device_name = recording.device
+                if recording.synthetic:
+                    notes.append("SYNTHETIC numbers from a model: nothing here was measured on a GPU.")
+            ncu = None
+            if req.ncu == "on" or (req.ncu == "auto" and recording is None):
+                from ktx.agent import ncu as ncu_module
+
+                if ncu_module.ncu_path() is None:
+                    if req.ncu == "on":
+                        raise KtxError("--ncu on: ncu is not on the PATH", None, "install Nsight Compute")
+                    notes.append("ncu: not on the PATH; analysis from timings only")
+                else:
+
+                    def ncu(shapes: Sequence[str]) -> tuple[Mapping[str, NcuMetrics], list[str]]:
+                        return ncu_module.profile_shapes(req.kernel_dir, shapes, spec.kernel)
+
+            chosen = planner or make_planner(req, run_dir)
+            rounds = search or TuneSearch(
+                spec, backend, recording, limits, points, cache,
+                kernel_dir=req.kernel_dir, backend_text=req.backend, seed=req.seed, quiet=req.quiet,
+            )  # fmt: skip
+            opt = Optimizer(
+                req, spec, chosen, rounds, evaluator, points, device_of(limits, device_name), run_dir,
+                registry or default_registry(), notes, ncu,
+            )  # fmt: skip
+            return opt.run()
+        finally:
+            close = getattr(backend, "close", None)
+            if callable(close):
+                close()
+
+
+def load_records(run_dir: Path) -> list[dict[str, Any]]:
+    """The rounds of a run folder (a torn last line is skipped)."""
+    path = run_dir / "rounds.jsonl"
+    if not path.exists():
+        raise KtxError("not a ktx optimize run folder (no rounds.jsonl)", Location(str(run_dir)))
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            print(f"ktx: skipping a torn line in {path}", file=sys.stderr)
+    return out

@@ -1,0 +1,298 @@
+"""Template and search one round: the seam between the agent loop and ``ktx.pipeline``/``ktx.search``.
+
+Kept in one module on purpose: the loop talks only to :class:`RoundSearch` and to
+:func:`build_template`, so that a change of the search's internals touches this file alone.
+
+A round's search is ``ktx tune``'s (:mod:`ktx.search.runner`): one Optuna study per shape in the
+round's folder (``study.db``), the measurement cache shared by all rounds (a config measured in
+an earlier round is not measured again), verification of every candidate against the original
+by the backend, and the same outputs ``ktx tune`` writes (best configs and sources, dispatch
+table, summary). Each study is warm-started with the best config of the best round so far at
+that shape, mapped onto the new knob space (knobs the new template lacks are dropped, new knobs
+take their defaults), so that a round starts where the last gain left off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import optuna
+
+from ktx.errors import KtxError
+from ktx.launch import LaunchMapping
+from ktx.measure.occupancy import DeviceLimits
+from ktx.measure.types import Measurement
+from ktx.registry import Registry
+from ktx.search.cache import MeasurementCache
+from ktx.search.evaluate import Backend, Evaluator, objective_time
+from ktx.search.progress import Display
+from ktx.search.recording import Recording
+from ktx.search.runlog import RunLog
+from ktx.search.space import Config
+from ktx.search.tunable import Tunable
+from ktx.spec import ShapePoint, Spec
+from ktx.template import KnobSpace, Template
+
+
+def build_template(spec: Spec, pipeline: str, registry: Registry | None = None) -> Template:
+    """Run ``pipeline`` on the spec's kernel, launched as the spec says (as ``ktx tune`` does)."""
+    from ktx.pipeline import run
+
+    mapping = LaunchMapping(
+        tuple(e.text for e in spec.launch.grid),
+        tuple(e.text for e in spec.launch.block),
+        spec.launch.shared.text,
+        origin="spec",
+    )
+    return run(
+        spec.source_text(),
+        pipeline,
+        kernel=spec.kernel,
+        mapping=mapping,
+        template_args=spec.template_args,
+        registry=registry,
+        path=str(spec.folder / spec.source),
+    )
+
+
+def restricted(template: Template, space: KnobSpace) -> Template:
+    """The template with a narrowed knob space (values are subsets; source and trace unchanged)."""
+    return dataclasses.replace(template, space=space)
+
+
+@dataclass(frozen=True)
+class ShapeOutcome:
+    """One shape after a round: the original, the round's best, and the time the table gives.
+
+    The dispatch table never picks a config slower than the original, so the *effective* time at
+    a shape is the better of the two; ``speedup`` is original / effective (at least 1).
+    """
+
+    shape: str
+    metric: str
+    original: Measurement
+    best_config: Mapping[str, int] | None
+    best: Measurement | None
+
+    @property
+    def original_us(self) -> float | None:
+        return objective_time(self.original, self.metric)
+
+    @property
+    def best_us(self) -> float | None:
+        return None if self.best is None else objective_time(self.best, self.metric)
+
+    @property
+    def wins(self) -> bool:
+        o, b = self.original_us, self.best_us
+        return b is not None and (o is None or b < o)
+
+    @property
+    def effective_us(self) -> float | None:
+        return self.best_us if self.wins else self.original_us
+
+    @property
+    def effective(self) -> Measurement:
+        """The measurement the table's choice stands on at this shape."""
+        return self.best if self.wins and self.best is not None else self.original
+
+    @property
+    def speedup(self) -> float | None:
+        o, e = self.original_us, self.effective_us
+        return None if o is None or e is None else o / e
+
+    @property
+    def spread(self) -> float | None:
+        """Relative noise (p90 - p10) / median of the effective time."""
+        m = self.effective
+        timing = m.graph if self.metric == "graph" and m.graph is not None else m.single or m.graph
+        return None if timing is None else timing.spread
+
+    def to_json(self) -> dict[str, Any]:
+        eff = self.effective
+        sol = None if eff.sol_us is None or self.effective_us is None else eff.sol_us / self.effective_us
+        return {
+            "shape": self.shape,
+            "metric": self.metric,
+            "original_us": self.original_us,
+            "best_us": self.best_us,
+            "effective_us": self.effective_us,
+            "speedup": self.speedup,
+            "wins": self.wins,
+            "sol_fraction": sol,
+            "original_sol_fraction": None
+            if self.original.sol_us is None or self.original_us is None
+            else self.original.sol_us / self.original_us,
+            "best_config": None if self.best_config is None else dict(self.best_config),
+            "spread": self.spread,
+        }
+
+
+def geomean(values: Sequence[float]) -> float | None:
+    good = [v for v in values if v > 0 and math.isfinite(v)]
+    return math.exp(sum(math.log(v) for v in good) / len(good)) if good else None
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """What a round's search found, per shape, and what it cost."""
+
+    shapes: tuple[ShapeOutcome, ...]
+    failures: Mapping[str, int]
+    evaluations: int
+    trials: int
+    wall_s: float
+    folder: Path
+
+    @property
+    def geomean_speedup(self) -> float | None:
+        return geomean([s.speedup for s in self.shapes if s.speedup is not None])
+
+    def best_configs(self) -> dict[str, dict[str, int]]:
+        return {s.shape: dict(s.best_config) for s in self.shapes if s.wins and s.best_config is not None}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "geomean_speedup": self.geomean_speedup,
+            "shapes": [s.to_json() for s in self.shapes],
+            "failures": dict(self.failures),
+            "evaluations": self.evaluations,
+            "trials": self.trials,
+            "wall_s": round(self.wall_s, 3),
+            "folder": str(self.folder),
+        }
+
+
+class RoundSearch(Protocol):
+    """Searches one template's knobs at every shape; returns per-shape outcomes."""
+
+    def search(
+        self,
+        folder: Path,
+        tunable: Tunable,
+        warm: Mapping[str, Config],
+        deadline: float | None,
+        trials: int,
+    ) -> RoundResult: ...
+
+
+def map_config(config: Config, tunable: Tunable) -> dict[str, int] | None:
+    """``config`` (from an earlier template) on ``tunable``'s space, or None if it does not fit."""
+    space = tunable.space
+    full = {k.name: k.default for k in space.knobs}
+    for name, value in config.items():
+        knob = next((k for k in space.knobs if k.name == name), None)
+        if knob is None:
+            continue
+        if value not in knob.values:
+            return None
+        full[name] = int(value)
+    return space.normalize(full)
+
+
+class TuneSearch:
+    """:class:`RoundSearch` on ``ktx tune``'s machinery (:mod:`ktx.search.runner`)."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        backend: Backend,
+        recording: Recording | None,
+        limits: DeviceLimits,
+        points: Sequence[ShapePoint],
+        cache: MeasurementCache,
+        *,
+        kernel_dir: Path,
+        backend_text: str,
+        seed: int | None,
+        quiet: bool = True,
+        sampler: str = "auto",
+    ) -> None:
+        self.spec = spec
+        self.backend = backend
+        self.recording = recording
+        self.limits = limits
+        self.points = tuple(points)
+        self.cache = cache
+        self.kernel_dir = kernel_dir
+        self.backend_text = backend_text
+        self.seed = seed
+        self.quiet = quiet
+        self.sampler = sampler
+
+    def search(
+        self,
+        folder: Path,
+        tunable: Tunable,
+        warm: Mapping[str, Config],
+        deadline: float | None,
+        trials: int,
+    ) -> RoundResult:
+        from ktx.search import runner
+        from ktx.search.engine import open_study
+        from ktx.search.study import default_url, open_storage
+
+        start = time.monotonic()
+        folder.mkdir(parents=True, exist_ok=True)
+        request = runner.TuneRequest(
+            kernel_dir=self.kernel_dir,
+            passes=tunable.pipeline,
+            shapes=tuple(p.name for p in self.points),
+            trials=max(1, trials),
+            time_limit=None if deadline is None else max(0.0, deadline - start),
+            sampler=self.sampler,
+            seed=self.seed,
+            backend=self.backend_text,
+            out=folder,
+            holdout="none",
+            quiet=self.quiet,
+        )
+        url = default_url(folder)
+        storage = open_storage(url)
+        log = RunLog(folder / "log.jsonl")
+        evaluator = Evaluator(self.spec, tunable, self.backend, self.cache, log, self.limits)
+        ctx = runner.Context(
+            request, self.spec, tunable, self.points, folder, url, storage, self.backend, evaluator, log,
+            self.recording, Display(enabled=not self.quiet),
+        )  # fmt: skip
+        try:
+            for point in self.points:
+                runner.prepare_shape(ctx, point)
+                config = warm.get(point.name)
+                mapped = None if config is None else map_config(config, tunable)
+                if mapped is None or not tunable.space.knobs:
+                    continue
+                if tunable.space.violations(mapped, self.spec.env(point)):
+                    continue
+                study = open_study(storage, runner.study_name(ctx, point), optuna.samplers.RandomSampler())
+                if not study.trials:
+                    study.enqueue_trial(tunable.space.to_params(mapped), user_attrs={"warm_start": True})
+            runner.tune_shapes(ctx, deadline)
+            summary = runner.finalize(ctx, time.monotonic() - start)
+        finally:
+            ctx.display.close()
+        failures: dict[str, int] = {}
+        evaluations = trials_run = 0
+        outcomes = []
+        for r in summary.results:
+            for status, count in r.stats.failures.items():
+                failures[status] = failures.get(status, 0) + count
+            if r.stats.refused:
+                failures["refused"] = failures.get("refused", 0) + r.stats.refused
+            evaluations += r.stats.evaluations
+            trials_run += r.stats.trials
+            outcomes.append(ShapeOutcome(r.point.name, r.metric, r.original, r.best_config, r.best))
+        return RoundResult(
+            tuple(outcomes), failures, evaluations, trials_run, time.monotonic() - start, folder
+        )
+
+
+def check_deadline(deadline: float | None) -> None:
+    if deadline is not None and time.monotonic() >= deadline:
+        raise KtxError("the time budget is spent")

@@ -1,0 +1,123 @@
+"""``ktx optimize KERNEL_DIR``: the agent loop (analyze, plan, template, test, search) on one kernel.
+
+The rules planner (default) needs no network; ``--planner llm`` asks any OpenAI-compatible
+endpoint (key from ``OPENAI_API_KEY`` or ``KTX_LLM_API_KEY``) and falls back to the rules when
+the model cannot produce a valid plan. The run folder (``--out``, default
+``.ktx/optimize/<kernel>``) holds the round log, the studies, the best template and its dispatch
+table; ``ktx report RUN_DIR`` turns it into Markdown, HTML and a patch. See ``docs/agent.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ktx.agent.loop import PLANNERS, OptimizeRequest, OptimizeResult, optimize
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("optimize", help="plan passes, template, search and verify, round after round")
+    p.add_argument("kernel_dir", metavar="KERNEL_DIR", help="a folder with kernel.cu and ktx.toml")
+    p.add_argument("--planner", choices=PLANNERS, default="rules", help="rules (default, offline) or llm")
+    p.add_argument("--model", metavar="NAME", help="model for --planner llm (or KTX_LLM_MODEL)")
+    p.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)")
+    p.add_argument("--rounds", type=int, default=6, metavar="N", help="most planning rounds (default 6)")
+    p.add_argument(
+        "--trials-per-round", type=int, default=40, metavar="N", help="evaluations per shape and round"
+    )
+    p.add_argument(
+        "--budget", type=float, default=None, metavar="SECONDS", help="wall-clock budget of the run"
+    )
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="sampler seed (default 0)")
+    p.add_argument("--backend", default="cupy", metavar="cupy|replay:FILE", help="GPU harness or a recording")
+    p.add_argument(
+        "--out", type=Path, default=None, metavar="DIR", help="run folder (default .ktx/optimize/KERNEL)"
+    )
+    p.add_argument(
+        "--shapes", default="", metavar="NAMES", help="shape sets or NAME=VALUE,... shapes; ';' between"
+    )
+    p.add_argument("--patience", type=int, default=2, metavar="N", help="stop after N rounds without a gain")
+    p.add_argument(
+        "--min-gain", type=float, default=0.02, metavar="F", help="smallest gain that counts (0.02)"
+    )
+    p.add_argument("--ncu", choices=("auto", "on", "off"), default="auto", help="Nsight Compute metrics")
+    p.add_argument(
+        "--llm-attempts", type=int, default=3, metavar="N", help="questions per round before fallback"
+    )
+    p.add_argument("--llm-timeout", type=float, default=60.0, metavar="S", help="seconds per LLM answer")
+    p.add_argument("--progress", action="store_true", help="show the search's progress lines")
+    p.set_defaults(func=run)
+
+
+def shape_list(text: str) -> tuple[str, ...]:
+    """``quick`` or ``tokens=1,d=4096;tokens=64,d=4096``: sets or shapes, ``;`` between shapes."""
+    if not text.strip():
+        return ()
+    if ";" in text or "=" in text:
+        return tuple(s.strip() for s in text.split(";") if s.strip())
+    return tuple(s.strip() for s in text.split(",") if s.strip())
+
+
+def render(result: OptimizeResult) -> str:
+    lines = [f"ktx optimize {result.kernel}: {result.run_dir}", ""]
+    lines += [
+        "| round | planner | pipeline | status | geomean | note |",
+        "| ---: | --- | --- | --- | ---: | --- |",
+    ]
+    for r in result.rounds:
+        speed = "-" if r.geomean_speedup is None else f"{r.geomean_speedup:.3f}x"
+        fails = "; ".join(f"{f.name}: no site" for f in r.failures)
+        note = "; ".join(x for x in (r.note, fails) if x)
+        lines.append(
+            f"| {r.index} | {r.plan.planner} | `{r.plan.pipeline}` | {r.status} | {speed} | {note[:80]} |"
+        )
+    lines += [
+        "",
+        "| shape | metric | original µs | best µs | speedup | SOL |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+
+    def f(v: float | None, spec: str) -> str:
+        return "-" if v is None else format(v, spec)
+
+    for s in result.shapes:
+        row = s.to_json()
+        lines.append(
+            f"| {s.shape} | {s.metric} | {f(row['original_us'], '.2f')} | {f(row['effective_us'], '.2f')} | "
+            f"{f(row['speedup'], '.3f')} | {f(row['sol_fraction'], '.0%')} |"
+        )
+    lines += [
+        "",
+        f"best: round {result.best_round} `{result.pipeline or '(original)'}`, geomean speedup "
+        f"{f(result.geomean_speedup, '.3f')}x; stopped: {result.stop_reason}; {result.wall_s:.1f} s; "
+        f"tokens {result.usage.total_tokens}",
+    ]
+    lines += [f"note: {n}" for n in result.notes]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    request = OptimizeRequest(
+        kernel_dir=Path(args.kernel_dir),
+        planner=args.planner,
+        model=args.model,
+        base_url=args.base_url,
+        rounds=args.rounds,
+        trials_per_round=args.trials_per_round,
+        budget_s=args.budget,
+        seed=args.seed,
+        backend=args.backend,
+        out=args.out,
+        shapes=shape_list(args.shapes),
+        patience=args.patience,
+        min_gain=args.min_gain,
+        ncu=args.ncu,
+        llm_attempts=args.llm_attempts,
+        llm_timeout_s=args.llm_timeout,
+        quiet=not args.progress,
+    )
+    result = optimize(request)
+    print(render(result))
+    sys.stdout.flush()
+    return 0

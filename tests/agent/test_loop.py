@@ -1,0 +1,107 @@
+"""The loop end to end on CPU: a modelled GPU, then ``ktx optimize --backend replay:FILE``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ktx.agent.loop import OptimizeRequest, error_budget, load_records, optimize
+from ktx.cli import main
+from ktx.spec import load_spec
+
+from .model_backend import ModelBackend, recording_from_cache
+
+ROOT = Path(__file__).resolve().parents[2]
+KERNEL = ROOT / "kernels" / "silu_and_mul"
+SHAPES = ("tokens=1,d=4096", "tokens=16,d=4096", "tokens=4096,d=4096")
+
+
+def request(out: Path, **kw: Any) -> OptimizeRequest:
+    base: dict[str, Any] = dict(
+        kernel_dir=KERNEL, rounds=4, trials_per_round=10, out=out, shapes=SHAPES, ncu="off"
+    )
+    base.update(kw)
+    return OptimizeRequest(**base)
+
+
+@pytest.fixture(scope="module")
+def modelled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("opt") / "run"
+    optimize(request(out), backend=ModelBackend())
+    return out
+
+
+def test_rounds_are_logged_and_the_split_helps(modelled: Path) -> None:
+    rounds = load_records(modelled)
+    assert rounds[0]["pipeline"] == "split"
+    assert "fewer blocks than SMs" in rounds[0]["rationale"]
+    assert rounds[0]["status"] == "improved" and rounds[0]["geomean_speedup"] > 1.2
+    assert rounds[0]["analysis"]["shapes"][0]["bound"] == "latency"
+    assert rounds[0]["analysis"]["shapes"][2]["bound"] == "memory"
+    for r in rounds:
+        assert set(r) >= {"probes", "sites", "knobs", "result", "noise", "plan", "usage"}
+    state = json.loads((modelled / "optimize.json").read_text())
+    assert state["state"] == "done" and state["best_round"] >= 1
+    assert state["pipeline"].startswith("split")
+    assert state["geomean_speedup"] > 1.2
+    assert state["stop_reason"]
+    for name in ("template.cu", "trace.json", "dispatch.json", "dispatch.h", "summary.json"):
+        assert (modelled / "final" / name).exists(), name
+    assert "KTX_SPLIT" in (modelled / "final" / "template.cu").read_text()
+    baseline = json.loads((modelled / "baseline.json").read_text())
+    assert [s["measurement"]["shape"] for s in baseline["shapes"]] == list(SHAPES)
+
+
+def test_second_round_builds_on_the_first(modelled: Path) -> None:
+    rounds = load_records(modelled)
+    assert len(rounds) >= 2
+    assert rounds[1]["pipeline"].startswith("split,")
+    probes = {p["name"]: p for p in rounds[1]["probes"]}
+    assert "split" not in probes and probes["coarsen"]["rewritten"] == 0
+
+
+def test_replay_of_the_recording_gives_the_same_decisions(modelled: Path, tmp_path: Path) -> None:
+    cache = [json.loads(line) for line in (modelled / "cache.jsonl").read_text().splitlines()]
+    rec = tmp_path / "rec.json"
+    rec.write_text(json.dumps(recording_from_cache(cache, "silu_and_mul")))
+    out = tmp_path / "replayed"
+    code = main(
+        ["optimize", str(KERNEL), "--backend", f"replay:{rec}", "--out", str(out), "--rounds", "4",
+         "--trials-per-round", "10", "--shapes", ";".join(SHAPES), "--ncu", "off"]
+    )  # fmt: skip
+    assert code == 0
+    first = load_records(modelled)
+    again = load_records(out)
+    assert [r["pipeline"] for r in again] == [r["pipeline"] for r in first]
+    assert [r["status"] for r in again] == [r["status"] for r in first]
+    a = json.loads((modelled / "optimize.json").read_text())
+    b = json.loads((out / "optimize.json").read_text())
+    assert b["geomean_speedup"] == pytest.approx(a["geomean_speedup"])
+    assert any("SYNTHETIC" in n for n in b["notes"])
+
+
+def test_budget_stops_the_run(tmp_path: Path) -> None:
+    result = optimize(request(tmp_path / "run", budget_s=0.001), backend=ModelBackend())
+    assert result.stop_reason == "budget"
+    assert result.rounds == () or len(result.rounds) == 1
+
+
+def test_patience(tmp_path: Path) -> None:
+    result = optimize(request(tmp_path / "run", rounds=8, patience=1), backend=ModelBackend())
+    statuses = [r.status for r in result.rounds]
+    assert (
+        statuses.count("no-gain") + statuses.count("template-failed") <= 1 or result.stop_reason == "planner"
+    )
+
+
+def test_error_budget() -> None:
+    text, loose = error_budget(load_spec(KERNEL))
+    assert "bf16 rtol" in text and loose
+
+
+def test_bad_requests(tmp_path: Path) -> None:
+    assert main(["optimize", str(KERNEL), "--rounds", "0", "--out", str(tmp_path)]) == 2
+    assert main(["optimize", str(tmp_path / "nope"), "--out", str(tmp_path)]) == 2
