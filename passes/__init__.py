@@ -9,6 +9,7 @@
 | coarsen | COARSEN | items per thread; grid / COARSEN |
 | split | SPLIT | row loops over gridDim.y; grid gains y |
 | tile | TILE_<loop> | strip-mined loop, unrolled tile |
+| vectorize | VEC_<loop> | contiguous scalar accesses -> packed 2-16 byte accesses, scalar tail |
 """
 
 from __future__ import annotations
@@ -22,9 +23,29 @@ from ktx.passes.launch_bounds import LaunchBounds
 from ktx.passes.split import Split
 from ktx.passes.tile import Tile
 from ktx.passes.unroll import Unroll
+from ktx.passes.vectorize import Vectorize
 
 from ktx.passbase import Pass
 
-BUILTINS: tuple[type[Pass[Any]], ...] = (Expose, BlockSize, LaunchBounds, Unroll, Coarsen, Split, Tile)
+BUILTINS: tuple[type[Pass[Any]], ...] = (
+    Expose,
+    BlockSize,
+    LaunchBounds,
+    Unroll,
+    Coarsen,
+    Split,
+    Tile,
+    Vectorize,
+)
 
-__all__ = ["BUILTINS", "BlockSize", "Coarsen", "Expose", "LaunchBounds", "Split", "Tile", "Unroll"]
+__all__ = [
+    "BUILTINS",
+    "BlockSize",
+    "Coarsen",
+    "Expose",
+    "LaunchBounds",
+    "Split",
+    "Tile",
+    "Unroll",
+    "Vectorize",
+]

@@ -1,0 +1,608 @@
+"""Memory accesses of a loop: which subscripts walk memory contiguously, through which pointers.
+
+Passes that change how each thread touches memory (``vectorize``, ``cache-hints``) ask the same
+questions before they rewrite, and this module answers them once, from the tree:
+
+* **which memory** each pointer reaches (:class:`Root`): a kernel parameter, a ``__shared__``
+  array, or a local pointer computed from one of them (``x_row = input + t * 2 * d``), with the
+  element type as written and whether the parameter is ``__restrict__`` and ``const``;
+* **how the index moves** with the loop's induction variable (:class:`Access`): ``p[i + off]``
+  with ``off`` loop-invariant is contiguous (``stride == 1``); ``p[2 * i]`` is strided;
+  anything else is unknown. ``off`` may depend on the variables of loops nested inside, as long
+  as it is affine in them (``(t * TOPK + k) * d``): then a packed access is aligned for every
+  ``k`` when it is for ``k = 0`` and the step between ``k`` and ``k + 1`` is a multiple of the
+  pack;
+* **whether two roots may alias** (:meth:`Root.may_alias`): different address spaces never do,
+  two global parameters do unless both are ``__restrict__``.
+
+The analysis is syntactic and conservative: whatever it cannot read is reported as unknown,
+and callers refuse rather than guess.
+
+>>> from ktx.ir import parse
+>>> m = parse('''__global__ void k(float* __restrict__ y, const float* __restrict__ x, int n) {
+...   for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = 2.f * x[i + 1]; }''')
+>>> info = analyze_loop(m, m.kernel(), m.loops[0])
+>>> [(a.kind, a.pointer, a.stride, a.offset) for a in info.accesses]
+[('store', 'y', 1, ''), ('load', 'x', 1, '1')]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import tree_sitter as ts
+from ktx.ir.consteval import SIZEOF
+from ktx.ir.module import Module
+from ktx.ir.nodes import Function, Loop
+from ktx.ir.source import Span
+
+Space = Literal["global", "shared", "local", "unknown"]
+AccessKind = Literal["load", "store", "update", "address"]
+
+_ASSIGN = ("=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=")
+_CONDITIONAL = frozenset(
+    {
+        "if_statement",
+        "conditional_expression",
+        "switch_statement",
+        "while_statement",
+        "do_statement",
+        "case_statement",
+        "lambda_expression",
+    }
+)
+_LOOPS = frozenset({"for_statement", "while_statement", "do_statement", "for_range_loop"})
+_QUALIFIERS = frozenset({"const", "volatile", "__restrict__", "__restrict", "restrict"})
+
+
+def _text(module: Module, node: ts.Node) -> str:
+    return module.source[node.start_byte : node.end_byte].decode("utf-8", "replace")
+
+
+def _walk(node: ts.Node) -> Iterator[ts.Node]:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(current.children))
+
+
+def _strip_parens(node: ts.Node) -> ts.Node:
+    while node.type == "parenthesized_expression" and node.named_child_count == 1:
+        inner = node.named_children[0]
+        node = inner
+    return node
+
+
+# -- roots ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Root:
+    """The memory a pointer reaches: a kernel parameter, a shared array, a local array.
+
+    ``element_type`` is the pointee as written, qualifiers removed (``T``, ``float``);
+    ``name`` is empty when the pointer's origin is unknown (then ``space`` is ``unknown``).
+    """
+
+    name: str
+    space: Space
+    restrict: bool
+    const: bool
+    element_type: str
+
+    def may_alias(self, other: Root) -> bool:
+        """Whether accesses through the two roots may touch the same bytes.
+
+        >>> g = Root("a", "global", True, False, "float")
+        >>> (g.may_alias(Root("b", "global", True, True, "float")),
+        ...  g.may_alias(Root("b", "global", False, True, "float")),
+        ...  g.may_alias(Root("s", "shared", True, False, "float")))
+        (False, True, False)
+        """
+        if "unknown" in (self.space, other.space):
+            return True
+        if self.space != other.space:
+            return False
+        if self.name == other.name:
+            return True
+        if self.space in ("shared", "local"):
+            return False
+        return not (self.restrict and other.restrict)
+
+
+UNKNOWN = Root("", "unknown", False, False, "")
+
+
+def element_type(declared: str) -> str:
+    """The pointee of a declared pointer or array type, qualifiers removed.
+
+    >>> element_type("const T* __restrict__"), element_type("volatile float *")
+    ('T', 'float')
+    """
+    words = declared.replace("*", " ").replace("&", " ").split()
+    return " ".join(w for w in words if w not in _QUALIFIERS)
+
+
+def _declarator_name(decl: ts.Node) -> tuple[ts.Node | None, int, bool]:
+    """The identifier a declarator declares, its pointer depth, and whether it is an array."""
+    depth = 0
+    array = False
+    node: ts.Node | None = decl
+    while node is not None and node.type != "identifier":
+        if node.type == "pointer_declarator":
+            depth += 1
+        elif node.type == "array_declarator":
+            array = True
+        inner = node.child_by_field_name("declarator")
+        node = inner
+    return node, depth, array
+
+
+def roots(module: Module, fn: Function) -> dict[str, Root]:
+    """Every pointer-like name of ``fn`` with the memory it reaches.
+
+    Parameters and ``__shared__`` arrays are roots themselves. A local pointer takes the root
+    of the one root-valued name in its initialiser (``x_row = input + t * d`` reaches
+    ``input``); a local that is reassigned, or whose initialiser mixes roots, is unknown.
+    """
+    found: dict[str, Root] = {}
+    for p in fn.params:
+        if p.pointer_depth == 1:
+            found[p.name] = Root(p.name, "global", p.restrict, p.const, element_type(p.base_type))
+        elif p.pointer_depth > 1:
+            found[p.name] = UNKNOWN
+    for arr in module.shared_arrays:
+        if arr.function in (fn.name, None):
+            found[arr.name] = Root(arr.name, "shared", True, False, element_type(arr.type))
+    body = module.node(fn.body)
+    assigned = assigned_names(module, body)
+    for node in _walk(body):
+        if node.type != "declaration":
+            continue
+        type_node = node.child_by_field_name("type")
+        base = _text(module, type_node) if type_node is not None else ""
+        qualifiers = " ".join(_text(module, c) for c in node.children if c.type == "type_qualifier")
+        for decl in node.children_by_field_name("declarator"):
+            target = decl.child_by_field_name("declarator") if decl.type == "init_declarator" else decl
+            if target is None:
+                continue
+            ident, depth, array = _declarator_name(target)
+            if ident is None:
+                continue
+            name = _text(module, ident)
+            if "__shared__" in qualifiers or (name in found and found[name].space == "shared"):
+                continue
+            if array and depth == 0:
+                found[name] = Root(name, "local", True, False, element_type(base))
+                continue
+            if depth != 1:
+                continue
+            value = decl.child_by_field_name("value") if decl.type == "init_declarator" else None
+            if value is None or name in assigned:
+                found[name] = UNKNOWN
+                continue
+            origins = {found[n].name for n in _names(module, value) if n in found}
+            origin = [found[n] for n in _names(module, value) if n in found]
+            if len(origins) != 1 or not origin[0].name:
+                found[name] = UNKNOWN
+                continue
+            parent = origin[0]
+            const = parent.const or "const" in qualifiers.split() + base.split()
+            found[name] = Root(parent.name, parent.space, parent.restrict, const, element_type(base))
+    return found
+
+
+def _names(module: Module, node: ts.Node) -> list[str]:
+    return [_text(module, n) for n in _walk(node) if n.type == "identifier"]
+
+
+def assigned_names(module: Module, node: ts.Node) -> dict[str, list[ts.Node]]:
+    """Plain variables written under ``node`` (``x = ...``, ``x += ...``, ``++x``), by name."""
+    found: dict[str, list[ts.Node]] = {}
+    for n in _walk(node):
+        target: ts.Node | None = None
+        if n.type == "assignment_expression":
+            target = n.child_by_field_name("left")
+        elif n.type == "update_expression":
+            target = n.child_by_field_name("argument")
+        if target is not None:
+            target = _strip_parens(target)
+            if target.type == "identifier":
+                found.setdefault(_text(module, target), []).append(n)
+    return found
+
+
+def declared_names(module: Module, node: ts.Node) -> set[str]:
+    """Names declared under ``node`` (locals of the body, variables of nested loops)."""
+    names: set[str] = set()
+    for n in _walk(node):
+        if n.type not in ("declaration", "for_range_loop"):
+            continue
+        for decl in n.children_by_field_name("declarator"):
+            target = decl.child_by_field_name("declarator") if decl.type == "init_declarator" else decl
+            if target is None:
+                continue
+            ident, _, _ = _declarator_name(target)
+            if ident is not None:
+                names.add(_text(module, ident))
+    return names
+
+
+def resolve_type(type_text: str, fn: Function, template_args: Sequence[str]) -> str:
+    """``type_text`` with the kernel's type template parameters replaced by their arguments.
+
+    >>> from ktx.ir import parse
+    >>> k = parse("template <typename T, int N> __global__ void k(T* x) {}").kernel()
+    >>> resolve_type("T", k, ["__half", "4"])
+    '__half'
+    """
+    for tp, arg in zip(fn.template_params, template_args, strict=False):
+        if tp.kind == "type" and type_text == tp.name:
+            return " ".join(arg.split())
+    return type_text
+
+
+def element_size(module: Module, type_text: str, fn: Function, template_args: Sequence[str]) -> int | None:
+    """``sizeof`` an element type, through the kernel's template arguments and libclang."""
+    resolved = resolve_type(type_text, fn, template_args)
+    size = SIZEOF.get(resolved)
+    if size is not None:
+        return size
+    facts = module.facts
+    if facts is not None and facts.available:
+        return facts.sizeof(resolved)
+    return None
+
+
+# -- index expressions ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Term:
+    """One additive term of an index: ``sign * node``."""
+
+    sign: int
+    node: ts.Node
+
+
+def terms(node: ts.Node) -> list[Term]:
+    """The additive terms of an expression, through parentheses and unary minus."""
+    out: list[Term] = []
+
+    def visit(n: ts.Node, sign: int) -> None:
+        n = _strip_parens(n)
+        if n.type == "binary_expression":
+            op = n.child_by_field_name("operator")
+            left = n.child_by_field_name("left")
+            right = n.child_by_field_name("right")
+            if op is not None and left is not None and right is not None and op.type in ("+", "-"):
+                visit(left, sign)
+                visit(right, sign if op.type == "+" else -sign)
+                return
+        if n.type == "unary_expression":
+            op = n.child_by_field_name("operator")
+            arg = n.child_by_field_name("argument")
+            if op is not None and arg is not None and op.type in ("-", "+"):
+                visit(arg, -sign if op.type == "-" else sign)
+                return
+        out.append(Term(sign, n))
+
+    visit(node, 1)
+    return out
+
+
+def mentions(module: Module, node: ts.Node, names: set[str] | frozenset[str]) -> bool:
+    return any(n.type == "identifier" and _text(module, n) in names for n in _walk(node))
+
+
+def coefficient(module: Module, node: ts.Node, var: str) -> int | None:
+    """The integer coefficient of ``var`` in a term (``var`` -> 1, ``2 * var`` -> 2); None if not linear."""
+    n = _strip_parens(node)
+    if n.type == "identifier":
+        return 1 if _text(module, n) == var else 0
+    if not mentions(module, n, {var}):
+        return 0
+    if n.type == "cast_expression":
+        inner = n.child_by_field_name("value")
+        return coefficient(module, inner, var) if inner is not None else None
+    if n.type == "binary_expression":
+        op = n.child_by_field_name("operator")
+        left = n.child_by_field_name("left")
+        right = n.child_by_field_name("right")
+        if op is None or left is None or right is None:
+            return None
+        if op.type == "*":
+            for a, b in ((left, right), (right, left)):
+                lit = _strip_parens(b)
+                if lit.type == "number_literal" and not mentions(module, b, {var}):
+                    scale = coefficient(module, a, var)
+                    factor = _int(_text(module, lit))
+                    if scale is not None and factor is not None:
+                        return scale * factor
+            return None
+        if op.type in ("+", "-"):
+            total = 0
+            for t in terms(n):
+                c = coefficient(module, t.node, var)
+                if c is None:
+                    return None
+                total += t.sign * c
+            return total
+    return None
+
+
+def _int(text: str) -> int | None:
+    t = text.rstrip("uUlL")
+    try:
+        return int(t, 0)
+    except ValueError:
+        return None
+
+
+def affine(module: Module, node: ts.Node, names: set[str] | frozenset[str]) -> bool:
+    """Whether ``node`` is affine in ``names``: sums of terms, each a name times invariants."""
+    n = _strip_parens(node)
+    if not mentions(module, n, names):
+        return True
+    if n.type == "identifier":
+        return True
+    if n.type == "cast_expression":
+        value = n.child_by_field_name("value")
+        return value is not None and affine(module, value, names)
+    if n.type == "unary_expression":
+        op = n.child_by_field_name("operator")
+        arg = n.child_by_field_name("argument")
+        return op is not None and op.type in ("-", "+") and arg is not None and affine(module, arg, names)
+    if n.type == "binary_expression":
+        op = n.child_by_field_name("operator")
+        left = n.child_by_field_name("left")
+        right = n.child_by_field_name("right")
+        if op is None or left is None or right is None:
+            return False
+        if op.type in ("+", "-"):
+            return affine(module, left, names) and affine(module, right, names)
+        if op.type == "*":
+            lm, rm = mentions(module, left, names), mentions(module, right, names)
+            if lm and rm:
+                return False
+            return affine(module, left if lm else right, names)
+    return False
+
+
+def substitute(module: Module, node: ts.Node, values: Mapping[str, str]) -> str:
+    """The text of ``node`` with identifiers in ``values`` replaced (parenthesised)."""
+    pieces: list[str] = []
+    pos = node.start_byte
+    for n in _walk(node):
+        if n.type == "identifier" and _text(module, n) in values and n.start_byte >= pos:
+            pieces.append(module.source[pos : n.start_byte].decode("utf-8", "replace"))
+            value = values[_text(module, n)]
+            pieces.append(value if value.replace("_", "").replace(".", "").isalnum() else f"({value})")
+            pos = n.end_byte
+    pieces.append(module.source[pos : node.end_byte].decode("utf-8", "replace"))
+    return "".join(pieces)
+
+
+# -- accesses of a loop --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Access:
+    """One subscript (``p[idx]``) under a loop.
+
+    ``kind``: ``load`` (read), ``store`` (``p[i] = e``), ``update`` (``p[i] += e``, ``++p[i]``:
+    read and written) or ``address`` (``&p[i]``: escapes, so treat as read and written).
+    ``stride`` is the coefficient of the loop variable in the index (1: contiguous; 0: the same
+    element every iteration; None: not linear). When ``stride == 1`` and the rest of the index
+    does not mention the variable, ``offset`` is that rest as source text (``''`` for none) and
+    ``offset_terms`` the term nodes it is made of.
+    """
+
+    kind: AccessKind
+    pointer: str
+    root: Root
+    node: ts.Node
+    index: ts.Node
+    span: Span
+    stride: int | None
+    offset: str | None
+    offset_terms: tuple[Term, ...]
+    conditional: bool
+    """Under an ``if``, ``?:``, ``&&``, ``||``, ``switch`` or a nested while/do loop."""
+    loops: tuple[ts.Node, ...]
+    """The ``for`` loops between the analysed loop and the access, outermost first."""
+
+    @property
+    def reads(self) -> bool:
+        return self.kind in ("load", "update", "address")
+
+    @property
+    def writes(self) -> bool:
+        return self.kind in ("store", "update", "address")
+
+    @property
+    def contiguous(self) -> bool:
+        return self.stride == 1 and self.offset is not None
+
+
+@dataclass(frozen=True)
+class LoopAccesses:
+    """The accesses under one loop, with the names its body declares and writes."""
+
+    loop: Loop
+    node: ts.Node
+    body: ts.Node
+    var: str | None
+    accesses: tuple[Access, ...]
+    declared: frozenset[str]
+    assigned: frozenset[str]
+    pointer_writes: tuple[ts.Node, ...]
+    """Writes through ``*p`` or ``p->f``: memory the analysis cannot attribute to an index."""
+
+    def conflicts(self) -> list[str]:
+        """Pairs of accesses where a write may touch what another access reads or writes.
+
+        Accesses through the same pointer with the same index text are the same element (an
+        in-place update), which is fine; anything else through roots that may alias is a
+        conflict, said in words.
+        """
+        found: list[str] = []
+        for i, a in enumerate(self.accesses):
+            for b in self.accesses[i + 1 :]:
+                if not (a.writes or b.writes) or not a.root.may_alias(b.root):
+                    continue
+                if a.pointer == b.pointer and _same(a, b):
+                    continue
+                what = "the same memory" if a.root.name == b.root.name and a.root.name else "aliasing memory"
+                found.append(
+                    f"{a.pointer}[{_index_text(a)}] and {b.pointer}[{_index_text(b)}] may touch {what} "
+                    f"(line {a.span.line} and {b.span.line})"
+                )
+        return found
+
+
+def _index_text(a: Access) -> str:
+    return (a.index.text or b"").decode("utf-8", "replace")
+
+
+def _same(a: Access, b: Access) -> bool:
+    return (a.index.text or b"").split() == (b.index.text or b"").split()
+
+
+def _index_node(sub: ts.Node) -> ts.Node | None:
+    indices = sub.child_by_field_name("indices") or sub.child_by_field_name("index")
+    if indices is None:
+        return None
+    if indices.type == "subscript_argument_list":
+        named = [c for c in indices.named_children if c.type != "comment"]
+        return named[0] if len(named) == 1 else None
+    return indices
+
+
+def _kind(sub: ts.Node) -> AccessKind:
+    parent = sub.parent
+    child = sub
+    while parent is not None and parent.type == "parenthesized_expression":
+        child, parent = parent, parent.parent
+    if parent is None:
+        return "load"
+    if parent.type == "assignment_expression" and parent.child_by_field_name("left") == child:
+        op = parent.child_by_field_name("operator")
+        return "store" if op is not None and op.type == "=" else "update"
+    if parent.type == "update_expression":
+        return "update"
+    if parent.type == "pointer_expression":
+        op = parent.child_by_field_name("operator")
+        if op is not None and op.type == "&":
+            return "address"
+    return "load"
+
+
+def _context(sub: ts.Node, stop: ts.Node) -> tuple[bool, tuple[ts.Node, ...]]:
+    conditional = False
+    loops: list[ts.Node] = []
+    node = sub.parent
+    child = sub
+    while node is not None and node.id != stop.id:
+        if node.type in _CONDITIONAL:
+            conditional = True
+        elif node.type == "binary_expression":
+            op = node.child_by_field_name("operator")
+            right = node.child_by_field_name("right")
+            if op is not None and op.type in ("&&", "||") and right is not None and right.id == child.id:
+                conditional = True
+        elif node.type == "for_statement":
+            body = node.child_by_field_name("body")
+            if body is not None and body.id == child.id:
+                loops.append(node)
+            else:
+                conditional = True  # in a loop header: evaluated a data-dependent number of times
+        elif node.type == "for_range_loop":
+            conditional = True
+        child = node
+        node = node.parent
+    return conditional, tuple(reversed(loops))
+
+
+def analyze_loop(
+    module: Module, fn: Function, loop: Loop, known: Mapping[str, Root] | None = None
+) -> LoopAccesses:
+    """The accesses under ``loop`` (its body; the header is not memory traffic)."""
+    node = module.node(loop.span)
+    while node.type not in _LOOPS and node.parent is not None:
+        node = node.parent
+    body = node.child_by_field_name("body") or node
+    root_of = dict(known) if known is not None else roots(module, fn)
+    var = loop.var
+    declared = frozenset(declared_names(module, body))
+    assigned = frozenset(assigned_names(module, body))
+    accesses: list[Access] = []
+    pointer_writes: list[ts.Node] = []
+    for n in _walk(body):
+        if n.type == "subscript_expression":
+            base = n.child_by_field_name("argument")
+            index = _index_node(n)
+            if base is None or index is None:
+                continue
+            base = _strip_parens(base)
+            name = _text(module, base) if base.type == "identifier" else ""
+            root = root_of.get(name, UNKNOWN) if name else UNKNOWN
+            if base.type != "identifier" or (name not in root_of and name):
+                # a[b][c], a.b[i], a local scalar array not found: memory we cannot name
+                root = UNKNOWN if base.type != "identifier" else Root(name, "local", True, False, "")
+            stride: int | None = None
+            offset: str | None = None
+            offset_terms: tuple[Term, ...] = ()
+            if var is not None:
+                stride = coefficient(module, index, var)
+                if stride == 1:
+                    parts = terms(index)
+                    lone = [
+                        t
+                        for t in parts
+                        if t.sign == 1
+                        and _strip_parens(t.node).type == "identifier"
+                        and _text(module, _strip_parens(t.node)) == var
+                    ]
+                    rest = [t for t in parts if t not in lone[:1]]
+                    if len(lone) >= 1 and not any(mentions(module, t.node, {var}) for t in rest):
+                        offset_terms = tuple(rest)
+                        offset = _join(module, rest)
+            conditional, loops = _context(n, body)
+            accesses.append(
+                Access(
+                    _kind(n),
+                    name or _text(module, base),
+                    root,
+                    n,
+                    index,
+                    module.span(n.start_byte, n.end_byte),
+                    stride,
+                    offset,
+                    offset_terms,
+                    conditional,
+                    loops,
+                )
+            )
+        elif n.type in ("assignment_expression", "update_expression"):
+            target = n.child_by_field_name("left" if n.type == "assignment_expression" else "argument")
+            if target is not None and _strip_parens(target).type in (
+                "pointer_expression",
+                "field_expression",
+            ):
+                pointer_writes.append(n)
+    return LoopAccesses(loop, node, body, var, tuple(accesses), declared, assigned, tuple(pointer_writes))
+
+
+def _join(module: Module, parts: Sequence[Term]) -> str:
+    text = ""
+    for t in parts:
+        piece = _text(module, t.node)
+        if not text:
+            text = piece if t.sign > 0 else f"-({piece})"
+        else:
+            text += f" + {piece}" if t.sign > 0 else f" - ({piece})"
+    return text

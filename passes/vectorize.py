@@ -1,0 +1,956 @@
+"""``vectorize``: scalar, contiguous loads and stores of a loop become packed accesses (``VEC_<loop>``).
+
+A loop such as ``for (int i = threadIdx.x; i < d; i += blockDim.x) out[i] = f(x[i], y[i]);``
+moves 2 bytes per access for fp16. The pass rewrites it so that each iteration moves ``VEC``
+consecutive elements with one 4-, 8- or 16-byte instruction per pointer::
+
+    #if KTX_VEC_L0 > 1
+      const int ktx_packs_L0 = (ktx::aligned<KTX_VEC_L0>(x) && ...) ? d / KTX_VEC_L0 : 0;
+      for (int ktx_p = threadIdx.x; ktx_p < ktx_packs_L0; ktx_p += blockDim.x) {
+        const auto ktx_x = ktx::load<KTX_VEC_L0>(x + ktx_p * KTX_VEC_L0);
+        ...
+        #pragma unroll
+        for (int ktx_j = 0; ktx_j < KTX_VEC_L0; ++ktx_j) { ...the body, on element ktx_j... }
+        ktx::store(out + ktx_p * KTX_VEC_L0, ktx_out);
+      }
+      for (int i = ktx_packs_L0 * KTX_VEC_L0 + threadIdx.x; i < d; i += blockDim.x) ...the body...
+    #else
+      ...the original loop...
+    #endif
+
+``VEC = 1`` (the default) is the original loop. For ``VEC > 1`` the packed loop runs only when
+every packed pointer is aligned to ``VEC`` elements, checked at run time, and a scalar loop
+takes the elements past the last whole pack: odd sizes and unaligned rows stay correct without
+a constraint. Accesses inside a loop nested in the body (the TOPK loads of a MoE sum) are packed
+too: the nested loop stays, each of its iterations loads one pack per pointer, and locals that
+live across statements become arrays of ``VEC`` (the accumulator of the sum).
+
+Legality comes from :mod:`ktx.ir.access`:
+
+* the loop is ``for (T i = start; i < n; i += step)`` with ``start``/``step`` one of the usual
+  thread-partitioned strides (``threadIdx.x``/``blockDim.x``, the grid-stride pair, a lane of a
+  warp, ``0``/``1``), so that packs partition the index space the same way;
+* packed accesses are ``p[i + off]`` with ``off`` loop-invariant (affine in the variables of
+  nested loops), not under a condition, through a named parameter or ``__shared__`` array;
+* every write of the body is to element ``i`` of some row (no ``out[0] = ...``), no write may
+  alias another access (both pointers ``__restrict__``, or different memory spaces), values
+  carried across iterations are reductions (``sum += ...``, ``m = fmaxf(m, ...)``), and the
+  body has no barrier, shuffle, ``break``, ``continue`` or ``return``;
+* memory the loop writes is not touched elsewhere in the kernel without a ``__syncthreads()``
+  in between (threads now own different elements).
+
+Element types and sizes (through the kernel's template arguments and libclang) give the
+domain: 1 and the powers of two with ``VEC * sizeof(element) <= 16`` bytes for every pointer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import tree_sitter as ts
+from ktx.ir import Function, Loop, Module
+from ktx.ir.access import (
+    Access,
+    LoopAccesses,
+    Root,
+    affine,
+    analyze_loop,
+    assigned_names,
+    element_size,
+    roots,
+    substitute,
+)
+from ktx.passes._common import LoopSite
+from ktx.passes._device import PreludeSite, insert_prelude, prelude_site
+
+from ktx import syntax
+from ktx.passbase import KnobSpec, Option, OptionValue, Pass, Refuse, Rewriter, Skip, Target
+
+_EXITS = frozenset({"break_statement", "continue_statement", "return_statement", "goto_statement"})
+_REDUCE_CALLS = frozenset({"fmaxf", "fminf", "max", "min", "fmax", "fmin", "__hmax", "__hmin"})
+
+
+# -- the plan ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What vectorizing one loop takes, worked out before any text is written."""
+
+    node: ts.Node
+    body: ts.Node
+    var: str
+    var_type: str
+    start: ts.Node
+    bound: ts.Node
+    step: str
+    update: ts.Node
+    packed: tuple[Access, ...]
+    opened: frozenset[int]
+    """Node ids of the nested ``for`` loops that stay loops around per-iteration packs."""
+    widened: tuple[str, ...]
+    sizes: tuple[tuple[str, int], ...]
+    """(pointer, element size in bytes) of each packed pointer."""
+    inner_vars: tuple[tuple[int, str], ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class VecSite(LoopSite):
+    plan: Plan | None = None
+
+
+class Vectorize(Pass[VecSite | PreludeSite]):
+    name = "vectorize"
+    summary = "contiguous scalar loads and stores of a loop become packed 2- to 16-byte accesses"
+    description = __doc__ or ""
+    knobs = (
+        KnobSpec(
+            "VEC_<loop>",
+            "1, 2, 4, 8, 16 (elements; at most 16 bytes per access for every pointer)",
+            "1 (the original scalar loop)",
+            "elements per packed access; a run-time alignment check and a scalar tail keep any size correct",
+        ),
+    )
+    options = (
+        Option("max_bytes", "int", 16, "widest access offered, in bytes (4, 8 or 16)"),
+        Option(
+            "loops",
+            "strs",
+            (),
+            "loops to vectorize, as ktx inspect names them (L0|L2); default: every loop that qualifies",
+        ),
+    )
+    after = ("expose", "hoist", "rows-per-block")
+
+    def __init__(self, **options: OptionValue) -> None:
+        super().__init__(**options)
+        self._rewritten: list[str] = []
+
+    # -- sites ---------------------------------------------------------------------------------
+
+    def sites(self, target: Target) -> Iterator[VecSite | PreludeSite | Skip]:
+        self._rewritten = []
+        wanted = set(self.list_option("loops"))
+        known = roots(target.module, target.kernel)
+        for loop in target.loops:
+            label = target.label(loop)
+            if wanted and label not in wanted:
+                continue
+            plan = _plan(target, loop, known, self.int_option("max_bytes"))
+            if isinstance(plan, str):
+                yield Skip(plan, label, loop.span)
+            else:
+                yield VecSite(label, loop.span, loop, plan)
+        if self._rewritten:
+            site = prelude_site(target)
+            if site is not None:
+                yield site
+
+    def rewrite(self, site: VecSite | PreludeSite, rw: Rewriter) -> None:
+        if isinstance(site, PreludeSite):
+            insert_prelude(site, rw)
+            return
+        assert site.plan is not None
+        _rewrite(site.label, site.loop, site.plan, rw, self.int_option("max_bytes"))
+        self._rewritten.append(site.label)
+
+
+# -- legality ------------------------------------------------------------------------------------
+
+
+def _text(module: Module, node: ts.Node) -> str:
+    return syntax.text(module, node)
+
+
+def _canon(text: str) -> str:
+    """A loose normal form of a small index expression: casts and spaces gone, terms sorted."""
+    t = re.sub(r"\s+", "", text)
+    t = re.sub(r"static_cast<[^>]*>|\((?:unsigned|int|longlong|size_t|int64_t)\)", "", t)
+    while t.startswith("(") and t.endswith(")") and _balanced(t[1:-1]):
+        t = t[1:-1]
+    terms = _split_top(t, "+")
+    return "+".join(sorted("*".join(sorted(_split_top(term, "*"))) for term in terms))
+
+
+def _balanced(t: str) -> bool:
+    depth = 0
+    for ch in t:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _split_top(t: str, sep: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(t):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == sep and depth == 0:
+            parts.append(t[start:i])
+            start = i + 1
+    parts.append(t[start:])
+    return [_strip(p) for p in parts]
+
+
+def _strip(t: str) -> str:
+    while t.startswith("(") and t.endswith(")") and _balanced(t[1:-1]):
+        t = t[1:-1]
+    return t
+
+
+#: (start, step) pairs whose starts, over the threads that run the loop, are 0 .. step-1.
+_PARTITIONS = {
+    (_canon("threadIdx.x"), _canon("blockDim.x")),
+    (_canon("blockIdx.x*blockDim.x+threadIdx.x"), _canon("blockDim.x*gridDim.x")),
+    (_canon("threadIdx.y*blockDim.x+threadIdx.x"), _canon("blockDim.x*blockDim.y")),
+    (_canon("threadIdx.x%32"), "32"),
+    (_canon("threadIdx.x&31"), "32"),
+    ("0", "1"),
+}
+
+
+def _expand(module: Module, fn_body: ts.Node, node: ts.Node, before: int, depth: int = 0) -> str:
+    """``node``'s text with locals that have one plain, never reassigned initialiser inlined."""
+    if depth > 4:
+        return _text(module, node)
+    locals_ = syntax.local_declarations(module, fn_body, before=before)
+    values: dict[str, str] = {}
+    for ident in syntax.identifiers(node):
+        name = _text(module, ident)
+        local = locals_.get(name)
+        if local is None or local.value is None or name in values:
+            continue
+        if syntax.reassigned_after(module, fn_body, name, local.declaration.end_byte):
+            continue
+        values[name] = _expand(module, fn_body, local.value, before, depth + 1)
+    return substitute(module, node, values) if values else _text(module, node)
+
+
+def _partitioned(
+    module: Module, fn_body: ts.Node, start: ts.Node, step: str, step_node: ts.Node | None, at: int
+) -> bool:
+    s = _canon(_expand(module, fn_body, start, at))
+    t = _canon(_expand(module, fn_body, step_node, at)) if step_node is not None else _canon(step)
+    return (s, t) in _PARTITIONS
+
+
+def _header(
+    module: Module, node: ts.Node
+) -> tuple[str, str, ts.Node, ts.Node, str, ts.Node | None, ts.Node] | str:
+    """(var, var type, start, bound, step text, step node, update) of a canonical loop, or why not."""
+    init = node.child_by_field_name("initializer")
+    cond = node.child_by_field_name("condition")
+    update = node.child_by_field_name("update")
+    if init is None or cond is None or update is None:
+        return "the loop header is not `for (T i = start; i < n; i += step)`"
+    if init.type != "declaration":
+        return "the loop variable is declared outside the loop (its final value may be used after it)"
+    decls = init.children_by_field_name("declarator")
+    type_node = init.child_by_field_name("type")
+    if len(decls) != 1 or decls[0].type != "init_declarator" or type_node is None:
+        return "the loop header declares more than one variable"
+    ident = decls[0].child_by_field_name("declarator")
+    start = decls[0].child_by_field_name("value")
+    if ident is None or ident.type != "identifier" or start is None:
+        return "the loop variable has no plain initialiser"
+    var = _text(module, ident)
+    var_type = " ".join(
+        _text(module, c) for c in init.children if c.type != "init_declarator" and c.type != ";"
+    )
+    if cond.type != "binary_expression":
+        return "the loop condition is not `i < n`"
+    op = cond.child_by_field_name("operator")
+    left = cond.child_by_field_name("left")
+    right = cond.child_by_field_name("right")
+    if op is None or left is None or right is None:
+        return "the loop condition is not `i < n`"
+    if op.type == "<" and left.type == "identifier" and _text(module, left) == var:
+        bound = right
+    elif op.type == ">" and right.type == "identifier" and _text(module, right) == var:
+        bound = left
+    else:
+        return "the loop condition is not `i < n`"
+    step_text, step_node = _step(module, update, var)
+    if step_text is None:
+        return "the loop step is not `i += step` or `++i`"
+    return var, var_type.replace("const ", "").strip(), start, bound, step_text, step_node, update
+
+
+def _step(module: Module, update: ts.Node, var: str) -> tuple[str | None, ts.Node | None]:
+    if update.type == "update_expression":
+        arg = update.child_by_field_name("argument")
+        op = update.child_by_field_name("operator")
+        if arg is not None and _text(module, arg) == var and op is not None and op.type == "++":
+            return "1", None
+        return None, None
+    if update.type == "assignment_expression":
+        left = update.child_by_field_name("left")
+        op = update.child_by_field_name("operator")
+        right = update.child_by_field_name("right")
+        if left is None or op is None or right is None or _text(module, left) != var:
+            return None, None
+        if op.type == "+=":
+            return _text(module, right), right
+        if op.type == "=" and right.type == "binary_expression":
+            rop = right.child_by_field_name("operator")
+            a = right.child_by_field_name("left")
+            b = right.child_by_field_name("right")
+            if rop is not None and rop.type == "+" and a is not None and b is not None:
+                if _text(module, a) == var:
+                    return _text(module, b), b
+                if _text(module, b) == var:
+                    return _text(module, a), a
+    return None, None
+
+
+def _plan(target: Target, loop: Loop, known: dict[str, Root], max_bytes: int) -> Plan | str:
+    module = target.module
+    fn = target.kernel
+    if loop.kind != "for":
+        return f"a {loop.kind} loop; only `for` loops are vectorized"
+    info = analyze_loop(module, fn, loop, known)
+    node, body = info.node, info.body
+    if module.errors_in(loop.span):
+        return "the loop contains code tree-sitter could not parse"
+    header = _header(module, node)
+    if isinstance(header, str):
+        return header
+    var, var_type, start, bound, step, step_node, update = header
+    fn_body = module.node(fn.body)
+    for n in syntax.walk(body):
+        if n.type in _EXITS:
+            return f"the body has a `{_text(module, n).split()[0].rstrip(';')}`: packs cannot stop mid-way"
+        if n.type in ("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif"):
+            return "the body has preprocessor conditionals"
+    barrier = next(syntax.calls(module, body, syntax.BARRIERS | syntax.SHUFFLES), None)
+    if barrier is not None:
+        callee = barrier.child_by_field_name("function")
+        name = _text(module, callee) if callee is not None else "a barrier"
+        return f"the body calls {name}: threads would reach it a different number of times"
+    if var in info.assigned:
+        return f"the body writes the loop variable {var}"
+    header_names = syntax.names_in(module, bound) | syntax.names_in(module, start)
+    if step_node is not None:
+        header_names |= syntax.names_in(module, step_node)
+    moving = sorted(header_names & (info.assigned | info.declared))
+    if moving:
+        return f"the loop bounds use {', '.join(moving)}, which the body changes"
+    if not _partitioned(module, fn_body, start, step, step_node, node.start_byte):
+        return (
+            f"cannot tell that start `{_text(module, start)}` and step `{step}` split the index space "
+            "between threads (expected threadIdx.x/blockDim.x, a grid stride, a lane, or 0/1)"
+        )
+    problem = _carried(module, info, body)
+    if problem:
+        return problem
+    if info.pointer_writes:
+        w = info.pointer_writes[0]
+        return f"the body writes through a pointer expression (`{_text(module, w)}`), which cannot be checked"
+    conflicts = info.conflicts()
+    if conflicts:
+        return "aliasing: " + conflicts[0]
+    opened, inner_vars = _openable(module, info, body, var)
+    packed: list[Access] = []
+    for a in info.accesses:
+        if not a.writes and not a.reads:
+            continue
+        if a.writes and not a.contiguous:
+            return (
+                f"the body writes {a.pointer}[{_text(module, a.index)}], which is not element {var} of a "
+                "row; packs would change which thread writes it"
+            )
+        if a.kind == "address":
+            return f"the body takes the address of {a.pointer}[...], which may be used in any order"
+        if a.root.space == "local":
+            if a.writes and a.root.name not in info.declared:
+                return f"the body writes the per-thread array {a.pointer} declared outside the loop"
+            continue
+        if _packable(module, a, info, opened, inner_vars, body):
+            packed.append(a)
+    if not packed:
+        return f"no unconditional, contiguous access p[{var} + offset] through a named pointer"
+    problem = _ownership(module, fn, fn_body, node, info, known)
+    if problem:
+        return problem
+    sizes: list[tuple[str, int]] = []
+    for a in packed:
+        elem = a.root.element_type
+        size = element_size(module, elem, fn, target.template_args)
+        if size is None:
+            return (
+                f"unknown size of element type {elem!r} of {a.pointer} (give the kernel's template arguments)"
+            )
+        if (a.pointer, size) not in sizes:
+            sizes.append((a.pointer, size))
+    if max(s for _, s in sizes) * 2 > max_bytes:
+        return f"elements of {max(s for _, s in sizes)} bytes leave no pack width within {max_bytes} bytes"
+    widened = _widened(module, body, opened)
+    if isinstance(widened, str):
+        return widened
+    return Plan(
+        node,
+        body,
+        var,
+        var_type,
+        start,
+        bound,
+        step,
+        update,
+        tuple(packed),
+        frozenset(opened),
+        tuple(widened),
+        tuple(sizes),
+        tuple(sorted(inner_vars.items())),
+    )
+
+
+def _carried(module: Module, info: LoopAccesses, body: ts.Node) -> str:
+    """Why a value is carried from one iteration to the next (other than a reduction), or ''."""
+    for name, writes in assigned_names(module, body).items():
+        if name in info.declared:
+            continue
+        for w in writes:
+            if w.type == "update_expression":
+                continue
+            op = w.child_by_field_name("operator")
+            if op is not None and op.type in ("+=", "-=", "*=", "|=", "&=", "^="):
+                continue
+            right = w.child_by_field_name("right")
+            if right is not None and _is_reduction(module, right, name):
+                continue
+            return (
+                f"the body assigns {name}, declared outside the loop, from one iteration to the next "
+                f"(line {w.start_point[0] + 1}); only reductions (+=, fmaxf(...)) can be reordered"
+            )
+    return ""
+
+
+def _is_reduction(module: Module, node: ts.Node, name: str) -> bool:
+    n = node
+    while n.type == "parenthesized_expression" and n.named_child_count == 1:
+        n = n.named_children[0]
+    if n.type == "call_expression":
+        fn = n.child_by_field_name("function")
+        args = n.child_by_field_name("arguments")
+        if fn is None or args is None or _text(module, fn) not in _REDUCE_CALLS:
+            return False
+        named = [a for a in args.named_children if a.type != "comment"]
+        return len(named) == 2 and any(_text(module, a).strip() == name for a in named)
+    if n.type == "binary_expression":
+        op = n.child_by_field_name("operator")
+        left = n.child_by_field_name("left")
+        right = n.child_by_field_name("right")
+        if op is None or left is None or right is None or op.type not in ("+", "*", "|", "&", "^"):
+            return False
+        return _text(module, left).strip() == name or _text(module, right).strip() == name
+    return False
+
+
+def _openable(module: Module, info: LoopAccesses, body: ts.Node, var: str) -> tuple[set[int], dict[int, str]]:
+    """Nested ``for`` loops that may stay loops around packs: invariant headers, direct children."""
+    opened: set[int] = set()
+    inner_vars: dict[int, str] = {}
+    for n in syntax.walk(body):
+        if n.type != "for_statement" or n.id == info.node.id:
+            continue
+        header = _header(module, n)
+        if isinstance(header, str):
+            continue
+        ivar, _, istart, ibound, _, istep, iupdate = header
+        parent = n.parent
+        if parent is None or parent.type != "compound_statement":
+            continue
+        names = syntax.names_in(module, istart) | syntax.names_in(module, ibound)
+        if istep is not None:
+            names |= syntax.names_in(module, istep)
+        names.discard(ivar)
+        if var in names or names & (info.declared | info.assigned):
+            continue
+        if ivar in {k for k, ws in assigned_names(module, n.child_by_field_name("body") or n).items() if ws}:
+            continue
+        del iupdate
+        opened.add(n.id)
+        inner_vars[n.id] = ivar
+    # A loop stays open only if every loop around it does and it sits directly in a list.
+    result: set[int] = set()
+    for n in syntax.walk(body):
+        if n.id not in opened:
+            continue
+        chain_ok = True
+        p = n.parent
+        while p is not None and p.id != body.id:
+            if p.type == "for_statement":
+                if p.id not in opened:
+                    chain_ok = False
+                    break
+            elif p.type != "compound_statement":
+                chain_ok = False
+                break
+            p = p.parent
+        if chain_ok:
+            result.add(n.id)
+    return result, {k: v for k, v in inner_vars.items() if k in result}
+
+
+def _packable(
+    module: Module,
+    a: Access,
+    info: LoopAccesses,
+    opened: set[int],
+    inner_vars: dict[int, str],
+    body: ts.Node,
+) -> bool:
+    if not a.contiguous or a.conditional or a.root.space not in ("global", "shared") or not a.root.name:
+        return False
+    if a.pointer in info.declared or a.pointer in info.assigned:
+        return False
+    if any(lp.id not in opened for lp in a.loops):
+        return False
+    # The access must sit in a statement of a list (the body or an open loop's body), not deeper
+    # inside another loop.
+    p = a.node.parent
+    while p is not None and p.id != body.id:
+        if (
+            p.type in ("for_statement", "while_statement", "do_statement", "for_range_loop")
+            and p.id not in opened
+        ):
+            return False
+        p = p.parent
+    loop_vars = {inner_vars[lp.id] for lp in a.loops}
+    for t in a.offset_terms:
+        names = syntax.names_in(module, t.node)
+        if names & ((info.assigned | info.declared) - loop_vars):
+            return False
+        if not affine(module, t.node, loop_vars):
+            return False
+    return True
+
+
+def _ownership(
+    module: Module, fn: Function, fn_body: ts.Node, loop: ts.Node, info: LoopAccesses, known: dict[str, Root]
+) -> str:
+    """Why another part of the kernel may depend on which thread handled which element, or ''."""
+    inside_written = {a.root.name for a in info.accesses if a.writes and a.root.name}
+    inside_all = {a.root.name for a in info.accesses if a.root.name}
+    outside: list[tuple[str, ts.Node, bool]] = []
+    for n in syntax.walk(fn_body):
+        if loop.start_byte <= n.start_byte < loop.end_byte:
+            continue
+        if n.type == "subscript_expression":
+            base = n.child_by_field_name("argument")
+            if base is None or base.type != "identifier":
+                continue
+            root = known.get(_text(module, base))
+            if root is None or not root.name:
+                continue
+            kind = _write_kind(n)
+            outside.append((root.name, n, kind))
+        elif n.type == "call_expression":
+            args = n.child_by_field_name("arguments")
+            if args is None:
+                continue
+            for ident in syntax.identifiers(args):
+                root = known.get(_text(module, ident))
+                if root is not None and root.name and root.space != "local":
+                    outside.append((root.name, n, not root.const))
+    barriers = [c.start_byte for c in syntax.calls(module, fn_body, syntax.BARRIERS)]
+    for name, n, writes in outside:
+        touches = (name in inside_written) or (writes and name in inside_all)
+        if not touches:
+            continue
+        lo, hi = (
+            (n.end_byte, loop.start_byte) if n.start_byte < loop.start_byte else (loop.end_byte, n.start_byte)
+        )
+        if not any(lo <= b < hi for b in barriers):
+            return (
+                f"{name} is also accessed at line {n.start_point[0] + 1} with no __syncthreads() in between; "
+                "packs change which thread owns each element"
+            )
+    del fn
+    return ""
+
+
+def _write_kind(sub: ts.Node) -> bool:
+    parent = sub.parent
+    if parent is None:
+        return False
+    if parent.type == "assignment_expression" and parent.child_by_field_name("left") == sub:
+        return True
+    return parent.type == "update_expression"
+
+
+def _list(node: ts.Node) -> list[ts.Node]:
+    """The statements of a loop body: a compound statement's children, or the single statement."""
+    if node.type == "compound_statement":
+        return [c for c in node.named_children]
+    return [node]
+
+
+def _widened(module: Module, body: ts.Node, opened: set[int]) -> list[str] | str:
+    """Locals declared in one run of statements and used outside it: they become arrays of VEC."""
+    widened: list[str] = []
+
+    def visit(stmts: list[ts.Node]) -> str:
+        for group in _groups(stmts, opened):
+            if isinstance(group, ts.Node):
+                inner = group.child_by_field_name("body")
+                if inner is not None:
+                    err = visit(_list(inner))
+                    if err:
+                        return err
+                continue
+            spans = [(s.start_byte, s.end_byte) for s in group]
+            for stmt in group:
+                if stmt.type != "declaration":
+                    continue
+                for decl in stmt.children_by_field_name("declarator"):
+                    target = (
+                        decl.child_by_field_name("declarator") if decl.type == "init_declarator" else decl
+                    )
+                    if target is None:
+                        continue
+                    if target.type != "identifier":
+                        name_node = syntax.declarator_identifier(target)
+                        if name_node is not None and _used_outside(
+                            module, body, _text(module, name_node), spans
+                        ):
+                            return (
+                                f"{_text(module, name_node)} (an array or pointer declared in the body) "
+                                "is used across statements that packs split apart"
+                            )
+                        continue
+                    name = _text(module, target)
+                    if not _used_outside(module, body, name, spans):
+                        continue
+                    type_node = stmt.child_by_field_name("type")
+                    if type_node is None or _text(module, type_node) == "auto":
+                        return f"{name} is declared `auto` and used across statements; give it a type"
+                    widened.append(name)
+        return ""
+
+    err = visit(_list(body))
+    return err if err else widened
+
+
+def _used_outside(module: Module, body: ts.Node, name: str, spans: list[tuple[int, int]]) -> bool:
+    for ident in syntax.identifiers(body):
+        if _text(module, ident) != name:
+            continue
+        if not any(s <= ident.start_byte < e for s, e in spans):
+            return True
+    return False
+
+
+def _groups(stmts: list[ts.Node], opened: set[int] | frozenset[int]) -> list[ts.Node | list[ts.Node]]:
+    """Split a statement list into open loops (kept as loops) and runs of other statements.
+
+    A ``#pragma`` right before an open loop goes with it (it is emitted before its header).
+    """
+    out: list[ts.Node | list[ts.Node]] = []
+    run: list[ts.Node] = []
+    for s in stmts:
+        if s.id in opened:
+            if run and run[-1].type == "preproc_call" and _pragma_of(run[-1], s):
+                run.pop()
+            if run:
+                out.append(run)
+            run = []
+            out.append(s)
+        else:
+            run.append(s)
+    if run:
+        out.append(run)
+    return out
+
+
+def _pragma_of(pragma: ts.Node, loop: ts.Node) -> bool:
+    return pragma.end_byte <= loop.start_byte and (pragma.text or b"").lstrip().startswith(b"#pragma")
+
+
+# -- the rewrite ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Emit:
+    module: Module
+    plan: Plan
+    vec: str
+    indent_unit: str
+    packs: dict[tuple[int, str, str], str] = field(default_factory=dict)
+    counter: int = 0
+    pack_of_access: dict[int, str] = field(default_factory=dict)
+
+    def text(self, node: ts.Node) -> str:
+        return _text(self.module, node)
+
+
+def _rewrite(label: str, loop: Loop, plan: Plan, rw: Rewriter, max_bytes: int) -> None:
+    module = rw.target.module
+    source = module.source
+    first = loop.pragma.span.start if loop.pragma is not None else loop.span.start
+    line_start = syntax.line_start(source, first)
+    if source[line_start:first].strip():
+        raise Refuse("the loop shares its line with other code; the rewrite needs lines of its own")
+    largest = max(s for _, s in plan.sizes)
+    values = [1] + [v for v in (2, 4, 8, 16) if v * largest <= max_bytes]
+    name = f"VEC_{label}"
+    sizes = ", ".join(f"{p}: {s} B" for p, s in plan.sizes)
+    vec = rw.knob(
+        name, values, 1, f"elements per packed access in loop {label} (1: scalar, as written; {sizes})"
+    )
+    indent = syntax.indentation(source, loop.span.start)
+    unit = "  "
+    parent = plan.node.parent
+    braces = parent is None or parent.type != "compound_statement"
+    em = _Emit(module, plan, vec, unit)
+    inner = indent + unit if braces else indent
+    packs_name = f"ktx_packs_{label}"
+    checks = _checks(em)
+    cond = (" &&\n" + inner + " " * (len(f"const {plan.var_type} {packs_name} = ("))).join(checks)
+    bound = em.text(plan.bound)
+    bound_text = bound if re.fullmatch(r"[\w.]+", bound) else f"({bound})"
+    lines: list[str] = [f"#if {vec} > 1"]
+    if braces:
+        lines.append(indent + "{")
+    lines.append(
+        f"{inner}// {name}: packs of {vec} elements where every packed row is aligned; the scalar loop"
+    )
+    lines.append(f"{inner}// after this one takes the elements past the last whole pack.")
+    lines.append(f"{inner}const {plan.var_type} {packs_name} = ({cond}) ? {bound_text} / {vec} : 0;")
+    pragma = module.text(loop.pragma.span).strip() if loop.pragma is not None else ""
+    if pragma:
+        lines.append(pragma)
+    start = em.text(plan.start)
+    step_update = "++ktx_p" if plan.step == "1" else f"ktx_p += {plan.step}"
+    lines.append(f"{inner}for ({plan.var_type} ktx_p = {start}; ktx_p < {packs_name}; {step_update}) {{")
+    lines.extend(_render_list(em, _list(plan.body), inner + unit))
+    lines.append(f"{inner}}}")
+    if pragma:
+        lines.append(pragma)
+    lines.append(
+        inner
+        + _tail_header(em, packs_name)
+        + em.text(plan.body).replace("\n", "\n" + (unit if braces else ""))
+    )
+    if braces:
+        lines.append(indent + "}")
+    lines.append("#else")
+    newline = "\r\n" if b"\r\n" in source else "\n"
+    rw.insert(line_start, newline.join(lines) + newline)
+    end = plan.node.end_byte
+    eol = source.find(b"\n", end)
+    rest = source[end : eol if eol >= 0 else len(source)]
+    tail = newline + "#endif"
+    if rest.strip() and not rest.strip().startswith(b"//"):
+        tail += newline + indent
+    rw.insert(end, tail)
+    pointers = sorted({a.pointer for a in plan.packed})
+    rw.note(f"packed {len(pointers)} pointer(s): {', '.join(pointers)}")
+
+
+def _tail_header(em: _Emit, packs_name: str) -> str:
+    """The original loop header with the start moved past the packed elements."""
+    module, plan = em.module, em.plan
+    body = plan.body
+    head = module.source[plan.node.start_byte : body.start_byte].decode("utf-8", "replace")
+    s0 = plan.start.start_byte - plan.node.start_byte
+    s1 = plan.start.end_byte - plan.node.start_byte
+    start_text = head[s0:s1]
+    new_start = f"{packs_name} * {em.vec} + {start_text}"
+    return head[:s0] + new_start + head[s1:]
+
+
+def _checks(em: _Emit) -> list[str]:
+    """Run-time conditions for the packed loop: every packed address aligned for every iteration."""
+    module, plan = em.module, em.plan
+    inner = dict(plan.inner_vars)
+    loop_vars = set(inner.values())
+    out: list[str] = []
+    for a in plan.packed:
+        names = sorted({v for t in a.offset_terms for v in syntax.names_in(module, t.node) & loop_vars})
+        zero = {v: "0" for v in names}
+        base = _offset_text(module, a, zero)
+        out.append(f"ktx::aligned<{em.vec}>({a.pointer}{' + ' + base if base else ''})")
+        for v in names:
+            one = {**zero, v: "1"}
+            step = _offset_text(module, a, one)
+            out.append(f"(({step}) - ({base})) % {em.vec} == 0")
+    seen: list[str] = []
+    for c in out:
+        if c not in seen:
+            seen.append(c)
+    return seen
+
+
+def _offset_text(module: Module, a: Access, values: dict[str, str]) -> str:
+    parts: list[str] = []
+    for t in a.offset_terms:
+        piece = substitute(module, t.node, values) if values else _text(module, t.node)
+        if not parts:
+            parts.append(piece if t.sign > 0 else f"-({piece})")
+        else:
+            parts.append(f"+ {piece}" if t.sign > 0 else f"- ({piece})")
+    text = " ".join(parts)
+    if not parts:
+        return ""
+    simple = (
+        "identifier",
+        "number_literal",
+        "call_expression",
+        "field_expression",
+        "parenthesized_expression",
+    )
+    lone = len(a.offset_terms) == 1 and a.offset_terms[0].sign > 0
+    if lone and (a.offset_terms[0].node.type in simple or _is_product(a.offset_terms[0].node)):
+        return text
+    return f"({text})"
+
+
+def _is_product(node: ts.Node) -> bool:
+    op = node.child_by_field_name("operator") if node.type == "binary_expression" else None
+    return op is not None and op.type == "*"
+
+
+def _render_list(em: _Emit, stmts: list[ts.Node], indent: str) -> list[str]:
+    lines: list[str] = []
+    for group in _groups(stmts, em.plan.opened):
+        if isinstance(group, ts.Node):
+            lines.extend(_render_open_loop(em, group, indent))
+        else:
+            lines.extend(_render_group(em, group, indent))
+    return lines
+
+
+def _render_open_loop(em: _Emit, loop: ts.Node, indent: str) -> list[str]:
+    module = em.module
+    body = loop.child_by_field_name("body")
+    assert body is not None
+    lines: list[str] = []
+    prev = loop.prev_named_sibling
+    if prev is not None and prev.type == "preproc_call" and _pragma_of(prev, loop):
+        lines.append(_text(module, prev).strip())
+    head = module.source[loop.start_byte : body.start_byte].decode("utf-8", "replace").rstrip()
+    lines.append(f"{indent}{head} {{")
+    lines.extend(_render_list(em, _list(body), indent + em.indent_unit))
+    lines.append(f"{indent}}}")
+    return lines
+
+
+def _render_group(em: _Emit, group: list[ts.Node], indent: str) -> list[str]:
+    plan = em.plan
+    spans = [(s.start_byte, s.end_byte) for s in group]
+    in_group = [a for a in plan.packed if any(s <= a.node.start_byte < e for s, e in spans)]
+    # One pack per (pointer, offset) in this run of statements.
+    keys: dict[tuple[str, str], list[Access]] = {}
+    for a in in_group:
+        keys.setdefault((a.pointer, " ".join((a.offset or "").split())), []).append(a)
+    names: dict[int, str] = {}
+    before: list[str] = []
+    after: list[str] = []
+    for (pointer, offset), accs in keys.items():
+        em.counter += 1
+        base = f"ktx_{pointer}"
+        name = base if not any(v == base for v in em.packs.values()) else f"{base}_{em.counter}"
+        em.packs[(em.counter, pointer, offset)] = name
+        for a in accs:
+            names[a.node.id] = name
+        address = f"{pointer} + {offset} + ktx_p * {em.vec}" if offset else f"{pointer} + ktx_p * {em.vec}"
+        reads = any(a.reads for a in accs)
+        writes = any(a.writes for a in accs)
+        if reads:
+            qual = "auto" if writes else "const auto"
+            before.append(f"{indent}{qual} {name} = ktx::load<{em.vec}>({address});")
+        else:
+            elem = accs[0].root.element_type
+            before.append(f"{indent}ktx::pack<{elem}, {em.vec}> {name};")
+        if writes:
+            after.append(f"{indent}ktx::store({address}, {name});")
+    widened = set(plan.widened)
+    lines = list(before)
+    body_lines: list[str] = []
+    for stmt in group:
+        body_lines.extend(_render_stmt(em, stmt, names, widened, indent + em.indent_unit, lines, indent))
+    uses_var = any(re.search(rf"\b{re.escape(plan.var)}\b", line) for line in body_lines)
+    lines.append(f"{indent}#pragma unroll".replace(indent + "#", "#"))
+    lines.append(f"{indent}for (int ktx_j = 0; ktx_j < {em.vec}; ++ktx_j) {{")
+    if uses_var:
+        lines.append(f"{indent}{em.indent_unit}const {plan.var_type} {plan.var} = ktx_p * {em.vec} + ktx_j;")
+    lines.extend(body_lines)
+    lines.append(f"{indent}}}")
+    lines.extend(after)
+    return lines
+
+
+def _render_stmt(
+    em: _Emit,
+    stmt: ts.Node,
+    packs: dict[int, str],
+    widened: set[str],
+    indent: str,
+    decls_out: list[str],
+    outer_indent: str,
+) -> list[str]:
+    """One statement of a lane loop, with packed accesses and widened locals substituted."""
+    module = em.module
+    if stmt.type == "comment":
+        return [indent + _text(module, stmt)]
+    edits: list[tuple[int, int, str]] = []
+    for n in syntax.walk(stmt):
+        if n.type == "subscript_expression" and n.id in packs:
+            edits.append((n.start_byte, n.end_byte, f"{packs[n.id]}.v[ktx_j]"))
+        elif n.type == "identifier" and _text(module, n) in widened:
+            parent = n.parent
+            if (
+                parent is not None
+                and parent.type == "init_declarator"
+                and parent.child_by_field_name("declarator") == n
+            ):
+                continue
+            if parent is not None and parent.type == "declaration":
+                continue
+            edits.append((n.start_byte, n.end_byte, f"{_text(module, n)}[ktx_j]"))
+    if stmt.type == "declaration":
+        declared = []
+        for decl in stmt.children_by_field_name("declarator"):
+            target = decl.child_by_field_name("declarator") if decl.type == "init_declarator" else decl
+            if target is not None and target.type == "identifier" and _text(module, target) in widened:
+                declared.append(decl)
+        if declared:
+            if len(declared) != len(stmt.children_by_field_name("declarator")):
+                raise Refuse("a declaration mixes locals used across packs with others; split it")
+            type_node = stmt.child_by_field_name("type")
+            assert type_node is not None
+            out: list[str] = []
+            for decl in declared:
+                target = decl.child_by_field_name("declarator") if decl.type == "init_declarator" else decl
+                assert target is not None
+                name = _text(module, target)
+                decls_out.append(f"{outer_indent}{_text(module, type_node)} {name}[{em.vec}];")
+                value = decl.child_by_field_name("value") if decl.type == "init_declarator" else None
+                if value is not None:
+                    rendered = _splice(module, value.start_byte, value.end_byte, edits)
+                    out.append(f"{indent}{name}[ktx_j] = {rendered};")
+            return out
+    text = _splice(module, stmt.start_byte, stmt.end_byte, edits)
+    col = stmt.start_point[1]
+    first, *rest = text.split("\n")
+    out_lines = [indent + first]
+    for line in rest:
+        stripped = line[col:] if line[:col].strip() == "" else line.lstrip()
+        out_lines.append(indent + stripped)
+    return out_lines
+
+
+def _splice(module: Module, start: int, end: int, edits: Sequence[tuple[int, int, str]]) -> str:
+    out: list[str] = []
+    pos = start
+    for s, e, text in sorted(e for e in edits if start <= e[0] and e[1] <= end):
+        if s < pos:
+            continue
+        out.append(module.source[pos:s].decode("utf-8", "replace"))
+        out.append(text)
+        pos = e
+    out.append(module.source[pos:end].decode("utf-8", "replace"))
+    return "".join(out)
