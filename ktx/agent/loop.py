@@ -210,6 +210,12 @@ def error_budget(spec: Spec) -> tuple[str, bool]:
     return "; ".join(parts), loose and bool(parts)
 
 
+def source_relpath(path: Path) -> str:
+    """The kernel file relative to the working directory (a patch's path), or its name if outside."""
+    rel = os.path.relpath(path.resolve(), Path.cwd())
+    return path.name if rel.startswith("..") else rel
+
+
 def device_of(limits: DeviceLimits, recording_device: str = "") -> Device:
     name = recording_device or limits.name
     return Device(name, limits.sm_count, limits.copy_bandwidth_gbs, limits.max_threads_per_sm)
@@ -370,6 +376,7 @@ class Optimizer:
                 "kernel": self.spec.name,
                 "spec": str(self.spec.path),
                 "source": str(self.spec.folder / self.spec.source),
+                "source_rel": source_relpath(self.spec.folder / self.spec.source),
                 "request": self.request.to_json(),
                 "device": self.device.__dict__,
                 "notes": self.notes,
@@ -408,6 +415,7 @@ class Optimizer:
         rounds_path = self.run_dir / "rounds.jsonl"
         if rounds_path.exists():
             rounds_path.unlink()  # a new run in the same folder starts a new log (the cache stays)
+        (self.run_dir / "original.cu").write_text(self.spec.source_text())
         base = self.baseline()
         ncu: Mapping[str, NcuMetrics] = {}
         if self.ncu is not None:
@@ -635,6 +643,7 @@ def optimize(
             rounds = search or TuneSearch(
                 spec, backend, recording, limits, points, cache,
                 kernel_dir=req.kernel_dir, backend_text=req.backend, seed=req.seed, quiet=req.quiet,
+                min_gain=req.min_gain,
             )  # fmt: skip
             opt = Optimizer(
                 req, spec, chosen, rounds, evaluator, points, device_of(limits, device_name), run_dir,

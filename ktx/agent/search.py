@@ -79,6 +79,7 @@ class ShapeOutcome:
     original: Measurement
     best_config: Mapping[str, int] | None
     best: Measurement | None
+    min_gain: float = 0.0  # the dispatch table's: a config must beat the original by this much
 
     @property
     def original_us(self) -> float | None:
@@ -91,7 +92,7 @@ class ShapeOutcome:
     @property
     def wins(self) -> bool:
         o, b = self.original_us, self.best_us
-        return b is not None and (o is None or b < o)
+        return b is not None and (o is None or b * (1.0 + self.min_gain) < o)
 
     @property
     def effective_us(self) -> float | None:
@@ -213,6 +214,7 @@ class TuneSearch:
         seed: int | None,
         quiet: bool = True,
         sampler: str = "auto",
+        min_gain: float = 0.0,
     ) -> None:
         self.spec = spec
         self.backend = backend
@@ -225,6 +227,7 @@ class TuneSearch:
         self.seed = seed
         self.quiet = quiet
         self.sampler = sampler
+        self.min_gain = min_gain
 
     def search(
         self,
@@ -252,6 +255,7 @@ class TuneSearch:
             out=folder,
             holdout="none",
             quiet=self.quiet,
+            min_gain=self.min_gain,
         )
         url = default_url(folder)
         storage = open_storage(url)
@@ -287,7 +291,9 @@ class TuneSearch:
                 failures["refused"] = failures.get("refused", 0) + r.stats.refused
             evaluations += r.stats.evaluations
             trials_run += r.stats.trials
-            outcomes.append(ShapeOutcome(r.point.name, r.metric, r.original, r.best_config, r.best))
+            outcomes.append(
+                ShapeOutcome(r.point.name, r.metric, r.original, r.best_config, r.best, self.min_gain)
+            )
         return RoundResult(
             tuple(outcomes), failures, evaluations, trials_run, time.monotonic() - start, folder
         )

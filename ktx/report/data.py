@@ -1,0 +1,267 @@
+"""Reading a ``ktx optimize`` run folder into what the report shows.
+
+Everything comes from the files the loop wrote (``optimize.json``, ``rounds.jsonl``,
+``baseline.json``, ``original.cu``, ``final/``, the rounds' ``study.db``), so a report can be
+made on any machine, long after the run, without the GPU or the passes that produced it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ktx.errors import KtxError, Location
+
+
+@dataclass(frozen=True)
+class ShapeRow:
+    """One shape of the final result."""
+
+    shape: str
+    metric: str
+    original_us: float | None
+    final_us: float | None
+    speedup: float | None
+    original_sol: float | None
+    final_sol: float | None
+    config: Mapping[str, int] | None
+
+
+@dataclass(frozen=True)
+class RoundRow:
+    """One round, as the report tells it."""
+
+    index: int
+    planner: str
+    pipeline: str
+    rationale: str
+    status: str
+    geomean: float | None
+    best_after: float | None
+    failures: tuple[tuple[str, tuple[str, ...]], ...]  # passes that did not apply, with reasons
+    search_failures: Mapping[str, int]
+    evaluations: int
+    tokens: int
+    attempts: int
+    fallback: str
+    note: str
+    shapes: Mapping[str, float | None]  # shape -> the round's effective time
+
+
+@dataclass(frozen=True)
+class RunData:
+    run_dir: Path
+    kernel: str
+    state: Mapping[str, Any]
+    rounds: tuple[RoundRow, ...]
+    shapes: tuple[ShapeRow, ...]
+    original: str
+    source_rel: str
+    template: str | None
+    trace: Mapping[str, Any] | None
+    dispatch_header: str | None
+    dispatch: Mapping[str, Any] | None
+    variants: tuple[str, ...]
+    importance: Mapping[str, float] = field(default_factory=dict)
+    importance_note: str = ""
+
+    @property
+    def best_round(self) -> int:
+        return int(self.state.get("best_round", 0))
+
+    @property
+    def pipeline(self) -> str:
+        return str(self.state.get("pipeline", ""))
+
+    @property
+    def geomean(self) -> float | None:
+        value = self.state.get("geomean_speedup")
+        return None if value is None else float(value)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return tuple(str(n) for n in self.state.get("notes", []))
+
+    @property
+    def failures(self) -> dict[str, int]:
+        """Failures by type over all rounds (search failures, and passes that did not apply)."""
+        total: dict[str, int] = {}
+        for r in self.rounds:
+            for kind, count in r.search_failures.items():
+                total[kind] = total.get(kind, 0) + int(count)
+            if r.failures:
+                total["pass did not apply"] = total.get("pass did not apply", 0) + len(r.failures)
+            if r.status == "template-failed" and not r.failures:
+                total["template failed"] = total.get("template failed", 0) + 1
+        return dict(sorted(total.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise KtxError(f"cannot read {path.name}: {exc.strerror}", Location(str(path))) from None
+    except ValueError as exc:
+        raise KtxError(f"{path.name} is not JSON: {exc}", Location(str(path))) from None
+
+
+def _rounds(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "rounds.jsonl"
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue  # a torn last line from a killed run
+    return out
+
+
+def _round_row(r: Mapping[str, Any]) -> RoundRow:
+    plan = r.get("plan", {})
+    result = r.get("result") or {}
+    usage = r.get("usage", {})
+    return RoundRow(
+        index=int(r["round"]),
+        planner=str(r.get("planner", "")),
+        pipeline=str(r.get("pipeline", "")),
+        rationale=str(r.get("rationale", "")),
+        status=str(r.get("status", "")),
+        geomean=r.get("geomean_speedup"),
+        best_after=r.get("best_after"),
+        failures=tuple(
+            (str(f["name"]), tuple(str(x) for x in f.get("reasons", []))) for f in r.get("failures", [])
+        ),
+        search_failures={str(k): int(v) for k, v in dict(result.get("failures", {})).items()},
+        evaluations=int(result.get("evaluations", 0) or 0),
+        tokens=int(usage.get("total_tokens", 0) or 0),
+        attempts=len(plan.get("attempts", [])),
+        fallback=str(plan.get("fallback", "")),
+        note=str(r.get("note", "")),
+        shapes={str(s["shape"]): s.get("effective_us") for s in result.get("shapes", [])},
+    )
+
+
+def _shape_row(s: Mapping[str, Any]) -> ShapeRow:
+    return ShapeRow(
+        str(s["shape"]),
+        str(s.get("metric", "")),
+        s.get("original_us"),
+        s.get("effective_us"),
+        s.get("speedup"),
+        s.get("original_sol_fraction"),
+        s.get("sol_fraction"),
+        s.get("best_config") if s.get("wins") else None,
+    )
+
+
+_PARAM = re.compile(r"^log2\((.+)\)$|^(.+)\[i\]$")
+
+
+def knob_of(param: str) -> str:
+    """The knob behind an Optuna param name (``log2(BLOCK_X)`` and ``NAME[i]`` are encodings)."""
+    m = _PARAM.match(param)
+    if not m:
+        return param
+    return m.group(1) or m.group(2)
+
+
+def knob_importance(study_db: Path) -> tuple[dict[str, float], str]:
+    """PED-ANOVA importance of each knob (Optuna's default evaluator: no scikit-learn needed),
+    averaged over the shapes' studies; or why there is none."""
+    if not study_db.exists():
+        return {}, "no study database in the best round"
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = optuna.storages.RDBStorage(f"sqlite:///{study_db.resolve()}")
+    totals: dict[str, list[float]] = {}
+    used = 0
+    for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
+        study = optuna.load_study(study_name=summary.study_name, storage=storage)
+        done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+        if len(done) < 3 or not any(t.params for t in done):
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                found = optuna.importance.get_param_importances(
+                    study, evaluator=optuna.importance.PedAnovaImportanceEvaluator()
+                )
+        except (RuntimeError, ValueError, ImportError, ZeroDivisionError):
+            continue
+        used += 1
+        for param, value in found.items():
+            totals.setdefault(knob_of(param), []).append(float(value))
+    if not totals:
+        return {}, "too few completed trials with varying knobs to rank them"
+    mean = {k: sum(v) / used for k, v in totals.items()}
+    ranked = dict(sorted(mean.items(), key=lambda kv: (-kv[1], kv[0])))
+    return ranked, f"PED-ANOVA (Optuna), mean over {used} shape stud{'y' if used == 1 else 'ies'}"
+
+
+def load_run(run_dir: Path) -> RunData:
+    """Read a run folder; a folder that is not one fails with a located error."""
+    state_path = run_dir / "optimize.json"
+    if not state_path.exists():
+        raise KtxError(
+            "not a ktx optimize run folder (no optimize.json)",
+            Location(str(run_dir)),
+            "give the --out of ktx optimize",
+        )
+    state = _read_json(state_path)
+    if not isinstance(state, dict) or state.get("format") != "ktx.optimize/1":
+        raise KtxError("optimize.json is not a ktx.optimize/1 file", Location(str(state_path)))
+    rounds = tuple(_round_row(r) for r in _rounds(run_dir))
+    original_path = run_dir / "original.cu"
+    if original_path.exists():
+        original = original_path.read_text(encoding="utf-8", errors="surrogateescape")
+    elif Path(str(state.get("source", ""))).exists():
+        original = Path(str(state["source"])).read_text(encoding="utf-8", errors="surrogateescape")
+    else:
+        original = ""
+    final = run_dir / "final"
+
+    def text(name: str) -> str | None:
+        p = final / name
+        return p.read_text(encoding="utf-8", errors="surrogateescape") if p.exists() else None
+
+    trace = _read_json(final / "trace.json") if (final / "trace.json").exists() else None
+    dispatch = _read_json(final / "dispatch.json") if (final / "dispatch.json").exists() else None
+    variants = tuple(
+        p.read_text(encoding="utf-8", errors="surrogateescape")
+        for p in sorted((final / "best").glob("variant_*.cu"), key=lambda p: int(p.stem.split("_")[1]))
+    ) if (final / "best").is_dir() else ()  # fmt: skip
+    best = int(state.get("best_round", 0))
+    importance: dict[str, float] = {}
+    note = "no round beat the original"
+    if best:
+        importance, note = knob_importance(run_dir / f"round-{best:02d}" / "study.db")
+    source = str(state.get("source", "kernel.cu"))
+    return RunData(
+        run_dir=run_dir,
+        kernel=str(state.get("kernel", "")),
+        state=state,
+        rounds=rounds,
+        shapes=tuple(_shape_row(s) for s in state.get("shapes", [])),
+        original=original,
+        source_rel=str(state.get("source_rel") or Path(source).name),
+        template=text("template.cu"),
+        trace=trace,
+        dispatch_header=text("dispatch.h"),
+        dispatch=dispatch,
+        variants=variants,
+        importance=importance,
+        importance_note=note,
+    )
+
+
+def finite(values: Sequence[float | None]) -> list[float]:
+    return [v for v in values if v is not None and math.isfinite(v)]

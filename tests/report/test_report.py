@@ -1,0 +1,190 @@
+"""``ktx report``: Markdown, self-contained HTML (checked in headless Chromium), per-pass diffs, patch."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("matplotlib", reason="ktx report needs matplotlib (ktx[report])")
+
+from agent.model_backend import ModelBackend
+
+from ktx.agent.loop import OptimizeRequest, optimize
+from ktx.agent.plan import Plan
+from ktx.agent.planner import PlanContext, PlanOutcome
+from ktx.cli import main
+from ktx.report import load_run, make_report
+from ktx.report.diffs import pass_diffs, patch, tuned_source
+
+ROOT = Path(__file__).resolve().parents[2]
+KERNEL = ROOT / "kernels" / "silu_and_mul"
+SHAPES = ("tokens=1,d=4096", "tokens=16,d=4096", "tokens=4096,d=4096")
+
+
+def request(out: Path, **kw: object) -> OptimizeRequest:
+    return OptimizeRequest(
+        kernel_dir=KERNEL,
+        rounds=3,
+        trials_per_round=8,
+        out=out,
+        shapes=SHAPES,
+        ncu="off",
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("report") / "run"
+    optimize(request(out), backend=ModelBackend())
+    return out
+
+
+@pytest.fixture(scope="module")
+def report(run_dir: Path) -> Path:
+    assert main(["report", str(run_dir)]) == 0
+    return run_dir / "report"
+
+
+def test_markdown_sections(report: Path) -> None:
+    md = (report / "report.md").read_text()
+    for heading in (
+        "## Per shape",
+        "## What each round tried, and why",
+        "### Best time per round",
+        "### Speedup per shape",
+        "### Fraction of speed-of-light per shape",
+        "### Knob importance",
+        "### Failures by type",
+        "## The diff each pass made (final pipeline)",
+        "### Dispatch header",
+    ):
+        assert heading in md, heading
+    assert (
+        "**fast math**: the spec already builds with -use_fast_math; the fast-math pass was not used." in md
+    )
+    assert "| 1 | rules | `split` |" in md
+    assert "fewer blocks than SMs" in md
+    assert "```diff" in md and "+#define KTX_SPLIT 1" in md
+    for name in re.findall(r"\]\((plots/[a-z]+\.png)\)", md):
+        assert (report / name).read_bytes().startswith(b"\x89PNG")
+    assert "wrong_result" in md  # the model's planted race, counted by type
+
+
+def test_html_is_self_contained(report: Path) -> None:
+    page = (report / "report.html").read_text()
+    assert not re.search(r"""(?:src|href)=["'](?:https?:|//|file:|plots/)""", page)
+    images = re.findall(r'<img [^>]*src="data:image/png;base64,([^"]+)"', page)
+    assert len(images) == 5
+    for data in images:
+        assert base64.b64decode(data).startswith(b"\x89PNG")
+    assert "<script>" in page and "data-images" in page
+
+
+def test_pass_diffs_replay_to_the_template(run_dir: Path) -> None:
+    run = load_run(run_dir)
+    assert run.trace is not None and run.template is not None
+    diffs = pass_diffs(run.original, run.trace)
+    assert [d.pass_name for d in diffs][-1] == "knob header"
+    assert diffs[0].pass_name == "split"
+    assert "+  for (int idx = blockIdx.y * blockDim.x + threadIdx.x" in diffs[0].diff
+
+
+def test_patch_applies_to_the_original(run_dir: Path, report: Path, tmp_path: Path) -> None:
+    if shutil.which("patch") is None:
+        pytest.skip("no patch(1) on this machine")
+    run = load_run(run_dir)
+    text = (report / "ktx.patch").read_text()
+    tree = tmp_path / "tree"
+    target = tree / run.source_rel
+    target.parent.mkdir(parents=True)
+    target.write_text(run.original)
+    done = subprocess.run(
+        ["patch", "-p1", "-i", str(report / "ktx.patch")], cwd=tree, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    tuned, _ = tuned_source(run.template, run.variants)
+    assert target.read_text() == tuned
+    header = target.parent / "silu_and_mul_dispatch.h"
+    assert header.read_text() == run.dispatch_header
+    assert "ktx_dispatch_silu_and_mul(" in text
+
+
+def test_patch_of_a_single_variant_is_plain_cuda() -> None:
+    variant = "// ktx tune: SPLIT=4\n// ktx: `split` instantiated with SPLIT=4\nint x;\n"
+    tuned, what = tuned_source("template", (variant,))
+    assert tuned == "// ktx: `split` instantiated with SPLIT=4\nint x;\n" and "plain CUDA" in what
+    text = patch("int y;", "k/kernel.cu", tuned, "#pragma once\n", "k_dispatch.h")
+    assert "--- a/k/kernel.cu" in text and "\\ No newline at end of file" in text
+    assert "--- /dev/null\n+++ b/k/k_dispatch.h" in text
+
+
+class StopPlanner:
+    name = "rules"
+
+    def plan(self, context: PlanContext) -> PlanOutcome:
+        return PlanOutcome(Plan((), "nothing to try", stop=True))
+
+
+def test_report_when_nothing_improved(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = optimize(request(out), backend=ModelBackend(), planner=StopPlanner())
+    assert result.best_round == 0 and result.stop_reason == "planner"
+    files = make_report(out)
+    assert files.patch is None
+    md = files.markdown.read_text()
+    assert "none (the original kernel is kept)" in md and "No pass changed the kernel." in md
+    assert (out / "final" / "README").exists()
+
+
+def test_report_errors(tmp_path: Path) -> None:
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    assert main(["report", str(tmp_path)]) == 2
+    (tmp_path / "optimize.json").write_text(json.dumps({"format": "other"}))
+    assert main(["report", str(tmp_path)]) == 2
+
+
+def chromium() -> str | None:
+    for name in (
+        "chromium",
+        "chromium-browser",
+        "google-chrome",
+        "google-chrome-stable",
+        "chrome",
+        "headless_shell",
+    ):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def test_html_renders_in_headless_chromium(report: Path, tmp_path: Path) -> None:
+    exe = chromium()
+    if exe is None:
+        pytest.skip("no Chromium on this machine (.ci/chromium.sh installs it with apt-get where it can)")
+    page = (report / "report.html").resolve().as_uri()
+    flags = [
+        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000",
+    ]  # fmt: skip
+    dom = subprocess.run([exe, *flags, "--dump-dom", page], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    found = re.search(r'<body[^>]*data-images="(\d+)/(\d+)"', dom.stdout)
+    assert found, "the page's load script did not run:\n" + dom.stdout[:500]
+    loaded, total = int(found.group(1)), int(found.group(2))
+    assert total == 5 and loaded == total
+    shot = tmp_path / "shot.png"
+    done = subprocess.run(
+        [exe, *flags, f"--screenshot={shot}", "--window-size=1280,2400", page],
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 20_000
