@@ -72,8 +72,11 @@ class LaunchMapping:
         for what, dims in (("grid", self.grid), ("block", self.block)):
             if not 1 <= len(dims) <= 3:
                 raise KtxError(f"launch {what} needs 1 to 3 expressions, got {len(dims)}")
-        for text in (*self.grid, *self.block, self.shared, *(e for _, e in self.vars)):
-            Expr.parse(text)
+        # Canonical text (what ast.unparse prints), so that equal mappings compare equal.
+        object.__setattr__(self, "grid", tuple(_canonical(g) for g in self.grid))
+        object.__setattr__(self, "block", tuple(_canonical(b) for b in self.block))
+        object.__setattr__(self, "shared", _canonical(self.shared))
+        object.__setattr__(self, "vars", tuple((n, _canonical(e)) for n, e in self.vars))
 
     # -- edits (passes) ------------------------------------------------------------------
 
@@ -153,6 +156,10 @@ class LaunchMapping:
             pairs,
             str(data.get("origin", "")),
         )
+
+
+def _canonical(text: str) -> str:
+    return str(Expr.parse(text))
 
 
 def substitute(text: str, env: Mapping[str, str]) -> str:

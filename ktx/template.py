@@ -557,8 +557,17 @@ def _strip_parens(text: str) -> str:
 
 
 def _atom(text: str) -> str:
+    """``text`` ready to be an operand of ``+``: parenthesised unless it binds tighter already."""
     t = text.strip()
-    return t if re.fullmatch(r"[\w.]+", t) or _strip_parens(t) != t else f"({t})"
+    depth = 0
+    for ch in t:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif depth == 0 and ch in "+-?<>=&|!^~,":
+            return f"({t})"
+    return t
 
 
 def _value(text: str, values: Mapping[str, int]) -> int | None:

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import tree_sitter as ts
-from ktx.ir import Function, Module
+from ktx.ir import Function, Module, Span
 from ktx.ir.analysis import PerfConstant, perf_constants
 from ktx.ir.consteval import int_literal
 from ktx.passes._common import around, replace_literal, uses_shuffles
@@ -72,8 +72,18 @@ class Expose(Pass[ConstSite]):
         consts = [c for c in perf_constants(module) if _relevant(c, fn, launchers)]
         # Device-side constants first, so that host copies of a refused one are refused too.
         consts.sort(key=lambda c: (not fn.span.contains(c.span) and c.kind != "template-int", c.span.start))
+        tied = {
+            lit.start_byte
+            for c in consts
+            if c.kind == "template-int" and c.value is not None
+            for site in target.launches
+            for lit in _tied_literals(module, site.config, c.value)
+        }
         for c in consts:
             knob = _knob_name(module, c)
+            if c.kind == "launch-literal" and c.span.start in tied:
+                yield Skip(f"{c.value} follows the kernel's template parameter of that value", knob, c.span)
+                continue
             if wanted and knob not in wanted and c.name.upper() not in wanted:
                 continue
             reason = self._refusal(target, c, refused)
@@ -142,9 +152,17 @@ class Expose(Pass[ConstSite]):
         macro = rw.knob(site.knob, values, c.value, f"{_kind_text(c)} {c.name} (was {c.value})")
         if c.kind == "template-int":
             index = next(i for i, p in enumerate(rw.target.kernel.template_params) if p.name == c.name)
+            tied: list[str] = []
             for launch in rw.target.launches:
                 rw.replace(launch.template_arg_spans[index], macro)
+                for lit in _tied_literals(rw.target.module, launch.config, c.value):
+                    rw.replace_bytes(lit.start_byte, lit.end_byte, macro)
+                    tied.append(f"line {lit.start_point[0] + 1}")
             rw.set_template_arg(index, "{" + site.knob + "}")
+            if tied:
+                rw.note(f"the launch's literal {c.value} ({', '.join(tied)}) follows {site.knob}")
+                if rw.mapping is not None:
+                    rw.set_mapping(replace_literal(rw.mapping, c.value, site.knob)[0])
         else:
             rw.replace(c.span, macro)
         mapping = rw.mapping
@@ -173,6 +191,19 @@ def _rename(mapping: LaunchMapping, old: str, new: str) -> LaunchMapping:
         mapping.origin,
         mapping.notes,
     )
+
+
+def _tied_literals(module: Module, config: Span, value: int) -> list[ts.Node]:
+    """Integer literals equal to ``value`` in a launch's ``<<<...>>>``: the same quantity as a
+    template parameter of that value (``k<T, 256><<<n / 256, 256>>>``), so they change with it."""
+    node = module.node(config)
+    return [
+        n
+        for n in syntax.walk(node)
+        if n.type == "number_literal"
+        and config.start <= n.start_byte < config.end
+        and int_literal(syntax.text(module, n)) == value
+    ]
 
 
 def _launch_use(c: PerfConstant) -> bool:

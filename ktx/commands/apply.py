@@ -129,8 +129,8 @@ def run(args: argparse.Namespace) -> int:
             difflib.unified_diff(
                 template.original.splitlines(keepends=True),
                 text.splitlines(keepends=True),
-                f"a/{args.file}",
-                f"b/{args.file}",
+                args.file if Path(args.file).is_absolute() else f"a/{args.file}",
+                args.file if Path(args.file).is_absolute() else f"b/{args.file}",
             )
         )
     _emit(text, args.output)

@@ -1,0 +1,92 @@
+"""block-size: block dims become knobs; launcher, __launch_bounds__ and mapping follow."""
+
+from __future__ import annotations
+
+from passtest import apply, changed, code, remarks, suite_source
+
+from ktx.launch import LaunchMapping
+
+ONE_D = """\
+__global__ void k(float* x, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = 0.f;
+}
+void launch(float* x, int n, int rows) {
+  dim3 block(std::min(n, 256));
+  k<<<rows, block>>>(x, n);
+}
+"""
+
+
+def test_one_dimensional_block() -> None:
+    t = apply(ONE_D, "block-size")
+    (knob,) = t.knobs
+    assert (knob.name, knob.values, knob.default) == ("BLOCK_X", (0, 32, 64, 128, 256, 512, 1024), 0)
+    assert changed(ONE_D, code(t)) == [
+        "-__global__ void k(float* x, int n) {",
+        "+__global__ void __launch_bounds__(KTX_BLOCK_X) k(float* x, int n) {",
+        "-  dim3 block(std::min(n, 256));",
+        "+  dim3 block(KTX_PICK(KTX_BLOCK_X, (std::min(n, 256))));",
+    ]
+    launch = t.launch()
+    assert launch is not None and launch.block == ("BLOCK_X if BLOCK_X else min(n, 256)",)
+    out = t.instantiate({"BLOCK_X": 512})
+    assert "__launch_bounds__(512) k(" in out and "dim3 block(512);" in out
+
+
+def test_warp_lanes_along_x_stay_and_shared_memory_follows_the_warps() -> None:
+    t = apply(suite_source("rmsnorm"), "block-size")
+    (knob,) = t.knobs
+    assert (knob.name, knob.values) == ("BLOCK_Y", (0, 1, 2, 4, 8, 16, 32))
+    assert "x stays 32" in remarks(t)[0]
+    assert "const int num_warps = KTX_PICK(KTX_BLOCK_Y, (std::max(1, (block_size + 31) / 32)));" in t.source
+    launch = t.launch()
+    assert launch is not None
+    assert launch.block[0] == "32"
+    assert launch.evaluate({"num_tokens": 1, "d": 4096, "BLOCK_Y": 8}) == ((1,), (32, 8), 32)
+    assert launch.evaluate({"num_tokens": 1, "d": 4096, "BLOCK_Y": 0}) == ((1,), (32, 16), 64)
+    assert "__launch_bounds__(32 * KTX_BLOCK_Y)" in t.source
+
+
+def test_a_spec_mapping_var_becomes_the_knob() -> None:
+    spec = LaunchMapping(
+        ("tokens",),
+        ("32", "warps"),
+        "cdiv(warps, 4) * 4 * 4",
+        (("warps", "max(1, cdiv(min(1024, d // 8), 32))"),),
+    )
+    t = apply(suite_source("rmsnorm"), "block-size", mapping=spec)
+    launch = t.launch()
+    assert launch is not None
+    assert launch.shared == "cdiv(BLOCK_Y if BLOCK_Y else max(1, cdiv(min(1024, d // 8), 32)), 4) * 4 * 4"
+
+
+def test_a_constant_block_is_edited_where_it_is_defined() -> None:
+    t = apply(suite_source("merge_attn_states"), "block-size")
+    assert "constexpr unsigned int NUM_THREADS = KTX_PICK(KTX_BLOCK_X, (128));" in t.source
+    launch = t.launch()
+    assert launch is not None and launch.grid[0].count("BLOCK_X if BLOCK_X else 128") == 2
+
+
+def test_existing_launch_bounds_keep_their_value_by_default() -> None:
+    src = ONE_D.replace("__global__ void k", "__global__ void __launch_bounds__(256) k")
+    t = apply(src, "block-size")
+    assert "__launch_bounds__(KTX_PICK(KTX_BLOCK_X, (256)))" in t.source
+    assert "__launch_bounds__(256) k" in t.instantiate()
+    assert "__launch_bounds__(64) k" in t.instantiate({"BLOCK_X": 64})
+
+
+def test_refusals() -> None:
+    fixed = ONE_D.replace("blockDim.x", "128")
+    assert remarks(apply(fixed, "block-size")) == [
+        "k: the kernel never reads blockDim: its work mapping assumes the launch's block size"
+    ]
+    shared = ONE_D.replace("{\n  for", "{\n  __shared__ float s[256];\n  for")
+    assert "fixed-size __shared__ array s[256]" in remarks(apply(shared, "block-size"))[0]
+    repeated = ONE_D.replace("k<<<rows, block>>>", "k<<<(n + 255) / 256, 256>>>")
+    assert "the grid repeats the block's literal 256" in remarks(apply(repeated, "block-size"))[0]
+    literal = ONE_D.replace("dim3 block(std::min(n, 256));", "dim3 block(128);").replace(
+        "x[i] = 0.f", "x[i] = i % 128"
+    )
+    assert "the kernel body uses the literal 128" in remarks(apply(literal, "block-size"))[0]
+    quant = apply(suite_source("per_token_group_quant_fp8"), "block-size")
+    assert quant.source == quant.original

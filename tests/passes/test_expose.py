@@ -1,0 +1,74 @@
+"""expose: existing performance constants become knobs; the others are remarks with reasons."""
+
+from __future__ import annotations
+
+from passtest import apply, remarks, suite_source
+
+TEMPLATED = """\
+#define ITEMS 4
+template <typename T, int NUM_THREADS>
+__global__ void __launch_bounds__(NUM_THREADS) k(T* x, int n) {
+  for (int i = threadIdx.x; i < n; i += NUM_THREADS) {
+    for (int j = 0; j < ITEMS; ++j) x[i * ITEMS + j] = 0;
+  }
+}
+void launch(float* x, int n) {
+  k<float, 256><<<n / 256, 256>>>(x, n);
+}
+"""
+
+
+def test_template_int_and_define() -> None:
+    t = apply(TEMPLATED, "expose")
+    knobs = {k.name: (k.values, k.default) for k in t.knobs}
+    assert knobs["NUM_THREADS"] == ((64, 128, 256, 512, 1024), 256)
+    assert knobs["ITEMS"] == ((1, 2, 4, 8, 16), 4)
+    assert "k<float, KTX_NUM_THREADS><<<n / KTX_NUM_THREADS, KTX_NUM_THREADS>>>" in t.source
+    launch = t.launch()
+    assert launch is not None and launch.grid == ("n // NUM_THREADS",)
+    assert "#define ITEMS KTX_ITEMS" in t.source
+    assert t.template_args == ("float", "{NUM_THREADS}")
+    assert t.name_expression({"NUM_THREADS": 128}) == "k<float, 128>"
+    out = t.instantiate({"NUM_THREADS": 512, "ITEMS": 2})
+    assert "k<float, 512><<<" in out and "#define ITEMS 2" in out
+
+
+def test_launcher_constants_and_the_mapping() -> None:
+    t = apply(suite_source("merge_attn_states"), "expose")
+    assert [k.name for k in t.knobs] == ["NUM_THREADS"]
+    assert "constexpr unsigned int NUM_THREADS = KTX_NUM_THREADS;" in t.source
+    launch = t.launch()
+    assert launch is not None and launch.block == ("NUM_THREADS",)
+    assert "pack_size: pack_size is computed from sizeof" in " ".join(remarks(t, "skipped")) or any(
+        "computed from sizeof" in r for r in remarks(t, "skipped")
+    )
+
+
+def test_launch_literal_caps_are_named_after_their_variable() -> None:
+    t = apply(suite_source("silu_and_mul"), "expose")
+    (knob,) = t.knobs
+    assert (knob.name, knob.values, knob.default) == ("BLOCK_MAX", (64, 128, 256, 512, 1024), 256)
+    assert "dim3 block(std::max(1, std::min(d / vec_size, KTX_BLOCK_MAX)));" in t.source
+    launch = t.launch()
+    assert launch is not None and launch.block == ("max(1, min(d // (16 // 2), BLOCK_MAX))",)
+
+
+def test_refusals_say_why() -> None:
+    rms = remarks(apply(suite_source("rmsnorm"), "expose"), "skipped")
+    assert "WARP_SIZE: WARP_SIZE is the warp size, fixed by the hardware" in rms
+    assert any("32 is the warp width the kernel's shuffles assume" in r for r in rms)
+    quant = remarks(apply(suite_source("per_token_group_quant_fp8"), "expose"), "skipped")
+    assert quant[0].startswith("THREADS_PER_GROUP: THREADS_PER_GROUP maps threads to work (threadIdx.x / ")
+    assert quant[1] == (
+        "THREADS_PER_GROUP: THREADS_PER_GROUP must stay equal to the device-side THREADS_PER_GROUP, "
+        "which is not exposed"
+    )
+    moe = remarks(apply(suite_source("moe_sum"), "expose"), "skipped")
+    assert moe[0].startswith(
+        "TOPK: TOPK takes different values at its 8 launch sites (1, 2, 3, 4, 5, 6, 7, 8)"
+    )
+
+
+def test_names_option_selects() -> None:
+    t = apply(TEMPLATED, "expose{names=ITEMS}")
+    assert [k.name for k in t.knobs] == ["ITEMS"]
