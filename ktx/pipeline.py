@@ -42,7 +42,7 @@ from ktx.passbase import (
     Target,
 )
 from ktx.registry import Registry, default_registry
-from ktx.template import HEADER_BEGIN, KnobSpace, Step, Template, Trace, header, sha256
+from ktx.template import HEADER_BEGIN_LINE, KnobSpace, Step, Template, Trace, header, sha256
 
 AnyPass = Pass[Any]
 
@@ -284,7 +284,7 @@ def run(
     reg = registry or default_registry()
     module = source if isinstance(source, Module) else parse(source, path)
     passes = instantiate_specs(parse_pipeline(pipeline), reg) if isinstance(pipeline, str) else list(pipeline)
-    if HEADER_BEGIN.encode() in module.source:
+    if HEADER_BEGIN_LINE.search(module.print()):
         raise KtxError(
             "this file is already a ktx template",
             Location(module.path),

@@ -33,7 +33,7 @@ import hashlib
 import json
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +47,9 @@ from ktx.passbase import CONSTEXPR_PREFIX, MACRO_PREFIX, Knob, Outcome, outcome_
 
 HEADER_BEGIN = "// ktx:knobs begin"
 HEADER_END = "// ktx:knobs end"
+#: The header's markers as lines of their own (a comment that quotes them does not count).
+HEADER_BEGIN_LINE = re.compile(r"(?m)^// ktx:knobs begin[ \t]*\r?$")
+HEADER_END_LINE = re.compile(r"(?m)^// ktx:knobs end[ \t]*\r?$")
 TRACE_VERSION = 1
 _PLACEHOLDER = re.compile(r"\{([A-Z][A-Z0-9_]*)\}")
 
@@ -420,18 +423,61 @@ def header(knobs: Sequence[Knob], source: str, kernel: str, pipeline: str, newli
 
 
 def lower(source: str, values: Mapping[str, int], pipeline: str = "") -> str:
-    """Template source -> concrete source for ``values`` (every knob must have one)."""
+    """Template source -> concrete source for ``values`` (every knob must have one).
+
+    Only code is rewritten: comments that mention a placeholder are left as written.
+    """
     text = _drop_header(source, values, pipeline)
     text = _lower_conditionals(text, values)
     text = _lower_calls(text, values)
     text = _lower_pragmas(text, values)
-    for name in sorted(values, key=len, reverse=True):
-        text = re.sub(rf"\b{MACRO_PREFIX}{name}\b", str(values[name]), text)
+    names = "|".join(sorted(values, key=len, reverse=True))
+    if names:
+        text = _sub_code(rf"\b{MACRO_PREFIX}({names})\b", lambda m: str(values[m.group(1)]), text)
     text = _lower_launch_bounds(text)
-    leftover = re.search(rf"\b(?:{MACRO_PREFIX}[A-Z][A-Z0-9_]*|{CONSTEXPR_PREFIX}[A-Z][A-Z0-9_]*)\b", text)
-    if leftover:
-        raise KtxError(f"placeholder {leftover.group(0)} has no value", None, "is the config complete?")
+    comments = _comment_spans(text)
+    for leftover in re.finditer(
+        rf"\b(?:{MACRO_PREFIX}[A-Z][A-Z0-9_]*|{CONSTEXPR_PREFIX}[A-Z][A-Z0-9_]*)\b", text
+    ):
+        if not _inside(leftover.start(), comments):
+            raise KtxError(f"placeholder {leftover.group(0)} has no value", None, "is the config complete?")
     return text
+
+
+def _comment_spans(text: str) -> list[tuple[int, int]]:
+    """``[start, end)`` of each ``//`` and ``/* */`` comment (string and char literals skipped)."""
+    spans: list[tuple[int, int]] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch in "\"'":
+            j = i + 1
+            while j < n and text[j] != ch and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            i = j + 1
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            spans.append((i, j))
+            i = j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            spans.append((i, j))
+            i = j
+        else:
+            i += 1
+    return spans
+
+
+def _inside(offset: int, spans: list[tuple[int, int]]) -> bool:
+    return any(a <= offset < b for a, b in spans)
+
+
+def _sub_code(pattern: str, repl: Callable[[re.Match[str]], str], text: str) -> str:
+    """``re.sub`` that leaves comments alone."""
+    comments = _comment_spans(text)
+    return re.sub(pattern, lambda m: m.group(0) if _inside(m.start(), comments) else repl(m), text)
 
 
 _DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b(.*?)(?://.*)?$")
@@ -512,13 +558,14 @@ def _lower_conditionals(text: str, values: Mapping[str, int]) -> str:
 
 
 def _drop_header(source: str, values: Mapping[str, int], pipeline: str) -> str:
-    start = source.find(HEADER_BEGIN)
-    if start < 0:
+    begin = HEADER_BEGIN_LINE.search(source)
+    if begin is None:
         return source
-    end = source.find(HEADER_END, start)
-    if end < 0:
+    start = begin.start()
+    stop = HEADER_END_LINE.search(source, begin.end())
+    if stop is None:
         raise KtxError("the knob header has no end marker", None, f"restore the line {HEADER_END!r}")
-    end = source.find("\n", end)
+    end = source.find("\n", stop.end())
     end = len(source) if end < 0 else end + 1
     config = ", ".join(f"{k}={v}" for k, v in values.items())
     line = f"// ktx: `{pipeline}` instantiated with {config}\n" if values else ""
@@ -585,7 +632,8 @@ def _lower_calls(text: str, values: Mapping[str, int]) -> str:
     """Replace ``KTX_PICK(k, (e))`` and ``KTX_CDIV(a, b)`` by plain code, innermost first."""
     pattern = re.compile(r"\bKTX_(PICK|CDIV)\s*\(")
     while True:
-        found = [m for m in pattern.finditer(text)]
+        comments = _comment_spans(text)
+        found = [m for m in pattern.finditer(text) if not _inside(m.start(), comments)]
         if not found:
             return text
         m = found[-1]  # the last one cannot contain another
@@ -625,8 +673,9 @@ def _lower_launch_bounds(text: str) -> str:
     """Fold ``__launch_bounds__`` arguments; drop a zero bound (``(0)`` is no bound, as in nvcc)."""
     out: list[str] = []
     pos = 0
+    comments = _comment_spans(text)
     for m in re.finditer(r"__launch_bounds__\s*\(", text):
-        if m.start() < pos:
+        if m.start() < pos or _inside(m.start(), comments):
             continue
         args, end = _split_args(text, m.end() - 1)
         folded = [_fold(a) for a in args]

@@ -37,7 +37,8 @@ from ktx import syntax
 from ktx.launch import LaunchMapping, substitute
 from ktx.passbase import KnobSpec, Option, Pass, Rewriter, Site, Skip, Target
 
-_BLOCKISH = re.compile(r"THREAD|BLOCK|WARPS", re.I)
+#: Names of constants that size a block (not ``MAX_BLOCKS``, a number of blocks).
+_BLOCKISH = re.compile(r"THREAD|BLOCK(?!S)|WARPS", re.I)
 
 
 @dataclass(frozen=True)
@@ -263,10 +264,10 @@ def _thread_mapping_use(module: Module, body: ts.Node, name: str) -> str | None:
 
 def _knob_name(module: Module, c: PerfConstant) -> str:
     if c.kind != "launch-literal":
-        return re.sub(r"[^A-Z0-9_]", "_", c.name.upper())
+        return _upper_snake(c.name)
     node = module.node(c.span)
     var = _enclosing_variable(module, node)
-    base = var.upper() if var else "BLOCK"
+    base = _upper_snake(var) if var else "BLOCK"
     call = node.parent.parent if node.parent is not None and node.parent.type == "argument_list" else None
     if call is not None and call.type == "call_expression":
         callee = call.child_by_field_name("function")
@@ -276,6 +277,14 @@ def _knob_name(module: Module, c: PerfConstant) -> str:
         if name.endswith("max"):
             return f"{base}_MIN"
     return base
+
+
+def _upper_snake(name: str) -> str:
+    """``kMaxBlocks`` -> ``MAX_BLOCKS``, ``num_threads`` -> ``NUM_THREADS``, ``VEC`` -> ``VEC``."""
+    if re.match(r"k[A-Z]", name):
+        name = name[1:]
+    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
+    return re.sub(r"[^A-Z0-9_]", "_", name.upper())
 
 
 def _enclosing_variable(module: Module, node: ts.Node) -> str | None:
