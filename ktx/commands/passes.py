@@ -127,7 +127,7 @@ def markdown(registry: Registry) -> str:
         if cls.options:
             out += ["| option | type | default | help |", "| --- | --- | --- | --- |"]
             out += [
-                f"| `{o.name}` | {o.kind} | `{o.format(o.default) or '(all)'}` | {_cell(o.help)} |"
+                f"| `{o.name}` | {o.kind} | `{_cell(o.format(o.default)) or '(all)'}` | {_cell(o.help)} |"
                 for o in cls.options
             ]
             out.append("")

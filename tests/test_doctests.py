@@ -1,0 +1,16 @@
+"""The runnable examples in the docstrings of the pass framework."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["ktx.template", "ktx.launch", "ktx.pipeline", "ktx.passbase", "ktx.passes._common"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name: str) -> None:
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.failed == 0
