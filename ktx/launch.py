@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import tree_sitter as ts
 from ktx.ir import LaunchSite, Module
@@ -27,6 +28,9 @@ from ktx.ir.consteval import SIZEOF, int_literal
 from ktx import syntax
 from ktx.errors import KtxError
 from ktx.expr import Expr, Value
+
+if TYPE_CHECKING:
+    from ktx.spec import Spec
 
 KNOB_PREFIX = "KTX_"
 _MIN_MAX = {"min": "min", "std::min": "min", "::min": "min", "max": "max", "std::max": "max", "::max": "max"}
@@ -423,6 +427,17 @@ def translate(module: Module, site: LaunchSite, nodes: dict[str, list[ts.Node]])
     )
     origin = f"{module.path or '<input>'}:{site.span.line}"
     return LaunchMapping(grid, block, shared, vars_, origin, notes)
+
+
+def mapping_from_spec(spec: Spec) -> LaunchMapping:
+    """The spec's ``[launch]``, with its derived ``[vars]`` as vars (so passes can redefine them)."""
+    return LaunchMapping(
+        tuple(e.text for e in spec.launch.grid),
+        tuple(e.text for e in spec.launch.block),
+        spec.launch.shared.text,
+        tuple((name, expr.text) for name, expr in spec.derived),
+        "spec",
+    )
 
 
 def mapping_from_file(module: Module, kernel: str) -> LaunchMapping | None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar, Generic, Literal, TypeVar
 
 from ktx.ir import Edit, Function, LaunchSite, Loop, Module, Span
@@ -411,14 +411,3 @@ class Pass(Generic[S]):
         declared = {o.name: o for o in type(self).options}
         changed = [f"{n}={declared[n].format(v)}" for n, v in self.values.items() if v != declared[n].default]
         return f"{self.name}{{{','.join(changed)}}}" if changed else self.name
-
-
-@dataclass(frozen=True)
-class SiteResult:
-    """A committed site: its edits and what they exposed (used by the pipeline and the trace)."""
-
-    outcome: Outcome
-    edits: tuple[Edit, ...] = ()
-    knobs: tuple[Knob, ...] = ()
-    constraints: tuple[str, ...] = ()
-    extra: Mapping[str, object] = field(default_factory=dict)

@@ -36,7 +36,7 @@ from ktx.ir.consteval import int_literal
 from ktx.passes._common import KernelSite, kernel_node, powers_of_two, replace_literal, uses_shuffles
 
 from ktx import syntax
-from ktx.launch import LaunchMapping, is_constant, launch_dims, local_value
+from ktx.launch import LaunchMapping, is_constant, launch_dims, local_value, substitute
 from ktx.passbase import KnobSpec, Option, Pass, Refuse, Rewriter, Skip, Target
 
 AXES = "XYZ"
@@ -49,14 +49,14 @@ class BlockSize(Pass[KernelSite]):
     knobs = (
         KnobSpec(
             "BLOCK_X",
-            "32, 64, … 1024 (and the current size)",
-            "the current block size if constant, else 0 (as the original computes it)",
+            "0, 32, 64, … max",
+            "0: the block size the original launch computes",
             "threads per block along x",
         ),
         KnobSpec(
             "BLOCK_Y",
-            "1, 2, … 32 (warps, when x is a warp)",
-            "as BLOCK_X",
+            "0, 1, 2, … 32 when x is a warp (else 0, 1, 2, … max)",
+            "0, as BLOCK_X",
             "threads per block along y (2-D blocks)",
         ),
     )
@@ -205,6 +205,18 @@ class BlockSize(Pass[KernelSite]):
         var = mapping.var(comp)
         if var is not None:
             return mapping.with_var(comp, f"{name} if {name} else ({var})")
+        if comp.isidentifier():
+            # A name the mapping does not define (a spec's derived ``warps``): every use of it
+            # follows the knob, so shared memory sized from it grows with the block.
+            picked = f"({name} if {name} else {comp})"
+            return LaunchMapping(
+                tuple(substitute(g, {comp: picked}) for g in mapping.grid),
+                tuple(substitute(b, {comp: picked}) for b in mapping.block),
+                substitute(mapping.shared, {comp: picked}),
+                tuple((n, substitute(e, {comp: picked})) for n, e in mapping.vars),
+                mapping.origin,
+                mapping.notes,
+            )
         block = list(mapping.block)
         block[axis] = f"{name} if {name} else ({comp})"
         return mapping.with_block(tuple(block))

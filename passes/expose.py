@@ -179,6 +179,11 @@ class Expose(Pass[ConstSite]):
         if places:
             rw.set_mapping(new)
             rw.note(f"launch mapping: {c.value} -> {site.knob} in {', '.join(places)}")
+        else:
+            rw.note(
+                f"the launch mapping has no literal {c.value}: {site.knob} changes the file's launcher "
+                "only (give the mapping its vars, ktx.launch.mapping_from_spec)"
+            )
 
 
 def _rename(mapping: LaunchMapping, old: str, new: str) -> LaunchMapping:

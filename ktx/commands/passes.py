@@ -76,7 +76,8 @@ def _list(names: tuple[str, ...]) -> str:
 
 
 def _cell(s: str) -> str:
-    return s.replace("|", "\\|")
+    """Text for a Markdown table cell: pipes escaped, ``__x__`` not read as bold."""
+    return s.replace("|", "\\|").replace("__", "\\_\\_")
 
 
 def text(registry: Registry) -> str:
