@@ -10,6 +10,8 @@
 | split | SPLIT | row loops over gridDim.y; grid gains y |
 | tile | TILE_<loop> | strip-mined loop, unrolled tile |
 | vectorize | VEC_<loop> | contiguous scalar accesses -> packed 2-16 byte accesses, scalar tail |
+| cache-hints | CACHE_LD_<param>, CACHE_ST_<param> | __ldg / ld.global.nc / __ldcs loads, __stcs stores |
+| fast-math | FAST_MATH | __expf & co., __fdividef or reciprocal-multiply, rsqrtf, under #if |
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from __future__ import annotations
 from typing import Any
 
 from ktx.passes.block_size import BlockSize
+from ktx.passes.cache_hints import CacheHints
 from ktx.passes.coarsen import Coarsen
 from ktx.passes.expose import Expose
+from ktx.passes.fast_math import FastMath
 from ktx.passes.launch_bounds import LaunchBounds
 from ktx.passes.split import Split
 from ktx.passes.tile import Tile
@@ -36,13 +40,17 @@ BUILTINS: tuple[type[Pass[Any]], ...] = (
     Split,
     Tile,
     Vectorize,
+    FastMath,
+    CacheHints,
 )
 
 __all__ = [
     "BUILTINS",
     "BlockSize",
+    "CacheHints",
     "Coarsen",
     "Expose",
+    "FastMath",
     "LaunchBounds",
     "Split",
     "Tile",

@@ -87,6 +87,14 @@ __device__ __forceinline__ uint4 load_na(const uint4* p) {
   return r;
 }
 
+// Any other type of 1 to 16 bytes, through the word of its size.
+template <typename W>
+__device__ __forceinline__ W load_na(const W* p) {
+  using U = typename word<sizeof(W)>::type;
+  const U u = load_na(reinterpret_cast<const U*>(p));
+  return *reinterpret_cast<const W*>(&u);
+}
+
 // One word with a cache policy. Load HINT: 0 plain, 1 __ldg, 2 __ldcs, 3 nc without L1.
 // Store HINT: 0 plain, 1 __stcs.
 template <int HINT, typename W>
@@ -131,9 +139,10 @@ __device__ __forceinline__ T ld(const T* p) {
   const W w = load_word<HINT>(reinterpret_cast<const W*>(p));
   return *reinterpret_cast<const T*>(&w);
 }
-template <int HINT, typename T>
-__device__ __forceinline__ void st(T* p, const T& x) {
+template <int HINT, typename T, typename U>
+__device__ __forceinline__ void st(T* p, const U& value) {
   using W = typename word<sizeof(T)>::type;
+  const T x = value;  // the conversion `*p = value` would make
   store_word<HINT>(reinterpret_cast<W*>(p), *reinterpret_cast<const W*>(&x));
 }
 

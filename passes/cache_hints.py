@@ -1,0 +1,496 @@
+"""``cache-hints``: the cache policy of loads and stores becomes knobs, plain by default.
+
+A kernel that streams a tensor once gains nothing from keeping it in L1 or L2, and a tensor
+that no thread writes may go through the read-only path. The pass gives each such choice a
+knob, per memory (a kernel parameter) or per helper that does the access:
+
+* ``CACHE_LD_<PARAM>`` for loads from a parameter no write of the kernel can reach (``const``
+  and ``__restrict__``): 0 plain, 1 ``__ldg`` (``ld.global.nc``), 2 ``__ldcs`` (streaming,
+  evict first), 3 ``ld.global.nc.L1::no_allocate``;
+* ``CACHE_ST_<PARAM>`` for stores to a parameter: 0 plain, 1 ``__stcs`` (streaming);
+* ``CACHE_LD_<HELPER>`` / ``CACHE_ST_<HELPER>`` for a device function that does the access
+  for the kernel (``Pack<T>::load``, which dereferences ``reinterpret_cast<const uint4*>(ptr)``),
+  when every call in the file passes it read-only memory (for a load).
+
+What is rewritten: scalar subscripts in the kernel (``x[i]`` -> ``ktx::ld<K>(&x[i])``,
+``out[i] = v`` -> ``ktx::st<K>(&out[i], v)``), the packed accesses ``vectorize`` wrote
+(``ktx::load<V>`` gains the hint), and dereferences inside helpers. The helpers live in the
+``ktx`` prelude (see :mod:`ktx.passes._device`). Value 0 is the plain access, so the default
+config does what the original does.
+
+Loads from memory the kernel may write (an in-place tensor, a parameter without
+``__restrict__`` while any global memory is written) are never given the read-only path:
+``ld.global.nc`` on memory written during the kernel is undefined.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import tree_sitter as ts
+from ktx.ir import Function, Module
+from ktx.ir.access import Root, element_size, roots
+from ktx.passes._device import LOAD_HINTS, STORE_HINTS, PreludeSite, insert_prelude, prelude_site
+
+from ktx import syntax
+from ktx.passbase import KnobSpec, Option, OptionValue, Pass, Refuse, Rewriter, Site, Skip, Target
+
+_WIDTHS = (1, 2, 4, 8, 16)
+
+
+@dataclass(frozen=True)
+class HintSite(Site):
+    """One knob: the loads (``load``) or stores (``store``) of one memory or one helper."""
+
+    direction: str
+    subject: str
+    """The parameter (direct accesses) or the helper function (accesses inside it)."""
+    helper: bool
+    nodes: tuple[ts.Node, ...]
+
+
+class CacheHints(Pass[HintSite | PreludeSite]):
+    name = "cache-hints"
+    summary = (
+        "knobs for the cache policy of read-only loads (__ldg, ld.global.nc) and streaming stores (__stcs)"
+    )
+    description = __doc__ or ""
+    knobs = (
+        KnobSpec(
+            "CACHE_LD_<param>",
+            "0, 1, 2, 3",
+            "0 (plain load)",
+            "loads of read-only memory: 0 plain, 1 __ldg, 2 __ldcs, 3 ld.global.nc.L1::no_allocate",
+        ),
+        KnobSpec("CACHE_ST_<param>", "0, 1", "0 (plain store)", "stores: 0 plain, 1 __stcs (streaming)"),
+    )
+    options = (
+        Option("loads", "bool", True, "expose load policies"),
+        Option("stores", "bool", True, "expose store policies"),
+        Option("helpers", "bool", True, "also hint accesses inside device functions the kernel calls"),
+    )
+    after = (
+        "expose",
+        "block-size",
+        "unroll",
+        "coarsen",
+        "split",
+        "tile",
+        "hoist",
+        "vectorize",
+        "warp-reduce",
+        "rows-per-block",
+    )
+
+    def __init__(self, **options: OptionValue) -> None:
+        super().__init__(**options)
+        self._rewritten: list[str] = []
+
+    def sites(self, target: Target) -> Iterator[HintSite | PreludeSite | Skip]:
+        self._rewritten = []
+        module, fn = target.module, target.kernel
+        known = roots(module, fn)
+        body = module.node(fn.body)
+        written = written_roots(module, fn, known)
+        loads: dict[str, list[ts.Node]] = {}
+        stores: dict[str, list[ts.Node]] = {}
+        for n in syntax.walk(body):
+            if n.type == "subscript_expression":
+                _direct(module, fn, target, n, known, loads, stores)
+            elif n.type == "call_expression":
+                _packed(module, n, known, loads, stores)
+        refused: set[str] = set()
+        for name in sorted(loads):
+            root = known.get(name)
+            if root is None:
+                continue
+            why = read_only_problem(root, written, known)
+            if why:
+                refused.add(name)
+                yield Skip(f"loads of {name}: {why}", f"{name}:load", fn.span)
+        if self.option("loads"):
+            for name, nodes in loads.items():
+                if name not in refused:
+                    yield HintSite(f"{name}:load", fn.span, "load", name, False, tuple(nodes))
+        if self.option("stores"):
+            for name, nodes in stores.items():
+                yield HintSite(f"{name}:store", fn.span, "store", name, False, tuple(nodes))
+        if self.option("helpers"):
+            yield from _helpers(
+                module, fn, known, written, bool(self.option("loads")), bool(self.option("stores"))
+            )
+        if not loads and not stores:
+            yield Skip("no global load or store the pass can hint in the kernel body", fn.name, fn.span)
+        if self._rewritten:
+            site = prelude_site(target)
+            if site is not None:
+                yield site
+
+    def rewrite(self, site: HintSite | PreludeSite, rw: Rewriter) -> None:
+        if isinstance(site, PreludeSite):
+            insert_prelude(site, rw)
+            return
+        module = rw.target.module
+        stem = _knob_stem(site.subject)
+        if site.direction == "load":
+            name = f"CACHE_LD_{stem}"
+            macro = rw.knob(
+                name,
+                sorted(LOAD_HINTS),
+                0,
+                f"cache policy of loads {_of(site)}: 0 plain, 1 __ldg, 2 __ldcs, 3 nc no-L1",
+            )
+        else:
+            name = f"CACHE_ST_{stem}"
+            macro = rw.knob(
+                name, sorted(STORE_HINTS), 0, f"cache policy of stores {_of(site)}: 0 plain, 1 __stcs"
+            )
+        for node in site.nodes:
+            if site.helper:
+                _rewrite_deref(module, rw, node, site.direction, macro)
+            elif node.type == "call_expression":
+                _rewrite_packed(module, rw, node, macro)
+            elif site.direction == "load":
+                rw.insert(node.start_byte, f"ktx::ld<{macro}>(&")
+                rw.insert(node.end_byte, ")")
+            else:
+                _rewrite_store(module, rw, node, macro)
+        rw.note(f"{len(site.nodes)} access(es)")
+        self._rewritten.append(site.label)
+
+
+def _of(site: HintSite) -> str:
+    return (
+        f"in {site.subject}()"
+        if site.helper
+        else f"{'from' if site.direction == 'load' else 'to'} {site.subject}"
+    )
+
+
+def _knob_stem(subject: str) -> str:
+    """``Pack::load`` -> ``PACK_LOAD``, ``prefix_lse`` -> ``PREFIX_LSE``."""
+    return re.sub(r"_+", "_", "".join(ch if ch.isalnum() else "_" for ch in subject)).upper().strip("_")
+
+
+# -- legality ------------------------------------------------------------------------------------
+
+
+def written_roots(module: Module, fn: Function, known: dict[str, Root]) -> set[str]:
+    """Roots the kernel may write: subscript and dereference stores, pointers passed to writers.
+
+    A pointer passed to a call counts as written unless the callee's matching parameter is a
+    pointer to const (the file's helpers), or the callee is a known read-only intrinsic.
+    """
+    body = module.node(fn.body)
+    out: set[str] = set()
+    params_of = _param_types(module)
+    for n in syntax.walk(body):
+        target: ts.Node | None = None
+        if n.type == "assignment_expression":
+            target = n.child_by_field_name("left")
+        elif n.type == "update_expression":
+            target = n.child_by_field_name("argument")
+        if target is not None:
+            for ident in syntax.identifiers(target):
+                root = known.get(syntax.text(module, ident))
+                if root is not None and root.name and target.type != "identifier":
+                    out.add(root.name)
+        if n.type == "call_expression":
+            callee = n.child_by_field_name("function")
+            args = n.child_by_field_name("arguments")
+            if callee is None or args is None:
+                continue
+            text = syntax.text(module, callee)
+            if text.startswith(("ktx::load", "ktx::ld", "__ld")):
+                continue  # reads
+            types = params_of.get(_callee(module, callee))
+            for i, arg in enumerate(a for a in args.named_children if a.type != "comment"):
+                root = _pointer_root(module, arg, known)
+                if root is None:
+                    continue
+                if types is not None and all(i < len(t) and _const_pointer(t[i]) for t in types):
+                    continue
+                out.add(root.name)
+    return out
+
+
+def _pointer_root(module: Module, node: ts.Node, known: dict[str, Root]) -> Root | None:
+    """The root of a pointer-valued expression (``p``, ``p + k``, ``&p[i]``, casts of those)."""
+    n = node
+    while n.type == "parenthesized_expression" and n.named_child_count == 1:
+        n = n.named_children[0]
+    if n.type == "identifier":
+        root = known.get(syntax.text(module, n))
+        return root if root is not None and root.name else None
+    if n.type == "binary_expression":
+        op = n.child_by_field_name("operator")
+        if op is not None and op.type in ("+", "-"):
+            for side in ("left", "right"):
+                child = n.child_by_field_name(side)
+                found = _pointer_root(module, child, known) if child is not None else None
+                if found is not None:
+                    return found
+        return None
+    if n.type == "pointer_expression":
+        op = n.child_by_field_name("operator")
+        arg = n.child_by_field_name("argument")
+        if op is not None and op.type == "&" and arg is not None and arg.type == "subscript_expression":
+            base = arg.child_by_field_name("argument")
+            return _pointer_root(module, base, known) if base is not None else None
+        return None
+    if n.type == "cast_expression":
+        value = n.child_by_field_name("value")
+        return _pointer_root(module, value, known) if value is not None else None
+    if n.type == "call_expression":
+        callee = n.child_by_field_name("function")
+        args = n.child_by_field_name("arguments")
+        if callee is not None and "_cast" in syntax.text(module, callee) and args is not None:
+            named = [a for a in args.named_children if a.type != "comment"]
+            return _pointer_root(module, named[0], known) if len(named) == 1 else None
+    return None
+
+
+def _const_pointer(type_text: str) -> bool:
+    head = type_text.split("*")[0]
+    return "*" in type_text and "const" in head.split()
+
+
+def _param_types(module: Module) -> dict[str, list[list[str]]]:
+    out: dict[str, list[list[str]]] = {}
+    for f in module.functions:
+        out.setdefault(f.name, []).append([p.type for p in f.params])
+    return out
+
+
+def _callee(module: Module, callee: ts.Node) -> str:
+    if callee.type == "template_function":
+        name = callee.child_by_field_name("name")
+        callee = name if name is not None else callee
+    if callee.type == "field_expression":
+        field = callee.child_by_field_name("field")
+        return syntax.text(module, field) if field is not None else ""
+    if callee.type == "qualified_identifier":
+        name = callee.child_by_field_name("name")
+        if name is not None:
+            return _callee(module, name)
+    return syntax.text(module, callee).split("::")[-1].strip()
+
+
+def read_only_problem(root: Root, written: set[str], known: dict[str, Root]) -> str:
+    """Why loads of ``root`` may not take the read-only path, or '' when they may."""
+    if root.space != "global" or not root.name:
+        return "not global memory"
+    if root.name in written:
+        return "the kernel writes it"
+    if not root.const:
+        return "not declared const"
+    if not root.restrict:
+        others = sorted(w for w in written if known.get(w, root).space == "global")
+        if others:
+            return f"not __restrict__, and the kernel writes {', '.join(others)}, which may alias it"
+    return ""
+
+
+# -- finding accesses ----------------------------------------------------------------------------
+
+
+def _direct(
+    module: Module,
+    fn: Function,
+    target: Target,
+    sub: ts.Node,
+    known: dict[str, Root],
+    loads: dict[str, list[ts.Node]],
+    stores: dict[str, list[ts.Node]],
+) -> None:
+    base = sub.child_by_field_name("argument")
+    if base is None or base.type != "identifier":
+        return
+    root = known.get(syntax.text(module, base))
+    if root is None or root.space != "global" or not root.name:
+        return
+    size = element_size(module, root.element_type, fn, target.template_args)
+    if size not in _WIDTHS:
+        return
+    parent = sub.parent
+    if parent is None:
+        return
+    if parent.type == "assignment_expression" and parent.child_by_field_name("left") == sub:
+        op = parent.child_by_field_name("operator")
+        outer = parent.parent
+        if op is not None and op.type == "=" and outer is not None and outer.type == "expression_statement":
+            stores.setdefault(root.name, []).append(parent)
+        return
+    if parent.type in ("update_expression", "pointer_expression") or _inside_call_of(module, sub, "ld"):
+        return
+    loads.setdefault(root.name, []).append(sub)
+
+
+def _inside_call_of(module: Module, node: ts.Node, name: str) -> bool:
+    p = node.parent
+    while p is not None and p.type in ("pointer_expression", "argument_list"):
+        if p.type == "argument_list" and p.parent is not None and p.parent.type == "call_expression":
+            callee = p.parent.child_by_field_name("function")
+            return callee is not None and name in syntax.text(module, callee)
+        p = p.parent
+    return False
+
+
+def _packed(
+    module: Module,
+    call: ts.Node,
+    known: dict[str, Root],
+    loads: dict[str, list[ts.Node]],
+    stores: dict[str, list[ts.Node]],
+) -> None:
+    callee = call.child_by_field_name("function")
+    args = call.child_by_field_name("arguments")
+    if callee is None or args is None:
+        return
+    text = syntax.text(module, callee)
+    if not (text.startswith("ktx::load<") or text == "ktx::store"):
+        return
+    named = [a for a in args.named_children if a.type != "comment"]
+    if not named:
+        return
+    idents = [
+        known[syntax.text(module, i)] for i in syntax.identifiers(named[0]) if syntax.text(module, i) in known
+    ]
+    if len(idents) != 1 or idents[0].space != "global" or not idents[0].name:
+        return
+    if text == "ktx::store":
+        stores.setdefault(idents[0].name, []).append(call)
+    elif text.count(",") == 0:
+        loads.setdefault(idents[0].name, []).append(call)
+
+
+def _helpers(
+    module: Module, fn: Function, known: dict[str, Root], written: set[str], do_loads: bool, do_stores: bool
+) -> Iterator[HintSite | Skip]:
+    """Device functions called from the kernel that dereference one of their pointer parameters."""
+    body = module.node(fn.body)
+    called: dict[str, list[ts.Node]] = {}
+    for call in syntax.calls(module, body):
+        callee = call.child_by_field_name("function")
+        if callee is not None:
+            called.setdefault(_callee(module, callee), []).append(call)
+    for helper in module.functions:
+        if not helper.is_device or helper.name not in called:
+            continue
+        pointer_params = {i: p for i, p in enumerate(helper.params) if p.pointer_depth == 1}
+        if not pointer_params:
+            continue
+        loads: list[ts.Node] = []
+        stores: list[ts.Node] = []
+        for n in syntax.walk(module.node(helper.body)):
+            if n.type != "pointer_expression":
+                continue
+            op = n.child_by_field_name("operator")
+            arg = n.child_by_field_name("argument")
+            if op is None or op.type != "*" or arg is None:
+                continue
+            names = syntax.names_in(module, arg)
+            if not any(p.name in names for p in pointer_params.values()):
+                continue
+            parent = n.parent
+            if (
+                parent is not None
+                and parent.type == "assignment_expression"
+                and parent.child_by_field_name("left") == n
+            ):
+                aop = parent.child_by_field_name("operator")
+                outer = parent.parent
+                if (
+                    aop is not None
+                    and aop.type == "="
+                    and outer is not None
+                    and outer.type == "expression_statement"
+                ):
+                    stores.append(parent)
+                continue
+            loads.append(n)
+        label = _helper_label(module, helper)
+        if loads and do_loads:
+            problem = ""
+            for call in called[helper.name]:
+                args = call.child_by_field_name("arguments")
+                named = [a for a in args.named_children if a.type != "comment"] if args is not None else []
+                for i in pointer_params:
+                    if i >= len(named):
+                        continue
+                    rts = [
+                        known[x] for x in syntax.names_in(module, named[i]) if x in known and known[x].name
+                    ]
+                    for r in rts:
+                        why = read_only_problem(r, written, known)
+                        if why:
+                            problem = f"{label}() reads {r.name} ({why})"
+                    if not rts:
+                        arg = syntax.text(module, named[i])
+                        problem = f"{label}() is called with memory ktx cannot name (`{arg}`)"
+            if problem:
+                yield Skip(f"loads in {problem}", f"{label}:load", helper.span)
+            else:
+                yield HintSite(f"{label}:load", helper.span, "load", label, True, tuple(loads))
+        if stores and do_stores:
+            yield HintSite(f"{label}:store", helper.span, "store", label, True, tuple(stores))
+
+
+def _helper_label(module: Module, helper: Function) -> str:
+    node: ts.Node | None = module.node(helper.body)
+    while node is not None:
+        if node.type in ("struct_specifier", "class_specifier"):
+            name = node.child_by_field_name("name")
+            if name is not None:
+                return f"{syntax.text(module, name)}::{helper.name}"
+        node = node.parent
+    return helper.name
+
+
+# -- rewriting -----------------------------------------------------------------------------------
+
+
+def _rewrite_store(module: Module, rw: Rewriter, assign: ts.Node, macro: str) -> None:
+    left = assign.child_by_field_name("left")
+    right = assign.child_by_field_name("right")
+    if left is None or right is None:
+        raise Refuse("a store without both sides")
+    rw.insert(left.start_byte, f"ktx::st<{macro}>(&")
+    rw.replace_bytes(left.end_byte, right.start_byte, ", ")
+    rw.insert(right.end_byte, ")")
+    del module
+
+
+def _rewrite_packed(module: Module, rw: Rewriter, call: ts.Node, macro: str) -> None:
+    callee = call.child_by_field_name("function")
+    assert callee is not None
+    text = syntax.text(module, callee)
+    if text == "ktx::store":
+        rw.insert(callee.end_byte, f"<{macro}>")
+        return
+    close = module.source.rfind(b">", callee.start_byte, callee.end_byte)
+    if close < 0:
+        raise Refuse(f"cannot find the template arguments of {text}")
+    rw.insert(close, f", {macro}")
+
+
+def _rewrite_deref(module: Module, rw: Rewriter, node: ts.Node, direction: str, macro: str) -> None:
+    if direction == "load":
+        op = node.child_by_field_name("operator")
+        assert op is not None
+        rw.replace_bytes(op.start_byte, op.end_byte, f"ktx::load_word<{macro}>(")
+        rw.insert(node.end_byte, ")")
+        return
+    left = node.child_by_field_name("left")
+    right = node.child_by_field_name("right")
+    if left is None or right is None:
+        raise Refuse("a store without both sides")
+    op = left.child_by_field_name("operator")
+    if op is None:
+        raise Refuse("a store that is not through *pointer")
+    rw.replace_bytes(op.start_byte, op.end_byte, f"ktx::store_word<{macro}>(")
+    rw.replace_bytes(left.end_byte, right.start_byte, ", ")
+    rw.insert(right.end_byte, ")")
+    del module
