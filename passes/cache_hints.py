@@ -428,8 +428,8 @@ def _helpers(
                         if why:
                             problem = f"{label}() reads {r.name} ({why})"
                     if not rts:
-                        arg = syntax.text(module, named[i])
-                        problem = f"{label}() is called with memory ktx cannot name (`{arg}`)"
+                        what = syntax.text(module, named[i])
+                        problem = f"{label}() is called with memory ktx cannot name (`{what}`)"
             if problem:
                 yield Skip(f"loads in {problem}", f"{label}:load", helper.span)
             else:
