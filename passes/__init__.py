@@ -11,6 +11,9 @@
 | tile | TILE_<loop> | strip-mined loop, unrolled tile |
 | vectorize | VEC_<loop> | contiguous scalar accesses -> packed 2-16 byte accesses, scalar tail |
 | cache-hints | CACHE_LD_<param>, CACHE_ST_<param> | __ldg / ld.global.nc / __ldcs loads, __stcs stores |
+| warp-reduce | WARP_REDUCE_<loop> | shared-memory tree reduction -> shuffles + one shared step |
+| hoist | none | loop-invariant pure expressions out of loops, expensive first |
+| rows-per-block | ROWS | R rows per block along threadIdx.y; grid / R |
 | fast-math | FAST_MATH | __expf & co., __fdividef or reciprocal-multiply, rsqrtf, under #if |
 """
 
@@ -23,11 +26,14 @@ from ktx.passes.cache_hints import CacheHints
 from ktx.passes.coarsen import Coarsen
 from ktx.passes.expose import Expose
 from ktx.passes.fast_math import FastMath
+from ktx.passes.hoist import Hoist
 from ktx.passes.launch_bounds import LaunchBounds
+from ktx.passes.rows_per_block import RowsPerBlock
 from ktx.passes.split import Split
 from ktx.passes.tile import Tile
 from ktx.passes.unroll import Unroll
 from ktx.passes.vectorize import Vectorize
+from ktx.passes.warp_reduce import WarpReduce
 
 from ktx.passbase import Pass
 
@@ -42,6 +48,9 @@ BUILTINS: tuple[type[Pass[Any]], ...] = (
     Vectorize,
     FastMath,
     CacheHints,
+    WarpReduce,
+    Hoist,
+    RowsPerBlock,
 )
 
 __all__ = [
@@ -51,9 +60,12 @@ __all__ = [
     "Coarsen",
     "Expose",
     "FastMath",
+    "Hoist",
     "LaunchBounds",
+    "RowsPerBlock",
     "Split",
     "Tile",
     "Unroll",
     "Vectorize",
+    "WarpReduce",
 ]

@@ -1,0 +1,141 @@
+"""``rows-per-block``: a one-row-per-block kernel processes ``ROWS`` rows per block.
+
+Row kernels launch one block per row (``grid = tokens``, ``row = blockIdx.x``). With short rows
+the blocks are small, and a small block leaves most of an SM idle or pays block scheduling per
+handful of elements. The knob ``ROWS`` (1, the original, by default) stacks rows along
+``threadIdx.y``: the block becomes ``(block, ROWS)``, the grid ``grid / ROWS``, and every
+``blockIdx.x`` of the kernel becomes ``(blockIdx.x * KTX_ROWS + threadIdx.y)``. The launcher in
+the file, the launch mapping and ``__launch_bounds__`` follow.
+
+The kernel gets no new parameter, so it cannot skip rows past the end: the pass adds the
+constraint ``grid % ROWS == 0`` (over the mapping's grid expression, e.g. ``tokens % ROWS == 0``)
+and ``block * ROWS <= 1024``. It refuses kernels that already use a second block or grid
+dimension, ``gridDim.x`` (grid-stride loops over rows), or shared memory (the rows of a block
+would share it), and kernels that synchronise the block after an early ``return`` (rows that
+leave early would leave the others waiting). Kernels that shuffle across lanes get the
+constraint ``block % 32 == 0`` for ``ROWS > 1``, so that no warp spans two rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import tree_sitter as ts
+from ktx.passes._common import KernelSite, kernel_node, powers_of_two, uses_shuffles
+
+from ktx import syntax
+from ktx.launch import launch_dims, local_value
+from ktx.passbase import KnobSpec, Option, Pass, Refuse, Rewriter, Skip, Target
+
+ROW = "(blockIdx.x * KTX_ROWS + threadIdx.y)"
+
+
+class RowsPerBlock(Pass[KernelSite]):
+    name = "rows-per-block"
+    summary = "a one-row-per-block kernel processes ROWS rows per block; the grid is divided by ROWS"
+    description = __doc__ or ""
+    knobs = (
+        KnobSpec(
+            "ROWS",
+            "1, 2, 4, … max",
+            "1 (one row per block, the original)",
+            "rows per block, stacked along threadIdx.y; grid / ROWS blocks",
+        ),
+    )
+    options = (Option("max", "int", 16, "most rows per block offered"),)
+    after = ("expose", "block-size", "coarsen", "split", "tile", "launch-bounds")
+
+    def sites(self, target: Target) -> Iterator[KernelSite | Skip]:
+        fn = target.kernel
+        module = target.module
+        body = kernel_node(target)
+        why = ""
+        if not syntax.uses_builtin(module, body, "blockIdx.x"):
+            why = "the kernel never reads blockIdx.x: it is not a one-row-per-block kernel"
+        for builtin in (
+            "gridDim",
+            "blockIdx.y",
+            "blockIdx.z",
+            "threadIdx.y",
+            "threadIdx.z",
+            "blockDim.y",
+            "blockDim.z",
+        ):
+            if not why and syntax.uses_builtin(module, body, builtin):
+                why = f"the kernel reads {builtin}: its blocks are already more than one row"
+        shared = [a for a in module.shared_arrays if a.function == fn.name]
+        if not why and shared:
+            why = f"the kernel uses shared memory ({shared[0].name}), which the rows of a block would share"
+        returns = any(n.type == "return_statement" for n in syntax.walk(body))
+        if not why and returns and any(True for _ in syntax.calls(module, body, syntax.BARRIERS)):
+            why = "the kernel may return early and also synchronises the block"
+        if not why and target.mapping is None:
+            why = "no launch mapping: the grid and block cannot be changed in step"
+        if not why and target.mapping is not None:
+            m = target.mapping.resolved()
+            if len(m.grid) > 1 or len(m.block) > 1:
+                why = "the launch already has a second grid or block dimension"
+        if why:
+            yield Skip(why, fn.name, fn.span)
+            return
+        yield KernelSite(fn.name, fn.span)
+
+    def rewrite(self, site: KernelSite, rw: Rewriter) -> None:
+        target = rw.target
+        module = target.module
+        body = kernel_node(target)
+        mapping = rw.mapping
+        assert mapping is not None
+        values = powers_of_two(1, max(1, self.int_option("max")))
+        macro = rw.knob(
+            "ROWS", values, 1, "rows per block, stacked along threadIdx.y (1: one row, as written)"
+        )
+        resolved = mapping.resolved()
+        grid0, block0 = resolved.grid[0], resolved.block[0]
+        rw.constraint(f"({grid0}) % ROWS == 0")
+        rw.constraint(f"({block0}) * ROWS <= 1024")
+        if uses_shuffles(module, body):
+            rw.constraint(f"ROWS == 1 or ({block0}) % 32 == 0")
+            rw.note("shuffles: blocks of whole warps when ROWS > 1")
+        for n in syntax.walk(module.node(target.kernel.body)):
+            if n.type == "field_expression" and syntax.text(module, n).replace(" ", "") == "blockIdx.x":
+                rw.replace_bytes(n.start_byte, n.end_byte, ROW)
+        self._launchers(rw, macro)
+        self._launch_bounds(rw, macro)
+        new = mapping.with_grid((f"({mapping.grid[0]}) // ROWS",)).with_block((mapping.block[0], "ROWS"))
+        rw.set_mapping(new)
+        del site
+
+    def _launchers(self, rw: Rewriter, macro: str) -> None:
+        module = rw.target.module
+        done: set[int] = set()
+        for site in rw.target.launches:
+            grid = launch_dims(module, site, "grid")
+            block = launch_dims(module, site, "block")
+            if len(grid.components) > 1 or len(block.components) > 1:
+                raise Refuse(f"the launch at line {site.span.line} has a second grid or block dimension")
+            comp = grid.components[0]
+            local = local_value(module, site, comp)
+            node: ts.Node = local.value if local is not None and local.value is not None else comp
+            if node.start_byte not in done:
+                done.add(node.start_byte)
+                rw.replace_bytes(node.start_byte, node.end_byte, f"({syntax.text(module, node)}) / {macro}")
+            if block.container is not None:
+                close = block.container.end_byte - 1
+                if close in done:
+                    continue
+                done.add(close)
+                rw.insert(close, f", {macro}")
+            else:
+                arg = block.launch_arg
+                if arg.start_byte in done:
+                    continue
+                done.add(arg.start_byte)
+                rw.replace_bytes(arg.start_byte, arg.end_byte, f"dim3({syntax.text(module, arg)}, {macro})")
+
+    def _launch_bounds(self, rw: Rewriter, macro: str) -> None:
+        bounds = rw.target.kernel.launch_bounds
+        if bounds is None or not bounds.args:
+            return
+        old = rw.target.module.text(bounds.args[0])
+        rw.replace(bounds.args[0], f"({old}) * {macro}")
