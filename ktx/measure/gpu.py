@@ -416,15 +416,20 @@ def _time(
         estimate_us = max(cp.cuda.get_elapsed_time(start, end) * 1e3 / max(1, opts.warmup), 0.5)
         runs = int(min(opts.max_runs, max(opts.min_runs, 50_000 / estimate_us)))
 
-        events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(runs)]
-        for i, (s, e) in enumerate(events):
+        # One launch at a time, as production kernels are benchmarked: the host waits for each
+        # launch, so the next one starts on an idle queue behind a fresh L2 flush (a deep queue
+        # of back-to-back launches would measure something between single and graph time).
+        samples_single = []
+        s, e = cp.cuda.Event(), cp.cuda.Event()
+        for i in range(runs):
             if flush is not None:
                 flush.fill(i & 0x7F)
             s.record(stream)
             _launch_checked(bound, sets[0], stream)
             e.record(stream)
-        _sync(stream)
-        single = Timing.of([cp.cuda.get_elapsed_time(s, e) * 1e3 for s, e in events])
+            _sync(stream)
+            samples_single.append(cp.cuda.get_elapsed_time(s, e) * 1e3)
+        single = Timing.of(samples_single)
 
         launches = max(opts.graph_launches, nsets if nsets > 1 else 0)
         launches = min(launches, max(opts.graph_launches, opts.max_sets))
