@@ -16,6 +16,7 @@ all refused adds nothing). The helpers use only what NVRTC provides without head
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ktx.ir import Module
@@ -158,7 +159,11 @@ class PreludeSite(Site):
 
 
 def has_prelude(module: Module) -> bool:
-    return MARKER.encode() in module.source
+    """Whether the file holds the helpers: the marker opening a line, then ``namespace ktx {``."""
+    return (
+        re.search(rb"(?m)^" + re.escape(MARKER.encode()) + rb".*\r?\nnamespace ktx \{", module.source)
+        is not None
+    )
 
 
 def prelude_offset(module: Module, before: int) -> int:

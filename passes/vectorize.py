@@ -714,10 +714,8 @@ def _rewrite(label: str, loop: Loop, plan: Plan, rw: Rewriter, max_bytes: int) -
     lines: list[str] = [f"#if {vec} > 1"]
     if braces:
         lines.append(indent + "{")
-    lines.append(
-        f"{inner}// {name}: packs of {vec} elements where every packed row is aligned; the scalar loop"
-    )
-    lines.append(f"{inner}// after this one takes the elements past the last whole pack.")
+    lines.append(f"{inner}// {name}: packed accesses where every packed row is aligned (checked here); the")
+    lines.append(f"{inner}// scalar loop after the packed one takes the elements past the last whole pack.")
     lines.append(f"{inner}const {plan.var_type} {packs_name} = ({cond}) ? {bound_text} / {vec} : 0;")
     pragma = module.text(loop.pragma.span).strip() if loop.pragma is not None else ""
     if pragma:

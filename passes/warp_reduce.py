@@ -91,7 +91,17 @@ class WarpReduce(Pass[TreeSite]):
             if wanted and label not in wanted:
                 continue
             node = _for_node(module, loop.span.start)
-            if node is None or not _halving(module, node):
+            if node is None:
+                continue
+            if not _halving(module, node):
+                if _tree_like(module, node):
+                    found = True
+                    yield Skip(
+                        "a loop that synchronises and combines shared elements, but its stride does not "
+                        "halve from N / 2 (interleaved addressing?): not a tree the pass can prove",
+                        label,
+                        loop.span,
+                    )
                 continue
             found = True
             tree = _recognise(module, target, node, known)
@@ -159,6 +169,24 @@ def _halving(module: Module, node: ts.Node) -> bool:
     body = node.child_by_field_name("body")
     syncs = body is not None and any(True for _ in syntax.calls(module, body, {"__syncthreads"}))
     return halves and syncs
+
+
+def _tree_like(module: Module, node: ts.Node) -> bool:
+    """A loop with a barrier whose body combines two elements of one shared array."""
+    body = node.child_by_field_name("body")
+    if body is None or not any(True for _ in syntax.calls(module, body, {"__syncthreads"})):
+        return False
+    shared = {a.name for a in module.shared_arrays}
+    for n in syntax.walk(body):
+        if n.type == "assignment_expression":
+            bases = {
+                syntax.text(module, b)
+                for s in syntax.walk(n)
+                if s.type == "subscript_expression" and (b := s.child_by_field_name("argument")) is not None
+            }
+            if bases & shared:
+                return True
+    return False
 
 
 def _var(module: Module, node: ts.Node) -> str | None:
