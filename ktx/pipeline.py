@@ -21,13 +21,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 from ktx.ir import Edit, EditSet, Function, Loop, Module, apply, parse
 
 from ktx.errors import KtxError, Location
-from ktx.launch import LaunchMapping, mapping_from_file
+from ktx.launch import LaunchMapping, mapping_from_file, mapping_from_spec
 from ktx.passbase import (
     Knob,
     Outcome,
@@ -43,6 +43,10 @@ from ktx.passbase import (
 )
 from ktx.registry import Registry, default_registry
 from ktx.template import HEADER_BEGIN_LINE, KnobSpace, Step, Template, Trace, header, sha256
+
+if TYPE_CHECKING:
+    from ktx.measure.types import Candidate
+    from ktx.spec import Spec
 
 AnyPass = Pass[Any]
 
@@ -464,3 +468,26 @@ def _header_offset(module: Module, fn: Function) -> int:
         top = top.parent
     start = top.start_byte if top is not None else first
     return src.rfind(b"\n", 0, start) + 1
+
+
+def template_for_spec(spec: Spec, pipeline: str, registry: Registry | None = None) -> Template:
+    """Run ``pipeline`` on a spec's kernel, launched as the spec says (vars included)."""
+    return run(
+        spec.source_text(),
+        pipeline,
+        kernel=spec.kernel,
+        mapping=mapping_from_spec(spec),
+        template_args=spec.template_args,
+        registry=registry,
+        path=str(spec.folder / spec.source),
+    )
+
+
+def candidate(spec: Spec, passes: str, config: Mapping[str, int]) -> Candidate:
+    """The measurement harness's seam: the instantiated kernel of ``passes`` at ``config``."""
+    from ktx.measure.types import Candidate
+
+    t = template_for_spec(spec, passes)
+    fields = t.candidate_fields(config)
+    label = f"{t.pipeline} " + ",".join(f"{k}={v}" for k, v in fields["config"].items())
+    return Candidate(**fields, flags=spec.flags, label=label.strip())

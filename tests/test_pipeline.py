@@ -145,3 +145,19 @@ def test_a_template_cannot_be_templated_again() -> None:
     t = run(KERNEL, "unroll")
     with pytest.raises(KtxError, match="already a ktx template"):
         run(t.source, "tile")
+
+
+def test_spec_seam_for_the_harness() -> None:
+    from pathlib import Path
+
+    from ktx.pipeline import candidate, template_for_spec
+    from ktx.spec import load_spec
+
+    spec = load_spec(Path(__file__).resolve().parents[1] / "kernels" / "rmsnorm")
+    t = template_for_spec(spec, "block-size")
+    launch = t.launch()
+    assert launch is not None and launch.shared.startswith("cdiv(BLOCK_Y if BLOCK_Y else max(1,")
+    c = candidate(spec, "block-size", {"BLOCK_Y": 8})
+    assert c.name_expression == "rmsnorm_kernel<__nv_bfloat16>"
+    assert c.block[1] == "BLOCK_Y if BLOCK_Y else max(1, cdiv(min(1024, d // 8), 32))"
+    assert c.config == {"BLOCK_Y": 8} and c.flags == spec.flags and "KTX_" not in c.source
