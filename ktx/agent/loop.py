@@ -49,6 +49,7 @@ from ktx.agent.search import (
     build_template,
     geomean,
     restricted,
+    tunable_for,
 )
 from ktx.errors import KtxError, Location
 from ktx.measure.occupancy import DeviceLimits
@@ -534,10 +535,8 @@ class Optimizer:
         if new and len(failures) == len(new):
             names = ", ".join(f.name for f in failures)
             return replace(base, status="template-failed", note=f"{names} rewrote nothing")
-        if not template.knobs:
-            return replace(base, status="template-failed", note="the template has no knobs")
         narrowed = restricted(template, KnobSpace(restriction.knobs, template.space.constraints))
-        tunable = Tunable.from_template(self.spec, narrowed)
+        tunable = tunable_for(self.spec, narrowed)
         warm: dict[str, Config] = {
             s.shape: dict(s.best_config) for s in best.shapes if s.wins and s.best_config
         }

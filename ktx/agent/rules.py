@@ -10,7 +10,7 @@ The rules, highest priority first (each says why in the plan's rationale):
 
 1. ``warp-reduce``: a shared-memory tree reduction (a halving loop with ``__syncthreads``);
 2. ``split``: latency-bound shapes that launch fewer blocks than SMs: more blocks per row;
-3. ``rows-per-block``: the same symptom, or many short blocks: change rows per block;
+3. ``rows-per-block``: latency-bound with small one-row blocks or many short blocks: stack rows;
 4. ``coarsen``: latency-bound with many short blocks: more items per thread, fewer blocks;
 5. ``vectorize``: memory- or latency-bound with element-by-element accesses and no vector types;
 6. ``hoist``: expensive loop-invariant math inside a loop;
@@ -68,9 +68,21 @@ def _underfilled(a: Analysis) -> str | None:
 
 
 def _rows_per_block(a: Analysis) -> str | None:
-    under = _underfilled(a)
-    if under:
-        return under
+    """Small blocks (a short row per block): stacking rows fills blocks and halves the block count.
+
+    Not for under-filled launches: fewer, fuller blocks help only when there are blocks to spare.
+    """
+    small = [
+        s.shape
+        for s in a.shapes
+        if s.bound == "latency"
+        and s.threads_per_block is not None
+        and s.threads_per_block <= 128
+        and s.blocks is not None
+        and s.blocks >= 2 * s.sms
+    ]
+    if small:
+        return f"latency-bound with small blocks of one row each ({_shapes(small)}): stack rows per block"
     short = _many_short_blocks(a)
     return None if short is None else short.replace("more work per thread", "more rows per block")
 

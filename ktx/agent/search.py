@@ -15,6 +15,8 @@ take their defaults), so that a round starts where the last gain left off.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -27,14 +29,14 @@ import optuna
 from ktx.errors import KtxError
 from ktx.launch import LaunchMapping
 from ktx.measure.occupancy import DeviceLimits
-from ktx.measure.types import Measurement
+from ktx.measure.types import Candidate, Measurement, original_candidate
 from ktx.registry import Registry
 from ktx.search.cache import MeasurementCache
 from ktx.search.evaluate import Backend, Evaluator, objective_time
 from ktx.search.progress import Display
 from ktx.search.recording import Recording
 from ktx.search.runlog import RunLog
-from ktx.search.space import Config
+from ktx.search.space import Config, Knob, Space
 from ktx.search.tunable import Tunable
 from ktx.spec import ShapePoint, Spec
 from ktx.template import KnobSpace, Template
@@ -59,6 +61,42 @@ def build_template(spec: Spec, pipeline: str, registry: Registry | None = None) 
         registry=registry,
         path=str(spec.folder / spec.source),
     )
+
+
+#: The one knob of a template whose passes expose none (``hoist``): 0 the original, 1 the rewrite.
+REWRITTEN = "REWRITTEN"
+
+
+def tunable_for(spec: Spec, template: Template) -> Tunable:
+    """The template as the search sees it.
+
+    A template with knobs is ``ktx tune``'s. One without (every pass of its pipeline rewrites
+    without exposing a knob, as ``hoist`` does) would be indistinguishable from the original,
+    whose config is ``{}``: it gets a two-valued knob :data:`REWRITTEN`, so the search measures
+    the rewrite, the cache and recordings key it apart, and the dispatch table can choose it.
+    """
+    if template.knobs:
+        return Tunable.from_template(spec, template)
+    base = original_candidate(spec)
+    fields = template.candidate_fields({})
+    space = Space((Knob(REWRITTEN, (0, 1), 0, owner=template.pipeline),))
+
+    def make(config: Config) -> Candidate:
+        if not config or not config.get(REWRITTEN, 0):
+            return base
+        return Candidate(
+            source=fields["source"],
+            name_expression=fields["name_expression"],
+            grid=tuple(fields["grid"]),
+            block=tuple(fields["block"]),
+            shared=fields["shared"],
+            flags=base.flags,
+            config={REWRITTEN: 1},
+            label=template.pipeline,
+        )
+
+    digest = hashlib.sha256(json.dumps({"pipeline": template.pipeline, "source": fields["source"]}).encode())
+    return Tunable(spec.name, template.pipeline, space, make, digest.hexdigest())
 
 
 def restricted(template: Template, space: KnobSpace) -> Template:
