@@ -140,7 +140,7 @@ class Catalog:
         for p in self.passes:
             lines.append(f"- {p.name}: {p.summary}")
             for o in p.options:
-                default = "|".join(map(str, o.default)) if isinstance(o.default, tuple) else o.default
+                default = _default_text(o.default)
                 lines.append(f"    option {o.name} ({o.kind}, default {default}): {o.help}")
             for k in p.knobs:
                 lines.append(f"    knob {k.name}: values {k.domain}; default {k.default}; {k.help}")
@@ -148,6 +148,15 @@ class Catalog:
                 if names:
                     lines.append(f"    {what}: {', '.join(names)}")
         return "\n".join(lines)
+
+
+def _default_text(value: OptionValue) -> str:
+    """An option default as the JSON answer would write it (``true``, ``[2, 4]``, ``none``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(str(v) for v in value) + "]" if value else "none (empty list)"
+    return str(value)
 
 
 def option_to_json(value: OptionValue) -> Any:
