@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from ktx.errors import KtxError
 
 #: Subcommand modules, in the order ``ktx --help`` lists them.
-COMMANDS: tuple[str, ...] = ("inspect", "apply", "passes", "run", "bench", "optimize", "report")
+COMMANDS: tuple[str, ...] = ("inspect", "apply", "passes", "run", "bench", "tune", "optimize", "report")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,403 @@
+"""Searching with Optuna: one study per shape (or one for all shapes), stopped by a budget.
+
+The budget counts *evaluations*: distinct candidates judged by the backend at this shape, as
+Kernel Tuner counts function evaluations. A repeat answered from the cache and a point refused
+by a constraint cost no GPU time and do not count; a compile error or a wrong result does. A
+shape's search stops when the budget is spent, when every feasible config has been evaluated,
+when the sampler keeps repeating itself (``stall`` trials with nothing new), or at the deadline.
+
+Each trial stores its outcome in ``user_attrs["ktx"]`` (status, source, cache key, config,
+objective time) and the backend's measurement in ``user_attrs["measurement"]``, so the study
+alone answers every later question: counts for the progress display and the budget, the best
+config, the evidence for the report, and what a resumed or distributed run has already done.
+Failures are trial states, never crashes: a failed candidate is a PRUNED trial (TPE treats it as
+bad), an exception in ktx itself a FAIL.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from ktx.measure.types import Measurement
+from ktx.search.evaluate import Evaluation, Evaluator
+from ktx.search.space import Config, Space, config_key
+from ktx.search.study import make_sampler, resolve_sampler, seed_for
+from ktx.spec import ShapePoint
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How hard to search. ``trials`` is the evaluation budget per shape (per run in joint mode)."""
+
+    trials: int = 100
+    sampler: str = "auto"
+    seed: int | None = None
+    metric: str = "auto"
+    jobs: int = 1  # trials in flight in this process (compiles overlap the GPU)
+    warm_start: int = 3  # best configs taken from each of the two nearest tuned shapes
+    stall: int = 60
+    max_trials_factor: int = 20
+
+
+@dataclass(frozen=True)
+class StudyStats:
+    """What a study holds so far, derived from its trials alone."""
+
+    trials: int
+    evaluations: int
+    failures: Mapping[str, int]
+    refused: int  # refused before compiling (constraints, launch limits)
+    best_value: float | None
+    best_config: Mapping[str, int] | None
+    since_new: int
+    order: tuple[tuple[str, float | None], ...] = field(default=(), repr=False)  # (key, value) by first use
+
+
+def _ktx(trial: FrozenTrial) -> dict[str, Any]:
+    data = trial.user_attrs.get("ktx")
+    return data if isinstance(data, dict) else {}
+
+
+def study_stats(study: optuna.Study) -> StudyStats:
+    finished = study.get_trials(
+        deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+    )
+    finished = sorted(finished, key=lambda t: t.number)
+    seen: dict[str, float | None] = {}
+    failures: Counter[str] = Counter()
+    refused = 0
+    since_new = 0
+    best: FrozenTrial | None = None
+    for t in finished:
+        info = _ktx(t)
+        key = info.get("key", "")
+        if info.get("source") == "static":
+            refused += 1
+        if key and key not in seen:
+            seen[key] = t.value if t.state == TrialState.COMPLETE else None
+            since_new = 0
+            if info.get("status", "ok") != "ok":
+                failures[str(info["status"])] += 1
+        else:
+            since_new += 1
+        better = best is None or best.value is None or (t.value is not None and t.value < best.value)
+        if t.state == TrialState.COMPLETE and t.value is not None and better:
+            best = t
+    return StudyStats(
+        trials=len(finished),
+        evaluations=len(seen),
+        failures=dict(failures),
+        refused=refused,
+        best_value=None if best is None else best.value,
+        best_config=None if best is None else dict(_ktx(best).get("config", {})),
+        since_new=since_new,
+        order=tuple(seen.items()),
+    )
+
+
+def best_measurement(study: optuna.Study) -> tuple[dict[str, int], Measurement] | None:
+    """The best complete trial's config and measurement (None when nothing succeeded)."""
+    try:
+        best = study.best_trial
+    except ValueError:
+        return None
+    data = best.user_attrs.get("measurement")
+    if not isinstance(data, dict):
+        return None
+    return dict(_ktx(best).get("config", {})), Measurement.from_dict(data)
+
+
+def top_configs(study: optuna.Study, k: int) -> list[dict[str, int]]:
+    """The ``k`` best distinct configs of a study, best first."""
+    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value is not None]
+    out: list[dict[str, int]] = []
+    seen: set[str] = set()
+    for t in sorted(done, key=lambda t: float(t.value or math.inf)):
+        config = dict(_ktx(t).get("config", {}))
+        key = config_key(config)
+        if key not in seen:
+            seen.add(key)
+            out.append(config)
+        if len(out) >= k:
+            break
+    return out
+
+
+def open_study(
+    storage: optuna.storages.BaseStorage, name: str, sampler: optuna.samplers.BaseSampler
+) -> optuna.Study:
+    """Create or load; two workers racing to create the same study both end up loading it."""
+    for _ in range(5):
+        try:
+            return optuna.create_study(
+                storage=storage, study_name=name, sampler=sampler, direction="minimize", load_if_exists=True
+            )
+        except optuna.exceptions.DuplicatedStudyError:
+            time.sleep(0.2)
+    return optuna.load_study(storage=storage, study_name=name, sampler=sampler)
+
+
+def _record(trial: optuna.Trial, ev: Evaluation, value: float | None) -> None:
+    trial.set_user_attr(
+        "ktx",
+        {
+            "config": dict(ev.config),
+            "status": ev.status,
+            "source": ev.source,
+            "key": ev.key,
+            "reason": ev.reason[:500],
+            "value": value,
+        },
+    )
+    if ev.measurement is not None:
+        trial.set_user_attr("measurement", ev.measurement.to_dict())
+
+
+Progress = Callable[[StudyStats], None]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one study will do: its sampler and its budget, with the reasons."""
+
+    sampler: str
+    budget: int
+    space_size: int | None
+    feasible: int | None
+
+
+def plan(space: Space, evaluator: Evaluator, points: Sequence[ShapePoint], settings: Settings) -> Plan:
+    """Resolve ``auto`` and cap the budget by the number of configs feasible at every point."""
+    size = space.size()
+    feasible: int | None = None
+    if size is not None:
+        feasible = sum(
+            1 for c in space.configs() if all(not space.violations(c, evaluator.spec.env(p)) for p in points)
+        )
+    sampler = resolve_sampler(settings.sampler, feasible, settings.trials)
+    budget = settings.trials if feasible is None else min(settings.trials, feasible)
+    return Plan(sampler, budget, size, feasible)
+
+
+def _optimize(
+    study: optuna.Study,
+    objective: Callable[[optuna.Trial], float],
+    budget: int,
+    settings: Settings,
+    deadline: float | None,
+    progress: Progress | None,
+) -> None:
+    cap = budget * settings.max_trials_factor + 100
+
+    def done(stats: StudyStats) -> bool:
+        return stats.evaluations >= budget or stats.trials >= cap or stats.since_new >= settings.stall
+
+    def callback(study: optuna.Study, trial: FrozenTrial) -> None:
+        stats = study_stats(study)
+        if progress is not None:
+            progress(stats)
+        if done(stats):
+            study.stop()
+
+    stats = study_stats(study)
+    if progress is not None:
+        progress(stats)
+    if done(stats) or budget <= 0:
+        return
+    timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+    if timeout == 0.0:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.optimize(objective, n_jobs=settings.jobs, timeout=timeout, callbacks=[callback])
+
+
+def search_shape(
+    evaluator: Evaluator,
+    storage: optuna.storages.BaseStorage,
+    study_name: str,
+    point: ShapePoint,
+    metric: str,
+    settings: Settings,
+    neighbours: Sequence[Config] = (),
+    deadline: float | None = None,
+    progress: Progress | None = None,
+    concurrent: bool = False,
+    planned: Plan | None = None,
+) -> optuna.Study:
+    """Search one shape; ``neighbours`` are warm-start configs (best of nearby shapes)."""
+    space = evaluator.space
+    p = planned or plan(space, evaluator, (point,), settings)
+    sampler = make_sampler(
+        p.sampler, space, seed_for(settings.seed, study_name), p.budget, concurrent or settings.jobs > 1
+    )
+    study = open_study(storage, study_name, sampler)
+    study.set_user_attr("shape", point.name)
+    study.set_user_attr("metric", metric)
+    study.set_user_attr("sampler", p.sampler)
+    if p.sampler == "grid":
+        enqueue_grid(study, evaluator, (point,), settings.seed, concurrent)
+    elif neighbours and not study.trials:
+        env = evaluator.spec.env(point)
+        for config in neighbours:
+            full = space.normalize(config)
+            if not space.violations(full, env):
+                study.enqueue_trial(
+                    space.to_params(full), user_attrs={"warm_start": True}, skip_if_exists=True
+                )
+
+    def objective(trial: optuna.Trial) -> float:
+        ev = evaluator.evaluate(space.suggest(trial), point)
+        value = ev.time(metric)
+        _record(trial, ev, value)
+        if value is None:
+            raise optuna.TrialPruned(f"{ev.status}: {ev.reason}")
+        return value
+
+    _optimize(study, objective, p.budget, settings, deadline, progress)
+    return study
+
+
+def enqueue_grid(
+    study: optuna.Study,
+    evaluator: Evaluator,
+    points: Sequence[ShapePoint],
+    seed: int | None,
+    concurrent: bool,
+) -> int:
+    """The grid sampler: every distinct config feasible at all ``points``, once, in a seeded
+    random order, enqueued as trials (so workers sharing the study each take the next one).
+
+    Optuna's GridSampler walks the full product of the knobs, infeasible and duplicate points
+    included, and costs O(trials) per trial; here only what can be measured is queued.
+    """
+    if study.trials or study.user_attrs.get("grid_enqueued"):
+        return 0
+    study.set_user_attr("grid_enqueued", True)
+    space = evaluator.space
+    envs = [evaluator.spec.env(p) for p in points]
+    configs = [c for c in space.configs() if all(not space.violations(c, env) for env in envs)]
+    random.Random(seed).shuffle(configs)
+    for config in configs:
+        study.enqueue_trial(space.to_params(config), skip_if_exists=concurrent)
+    return len(configs)
+
+
+def geomean(values: Sequence[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def search_joint(
+    evaluator: Evaluator,
+    storage: optuna.storages.BaseStorage,
+    study_name: str,
+    points: Sequence[ShapePoint],
+    metrics: Mapping[str, str],
+    originals: Mapping[str, float],
+    settings: Settings,
+    deadline: float | None = None,
+    progress: Progress | None = None,
+    concurrent: bool = False,
+) -> optuna.Study:
+    """One config for all ``points``: minimise the geometric mean of time / original time."""
+    space = evaluator.space
+    p = plan(space, evaluator, points, settings)
+    sampler = make_sampler(
+        p.sampler, space, seed_for(settings.seed, study_name), p.budget, concurrent or settings.jobs > 1
+    )
+    study = open_study(storage, study_name, sampler)
+    study.set_user_attr("shapes", [pt.name for pt in points])
+    study.set_user_attr("sampler", p.sampler)
+    if p.sampler == "grid":
+        enqueue_grid(study, evaluator, points, settings.seed, concurrent)
+
+    def objective(trial: optuna.Trial) -> float:
+        config = space.normalize(space.suggest(trial))
+        refused = next((r for r in (evaluator.refusal(config, pt) for pt in points) if r is not None), None)
+        ratios: list[float] = []
+        per_shape: dict[str, float] = {}
+        outcome = refused or Evaluation(config, "ok", "measured", config_key(config))
+        for pt in points if refused is None else ():
+            ev = evaluator.evaluate(config, pt)
+            t = ev.time(metrics[pt.name])
+            if t is None:
+                outcome = Evaluation(
+                    config, ev.status, "measured", config_key(config), f"{pt.name}: {ev.reason}"
+                )
+                break
+            per_shape[pt.name] = t
+            ratios.append(t / originals[pt.name])
+        value = geomean(ratios) if len(ratios) == len(points) else None
+        _record(trial, outcome, value)
+        trial.set_user_attr("per_shape_us", per_shape)
+        if value is None:
+            raise optuna.TrialPruned(f"{outcome.status}: {outcome.reason}")
+        return value
+
+    _optimize(study, objective, p.budget, settings, deadline, progress)
+    return study
+
+
+def warm_start_configs(
+    tuned: Mapping[str, list[dict[str, int]]],
+    point: ShapePoint,
+    bucket_var: str,
+    per_neighbour: int,
+) -> list[dict[str, int]]:
+    """Best configs of the two tuned shapes nearest ``point``: same other dimensions first, then
+    by distance in log2 of every variable."""
+    if per_neighbour <= 0:
+        return []
+    mine = point.as_dict()
+
+    def distance(name: str) -> tuple[int, float]:
+        other = ShapePoint.from_name(name).as_dict()
+        same = all(other.get(k) == v for k, v in mine.items() if k != bucket_var)
+        gap = sum(abs(math.log2(max(other.get(k, v), 1)) - math.log2(max(v, 1))) for k, v in mine.items())
+        return (0 if same else 1, gap)
+
+    ranked = sorted((n for n in tuned if n != point.name and tuned[n]), key=distance)[:2]
+    out: list[dict[str, int]] = []
+    seen: set[str] = set()
+    for name in ranked:
+        for config in tuned[name][:per_neighbour]:
+            key = config_key(config)
+            if key not in seen:
+                seen.add(key)
+                out.append(config)
+    return out
+
+
+def evaluation_curve(study: optuna.Study) -> list[float | None]:
+    """Objective values of the distinct evaluations in order (None for failures): the x axis of
+    a sampler comparison."""
+    return [value for _, value in study_stats(study).order]
+
+
+def stale_running(study: optuna.Study) -> list[FrozenTrial]:
+    return list(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+
+
+def fail_running(storage: optuna.storages.BaseStorage, study: optuna.Study) -> int:
+    """Mark RUNNING trials FAIL: only when this process knows no one else runs (it holds the run
+    folder's lock on a local storage); distributed storages rely on heartbeats instead."""
+    count = 0
+    for t in stale_running(study):
+        try:
+            storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+            count += 1
+        except RuntimeError:
+            continue
+    return count

@@ -1,0 +1,226 @@
+"""From a config to a judged measurement: static checks first, then the cache, then the backend.
+
+The order is the cost order. A config that breaks a constraint at this shape, or whose launch
+the device cannot run (threads per block, block and grid dimensions, dynamic shared memory), is
+refused before anything is compiled. A config measured before (same source, launch, flags,
+shape, device, toolkit) is answered from the cache. Only the rest reach the backend, which
+compiles, checks registers, shared memory and spills against the device, verifies against the
+original and times. A resource *policy* (minimum occupancy, spill budget) is applied last to
+what the backend reports.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ktx.errors import KtxError
+from ktx.measure.occupancy import DeviceLimits
+from ktx.measure.types import Candidate, Measurement
+from ktx.search.cache import MeasurementCache, cache_key
+from ktx.search.runlog import RunLog
+from ktx.search.space import Config, Space
+from ktx.search.tunable import Tunable
+from ktx.spec import ShapePoint, Spec
+
+#: Statuses the search adds to the backend's: refused before compiling, or by the policy.
+INFEASIBLE = "infeasible"
+LAUNCH_LIMITS = "launch_limits"
+POLICY = "policy"
+
+#: Below this original time (µs) the objective is graph-mode time, above it single-launch time.
+GRAPH_THRESHOLD_US = 20.0
+
+METRICS = ("auto", "graph", "single")
+
+
+class Backend(Protocol):
+    """What the search needs from a measurement backend (``ktx.measure``'s and the replay one)."""
+
+    def measure(self, candidate: Candidate, shape: ShapePoint) -> Measurement: ...
+
+
+def fingerprint_of(backend: object) -> str:
+    """Device and toolkit identity of a backend, for cache keys."""
+    value = getattr(backend, "fingerprint", None)
+    if isinstance(value, str) and value:
+        return value
+    device = getattr(backend, "device", None)
+    return f"{type(backend).__name__}:{getattr(device, 'name', device)}"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Resource rules on top of the device's hard limits (which the backend enforces)."""
+
+    min_occupancy: float = 0.0
+    max_spill_bytes: int | None = None
+
+    def check(self, m: Measurement) -> str:
+        r = m.resources
+        if r is None:
+            return ""
+        if r.occupancy < self.min_occupancy:
+            return f"occupancy {r.occupancy:.2f} below the minimum {self.min_occupancy:.2f}"
+        if self.max_spill_bytes is not None and r.local_bytes > self.max_spill_bytes:
+            return f"{r.local_bytes} bytes of local memory per thread (allowed {self.max_spill_bytes})"
+        return ""
+
+
+def objective_time(m: Measurement, metric: str) -> float | None:
+    """The time the objective uses: graph or single-launch median, the other when missing."""
+    first, second = (m.graph_us, m.single_us) if metric == "graph" else (m.single_us, m.graph_us)
+    value = first if first is not None else second
+    return value if value is not None and math.isfinite(value) and value > 0 else None
+
+
+def choose_metric(requested: str, original: Measurement) -> str:
+    """``auto``: graph-mode time for kernels under :data:`GRAPH_THRESHOLD_US`, else single launch."""
+    if requested != "auto":
+        return requested
+    t = original.time_us
+    return "graph" if t is None or t < GRAPH_THRESHOLD_US else "single"
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A config's fate at one shape. ``source``: static (refused unmeasured), cache or measured."""
+
+    config: Mapping[str, int]
+    status: str
+    source: str
+    key: str = ""
+    reason: str = ""
+    measurement: Measurement | None = field(default=None, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def time(self, metric: str) -> float | None:
+        return None if self.measurement is None or not self.ok else objective_time(self.measurement, metric)
+
+
+class Evaluator:
+    """Judges configs of one tunable at any shape; thread-safe (the cache and log are)."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        tunable: Tunable,
+        backend: Backend,
+        cache: MeasurementCache,
+        log: RunLog,
+        limits: DeviceLimits | None = None,
+        policy: Policy | None = None,
+    ) -> None:
+        self.spec = spec
+        self.tunable = tunable
+        self.backend = backend
+        self.cache = cache
+        self.log = log
+        self.limits = limits or DeviceLimits()
+        self.policy = policy or Policy()
+        self.fingerprint = fingerprint_of(backend)
+        self._lock = threading.Lock()
+        self._gpu = threading.Lock()  # backends measure one candidate at a time
+        self._inflight: dict[str, threading.Event] = {}
+
+    @property
+    def space(self) -> Space:
+        return self.tunable.space
+
+    def launch_problem(self, candidate: Candidate, point: ShapePoint) -> str:
+        """Why the device cannot launch this at all ('' when it can), found without compiling."""
+        try:
+            grid, block, shared = candidate.launch(self.spec, point)
+        except KtxError as exc:
+            return f"launch mapping: {exc}"
+        lim = self.limits
+        threads = math.prod(block)
+        if threads > lim.max_threads_per_block:
+            return f"{threads} threads per block (device limit {lim.max_threads_per_block})"
+        for axis, (size, top) in enumerate(zip(block, lim.max_block, strict=False)):
+            if size > top:
+                return f"block dimension {axis} is {size} (limit {top})"
+        for axis, (size, top) in enumerate(zip(grid, lim.max_grid, strict=False)):
+            if size > top:
+                return f"grid dimension {axis} is {size} (limit {top})"
+        if any(n <= 0 for n in (*grid, *block)):
+            return f"empty launch grid={grid} block={block}"
+        if shared > lim.shared_per_block_optin:
+            return f"{shared} bytes of dynamic shared memory (limit {lim.shared_per_block_optin})"
+        return ""
+
+    def measure(self, candidate: Candidate, point: ShapePoint) -> tuple[Measurement, str, str]:
+        """(measurement, 'cache' or 'measured', key).
+
+        With several trials in flight, the compile of each starts at once (the backend's
+        ``prefetch``) while the GPU measures one at a time; a second trial asking for a key
+        already being measured waits for that measurement instead of repeating it.
+        """
+        key = cache_key(candidate, point.name, self.fingerprint)
+        while True:
+            hit = self.cache.get(key)
+            if hit is not None:
+                return hit, "cache", key
+            with self._lock:
+                pending = self._inflight.get(key)
+                if pending is None:
+                    self._inflight[key] = threading.Event()
+                    break
+            pending.wait()
+        try:
+            prefetch = getattr(self.backend, "prefetch", None)
+            if callable(prefetch):
+                prefetch(candidate, point)
+            with self._gpu:
+                m = self.backend.measure(candidate, point)
+            self.cache.put(key, m, {"shape": point.name, "config": dict(candidate.config)})
+        finally:
+            with self._lock:
+                self._inflight.pop(key).set()
+        self.log.write(
+            "measure",
+            shape=point.name,
+            config=dict(candidate.config),
+            key=key,
+            status=m.status.value,
+            single_us=m.single_us,
+            graph_us=m.graph_us,
+        )
+        return m, "measured", key
+
+    def original(self, point: ShapePoint) -> Measurement:
+        return self.measure(self.tunable.candidate({}), point)[0]
+
+    def refusal(self, config: Config, point: ShapePoint) -> Evaluation | None:
+        """The static verdict on ``config`` at ``point``: None when it may be measured."""
+        try:
+            broken = self.space.violations(config, self.spec.env(point))
+        except KtxError as exc:
+            broken = (str(exc),)
+        if broken:
+            return Evaluation(config, INFEASIBLE, "static", reason=f"violates {broken[0]}")
+        problem = self.launch_problem(self.tunable.candidate(config), point)
+        if problem:
+            return Evaluation(config, LAUNCH_LIMITS, "static", reason=problem)
+        return None
+
+    def evaluate(self, config: Config, point: ShapePoint) -> Evaluation:
+        config = self.space.normalize(config)
+        refused = self.refusal(config, point)
+        if refused is not None:
+            return refused
+        m, source, key = self.measure(self.tunable.candidate(config), point)
+        status, reason = m.status.value, m.message
+        if m.ok:
+            rule = self.policy.check(m)
+            if rule:
+                status, reason = POLICY, rule
+            elif objective_time(m, "graph") is None:
+                status, reason = "crash", "ok but no usable time"
+        return Evaluation(config, status, source, key, reason, m)

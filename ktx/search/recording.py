@@ -1,0 +1,149 @@
+"""Recorded spaces and the replay backend that answers from them.
+
+A recording is what a GPU run leaves behind for CPU work later: measurements of one kernel at
+many (config, shape) points, plus the knob space they were taken over, so that a search can be
+replayed on any machine, deterministically (Kernel Tuner's "simulation mode"). Format
+(``ktx.recording/1``, one JSON object)::
+
+    {"format": "ktx.recording/1", "kernel": "silu_and_mul",
+     "synthetic": false, "method": "how the numbers were taken", "device": "...", "toolkit": "...",
+     "space": {"knobs": [{"name", "values", "default", "condition"?}], "constraints": ["..."]},
+     "measurements": [Measurement.to_dict(), ...]}     # config {} is the original kernel
+
+``synthetic: true`` marks numbers that come from a model (:mod:`ktx.search.synthetic`); reports
+made from such a recording say so on every table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ktx.errors import KtxError, Location
+from ktx.measure.replay import ReplayBackend
+from ktx.measure.types import Candidate, Measurement, Status
+from ktx.search.space import Config, Space, config_key
+from ktx.spec import ShapePoint
+
+FORMAT = "ktx.recording/1"
+
+
+@dataclass(frozen=True)
+class Recording:
+    """A loaded recording: lookups by (shape name, config)."""
+
+    kernel: str
+    space: Space
+    synthetic: bool
+    method: str
+    device: str
+    toolkit: str
+    digest: str
+    path: str = ""
+    measurements: tuple[Measurement, ...] = field(default=(), repr=False)
+    _index: Mapping[tuple[str, str], Measurement] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], path: str = "") -> Recording:
+        where = Location(path or None)
+        if data.get("format") != FORMAT:
+            raise KtxError(
+                f"not a ktx recording (format {data.get('format')!r})", where, f"expected {FORMAT}"
+            )
+        try:
+            space_data = data.get("space") or {}
+            space = Space.from_description(space_data.get("knobs", ()), space_data.get("constraints", ()))
+            measurements = tuple(Measurement.from_dict(row) for row in data["measurements"])
+            index = {(m.shape, config_key(m.config)): m for m in measurements}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise KtxError(f"malformed recording: {exc}", where) from None
+        blob = json.dumps(data, sort_keys=True).encode()
+        kernels = {m.kernel for m in measurements}
+        return cls(
+            kernel=str(data.get("kernel") or (kernels.pop() if len(kernels) == 1 else "")),
+            space=space,
+            synthetic=bool(data.get("synthetic", False)),
+            method=str(data.get("method", "")),
+            device=str(data.get("device", "")),
+            toolkit=str(data.get("toolkit") or data.get("driver") or ""),
+            digest=hashlib.sha256(blob).hexdigest()[:16],
+            path=path,
+            measurements=measurements,
+            _index=index,
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> Recording:
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text())
+        except OSError as exc:
+            raise KtxError(f"cannot read recording: {exc.strerror}", Location(str(p))) from None
+        except ValueError as exc:
+            raise KtxError(f"recording is not JSON: {exc}", Location(str(p))) from None
+        return cls.from_dict(data, str(p))
+
+    def get(self, shape: str, config: Config) -> Measurement | None:
+        return self._index.get((shape, config_key(config)))
+
+    @property
+    def shapes(self) -> tuple[str, ...]:
+        return tuple(sorted({s for s, _ in self._index}))
+
+    def at(self, shape: str) -> Iterator[Measurement]:
+        """Every recorded measurement at ``shape`` (the original included)."""
+        for (s, _), m in self._index.items():
+            if s == shape:
+                yield m
+
+    @property
+    def label(self) -> str:
+        kind = "SYNTHETIC (modelled, not measured)" if self.synthetic else "recorded"
+        return f"{kind}: {self.method or 'no method given'} on {self.device or 'unknown device'}"
+
+
+class RecordingBackend:
+    """The replay backend: :class:`ktx.measure.replay.ReplayBackend` over a recording, except
+    that a (shape, config) the recording lacks comes back as a ``crash`` measurement saying so,
+    which the search counts as one more failure instead of stopping.
+    """
+
+    def __init__(self, recording: Recording, throttle_s: float = 0.0) -> None:
+        self.recording = recording
+        self.throttle_s = throttle_s
+        self.fingerprint = f"replay:{recording.digest}:{recording.device}:{recording.toolkit}"
+        self._replay = ReplayBackend(recording.measurements, None, recording.path)
+
+    @property
+    def calls(self) -> int:
+        return self._replay.calls
+
+    def measure(self, candidate: Candidate, shape: ShapePoint) -> Measurement:
+        if self.throttle_s > 0:  # stands in for GPU time in tests that kill a run mid-way
+            time.sleep(self.throttle_s)
+        try:
+            return self._replay.measure(candidate, shape)
+        except KtxError:
+            return Measurement(
+                kernel=self.recording.kernel,
+                shape=shape.name,
+                config=dict(candidate.config),
+                status=Status.CRASH,
+                message="not in the recording",
+                label=candidate.label,
+            )
+
+    def close(self) -> None:
+        return None
+
+
+def write(data: Mapping[str, Any], path: str | Path) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(data, separators=(",", ":")) + "\n")
+    return p

@@ -1,0 +1,239 @@
+"""What a tune leaves behind: best configs, sources, dispatch table, held-out check, summary.
+
+Everything is rebuilt from the studies (plus the template, for sources), so any worker of a
+distributed run, or a later ``ktx tune`` on a finished run, writes the same files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ktx.measure.types import Measurement
+from ktx.search.dispatch import DispatchTable
+from ktx.search.engine import StudyStats
+from ktx.search.evaluate import objective_time
+from ktx.search.tunable import Tunable
+from ktx.spec import ShapePoint
+
+
+@dataclass(frozen=True)
+class ShapeResult:
+    """One shape's outcome. ``best`` is None when no candidate succeeded."""
+
+    point: ShapePoint
+    metric: str
+    sampler: str
+    original: Measurement
+    best_config: Mapping[str, int] | None
+    best: Measurement | None
+    stats: StudyStats
+    study: str
+
+    @property
+    def original_us(self) -> float | None:
+        return objective_time(self.original, self.metric)
+
+    @property
+    def best_us(self) -> float | None:
+        return None if self.best is None else objective_time(self.best, self.metric)
+
+    @property
+    def speedup(self) -> float | None:
+        o, b = self.original_us, self.best_us
+        return None if o is None or b is None else o / b
+
+    def row(self) -> dict[str, Any]:
+        best = self.best
+        return {
+            "shape": self.point.name,
+            "metric": self.metric,
+            "original_us": self.original_us,
+            "best_us": self.best_us,
+            "speedup": self.speedup,
+            "sol_fraction": None if best is None else _sol(best, self.metric),
+            "original_sol_fraction": _sol(self.original, self.metric),
+            "trials": self.stats.trials,
+            "evaluations": self.stats.evaluations,
+            "refused": self.stats.refused,
+            "failures": dict(self.stats.failures),
+            "sampler": self.sampler,
+            "best_config": None if self.best_config is None else dict(self.best_config),
+            "best_single_us": None if best is None else best.single_us,
+            "best_graph_us": None if best is None else best.graph_us,
+            "original_single_us": self.original.single_us,
+            "original_graph_us": self.original.graph_us,
+            "study": self.study,
+        }
+
+
+def _sol(m: Measurement, metric: str) -> float | None:
+    """Fraction of speed-of-light at the objective's time."""
+    t = objective_time(m, metric)
+    if m.sol_us is None or t is None:
+        return m.sol_fraction
+    return m.sol_us / t
+
+
+@dataclass(frozen=True)
+class HoldoutRow:
+    point: ShapePoint
+    metric: str
+    original: Measurement
+    chosen_config: Mapping[str, int] | None
+    chosen: Measurement | None
+
+    @property
+    def ratio(self) -> float | None:
+        """original / chosen time: above 1 the table helps, below 1 it hurts."""
+        if self.chosen_config is None:
+            return 1.0
+        o = objective_time(self.original, self.metric)
+        c = None if self.chosen is None else objective_time(self.chosen, self.metric)
+        return None if o is None or c is None else o / c
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "shape": self.point.name,
+            "metric": self.metric,
+            "original_us": objective_time(self.original, self.metric),
+            "chosen": None if self.chosen_config is None else dict(self.chosen_config),
+            "chosen_us": None if self.chosen is None else objective_time(self.chosen, self.metric),
+            "chosen_status": None if self.chosen is None else self.chosen.status.value,
+            "speedup": self.ratio,
+        }
+
+
+def geomean(values: Sequence[float]) -> float | None:
+    good = [v for v in values if v > 0 and math.isfinite(v)]
+    return math.exp(sum(math.log(v) for v in good) / len(good)) if good else None
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _failures(f: Mapping[str, int], refused: int) -> str:
+    parts = [f"{k} {v}" for k, v in sorted(f.items())]
+    if refused:
+        parts.append(f"refused {refused}")
+    return ", ".join(parts) or "-"
+
+
+@dataclass(frozen=True)
+class Summary:
+    kernel: str
+    results: tuple[ShapeResult, ...]
+    holdout: tuple[HoldoutRow, ...] = ()
+    wall_s: float = 0.0
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def geomean_speedup(self) -> float | None:
+        return geomean([r.speedup for r in self.results if r.speedup is not None])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kernel": self.kernel,
+            "notes": list(self.notes),
+            "wall_s": round(self.wall_s, 3),
+            "geomean_speedup": self.geomean_speedup,
+            "shapes": [r.row() for r in self.results],
+            "holdout": [h.row() for h in self.holdout],
+            "holdout_geomean_speedup": geomean([h.ratio for h in self.holdout if h.ratio is not None]),
+        }
+
+    def markdown(self) -> str:
+        lines = [f"# ktx tune: {self.kernel}", ""]
+        lines += [f"> {note}" for note in self.notes]
+        if self.notes:
+            lines.append("")
+        lines += [
+            "| shape | metric | original µs | best µs | speedup | SOL | trials | evaluated | failures |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        ]
+        for r in self.results:
+            row = r.row()
+            lines.append(
+                f"| {row['shape']} | {row['metric']} | {_fmt(row['original_us'], '.2f')} | "
+                f"{_fmt(row['best_us'], '.2f')} | {_fmt(row['speedup'], '.3f')} | "
+                f"{_fmt(row['sol_fraction'], '.1%')} | {row['trials']} | {row['evaluations']} | "
+                f"{_failures(r.stats.failures, r.stats.refused)} |"
+            )
+        g = self.geomean_speedup
+        lines += [
+            "",
+            f"Geometric-mean speedup: {_fmt(g, '.3f')} over {len(self.results)} shapes; "
+            f"wall time {self.wall_s:.1f} s.",
+            "",
+        ]
+        if self.holdout:
+            lines += [
+                "## Held-out shapes (not used for tuning): the dispatch table's choice vs. the original",
+                "",
+                "| shape | original µs | chosen µs | speedup | chosen |",
+                "| --- | ---: | ---: | ---: | --- |",
+            ]
+            for h in self.holdout:
+                row = h.row()
+                chosen = (
+                    "original" if row["chosen"] is None else json.dumps(row["chosen"], separators=(",", ":"))
+                )
+                cells = [row["shape"], _fmt(row["original_us"], ".2f"), _fmt(row["chosen_us"], ".2f")]
+                cells += [_fmt(row["speedup"], ".3f"), chosen]
+                lines.append("| " + " | ".join(cells) + " |")
+            hg = geomean([h.ratio for h in self.holdout if h.ratio is not None])
+            lines += ["", f"Held-out geometric-mean speedup: {_fmt(hg, '.3f')}.", ""]
+        return "\n".join(lines)
+
+
+def write_outputs(
+    folder: Path,
+    summary: Summary,
+    table: DispatchTable,
+    tunable: Tunable,
+    raw_table: DispatchTable | None = None,
+) -> list[Path]:
+    """best.json, best/variant_N.cu, dispatch.{json,h}, holdout.json, summary.{md,json}."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    best_dir = folder / "best"
+    best_dir.mkdir(exist_ok=True)
+    variant_files: dict[int, str] = {}
+    for i, config in enumerate(table.variants):
+        path = best_dir / f"variant_{i}.cu"
+        header = "// ktx tune: " + ", ".join(f"{k}={v}" for k, v in config.items()) + "\n"
+        path.write_text(header + tunable.candidate(config).source)
+        variant_files[i] = str(path.relative_to(folder))
+        written.append(path)
+    best: dict[str, Any] = {}
+    for r in summary.results:
+        entry = r.row()
+        chosen = table.select(r.point.as_dict())
+        entry["dispatch"] = "original" if chosen is None else chosen
+        best[r.point.name] = entry
+    for name, data in (("best.json", best), ("summary.json", summary.to_dict())):
+        path = folder / name
+        path.write_text(json.dumps(data, indent=1) + "\n")
+        written.append(path)
+    if summary.holdout:
+        path = folder / "holdout.json"
+        data = {
+            "note": "shapes not used for tuning, measured with the table as tuned (before exact repairs)",
+            "rows": [h.row() for h in summary.holdout],
+            "repaired": raw_table is not None and raw_table.rules != table.rules,
+        }
+        path.write_text(json.dumps(data, indent=1) + "\n")
+        written.append(path)
+    for name, text in (("dispatch.json", table.to_json()), ("dispatch.h", table.to_header())):
+        path = folder / name
+        path.write_text(text)
+        written.append(path)
+    path = folder / "summary.md"
+    path.write_text(summary.markdown())
+    written.append(path)
+    return written

@@ -1,0 +1,503 @@
+"""``ktx tune`` as a library call: baselines, searches, workers, outputs.
+
+One run folder (default ``.ktx/runs/<kernel>/``) holds the study (``study.db`` unless
+``--storage`` names a server), the measurement cache (``cache.jsonl``), the run log
+(``log.jsonl``) and the outputs. A run started again on the same folder continues: finished
+trials stay in the study, measured candidates stay in the cache, stale RUNNING trials of the
+killed process are marked FAIL, and each shape's budget counts what is already there.
+
+With ``workers > 1`` this process measures the baselines, starts that many worker processes
+(one per GPU through ``CUDA_VISIBLE_DEVICES``) on the same studies, waits, and writes the
+outputs. On several machines, start ``ktx tune --storage postgresql://...`` on each: each is a
+worker, and each writes the same outputs from the shared studies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import optuna
+
+from ktx.errors import KtxError, Location
+from ktx.measure.occupancy import DeviceLimits
+from ktx.measure.types import Measurement
+from ktx.search.cache import MeasurementCache
+from ktx.search.dispatch import Choice, DispatchTable, build_table, choose_bucket_var
+from ktx.search.engine import (
+    Settings,
+    best_measurement,
+    fail_running,
+    open_study,
+    plan,
+    search_joint,
+    search_shape,
+    study_stats,
+    top_configs,
+    warm_start_configs,
+)
+from ktx.search.evaluate import Backend, Evaluator, Policy, choose_metric, objective_time
+from ktx.search.progress import Display
+from ktx.search.recording import Recording, RecordingBackend
+from ktx.search.report import HoldoutRow, ShapeResult, Summary, write_outputs
+from ktx.search.runlog import RunLog
+from ktx.search.study import default_url, open_storage, redact
+from ktx.search.tunable import Tunable, load_tunable
+from ktx.spec import ShapePoint, Spec, load_spec
+
+
+@dataclass(frozen=True)
+class TuneRequest:
+    """Everything ``ktx tune`` is asked; the defaults are the CLI's."""
+
+    kernel_dir: Path
+    passes: str = ""
+    shapes: tuple[str, ...] = ()
+    trials: int = 100
+    time_limit: float | None = None
+    sampler: str = "auto"
+    seed: int | None = None
+    storage: str | None = None
+    workers: int = 1
+    backend: str = "cupy"
+    out: Path | None = None
+    metric: str = "auto"
+    joint: bool = False
+    holdout: str = "auto"
+    jobs: int = 1
+    warm_start: int = 3
+    min_occupancy: float = 0.0
+    max_spills: int | None = None
+    min_gain: float = 0.0
+    bucket_var: str | None = None
+    study: str = ""  # study name prefix (default: the kernel's name)
+    quiet: bool = False
+    worker_index: int | None = None  # set in processes started by ``workers > 1``
+    throttle: float = 0.0  # replay only: seconds per measurement, standing in for GPU time
+
+    @property
+    def is_worker(self) -> bool:
+        return self.worker_index is not None
+
+    def worker_argv(self, index: int, run_dir: Path, url: str) -> list[str]:
+        """``ktx tune`` arguments for worker ``index`` of this run (same search, no outputs)."""
+        argv = [str(self.kernel_dir), "--trials", str(self.trials), "--sampler", self.sampler]
+        argv += ["--backend", self.backend, "--metric", self.metric, "--jobs", str(self.jobs)]
+        argv += ["--warm-start", str(self.warm_start), "--min-occupancy", str(self.min_occupancy)]
+        argv += ["--out", str(run_dir), "--storage", url, "--worker-index", str(index), "--quiet"]
+        for flag, value in (
+            ("--passes", self.passes),
+            ("--shapes", ";".join(self.shapes)),
+            ("--time-limit", self.time_limit),
+            ("--seed", None if self.seed is None else self.seed + index),
+            ("--max-spills", self.max_spills),
+            ("--bucket", self.bucket_var),
+            ("--study", self.study),
+            ("--throttle", self.throttle or None),
+        ):
+            if value not in (None, ""):
+                argv += [flag, str(value)]
+        if self.joint:
+            argv.append("--joint")
+        return argv
+
+    def settings(self) -> Settings:
+        return Settings(
+            trials=self.trials,
+            sampler=self.sampler,
+            seed=self.seed,
+            metric=self.metric,
+            jobs=self.jobs,
+            warm_start=self.warm_start,
+        )
+
+
+# -- setup ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Context:
+    """What one process of a run holds open (mutable: backend and storage are resources)."""
+
+    request: TuneRequest
+    spec: Spec
+    tunable: Tunable
+    points: tuple[ShapePoint, ...]
+    run_dir: Path
+    url: str
+    storage: optuna.storages.BaseStorage
+    backend: Backend
+    evaluator: Evaluator
+    log: RunLog
+    recording: Recording | None
+    display: Display
+
+    def close(self) -> None:
+        close = getattr(self.backend, "close", None)
+        if callable(close):
+            close()
+        self.display.close()
+
+
+def open_backend(text: str, spec: Spec, throttle: float) -> tuple[Backend, Recording | None, DeviceLimits]:
+    """``replay:FILE`` (a recording) or ``cupy`` (the GPU harness)."""
+    if text.startswith("replay:"):
+        recording = Recording.load(text.removeprefix("replay:"))
+        if recording.kernel and recording.kernel != spec.name:
+            raise KtxError(
+                f"the recording is of {recording.kernel!r}, not {spec.name!r}", Location(recording.path)
+            )
+        return RecordingBackend(recording, throttle), recording, DeviceLimits()
+    if text != "cupy":
+        raise KtxError(f"unknown backend {text!r}", hint="use cupy or replay:FILE")
+    from ktx.measure.gpu import Options
+    from ktx.measure.harness import Harness
+
+    harness = Harness(spec, options=Options(rounds=spec.verify.rounds))
+    return harness, None, harness.device()
+
+
+def select_points(spec: Spec, names: Sequence[str]) -> tuple[ShapePoint, ...]:
+    """Shape sets (comma-separated names) or single shapes, in the spec's order, no repeats."""
+    points: list[ShapePoint] = []
+    for name in names or (spec.default_shapes,):
+        try:
+            found = spec.shape_set(name).points
+        except KtxError:
+            found = (spec.find_point(name),)
+        points += [p for p in found if p not in points]
+    return tuple(points)
+
+
+def order_points(points: Sequence[ShapePoint], bucket_var: str) -> tuple[ShapePoint, ...]:
+    """Group equal other dimensions, bucket variable ascending: neighbours come one after another."""
+
+    def key(p: ShapePoint) -> tuple[tuple[tuple[str, int], ...], int]:
+        d = p.as_dict()
+        return tuple((k, v) for k, v in p.values if k != bucket_var), d.get(bucket_var, 0)
+
+    return tuple(sorted(points, key=key))
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """One main process per run folder (workers it starts do not take the lock)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    handle: IO[str] = (run_dir / ".lock").open("w")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise KtxError(
+            f"another ktx tune is running on {run_dir}", Location(str(run_dir)), "wait for it, or give --out"
+        ) from None
+    try:
+        handle.write(str(os.getpid()))
+        handle.flush()
+        yield
+    finally:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+
+
+def open_context(req: TuneRequest) -> Context:
+    spec = load_spec(req.kernel_dir)
+    backend, recording, limits = open_backend(req.backend, spec, req.throttle)
+    if recording is not None and not req.passes:
+        if not recording.space.knobs:
+            raise KtxError(
+                "the recording carries no knob space", Location(recording.path), "give --passes PIPELINE"
+            )
+        tunable = Tunable.recorded(spec.name, recording.space, recording.digest)
+    else:
+        tunable = load_tunable(spec, req.passes)
+    points = select_points(spec, req.shapes)
+    run_dir = (req.out or Path(".ktx") / "runs" / spec.name).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    url = req.storage or default_url(run_dir)
+    shared = req.workers > 1 or req.storage is not None or req.is_worker
+    storage = open_storage(url, heartbeat=shared)
+    worker = "main" if req.worker_index is None else f"worker{req.worker_index}"
+    log = RunLog(run_dir / "log.jsonl", worker=f"{worker}:{os.getpid()}")
+    cache = MeasurementCache(run_dir / "cache.jsonl")
+    policy = Policy(req.min_occupancy, req.max_spills)
+    evaluator = Evaluator(spec, tunable, backend, cache, log, limits, policy)
+    display = Display(enabled=not req.quiet)
+    return Context(
+        req, spec, tunable, points, run_dir, url, storage, backend, evaluator, log, recording, display
+    )
+
+
+def study_name(ctx: Context, point: ShapePoint | None) -> str:
+    """``prefix|space tag|shape``: a changed pipeline or space starts new studies."""
+    where = "joint" if point is None else point.name
+    return f"{ctx.request.study or ctx.spec.name}|{ctx.tunable.study_tag}|{where}"
+
+
+# -- phases --------------------------------------------------------------------------------
+
+
+def prepare_shape(ctx: Context, point: ShapePoint) -> tuple[Measurement, str]:
+    """The original's measurement and the objective metric for ``point``, fixed in the study
+    by whoever gets there first so that every worker optimises the same quantity."""
+    settings = ctx.request.settings()
+    study = open_study(ctx.storage, study_name(ctx, point), optuna.samplers.RandomSampler())
+    attrs = study.user_attrs
+    if "original" in attrs and "metric" in attrs:
+        return Measurement.from_dict(attrs["original"]), str(attrs["metric"])
+    original = ctx.evaluator.original(point)
+    if not original.ok:
+        ctx.display.message(
+            f"{point.name}: the original kernel failed ({original.status}): {original.message[:200]}"
+        )
+    metric = choose_metric(settings.metric, original)
+    study.set_user_attr("original", original.to_dict())
+    study.set_user_attr("metric", metric)
+    return original, metric
+
+
+def tune_shapes(ctx: Context, deadline: float | None) -> None:
+    """Search each shape in turn, warm-starting from the shapes tuned before it."""
+    req = ctx.request
+    settings = req.settings()
+    bucket = choose_bucket_var(ctx.spec.variables, req.bucket_var)
+    ordered = order_points(ctx.points, bucket)
+    tuned: dict[str, list[dict[str, int]]] = {}
+    concurrent = req.workers > 1 or req.is_worker or req.storage is not None
+    for i, point in enumerate(ordered):
+        original, metric = prepare_shape(ctx, point)
+        name = study_name(ctx, point)
+        left = len(ordered) - i
+        share = None if deadline is None else time.monotonic() + max(0.0, deadline - time.monotonic()) / left
+        neighbours = warm_start_configs(tuned, point, bucket, settings.warm_start)
+        shape_plan = plan(ctx.tunable.space, ctx.evaluator, (point,), settings)
+        ctx.display.start(point.name, shape_plan.budget)
+        base = objective_time(original, metric)
+
+        def show(stats: Any, base: float | None = base) -> None:
+            ctx.display.update(stats, base)
+
+        if ctx.tunable.space.knobs:
+            study = search_shape(
+                ctx.evaluator,
+                ctx.storage,
+                name,
+                point,
+                metric,
+                settings,
+                neighbours,
+                share,
+                show,
+                concurrent,
+                shape_plan,
+            )
+            tuned[point.name] = top_configs(study, settings.warm_start)
+            stats = study_stats(study)
+            ctx.log.write(
+                "shape_done",
+                shape=point.name,
+                trials=stats.trials,
+                evaluations=stats.evaluations,
+                best_us=stats.best_value,
+                failures=dict(stats.failures),
+            )
+        ctx.display.finish()
+
+
+def tune_joint(ctx: Context, deadline: float | None) -> None:
+    settings = ctx.request.settings()
+    metrics: dict[str, str] = {}
+    originals: dict[str, float] = {}
+    for point in ctx.points:
+        original, metric = prepare_shape(ctx, point)
+        t = objective_time(original, metric)
+        if t is None:
+            raise KtxError(
+                f"joint search needs the original to run at every shape; it failed at {point.name}"
+            )
+        metrics[point.name], originals[point.name] = metric, t
+    budget = plan(ctx.tunable.space, ctx.evaluator, ctx.points, settings).budget
+    ctx.display.start("all shapes (joint)", budget)
+    if ctx.tunable.space.knobs:
+        search_joint(
+            ctx.evaluator, ctx.storage, study_name(ctx, None), ctx.points, metrics, originals, settings,
+            deadline, lambda s: ctx.display.update(s, 1.0), ctx.request.workers > 1 or ctx.request.is_worker,
+        )  # fmt: skip
+    ctx.display.finish()
+
+
+def start_workers(ctx: Context) -> None:
+    """Start ``workers`` copies of this command on the same studies; wait for all of them."""
+    req = ctx.request
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    devices = (
+        [d for d in visible.split(",") if d.strip()] if visible else [str(i) for i in range(req.workers)]
+    )
+    procs: list[subprocess.Popen[bytes]] = []
+    for i in range(req.workers):
+        env = dict(os.environ)
+        if req.backend == "cupy":
+            env["CUDA_VISIBLE_DEVICES"] = devices[i % len(devices)]
+        cmd = [sys.executable, "-m", "ktx", "tune", *req.worker_argv(i, ctx.run_dir, ctx.url)]
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL))
+    ctx.log.write("workers_started", count=req.workers, pids=[p.pid for p in procs])
+    failed = [(i, p.wait()) for i, p in enumerate(procs)]
+    bad = [(i, code) for i, code in failed if code != 0]
+    if bad:
+        raise KtxError(
+            f"worker(s) failed: {', '.join(f'#{i} exit {c}' for i, c in bad)}", Location(str(ctx.run_dir))
+        )
+
+
+def collect(ctx: Context) -> tuple[ShapeResult, ...]:
+    """Results per shape, from the studies alone."""
+    results: list[ShapeResult] = []
+    joint = None
+    if ctx.request.joint and ctx.tunable.space.knobs:
+        joint = optuna.load_study(study_name=study_name(ctx, None), storage=ctx.storage)
+        best_joint = None
+        try:
+            best_joint = dict(joint.best_trial.user_attrs["ktx"]["config"])
+        except (ValueError, KeyError):
+            best_joint = None
+    for point in ctx.points:
+        study = optuna.load_study(study_name=study_name(ctx, point), storage=ctx.storage)
+        original = Measurement.from_dict(study.user_attrs["original"])
+        metric = str(study.user_attrs["metric"])
+        if joint is not None:
+            stats = study_stats(joint)
+            config = best_joint
+            best = None if config is None else ctx.evaluator.evaluate(config, point).measurement
+            sampler = str(joint.user_attrs.get("sampler", ctx.request.sampler))
+        else:
+            stats = study_stats(study)
+            found = best_measurement(study) if ctx.tunable.space.knobs else None
+            config, best = (None, None) if found is None else found
+            sampler = str(study.user_attrs.get("sampler", "-"))
+        results.append(ShapeResult(point, metric, sampler, original, config, best, stats, study.study_name))
+    return tuple(results)
+
+
+def holdout_points(ctx: Context, tuned: Sequence[ShapePoint], bucket: str) -> tuple[ShapePoint, ...]:
+    """``auto``: the geometric midpoints of the bucket variable between tuned shapes (where the
+    table is least sure), each group of other dimensions alike; or named shape sets; or none."""
+    mode = ctx.request.holdout
+    if mode == "none":
+        return ()
+    tuned_set = set(tuned)
+    if mode != "auto":
+        return tuple(p for p in select_points(ctx.spec, mode.split(",")) if p not in tuned_set)
+    groups: dict[tuple[tuple[str, int], ...], list[int]] = {}
+    for p in tuned:
+        fixed = tuple((k, v) for k, v in p.values if k != bucket)
+        groups.setdefault(fixed, []).append(p.as_dict()[bucket])
+    out: list[ShapePoint] = []
+    for fixed, values in groups.items():
+        values.sort()
+        for a, b in itertools.pairwise(values):
+            mid = max(a + 1, round((a * b) ** 0.5))
+            if mid >= b:
+                continue
+            order = [k for k, _ in tuned[0].values]
+            assign = {**dict(fixed), bucket: mid}
+            point = ShapePoint(tuple((k, assign[k]) for k in order))
+            if point not in tuned_set and ctx.spec.satisfies(point):
+                out.append(point)
+    return tuple(out)
+
+
+def check_holdout(ctx: Context, table: DispatchTable, points: Sequence[ShapePoint]) -> tuple[HoldoutRow, ...]:
+    rows: list[HoldoutRow] = []
+    for point in points:
+        original = ctx.evaluator.original(point)
+        metric = choose_metric(ctx.request.metric, original)
+        chosen = table.select(point.as_dict())
+        measured = None if chosen is None else ctx.evaluator.evaluate(chosen, point).measurement
+        rows.append(HoldoutRow(point, metric, original, chosen, measured))
+        ctx.log.write("holdout", shape=point.name, chosen=chosen, ratio=rows[-1].ratio)
+    return tuple(rows)
+
+
+def finalize(ctx: Context, wall_s: float) -> Summary:
+    results = collect(ctx)
+    bucket = choose_bucket_var(ctx.spec.variables, ctx.request.bucket_var)
+    choices = [Choice(r.point, r.best_config, r.original_us, r.best_us) for r in results]
+    table = build_table(
+        ctx.spec.name, ctx.spec.variables, bucket, choices, ctx.request.min_gain,
+        ctx.tunable.space.names, ctx.tunable.space.default(),
+    )  # fmt: skip
+    raw = table
+    holdout = (
+        check_holdout(ctx, table, holdout_points(ctx, ctx.points, bucket)) if ctx.tunable.space.knobs else ()
+    )
+    for row in holdout:
+        if row.ratio is not None and row.ratio < 1.0 and row.chosen_config is not None:
+            table = table.with_exact_original(row.point, f"held-out check: {row.ratio:.3f}x")
+        elif row.ratio is None and row.chosen_config is not None:
+            table = table.with_exact_original(row.point, "held-out check: the chosen config failed")
+    notes: list[str] = []
+    if ctx.recording is not None:
+        notes.append(f"Backend: replay of a recording, {ctx.recording.label}.")
+        if ctx.recording.synthetic:
+            notes.append("SYNTHETIC numbers from an analytic cost model: nothing here was measured on a GPU.")
+    if not ctx.tunable.space.knobs:
+        notes.append("No knobs (no --passes): only the original kernel was measured.")
+    summary = Summary(ctx.spec.name, results, holdout, wall_s, tuple(notes))
+    write_outputs(ctx.run_dir, summary, table, ctx.tunable, raw)
+    ctx.log.write("finished", geomean_speedup=summary.geomean_speedup, wall_s=round(wall_s, 3))
+    return summary
+
+
+def run_tune(req: TuneRequest) -> Summary | None:
+    """Tune; returns the summary (None in a worker process, which writes no outputs)."""
+    if req.trials < 1:
+        raise KtxError(f"--trials {req.trials}: need at least 1")
+    if req.workers < 1 or req.jobs < 1:
+        raise KtxError("--workers and --jobs must be at least 1")
+    start = time.monotonic()
+    deadline = None if req.time_limit is None else start + req.time_limit
+    ctx = open_context(req)
+    try:
+        if req.is_worker:
+            (tune_joint if req.joint else tune_shapes)(ctx, deadline)
+            return None
+        with run_lock(ctx.run_dir):
+            if ctx.url == default_url(ctx.run_dir):
+                stale = sum(fail_running(ctx.storage, s) for s in _studies(ctx))
+                if stale:
+                    ctx.display.message(f"resuming: {stale} trial(s) of a killed run marked FAIL")
+            shapes = [p.name for p in ctx.points]
+            space = ctx.tunable.space.describe()
+            ctx.log.write("start", request=_jsonable(req), url=redact(ctx.url), shapes=shapes, space=space)
+            for point in ctx.points:
+                prepare_shape(ctx, point)
+            if req.workers > 1:
+                start_workers(ctx)
+            else:
+                (tune_joint if req.joint else tune_shapes)(ctx, deadline)
+            return finalize(ctx, time.monotonic() - start)
+    finally:
+        ctx.close()
+
+
+def _studies(ctx: Context) -> list[optuna.Study]:
+    names = [s.study_name for s in optuna.get_all_study_summaries(ctx.storage, include_best_trial=False)]
+    return [optuna.load_study(study_name=n, storage=ctx.storage) for n in names]
+
+
+def _jsonable(req: TuneRequest) -> dict[str, Any]:
+    data = {k: (str(v) if isinstance(v, Path) else v) for k, v in req.__dict__.items()}
+    if data.get("storage"):
+        data["storage"] = redact(str(data["storage"]))
+    clean: dict[str, Any] = json.loads(json.dumps(data, default=str))
+    return clean

@@ -1,0 +1,139 @@
+"""Optuna plumbing: storages, samplers, study names.
+
+The study *is* the record of a search: every trial's config, outcome and measurement live in it
+(``user_attrs["ktx"]``), so a run resumes from its storage, several workers share one study
+through an RDB URL, and every output can be rebuilt from the storage alone. Nothing here
+coordinates workers itself; Optuna's RDB storage does (row locks, heartbeats for dead workers).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from ktx.errors import KtxError
+from ktx.search.space import Space
+
+SAMPLERS = ("auto", "tpe", "random", "grid", "cmaes", "gp")
+
+#: A worker that has not beaten its heartbeat for GRACE_S seconds is dead; its running trial fails.
+HEARTBEAT_S = 10
+GRACE_S = 40
+
+
+def default_url(run_dir: Path) -> str:
+    return f"sqlite:///{run_dir.resolve() / 'study.db'}"
+
+
+def open_storage(url: str, heartbeat: bool = False) -> optuna.storages.BaseStorage:
+    """``:memory:``, or an SQLAlchemy URL (``sqlite:///path``, ``postgresql://user@host/db``)."""
+    if url == ":memory:":
+        return optuna.storages.InMemoryStorage()
+    engine_kwargs: dict[str, Any] = {}
+    if url.startswith("sqlite"):
+        engine_kwargs["connect_args"] = {"timeout": 60}  # several local workers wait on the lock
+    else:
+        engine_kwargs["pool_pre_ping"] = True
+    kwargs: dict[str, Any] = {"engine_kwargs": engine_kwargs}
+    if heartbeat:
+        kwargs.update(heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            storage = optuna.storages.RDBStorage(url, **kwargs)
+        if url.startswith("sqlite"):
+            _sqlite_wal(storage)
+        return storage
+    except ModuleNotFoundError as exc:
+        hint = "pip install psycopg2-binary" if "psycopg" in str(exc) else f"install {exc.name}"
+        raise KtxError(f"storage {redact(url)}: driver missing ({exc})", hint=hint) from None
+    except Exception as exc:  # SQLAlchemy raises many kinds; the message is what matters
+        raise KtxError(
+            f"cannot open storage {redact(url)}: {str(exc).splitlines()[0]}",
+            hint="check the URL, the server and the credentials",
+        ) from None
+
+
+def _sqlite_wal(storage: optuna.storages.RDBStorage) -> None:
+    """WAL journal, ``synchronous=NORMAL``: a commit no longer waits for the disk, readers do not
+    block the writer (several local workers), and a killed process still loses nothing that
+    was committed (only a power cut could lose the last transactions)."""
+    from sqlalchemy import event
+
+    def pragmas(connection: Any, _record: Any) -> None:
+        cursor = connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    event.listen(storage.engine, "connect", pragmas)
+    storage.engine.dispose()  # connections made so far lack the pragmas
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    head, sep, tail = url.partition("@")
+    if not sep or ":" not in head.split("//", 1)[-1]:
+        return url
+    scheme, _, cred = head.partition("//")
+    user = cred.split(":", 1)[0]
+    return f"{scheme}//{user}:***@{tail}"
+
+
+def seed_for(seed: int | None, *parts: str) -> int | None:
+    """A per-study seed derived from the run's seed, stable across resumes and shape orders."""
+    if seed is None:
+        return None
+    digest = hashlib.sha256("|".join((str(seed), *parts)).encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+def resolve_sampler(name: str, space_size: int | None, budget: int) -> str:
+    """``auto``: grid when the whole (finite) space fits in the budget, TPE otherwise."""
+    if name != "auto":
+        return name
+    return "grid" if space_size is not None and space_size <= budget else "tpe"
+
+
+def make_sampler(
+    name: str, space: Space, seed: int | None, budget: int, concurrent: bool
+) -> optuna.samplers.BaseSampler:
+    """One of :data:`SAMPLERS` (``auto`` resolved already), seeded."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if name == "tpe":
+            conditional = any(k.condition is not None for k in space.knobs)
+            return optuna.samplers.TPESampler(
+                seed=seed,
+                n_startup_trials=max(3, min(10, budget // 4)),
+                multivariate=True,
+                group=conditional,
+                constant_liar=concurrent,
+            )
+        if name == "random":
+            return optuna.samplers.RandomSampler(seed=seed)
+        if name == "grid":
+            # The grid itself is enqueued as trials (see ktx.search.engine.enqueue_grid); the
+            # sampler only answers if the queue runs dry, which the budget check prevents.
+            return optuna.samplers.RandomSampler(seed=seed)
+        if name == "cmaes":
+            _need("cmaes", "cmaes")
+            return optuna.samplers.CmaEsSampler(
+                seed=seed, n_startup_trials=max(3, min(10, budget // 4)), warn_independent_sampling=False
+            )
+        if name == "gp":
+            _need("torch", "torch scipy")
+            _need("scipy", "torch scipy")
+            return optuna.samplers.GPSampler(seed=seed, n_startup_trials=max(3, min(10, budget // 4)))
+    raise KtxError(f"unknown sampler {name!r}", hint="samplers: " + ", ".join(SAMPLERS))
+
+
+def _need(module: str, packages: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise KtxError(f"this sampler needs the {module!r} package", hint=f"pip install {packages}")

@@ -1,0 +1,130 @@
+"""What the search tunes: a knob space and the candidate each config stands for.
+
+Three things can be tuned, and the search does not care which:
+
+* the original kernel with no passes (an empty space: only the baseline is measured);
+* a pass-framework template (``ktx.template.Template``): its knobs and constraints, its
+  ``instantiate(config)`` source and its launch mapping;
+* a recording's own space (replay without a pass pipeline): the recording answers by config, so
+  the candidate's source is only a label.
+
+>>> t = Tunable.recorded("k", Space(), "fp")
+>>> t.candidate({}).label
+'original'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ktx.errors import KtxError
+from ktx.expr import Expr
+from ktx.measure.types import Candidate, original_candidate
+from ktx.search.space import Config, Space, knob_from
+from ktx.spec import Spec
+
+
+class TemplateLike(Protocol):
+    """The part of :class:`ktx.template.Template` the search uses."""
+
+    @property
+    def space(self) -> Any: ...
+
+    @property
+    def pipeline(self) -> str: ...
+
+    def candidate_fields(self, config: Mapping[str, int] | None = None) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Tunable:
+    """A space plus ``make(config) -> Candidate``; ``make({})`` is the original kernel."""
+
+    kernel: str
+    pipeline: str
+    space: Space
+    make: Callable[[Config], Candidate]
+    fingerprint: str  # identifies the space and the templates: part of the study name
+
+    def candidate(self, config: Config) -> Candidate:
+        return self.make(config)
+
+    @property
+    def study_tag(self) -> str:
+        return self.fingerprint[:10]
+
+    # -- constructors ----------------------------------------------------------------------
+
+    @classmethod
+    def original(cls, spec: Spec) -> Tunable:
+        base = original_candidate(spec)
+
+        def make(config: Config) -> Candidate:
+            if config:
+                raise KtxError("the original kernel has no knobs", hint="give --passes to expose some")
+            return base
+
+        return cls(spec.name, "", Space(), make, _digest({"source": base.source}))
+
+    @classmethod
+    def recorded(cls, kernel: str, space: Space, recording_digest: str) -> Tunable:
+        def make(config: Config) -> Candidate:
+            label = "original" if not config else "recorded"
+            return Candidate(
+                source=f"// replayed from recording {recording_digest}",
+                name_expression=kernel,
+                grid=("1",),
+                block=("1",),
+                config={k: int(v) for k, v in config.items()},
+                label=label,
+            )
+
+        return cls(
+            kernel,
+            "recording",
+            space,
+            make,
+            _digest({"recording": recording_digest, "space": space.describe()}),
+        )
+
+    @classmethod
+    def from_template(cls, spec: Spec, template: TemplateLike) -> Tunable:
+        """Adapt a pass-framework template: its knob space and ``candidate_fields(config)``."""
+        space = Space(
+            tuple(knob_from(k) for k in template.space.knobs),
+            tuple(Expr.parse(c) for c in template.space.constraints),
+        )
+        base = original_candidate(spec)
+
+        def make(config: Config) -> Candidate:
+            if not config:
+                return base
+            fields = template.candidate_fields(dict(config))
+            return Candidate(**fields, flags=base.flags, label=template.pipeline)
+
+        fields = template.candidate_fields(space.default())
+        return cls(
+            spec.name,
+            template.pipeline,
+            space,
+            make,
+            _digest({"pipeline": template.pipeline, "space": space.describe(), "default": fields}),
+        )
+
+
+def _digest(data: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def load_tunable(spec: Spec, pipeline: str) -> Tunable:
+    """Run the pass pipeline on the spec's kernel (launched as the spec says), or take the
+    original when the pipeline is empty."""
+    if not pipeline.strip():
+        return Tunable.original(spec)
+    from ktx.pipeline import template_for_spec
+
+    return Tunable.from_template(spec, template_for_spec(spec, pipeline))

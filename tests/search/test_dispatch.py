@@ -1,0 +1,95 @@
+"""Dispatch tables: buckets, the original as fallback, JSON round trip, a C++ header that agrees."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ktx.search.dispatch import Choice, DispatchTable, build_table
+from ktx.spec import ShapePoint
+
+
+def point(tokens: int, d: int) -> ShapePoint:
+    return ShapePoint((("tokens", tokens), ("d", d)))
+
+
+CHOICES = [
+    Choice(point(1, 4096), {"B": 64, "S": 8}, 4.0, 2.0),
+    Choice(point(16, 4096), {"B": 64, "S": 8}, 4.0, 2.5),
+    Choice(point(256, 4096), {"B": 256, "S": 1}, 10.0, 8.0),
+    Choice(point(4096, 4096), {"B": 512, "S": 1}, 50.0, 50.5),  # slower than the original
+    Choice(point(1, 8192), {"B": 128, "S": 4}, 5.0, 4.0),
+    Choice(point(64, 8192), None, 7.0, None),  # nothing succeeded
+]
+
+
+def table() -> DispatchTable:
+    return build_table("my-kernel", ("tokens", "d"), "tokens", CHOICES, 0.0, ("B", "S"), {"B": 256, "S": 1})
+
+
+def test_buckets_split_at_geometric_midpoints_and_merge() -> None:
+    t = table()
+    assert t.select({"tokens": 1, "d": 4096}) == {"B": 64, "S": 8}
+    assert t.select({"tokens": 63, "d": 4096}) == {"B": 64, "S": 8}  # merged bucket [.., 64)
+    assert t.select({"tokens": 64, "d": 4096}) == {"B": 256, "S": 1}  # sqrt(16 * 256) = 64
+    assert t.select({"tokens": 1023, "d": 4096}) == {"B": 256, "S": 1}
+    assert t.select({"tokens": 1024, "d": 4096}) is None  # 4096 lost to the original
+    assert t.select({"tokens": 1, "d": 8192}) == {"B": 128, "S": 4}
+    assert t.select({"tokens": 500, "d": 8192}) is None  # nothing succeeded at 64
+    assert t.select({"tokens": 1, "d": 2048}) is None  # never tuned: the original
+    assert len(t.variants) == 3
+
+
+def test_never_slower_than_the_original_on_measured_shapes() -> None:
+    for min_gain in (0.0, 0.3):
+        t = build_table("k", ("tokens", "d"), "tokens", CHOICES, min_gain)
+        for c in CHOICES:
+            chosen = t.select(c.point.as_dict())
+            if chosen is not None:
+                assert c.best_us is not None and c.original_us is not None
+                assert chosen == c.config and c.best_us * (1 + min_gain) < c.original_us
+    # with a 30% threshold the 1.25x win at 256 no longer counts
+    assert (
+        build_table("k", ("tokens", "d"), "tokens", CHOICES, 0.3).select(point(256, 4096).as_dict()) is None
+    )
+
+
+def test_exact_repairs_win_over_ranges_and_json_round_trips() -> None:
+    t = table().with_exact_original(point(8, 4096), "held-out check: 0.9x")
+    assert t.select({"tokens": 8, "d": 4096}) is None
+    assert t.select({"tokens": 9, "d": 4096}) == {"B": 64, "S": 8}
+    again = DispatchTable.from_dict(t.to_dict())
+    assert again == t
+    for tokens in (1, 8, 9, 64, 5000):
+        assert again.select({"tokens": tokens, "d": 4096}) == t.select({"tokens": tokens, "d": 4096})
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
+def test_cpp_header_agrees_with_python(tmp_path: Path) -> None:
+    t = table().with_exact_original(point(8, 4096), "held-out")
+    (tmp_path / "dispatch.h").write_text(t.to_header())
+    probes = [(n, d) for d in (2048, 4096, 8192) for n in (1, 2, 7, 8, 9, 63, 64, 65, 1023, 1024, 9999)]
+    calls = "\n".join(
+        f'  c = ktx_dispatch_my_kernel({n}, {d}); std::printf("%d %d %d\\n", c.variant, c.B, c.S);'
+        for n, d in probes
+    )
+    (tmp_path / "main.cc").write_text(
+        f'#include "dispatch.h"\n#include <cstdio>\nint main() {{\n  ktx_my_kernel_config c;\n{calls}\n}}\n'
+    )
+    exe = tmp_path / "main"
+    subprocess.run(
+        ["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "main.cc", "-o", str(exe)],
+        cwd=tmp_path,
+        check=True,
+    )
+    lines = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
+    for (n, d), line in zip(probes, lines, strict=True):
+        variant, b, s = map(int, line.split())
+        chosen = t.select({"tokens": n, "d": d})
+        if chosen is None:
+            assert variant == -1 and (b, s) == (256, 1), (n, d)
+        else:
+            assert t.variants[variant] == chosen == {"B": b, "S": s}, (n, d)

@@ -1,0 +1,225 @@
+"""The search engine on the replay backend (a SYNTHETIC recording): budgets, refusals, caching,
+repeatability, grid, warm starts, policies, joint search."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import replace
+
+import optuna
+import pytest
+
+from ktx.errors import KtxError
+from ktx.expr import Expr
+from ktx.measure.types import Candidate, Measurement, Resources, Status, Timing
+from ktx.search.cache import MeasurementCache
+from ktx.search.engine import (
+    Settings,
+    best_measurement,
+    evaluation_curve,
+    search_joint,
+    search_shape,
+    study_stats,
+    top_configs,
+    warm_start_configs,
+)
+from ktx.search.evaluate import Evaluator, Policy
+from ktx.search.recording import Recording, RecordingBackend
+from ktx.search.runlog import RunLog
+from ktx.search.space import Knob, Space, config_key
+from ktx.search.tunable import Tunable
+from ktx.spec import ShapePoint, load_spec
+
+from .conftest import SILU
+
+SPEC = load_spec(SILU)
+P1 = ShapePoint.from_name("tokens=1,d=4096")
+P256 = ShapePoint.from_name("tokens=256,d=4096")
+
+
+def evaluator(recording: Recording, log: RunLog | None = None, policy: Policy | None = None) -> Evaluator:
+    tunable = Tunable.recorded(SPEC.name, recording.space, recording.digest)
+    backend = RecordingBackend(recording)
+    return Evaluator(SPEC, tunable, backend, MeasurementCache(None), log or RunLog(None), policy=policy)
+
+
+def run(ev: Evaluator, point: ShapePoint = P1, **kw: object) -> optuna.Study:
+    settings = Settings(**{"trials": 40, "sampler": "tpe", "seed": 7, **kw})  # type: ignore[arg-type]
+    return search_shape(ev, optuna.storages.InMemoryStorage(), "s", point, "graph", settings)
+
+
+def measured(log: RunLog) -> list[dict[str, object]]:
+    return [e for e in log.events if e["event"] == "measure"]
+
+
+def test_budget_counts_distinct_evaluations_and_repeats_are_free(recording: Recording) -> None:
+    log = RunLog(None)
+    study = run(evaluator(recording, log), trials=40)
+    stats = study_stats(study)
+    events = measured(log)
+    assert stats.evaluations == 40 == len(events)
+    assert len({e["key"] for e in events}) == 40, "no candidate measured twice"
+    sources = [t.user_attrs["ktx"]["source"] for t in study.trials if "ktx" in t.user_attrs]
+    assert sources.count("measured") == 40
+    assert stats.trials >= 40
+
+
+def test_constraints_refuse_before_measuring(recording: Recording) -> None:
+    log = RunLog(None)
+    study = run(evaluator(recording, log), trials=60, sampler="random")
+    space = recording.space
+    env = SPEC.env(P1)
+    for e in measured(log):
+        assert not space.violations(e["config"], env)  # type: ignore[arg-type]
+    refused = [t for t in study.trials if t.user_attrs.get("ktx", {}).get("source") == "static"]
+    assert refused and all(t.state == optuna.trial.TrialState.PRUNED for t in refused)
+    assert study_stats(study).refused == len(refused)
+
+
+def test_failures_are_pruned_trials_never_best(recording: Recording) -> None:
+    study = run(evaluator(recording), trials=120, sampler="random", seed=1)
+    stats = study_stats(study)
+    assert stats.failures, "the synthetic space plants compile errors and wrong results"
+    found = best_measurement(study)
+    assert found is not None and found[1].ok
+    for t in study.trials:
+        if t.user_attrs.get("ktx", {}).get("status", "ok") != "ok":
+            assert t.state == optuna.trial.TrialState.PRUNED
+
+
+def test_same_seed_same_search(recording: Recording) -> None:
+    a = evaluation_curve(run(evaluator(recording), seed=3))
+    b = evaluation_curve(run(evaluator(recording), seed=3))
+    c = evaluation_curve(run(evaluator(recording), seed=4))
+    assert a == b and a != c
+
+
+def test_grid_measures_every_feasible_config_once(recording: Recording) -> None:
+    log = RunLog(None)
+    ev = evaluator(recording, log)
+    feasible = len(recording.space.feasible_configs(SPEC.env(P256)))
+    study = run(ev, P256, trials=10_000, sampler="auto")
+    assert study.user_attrs["sampler"] == "grid"
+    keys = [e["key"] for e in measured(log)]
+    assert len(keys) == len(set(keys)) == feasible == study_stats(study).evaluations
+    best = min(t for m in recording.at(P256.name) if m.config and m.ok and (t := m.graph_us) is not None)
+    assert study.best_value == pytest.approx(best)
+
+
+def test_auto_picks_tpe_when_the_space_exceeds_the_budget(recording: Recording) -> None:
+    assert run(evaluator(recording), trials=20, sampler="auto").user_attrs["sampler"] == "tpe"
+
+
+def test_warm_start_runs_the_neighbours_best_first(recording: Recording) -> None:
+    ev = evaluator(recording)
+    donor = run(ev, P1, trials=30)
+    tuned = {P1.name: top_configs(donor, 3)}
+    configs = warm_start_configs(tuned, ShapePoint.from_name("tokens=16,d=4096"), "tokens", 3)
+    assert configs == tuned[P1.name]
+    storage = optuna.storages.InMemoryStorage()
+    point = ShapePoint.from_name("tokens=16,d=4096")
+    study = search_shape(ev, storage, "w", point, "graph", Settings(trials=10, seed=1), configs)
+    first = [config_key(t.user_attrs["ktx"]["config"]) for t in study.trials[: len(configs)]]
+    assert first == [config_key(recording.space.normalize(c)) for c in configs]
+    assert all(t.user_attrs.get("warm_start") for t in study.trials[: len(configs)])
+
+
+def test_neighbours_prefer_same_other_dimensions() -> None:
+    tuned = {
+        "tokens=1,d=4096": [{"A": 1}],
+        "tokens=64,d=4096": [{"A": 2}],
+        "tokens=16,d=11008": [{"A": 3}],
+    }
+    got = warm_start_configs(tuned, ShapePoint.from_name("tokens=16,d=4096"), "tokens", 1)
+    assert got == [{"A": 2}, {"A": 1}]  # 64 is nearer 16 than 1 is (log2 distance 2 < 4)
+
+
+def test_occupancy_policy_refuses_and_records(recording: Recording) -> None:
+    study = run(evaluator(recording, policy=Policy(min_occupancy=0.9)), trials=40, sampler="random")
+    statuses = {t.user_attrs["ktx"]["status"] for t in study.trials if "ktx" in t.user_attrs}
+    assert "policy" in statuses
+    found = best_measurement(study)
+    assert found is not None and found[1].resources is not None and found[1].resources.occupancy >= 0.9
+
+
+class CountingBackend:
+    """A backend whose time is a formula; counts calls (for launch-limit and threading tests)."""
+
+    fingerprint = "formula"
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, int]] = []
+
+    def measure(self, candidate: Candidate, shape: ShapePoint) -> Measurement:
+        self.calls.append(dict(candidate.config))
+        b, s = candidate.config.get("B", 1), candidate.config.get("S", 1)
+        t = 10.0 / b + b / 100 + s
+        timing = Timing(t, t, t, t, t, t, 10)
+        res = Resources(32, 0, 0, 0, 1024, candidate.config.get("B", 1), 8, 1.0, "warps")
+        return Measurement(
+            "k", shape.name, dict(candidate.config), Status.OK, single=timing, graph=timing, resources=res
+        )
+
+
+def formula_tunable() -> Tunable:
+    space = Space((Knob("B", (32, 64, 128, 256, 512, 1024, 2048), 256), Knob("S", (1, 2), 1)))
+
+    def make(config: dict[str, int]) -> Candidate:  # type: ignore[type-arg]
+        return Candidate("src", "k", ("tokens",), ("B * S",), config=dict(config))
+
+    return Tunable("k", "test", space, make, "f" * 64)  # type: ignore[arg-type]
+
+
+def test_launch_limits_refuse_without_compiling() -> None:
+    backend = CountingBackend()
+    ev = Evaluator(SPEC, formula_tunable(), backend, MeasurementCache(None), RunLog(None))
+    study = run(ev, trials=100, sampler="grid")
+    assert backend.calls and all(c["B"] * c["S"] <= 1024 for c in backend.calls)
+    refused = {
+        t.user_attrs["ktx"]["status"] for t in study.trials if t.user_attrs["ktx"]["source"] == "static"
+    }
+    assert refused == {"launch_limits"}
+    assert study.best_trial.user_attrs["ktx"]["config"] == {"B": 32, "S": 1}
+
+
+def test_trials_in_flight_never_measure_a_key_twice() -> None:
+    backend = CountingBackend()
+    ev = Evaluator(SPEC, formula_tunable(), backend, MeasurementCache(None), RunLog(None))
+    run(ev, trials=11, sampler="random", jobs=4, seed=0)
+    keys = [config_key(c) for c in backend.calls]
+    assert len(keys) == len(set(keys))
+
+
+def test_joint_search_minimises_the_geometric_mean_ratio(recording: Recording) -> None:
+    ev = evaluator(recording)
+    points = (P1, P256)
+    originals = {p.name: ev.original(p).graph_us or 0.0 for p in points}
+    study = search_joint(
+        ev, optuna.storages.InMemoryStorage(), "j", points, dict.fromkeys(originals, "graph"), originals,
+        Settings(trials=30, seed=2, sampler="tpe"),
+    )  # fmt: skip
+    best = study.best_trial
+    per = best.user_attrs["per_shape_us"]
+    ratio = (per[P1.name] / originals[P1.name] * per[P256.name] / originals[P256.name]) ** 0.5
+    assert best.value == pytest.approx(ratio)
+    assert study_stats(study).evaluations <= 30
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cmaes") is not None, reason="cmaes is installed")
+def test_missing_sampler_packages_say_what_to_install(recording: Recording) -> None:
+    with pytest.raises(KtxError, match="pip install cmaes"):
+        run(evaluator(recording), sampler="cmaes")
+
+
+def test_recording_label_says_synthetic(recording: Recording) -> None:
+    assert recording.synthetic and "SYNTHETIC" in recording.label
+    real = replace(recording, synthetic=False)
+    assert "SYNTHETIC" not in real.label
+
+
+def test_constraint_text_errors_are_refusals_not_crashes(recording: Recording) -> None:
+    space = Space(recording.space.knobs, (Expr.parse("d // (VEC - VEC) > 0"),))
+    tunable = Tunable.recorded(SPEC.name, space, recording.digest)
+    ev = Evaluator(SPEC, tunable, RecordingBackend(recording), MeasurementCache(None), RunLog(None))
+    outcome = ev.evaluate(space.default(), P1)
+    assert outcome.status == "infeasible" and "division by zero" in outcome.reason

@@ -1,0 +1,160 @@
+"""``ktx tune`` end to end on the replay backend (a SYNTHETIC recording): outputs, resume, errors."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+from pathlib import Path
+
+import optuna
+import pytest
+
+from ktx.cli import main
+from ktx.search.dispatch import DispatchTable
+from ktx.search.runlog import read_log
+from ktx.spec import ShapePoint
+
+from .conftest import SILU, TUNED_ARG
+
+
+def tune(
+    capsys: pytest.CaptureFixture[str], recording_path: Path, out: Path, *extra: str
+) -> tuple[int, str, str]:
+    argv = ["tune", str(SILU), "--backend", f"replay:{recording_path}", "--shapes", TUNED_ARG]
+    code = main([*argv, "--out", str(out), "--trials", "25", "--seed", "5", "--quiet", *extra])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def measures(out: Path) -> list[dict[str, object]]:
+    return [e for e in read_log(out / "log.jsonl") if e["event"] == "measure"]
+
+
+def test_outputs(tmp_path: Path, recording_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    code, stdout, _ = tune(capsys, recording_path, out)
+    assert code == 0
+    assert "SYNTHETIC" in stdout and "| tokens=1,d=4096 | graph |" in stdout
+    for name in (
+        "best.json",
+        "summary.json",
+        "summary.md",
+        "dispatch.json",
+        "dispatch.h",
+        "log.jsonl",
+        "study.db",
+    ):
+        assert (out / name).is_file(), name
+    summary = json.loads((out / "summary.json").read_text())
+    rows = {r["shape"]: r for r in summary["shapes"]}
+    assert set(rows) == set(TUNED_ARG.split(";"))
+    for row in rows.values():
+        assert row["evaluations"] == 25 and row["trials"] >= 25
+        assert row["best_us"] and row["original_us"] and row["sampler"] == "tpe"
+        assert row["best_graph_us"] and row["best_single_us"], "both times recorded for the best"
+    assert summary["geomean_speedup"] > 1.0
+    table = DispatchTable.from_dict(json.loads((out / "dispatch.json").read_text()))
+    for row in rows.values():
+        chosen = table.select(ShapePoint.from_name(row["shape"]).as_dict())
+        if chosen is None:
+            continue
+        assert chosen == row["best_config"] and row["best_us"] < row["original_us"]
+    assert "ktx_dispatch_silu_and_mul(int64_t tokens, int64_t d)" in (out / "dispatch.h").read_text()
+    for i in range(len(table.variants)):
+        assert (out / "best" / f"variant_{i}.cu").is_file()
+    held = {h["shape"] for h in summary["holdout"]}
+    assert held == {"tokens=4,d=4096", "tokens=64,d=4096"}, "midpoints between tuned token counts"
+    assert all(h["speedup"] is not None for h in summary["holdout"])
+    assert "Held-out shapes" in (out / "summary.md").read_text()
+    events = {e["event"] for e in read_log(out / "log.jsonl")}
+    assert {"start", "measure", "shape_done", "holdout", "finished"} <= events
+
+
+def test_second_run_measures_nothing_again(
+    tmp_path: Path, recording_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    assert tune(capsys, recording_path, out)[0] == 0
+    first = len(measures(out))
+    assert tune(capsys, recording_path, out)[0] == 0
+    assert len(measures(out)) == first
+    # a larger budget continues the same studies
+    assert tune(capsys, recording_path, out, "--trials", "30")[0] == 0
+    keys = [e["key"] for e in measures(out)]
+    assert len(keys) == len(set(keys)) >= first + 4 * 5
+    summary = json.loads((out / "summary.json").read_text())
+    assert [r["evaluations"] for r in summary["shapes"]] == [30] * 4
+
+
+def test_joint(tmp_path: Path, recording_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "joint"
+    code, _, _ = tune(capsys, recording_path, out, "--joint", "--holdout", "none")
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    configs = {json.dumps(r["best_config"], sort_keys=True) for r in summary["shapes"]}
+    assert len(configs) == 1, "one config for every shape"
+    assert summary["holdout"] == []
+
+
+def test_workers_share_one_sqlite_study(
+    tmp_path: Path, recording_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "workers"
+    code, _, _ = tune(capsys, recording_path, out, "--workers", "2", "--shapes", "tokens=1,d=4096")
+    assert code == 0
+    workers = {str(e["worker"]).split(":")[0] for e in measures(out)}
+    assert {"worker0", "worker1"} <= workers | {"main"}
+    storage = f"sqlite:///{out / 'study.db'}"
+    names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+    study = optuna.load_study(study_name=names[0], storage=storage)
+    evaluated = {t.user_attrs["ktx"]["key"] for t in study.trials if t.user_attrs.get("ktx", {}).get("key")}
+    assert 25 <= len(evaluated) <= 26  # the budget is shared; one worker may finish one in flight
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (("--backend", "replay:/nonexistent.json"), "cannot read recording"),
+        (("--backend", "tpu"), "unknown backend 'tpu'"),
+        (("--trials", "0"), "--trials 0"),
+        (("--shapes", "nosuchset"), "unknown shape 'nosuchset'"),
+        (("--storage", "nosuchdb://x"), "cannot open storage"),
+    ],
+)
+def test_user_errors_are_one_line_exit_2(
+    tmp_path: Path,
+    recording_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    extra: tuple[str, ...],
+    message: str,
+) -> None:
+    code, _, err = tune(capsys, recording_path, tmp_path / "bad", *extra)
+    assert code == 2
+    assert err.startswith("ktx: error:") and message in err and err.count("\n") == 1
+
+
+def test_recording_of_another_kernel_is_refused(
+    tmp_path: Path, recording_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "tune",
+            str(SILU.parent / "rmsnorm"),
+            "--backend",
+            f"replay:{recording_path}",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert code == 2 and "not 'rmsnorm'" in capsys.readouterr().err
+
+
+def test_one_main_process_per_run_folder(
+    tmp_path: Path, recording_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "locked"
+    out.mkdir()
+    with (out / ".lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        code, _, err = tune(capsys, recording_path, out)
+    assert code == 2 and "another ktx tune is running" in err
