@@ -27,7 +27,6 @@ from typing import Any, Protocol
 import optuna
 
 from ktx.errors import KtxError
-from ktx.launch import LaunchMapping
 from ktx.measure.occupancy import DeviceLimits
 from ktx.measure.types import Candidate, Measurement, original_candidate
 from ktx.registry import Registry
@@ -43,24 +42,10 @@ from ktx.template import KnobSpace, Template
 
 
 def build_template(spec: Spec, pipeline: str, registry: Registry | None = None) -> Template:
-    """Run ``pipeline`` on the spec's kernel, launched as the spec says (as ``ktx tune`` does)."""
-    from ktx.pipeline import run
+    """Run ``pipeline`` on the spec's kernel, launched as the spec says (``ktx tune``'s seam)."""
+    from ktx.pipeline import template_for_spec
 
-    mapping = LaunchMapping(
-        tuple(e.text for e in spec.launch.grid),
-        tuple(e.text for e in spec.launch.block),
-        spec.launch.shared.text,
-        origin="spec",
-    )
-    return run(
-        spec.source_text(),
-        pipeline,
-        kernel=spec.kernel,
-        mapping=mapping,
-        template_args=spec.template_args,
-        registry=registry,
-        path=str(spec.folder / spec.source),
-    )
+    return template_for_spec(spec, pipeline, registry)
 
 
 #: The one knob of a template whose passes expose none (``hoist``): 0 the original, 1 the rewrite.
