@@ -137,8 +137,9 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
             diffs.append(abs(s["effective_us"] - other["effective_us"]) / other["effective_us"])
             noise.append(max(s.get("spread") or 0.0, other.get("spread") or 0.0))
     worst = max(diffs) if diffs else None
+    both = "passes" in a and "passes" in b
     return {
-        "same_passes": a.get("passes") == b.get("passes"),
+        "same_passes": a.get("passes") == b.get("passes") if both else None,
         "max_time_diff": worst,
         "median_time_diff": statistics.median(diffs) if diffs else None,
         "median_noise": statistics.median(noise) if noise else None,
@@ -173,7 +174,8 @@ def table(summary: dict[str, Any]) -> str:
             tag = ""
             if seed == list(info["runs"])[-1] and cmp:
                 diff = cmp.get("max_time_diff")
-                tag = f"{'same' if cmp.get('same_passes') else 'DIFFERENT'}/" + (
+                same = cmp.get("same_passes")
+                tag = f"{'-' if same is None else 'same' if same else 'DIFFERENT'}/" + (
                     "-" if diff is None else f"{'yes' if cmp.get('within_noise') else 'NO'} ({100 * diff:.1f}%)"
                 )
             lines.append(
@@ -213,8 +215,11 @@ def main() -> int:
             if gpu in running or not queue:
                 continue
             left = deadline - time.monotonic()
-            batches = math.ceil(len(queue) / lanes)
-            share = left / max(1, batches)
+            share = left / max(1, math.ceil(len(queue) / lanes))
+            while share < MIN_RUN_S and len(queue) > 1:  # too little for all: drop from the end
+                dropped = queue.pop()  # (second seeds go first: every kernel keeps one run longest)
+                results[dropped] = {"status": "skipped: budget too small", "wall_s": 0.0}
+                share = left / max(1, math.ceil(len(queue) / lanes))
             kernel, seed = queue.pop(0)
             if share < MIN_RUN_S:
                 results[(kernel, seed)] = {"status": "skipped: budget spent", "wall_s": 0.0}

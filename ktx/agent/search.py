@@ -26,7 +26,6 @@ from typing import Any, Protocol
 
 import optuna
 
-from ktx.errors import KtxError
 from ktx.measure.occupancy import DeviceLimits
 from ktx.measure.types import Candidate, Measurement, original_candidate
 from ktx.registry import Registry
@@ -320,8 +319,3 @@ class TuneSearch:
         return RoundResult(
             tuple(outcomes), failures, evaluations, trials_run, time.monotonic() - start, folder
         )
-
-
-def check_deadline(deadline: float | None) -> None:
-    if deadline is not None and time.monotonic() >= deadline:
-        raise KtxError("the time budget is spent")
