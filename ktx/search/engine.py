@@ -149,6 +149,20 @@ def open_study(
     return optuna.load_study(storage=storage, study_name=name, sampler=sampler)
 
 
+def study_lookup(study: optuna.Study) -> Callable[[str], Measurement | None]:
+    """Measurements other workers recorded in the study, by cache key: the RDB storage is the
+    cache that workers on different machines share."""
+
+    def lookup(key: str) -> Measurement | None:
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+            data = t.user_attrs.get("measurement")
+            if _ktx(t).get("key") == key and isinstance(data, dict):
+                return Measurement.from_dict(data)
+        return None
+
+    return lookup
+
+
 def _record(trial: optuna.Trial, ev: Evaluation, value: float | None) -> None:
     trial.set_user_attr(
         "ktx",
@@ -258,8 +272,10 @@ def search_shape(
                     space.to_params(full), user_attrs={"warm_start": True}, skip_if_exists=True
                 )
 
+    shared = study_lookup(study) if concurrent else None
+
     def objective(trial: optuna.Trial) -> float:
-        ev = evaluator.evaluate(space.suggest(trial), point)
+        ev = evaluator.evaluate(space.suggest(trial), point, shared)
         value = ev.time(metric)
         _record(trial, ev, value)
         if value is None:

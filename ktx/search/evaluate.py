@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -35,6 +35,10 @@ POLICY = "policy"
 GRAPH_THRESHOLD_US = 20.0
 
 METRICS = ("auto", "graph", "single")
+
+
+#: Looks a cache key up in a store other processes write (None: not there).
+Lookup = Callable[[str], "Measurement | None"]
 
 
 class Backend(Protocol):
@@ -155,8 +159,13 @@ class Evaluator:
             return f"{shared} bytes of dynamic shared memory (limit {lim.shared_per_block_optin})"
         return ""
 
-    def measure(self, candidate: Candidate, point: ShapePoint) -> tuple[Measurement, str, str]:
+    def measure(
+        self, candidate: Candidate, point: ShapePoint, shared: Lookup | None = None
+    ) -> tuple[Measurement, str, str]:
         """(measurement, 'cache' or 'measured', key).
+
+        ``shared`` looks a key up where other workers record their measurements (the study in
+        an RDB storage, for workers on other machines whose cache files this one cannot see).
 
         With several trials in flight, the compile of each starts at once (the backend's
         ``prefetch``) while the GPU measures one at a time; a second trial asking for a key
@@ -165,6 +174,10 @@ class Evaluator:
         key = cache_key(candidate, point.name, self.fingerprint)
         while True:
             hit = self.cache.get(key)
+            if hit is None and shared is not None:
+                hit = shared(key)
+                if hit is not None:
+                    self.cache.put(key, hit, {"shape": point.name, "config": dict(candidate.config)})
             if hit is not None:
                 return hit, "cache", key
             with self._lock:
@@ -210,12 +223,12 @@ class Evaluator:
             return Evaluation(config, LAUNCH_LIMITS, "static", reason=problem)
         return None
 
-    def evaluate(self, config: Config, point: ShapePoint) -> Evaluation:
+    def evaluate(self, config: Config, point: ShapePoint, shared: Lookup | None = None) -> Evaluation:
         config = self.space.normalize(config)
         refused = self.refusal(config, point)
         if refused is not None:
             return refused
-        m, source, key = self.measure(self.tunable.candidate(config), point)
+        m, source, key = self.measure(self.tunable.candidate(config), point, shared)
         status, reason = m.status.value, m.message
         if m.ok:
             rule = self.policy.check(m)

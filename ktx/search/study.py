@@ -33,6 +33,7 @@ def open_storage(url: str, heartbeat: bool = False) -> optuna.storages.BaseStora
     """``:memory:``, or an SQLAlchemy URL (``sqlite:///path``, ``postgresql://user@host/db``)."""
     if url == ":memory:":
         return optuna.storages.InMemoryStorage()
+    url = with_driver(url)
     engine_kwargs: dict[str, Any] = {}
     if url.startswith("sqlite"):
         engine_kwargs["connect_args"] = {"timeout": 60}  # several local workers wait on the lock
@@ -56,6 +57,19 @@ def open_storage(url: str, heartbeat: bool = False) -> optuna.storages.BaseStora
             f"cannot open storage {redact(url)}: {str(exc).splitlines()[0]}",
             hint="check the URL, the server and the credentials",
         ) from None
+
+
+def with_driver(url: str) -> str:
+    """``postgresql://`` means psycopg 3 to SQLAlchemy 2.1 and psycopg2 to older ones; use
+    whichever of the two is installed (ktx's dev extra brings psycopg2-binary)."""
+    import importlib.util
+
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        rest = url.split("://", 1)[1]
+        if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2") is not None:
+            return f"postgresql+psycopg2://{rest}"
+        return f"postgresql://{rest}"
+    return url
 
 
 def _sqlite_wal(storage: optuna.storages.RDBStorage) -> None:
