@@ -507,7 +507,11 @@ def _context(sub: ts.Node, stop: ts.Node) -> tuple[bool, tuple[ts.Node, ...]]:
     node = sub.parent
     child = sub
     while node is not None and node.id != stop.id:
-        if node.type in _CONDITIONAL:
+        if node.type in ("conditional_expression", "if_statement"):
+            cond = node.child_by_field_name("condition")
+            if cond is None or cond.id != child.id:
+                conditional = True  # a branch; the condition itself is always evaluated
+        elif node.type in _CONDITIONAL:
             conditional = True
         elif node.type == "binary_expression":
             op = node.child_by_field_name("operator")

@@ -318,6 +318,8 @@ def kind(module: Module, fn: Function, node: ts.Node) -> str | None:
         base = n.child_by_field_name("argument")
         if base is not None and base.type == "identifier":
             return _declared(module, fn, syntax.text(module, base), n.start_byte, element=True)
+        if base is not None and base.type == "field_expression":
+            return _pack_element(module, fn, base, n.start_byte)
         return None
     if t == "call_expression":
         callee = n.child_by_field_name("function")
@@ -332,6 +334,13 @@ def kind(module: Module, fn: Function, node: ts.Node) -> str | None:
                 and targs is not None
             ):
                 return _type_kind(syntax.text(module, targs).strip("<> "))
+        if syntax.text(module, callee).startswith("ktx::ld<"):
+            args = _args(n)
+            inner = _unparen(args[0]) if len(args) == 1 else None
+            if inner is not None and inner.type == "pointer_expression":
+                target = inner.child_by_field_name("argument")
+                return kind(module, fn, target) if target is not None else None
+            return None
         name = syntax.text(module, callee).split("::")[-1].strip()
         if name in FLOAT_CALLS:
             return "float"
@@ -366,6 +375,36 @@ def kind(module: Module, fn: Function, node: ts.Node) -> str | None:
         if a is not None and b is not None:
             ka, kb = kind(module, fn, a), kind(module, fn, b)
             return ka if ka == kb else None
+    return None
+
+
+def _pack_element(module: Module, fn: Function, field: ts.Node, at: int) -> str | None:
+    """The element kind of ``p.v`` for a ``ktx::pack`` local ``p`` that vectorize declared."""
+    obj = field.child_by_field_name("argument")
+    name_node = field.child_by_field_name("field")
+    if obj is None or name_node is None or syntax.text(module, name_node) != "v" or obj.type != "identifier":
+        return None
+    name = syntax.text(module, obj)
+    for n in syntax.walk(module.node(fn.body)):
+        if n.type != "declaration" or n.start_byte >= at:
+            continue
+        type_node = n.child_by_field_name("type")
+        type_text = syntax.text(module, type_node) if type_node is not None else ""
+        for decl in n.children_by_field_name("declarator"):
+            target = decl.child_by_field_name("declarator") if decl.type == "init_declarator" else decl
+            if target is None or syntax.text(module, target) != name:
+                continue
+            m = re.match(r"ktx::pack<\s*([^,>]+)", type_text)
+            if m:
+                return _type_kind(m.group(1))
+            value = decl.child_by_field_name("value") if decl.type == "init_declarator" else None
+            if value is not None and syntax.text(module, value).startswith("ktx::load<"):
+                args = _args(value)
+                pointers = [i for i in syntax.identifiers(args[0])] if args else []
+                for ident in pointers:
+                    found = _declared(module, fn, syntax.text(module, ident), at, element=True)
+                    if found is not None:
+                        return found
     return None
 
 

@@ -3,8 +3,8 @@
 ``for (...) y[i] = x[i] / sqrtf(var / n + eps);`` computes the same ``sqrtf`` every iteration.
 The pass computes it once, before the outermost loop in which it is invariant::
 
-    const auto ktx_h_L0_0 = sqrtf(var / n + eps);  // hoist: invariant in L0
-    for (...) y[i] = x[i] / ktx_h_L0_0;
+    const float ktx_h0 = sqrtf(var / n + eps);  // hoist: invariant in L0
+    for (...) y[i] = x[i] / ktx_h0;
 
 An expression moves when:
 
@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import tree_sitter as ts
 from ktx.ir import Module
 from ktx.ir.access import assigned_names, declared_names
+from ktx.passes import fast_math
 from ktx.passes._common import KernelSite
 
 from ktx import syntax
@@ -180,7 +181,10 @@ class Hoist(Pass[KernelSite]):
             loops = ", ".join(dict.fromkeys(label for label, _ in uses))
             start = syntax.line_start(source, place)
             indent = syntax.indentation(source, place)
-            rw.insert(start, f"{indent}const auto {name} = {text};  // hoist: invariant in {loops}{newline}")
+            kind = fast_math.kind(module, rw.target.kernel, uses[0][1].node)
+            ctype = kind if kind in ("float", "double") else "auto"
+            decl = f"{indent}const {ctype} {name} = {text};  // hoist: invariant in {loops}{newline}"
+            rw.insert(start, decl)
             for _, c in uses:
                 rw.replace_bytes(c.node.start_byte, c.node.end_byte, name)
         texts = list(dict.fromkeys(text for _, text in plan))

@@ -13,7 +13,7 @@ __global__ void scale(float* __restrict__ y, const float* __restrict__ x, const 
 }
 
 // CHECK: {{.*}}: remark: [hoist] scale: rewritten: rewritten; 1 value(s): expf(-1.0f / temp)
-// CHECK: +  const auto ktx_h0 = expf(-1.0f / temp);  // hoist: invariant in L0, L1
+// CHECK: +  const float ktx_h0 = expf(-1.0f / temp);  // hoist: invariant in L0, L1
 // CHECK: -    y[row * n + i] = x[row * n + i] / sqrtf(var[row] + eps) * expf(-1.0f / temp);
 // CHECK: +    y[row * n + i] = x[row * n + i] / sqrtf(var[row] + eps) * ktx_h0;
 // CHECK: -      y[row * n + i] += expf(-1.0f / temp) * k / (n * 0.5f);

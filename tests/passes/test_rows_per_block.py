@@ -1,0 +1,68 @@
+"""rows-per-block: rows along threadIdx.y, grid / ROWS, constraints, refusals."""
+
+from __future__ import annotations
+
+from passtest import apply, remarks
+from semantic import APPLIES, build, load, spec_dirs
+
+SRC = """\
+__global__ void k(float* __restrict__ y, const float* __restrict__ x, int d) {
+  const long long row = blockIdx.x;
+  for (int i = threadIdx.x; i < d; i += blockDim.x) y[row * d + i] = 2.f * x[row * d + i];
+}
+
+void launch(float* y, const float* x, int rows, int d) {
+  dim3 grid(rows);
+  dim3 block(d < 128 ? d : 128);
+  k<<<grid, block>>>(y, x, d);
+}
+"""
+
+
+def test_rows_stack_along_y() -> None:
+    t = apply(SRC, "rows-per-block")
+    assert [(k.name, k.values, k.default) for k in t.knobs] == [("ROWS", (1, 2, 4, 8, 16), 1)]
+    assert t.space.constraints == ("(rows) % ROWS == 0", "(d if d < 128 else 128) * ROWS <= 1024")
+    launch = t.launch()
+    assert launch is not None and launch.grid == ("rows // ROWS",) and launch.block[1] == "ROWS"
+    out = t.instantiate({"ROWS": 4})
+    assert "const long long row = (blockIdx.x * 4 + threadIdx.y);" in out
+    assert "dim3 grid((rows) / 4);" in out and "dim3 block(d < 128 ? d : 128, 4);" in out
+    assert t.space.feasible({"ROWS": 4}, {"rows": 8, "d": 100})
+    assert not t.space.feasible({"ROWS": 16}, {"rows": 8, "d": 100})
+    assert not t.space.feasible({"ROWS": 16}, {"rows": 32, "d": 1000})
+
+
+def test_spec_mapping_and_launch_bounds() -> None:
+    t = build(load("act_and_mul_scalar"), "rows-per-block")
+    assert t.space.constraints == ("(tokens) % ROWS == 0", "(min(d, 1024)) * ROWS <= 1024")
+    bounded = SRC.replace("__global__ void k", "__global__ void __launch_bounds__(128) k")
+    assert "__launch_bounds__(512)" in apply(bounded, "rows-per-block").instantiate({"ROWS": 4})
+
+
+def test_shuffles_need_whole_warps() -> None:
+    src = SRC.replace("2.f * x[row * d + i];", "__shfl_xor_sync(0xffffffffu, x[row * d + i], 1);")
+    t = apply(src, "rows-per-block")
+    assert "ROWS == 1 or (d if d < 128 else 128) % 32 == 0" in t.space.constraints
+
+
+def test_refusals() -> None:
+    shared = SRC.replace("  const long long", "  __shared__ float tmp[32];\n  const long long")
+    assert remarks(apply(shared, "rows-per-block")) == [
+        "k: the kernel uses shared memory (tmp), which the rows of a block would share"
+    ]
+    two_d = SRC.replace("threadIdx.x; i < d", "threadIdx.x + threadIdx.y; i < d")
+    assert remarks(apply(two_d, "rows-per-block")) == [
+        "k: the kernel reads threadIdx.y: its blocks are already more than one row"
+    ]
+    stride = SRC.replace(
+        "const long long row = blockIdx.x;", "for (long long row = blockIdx.x; row < 9; row += gridDim.x)"
+    )
+    assert "gridDim" in remarks(apply(stride, "rows-per-block"))[0]
+    flat = "__global__ void k(float* y) { y[threadIdx.x] = 0.f; }\n"
+    assert "never reads blockIdx.x" in remarks(apply(flat, "rows-per-block"))[0]
+
+
+def test_applies_where_pinned() -> None:
+    found = {p.name for p in spec_dirs() if build(load(p.name), "rows-per-block").knobs}
+    assert found == APPLIES["rows-per-block"]

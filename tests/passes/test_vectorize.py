@@ -1,0 +1,129 @@
+"""vectorize: packed accesses, run-time alignment check, scalar tail, refusals, defaults."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from ktx.ir import parse
+from ktx.passes._device import MARKER
+from passtest import apply, remarks, suite_source
+from semantic import APPLIES, build, load
+
+SRC = """\
+__global__ void add(float* __restrict__ out, const float* __restrict__ x, const float* __restrict__ y, int n)
+{
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    out[i] = x[i] + y[i];
+  }
+}
+"""
+
+
+def without_machinery(text: str) -> str:
+    """The instantiated source minus the helper block and the config comment."""
+    start = text.find(MARKER)
+    if start >= 0:
+        end = text.find("}  // namespace ktx\n", start) + len("}  // namespace ktx\n")
+        text = text[:start] + text[end:]
+    return "".join(
+        line for line in text.splitlines(keepends=True) if not line.startswith("// ktx: `") and line.strip()
+    )
+
+
+def lines(text: str) -> str:
+    return "".join(line for line in text.splitlines(keepends=True) if line.strip())
+
+
+def test_flat_loop_gets_a_vec_knob_and_a_tail() -> None:
+    t = apply(SRC, "vectorize")
+    assert [(k.name, k.values, k.default) for k in t.knobs] == [("VEC_L0", (1, 2, 4), 1)]
+    out = t.instantiate({"VEC_L0": 4})
+    assert "ktx::aligned<4>(out) &&" in out and "? n / 4 : 0;" in out
+    assert "const auto ktx_x = ktx::load<4>(x + ktx_p * 4);" in out
+    assert "ktx::store(out + ktx_p * 4, ktx_out);" in out
+    # the tail starts past the packed elements with the original stride and body
+    assert re.search(
+        r"for \(int i = ktx_packs_L0 \* 4 \+ blockIdx\.x \* blockDim\.x \+ threadIdx\.x; i < n;", out
+    )
+    assert out.count("out[i] = x[i] + y[i];") == 1
+
+
+def test_default_config_is_the_original_loop() -> None:
+    t = apply(SRC, "vectorize")
+    assert without_machinery(t.instantiate()) == lines(SRC)
+
+
+@pytest.mark.parametrize("name", ["act_and_mul_scalar", "moe_sum_scalar", "moe_sum"])
+def test_default_config_of_suite_kernels_is_the_original(name: str) -> None:
+    source = suite_source(name)
+    t = apply(source, "vectorize")
+    assert t.knobs
+    assert without_machinery(t.instantiate()) == lines(source)
+
+
+def test_domain_follows_element_sizes() -> None:
+    half = build(load("act_and_mul_scalar"), "vectorize")  # __half: 2 bytes
+    assert half.knobs[0].values == (1, 2, 4, 8)
+    small = apply(SRC, "vectorize{max_bytes=8}")
+    assert small.knobs[0].values == (1, 2)
+
+
+def test_nested_loop_packs_per_iteration_and_widens_the_accumulator() -> None:
+    t = build(load("moe_sum_scalar"), "vectorize")
+    out = t.instantiate({"VEC_L0": 8})
+    assert "float x[8];" in out
+    assert "const auto ktx_input = ktx::load<8>(input + (token_idx * TOPK + k) * d + ktx_p * 8);" in out
+    assert "x[ktx_j] += to_float(ktx_input.v[ktx_j]);" in out
+    # aligned for every k: k = 0 checked, and the step between k and k + 1
+    assert "(((token_idx * TOPK + 1) * d) - ((token_idx * TOPK + 0) * d)) % 8 == 0" in out
+
+
+def test_loops_already_packed_or_with_odd_starts_are_left_alone() -> None:
+    t = apply(suite_source("silu_and_mul"), "vectorize")
+    assert not t.knobs and t.source == t.original
+    assert any("split the index space" in r for r in remarks(t))
+
+
+def test_refusals() -> None:
+    alias = SRC.replace("__restrict__ ", "")
+    assert remarks(apply(alias, "vectorize")) == [
+        "L0: aliasing: out[i] and x[i] may touch aliasing memory (line 4 and 4)"
+    ]
+    strided = SRC.replace("out[i] = x[i] + y[i];", "out[2 * i] = x[i];")
+    assert "which is not element i of a row" in remarks(apply(strided, "vectorize"))[0]
+    gather = SRC.replace("out[i] = x[i] + y[i];", "y[0] += x[3 * i];")
+    assert "which is not element i of a row" in remarks(apply(gather, "vectorize"))[0]
+    only_strided = SRC.replace("out[i] = x[i] + y[i];", "s += x[3 * i];").replace(
+        "  for", "  float s = 0.f;\n  for"
+    )
+    assert remarks(apply(only_strided, "vectorize")) == [
+        "L0: no unconditional, contiguous access p[i + offset] through a named pointer"
+    ]
+    early = SRC.replace("out[i] = x[i] + y[i];", "if (x[i] < 0) break; out[i] = 1.f;")
+    assert "packs cannot stop mid-way" in remarks(apply(early, "vectorize"))[0]
+    owned = SRC.replace("  }\n}", "  }\n  out[0] = 1.f;\n}")
+    assert "no __syncthreads() in between" in remarks(apply(owned, "vectorize"))[0]
+
+
+def test_conditional_access_stays_scalar_but_the_rest_is_packed() -> None:
+    src = SRC.replace("out[i] = x[i] + y[i];", "out[i] = x[i] > 0.f ? y[i] : 0.f;")
+    t = apply(src, "vectorize")
+    out = t.instantiate({"VEC_L0": 4})
+    assert "ktx::load<4>(x + ktx_p * 4)" in out
+    assert "ktx::load<4>(y" not in out
+    assert "ktx_x.v[ktx_j] > 0.f ? y[i] : 0.f" in out  # y is read only where the condition holds
+
+
+def test_template_parses_and_every_value_instantiates() -> None:
+    t = build(load("moe_sum_scalar"), "vectorize")
+    assert not [d for d in parse(t.source).diagnostics if d.severity == "error"]
+    for v in t.knobs[0].values:
+        assert "KTX_" not in t.instantiate({"VEC_L0": v})
+
+
+def test_applies_where_pinned() -> None:
+    from semantic import spec_dirs
+
+    found = {p.name for p in spec_dirs() if build(load(p.name), "vectorize").knobs}
+    assert found == APPLIES["vectorize"]
