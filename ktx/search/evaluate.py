@@ -48,12 +48,19 @@ class Backend(Protocol):
 
 
 def fingerprint_of(backend: object) -> str:
-    """Device and toolkit identity of a backend, for cache keys."""
+    """Device and toolkit identity of a backend, for cache keys: a ``fingerprint`` attribute,
+    else the GPU harness's ``device()`` limits plus the compiler versions."""
     value = getattr(backend, "fingerprint", None)
     if isinstance(value, str) and value:
         return value
     device = getattr(backend, "device", None)
-    return f"{type(backend).__name__}:{getattr(device, 'name', device)}"
+    if callable(device):
+        limits = device()
+        from ktx.measure import compile as compiler
+
+        toolchain = getattr(compiler, "_toolchain_id", lambda: "")()
+        return f"{limits.name}|sm_{limits.cc}|driver {limits.driver}|runtime {limits.runtime}|{toolchain}"
+    return type(backend).__name__
 
 
 @dataclass(frozen=True)

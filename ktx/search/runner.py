@@ -48,9 +48,10 @@ from ktx.search.engine import (
 )
 from ktx.search.evaluate import Backend, Evaluator, Policy, choose_metric, objective_time
 from ktx.search.progress import Display
-from ktx.search.recording import Recording, RecordingBackend
+from ktx.search.recording import FORMAT, Recording, RecordingBackend, write
 from ktx.search.report import HoldoutRow, ShapeResult, Summary, write_outputs
 from ktx.search.runlog import RunLog
+from ktx.search.space import config_key
 from ktx.search.study import default_url, open_storage, redact
 from ktx.search.tunable import Tunable, load_tunable
 from ktx.spec import ShapePoint, Spec, load_spec
@@ -158,13 +159,20 @@ def open_backend(text: str, spec: Spec, throttle: float) -> tuple[Backend, Recor
                 f"the recording is of {recording.kernel!r}, not {spec.name!r}", Location(recording.path)
             )
         return RecordingBackend(recording, throttle), recording, DeviceLimits()
-    if text != "cupy":
+    if text != "cupy" and not text.startswith("harness:"):
         raise KtxError(f"unknown backend {text!r}", hint="use cupy or replay:FILE")
     from ktx.measure.gpu import Options
     from ktx.measure.harness import Harness
+    from ktx.measure.protocol import DEFAULT_HANDLER
 
-    harness = Harness(spec, options=Options(rounds=spec.verify.rounds))
-    return harness, None, harness.device()
+    # harness:MODULE:FUNCTION swaps the GPU worker's handler (tests run the harness on a CPU).
+    handler = DEFAULT_HANDLER if text == "cupy" else text.removeprefix("harness:")
+    harness = Harness(spec, options=Options(rounds=spec.verify.rounds), handler=handler)
+    try:
+        return harness, None, harness.device()
+    except BaseException:
+        harness.close()
+        raise
 
 
 def select_points(spec: Spec, names: Sequence[str]) -> tuple[ShapePoint, ...]:
@@ -454,8 +462,43 @@ def finalize(ctx: Context, wall_s: float) -> Summary:
         notes.append("No knobs (no --passes): only the original kernel was measured.")
     summary = Summary(ctx.spec.name, results, holdout, wall_s, tuple(notes))
     write_outputs(ctx.run_dir, summary, table, ctx.tunable, raw)
+    if ctx.recording is None and ctx.tunable.space.knobs:
+        write(run_recording(ctx), ctx.run_dir / "recording.json")
     ctx.log.write("finished", geomean_speedup=summary.geomean_speedup, wall_s=round(wall_s, 3))
     return summary
+
+
+def run_recording(ctx: Context) -> dict[str, Any]:
+    """Every measurement the run's shape studies hold, with the knob space: a recording that
+    replays this run's search on a CPU (``--backend replay:recording.json``)."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for point in ctx.points:
+        study = optuna.load_study(study_name=study_name(ctx, point), storage=ctx.storage)
+        original = study.user_attrs.get("original")
+        if isinstance(original, dict):
+            found[(point.name, "{}")] = original
+        for t in study.get_trials(deepcopy=False):
+            m = t.user_attrs.get("measurement")
+            if isinstance(m, dict):
+                found[(str(m["shape"]), config_key(m["config"]))] = m
+    limits = ctx.evaluator.limits
+    options = getattr(ctx.backend, "options", None)
+    method = f"ktx tune ({ctx.tunable.pipeline}); harness options: {options}"
+    return {
+        "format": FORMAT,
+        "kernel": ctx.spec.name,
+        "synthetic": False,
+        "method": method,
+        "device": limits.name,
+        "toolkit": f"driver {limits.driver}, runtime {limits.runtime}",
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "pipeline": ctx.tunable.pipeline,
+        "space": {
+            "knobs": ctx.tunable.space.describe(),
+            "constraints": [c.text for c in ctx.tunable.space.constraints],
+        },
+        "measurements": list(found.values()),
+    }
 
 
 def run_tune(req: TuneRequest) -> Summary | None:

@@ -1,0 +1,32 @@
+"""Sampler comparison on a SYNTHETIC recorded exhaustive space."""
+
+from __future__ import annotations
+
+import pytest
+
+from ktx.search.compare import compare, evaluations_to_reach, fraction_curve, markdown, optimum
+from ktx.search.recording import Recording
+from ktx.spec import load_spec
+
+from .conftest import SILU
+
+
+def test_reading_curves() -> None:
+    curve = [None, 5.0, 3.0, None, 2.0]
+    assert evaluations_to_reach(curve, 3.0) == 3
+    assert evaluations_to_reach(curve, 1.0) is None
+    assert fraction_curve(curve, 2.0, (1, 2, 3, 5, 10)) == [0.0, 0.4, pytest.approx(2 / 3), 1.0, 1.0]
+
+
+def test_compare_reports_every_sampler(recording: Recording) -> None:
+    shape = "tokens=16,d=4096"
+    best = optimum(recording, shape)
+    assert best.metric == "graph" and best.feasible == len(
+        recording.space.feasible_configs({"tokens": 16, "d": 4096})
+    )
+    _, results = compare(load_spec(SILU), recording, shape, ("random", "grid"), seeds=2, budget=best.feasible)
+    by = {r.sampler: r for r in results}
+    assert by["grid"].reached == 2, "an exhaustive grid always reaches the optimum"
+    assert by["grid"].fractions[-1] == pytest.approx(1.0)
+    text = markdown(best, results, 0.02, (5, 10, 20, 50, 100, 200))
+    assert "| grid | 2/2 |" in text
