@@ -127,7 +127,7 @@ def _new_errors(before: Module, after_source: bytes, edits: list[Edit]) -> list[
     ordered = sorted(edits, key=lambda e: (e.start, e.end))
     fresh: list[int] = []
     for node in error_nodes(after.tree.root_node):
-        mapped = _map_back(node.start_byte, ordered)
+        mapped = map_back(node.start_byte, ordered)
         if mapped is None or (mapped, node.type) not in old:
             fresh.append(node.start_byte)
     # A #define body is opaque text to the tree; launches indexed inside one can be edited,
@@ -157,8 +157,11 @@ def _macro_errors(module: Module, names: set[str]) -> dict[str, int]:
     return counts
 
 
-def _map_back(offset: int, ordered: list[Edit]) -> int | None:
-    """Map an offset in the edited text to the original, or None if it lies in new text."""
+def map_back(offset: int, ordered: list[Edit]) -> int | None:
+    """Map an offset in the edited text to the original, or None if it lies in new text.
+
+    ``ordered`` are the edits that produced the text, sorted by position.
+    """
     delta = 0
     for e in ordered:
         new_start = e.start + delta

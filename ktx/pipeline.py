@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 from ktx.ir import Edit, EditSet, Function, Loop, Module, apply, parse
+from ktx.ir.edits import map_back
 
 from ktx.errors import KtxError, Location
 from ktx.launch import LaunchMapping, mapping_from_file, mapping_from_spec
@@ -220,21 +221,8 @@ class Lineage:
         for edits in reversed(self._steps):
             if current is None:
                 return None
-            current = _map_back(current, edits)
+            current = map_back(current, edits)
         return current
-
-
-def _map_back(offset: int, ordered: list[Edit]) -> int | None:
-    delta = 0
-    for e in ordered:
-        new_start = e.start + delta
-        new_end = new_start + len(e.text.encode("utf-8"))
-        if offset < new_start:
-            break
-        if offset < new_end:
-            return None
-        delta += len(e.text.encode("utf-8")) - (e.end - e.start)
-    return offset - delta
 
 
 def loop_labels(module: Module, original: Mapping[int, int], lineage: Lineage) -> dict[int, str]:
