@@ -131,6 +131,7 @@ class Summary:
     holdout: tuple[HoldoutRow, ...] = ()
     wall_s: float = 0.0
     notes: tuple[str, ...] = field(default=())
+    device: str = ""
 
     @property
     def geomean_speedup(self) -> float | None:
@@ -139,6 +140,7 @@ class Summary:
     def to_dict(self) -> dict[str, Any]:
         return {
             "kernel": self.kernel,
+            "device": self.device,
             "notes": list(self.notes),
             "wall_s": round(self.wall_s, 3),
             "geomean_speedup": self.geomean_speedup,
@@ -149,6 +151,8 @@ class Summary:
 
     def markdown(self) -> str:
         lines = [f"# ktx tune: {self.kernel}", ""]
+        if self.device:
+            lines += [f"Device: {self.device}.", ""]
         lines += [f"> {note}" for note in self.notes]
         if self.notes:
             lines.append("")

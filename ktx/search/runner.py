@@ -460,10 +460,17 @@ def finalize(ctx: Context, wall_s: float) -> Summary:
             notes.append("SYNTHETIC numbers from an analytic cost model: nothing here was measured on a GPU.")
     if not ctx.tunable.space.knobs:
         notes.append("No knobs (no --passes): only the original kernel was measured.")
-    summary = Summary(ctx.spec.name, results, holdout, wall_s, tuple(notes))
+    limits = ctx.evaluator.limits
+    device = (
+        ctx.recording.device
+        if ctx.recording is not None
+        else f"{limits.name} (sm_{limits.cc}, driver {limits.driver}, runtime {limits.runtime})"
+    )
+    summary = Summary(ctx.spec.name, results, holdout, wall_s, tuple(notes), device)
     write_outputs(ctx.run_dir, summary, table, ctx.tunable, raw)
     if ctx.recording is None and ctx.tunable.space.knobs:
         write(run_recording(ctx), ctx.run_dir / "recording.json")
+    ctx.log.write("outputs", folder=str(ctx.run_dir), device=device)
     ctx.log.write("finished", geomean_speedup=summary.geomean_speedup, wall_s=round(wall_s, 3))
     return summary
 
