@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import random
+import threading
 import time
 import warnings
 from collections import Counter
@@ -82,7 +83,7 @@ def study_stats(study: optuna.Study) -> StudyStats:
     best: FrozenTrial | None = None
     for t in finished:
         info = _ktx(t)
-        key = info.get("key", "")
+        key = info.get("key", "") if info.get("source") in ("measured", "cache") else ""
         if info.get("source") == "static":
             refused += 1
         if key and key not in seen:
@@ -147,6 +148,22 @@ def open_study(
         except optuna.exceptions.DuplicatedStudyError:
             time.sleep(0.2)
     return optuna.load_study(storage=storage, study_name=name, sampler=sampler)
+
+
+def admission(study: optuna.Study, budget: int) -> Callable[[], bool]:
+    """Admits new backend calls while this process's evaluations (finished ones in the study,
+    plus those in flight) stay within the budget, so ``--jobs`` does not overshoot it."""
+    lock = threading.Lock()
+    admitted = [study_stats(study).evaluations]
+
+    def admit() -> bool:
+        with lock:
+            if admitted[0] >= budget:
+                return False
+            admitted[0] += 1
+            return True
+
+    return admit
 
 
 def study_lookup(study: optuna.Study) -> Callable[[str], Measurement | None]:
@@ -273,9 +290,10 @@ def search_shape(
                 )
 
     shared = study_lookup(study) if concurrent else None
+    admit = admission(study, p.budget)
 
     def objective(trial: optuna.Trial) -> float:
-        ev = evaluator.evaluate(space.suggest(trial), point, shared)
+        ev = evaluator.evaluate(space.suggest(trial), point, shared, admit)
         value = ev.time(metric)
         _record(trial, ev, value)
         if value is None:

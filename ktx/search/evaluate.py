@@ -30,6 +30,7 @@ from ktx.spec import ShapePoint, Spec
 INFEASIBLE = "infeasible"
 LAUNCH_LIMITS = "launch_limits"
 POLICY = "policy"
+BUDGET = "budget"  # not measured: other trials in flight used up the budget
 
 #: Below this original time (µs) the objective is graph-mode time, above it single-launch time.
 GRAPH_THRESHOLD_US = 20.0
@@ -167,9 +168,14 @@ class Evaluator:
         return ""
 
     def measure(
-        self, candidate: Candidate, point: ShapePoint, shared: Lookup | None = None
-    ) -> tuple[Measurement, str, str]:
-        """(measurement, 'cache' or 'measured', key).
+        self,
+        candidate: Candidate,
+        point: ShapePoint,
+        shared: Lookup | None = None,
+        admit: Callable[[], bool] | None = None,
+    ) -> tuple[Measurement | None, str, str]:
+        """(measurement, 'cache' or 'measured', key); (None, 'budget', key) when ``admit`` (asked
+        only before a new backend call) says the budget is spent.
 
         ``shared`` looks a key up where other workers record their measurements (the study in
         an RDB storage, for workers on other machines whose cache files this one cannot see).
@@ -190,6 +196,8 @@ class Evaluator:
             with self._lock:
                 pending = self._inflight.get(key)
                 if pending is None:
+                    if admit is not None and not admit():
+                        return None, "budget", key
                     self._inflight[key] = threading.Event()
                     break
             pending.wait()
@@ -215,7 +223,9 @@ class Evaluator:
         return m, "measured", key
 
     def original(self, point: ShapePoint) -> Measurement:
-        return self.measure(self.tunable.candidate({}), point)[0]
+        m = self.measure(self.tunable.candidate({}), point)[0]
+        assert m is not None  # no admission rule: always measured or cached
+        return m
 
     def refusal(self, config: Config, point: ShapePoint) -> Evaluation | None:
         """The static verdict on ``config`` at ``point``: None when it may be measured."""
@@ -230,12 +240,22 @@ class Evaluator:
             return Evaluation(config, LAUNCH_LIMITS, "static", reason=problem)
         return None
 
-    def evaluate(self, config: Config, point: ShapePoint, shared: Lookup | None = None) -> Evaluation:
+    def evaluate(
+        self,
+        config: Config,
+        point: ShapePoint,
+        shared: Lookup | None = None,
+        admit: Callable[[], bool] | None = None,
+    ) -> Evaluation:
+        """Judge ``config`` at ``point`` (see the module doc for the order); ``shared`` and
+        ``admit`` are passed to :meth:`measure`."""
         config = self.space.normalize(config)
         refused = self.refusal(config, point)
         if refused is not None:
             return refused
-        m, source, key = self.measure(self.tunable.candidate(config), point, shared)
+        m, source, key = self.measure(self.tunable.candidate(config), point, shared, admit)
+        if m is None:
+            return Evaluation(config, BUDGET, source, key, "the evaluation budget is spent")
         status, reason = m.status.value, m.message
         if m.ok:
             rule = self.policy.check(m)

@@ -36,6 +36,7 @@ from ktx.search.cache import MeasurementCache
 from ktx.search.dispatch import Choice, DispatchTable, build_table, choose_bucket_var
 from ktx.search.engine import (
     Settings,
+    StudyStats,
     best_measurement,
     fail_running,
     open_study,
@@ -359,12 +360,39 @@ def start_workers(ctx: Context) -> None:
         cmd = [sys.executable, "-m", "ktx", "tune", *req.worker_argv(i, ctx.run_dir, ctx.url)]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL))
     ctx.log.write("workers_started", count=req.workers, pids=[p.pid for p in procs])
+    watch_workers(ctx, procs)
     failed = [(i, p.wait()) for i, p in enumerate(procs)]
     bad = [(i, code) for i, code in failed if code != 0]
     if bad:
         raise KtxError(
             f"worker(s) failed: {', '.join(f'#{i} exit {c}' for i, c in bad)}", Location(str(ctx.run_dir))
         )
+
+
+def watch_workers(ctx: Context, procs: Sequence[subprocess.Popen[bytes]], every_s: float = 2.0) -> None:
+    """Show the workers' progress, read from the shared studies, until they all exit."""
+    settings = ctx.request.settings()
+    budget = sum(plan(ctx.tunable.space, ctx.evaluator, (p,), settings).budget for p in ctx.points)
+    ctx.display.start(f"{len(procs)} workers, {len(ctx.points)} shapes", budget)
+    while any(p.poll() is None for p in procs):
+        time.sleep(every_s)
+        stats = []
+        for point in ctx.points:
+            with contextlib.suppress(KeyError):
+                stats.append(
+                    study_stats(optuna.load_study(study_name=study_name(ctx, point), storage=ctx.storage))
+                )
+        if stats:
+            failures: dict[str, int] = {}
+            for s in stats:
+                for k, v in s.failures.items():
+                    failures[k] = failures.get(k, 0) + v
+            total = StudyStats(
+                sum(s.trials for s in stats), sum(s.evaluations for s in stats), failures,
+                sum(s.refused for s in stats), None, None, 0,
+            )  # fmt: skip
+            ctx.display.update(total, None)
+    ctx.display.finish()
 
 
 def collect(ctx: Context) -> tuple[ShapeResult, ...]:

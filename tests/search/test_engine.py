@@ -185,9 +185,10 @@ def test_launch_limits_refuse_without_compiling() -> None:
 def test_trials_in_flight_never_measure_a_key_twice() -> None:
     backend = CountingBackend()
     ev = Evaluator(SPEC, formula_tunable(), backend, MeasurementCache(None), RunLog(None))
-    run(ev, trials=11, sampler="random", jobs=4, seed=0)
+    study = run(ev, trials=11, sampler="random", jobs=4, seed=0)
     keys = [config_key(c) for c in backend.calls]
-    assert len(keys) == len(set(keys))
+    assert len(keys) == len(set(keys)) == 11, "exactly the budget, with four trials in flight"
+    assert study_stats(study).evaluations == 11
 
 
 def test_joint_search_minimises_the_geometric_mean_ratio(recording: Recording) -> None:
