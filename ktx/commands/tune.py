@@ -22,11 +22,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("kernel_dir", metavar="KERNEL_DIR", help="a folder with kernel.cu and ktx.toml")
     p.add_argument("--passes", metavar="PIPELINE", default="", help="pass pipeline exposing the knobs")
     p.add_argument(
-        "--shapes", metavar="NAMES", default="", help="shape sets or NAME=VALUE,... shapes, comma-separated"
+        "--shapes",
+        metavar="NAMES",
+        default="",
+        help="shape sets (quick,default) or shapes (tokens=1,d=4096); ';' separates items",
     )
     p.add_argument("--trials", type=int, default=100, metavar="N", help="evaluations per shape (default 100)")
     p.add_argument(
-        "--time-limit", type=float, default=None, metavar="S", help="wall-clock seconds for the search"
+        "--time-limit",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds for baselines and search (the held-out check comes after)",
     )
     p.add_argument(
         "--sampler",
