@@ -28,7 +28,7 @@ ktx_pg_setup() {
   # initdb and the server refuse to run as root: run them as the postgres user when we are root.
   if [ "$(id -u)" = "0" ]; then
     id postgres >/dev/null 2>&1 || useradd --system --no-create-home postgres >/dev/null 2>&1 || true
-    run_as=(runuser -u postgres --)
+    run_as=(env -C / runuser -u postgres --)  # from /, which the postgres user can always read
   fi
   mkdir -p "$data" && { [ "$(id -u)" != "0" ] || chown postgres "$data"; }
   if ! "${run_as[@]}" "$bin/pg_ctl" -D "$data" status >/dev/null 2>&1; then
