@@ -25,6 +25,7 @@ TEST_KERNELS = ROOT / "tests" / "passes" / "kernels"
 #: Where each semantic pass exposes knobs or rewrites (suite kernels with a spec, test kernels).
 APPLIES: dict[str, set[str]] = {
     "vectorize": {"act_and_mul_scalar", "moe_sum", "moe_sum_scalar", "scaled_add", "tree_sum"},
+    "vectorize{tail=false}": {"act_and_mul_scalar", "moe_sum", "moe_sum_scalar", "scaled_add", "tree_sum"},
     "fast-math": {
         "act_and_mul_scalar",
         "fused_add_rmsnorm",

@@ -127,3 +127,20 @@ def test_applies_where_pinned() -> None:
 
     found = {p.name for p in spec_dirs() if build(load(p.name), "vectorize").knobs}
     assert found == APPLIES["vectorize"]
+
+
+def test_tail_false_states_constraints_instead() -> None:
+    t = build(load("act_and_mul_scalar"), "vectorize{tail=false}")
+    assert t.space.constraints == (
+        "VEC_L0 == 1 or (d) % VEC_L0 == 0",
+        "VEC_L0 == 1 or ((2) * (d)) % VEC_L0 == 0",
+    )
+    out = t.instantiate({"VEC_L0": 8})
+    assert "const int ktx_packs_L0 = d / 8;" in out
+    assert "ktx::aligned" not in out and "ktx_packs_L0 * 8 +" not in out  # no check, no tail
+    assert t.space.feasible({"VEC_L0": 8}, {"tokens": 4, "d": 4096})
+    assert not t.space.feasible({"VEC_L0": 8}, {"tokens": 4, "d": 4097})
+    topk = build(load("moe_sum"), "vectorize{tail=false}")  # TOPK (a template argument) drops out
+    assert topk.space.constraints == ("VEC_L0 == 1 or (d) % VEC_L0 == 0",)
+    per_thread = SRC.replace("out[i] = x[i] + y[i];", "out[i] = x[i + threadIdx.y];")
+    assert "varies per thread with no size factor" in remarks(apply(per_thread, "vectorize{tail=false}"))[0]
