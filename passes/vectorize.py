@@ -771,10 +771,10 @@ def _rewrite(label: str, loop: Loop, plan: Plan, rw: Rewriter, max_bytes: int, t
     end = plan.node.end_byte
     eol = source.find(b"\n", end)
     rest = source[end : eol if eol >= 0 else len(source)]
-    tail = newline + "#endif"
+    closing = newline + "#endif"
     if rest.strip() and not rest.strip().startswith(b"//"):
-        tail += newline + indent
-    rw.insert(end, tail)
+        closing += newline + indent
+    rw.insert(end, closing)
     pointers = sorted({a.pointer for a in plan.packed})
     rw.note(f"packed {len(pointers)} pointer(s): {', '.join(pointers)}")
 
@@ -923,8 +923,8 @@ def _to_expr(module: Module, node: ts.Node, params: set[str], constants: dict[st
         inner = _to_expr(module, node.named_children[0], params, constants)
         return f"({inner})" if inner is not None else None
     if t == "cast_expression":
-        value = node.child_by_field_name("value")
-        return _to_expr(module, value, params, constants) if value is not None else None
+        operand = node.child_by_field_name("value")
+        return _to_expr(module, operand, params, constants) if operand is not None else None
     if t == "binary_expression":
         op = node.child_by_field_name("operator")
         left = node.child_by_field_name("left")
