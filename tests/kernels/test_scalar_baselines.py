@@ -37,6 +37,6 @@ def test_moe_sum_scalar_reference() -> None:
 def test_one_element_per_thread_per_iteration(name: str) -> None:
     """The baselines stay scalar: no packs, no reinterpret_cast, the plain block-stride loop."""
     source = (KERNELS_DIR / name / "kernel.cu").read_text()
-    body = source[source.index("__global__") : source.index("#ifndef __CUDACC_RTC__")]
+    body = source[source.index("__global__") : source.rindex("#ifndef __CUDACC_RTC__")]
     assert "reinterpret_cast" not in body and "Pack" not in body
     assert "+= blockDim.x)" in body
