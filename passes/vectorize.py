@@ -474,7 +474,7 @@ def _openable(module: Module, info: LoopAccesses, body: ts.Node, var: str) -> tu
         header = _header(module, n)
         if isinstance(header, str):
             continue
-        ivar, _, istart, ibound, _, istep, iupdate = header
+        ivar, _, istart, ibound, _, istep, _ = header
         parent = n.parent
         if parent is None or parent.type != "compound_statement":
             continue
@@ -486,7 +486,6 @@ def _openable(module: Module, info: LoopAccesses, body: ts.Node, var: str) -> tu
             continue
         if ivar in {k for k, ws in assigned_names(module, n.child_by_field_name("body") or n).items() if ws}:
             continue
-        del iupdate
         opened.add(n.id)
         inner_vars[n.id] = ivar
     # A loop stays open only if every loop around it does and it sits directly in a list.
