@@ -329,8 +329,10 @@ def enqueue_grid(
     return len(configs)
 
 
-def geomean(values: Sequence[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+def geomean(values: Sequence[float]) -> float | None:
+    """Geometric mean of the positive finite values (None when there are none)."""
+    good = [v for v in values if v > 0 and math.isfinite(v)]
+    return math.exp(sum(math.log(v) for v in good) / len(good)) if good else None
 
 
 def search_joint(

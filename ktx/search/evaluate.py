@@ -229,16 +229,22 @@ class Evaluator:
 
     def refusal(self, config: Config, point: ShapePoint) -> Evaluation | None:
         """The static verdict on ``config`` at ``point``: None when it may be measured."""
+        return self._screen(config, point)[0]
+
+    def _screen(self, config: Config, point: ShapePoint) -> tuple[Evaluation | None, Candidate | None]:
+        """(refusal, None) or (None, the candidate to measure): instantiated once, and only
+        for configs that satisfy the constraints (templates refuse to instantiate the others)."""
         try:
             broken = self.space.violations(config, self.spec.env(point))
         except KtxError as exc:
             broken = (str(exc),)
         if broken:
-            return Evaluation(config, INFEASIBLE, "static", reason=f"violates {broken[0]}")
-        problem = self.launch_problem(self.tunable.candidate(config), point)
+            return Evaluation(config, INFEASIBLE, "static", reason=f"violates {broken[0]}"), None
+        candidate = self.tunable.candidate(config)
+        problem = self.launch_problem(candidate, point)
         if problem:
-            return Evaluation(config, LAUNCH_LIMITS, "static", reason=problem)
-        return None
+            return Evaluation(config, LAUNCH_LIMITS, "static", reason=problem), None
+        return None, candidate
 
     def evaluate(
         self,
@@ -250,10 +256,10 @@ class Evaluator:
         """Judge ``config`` at ``point`` (see the module doc for the order); ``shared`` and
         ``admit`` are passed to :meth:`measure`."""
         config = self.space.normalize(config)
-        refused = self.refusal(config, point)
-        if refused is not None:
-            return refused
-        m, source, key = self.measure(self.tunable.candidate(config), point, shared, admit)
+        refused, candidate = self._screen(config, point)
+        if refused is not None or candidate is None:
+            return refused or Evaluation(config, INFEASIBLE, "static")
+        m, source, key = self.measure(candidate, point, shared, admit)
         if m is None:
             return Evaluation(config, BUDGET, source, key, "the evaluation budget is spent")
         status, reason = m.status.value, m.message

@@ -7,15 +7,14 @@ distributed run, or a later ``ktx tune`` on a finished run, writes the same file
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ktx.measure.types import Measurement
 from ktx.search.dispatch import DispatchTable
-from ktx.search.engine import StudyStats
+from ktx.search.engine import StudyStats, geomean
 from ktx.search.evaluate import objective_time
 from ktx.search.tunable import Tunable
 from ktx.spec import ShapePoint
@@ -106,11 +105,6 @@ class HoldoutRow:
             "chosen_status": None if self.chosen is None else self.chosen.status.value,
             "speedup": self.ratio,
         }
-
-
-def geomean(values: Sequence[float]) -> float | None:
-    good = [v for v in values if v > 0 and math.isfinite(v)]
-    return math.exp(sum(math.log(v) for v in good) / len(good)) if good else None
 
 
 def _fmt(value: float | None, spec: str) -> str:

@@ -31,7 +31,7 @@ import itertools
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import optuna
 
@@ -70,16 +70,6 @@ class Knob:
             raise KtxError(f"knob {self.name!r}: default {self.default} is not one of {list(self.values)}")
         ordered = tuple(sorted(set(int(v) for v in self.values)))
         object.__setattr__(self, "values", ordered)
-
-
-class KnobLike(Protocol):
-    """What a template's knob offers (``ktx.template``'s ``Knob`` and this module's both fit)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def default(self) -> Any: ...
 
 
 def knob_from(obj: Any) -> Knob:

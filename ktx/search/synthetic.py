@@ -30,8 +30,7 @@ The original kernel is modelled as ``BLOCK = min(d // 8, 256), VEC = 8`` with th
 from __future__ import annotations
 
 import hashlib
-import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -149,17 +148,5 @@ def recording(shapes: Iterable[tuple[int, int]], kernel: str = "synthetic_silu")
     }
 
 
-DEFAULT_SHAPES: Sequence[tuple[int, int]] = tuple(
-    (t, d) for d in (4096, 11008) for t in (1, 4, 16, 64, 256, 1024)
-)
-HOLDOUT_SHAPES: Sequence[tuple[int, int]] = tuple(
-    (t, d) for d in (4096, 11008) for t in (2, 8, 32, 128, 512, 2048)
-)
-
-
 def shape_name(tokens: int, d: int) -> str:
     return f"tokens={tokens},d={d}"
-
-
-def geometric_mean(values: Sequence[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
