@@ -136,18 +136,33 @@ def top_configs(study: optuna.Study, k: int) -> list[dict[str, int]]:
     return out
 
 
+class _Study(optuna.Study):
+    """A study whose ``ask`` is serialised within the process.
+
+    ``ask`` first pops an enqueued (WAITING) trial if there is one. Optuna claims it with a
+    row lock, which SQLite does not have: two threads of ``optimize(n_jobs=...)`` can pop the same
+    trial and the second ``tell`` then fails. One lock per process closes that race; between
+    processes on SQLite the rare loser is caught in :func:`_optimize`.
+    """
+
+    _ask_lock = threading.Lock()
+
+    def ask(self, fixed_distributions: Any = None) -> optuna.Trial:
+        with self._ask_lock:
+            return super().ask(fixed_distributions)
+
+
 def open_study(
     storage: optuna.storages.BaseStorage, name: str, sampler: optuna.samplers.BaseSampler
 ) -> optuna.Study:
     """Create or load; two workers racing to create the same study both end up loading it."""
     for _ in range(5):
         try:
-            return optuna.create_study(
-                storage=storage, study_name=name, sampler=sampler, direction="minimize", load_if_exists=True
-            )
+            optuna.create_study(storage=storage, study_name=name, direction="minimize", load_if_exists=True)
+            break
         except optuna.exceptions.DuplicatedStudyError:
             time.sleep(0.2)
-    return optuna.load_study(storage=storage, study_name=name, sampler=sampler)
+    return _Study(study_name=name, storage=storage, sampler=sampler)
 
 
 def admission(study: optuna.Study, budget: int) -> Callable[[], bool]:
@@ -252,7 +267,16 @@ def _optimize(
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        study.optimize(objective, n_jobs=settings.jobs, timeout=timeout, callbacks=[callback])
+        while True:
+            try:
+                study.optimize(objective, n_jobs=settings.jobs, timeout=timeout, callbacks=[callback])
+                return
+            except optuna.exceptions.UpdateFinishedTrialError:
+                # Another process on the same SQLite file ran the same queued trial first; its
+                # result stands (and the cache holds the measurement). Carry on.
+                if done(study_stats(study)) or (deadline is not None and time.monotonic() >= deadline):
+                    return
+                timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 def search_shape(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import replace
+from pathlib import Path
 
 import optuna
 import pytest
@@ -27,6 +28,7 @@ from ktx.search.evaluate import Evaluator, Policy
 from ktx.search.recording import Recording, RecordingBackend
 from ktx.search.runlog import RunLog
 from ktx.search.space import Knob, Space, config_key
+from ktx.search.study import open_storage
 from ktx.search.tunable import Tunable
 from ktx.spec import ShapePoint, load_spec
 
@@ -224,3 +226,15 @@ def test_constraint_text_errors_are_refusals_not_crashes(recording: Recording) -
     ev = Evaluator(SPEC, tunable, RecordingBackend(recording), MeasurementCache(None), RunLog(None))
     outcome = ev.evaluate(space.default(), P1)
     assert outcome.status == "infeasible" and "division by zero" in outcome.reason
+
+
+def test_grid_with_trials_in_flight_on_sqlite(recording: Recording, tmp_path: Path) -> None:
+    """Enqueued (grid) trials popped by several threads: SQLite has no row locks."""
+    log = RunLog(None)
+    ev = evaluator(recording, log)
+    storage = open_storage(f"sqlite:///{tmp_path / 'study.db'}")
+    settings = Settings(trials=60, sampler="grid", seed=1, jobs=4)
+    study = search_shape(ev, storage, "g", P256, "graph", settings)
+    assert study.user_attrs["sampler"] == "grid"
+    keys = [e["key"] for e in measured(log)]
+    assert len(keys) == len(set(keys)) == 60 == study_stats(study).evaluations
