@@ -4,8 +4,11 @@ Compiling needs no GPU, only the target architecture, so it runs in a pool of CP
 while the GPU worker measures earlier candidates. NVRTC (through CuPy's bindings) is tried
 first; when it fails (a flag it rejects such as ``--expt-relaxed-constexpr``, a host header),
 ``nvcc -cubin`` is tried; when there is no nvcc and NVRTC only rejected flags, NVRTC is retried
-without them and the result says which flags were dropped. cubins are cached on disk by a hash
-of everything that goes into them, so a repeated configuration costs nothing.
+without them. The result says which flags were dropped (``dropped_flags``) and why the first
+choice was not used (``fallback``); ``ktx run`` and ``ktx bench`` print a note when either
+happened. cubins are cached on disk by a hash of everything that goes into them (the request,
+the compilers' versions, the headers in the include folders), so a repeated configuration costs
+nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -45,8 +48,12 @@ class CompileRequest:
 
     @property
     def key(self) -> str:
+        """The cubin cache key: the request, the toolchain's versions and the headers it may include."""
         blob = json.dumps(asdict(self), sort_keys=True).encode()
-        return hashlib.sha256(blob + _toolchain_id().encode()).hexdigest()[:24]
+        digest = hashlib.sha256(blob)
+        digest.update(toolchain_id(self.backend).encode())
+        digest.update(headers_digest(self.include_dirs).encode())
+        return digest.hexdigest()[:24]
 
 
 @dataclass(frozen=True)
@@ -59,34 +66,87 @@ class CompileResult:
     log: str = ""
     seconds: float = 0.0
     cached: bool = False
+    dropped_flags: tuple[str, ...] = ()  # spec flags NVRTC rejected and compiled without
+    fallback: str = ""  # why the first choice (NVRTC under "auto") was not the compiler used
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CompileResult:
-        return cls(**data)
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["dropped_flags"] = tuple(kwargs.get("dropped_flags", ()))
+        return cls(**kwargs)
 
 
-_TOOLCHAIN: str | None = None
+_NVCC_VERSIONS: dict[str, str] = {}
+_NVRTC_VERSION: str | None = None
+HEADER_SUFFIXES = (".h", ".cuh", ".hpp")
 
 
-def _toolchain_id() -> str:
-    """Versions that change the cubin: NVRTC's and nvcc's (best effort, cached)."""
-    global _TOOLCHAIN
-    if _TOOLCHAIN is None:
-        parts = []
+def nvcc_version(nvcc: str) -> str:
+    """A digest of ``nvcc --version`` (cached per process and path): two toolkits installed
+    at the same path, one after the other, give different cubins and must not share a key."""
+    if nvcc not in _NVCC_VERSIONS:
+        try:
+            proc = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
+            text = proc.stdout + proc.stderr
+        except (OSError, subprocess.SubprocessError) as exc:
+            text = f"unrunnable: {exc}"
+        _NVCC_VERSIONS[nvcc] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return _NVCC_VERSIONS[nvcc]
+
+
+def nvrtc_version() -> str:
+    """NVRTC's version through CuPy (cached per process), or ``nonvrtc``."""
+    global _NVRTC_VERSION
+    if _NVRTC_VERSION is None:
         try:
             from cupy_backends.cuda.libs import nvrtc  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
             major, minor = nvrtc.getVersion()
-            parts.append(f"nvrtc{major}.{minor}")
+            _NVRTC_VERSION = f"nvrtc{major}.{minor}"
         except Exception:
-            parts.append("nonvrtc")
+            _NVRTC_VERSION = "nonvrtc"
+    return _NVRTC_VERSION
+
+
+def toolchain_id(backend: str = "auto") -> str:
+    """Versions of the compilers ``backend`` may use (NVRTC's, and a digest of ``nvcc --version``),
+    for cache keys; a compiler the backend never uses is left out."""
+    parts = []
+    if backend in ("auto", "nvrtc"):
+        parts.append(nvrtc_version())
+    if backend in ("auto", "nvcc"):
         nvcc = find_nvcc()
-        parts.append(nvcc or "nonvcc")
-        _TOOLCHAIN = ":".join(parts)
-    return _TOOLCHAIN
+        parts.append(f"nvcc-{nvcc_version(nvcc)}" if nvcc else "nonvcc")
+    return ":".join(parts)
+
+
+#: Kept for ``ktx.search.evaluate``, which looks it up by this name.
+_toolchain_id = toolchain_id
+
+
+def headers_digest(include_dirs: Sequence[str]) -> str:
+    """A digest of the headers (``*.h``, ``*.cuh``, ``*.hpp``, not recursive) in ``include_dirs``:
+    a kernel that includes a local header must recompile when the header changes."""
+    digest = hashlib.sha256()
+    for folder in include_dirs:
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(folder, name)
+            if name.endswith(HEADER_SUFFIXES) and os.path.isfile(path):
+                try:
+                    data = Path(path).read_bytes()
+                except OSError:
+                    continue
+                digest.update(f"{folder}/{name}:{len(data)}:".encode())
+                digest.update(data)
+    return digest.hexdigest()[:16]
 
 
 def find_nvcc() -> str | None:
@@ -263,6 +323,8 @@ def compile_kernel(req: CompileRequest) -> CompileResult:
     logs: list[str] = []
     result: tuple[bytes, str, str] | None = None
     compiler = ""
+    fallback = ""
+    dropped: list[str] = []
     nvcc = find_nvcc()
     if req.backend in ("auto", "nvrtc"):
         try:
@@ -270,9 +332,11 @@ def compile_kernel(req: CompileRequest) -> CompileResult:
         except _NvrtcFailure as exc:
             logs.append(f"NVRTC: {exc.log}")
             invalid = exc.invalid_option
+            fallback = "NVRTC rejected an option" if invalid else "NVRTC failed"
         except Exception as exc:  # no NVRTC library, ...
             logs.append(f"NVRTC unavailable: {exc}")
             invalid = False
+            fallback = "NVRTC unavailable"
     else:
         invalid = False
     if result is None and nvcc and req.backend in ("auto", "nvcc"):
@@ -282,7 +346,6 @@ def compile_kernel(req: CompileRequest) -> CompileResult:
             logs.append(f"nvcc: {exc}")
     if result is None and invalid and req.backend in ("auto", "nvrtc"):
         flags = list(req.flags)
-        dropped: list[str] = []
         for _ in range(len(flags)):
             bad = _UNKNOWN_OPTION.findall(logs[0]) if logs else []
             bad = [b for b in bad if b in flags]
@@ -302,13 +365,20 @@ def compile_kernel(req: CompileRequest) -> CompileResult:
     seconds = time.perf_counter() - start
     if result is None:
         return CompileResult(False, req.name_expression, log="\n".join(logs).strip(), seconds=seconds)
+    if compiler == "nvcc" and fallback:
+        compiler = f"nvcc ({fallback})"
+    elif compiler.startswith("nvrtc"):
+        fallback = ""  # NVRTC itself, perhaps without some flags (``dropped``)
     cubin, lowered, log = result
     root.mkdir(parents=True, exist_ok=True)
     cubin_path = root / f"{req.key}.cubin"
     tmp = cubin_path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_bytes(cubin)
     tmp.replace(cubin_path)
-    done = CompileResult(True, req.name_expression, str(cubin_path), lowered, compiler, log.strip(), seconds)
+    done = CompileResult(
+        True, req.name_expression, str(cubin_path), lowered, compiler, log.strip(), seconds,
+        dropped_flags=tuple(dropped), fallback=fallback,
+    )  # fmt: skip
     tmp_meta = meta_path.with_suffix(f".tmp{os.getpid()}")
     tmp_meta.write_text(json.dumps(done.to_dict()))
     tmp_meta.replace(meta_path)

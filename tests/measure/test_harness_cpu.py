@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ktx.cli import main
+from ktx.measure import compile as compiler
 from ktx.measure.compile import CompileRequest, compile_kernel, find_nvcc, mangled_name
 from ktx.measure.harness import Harness
 from ktx.measure.types import Status, original_candidate
@@ -68,6 +69,43 @@ def test_compile_suite_kernel(backend: str) -> None:
     if backend == "nvrtc" and not find_nvcc():
         assert "dropped --expt-relaxed-constexpr" in result.compiler
     assert compile_kernel(req).cached
+
+
+def moe_request(backend: str) -> CompileRequest:
+    spec = load_spec(ROOT / "kernels" / "moe_sum")
+    cand = original_candidate(spec)
+    return CompileRequest(
+        cand.source, "moe_sum_kernel<__nv_bfloat16, 4>", cand.flags, "90", (str(spec.folder),), backend
+    )
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cupy") is None, reason="NVRTC is reached through CuPy")
+def test_nvrtc_records_the_flags_it_dropped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("KTX_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(compiler, "find_nvcc", lambda: None)
+    result = compile_kernel(moe_request("auto"))
+    if not result.ok and "NVRTC unavailable" in result.log:
+        pytest.skip("CuPy cannot load NVRTC here")
+    assert result.ok, result.log
+    assert result.dropped_flags == ("--expt-relaxed-constexpr",)
+    assert result.compiler == "nvrtc (dropped --expt-relaxed-constexpr)" and not result.fallback
+    assert compile_kernel(moe_request("auto")).dropped_flags == result.dropped_flags  # from the cache
+
+
+@pytest.mark.skipif(not find_nvcc(), reason="no nvcc")
+def test_nvcc_fallback_is_recorded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("KTX_CACHE_DIR", str(tmp_path))
+
+    def rejects(req: CompileRequest, flags: object) -> None:
+        raise compiler._NvrtcFailure("NVRTC_ERROR_INVALID_OPTION: unrecognized option -x", True)
+
+    monkeypatch.setattr(compiler, "_nvrtc", rejects)
+    result = compile_kernel(moe_request("auto"))
+    assert result.ok, result.log
+    assert result.compiler == "nvcc (NVRTC rejected an option)"
+    assert result.fallback == "NVRTC rejected an option" and result.dropped_flags == ()
+    plain = compile_kernel(moe_request("nvcc"))
+    assert plain.compiler == "nvcc" and not plain.fallback
 
 
 @needs_compiler
