@@ -12,15 +12,24 @@ whose best config did not beat the original by ``min_gain`` maps to the original
 shape where the table's choice proved slower gets an exact entry for the original (the check that
 found it is reported separately, before that repair).
 
+A config is only valid where the template's *constraints* hold (``tokens % ROWS == 0``, a
+vector width that divides ``d``), and a range bucket covers shapes nobody measured: the table
+carries the constraints (and the spec's derived variables they may name), :meth:`select` falls
+back to the original wherever the chosen config breaks one, and the C++ header checks the same
+guards before returning a variant.
+
 >>> t = build_table("k", ("tokens", "d"), "tokens", [
-...     Choice(ShapePoint((("tokens", 1), ("d", 64))), {"B": 32}, 1.0, 2.0),
-...     Choice(ShapePoint((("tokens", 64), ("d", 64))), {"B": 256}, 1.0, 0.9)])
->>> [t.select({"tokens": n, "d": 64}) for n in (1, 7, 8, 4096)]
-[{'B': 32}, {'B': 32}, None, None]
+...     Choice(ShapePoint((("tokens", 1), ("d", 64))), {"ROWS": 1}, 2.0, 1.0),
+...     Choice(ShapePoint((("tokens", 64), ("d", 64))), {"ROWS": 4}, 2.0, 1.0),
+...     Choice(ShapePoint((("tokens", 4096), ("d", 64))), {"ROWS": 8}, 1.0, 1.1)],
+...     constraints=["tokens % ROWS == 0"])
+>>> [t.select({"tokens": n, "d": 64}) for n in (1, 7, 8, 64, 66, 4096)]
+[{'ROWS': 1}, {'ROWS': 1}, {'ROWS': 4}, {'ROWS': 4}, None, None]
 """
 
 from __future__ import annotations
 
+import ast
 import itertools
 import json
 import math
@@ -30,7 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ktx.search.space import config_key
+from ktx.errors import KtxError
+from ktx.expr import Expr, Value
+from ktx.measure.types import config_key
 from ktx.spec import ShapePoint
 
 
@@ -80,6 +91,8 @@ class DispatchTable:
     rules: tuple[Rule, ...]
     knobs: tuple[str, ...]
     defaults: Mapping[str, int]
+    constraints: tuple[str, ...] = ()  # over shape variables, derived variables and knobs
+    derived: tuple[tuple[str, str], ...] = ()  # the spec's derived variables, in order
 
     def rule_for(self, shape: Mapping[str, int]) -> Rule | None:
         """Exact entries first (held-out repairs), then ranges."""
@@ -94,7 +107,31 @@ class DispatchTable:
         rule = self.rule_for(shape)
         if rule is None or rule.variant is None:
             return None
+        if self.broken(rule.variant, shape):
+            return None
         return dict(self.variants[rule.variant])
+
+    def broken(self, variant: int, shape: Mapping[str, int]) -> tuple[str, ...]:
+        """The constraints variant ``variant`` breaks at ``shape`` (one that cannot be evaluated
+        there, e.g. a division by zero, counts as broken: the original is the safe answer)."""
+        env: dict[str, Value] = dict(shape)
+        try:
+            for name, text in self.derived:
+                env[name] = Expr.parse(text).evaluate(env)
+        except KtxError:
+            return ("derived variables",) if self.constraints else ()
+        env.update(self.defaults)
+        env.update(self.variants[variant])
+        out: list[str] = []
+        for text in self.constraints:
+            expr = Expr.parse(text)
+            try:
+                ok = expr.names <= env.keys() and expr.evaluate_bool(env)
+            except KtxError:
+                ok = False
+            if not ok:
+                out.append(text)
+        return tuple(out)
 
     def with_exact_original(self, point: ShapePoint, why: str) -> DispatchTable:
         fixed = tuple((k, v) for k, v in point.values)
@@ -107,6 +144,8 @@ class DispatchTable:
             (rule, *self.rules),
             self.knobs,
             self.defaults,
+            self.constraints,
+            self.derived,
         )
 
     # -- serialisation -------------------------------------------------------------------------
@@ -119,6 +158,8 @@ class DispatchTable:
             "bucket": self.bucket_var,
             "knobs": list(self.knobs),
             "defaults": dict(self.defaults),
+            "constraints": list(self.constraints),
+            "derived": [[n, t] for n, t in self.derived],
             "variants": [dict(v) for v in self.variants],
             "rules": [
                 {
@@ -154,6 +195,8 @@ class DispatchTable:
             rules,
             tuple(data["knobs"]),
             {str(k): int(v) for k, v in data["defaults"].items()},
+            tuple(str(c) for c in data.get("constraints", ())),
+            tuple((str(n), str(t)) for n, t in data.get("derived", ())),
         )
 
     def to_json(self) -> str:
@@ -185,8 +228,15 @@ def build_table(
     min_gain: float = 0.0,
     knobs: Sequence[str] = (),
     defaults: Mapping[str, int] | None = None,
+    constraints: Sequence[Expr | str] = (),
+    derived: Sequence[tuple[str, Expr | str]] = (),
 ) -> DispatchTable:
-    """Ranges per group of equal other dimensions; neighbouring ranges with one choice merged."""
+    """Ranges per group of equal other dimensions; neighbouring ranges with one choice merged.
+
+    ``constraints`` (the knob space's, over knobs and shape variables) and ``derived`` (the
+    spec's derived variables) guard every lookup: a bucket's config is used only at the shapes
+    where it satisfies them. A constraint naming anything else is left out, as
+    :meth:`ktx.search.space.Space.violations` leaves it to the harness."""
     variants: list[dict[str, int]] = []
     index: dict[str, int] = {}
 
@@ -218,9 +268,17 @@ def build_table(
             else:
                 rules.append(Rule(fixed, lo, hi, variant, (choice.point.name,)))
     names = tuple(knobs) or tuple(sorted({k for v in variants for k in v}))
+    derived_texts = tuple((str(n), e.text.strip() if isinstance(e, Expr) else str(e)) for n, e in derived)
+    known = {*variables, *(n for n, _ in derived_texts), *names, *(defaults or {})}
+    guards: list[str] = []
+    for c in constraints:
+        expr = c if isinstance(c, Expr) else Expr.parse(c)
+        if expr.names <= known and expr.text.strip() not in guards:
+            guards.append(expr.text.strip())
     return DispatchTable(
-        kernel, tuple(variables), bucket_var, tuple(variants), tuple(rules), names, dict(defaults or {})
-    )
+        kernel, tuple(variables), bucket_var, tuple(variants), tuple(rules), names, dict(defaults or {}),
+        tuple(guards), derived_texts,
+    )  # fmt: skip
 
 
 # -- C++ ---------------------------------------------------------------------------------------
@@ -260,6 +318,21 @@ def header(table: DispatchTable) -> str:
     for i, variant in enumerate(table.variants):
         lines.append(f"// variant {i}: " + ", ".join(f"{n}={v}" for n, v in variant.items()))
     params = ", ".join(f"int64_t {c_identifier(v)}" for v in table.variables)
+    args = ", ".join(c_identifier(v) for v in table.variables)
+    if table.constraints:
+        lines += ["", *_HELPERS, ""]
+        lines.append("// Guards: the template's constraints, which a variant must satisfy at the shape")
+        lines.append("// (a range covers shapes nobody measured); when one fails, the original runs.")
+        for i, variant in enumerate(table.variants):
+            env = {**table.defaults, **variant}
+            lines.append(f"inline bool ktx_{k}_guard_{i}({params}) {{")
+            lines += [f"  (void){c_identifier(v)};" for v in table.variables]
+            for name, text in table.derived:
+                lines.append(f"  const auto {c_identifier(name)} = {to_cpp(Expr.parse(text), {})};")
+                lines.append(f"  (void){c_identifier(name)};")
+            conds = [f"({to_cpp(Expr.parse(c), env)})" for c in table.constraints]
+            lines += [f"  return {' && '.join(conds)};  // " + "; ".join(table.constraints), "}"]
+        lines.append("")
     lines += [f"inline {struct} ktx_dispatch_{k}({params}) {{"]
     lines += [f"  (void){c_identifier(v)};" for v in table.variables]
     bucket = c_identifier(table.bucket_var)
@@ -271,9 +344,161 @@ def header(table: DispatchTable) -> str:
             conds.append(f"{bucket} < {rule.hi}")
         test = " && ".join(conds) or "true"
         note = ", ".join(rule.measured_at)
-        lines.append(f"  if ({test}) return {value(rule.variant)};  // {note}")
+        if rule.variant is not None and table.constraints:
+            guard = f"ktx_{k}_guard_{rule.variant}({args})"
+            lines.append(f"  if ({test}) {{  // {note}")
+            lines.append(f"    if ({guard}) return {value(rule.variant)};")
+            lines.append(f"    return {value(None)};  // a constraint fails here: the original")
+            lines.append("  }")
+        else:
+            lines.append(f"  if ({test}) return {value(rule.variant)};  // {note}")
     lines += [f"  return {value(None)};  // untuned shape: the original kernel", "}", ""]
     return "\n".join(lines)
+
+
+#: Python's semantics for the operators C++ spells differently (floor division, modulo, powers).
+_HELPERS = (
+    "#ifndef KTX_DISPATCH_HELPERS",
+    "#define KTX_DISPATCH_HELPERS",
+    "#include <cmath>",
+    "#include <type_traits>",
+    "template <class A, class B> inline auto ktx_floordiv(A a, B b) {",
+    "  if constexpr (std::is_integral_v<A> && std::is_integral_v<B>) {",
+    "    if (b == 0) return static_cast<decltype(a / b)>(0);",
+    "    auto q = a / b;",
+    "    if ((a % b != 0) && ((a < 0) != (b < 0))) --q;",
+    "    return q;",
+    "  } else {",
+    "    return std::floor(static_cast<double>(a) / static_cast<double>(b));",
+    "  }",
+    "}",
+    "template <class A, class B> inline auto ktx_mod(A a, B b) {",
+    "  if constexpr (std::is_integral_v<A> && std::is_integral_v<B>) {",
+    "    if (b == 0) return static_cast<decltype(a % b)>(1);  // never divisible: the guard fails",
+    "    auto r = a % b;",
+    "    if (r != 0 && ((r < 0) != (b < 0))) r += b;",
+    "    return r;",
+    "  } else {",
+    "    double x = static_cast<double>(a), y = static_cast<double>(b);",
+    "    return x - y * std::floor(x / y);",
+    "  }",
+    "}",
+    "template <class A, class B> inline auto ktx_ceil_div(A a, B b) { return -ktx_floordiv(-a, b); }",
+    "template <class A, class B> inline auto ktx_pow(A a, B b) {",
+    "  if constexpr (std::is_integral_v<A> && std::is_integral_v<B>) {",
+    "    int64_t r = 1;",
+    "    for (B i = 0; i < b; ++i) r *= a;",
+    "    return r;",
+    "  } else {",
+    "    return std::pow(static_cast<double>(a), static_cast<double>(b));",
+    "  }",
+    "}",
+    "template <class A> inline auto ktx_log2(A a) {",
+    "  if constexpr (std::is_integral_v<A>) {",
+    "    if (a > 0 && (a & (a - 1)) == 0) {",
+    "      int64_t n = 0;",
+    "      while (a > 1) { a >>= 1; ++n; }",
+    "      return static_cast<double>(n);",
+    "    }",
+    "  }",
+    "  return std::log2(static_cast<double>(a));",
+    "}",
+    "template <class A> inline auto ktx_abs(A a) { return a < 0 ? -a : a; }",
+    "template <class A> inline auto ktx_min(A a) { return a; }",
+    "template <class A, class... R> inline auto ktx_min(A a, R... r) {",
+    "  auto b = ktx_min(r...);",
+    "  return b < a ? static_cast<std::common_type_t<A, decltype(b)>>(b) : a;",
+    "}",
+    "template <class A> inline auto ktx_max(A a) { return a; }",
+    "template <class A, class... R> inline auto ktx_max(A a, R... r) {",
+    "  auto b = ktx_max(r...);",
+    "  return b > a ? static_cast<std::common_type_t<A, decltype(b)>>(b) : a;",
+    "}",
+    "#endif",
+)
+
+_CPP_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}
+_CPP_CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+
+
+def to_cpp(expr: Expr, constants: Mapping[str, int]) -> str:
+    """``expr`` as a C++ expression: names in ``constants`` (a variant's knob values) become
+    literals, the others stay variables (``int64_t`` shape variables, derived locals). Floor
+    division, modulo and powers keep Python's meaning through the header's helpers.
+
+    >>> to_cpp(Expr.parse("tokens % ROWS == 0 and d // 8 >= 1"), {"ROWS": 4})
+    '(ktx_mod(tokens, int64_t(4)) == int64_t(0)) && (ktx_floordiv(d, int64_t(8)) >= int64_t(1))'
+    >>> to_cpp(Expr.parse("0 < d <= 8"), {})
+    '(int64_t(0) < d) && (d <= int64_t(8))'
+    """
+
+    def lit(v: Value) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int):
+            return f"int64_t({v})"
+        return repr(float(v))
+
+    def go(node: ast.expr) -> str:
+        if isinstance(node, ast.Constant):
+            assert isinstance(node.value, int | float)  # Expr.parse allows nothing else
+            return lit(node.value)
+        if isinstance(node, ast.Name):
+            if node.id in constants:
+                return lit(int(constants[node.id]))
+            if node.id in ("True", "true"):
+                return "true"
+            if node.id in ("False", "false"):
+                return "false"
+            return c_identifier(node.id)
+        if isinstance(node, ast.BinOp):
+            a, b = go(node.left), go(node.right)
+            if type(node.op) in _CPP_BINOPS:
+                return f"({a} {_CPP_BINOPS[type(node.op)]} {b})"
+            if isinstance(node.op, ast.Div):
+                return f"(static_cast<double>({a}) / static_cast<double>({b}))"
+            name = {ast.FloorDiv: "ktx_floordiv", ast.Mod: "ktx_mod", ast.Pow: "ktx_pow"}[type(node.op)]
+            return f"{name}({a}, {b})"
+        if isinstance(node, ast.UnaryOp):
+            sign = "!" if isinstance(node.op, ast.Not) else "-" if isinstance(node.op, ast.USub) else "+"
+            return f"({sign}{go(node.operand)})"
+        if isinstance(node, ast.BoolOp):
+            joiner = " && " if isinstance(node.op, ast.And) else " || "
+            return "(" + joiner.join(go(v) for v in node.values) + ")"
+        if isinstance(node, ast.Compare):
+            parts: list[str] = []
+            left = go(node.left)
+            for op, right_node in zip(node.ops, node.comparators, strict=True):
+                right = go(right_node)
+                parts.append(f"({left} {_CPP_CMPOPS[type(op)]} {right})")
+                left = right
+            return parts[0] if len(parts) == 1 else "(" + " && ".join(parts) + ")"
+        if isinstance(node, ast.IfExp):
+            return f"(static_cast<bool>({go(node.test)}) ? {go(node.body)} : {go(node.orelse)})"
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            args = [go(a) for a in node.args]
+            fn = node.func.id
+            if fn in ("ceil", "floor"):
+                return f"static_cast<int64_t>(std::{fn}(static_cast<double>({args[0]})))"
+            if fn == "pow2":
+                return f"(int64_t(1) << ({args[0]}))"
+            name = {"cdiv": "ceil_div"}.get(fn, fn)
+            return f"ktx_{name}({', '.join(args)})"
+        raise KtxError(f"cannot write {ast.unparse(node)!r} as C++")
+
+    text = go(expr._tree)
+    if text.startswith("(") and text.endswith(")") and _balanced(text[1:-1]):
+        text = text[1:-1]
+    return text
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for ch in text:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth < 0:
+            return False
+    return depth == 0
 
 
 def write_table(table: DispatchTable, folder: Path) -> tuple[Path, Path]:

@@ -471,6 +471,7 @@ def finalize(ctx: Context, wall_s: float) -> Summary:
     table = build_table(
         ctx.spec.name, ctx.spec.variables, bucket, choices, ctx.request.min_gain,
         ctx.tunable.space.names, ctx.tunable.space.default(),
+        ctx.tunable.space.constraints, ctx.spec.derived,
     )  # fmt: skip
     raw = table
     holdout = (

@@ -93,3 +93,65 @@ def test_cpp_header_agrees_with_python(tmp_path: Path) -> None:
             assert variant == -1 and (b, s) == (256, 1), (n, d)
         else:
             assert t.variants[variant] == chosen == {"B": b, "S": s}, (n, d)
+
+
+#: A rows-per-block-like template: ROWS rows per block, valid only where ROWS divides tokens.
+ROWS_CHOICES = [
+    Choice(point(1, 4096), {"ROWS": 1, "VEC": 8}, 4.0, 3.0),
+    Choice(point(64, 4096), {"ROWS": 4, "VEC": 8}, 8.0, 5.0),
+    Choice(point(4096, 4096), {"ROWS": 16, "VEC": 8}, 50.0, 30.0),
+    Choice(point(64, 8200), {"ROWS": 4, "VEC": 8}, 8.0, 5.0),
+]
+ROWS_CONSTRAINTS = ("tokens % ROWS == 0", "d % (VEC * 8) == 0 or 0 < half < 0")
+
+
+def rows_table() -> DispatchTable:
+    return build_table(
+        "rows-kernel", ("tokens", "d"), "tokens", ROWS_CHOICES, 0.0, ("ROWS", "VEC"), {"ROWS": 1, "VEC": 1},
+        constraints=[*ROWS_CONSTRAINTS, "UNKNOWN_THING > 0"], derived=[("half", "d // 2")],
+    )  # fmt: skip
+
+
+def test_range_buckets_fall_back_to_the_original_where_a_constraint_fails() -> None:
+    t = rows_table()
+    assert t.constraints == ROWS_CONSTRAINTS, "constraints over unknown names are left to the harness"
+    assert t.select({"tokens": 64, "d": 4096}) == {"ROWS": 4, "VEC": 8}
+    assert t.select({"tokens": 60, "d": 4096}) == {"ROWS": 4, "VEC": 8}  # same bucket, 4 | 60
+    assert t.select({"tokens": 66, "d": 4096}) is None, "66 rows in blocks of 4: the original"
+    assert t.select({"tokens": 4004, "d": 4096}) is None, "16 does not divide 4004"
+    assert t.select({"tokens": 4096, "d": 4096}) == {"ROWS": 16, "VEC": 8}
+    assert t.select({"tokens": 64, "d": 8200}) is None, "8200 is no multiple of VEC * 8"
+    assert t.broken(1, {"tokens": 66, "d": 4096}) == ("tokens % ROWS == 0",)
+    again = DispatchTable.from_dict(t.to_dict())
+    assert again == t and again.select({"tokens": 66, "d": 4096}) is None
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
+def test_cpp_header_checks_the_constraints(tmp_path: Path) -> None:
+    t = rows_table().with_exact_original(point(2, 4096), "held-out")
+    (tmp_path / "dispatch.h").write_text(t.to_header())
+    tokens = (1, 2, 3, 7, 8, 9, 60, 63, 64, 66, 100, 4000, 4004, 4096, 8192)
+    probes = [(n, d) for d in (4096, 8200) for n in tokens]
+    calls = "\n".join(
+        f'  c = ktx_dispatch_rows_kernel({n}, {d}); std::printf("%d %d %d\\n", c.variant, c.ROWS, c.VEC);'
+        for n, d in probes
+    )
+    (tmp_path / "main.cc").write_text(
+        f'#include "dispatch.h"\n#include "dispatch.h"\n#include <cstdio>\n'
+        f"int main() {{\n  ktx_rows_kernel_config c;\n{calls}\n}}\n"
+    )
+    exe = tmp_path / "main"
+    flags = ["-std=c++17", "-Wall", "-Wextra", "-Werror"]
+    subprocess.run(["g++", *flags, "main.cc", "-o", str(exe)], cwd=tmp_path, check=True)
+    lines = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
+    fallbacks = 0
+    for (n, d), line in zip(probes, lines, strict=True):
+        variant, rows, vec = map(int, line.split())
+        chosen = t.select({"tokens": n, "d": d})
+        if chosen is None:
+            fallbacks += 1
+            assert variant == -1 and (rows, vec) == (1, 1), (n, d)
+        else:
+            assert t.variants[variant] == chosen == {"ROWS": rows, "VEC": vec}, (n, d)
+            assert n % rows == 0 and d % (vec * 8) == 0
+    assert fallbacks > 2

@@ -59,7 +59,10 @@ def test_outputs(tmp_path: Path, recording_path: Path, capsys: pytest.CaptureFix
         if chosen is None:
             continue
         assert chosen == row["best_config"] and row["best_us"] < row["original_us"]
-    assert "ktx_dispatch_silu_and_mul(int64_t tokens, int64_t d)" in (out / "dispatch.h").read_text()
+    header = (out / "dispatch.h").read_text()
+    assert "ktx_dispatch_silu_and_mul(int64_t tokens, int64_t d)" in header
+    assert set(table.constraints) == {"d % (VEC * SPLIT) == 0", "BLOCK * VEC * SPLIT <= 2 * d"}
+    assert not table.variants or "ktx_silu_and_mul_guard_0(tokens, d)" in header, "guards in the header"
     for i in range(len(table.variants)):
         assert (out / "best" / f"variant_{i}.cu").is_file()
     held = {h["shape"] for h in summary["holdout"]}
