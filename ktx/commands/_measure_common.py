@@ -1,4 +1,4 @@
-"""Shared by ``ktx run`` and ``ktx bench``: results metadata, tables, the pass-pipeline seam."""
+"""Shared by ``ktx run`` and ``ktx bench``: results metadata, tables, compiler notes, pass pipelines."""
 
 from __future__ import annotations
 
@@ -16,9 +16,6 @@ from ktx.measure.gpu import Options
 from ktx.measure.harness import Harness
 from ktx.measure.types import Candidate, Measurement
 from ktx.spec import Spec
-
-#: The module the pass framework provides to turn (spec, pipeline, config) into a Candidate.
-PIPELINE_MODULE = "ktx.pipeline"
 
 
 def add_measure_options(p: argparse.ArgumentParser) -> None:
@@ -50,23 +47,12 @@ def parse_config(items: Sequence[str]) -> dict[str, int]:
 
 
 def configured_candidate(spec: Spec, passes: str | None, config: Mapping[str, int]) -> Candidate | None:
-    """The candidate ``--passes``/``--config`` describe, through the pass framework's seam."""
+    """The candidate ``--passes``/``--config`` describe (``ktx.pipeline.candidate``)."""
     if passes is None and not config:
         return None
-    if importlib.util.find_spec(PIPELINE_MODULE) is None:
-        raise KtxError(
-            "pass pipelines arrive with the passes framework",
-            None,
-            "for now ktx run/bench measure the original kernel; drop --passes/--config",
-        )
-    module = importlib.import_module(PIPELINE_MODULE)
-    make = getattr(module, "candidate", None)
-    if make is None:
-        raise KtxError(f"{PIPELINE_MODULE} has no candidate(spec, passes, config)", None)
-    cand = make(spec, passes or "", dict(config))
-    if not isinstance(cand, Candidate):
-        raise KtxError(f"{PIPELINE_MODULE}.candidate returned {type(cand).__name__}, not a Candidate", None)
-    return cand
+    from ktx.pipeline import candidate
+
+    return candidate(spec, passes or "", dict(config))
 
 
 def options(args: argparse.Namespace, spec: Spec, odd_rounds: int = 0) -> Options:
@@ -132,3 +118,34 @@ def print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]
     for row in rows:
         table.add_row(*row)
     Console(width=160).print(table)
+
+
+def compiler_notes(results: Sequence[Measurement]) -> list[str]:
+    """One line per compiler that was not the plain first choice: NVRTC without some of the
+    spec's flags (``nvrtc (dropped ...)``) or nvcc after NVRTC failed (``nvcc (why)``).
+
+    ``ktx.measure.compile`` records both in ``Resources.compiler``; a plain ``nvrtc`` or
+    ``nvcc`` needs no note. Measurements that never reached the GPU carry no compiler."""
+    by_compiler: dict[str, list[Measurement]] = {}
+    for m in results:
+        compiler = m.resources.compiler if m.resources is not None else ""
+        if compiler and compiler not in ("nvrtc", "nvcc"):
+            by_compiler.setdefault(compiler, []).append(m)
+    notes = []
+    for compiler, hits in by_compiler.items():
+        kernels = ", ".join(dict.fromkeys(m.kernel for m in hits))
+        where = f"{len(hits)} of {len(results)} measurements ({kernels})"
+        if compiler.startswith("nvrtc (dropped"):
+            flags = compiler[len("nvrtc (dropped") :].strip(" )")
+            notes.append(
+                f"note: {where} were compiled by NVRTC without the spec flags {flags}, which it "
+                "rejects (install nvcc to compile with them)"
+            )
+        else:
+            notes.append(f"note: {where} were compiled by the fallback compiler: {compiler}")
+    return notes
+
+
+def print_notes(results: Sequence[Measurement]) -> None:
+    for line in compiler_notes(results):
+        print(line)

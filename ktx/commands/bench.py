@@ -16,6 +16,7 @@ from ktx.commands._measure_common import (
     options,
     parse_config,
     pct,
+    print_notes,
     print_table,
     provenance,
     status_cell,
@@ -95,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         ["kernel", "shape", "status", "single µs", "graph µs", "config µs", "SoL", "SoL µs", "bytes", "GB/s"],
         rows,
     )
+    print_notes(results)
     if args.json:
         save_results(args.json, results, {"kind": "bench", **meta})
         print(f"wrote {len(results)} measurements to {args.json}", file=sys.stderr)

@@ -16,6 +16,7 @@ from ktx.commands._measure_common import (
     options,
     parse_config,
     pct,
+    print_notes,
     print_table,
     provenance,
     status_cell,
@@ -61,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         ["config", "status", "single µs", "graph µs", "SoL", "bytes", "regs", "occupancy", "max err"],
         rows,
     )
+    print_notes(results)
     if args.json:
         save_results(args.json, results, {"kernel": spec.name, "shape": point.name, **meta})
     failed = [m for m in results if not m.ok]

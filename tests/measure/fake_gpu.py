@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from ktx.measure.occupancy import DeviceLimits
-from ktx.measure.types import Measurement, Status, Timing
+from ktx.measure.types import Measurement, Resources, Status, Timing
 
 
 def handle(op: str, payload: Any) -> Any:
@@ -22,7 +22,11 @@ def handle(op: str, payload: Any) -> Any:
     for mod in payload["modules"].values():
         assert os.path.isfile(mod["cubin_path"]) and mod["lowered_name"]
     reference = payload["reference"]["kind"] if payload["reference"] else "none"
+    compiler = next(iter(payload["modules"].values()))["compiler"]  # as ktx.measure.gpu reports it
+    resources = Resources(32, 0, 0, 0, 1024, 256, 8, 1.0, "warps", compiler=compiler)
+    kernel = os.path.basename(os.path.dirname(payload["spec"]))
     return Measurement(
-        kernel="fake", shape=payload["shape"], config=payload["candidate"]["config"], status=Status.OK,
+        kernel=kernel, shape=payload["shape"], config=payload["candidate"]["config"], status=Status.OK,
         message=f"reference={reference}", graph=Timing.of([1.0]), verified=tuple(sorted(payload["modules"])),
+        resources=resources, label=payload["candidate"].get("label", ""),
     ).to_dict()  # fmt: skip

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import json
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -10,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from ktx.cli import main
+from ktx.commands._measure_common import compiler_notes
 from ktx.measure import compile as compiler
 from ktx.measure.compile import CompileRequest, compile_kernel, find_nvcc, mangled_name
 from ktx.measure.harness import Harness
-from ktx.measure.types import Status, original_candidate
+from ktx.measure.types import Measurement, Resources, Status, original_candidate
 from ktx.spec import load_spec
 
 
@@ -153,11 +156,69 @@ def test_commands_without_gpu_exit_2(command: list[str], capsys: pytest.CaptureF
     assert code == 2 and "no " in err and "GPU" in err
 
 
-def test_passes_are_not_faked(capsys: pytest.CaptureFixture[str]) -> None:
-    code, err = run_cli(["run", str(ROOT / "kernels" / "silu_and_mul"), "--passes", "vectorize"], capsys)
-    if "pass pipelines arrive" not in err and "candidate(spec, passes, config)" not in err:
-        pytest.skip("the pass framework provides ktx.pipeline.candidate now")
-    assert code == 2
+@needs_compiler
+def test_run_with_passes_and_config_reaches_the_harness(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``ktx run --passes P --config K=V``: the pipeline's candidate is compiled for real and
+    measured by the fake worker, and the table says which compiler (and which flags) it used."""
+    from ktx.commands import run as run_command
+
+    monkeypatch.setenv("KTX_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(run_command, "Harness", functools.partial(Harness, handler=FAKE))
+    out = tmp_path / "run.json"
+    kernel = str(ROOT / "kernels" / "silu_and_mul")
+    args = ["run", kernel, "--passes", "block-size", "--config", "BLOCK_X=128", "--json", str(out)]
+    code = main(args)
+    stdout, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads(out.read_text())
+    rows = data["measurements"] if isinstance(data, dict) else data
+    configs = [dict(m["config"]) for m in rows]
+    assert configs == [{}, {"BLOCK_X": 128}]
+    assert rows[1]["label"] == "block-size BLOCK_X=128"
+    assert rows[1]["message"] == "reference=original"
+    compiler_used = rows[1]["resources"]["compiler"]
+    assert compiler_used.startswith(("nvrtc", "nvcc"))
+    # silu_and_mul's spec passes --expt-relaxed-constexpr, which NVRTC rejects: either NVRTC
+    # dropped it or nvcc took over, and the table is followed by a note saying which.
+    assert compiler_used not in ("nvrtc", "nvcc")
+    assert "note: 2 of 2 measurements (silu_and_mul) were compiled by" in stdout
+
+
+@needs_compiler
+def test_bench_prints_the_compiler_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ktx.commands import bench as bench_command
+    from ktx.measure.protocol import Supervisor
+
+    monkeypatch.setenv("KTX_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(bench_command, "Supervisor", functools.partial(Supervisor, FAKE))
+    monkeypatch.setattr(bench_command, "Harness", functools.partial(Harness, handler=FAKE))
+    code = main(["bench", str(ROOT / "kernels"), "--kernel", "silu_and_mul", "--shapes", "quick"])
+    stdout, err = capsys.readouterr()
+    assert code == 0, err
+    assert "(silu_and_mul) were compiled by" in stdout
+
+
+def fake_measurement(compiler: str | None, kernel: str = "k") -> Measurement:
+    resources = None if compiler is None else Resources(32, 0, 0, 0, 1024, 256, 8, 1.0, "warps", compiler)
+    return Measurement(kernel, "s", {}, Status.OK, resources=resources)
+
+
+def test_compiler_notes() -> None:
+    plain = [fake_measurement("nvrtc"), fake_measurement("nvcc"), fake_measurement(None)]
+    assert compiler_notes(plain) == []
+    dropped = fake_measurement("nvrtc (dropped --expt-relaxed-constexpr)", "moe_sum")
+    fallback = fake_measurement("nvcc (NVRTC rejected an option)", "silu")
+    notes = compiler_notes([*plain, dropped, dropped, fallback])
+    assert notes == [
+        "note: 2 of 6 measurements (moe_sum) were compiled by NVRTC without the spec flags "
+        "--expt-relaxed-constexpr, which it rejects (install nvcc to compile with them)",
+        "note: 1 of 6 measurements (silu) were compiled by the fallback compiler: "
+        "nvcc (NVRTC rejected an option)",
+    ]
 
 
 def test_bad_config_and_shape(capsys: pytest.CaptureFixture[str]) -> None:
