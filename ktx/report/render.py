@@ -308,8 +308,8 @@ def write_report(run: RunData, out_dir: Path) -> ReportFiles:
             path.write_bytes(png)
             files.append(path)
     patch_path: Path | None = None
-    tuned, _what = tuned_source(run.template, run.variants)
     header_name = f"{run.kernel}_dispatch.h"
+    tuned, _what = tuned_source(run.original, run.variants, run.dispatch, header_name)
     text = (
         patch(run.original, run.source_rel, tuned, run.dispatch_header, header_name) if run.best_round else ""
     )

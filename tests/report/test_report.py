@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -109,20 +110,86 @@ def test_patch_applies_to_the_original(run_dir: Path, report: Path, tmp_path: Pa
         ["patch", "-p1", "-i", str(report / "ktx.patch")], cwd=tree, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    tuned, _ = tuned_source(run.template, run.variants)
+    tuned, _ = tuned_source(run.original, run.variants, run.dispatch, "silu_and_mul_dispatch.h")
     assert target.read_text() == tuned
     header = target.parent / "silu_and_mul_dispatch.h"
     assert header.read_text() == run.dispatch_header
     assert "ktx_dispatch_silu_and_mul(" in text
 
 
-def test_patch_of_a_single_variant_is_plain_cuda() -> None:
-    variant = "// ktx tune: SPLIT=4\n// ktx: `split` instantiated with SPLIT=4\nint x;\n"
-    tuned, what = tuned_source("template", (variant,))
-    assert tuned == "// ktx: `split` instantiated with SPLIT=4\nint x;\n" and "plain CUDA" in what
+def test_patch_of_no_variant_keeps_the_file() -> None:
+    tuned, what = tuned_source("int y;\n", (), None, "k_dispatch.h")
+    assert tuned is None and "original" in what
     text = patch("int y;", "k/kernel.cu", tuned, "#pragma once\n", "k_dispatch.h")
-    assert "--- a/k/kernel.cu" in text and "\\ No newline at end of file" in text
-    assert "--- /dev/null\n+++ b/k/k_dispatch.h" in text
+    assert "--- a/k/kernel.cu" not in text and "--- /dev/null\n+++ b/k/k_dispatch.h" in text
+
+
+@pytest.fixture(scope="module")
+def single_variant_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A table with one tuned variant and the original for the large shape (and untuned ones)."""
+    out = tmp_path_factory.mktemp("single") / "run"
+    shapes = ("tokens=1,d=4096", "tokens=4096,d=4096")
+    optimize(replace(request(out), rounds=2, trials_per_round=6, shapes=shapes), backend=ModelBackend())
+    return out
+
+
+def test_single_variant_patch_keeps_the_original(single_variant_run: Path, tmp_path: Path) -> None:
+    """Regression: with one variant the patch replaced the whole file (the original launcher
+    included) by it, while the dispatch table still answers -1 (the original) for other shapes."""
+    run = load_run(single_variant_run)
+    assert len(run.variants) == 1 and run.dispatch is not None
+    assert any(r["variant"] is None for r in run.dispatch["rules"])  # the table can pick the original
+    files = make_report(single_variant_run, tmp_path / "report")
+    assert files.patch is not None
+    tuned, what = tuned_source(run.original, run.variants, run.dispatch, "silu_and_mul_dispatch.h")
+    assert tuned is not None and "chooses through the dispatch table" in what
+    assert tuned.startswith(run.original.rstrip("\n"))  # the original, unchanged, first
+    assert "namespace ktx_variant_0 {" in tuned and "silu_and_mul_kernel_ktx0<__nv_bfloat16><<<" in tuned
+    assert "case 0: return ktx_variant_0::launch_silu_and_mul_ktx0(" in tuned
+    assert "default: return ::launch_silu_and_mul(" in tuned
+    tree = tmp_path / "tree"
+    target = tree / run.source_rel
+    target.parent.mkdir(parents=True)
+    target.write_text(run.original)
+    if shutil.which("patch") is None:
+        pytest.skip("no patch(1) on this machine")
+    done = subprocess.run(["patch", "-p1", "-i", str(files.patch)], cwd=tree, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert target.read_text() == tuned
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("no nvcc on this machine")
+    obj = subprocess.run(
+        [nvcc, "-std=c++17", "-arch=sm_90", "-c", target.name, "-o", "kernel.o"],
+        cwd=target.parent, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert obj.returncode == 0, obj.stderr[-3000:]
+    # Both reachable from one build: a caller instantiates the dispatching launcher, and the
+    # header sends the tuned shape to variant 0 and the others to the original (-1).
+    probe = target.parent / "probe.cu"
+    probe.write_text(
+        '#include "kernel.cu"\n#include <cstdio>\n'
+        "int main() {\n"
+        "  auto* launch = &ktx_launch_silu_and_mul<\n"
+        "      __nv_bfloat16*, const __nv_bfloat16*, int, int, cudaStream_t>;\n"
+        '  std::printf("%d %d %d %d\\n", ktx_dispatch_silu_and_mul(1, 4096).variant,\n'
+        "              ktx_dispatch_silu_and_mul(4096, 4096).variant,\n"
+        "              ktx_dispatch_silu_and_mul(8, 512).variant, launch != nullptr);\n"
+        "}\n"
+    )
+    exe = subprocess.run(
+        [nvcc, "-std=c++17", "-arch=sm_90", "probe.cu", "-o", "probe"],
+        cwd=target.parent, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert exe.returncode == 0, exe.stderr[-3000:]
+    nm = subprocess.run(["nm", "-C", str(target.parent / "probe")], capture_output=True, text=True)
+    symbols = nm.stdout
+    assert "launch_silu_and_mul(__nv_bfloat16*" in symbols
+    assert "ktx_variant_0::launch_silu_and_mul_ktx0(__nv_bfloat16*" in symbols
+    assert "silu_and_mul_kernel<__nv_bfloat16>" in symbols
+    assert "ktx_variant_0::silu_and_mul_kernel_ktx0<__nv_bfloat16>" in symbols
+    ran = subprocess.run(["./probe"], cwd=target.parent, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0 and ran.stdout.split() == ["0", "-1", "-1", "1"], ran.stdout + ran.stderr
 
 
 class StopPlanner:
