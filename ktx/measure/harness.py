@@ -27,6 +27,10 @@ from ktx.spec import ShapePoint, Spec, expand
 
 ReferenceChoice = Literal["auto", "original", "python", "none"]
 
+#: Knobs that trade precision for speed (``fast-math``'s): with ``precision_python`` a config
+#: that turns one on is verified against the spec's float64 Python reference.
+PRECISION_KNOBS = ("FAST_MATH",)
+
 
 def gpu_available() -> tuple[bool, str]:
     """Whether CuPy is importable here (a cheap check made before starting any worker)."""
@@ -48,9 +52,14 @@ class Harness:
         compile_workers: int | None = None,
         handler: str = DEFAULT_HANDLER,
         supervisor: Supervisor | None = None,
+        precision_python: bool = False,
     ) -> None:
         self.spec = spec
         self.reference = reference
+        #: Under ``reference="auto"``: verify configs with a precision knob on (``FAST_MATH > 0``)
+        #: against the spec's Python reference when it has one, not against the original kernel
+        #: (which only bounds the difference from the original math).
+        self.precision_python = precision_python
         self.options = options or Options(rounds=spec.verify.rounds)
         self.timeout_s = timeout_s
         self.handler = handler
@@ -113,6 +122,8 @@ class Harness:
             # The original checks itself against the Python reference when there is one, else
             # against a second run of itself (which still catches races and unwritten outputs).
             return "python" if self.spec.reference.python else "original"
+        if self.precision_python and self.spec.reference.python and _precision_on(cand):
+            return "python"
         return self.spec.reference.use
 
     def prefetch(self, cand: Candidate, point: ShapePoint) -> None:
@@ -183,6 +194,14 @@ class Harness:
                 self.prefetch(cand, point)
         for cand, point in pending:
             yield self.measure(cand, point)
+
+
+def _precision_on(cand: Candidate) -> bool:
+    return any(
+        int(value) != 0
+        for name, value in cand.config.items()
+        if any(name == knob or name.startswith(knob + "_") for knob in PRECISION_KNOBS)
+    )
 
 
 def _clip(text: str, limit: int = 4000) -> str:

@@ -143,6 +143,22 @@ def test_harness_plumbing_and_failures() -> None:
         assert h.supervisor.starts == 3
 
 
+@needs_compiler
+def test_precision_configs_can_be_checked_against_python() -> None:
+    spec = load_spec(ROOT / "kernels" / "moe_sum")
+    assert spec.reference.python and spec.reference.use == "original"
+    point = spec.find_point("tokens=64,d=4096,topk=4")
+    for precision_python, fast_ref in ((False, "original"), (True, "python")):
+        with Harness(spec, handler=FAKE, timeout_s=20, precision_python=precision_python) as h:
+            fast = replace(h.original, config={"FAST_MATH": 1}, label="")
+            exact = replace(h.original, config={"FAST_MATH": 0, "VEC": 2}, label="")
+            assert h.measure(fast, point).message == f"reference={fast_ref}"
+            assert h.measure(exact, point).message == "reference=original"
+    with Harness(spec, handler=FAKE, timeout_s=20, precision_python=True, reference="original") as h:
+        fast = replace(h.original, config={"FAST_MATH": 2}, label="")
+        assert h.measure(fast, point).message == "reference=original"  # an explicit choice wins
+
+
 def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     code = main(args)
     return code, capsys.readouterr().err

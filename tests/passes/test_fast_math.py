@@ -80,3 +80,14 @@ def test_suite_kernels() -> None:
 def test_applies_where_pinned() -> None:
     found = {p.name for p in spec_dirs() if build(load(p.name), "fast-math").knobs}
     assert found == APPLIES["fast-math"]
+
+
+def test_docs_name_the_reference_in_use() -> None:
+    """The error budget is against the reference in use (the original kernel by default), not
+    always a float64 one: the description and both knob helps say so."""
+    from ktx.passes.fast_math import FastMath
+
+    assert 'use = "original"' in FastMath.description and "float64" in FastMath.description
+    assert "verified against the spec's\nfloat64 reference" not in FastMath.description
+    assert "reference in use" in FastMath.knobs[0].help
+    assert "reference in use" in apply(SRC, "fast-math").knobs[0].help
