@@ -21,7 +21,8 @@ KERNEL_NAMES: list[str] = sorted(p.parent.name for p in KERNELS_DIR.glob("*/kern
 NVCC_BASE = ["-std=c++17", "-arch=sm_90"]
 FAST_MATH = ["-use_fast_math", "--expt-relaxed-constexpr"]
 
-#: The template instantiations that NVRTC users (CuPy ``name_expressions``) ask for.
+#: Every instantiation the launchers dispatch to (``moe_sum`` for top-k 1..8, ``rope`` has no
+#: spec); a superset of what the specs ask for (:func:`spec_name_expressions`), which is checked.
 NAME_EXPRESSIONS: dict[str, list[str]] = {
     "silu_and_mul": ["silu_and_mul_kernel<__nv_bfloat16>"],
     "fused_add_rmsnorm": ["fused_add_rmsnorm_kernel<__nv_bfloat16>"],
@@ -36,6 +37,22 @@ NAME_EXPRESSIONS: dict[str, list[str]] = {
         "rotary_embedding_kernel<__nv_bfloat16, false>",
     ],
 }
+
+
+#: Kernel folders with a ``ktx.toml``.
+SPEC_KERNELS: list[str] = sorted(p.parent.name for p in KERNELS_DIR.glob("*/ktx.toml"))
+
+
+def spec_name_expressions(name: str) -> list[str]:
+    """The instantiations ktx compiles for a kernel: its spec's name expression expanded at
+    every point (and odd variant) of every shape set, read through ``ktx.spec.load_spec``."""
+    from ktx.measure.types import original_candidate
+    from ktx.spec import expand, load_spec
+
+    spec = load_spec(KERNELS_DIR / name)
+    cand = original_candidate(spec)
+    points = [q for shapes in spec.shapes for p in shapes.points for q in (p, *spec.odd_points(p))]
+    return list(dict.fromkeys(expand(cand.name_expression, cand.env(spec, p)) for p in points))
 
 
 @dataclass

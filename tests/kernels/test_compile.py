@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
+
+from ktx.measure.compile import CompileRequest, compile_kernel, find_nvcc
+from ktx.measure.types import original_candidate
+from ktx.spec import load_spec
 
 from ._suite import (
     KERNEL_NAMES,
     KERNELS_DIR,
     NAME_EXPRESSIONS,
+    SPEC_KERNELS,
     SuiteBuild,
     cuda_include_dir,
     load_nvrtc,
     nvrtc_compile,
     parse_ptxas,
+    spec_name_expressions,
 )
 
 #: Headers device code may include (NVRTC finds these; nothing from the host standard library).
@@ -121,6 +129,35 @@ def test_ptxas_no_spills(suite_build: SuiteBuild, name: str, flags: str) -> None
 
 def test_name_expressions_cover_suite() -> None:
     assert set(NAME_EXPRESSIONS) == set(KERNEL_NAMES)
+
+
+@pytest.mark.parametrize("name", SPEC_KERNELS)
+def test_name_expressions_cover_the_specs(name: str) -> None:
+    """The table the NVRTC test compiles holds every instantiation the spec asks ktx for."""
+    wanted = spec_name_expressions(name)
+    assert wanted and set(wanted) <= set(NAME_EXPRESSIONS[name]), (wanted, NAME_EXPRESSIONS[name])
+
+
+@pytest.mark.parametrize("name", SPEC_KERNELS)
+def test_ktx_compile_path(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each suite kernel through ``ktx.measure.compile.compile_kernel`` (nvcc), as the harness
+    compiles it: the spec's source, flags, include folder and name expressions."""
+    if find_nvcc() is None:
+        pytest.skip("nvcc is not installed: this test compiles through ktx's nvcc backend")
+    monkeypatch.setenv("KTX_CACHE_DIR", str(tmp_path))
+    spec = load_spec(KERNELS_DIR / name)
+    cand = original_candidate(spec)
+    requests = [
+        CompileRequest(cand.source, expr, tuple(cand.flags), "90", (str(spec.folder),), "nvcc")
+        for expr in spec_name_expressions(name)
+    ]
+    with ThreadPoolExecutor(max_workers=len(requests)) as pool:
+        results = list(pool.map(compile_kernel, requests))
+    for req, result in zip(requests, results, strict=True):
+        assert result.ok, f"{req.name_expression}: {result.log}"
+        assert result.compiler == "nvcc" and not result.dropped_flags
+        assert result.lowered_name.startswith("_Z"), f"{req.name_expression}: no lowered name"
+        assert Path(result.cubin_path).stat().st_size > 0
 
 
 @pytest.mark.parametrize("name", KERNEL_NAMES)
