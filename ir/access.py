@@ -28,7 +28,7 @@ and callers refuse rather than guess.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -37,6 +37,8 @@ from ktx.ir.consteval import SIZEOF
 from ktx.ir.module import Module
 from ktx.ir.nodes import Function, Loop
 from ktx.ir.source import Span
+from ktx.ir.syntax import text as _text
+from ktx.ir.syntax import walk as _walk
 
 Space = Literal["global", "shared", "local", "unknown"]
 AccessKind = Literal["load", "store", "update", "address"]
@@ -55,18 +57,6 @@ _CONDITIONAL = frozenset(
 )
 _LOOPS = frozenset({"for_statement", "while_statement", "do_statement", "for_range_loop"})
 _QUALIFIERS = frozenset({"const", "volatile", "__restrict__", "__restrict", "restrict"})
-
-
-def _text(module: Module, node: ts.Node) -> str:
-    return module.source[node.start_byte : node.end_byte].decode("utf-8", "replace")
-
-
-def _walk(node: ts.Node) -> Iterator[ts.Node]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(current.children))
 
 
 def _strip_parens(node: ts.Node) -> ts.Node:

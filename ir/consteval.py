@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Mapping
 
 import tree_sitter as ts
+from ktx.ir.syntax import node_text as _text
 
 _INT_LITERAL = re.compile(r"^(0[xX][0-9a-fA-F']+|0[bB][01']+|0[0-7']*|[1-9][0-9']*)([uUlLzZ]*)$")
 
@@ -124,7 +125,3 @@ def const_eval(node: ts.Node, env: Mapping[str, int]) -> int | None:
         value_node = node.child_by_field_name("value")
         return const_eval(value_node, env) if value_node is not None else None
     return None
-
-
-def _text(node: ts.Node) -> str:
-    return (node.text or b"").decode("utf-8", "replace")

@@ -27,6 +27,8 @@ from ktx.ir.nodes import (
     TemplateParam,
 )
 from ktx.ir.source import LineIndex, Span
+from ktx.ir.syntax import node_text as text
+from ktx.ir.syntax import source_text
 
 _QUALIFIER_TOKENS = {
     "__global__",
@@ -60,10 +62,6 @@ _DECLARATOR_WRAPPERS = {
     "attributed_declarator",
     "variadic_declarator",
 }
-
-
-def text(node: ts.Node | None) -> str:
-    return "" if node is None or node.text is None else node.text.decode("utf-8", "replace")
 
 
 def ancestors(node: ts.Node) -> Iterator[ts.Node]:
@@ -129,9 +127,7 @@ class Indexer:
 
     def text(self, node: ts.Node | None) -> str:
         """Original text of a node (the parser saw masked attribute macros as blanks)."""
-        if node is None:
-            return ""
-        return self.source[node.start_byte : node.end_byte].decode("utf-8", "replace")
+        return "" if node is None else source_text(self.source, node)
 
     # -- functions ---------------------------------------------------------------------
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 from ktx.ir import Function, Module, Span
+from ktx.ir.syntax import text as text  # re-exported: the canonical copy lives below ktx
+from ktx.ir.syntax import walk as walk
 
 #: Calls that synchronise or exchange data across threads of a block or warp.
 BARRIERS = frozenset(
@@ -43,22 +45,8 @@ SHUFFLES = frozenset(
 _ASSIGN_OPS = ("=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=")
 
 
-def text(module: Module, node: ts.Node) -> str:
-    """The original source text of ``node``."""
-    return module.source[node.start_byte : node.end_byte].decode("utf-8", "replace")
-
-
 def span(module: Module, node: ts.Node) -> Span:
     return module.span(node.start_byte, node.end_byte)
-
-
-def walk(node: ts.Node) -> Iterator[ts.Node]:
-    """Every node under ``node`` (itself included), in source order."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(current.children))
 
 
 def node_at(module: Module, where: Span, kind: str | Iterable[str]) -> ts.Node | None:

@@ -74,6 +74,7 @@ from ktx.passes._device import PreludeSite, insert_prelude, prelude_site
 
 from ktx import syntax
 from ktx.passbase import KnobSpec, Option, OptionValue, Pass, Refuse, Rewriter, Skip, Target
+from ktx.syntax import text as _text
 
 _EXITS = frozenset({"break_statement", "continue_statement", "return_statement", "goto_statement"})
 _REDUCE_CALLS = frozenset({"fmaxf", "fminf", "max", "min", "fmax", "fmin", "__hmax", "__hmin"})
@@ -174,10 +175,6 @@ class Vectorize(Pass[VecSite | PreludeSite]):
 
 
 # -- legality ------------------------------------------------------------------------------------
-
-
-def _text(module: Module, node: ts.Node) -> str:
-    return syntax.text(module, node)
 
 
 def _canon(text: str) -> str:

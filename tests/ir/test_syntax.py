@@ -1,0 +1,53 @@
+"""One copy of the node-text and walking helpers, in ``ktx.ir.syntax``; ``ktx.syntax`` re-exports it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from ktx.ir import parse
+from ktx.ir import syntax as ir_syntax
+from ktx.ir.access import _text as access_text
+from ktx.ir.access import _walk as access_walk
+from ktx.ir.consteval import _text as consteval_text
+from ktx.ir.index import text as index_text
+
+from ktx import syntax
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SRC = b"""#define KTX_INLINE inline __attribute__((always_inline)) __device__
+KTX_INLINE float twice(float x) { return 2.0f * x; }
+__global__ void k(float* y) { y[threadIdx.x] = twice(y[threadIdx.x]); }
+"""
+
+
+def test_one_copy() -> None:
+    assert syntax.text is ir_syntax.text and syntax.walk is ir_syntax.walk
+    assert access_text is ir_syntax.text and access_walk is ir_syntax.walk
+    assert consteval_text is ir_syntax.node_text and index_text is ir_syntax.node_text
+    for path in ("ir/access.py", "ir/consteval.py", "ir/index.py", "passes/vectorize.py", "ktx/syntax.py"):
+        tree = ast.parse((ROOT / path).read_text())
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        assert not defined & {"text", "_text", "walk", "_walk", "node_text"}, path
+
+
+def test_ir_syntax_needs_nothing_above_ir() -> None:
+    tree = ast.parse((ROOT / "ir" / "syntax.py").read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not any(m and m.startswith("ktx") for m in imported), imported
+
+
+def test_original_text_and_parsed_text() -> None:
+    module = parse(SRC)
+    root = module.tree.root_node
+    uses = [n for n in ir_syntax.walk(root) if n.start_byte <= SRC.index(b"KTX_INLINE float") < n.end_byte]
+    node = uses[-1]  # the innermost node around the macro's use (its bytes are masked)
+    original = ir_syntax.text(module, node)
+    parsed = ir_syntax.node_text(node)
+    assert "KTX_INLINE float twice" in original  # the bytes the module keeps
+    assert len(parsed) == len(original) and "KTX_INLINE float" not in parsed  # what the parser saw
+    assert ir_syntax.node_text(None) == ""
+    names = [ir_syntax.node_text(n) for n in ir_syntax.walk(root) if n.type == "identifier"]
+    assert names[:4] == ["KTX_INLINE", "twice", "x", "x"]  # the #define line is not masked
