@@ -291,13 +291,15 @@ def search_shape(
     progress: Progress | None = None,
     concurrent: bool = False,
     planned: Plan | None = None,
+    seed_name: str | None = None,
 ) -> optuna.Study:
-    """Search one shape; ``neighbours`` are warm-start configs (best of nearby shapes)."""
+    """Search one shape; ``neighbours`` are warm-start configs (best of nearby shapes).
+    ``seed_name`` (default: the study name) derives the sampler's seed, so that a replay of a
+    run, whose studies are named after another backend, samples what the run sampled."""
     space = evaluator.space
     p = planned or plan(space, evaluator, (point,), settings)
-    sampler = make_sampler(
-        p.sampler, space, seed_for(settings.seed, study_name), p.budget, concurrent or settings.jobs > 1
-    )
+    seed = seed_for(settings.seed, seed_name or study_name)
+    sampler = make_sampler(p.sampler, space, seed, p.budget, concurrent or settings.jobs > 1)
     study = open_study(storage, study_name, sampler)
     study.set_user_attr("shape", point.name)
     study.set_user_attr("metric", metric)
@@ -370,13 +372,13 @@ def search_joint(
     deadline: float | None = None,
     progress: Progress | None = None,
     concurrent: bool = False,
+    seed_name: str | None = None,
 ) -> optuna.Study:
     """One config for all ``points``: minimise the geometric mean of time / original time."""
     space = evaluator.space
     p = plan(space, evaluator, points, settings)
-    sampler = make_sampler(
-        p.sampler, space, seed_for(settings.seed, study_name), p.budget, concurrent or settings.jobs > 1
-    )
+    seed = seed_for(settings.seed, seed_name or study_name)
+    sampler = make_sampler(p.sampler, space, seed, p.budget, concurrent or settings.jobs > 1)
     study = open_study(storage, study_name, sampler)
     study.set_user_attr("shapes", [pt.name for pt in points])
     study.set_user_attr("sampler", p.sampler)

@@ -11,6 +11,7 @@ what the backend reports.
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from collections.abc import Callable, Mapping
@@ -58,10 +59,28 @@ def fingerprint_of(backend: object) -> str:
     if callable(device):
         limits = device()
         from ktx.measure import compile as compiler
+        from ktx.measure.protocol import DEFAULT_HANDLER
 
         toolchain = getattr(compiler, "_toolchain_id", lambda: "")()
-        return f"{limits.name}|sm_{limits.cc}|driver {limits.driver}|runtime {limits.runtime}|{toolchain}"
+        handler = str(getattr(backend, "handler", DEFAULT_HANDLER))
+        kind = "cupy" if handler == DEFAULT_HANDLER else f"stand-in harness:{handler}"
+        device_id = f"{limits.name}|sm_{limits.cc}|driver {limits.driver}|runtime {limits.runtime}"
+        return f"{kind}|{device_id}|{toolchain}" + harness_context(backend)
     return type(backend).__name__
+
+
+def harness_context(backend: object) -> str:
+    """The harness options (rounds, verification, odd shapes, ...) and the reference choice:
+    they change what a measurement means, so they belong to its identity."""
+    options = getattr(backend, "options", None)
+    if options is None:
+        return ""
+    import dataclasses
+
+    is_instance = dataclasses.is_dataclass(options) and not isinstance(options, type)
+    data = dataclasses.asdict(options) if is_instance else repr(options)
+    reference = getattr(backend, "reference", "")
+    return "|" + json.dumps({"options": data, "reference": reference}, sort_keys=True, default=str)
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,9 @@ replayed on any machine, deterministically (Kernel Tuner's "simulation mode"). F
      "space": {"knobs": [{"name", "values", "default", "condition"?}], "constraints": ["..."]},
      "measurements": [Measurement.to_dict(), ...]}     # config {} is the original kernel
 
-``synthetic: true`` marks numbers that come from a model (:mod:`ktx.search.synthetic`); reports
-made from such a recording say so on every table.
+``synthetic: true`` marks numbers that come from a model (:mod:`ktx.search.synthetic`) or from a
+CPU stand-in for the GPU worker (then ``stand_in`` names it, e.g. ``harness:tests/fake.py:handle``);
+reports made from such a recording say so on every table.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class Recording:
     toolkit: str
     digest: str
     path: str = ""
+    stand_in: str = ""  # the stand-in backend that produced the numbers ('' when measured or modelled)
     measurements: tuple[Measurement, ...] = field(default=(), repr=False)
     _index: Mapping[tuple[str, str], Measurement] = field(default_factory=dict, repr=False)
 
@@ -67,7 +69,8 @@ class Recording:
         return cls(
             kernel=str(data.get("kernel") or (kernels.pop() if len(kernels) == 1 else "")),
             space=space,
-            synthetic=bool(data.get("synthetic", False)),
+            synthetic=bool(data.get("synthetic", False)) or bool(data.get("stand_in")),
+            stand_in=str(data.get("stand_in") or ""),
             method=str(data.get("method", "")),
             device=str(data.get("device", "")),
             toolkit=str(data.get("toolkit") or data.get("driver") or ""),
@@ -103,7 +106,10 @@ class Recording:
 
     @property
     def label(self) -> str:
-        kind = "SYNTHETIC (modelled, not measured)" if self.synthetic else "recorded"
+        if self.stand_in:
+            kind = f"STAND-IN ({self.stand_in}, not measured on a GPU)"
+        else:
+            kind = "SYNTHETIC (modelled, not measured)" if self.synthetic else "recorded"
         return f"{kind}: {self.method or 'no method given'} on {self.device or 'unknown device'}"
 
 

@@ -15,7 +15,9 @@ worker, and each writes the same outputs from the shared studies.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
+import hashlib
 import itertools
 import json
 import os
@@ -144,6 +146,11 @@ class Context:
     recording: Recording | None
     display: Display
 
+    @property
+    def stand_in(self) -> str:
+        """``harness:MODULE:FUNCTION`` when a CPU stand-in answers for the GPU worker, else ''."""
+        return self.request.backend if self.request.backend.startswith("harness:") else ""
+
     def close(self) -> None:
         close = getattr(self.backend, "close", None)
         if callable(close):
@@ -159,7 +166,9 @@ def open_backend(text: str, spec: Spec, throttle: float) -> tuple[Backend, Recor
             raise KtxError(
                 f"the recording is of {recording.kernel!r}, not {spec.name!r}", Location(recording.path)
             )
-        return RecordingBackend(recording, throttle), recording, DeviceLimits()
+        where = recording.device or "an unknown device"
+        limits = dataclasses.replace(DeviceLimits(), name=f"replay of {where}")
+        return RecordingBackend(recording, throttle), recording, limits
     if text != "cupy" and not text.startswith("harness:"):
         raise KtxError(f"unknown backend {text!r}", hint="use cupy or replay:FILE")
     from ktx.measure.gpu import Options
@@ -170,10 +179,13 @@ def open_backend(text: str, spec: Spec, throttle: float) -> tuple[Backend, Recor
     handler = DEFAULT_HANDLER if text == "cupy" else text.removeprefix("harness:")
     harness = Harness(spec, options=Options(rounds=spec.verify.rounds), handler=handler)
     try:
-        return harness, None, harness.device()
+        limits = harness.device()
     except BaseException:
         harness.close()
         raise
+    if handler != DEFAULT_HANDLER:  # a CPU stand-in answers: never call it a real device
+        limits = dataclasses.replace(limits, name=f"stand-in ({text})")
+    return harness, None, limits
 
 
 def select_points(spec: Spec, names: Sequence[str]) -> tuple[ShapePoint, ...]:
@@ -247,8 +259,22 @@ def open_context(req: TuneRequest) -> Context:
     )
 
 
+def backend_tag(ctx: Context) -> str:
+    """A short hash of the backend's fingerprint (kind, device, toolkit, harness options; the
+    recording's digest for replay; the handler for ``harness:``)."""
+    return hashlib.sha256(ctx.evaluator.fingerprint.encode()).hexdigest()[:8]
+
+
 def study_name(ctx: Context, point: ShapePoint | None) -> str:
-    """``prefix|space tag|shape``: a changed pipeline or space starts new studies."""
+    """``prefix|space tag|backend tag|shape``: a changed pipeline or space, another backend or
+    device, starts new studies (their originals and trials are not this backend's)."""
+    where = "joint" if point is None else point.name
+    return f"{ctx.request.study or ctx.spec.name}|{ctx.tunable.study_tag}|{backend_tag(ctx)}|{where}"
+
+
+def seed_name(ctx: Context, point: ShapePoint | None) -> str:
+    """What the sampler's seed derives from: the study name without the backend tag, so that a
+    replay of a run's recording samples the same configs as the run."""
     where = "joint" if point is None else point.name
     return f"{ctx.request.study or ctx.spec.name}|{ctx.tunable.study_tag}|{where}"
 
@@ -262,6 +288,14 @@ def prepare_shape(ctx: Context, point: ShapePoint) -> tuple[Measurement, str]:
     settings = ctx.request.settings()
     study = open_study(ctx.storage, study_name(ctx, point), optuna.samplers.RandomSampler())
     attrs = study.user_attrs
+    backend = ctx.evaluator.fingerprint
+    if attrs.get("backend", backend) != backend:
+        raise KtxError(
+            f"study {study.study_name!r} was measured on another backend: {attrs['backend']!r}, "
+            f"not {backend!r}",
+            Location(redact(ctx.url)),
+            "give another --out, --storage or --study",
+        )
     if "original" in attrs and "metric" in attrs:
         return Measurement.from_dict(attrs["original"]), str(attrs["metric"])
     original = ctx.evaluator.original(point)
@@ -270,6 +304,7 @@ def prepare_shape(ctx: Context, point: ShapePoint) -> tuple[Measurement, str]:
             f"{point.name}: the original kernel failed ({original.status}): {original.message[:200]}"
         )
     metric = choose_metric(settings.metric, original)
+    study.set_user_attr("backend", backend)
     study.set_user_attr("original", original.to_dict())
     study.set_user_attr("metric", metric)
     return original, metric
@@ -309,6 +344,7 @@ def tune_shapes(ctx: Context, deadline: float | None) -> None:
                 show,
                 concurrent,
                 shape_plan,
+                seed_name(ctx, point),
             )
             tuned[point.name] = top_configs(study, settings.warm_start)
             stats = study_stats(study)
@@ -341,6 +377,7 @@ def tune_joint(ctx: Context, deadline: float | None) -> None:
         search_joint(
             ctx.evaluator, ctx.storage, study_name(ctx, None), ctx.points, metrics, originals, settings,
             deadline, lambda s: ctx.display.update(s, 1.0), ctx.request.workers > 1 or ctx.request.is_worker,
+            seed_name(ctx, None),
         )  # fmt: skip
     ctx.display.finish()
 
@@ -485,16 +522,27 @@ def finalize(ctx: Context, wall_s: float) -> Summary:
     notes: list[str] = []
     if ctx.recording is not None:
         notes.append(f"Backend: replay of a recording, {ctx.recording.label}.")
-        if ctx.recording.synthetic:
+        if ctx.recording.stand_in:
+            notes.append(
+                f"STAND-IN numbers from {ctx.recording.stand_in}, a CPU stand-in for the GPU worker: "
+                "nothing here was measured on a GPU."
+            )
+        elif ctx.recording.synthetic:
             notes.append("SYNTHETIC numbers from an analytic cost model: nothing here was measured on a GPU.")
+    if ctx.stand_in:
+        notes.append(
+            f"STAND-IN backend {ctx.stand_in}: a CPU stand-in answered for the GPU worker; "
+            "nothing here was measured on a GPU."
+        )
     if not ctx.tunable.space.knobs:
         notes.append("No knobs (no --passes): only the original kernel was measured.")
     limits = ctx.evaluator.limits
-    device = (
-        ctx.recording.device
-        if ctx.recording is not None
-        else f"{limits.name} (sm_{limits.cc}, driver {limits.driver}, runtime {limits.runtime})"
-    )
+    if ctx.recording is not None:
+        device = ctx.recording.device or "unknown device (replay)"
+    elif ctx.stand_in:
+        device = limits.name
+    else:
+        device = f"{limits.name} (sm_{limits.cc}, driver {limits.driver}, runtime {limits.runtime})"
     summary = Summary(ctx.spec.name, results, holdout, wall_s, tuple(notes), device)
     write_outputs(ctx.run_dir, summary, table, ctx.tunable, raw)
     if ctx.recording is None and ctx.tunable.space.knobs:
@@ -523,7 +571,8 @@ def run_recording(ctx: Context) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "kernel": ctx.spec.name,
-        "synthetic": False,
+        "synthetic": bool(ctx.stand_in),  # a stand-in's numbers are not measurements either
+        **({"stand_in": ctx.stand_in} if ctx.stand_in else {}),
         "method": method,
         "device": limits.name,
         "toolkit": f"driver {limits.driver}, runtime {limits.runtime}",

@@ -37,5 +37,11 @@ def test_tune_through_the_harness(
     source = (out / "best" / "variant_0.cu").read_text() if (out / "best" / "variant_0.cu").exists() else ""
     assert not source or "KTX_" not in source.split("\n", 1)[1], "variants are instantiated, readable CUDA"
     recording = Recording.load(out / "recording.json")
-    assert not recording.synthetic and len(recording.measurements) == row["evaluations"] + 1
+    assert len(recording.measurements) == row["evaluations"] + 1
     assert set(recording.space.names) == {"BLOCK_X", "SPLIT"}
+    # a CPU stand-in is never labelled as a real device, nor its numbers as measurements
+    assert recording.synthetic and recording.stand_in == FAKE and "STAND-IN" in recording.label
+    assert summary["device"] == f"stand-in ({FAKE})"
+    assert any("STAND-IN" in note for note in summary["notes"])
+    for name in ("summary.json", "summary.md", "recording.json", "log.jsonl"):
+        assert "H100" not in (out / name).read_text(), name

@@ -162,3 +162,30 @@ def test_one_main_process_per_run_folder(
         fcntl.flock(handle, fcntl.LOCK_EX)
         code, _, err = tune(capsys, recording_path, out)
     assert code == 2 and "another ktx tune is running" in err
+
+
+def test_another_backend_gets_its_own_studies(
+    tmp_path: Path, recording_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two recordings of different devices tuned into one folder: the second must not reuse the
+    first one's stored original (nor its trials)."""
+    data = json.loads(recording_path.read_text())
+    for m in data["measurements"]:
+        for name in ("single", "graph"):
+            if m.get(name):
+                m[name] = {k: (v * 3 if k != "n" else v) for k, v in m[name].items()}
+    data["device"] = "a slower device"
+    other = tmp_path / "slower.json"
+    other.write_text(json.dumps(data))
+    out = tmp_path / "run"
+    # --passes: the knob space (and so the space tag) is the template's, the same for both runs;
+    # the recordings answer for the original only (the template's configs come back as crashes).
+    one = ("--shapes", "tokens=1,d=4096", "--holdout", "none", "--trials", "3", "--passes", "block-size")
+    assert tune(capsys, recording_path, out, *one)[0] == 0
+    first = json.loads((out / "summary.json").read_text())["shapes"][0]
+    assert tune(capsys, other, out, *one)[0] == 0
+    second = json.loads((out / "summary.json").read_text())
+    row = second["shapes"][0]
+    assert row["original_us"] == pytest.approx(3 * first["original_us"]), "not the other device's original"
+    assert row["study"] != first["study"]
+    assert second["device"] == "a slower device"
