@@ -271,18 +271,54 @@ class Spec:
         env = self.env(point)
         return all(r.evaluate_bool(env) for r in self.require)
 
-    def odd_points(self, point: ShapePoint) -> list[ShapePoint]:
-        """Variants of ``point`` off the vector width, one variable shifted at a time."""
-        out: list[ShapePoint] = []
+    def odd_points(
+        self,
+        point: ShapePoint,
+        config: Mapping[str, Value] | None = None,
+        constraints: Sequence[str] = (),
+    ) -> list[ShapePoint]:
+        """Variants of ``point`` off the vector width, one variable shifted at a time; with a
+        config and its template's constraints, only those where the constraints hold."""
+        return self.odd_split(point, config, constraints)[0]
+
+    def odd_split(
+        self,
+        point: ShapePoint,
+        config: Mapping[str, Value] | None = None,
+        constraints: Sequence[str] = (),
+    ) -> tuple[list[ShapePoint], list[ShapePoint]]:
+        """(odd variants to verify, odd variants a constraint of ``config`` excludes).
+
+        A template's constraints (``tokens % ROWS == 0``, a vector width that must divide ``d``
+        when a pass drops the scalar tail) say where a config may run at all; an odd variant
+        that breaks one is a shape the dispatch table never sends the config to, so verifying
+        it there would fail every such config. A constraint naming something neither a shape
+        variable, a derived variable nor a knob of ``config`` is not checked (as in
+        :meth:`ktx.template.KnobSpace.violations`); one that cannot be evaluated excludes.
+        """
+        exprs = [Expr.parse(c) for c in constraints] if config is not None else []
+        kept: list[ShapePoint] = []
+        skipped: list[ShapePoint] = []
         for var, offsets in self.verify.odd:
             for offset in offsets:
                 values = tuple((k, v + offset if k == var else v) for k, v in point.values)
                 candidate = ShapePoint(values)
-                if any(v <= 0 for _, v in values) or candidate in out or candidate == point:
+                if any(v <= 0 for _, v in values) or candidate in kept or candidate in skipped:
                     continue
-                if self.satisfies(candidate):
-                    out.append(candidate)
-        return out
+                if candidate == point or not self.satisfies(candidate):
+                    continue
+                if exprs and not self._holds(exprs, candidate, config):
+                    skipped.append(candidate)
+                else:
+                    kept.append(candidate)
+        return kept, skipped
+
+    def _holds(self, exprs: Sequence[Expr], point: ShapePoint, config: Mapping[str, Value] | None) -> bool:
+        try:
+            env = self.env(point, config)
+            return all(e.evaluate_bool(env) for e in exprs if e.names <= env.keys())
+        except KtxError:
+            return False
 
     def tolerance_for(self, dtype: DType) -> Tolerance:
         for name, tol in self.tolerance:

@@ -339,7 +339,8 @@ class Template:
         return self.mapping.resolved() if self.mapping is not None else None
 
     def candidate_fields(self, config: Config | None = None) -> dict[str, Any]:
-        """The fields of the harness's ``Candidate``: source, name expression, launch, config."""
+        """The fields of the harness's ``Candidate``: source, name expression, launch, config
+        and the constraints (odd-size verification skips the shapes they exclude)."""
         full = self.space.check(config or {})
         launch = self.launch()
         if launch is None:
@@ -355,6 +356,7 @@ class Template:
             "block": launch.block,
             "shared": launch.shared,
             "config": full,
+            "constraints": tuple(self.space.constraints),
         }
 
     def to_json(self) -> dict[str, Any]:

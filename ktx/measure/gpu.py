@@ -333,6 +333,17 @@ class _Verdict:
     shapes: tuple[str, ...]
 
 
+def verify_shapes(
+    spec: Spec, cand: Candidate, point: ShapePoint, opts: Options
+) -> tuple[list[ShapePoint], list[ShapePoint]]:
+    """(shapes to verify ``cand`` at: ``point`` and its odd variants where the candidate's
+    constraints hold, the odd variants its constraints exclude)."""
+    if not opts.odd:
+        return [point], []
+    kept, skipped = spec.odd_split(point, cand.config, cand.constraints)
+    return [point, *kept], skipped
+
+
 def _verify(
     spec: Spec,
     cand: Candidate,
@@ -352,7 +363,7 @@ def _verify(
         if key not in _PYREFS:
             _PYREFS[key] = load_python_reference(spec)
         pyref = _PYREFS[key]
-    shapes = [point, *(spec.odd_points(point) if opts.odd else [])]
+    shapes = verify_shapes(spec, cand, point, opts)[0]
     max_abs = 0.0
     rel = 0.0
     for shape in shapes:
@@ -487,6 +498,7 @@ def measure_job(job: Mapping[str, Any]) -> dict[str, Any]:
             base, status=exc.status, message=exc.message, resources=exc.resources or resources
         ).to_dict()
     env = spec.env(point)
+    skipped = tuple(p.name for p in verify_shapes(spec, cand, point, opts)[1])
     nbytes = spec.bytes_moved(env)
     time_us = None if graph is None else graph.median_us
     bw = sol_us = frac = None
@@ -510,6 +522,7 @@ def measure_job(job: Mapping[str, Any]) -> dict[str, Any]:
         max_abs_err=verdict.max_abs_err if verdict.shapes else None,
         rel_err=verdict.rel_err if verdict.shapes else None,
         verified=verdict.shapes,
+        odd_skipped=skipped if verdict.shapes else (),
         rounds=opts.rounds if verdict.shapes else 0,
     ).to_dict()
 

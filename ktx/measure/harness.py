@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from ktx.errors import KtxError, Location, NoGpuError
 from ktx.measure.compile import CompilePool, CompileRequest, CompileResult
-from ktx.measure.gpu import Options
+from ktx.measure.gpu import Options, verify_shapes
 from ktx.measure.occupancy import DeviceLimits
 from ktx.measure.protocol import DEFAULT_HANDLER, Supervisor
 from ktx.measure.types import Candidate, Measurement, Status, original_candidate
@@ -102,13 +102,14 @@ class Harness:
 
     # -- compile --------------------------------------------------------------------------
 
-    def _shapes(self, point: ShapePoint) -> list[ShapePoint]:
-        return [point, *(self.spec.odd_points(point) if self.options.odd and self.options.verify else [])]
+    def _shapes(self, cand: Candidate, point: ShapePoint) -> list[ShapePoint]:
+        """``point``, and where verification runs, its odd variants that ``cand``'s constraints allow."""
+        return verify_shapes(self.spec, cand, point, self.options)[0] if self.options.verify else [point]
 
     def _requests(self, cand: Candidate, point: ShapePoint) -> list[CompileRequest]:
         arch = self.device().cc
         names = dict.fromkeys(
-            expand(cand.name_expression, cand.env(self.spec, p)) for p in self._shapes(point)
+            expand(cand.name_expression, cand.env(self.spec, p)) for p in self._shapes(cand, point)
         )
         return [
             CompileRequest(cand.source, name, tuple(cand.flags), arch, (str(self.spec.folder),))
@@ -180,7 +181,11 @@ class Harness:
         }
         outcome = self.supervisor.call("measure", job, timeout=self.timeout_s)
         if outcome.ok:
-            return Measurement.from_dict(outcome.result)
+            measured = Measurement.from_dict(outcome.result)
+            if ref_kind != "none" and measured.ok:
+                skipped = verify_shapes(self.spec, candidate, point, self.options)[1]
+                measured = replace(measured, odd_skipped=tuple(p.name for p in skipped))
+            return measured
         base = Measurement.failure(self.spec, candidate, point.name, outcome.status, _clip(outcome.message))
         if isinstance(outcome.result, Mapping) and "status" in outcome.result:
             return replace(Measurement.from_dict(outcome.result), status=outcome.status, message=base.message)

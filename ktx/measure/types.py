@@ -52,6 +52,9 @@ class Candidate:
     flags: tuple[str, ...] = ()
     config: Mapping[str, int] = field(default_factory=dict)
     label: str = ""
+    #: The template's constraints over shapes and knobs: odd-size verification skips the odd
+    #: variants of a shape where they break (see :meth:`ktx.spec.Spec.odd_split`).
+    constraints: tuple[str, ...] = ()
 
     def env(self, spec: Spec, point: ShapePoint) -> dict[str, Value]:
         return spec.env(point, self.config)
@@ -80,6 +83,10 @@ class Candidate:
         data["grid"] = list(self.grid)
         data["block"] = list(self.block)
         data["flags"] = list(self.flags)
+        if self.constraints:
+            data["constraints"] = list(self.constraints)
+        else:  # keeps the digests and cache keys of candidates without constraints as they were
+            del data["constraints"]
         return data
 
     @classmethod
@@ -93,6 +100,7 @@ class Candidate:
             flags=tuple(data.get("flags", ())),
             config={str(k): int(v) for k, v in data.get("config", {}).items()},
             label=data.get("label", ""),
+            constraints=tuple(str(c) for c in data.get("constraints", ())),
         )
 
 
@@ -186,6 +194,7 @@ class Measurement:
     max_abs_err: float | None = None
     rel_err: float | None = None
     verified: tuple[str, ...] = ()  # shapes verified (the shape itself and odd variants)
+    odd_skipped: tuple[str, ...] = ()  # odd variants not verified: the config's constraints exclude them
     rounds: int = 0
     digest: str = ""
 
@@ -232,7 +241,7 @@ class Measurement:
                 kwargs[name] = Timing(**data[name])
         if data.get("resources") is not None:
             kwargs["resources"] = Resources(**data["resources"])
-        for name in ("grid", "block", "verified"):
+        for name in ("grid", "block", "verified", "odd_skipped"):
             kwargs[name] = tuple(data.get(name, ()))
         return cls(**kwargs)
 
