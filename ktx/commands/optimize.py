@@ -10,10 +10,14 @@ table; ``ktx report RUN_DIR`` turns it into Markdown, HTML and a patch. See ``do
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from ktx.agent.loop import PLANNERS, OptimizeRequest, OptimizeResult, optimize
+from ktx.report.data import dispatched_config, dispatched_fast_math, fast_math_on
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -59,7 +63,26 @@ def shape_list(text: str) -> tuple[str, ...]:
     return tuple(s.strip() for s in text.split(",") if s.strip())
 
 
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def config_text(config: Mapping[str, int] | None) -> str:
+    """``original``, or ``K=V,...`` with ``FAST_MATH`` (or any fast-math knob) flagged."""
+    if not config:
+        return "original"
+    text = ",".join(f"{k}={v}" for k, v in config.items())
+    return text + (" **fast-math**" if fast_math_on(config) else "")
+
+
 def render(result: OptimizeResult) -> str:
+    final = result.run_dir / "final"
+    dispatch = _json(final / "dispatch.json") if result.best_round else None
+    state = _json(result.run_dir / "optimize.json")
+    fm = state.get("fast_math", {}) if isinstance(state, dict) else {}
     lines = [f"ktx optimize {result.kernel}: {result.run_dir}", ""]
     lines += [
         "| round | planner | pipeline | status | geomean | note |",
@@ -74,8 +97,8 @@ def render(result: OptimizeResult) -> str:
         )
     lines += [
         "",
-        "| shape | metric | original µs | best µs | speedup | SOL |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
+        "| shape | metric | original µs | best µs | speedup | SOL | config (dispatched) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- |",
     ]
 
     def f(v: float | None, spec: str) -> str:
@@ -83,18 +106,41 @@ def render(result: OptimizeResult) -> str:
 
     for s in result.shapes:
         row = s.to_json()
+        if dispatch is not None:
+            config = dispatched_config(dispatch, s.shape)
+        else:
+            config = dict(s.best_config) if result.best_round and s.wins and s.best_config else None
         lines.append(
             f"| {s.shape} | {s.metric} | {f(row['original_us'], '.2f')} | {f(row['effective_us'], '.2f')} | "
-            f"{f(row['speedup'], '.3f')} | {f(row['sol_fraction'], '.0%')} |"
+            f"{f(row['speedup'], '.3f')} | {f(row['sol_fraction'], '.0%')} | {config_text(config)} |"
         )
     lines += [
         "",
         f"best: round {result.best_round} `{result.pipeline or '(original)'}`, geomean speedup "
         f"{f(result.geomean_speedup, '.3f')}x; stopped: {result.stop_reason}; {result.wall_s:.1f} s; "
         f"tokens {result.usage.total_tokens}",
+        fast_math_line(result, dispatch, fm if isinstance(fm, dict) else {}),
     ]
     lines += [f"note: {n}" for n in result.notes]
     return "\n".join(lines)
+
+
+def fast_math_line(result: OptimizeResult, dispatch: Any, fm: Mapping[str, Any]) -> str:
+    """Whether any config the dispatch table runs switches fast math on (and the spec's flag)."""
+    flag = " (the spec's build flags already have -use_fast_math)" if fm.get("spec_flags") else ""
+    if not result.best_round:
+        return f"fast-math: not used; the original kernel is kept{flag}"
+    if isinstance(dispatch, dict):
+        used = dispatched_fast_math(dispatch)
+    else:  # no dispatch table written: the shapes' winning configs
+        used = [
+            f"{s.shape} ({', '.join(f'{k}={v}' for k, v in fast_math_on(s.best_config).items())})"
+            for s in result.shapes
+            if s.wins and fast_math_on(s.best_config)
+        ]
+    if used:
+        return f"fast-math: YES, dispatched configs switch it on at {'; '.join(used)}{flag}"
+    return f"fast-math: no dispatched config switches it on{flag}"
 
 
 def run(args: argparse.Namespace) -> int:

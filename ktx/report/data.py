@@ -263,5 +263,49 @@ def load_run(run_dir: Path) -> RunData:
     )
 
 
+#: Knobs that trade precision for speed (``fast-math``'s ``FAST_MATH``, or ``FAST_MATH_<x>``).
+FAST_MATH_KNOBS = ("FAST_MATH",)
+
+
+def fast_math_on(config: Mapping[str, int] | None) -> dict[str, int]:
+    """The fast-math knobs ``config`` switches on (empty: the original math)."""
+    return {
+        k: int(v)
+        for k, v in (config or {}).items()
+        if int(v) and any(k == n or k.startswith(n + "_") for n in FAST_MATH_KNOBS)
+    }
+
+
+def dispatched_config(dispatch: Mapping[str, Any] | None, shape: str) -> dict[str, int] | None:
+    """The config the dispatch table (``dispatch.json``) runs at ``shape``; None: the original."""
+    if not dispatch:
+        return None
+    from ktx.search.dispatch import DispatchTable
+    from ktx.spec import ShapePoint
+
+    try:
+        return DispatchTable.from_dict(dispatch).select(ShapePoint.from_name(shape).as_dict())
+    except (KtxError, KeyError, TypeError, ValueError, IndexError):
+        return None
+
+
+def dispatched_fast_math(dispatch: Mapping[str, Any] | None) -> list[str]:
+    """Where the dispatch table runs a config with fast math on: the tuned shapes of each such
+    rule, with the knobs (``tokens=1,d=4096 (FAST_MATH=1)``)."""
+    if not dispatch:
+        return []
+    variants = list(dispatch.get("variants", []))
+    out: list[str] = []
+    for rule in dispatch.get("rules", []):
+        index = rule.get("variant")
+        if index is None or not 0 <= int(index) < len(variants):
+            continue
+        on = fast_math_on(variants[int(index)])
+        if on:
+            where = ", ".join(str(m) for m in rule.get("measured_at", [])) or "a bucket"
+            out.append(f"{where} ({', '.join(f'{k}={v}' for k, v in on.items())})")
+    return out
+
+
 def finite(values: Sequence[float | None]) -> list[float]:
     return [v for v in values if v is not None and math.isfinite(v)]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ktx.report.data import RunData
+from ktx.report.data import RunData, dispatched_fast_math
 from ktx.report.diffs import PassDiff, pass_diffs, patch, tuned_source
 from ktx.report.plots import PLOTS
 
@@ -48,25 +48,34 @@ def _cell(text: str) -> str:
 
 
 def fast_math_text(run: RunData) -> str:
+    """The spec's flags, the pass, and what counts: the configs the dispatch table runs."""
     fm = run.state.get("fast_math", {}) or {}
-    parts = []
-    parts.append(
+    parts = [
         "the spec already builds with -use_fast_math"
         if fm.get("spec_flags")
         else "the spec builds without -use_fast_math"
+    ]
+    parts.append(
+        "the fast-math pass is in the final pipeline"
+        if fm.get("pass_in_pipeline")
+        else "the fast-math pass was not used"
     )
-    if fm.get("pass_in_pipeline"):
-        chosen = fm.get("chosen_at") or []
+    if not run.best_round:
+        parts.append("the original kernel is kept")
+    elif run.dispatch is None:
+        chosen = [str(c) for c in fm.get("chosen_at") or []]
         parts.append(
-            "the fast-math pass is in the final pipeline"
-            + (
-                f" and is switched on at {', '.join(chosen)}"
-                if chosen
-                else " but no shape's best config switches it on"
-            )
+            f"best configs switch it on at {', '.join(chosen)} (no dispatch table to check)"
+            if chosen
+            else "no best config switches it on (no dispatch table to check)"
         )
     else:
-        parts.append("the fast-math pass was not used")
+        used = dispatched_fast_math(run.dispatch)
+        parts.append(
+            f"the dispatch table runs it at {'; '.join(used)}"
+            if used
+            else "no dispatched config switches it on"
+        )
     return "; ".join(parts) + "."
 
 

@@ -20,6 +20,7 @@ from ktx.agent.loop import OptimizeRequest, optimize
 from ktx.agent.plan import Plan
 from ktx.agent.planner import PlanContext, PlanOutcome
 from ktx.cli import main
+from ktx.commands.optimize import config_text, render
 from ktx.report import load_run, make_report
 from ktx.report.diffs import pass_diffs, patch, tuned_source
 
@@ -68,7 +69,8 @@ def test_markdown_sections(report: Path) -> None:
     ):
         assert heading in md, heading
     assert (
-        "**fast math**: the spec already builds with -use_fast_math; the fast-math pass was not used." in md
+        "**fast math**: the spec already builds with -use_fast_math; the fast-math pass was not used; "
+        "no dispatched config switches it on." in md
     )
     assert "| 1 | rules | `split` |" in md
     assert "fewer blocks than SMs" in md
@@ -255,3 +257,35 @@ def test_html_renders_in_headless_chromium(report: Path, tmp_path: Path) -> None
         timeout=120,
     )
     assert done.returncode == 0 and shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 20_000
+
+
+def test_fast_math_and_configs_come_from_the_dispatched_configs(tmp_path: Path) -> None:
+    """Regression: ``ktx optimize`` printed no config and no word of fast math, and the report's
+    fast-math line read only the pipeline, not the configs the dispatch table runs."""
+    out = tmp_path / "run"
+    shapes = ("tokens=1,d=4096", "tokens=4096,d=4096")
+    result = optimize(
+        replace(request(out), rounds=2, trials_per_round=6, shapes=shapes), backend=ModelBackend()
+    )
+    table = json.loads((out / "final" / "dispatch.json").read_text())
+    tuned = table["variants"][0]
+    text = render(result)
+    assert "| config (dispatched) |" in text
+    assert row_of(text, "tokens=1,d=4096").endswith(f"| {config_text(tuned)} |")
+    assert "fast-math" not in config_text(tuned)
+    assert row_of(text, "tokens=4096,d=4096").endswith("| original |")
+    assert "fast-math: no dispatched config switches it on (the spec's build flags already have" in text
+    md = make_report(out, tmp_path / "r1").markdown.read_text()
+    assert "the fast-math pass was not used; no dispatched config switches it on." in md
+    # A dispatched config with FAST_MATH on is reported, whatever the pipeline says.
+    table["variants"][0] = {**tuned, "FAST_MATH": 1}
+    (out / "final" / "dispatch.json").write_text(json.dumps(table))
+    text = render(result)
+    assert "FAST_MATH=1 **fast-math**" in row_of(text, "tokens=1,d=4096")
+    assert "fast-math: YES, dispatched configs switch it on at tokens=1,d=4096 (FAST_MATH=1)" in text
+    md = make_report(out, tmp_path / "r2").markdown.read_text()
+    assert "the dispatch table runs it at tokens=1,d=4096 (FAST_MATH=1)." in md
+
+
+def row_of(text: str, shape: str) -> str:
+    return next(line for line in text.splitlines() if line.startswith(f"| {shape} |"))
