@@ -5,7 +5,9 @@ conditional knobs collapses several points onto one kernel, and a run killed bet
 and recording resumes by asking for the same config: all of these are answered here, at no GPU
 cost. The key hashes what makes a measurement what it is: the instantiated source, the name
 expression, the launch mapping, the flags, the knob values (they can enter launch expressions
-without changing the source), the shape, and the backend's fingerprint (device and toolkit).
+without changing the source), the shape, the backend's fingerprint (device, toolkit, harness
+options) and the spec's verification and accounting context (tolerances, reference, verify
+rounds/seed/odd shapes, argument dtypes/shapes/distributions, bytes and flops expressions).
 
 The file is JSON Lines, appended and flushed one measurement at a time: a SIGKILL loses at most
 the line being written, and a torn last line is skipped on load. Several processes on one
@@ -29,11 +31,15 @@ from ktx.measure.types import Candidate, Measurement
 from ktx.search.runlog import append_line, end_torn_line
 
 
-def cache_key(candidate: Candidate, shape: str, fingerprint: str) -> str:
-    """sha256 over the candidate's defining fields (its label excluded), the shape and device."""
+def cache_key(candidate: Candidate, shape: str, fingerprint: str, context: str = "") -> str:
+    """sha256 over the candidate's defining fields (its label excluded), the shape, the backend
+    (device, toolkit, harness options) and ``context``: the spec's verification and accounting
+    (:func:`ktx.search.tunable.spec_context`), which change what a measurement says."""
     data = candidate.to_dict()
     data.pop("label", None)
-    blob = json.dumps({"candidate": data, "shape": shape, "device": fingerprint}, sort_keys=True)
+    blob = json.dumps(
+        {"candidate": data, "shape": shape, "device": fingerprint, "context": context}, sort_keys=True
+    )
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

@@ -24,7 +24,7 @@ from ktx.measure.types import Candidate, Measurement
 from ktx.search.cache import MeasurementCache, cache_key
 from ktx.search.runlog import RunLog
 from ktx.search.space import Config, Space
-from ktx.search.tunable import Tunable
+from ktx.search.tunable import Tunable, spec_digest
 from ktx.spec import ShapePoint, Spec
 
 #: Statuses the search adds to the backend's: refused before compiling, or by the policy.
@@ -156,6 +156,7 @@ class Evaluator:
         self.limits = limits or DeviceLimits()
         self.policy = policy or Policy()
         self.fingerprint = fingerprint_of(backend)
+        self.context = spec_digest(spec)
         self._lock = threading.Lock()
         self._gpu = threading.Lock()  # backends measure one candidate at a time
         self._inflight: dict[str, threading.Event] = {}
@@ -203,7 +204,7 @@ class Evaluator:
         ``prefetch``) while the GPU measures one at a time; a second trial asking for a key
         already being measured waits for that measurement instead of repeating it.
         """
-        key = cache_key(candidate, point.name, self.fingerprint)
+        key = cache_key(candidate, point.name, self.fingerprint, self.context)
         while True:
             hit = self.cache.get(key)
             if hit is None and shared is not None:

@@ -68,7 +68,7 @@ class Tunable:
                 raise KtxError("the original kernel has no knobs", hint="give --passes to expose some")
             return base
 
-        return cls(spec.name, "", Space(), make, _digest({"source": base.source}))
+        return cls(spec.name, "", Space(), make, _digest({"source": base.source, "spec": spec_context(spec)}))
 
     @classmethod
     def recorded(cls, kernel: str, space: Space, recording_digest: str) -> Tunable:
@@ -112,8 +112,59 @@ class Tunable:
             template.pipeline,
             space,
             make,
-            _digest({"pipeline": template.pipeline, "space": space.describe(), "default": fields}),
+            _digest(
+                {
+                    "pipeline": template.pipeline,
+                    "space": space.describe(),
+                    "default": fields,
+                    "spec": spec_context(spec),
+                }
+            ),
         )
+
+
+def spec_context(spec: Spec) -> dict[str, Any]:
+    """What the spec adds to a measurement besides the candidate: how it is verified (tolerances,
+    reference, rounds, seed, odd shapes), what it runs on (argument dtypes, shapes, value
+    distributions) and how it is accounted (bytes, flops), plus the original's launch and flags.
+    Part of every cache key and of the original's fingerprint: change one and nothing measured
+    under the old one is reused."""
+    reference: dict[str, Any] = {"use": spec.reference.use, "python": spec.reference.python}
+    if spec.reference.python:
+        module = spec.reference.python.split(":")[0].replace(".", "/") + ".py"
+        path = spec.folder / module
+        if path.is_file():
+            reference["python_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return {
+        "args": [
+            {
+                "name": a.name,
+                "dtype": a.dtype.name,
+                "role": str(a.role),
+                "shape": [str(e) for e in a.shape],
+                "value": None if a.value is None else str(a.value),
+                "dist": [a.dist.kind, [list(kv) for kv in a.dist.params]],
+            }
+            for a in spec.args
+        ],
+        "derived": [[n, str(e)] for n, e in spec.derived],
+        "tolerance": [[n, [t.rtol, t.atol, repr(t.max_abs), t.ulp]] for n, t in spec.tolerance],
+        "reference": reference,
+        "verify": [spec.verify.rounds, spec.verify.seed, [[v, list(o)] for v, o in spec.verify.odd]],
+        "bytes": None if spec.bytes is None else str(spec.bytes),
+        "flops": None if spec.flops is None else str(spec.flops),
+        "launch": [
+            [str(e) for e in spec.launch.grid],
+            [str(e) for e in spec.launch.block],
+            str(spec.launch.shared),
+        ],
+        "flags": list(spec.flags),
+        "require": [str(e) for e in spec.require],
+    }
+
+
+def spec_digest(spec: Spec) -> str:
+    return _digest(spec_context(spec))
 
 
 def _digest(data: Mapping[str, Any]) -> str:
