@@ -18,6 +18,10 @@ from ktx.errors import KtxError, Location
 from ktx.measure.types import Candidate, Measurement, config_key
 from ktx.spec import ShapePoint
 
+#: How the source of a candidate that only stands for a recorded config begins (a search over a
+#: recording's own knob space): such a candidate has no source of its own to compare.
+REPLAYED = "// replayed from recording"
+
 
 class ReplayBackend:
     """Implements :class:`~ktx.measure.backend.Backend` from recorded measurements."""
@@ -64,6 +68,13 @@ class ReplayBackend:
                 f"no recorded measurement for config {key[0]} at shape {key[1]}",
                 Location(self.source) if self.source else None,
                 f"the recording holds {len(self._table)} measurements",
+            )
+        if found.digest and not candidate.source.startswith(REPLAYED) and found.digest != candidate.digest:
+            raise KtxError(
+                f"the recording measured another kernel for config {key[0]} at shape {key[1]} "
+                f"(digest {found.digest}, this candidate {candidate.digest})",
+                Location(self.source) if self.source else None,
+                "the template's instantiated source, launch or flags changed since the recording",
             )
         return found
 

@@ -80,7 +80,9 @@ def harness_context(backend: object) -> str:
     is_instance = dataclasses.is_dataclass(options) and not isinstance(options, type)
     data = dataclasses.asdict(options) if is_instance else repr(options)
     reference = getattr(backend, "reference", "")
-    return "|" + json.dumps({"options": data, "reference": reference}, sort_keys=True, default=str)
+    precision = getattr(backend, "precision_python", False)
+    context = {"options": data, "reference": reference, "precision_python": precision}
+    return "|" + json.dumps(context, sort_keys=True, default=str)
 
 
 @dataclass(frozen=True)

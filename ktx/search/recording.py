@@ -46,6 +46,7 @@ class Recording:
     toolkit: str
     digest: str
     path: str = ""
+    pipeline: str | None = None  # the pass pipeline the configs are of (None: not recorded)
     stand_in: str = ""  # the stand-in backend that produced the numbers ('' when measured or modelled)
     measurements: tuple[Measurement, ...] = field(default=(), repr=False)
     _index: Mapping[tuple[str, str], Measurement] = field(default_factory=dict, repr=False)
@@ -71,6 +72,7 @@ class Recording:
             space=space,
             synthetic=bool(data.get("synthetic", False)) or bool(data.get("stand_in")),
             stand_in=str(data.get("stand_in") or ""),
+            pipeline=None if data.get("pipeline") is None else str(data["pipeline"]),
             method=str(data.get("method", "")),
             device=str(data.get("device", "")),
             toolkit=str(data.get("toolkit") or data.get("driver") or ""),

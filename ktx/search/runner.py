@@ -242,6 +242,14 @@ def open_context(req: TuneRequest) -> Context:
         tunable = Tunable.recorded(spec.name, recording.space, recording.digest)
     else:
         tunable = load_tunable(spec, req.passes)
+        recorded = None if recording is None else recording.pipeline
+        if recording is not None and recorded is not None and recorded != tunable.pipeline:
+            raise KtxError(
+                f"the recording is of pipeline {recording.pipeline or '(none)'!r}, "
+                f"not --passes {tunable.pipeline or '(none)'!r}",
+                Location(recording.path),
+                f"give --passes {recording.pipeline!r}, or no --passes to search the recording's own space",
+            )
     points = select_points(spec, req.shapes)
     run_dir = (req.out or Path(".ktx") / "runs" / spec.name).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)

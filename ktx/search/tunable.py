@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from ktx.errors import KtxError
 from ktx.expr import Expr
+from ktx.measure.replay import REPLAYED
 from ktx.measure.types import Candidate, original_candidate
 from ktx.search.space import Config, Space, knob_from
 from ktx.spec import Spec
@@ -75,7 +76,7 @@ class Tunable:
         def make(config: Config) -> Candidate:
             label = "original" if not config else "recorded"
             return Candidate(
-                source=f"// replayed from recording {recording_digest}",
+                source=f"{REPLAYED} {recording_digest}",
                 name_expression=kernel,
                 grid=("1",),
                 block=("1",),
