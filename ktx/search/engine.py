@@ -30,7 +30,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ktx.measure.types import Measurement
-from ktx.search.evaluate import Evaluation, Evaluator
+from ktx.search.evaluate import Evaluation, Evaluator, cacheable
 from ktx.search.space import Config, Space, config_key
 from ktx.search.study import make_sampler, resolve_sampler, seed_for
 from ktx.spec import ShapePoint
@@ -189,7 +189,9 @@ def study_lookup(study: optuna.Study) -> Callable[[str], Measurement | None]:
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
             data = t.user_attrs.get("measurement")
             if _ktx(t).get("key") == key and isinstance(data, dict):
-                return Measurement.from_dict(data)
+                m = Measurement.from_dict(data)
+                if cacheable(m):
+                    return m
         return None
 
     return lookup

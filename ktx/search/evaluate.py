@@ -5,8 +5,10 @@ the device cannot run (threads per block, block and grid dimensions, dynamic sha
 refused before anything is compiled. A config measured before (same source, launch, flags,
 shape, device, toolkit) is answered from the cache. Only the rest reach the backend, which
 compiles, checks registers, shared memory and spills against the device, verifies against the
-original and times. A resource *policy* (minimum occupancy, spill budget) is applied last to
-what the backend reports.
+original and times. A timeout or crash is measured once more before it counts, and failures that
+say nothing about the candidate (a compile process that died, a reference that failed, the
+original kernel failing) are not cached. A resource *policy* (minimum occupancy, spill budget)
+is applied last to what the backend reports.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Protocol
 
 from ktx.errors import KtxError
 from ktx.measure.occupancy import DeviceLimits
-from ktx.measure.types import Candidate, Measurement
+from ktx.measure.types import Candidate, Measurement, Status
 from ktx.search.cache import MeasurementCache, cache_key
 from ktx.search.runlog import RunLog
 from ktx.search.space import Config, Space
@@ -37,6 +39,25 @@ BUDGET = "budget"  # not measured: other trials in flight used up the budget
 GRAPH_THRESHOLD_US = 20.0
 
 METRICS = ("auto", "graph", "single")
+
+
+#: Messages of failures that say nothing about the candidate: the machinery broke (a compile
+#: process died) or the reference it was checked against failed. Never cached.
+TRANSIENT = ("compile process failed", "reference failed")
+
+#: Statuses that may be bad luck (a hung or killed worker): measured once more before caching.
+RETRIED = (Status.TIMEOUT, Status.CRASH)
+
+
+def cacheable(m: Measurement) -> bool:
+    """Whether ``m`` may answer for its candidate from now on: not an infrastructure failure,
+    and not a failure of the original kernel (the reference every candidate is checked against:
+    its failure is a problem of the run, to be looked at and measured again)."""
+    if m.ok:
+        return True
+    if any(marker in m.message for marker in TRANSIENT):
+        return False
+    return bool(m.config)
 
 
 #: Looks a cache key up in a store other processes write (None: not there).
@@ -229,7 +250,12 @@ class Evaluator:
                 prefetch(candidate, point)
             with self._gpu:
                 m = self.backend.measure(candidate, point)
-            self.cache.put(key, m, {"shape": point.name, "config": dict(candidate.config)})
+                if m.status in RETRIED:
+                    self.log.write("retry", shape=point.name, config=dict(candidate.config), key=key,
+                                   status=m.status.value, message=m.message[:200])  # fmt: skip
+                    m = self.backend.measure(candidate, point)
+            if cacheable(m):
+                self.cache.put(key, m, {"shape": point.name, "config": dict(candidate.config)})
         finally:
             with self._lock:
                 self._inflight.pop(key).set()

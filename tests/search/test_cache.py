@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from ktx.measure.types import Candidate, Measurement, Status, Timing
 from ktx.search.cache import MeasurementCache, cache_key
 from ktx.search.evaluate import Evaluator
 from ktx.search.runlog import RunLog
+from ktx.search.space import Knob, Space
 from ktx.search.tunable import Tunable
 from ktx.spec import Dist, ShapePoint, Spec, Tolerance, load_spec
 
@@ -80,3 +82,61 @@ def test_spec_verification_and_accounting_are_part_of_the_key(tmp_path: Path) ->
         assert backend.calls == i, f"variant {i - 2} was answered from the old cache"
     fingerprints = {Tunable.original(s).fingerprint for s in (spec, *variants)}
     assert len(fingerprints) == len(variants) + 1, "the original's fingerprint (study name) changes too"
+
+
+class Scripted:
+    """Answers each call with the next status of a script (per config key)."""
+
+    fingerprint = "scripted"
+
+    def __init__(self, script: dict[str, list[tuple[Status, str]]]) -> None:
+        self.script = script
+        self.calls: dict[str, int] = {}
+
+    def measure(self, candidate: Candidate, shape: ShapePoint) -> Measurement:
+        key = json.dumps(dict(candidate.config), sort_keys=True)
+        n = self.calls.get(key, 0)
+        self.calls[key] = n + 1
+        steps = self.script[key]
+        status, message = steps[min(n, len(steps) - 1)]
+        graph = Timing.of([1.0]) if status is Status.OK else None
+        return Measurement("k", shape.name, dict(candidate.config), status, message, graph=graph)
+
+
+def test_transient_failures_are_retried_or_not_cached(tmp_path: Path) -> None:
+    ok, crash, timeout = (Status.OK, ""), (Status.CRASH, "worker died"), (Status.TIMEOUT, "no answer")
+    broken_pool = (Status.COMPILE_ERROR, "compile process failed: BrokenProcessPool")
+    bad_reference = (Status.CRASH, "reference failed: illegal address")
+    wrong = (Status.WRONG_RESULT, "max abs error 3")
+    spec = load_spec(SILU)
+    point = spec.shape_set().points[0]
+
+    class FakeTunable:
+        space = Space((Knob("B", (1, 2, 3, 4, 5), 1),))
+
+        def candidate(self, config: dict[str, int]) -> Candidate:
+            return replace(CAND, config=dict(config))
+
+    backend = Scripted({
+        "{}": [wrong, ok],  # the original (reference) failing: not cached
+        '{"B": 1}': [crash, ok],  # a crash that was bad luck: retried once, ok
+        '{"B": 2}': [timeout, timeout, ok],  # a real hang: retried once, then cached
+        '{"B": 3}': [broken_pool, ok],  # the compile machinery broke: not cached
+        '{"B": 5}': [bad_reference, bad_reference, ok],  # the reference failed: not cached
+    })  # fmt: skip
+    cache = MeasurementCache(tmp_path / "cache.jsonl")
+    ev = Evaluator(spec, FakeTunable(), backend, cache, RunLog(None))  # type: ignore[arg-type]
+
+    def status(config: dict[str, int]) -> Status:
+        m = ev.measure(FakeTunable().candidate(config), point)[0]
+        assert m is not None
+        return m.status
+
+    assert status({}) is Status.WRONG_RESULT and status({}) is Status.OK
+    assert status({"B": 1}) is Status.OK and backend.calls['{"B": 1}'] == 2
+    assert status({"B": 2}) is Status.TIMEOUT and status({"B": 2}) is Status.TIMEOUT
+    assert backend.calls['{"B": 2}'] == 2, "retried once, then the cache answers"
+    assert status({"B": 3}) is Status.COMPILE_ERROR and status({"B": 3}) is Status.OK
+    assert status({"B": 5}) is Status.CRASH and status({"B": 5}) is Status.OK
+    assert backend.calls['{"B": 5}'] == 3
+    assert len(MeasurementCache(tmp_path / "cache.jsonl")) == 5  # {}, B=1, B=2, B=3 and B=5 (the ok ones)
