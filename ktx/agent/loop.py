@@ -47,17 +47,18 @@ from ktx.agent.search import (
     ShapeOutcome,
     TuneSearch,
     build_template,
-    geomean,
     restricted,
     tunable_for,
 )
 from ktx.errors import KtxError, Location
+from ktx.measure.backend import Backend
 from ktx.measure.occupancy import DeviceLimits
 from ktx.measure.types import Measurement
 from ktx.passbase import Rewritten
 from ktx.registry import Registry, default_registry
 from ktx.search.cache import MeasurementCache
-from ktx.search.evaluate import Backend, Evaluator, choose_metric
+from ktx.search.engine import geomean
+from ktx.search.evaluate import Evaluator, choose_metric
 from ktx.search.runlog import RunLog
 from ktx.search.space import Config
 from ktx.search.tunable import Tunable

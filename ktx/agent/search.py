@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,11 +25,13 @@ from typing import Any, Protocol
 
 import optuna
 
+from ktx.measure.backend import Backend
 from ktx.measure.occupancy import DeviceLimits
 from ktx.measure.types import Candidate, Measurement, original_candidate
 from ktx.registry import Registry
 from ktx.search.cache import MeasurementCache
-from ktx.search.evaluate import Backend, Evaluator, objective_time
+from ktx.search.engine import dispatched_speedup, speedup_geomeans
+from ktx.search.evaluate import Evaluator, objective_time
 from ktx.search.progress import Display
 from ktx.search.recording import Recording
 from ktx.search.runlog import RunLog
@@ -127,8 +128,8 @@ class ShapeOutcome:
 
     @property
     def speedup(self) -> float | None:
-        o, e = self.original_us, self.effective_us
-        return None if o is None or e is None else o / e
+        """What the dispatch table delivers here (``ktx tune``'s dispatched speedup)."""
+        return dispatched_speedup(self.original_us, self.best_us, self.wins)
 
     @property
     def spread(self) -> float | None:
@@ -157,11 +158,6 @@ class ShapeOutcome:
         }
 
 
-def geomean(values: Sequence[float]) -> float | None:
-    good = [v for v in values if v > 0 and math.isfinite(v)]
-    return math.exp(sum(math.log(v) for v in good) / len(good)) if good else None
-
-
 @dataclass(frozen=True)
 class RoundResult:
     """What a round's search found, per shape, and what it cost."""
@@ -175,7 +171,13 @@ class RoundResult:
 
     @property
     def geomean_speedup(self) -> float | None:
-        return geomean([s.speedup for s in self.shapes if s.speedup is not None])
+        """The dispatched geomean (what the round's table delivers, >= 1.0 per shape)."""
+        return speedup_geomeans([(s.original_us, s.best_us, s.wins) for s in self.shapes])[1]
+
+    @property
+    def search_geomean_speedup(self) -> float | None:
+        """The search geomean (best found / original, losers included)."""
+        return speedup_geomeans([(s.original_us, s.best_us, s.wins) for s in self.shapes])[0]
 
     def best_configs(self) -> dict[str, dict[str, int]]:
         return {s.shape: dict(s.best_config) for s in self.shapes if s.wins and s.best_config is not None}
@@ -183,6 +185,7 @@ class RoundResult:
     def to_json(self) -> dict[str, Any]:
         return {
             "geomean_speedup": self.geomean_speedup,
+            "search_geomean_speedup": self.search_geomean_speedup,
             "shapes": [s.to_json() for s in self.shapes],
             "failures": dict(self.failures),
             "evaluations": self.evaluations,

@@ -68,7 +68,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--max-spills", type=int, default=None, metavar="BYTES", help="refuse more local memory per thread"
     )
     p.add_argument(
-        "--min-gain", type=float, default=0.0, metavar="F", help="table uses a config only if F faster"
+        "--min-gain",
+        type=float,
+        default=None,
+        metavar="F",
+        help="the table uses a config only where it is this fraction faster than the original "
+        "(default: the measured relative spread (p90-p10)/median of the two timings, at least 0.01)",
     )
     p.add_argument("--bucket", default=None, metavar="VAR", help="dispatch bucket variable (default: tokens)")
     p.add_argument("--study", default="", metavar="NAME", help="study name prefix (default: the kernel)")

@@ -8,7 +8,8 @@ every other variable must match exactly. A shape whose other dimensions were nev
 the original kernel.
 
 The table never selects a config slower than the original at a measured shape: a tuned shape
-whose best config did not beat the original by ``min_gain`` maps to the original, and a held-out
+whose best config did not beat the original by ``min_gain`` (by default: by more than the
+measured spread of the two timings, at least 1%) maps to the original, and a held-out
 shape where the table's choice proved slower gets an exact entry for the original (the check that
 found it is reported separately, before that repair).
 
@@ -44,6 +45,9 @@ from ktx.expr import Expr, Value
 from ktx.measure.types import config_key
 from ktx.spec import ShapePoint
 
+#: The least gain the table trusts when ``min_gain`` is left to the noise: 1%.
+MIN_NOISE = 0.01
+
 
 @dataclass(frozen=True)
 class Choice:
@@ -53,13 +57,19 @@ class Choice:
     config: Mapping[str, int] | None  # None: nothing succeeded
     original_us: float | None
     best_us: float | None
+    noise: float = 0.0  # relative spread (p90 - p10) / median of the two timings, the larger
 
-    def wins(self, min_gain: float) -> bool:
+    def threshold(self, min_gain: float | None) -> float:
+        """The gain a config needs: ``min_gain`` when given, else the measured noise (at least
+        :data:`MIN_NOISE`): a win smaller than the spread of the timings is not a win."""
+        return min_gain if min_gain is not None else max(MIN_NOISE, self.noise)
+
+    def wins(self, min_gain: float | None = None) -> bool:
         if self.config is None or self.best_us is None:
             return False
         if self.original_us is None:
             return True
-        return self.best_us * (1.0 + min_gain) < self.original_us
+        return self.best_us * (1.0 + self.threshold(min_gain)) < self.original_us
 
 
 @dataclass(frozen=True)
@@ -225,13 +235,16 @@ def build_table(
     variables: Sequence[str],
     bucket_var: str,
     choices: Sequence[Choice],
-    min_gain: float = 0.0,
+    min_gain: float | None = None,
     knobs: Sequence[str] = (),
     defaults: Mapping[str, int] | None = None,
     constraints: Sequence[Expr | str] = (),
     derived: Sequence[tuple[str, Expr | str]] = (),
 ) -> DispatchTable:
     """Ranges per group of equal other dimensions; neighbouring ranges with one choice merged.
+
+    A shape's best config is used where it beats the original by ``min_gain``; None (the
+    default) takes each shape's measured noise instead (:meth:`Choice.threshold`).
 
     ``constraints`` (the knob space's, over knobs and shape variables) and ``derived`` (the
     spec's derived variables) guard every lookup: a bucket's config is used only at the shapes

@@ -29,9 +29,9 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ktx.measure.types import Measurement
+from ktx.measure.types import Measurement, config_key
 from ktx.search.evaluate import Evaluation, Evaluator, cacheable
-from ktx.search.space import Config, Space, config_key
+from ktx.search.space import Config, Space
 from ktx.search.study import make_sampler, resolve_sampler, seed_for
 from ktx.spec import ShapePoint
 
@@ -361,6 +361,38 @@ def geomean(values: Sequence[float]) -> float | None:
     """Geometric mean of the positive finite values (None when there are none)."""
     good = [v for v in values if v > 0 and math.isfinite(v)]
     return math.exp(sum(math.log(v) for v in good) / len(good)) if good else None
+
+
+def search_speedup(original_us: float | None, best_us: float | None) -> float | None:
+    """original / best found, losers included (below 1 when the search found nothing better)."""
+    return None if original_us is None or best_us is None else original_us / best_us
+
+
+def dispatched_speedup(original_us: float | None, best_us: float | None, used: bool) -> float | None:
+    """What the dispatch table delivers at a shape: original / best where it uses the best
+    config, else 1.0 (it runs the original); at least 1.0 by construction of the table."""
+    if original_us is None:
+        return None
+    if not used or best_us is None:
+        return 1.0
+    return original_us / best_us
+
+
+def speedup_geomeans(
+    shapes: Sequence[tuple[float | None, float | None, bool]],
+) -> tuple[float | None, float | None]:
+    """(search geomean, dispatched geomean) over ``(original_us, best_us, used by the table)``:
+    the one helper ``ktx tune``'s summary and the agent report both geometric means with.
+
+    >>> speedup_geomeans([(2.0, 1.0, True), (1.0, 2.0, False)])
+    (1.0, 1.4142135623730951)
+    """
+    search = [search_speedup(o, b) for o, b, _ in shapes]
+    dispatched = [dispatched_speedup(o, b, used) for o, b, used in shapes]
+    return (
+        geomean([v for v in search if v is not None]),
+        geomean([v for v in dispatched if v is not None]),
+    )
 
 
 def search_joint(

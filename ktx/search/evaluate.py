@@ -18,9 +18,9 @@ import math
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from ktx.errors import KtxError
+from ktx.measure.backend import Backend
 from ktx.measure.occupancy import DeviceLimits
 from ktx.measure.types import Candidate, Measurement, Status
 from ktx.search.cache import MeasurementCache, cache_key
@@ -62,12 +62,6 @@ def cacheable(m: Measurement) -> bool:
 
 #: Looks a cache key up in a store other processes write (None: not there).
 Lookup = Callable[[str], "Measurement | None"]
-
-
-class Backend(Protocol):
-    """What the search needs from a measurement backend (``ktx.measure``'s and the replay one)."""
-
-    def measure(self, candidate: Candidate, shape: ShapePoint) -> Measurement: ...
 
 
 def fingerprint_of(backend: object) -> str:
@@ -129,6 +123,13 @@ def objective_time(m: Measurement, metric: str) -> float | None:
     first, second = (m.graph_us, m.single_us) if metric == "graph" else (m.single_us, m.graph_us)
     value = first if first is not None else second
     return value if value is not None and math.isfinite(value) and value > 0 else None
+
+
+def timing_spread(m: Measurement, metric: str) -> float | None:
+    """(p90 - p10) / median of the timing :func:`objective_time` uses."""
+    first, second = (m.graph, m.single) if metric == "graph" else (m.single, m.graph)
+    timing = first if first is not None else second
+    return None if timing is None else timing.spread
 
 
 def choose_metric(requested: str, original: Measurement) -> str:

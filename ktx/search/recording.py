@@ -27,8 +27,8 @@ from typing import Any
 
 from ktx.errors import KtxError, Location
 from ktx.measure.replay import ReplayBackend
-from ktx.measure.types import Candidate, Measurement, Status
-from ktx.search.space import Config, Space, config_key
+from ktx.measure.types import Candidate, Measurement, Status, config_key
+from ktx.search.space import Config, Space
 from ktx.spec import ShapePoint
 
 FORMAT = "ktx.recording/1"

@@ -32,8 +32,9 @@ from typing import IO, Any
 import optuna
 
 from ktx.errors import KtxError, Location
+from ktx.measure.backend import Backend
 from ktx.measure.occupancy import DeviceLimits
-from ktx.measure.types import Measurement
+from ktx.measure.types import Measurement, config_key
 from ktx.search.cache import MeasurementCache
 from ktx.search.dispatch import Choice, DispatchTable, build_table, choose_bucket_var
 from ktx.search.engine import (
@@ -49,12 +50,11 @@ from ktx.search.engine import (
     top_configs,
     warm_start_configs,
 )
-from ktx.search.evaluate import Backend, Evaluator, Policy, choose_metric, objective_time
+from ktx.search.evaluate import Evaluator, Policy, choose_metric, objective_time
 from ktx.search.progress import Display
 from ktx.search.recording import FORMAT, Recording, RecordingBackend, write
 from ktx.search.report import HoldoutRow, ShapeResult, Summary, write_outputs
 from ktx.search.runlog import RunLog
-from ktx.search.space import config_key
 from ktx.search.study import default_url, open_storage, redact
 from ktx.search.tunable import Tunable, load_tunable
 from ktx.spec import ShapePoint, Spec, load_spec
@@ -82,7 +82,7 @@ class TuneRequest:
     warm_start: int = 3
     min_occupancy: float = 0.0
     max_spills: int | None = None
-    min_gain: float = 0.0
+    min_gain: float | None = None  # None: each shape's measured noise, at least 1%
     bucket_var: str | None = None
     study: str = ""  # study name prefix (default: the kernel's name)
     quiet: bool = False
@@ -512,7 +512,7 @@ def check_holdout(ctx: Context, table: DispatchTable, points: Sequence[ShapePoin
 def finalize(ctx: Context, wall_s: float) -> Summary:
     results = collect(ctx)
     bucket = choose_bucket_var(ctx.spec.variables, ctx.request.bucket_var)
-    choices = [Choice(r.point, r.best_config, r.original_us, r.best_us) for r in results]
+    choices = [Choice(r.point, r.best_config, r.original_us, r.best_us, r.noise) for r in results]
     table = build_table(
         ctx.spec.name, ctx.spec.variables, bucket, choices, ctx.request.min_gain,
         ctx.tunable.space.names, ctx.tunable.space.default(),
@@ -551,12 +551,22 @@ def finalize(ctx: Context, wall_s: float) -> Summary:
         device = limits.name
     else:
         device = f"{limits.name} (sm_{limits.cc}, driver {limits.driver}, runtime {limits.runtime})"
-    summary = Summary(ctx.spec.name, results, holdout, wall_s, tuple(notes), device)
+    used = frozenset(
+        r.point.name
+        for r in results
+        if r.best_config is not None and table.select(r.point.as_dict()) == dict(r.best_config)
+    )
+    summary = Summary(ctx.spec.name, results, holdout, wall_s, tuple(notes), device, used)
     write_outputs(ctx.run_dir, summary, table, ctx.tunable, raw)
     if ctx.recording is None and ctx.tunable.space.knobs:
         write(run_recording(ctx), ctx.run_dir / "recording.json")
     ctx.log.write("outputs", folder=str(ctx.run_dir), device=device)
-    ctx.log.write("finished", geomean_speedup=summary.geomean_speedup, wall_s=round(wall_s, 3))
+    ctx.log.write(
+        "finished",
+        geomean_speedup=summary.geomean_speedup,
+        dispatched_geomean_speedup=summary.dispatched_geomean_speedup,
+        wall_s=round(wall_s, 3),
+    )
     return summary
 
 

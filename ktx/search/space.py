@@ -28,7 +28,6 @@ checked before anything is compiled (:meth:`Space.violations`).
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,16 +36,12 @@ import optuna
 
 from ktx.errors import KtxError
 from ktx.expr import Expr, Value
+from ktx.measure.types import config_key
 
 Config = Mapping[str, int]
 
 #: Largest space :meth:`Space.configs` enumerates; past it the space counts as unbounded.
 ENUMERATION_LIMIT = 20_000
-
-
-def config_key(config: Config) -> str:
-    """Canonical text of a knob assignment, identical to :func:`ktx.measure.types.config_key`."""
-    return json.dumps({k: int(config[k]) for k in sorted(config)}, separators=(",", ":"))
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,8 @@ from typing import Any
 
 from ktx.expr import Expr
 from ktx.measure.occupancy import DeviceLimits, occupancy
-from ktx.measure.types import Measurement, Resources, Status, Timing
-from ktx.search.space import Knob, Space, config_key
+from ktx.measure.types import Measurement, Resources, Status, Timing, config_key
+from ktx.search.space import Knob, Space
 
 MODEL = "ktx.search.synthetic/1: Little's-law bandwidth model of a SwiGLU-like row kernel (not measured)"
 

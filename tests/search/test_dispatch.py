@@ -155,3 +155,45 @@ def test_cpp_header_checks_the_constraints(tmp_path: Path) -> None:
             assert t.variants[variant] == chosen == {"ROWS": rows, "VEC": vec}, (n, d)
             assert n % rows == 0 and d % (vec * 8) == 0
     assert fallbacks > 2
+
+
+def test_default_min_gain_is_the_measured_noise() -> None:
+    """A 3% win inside a 5% spread is noise; with no spread, wins under 1% still do not count."""
+    noisy = Choice(point(1, 4096), {"B": 64}, 1.03, 1.0, noise=0.05)
+    clean = Choice(point(16, 4096), {"B": 128}, 1.03, 1.0, noise=0.0)
+    tiny = Choice(point(256, 4096), {"B": 256}, 1.005, 1.0, noise=0.0)
+    choices = [noisy, clean, tiny]
+    t = build_table("k", ("tokens", "d"), "tokens", choices)
+    assert [t.select(c.point.as_dict()) for c in choices] == [None, {"B": 128}, None]
+    forced = build_table("k", ("tokens", "d"), "tokens", choices, 0.0)  # --min-gain 0 overrides
+    assert [forced.select(c.point.as_dict()) for c in choices] == [{"B": 64}, {"B": 128}, {"B": 256}]
+
+
+def test_search_and_dispatched_geomeans_are_told_apart() -> None:
+    from ktx.agent.search import ShapeOutcome
+    from ktx.measure.types import Measurement, Status, Timing
+    from ktx.search.engine import StudyStats, speedup_geomeans
+    from ktx.search.report import ShapeResult, Summary
+
+    def m(us: float) -> Measurement:
+        return Measurement("k", "s", {}, Status.OK, graph=Timing.of([us]))
+
+    stats = StudyStats(1, 1, {}, 0, None, None, 0)
+    winner = ShapeResult(point(1, 4096), "graph", "tpe", m(2.0), {"B": 1}, m(1.0), stats, "s1")
+    loser = ShapeResult(point(16, 4096), "graph", "tpe", m(1.0), {"B": 2}, m(2.0), stats, "s2")
+    summary = Summary("k", (winner, loser), dispatched=frozenset({winner.point.name}))
+    assert summary.geomean_speedup == pytest.approx(1.0), "search: 2x and 0.5x"
+    assert summary.dispatched_geomean_speedup == pytest.approx(2**0.5), "the table keeps the original"
+    data = summary.to_dict()
+    assert data["search_geomean_speedup"] == pytest.approx(1.0)
+    assert data["dispatched_geomean_speedup"] == pytest.approx(2**0.5)
+    text = summary.markdown()
+    assert "Search geomean (best found / original): 1.000" in text
+    assert "Dispatched geomean (what the table delivers, >= 1.0 per shape): 1.414" in text
+    # the agent's round result reports with the same helper
+    outcomes = [
+        ShapeOutcome("a", "graph", m(2.0), {"B": 1}, m(1.0)),
+        ShapeOutcome("b", "graph", m(1.0), {"B": 2}, m(2.0)),
+    ]
+    assert [o.speedup for o in outcomes] == [2.0, 1.0]
+    assert speedup_geomeans([(2.0, 1.0, True), (1.0, 2.0, False)]) == pytest.approx((1.0, 2**0.5))

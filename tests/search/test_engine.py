@@ -12,7 +12,7 @@ import pytest
 
 from ktx.errors import KtxError
 from ktx.expr import Expr
-from ktx.measure.types import Candidate, Measurement, Resources, Status, Timing
+from ktx.measure.types import Candidate, Measurement, Resources, Status, Timing, config_key
 from ktx.search.cache import MeasurementCache
 from ktx.search.engine import (
     Settings,
@@ -27,7 +27,7 @@ from ktx.search.engine import (
 from ktx.search.evaluate import Evaluator, Policy
 from ktx.search.recording import Recording, RecordingBackend
 from ktx.search.runlog import RunLog
-from ktx.search.space import Knob, Space, config_key
+from ktx.search.space import Knob, Space
 from ktx.search.study import open_storage
 from ktx.search.tunable import Tunable
 from ktx.spec import ShapePoint, load_spec

@@ -7,8 +7,9 @@ import pytest
 
 from ktx.errors import KtxError
 from ktx.expr import Expr
+from ktx.measure.types import config_key
 from ktx.passbase import Knob as PassKnob
-from ktx.search.space import Knob, Space, config_key, knob_from
+from ktx.search.space import Knob, Space, knob_from
 
 
 def test_distributions_keep_the_order_of_values() -> None:

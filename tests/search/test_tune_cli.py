@@ -53,6 +53,8 @@ def test_outputs(tmp_path: Path, recording_path: Path, capsys: pytest.CaptureFix
         assert row["best_us"] and row["original_us"] and row["sampler"] == "tpe"
         assert row["best_graph_us"] and row["best_single_us"], "both times recorded for the best"
     assert summary["geomean_speedup"] > 1.0
+    assert summary["dispatched_geomean_speedup"] >= 1.0 and all(r["noise"] >= 0 for r in rows.values())
+    assert "Search geomean (best found / original)" in stdout and "Dispatched geomean" in stdout
     table = DispatchTable.from_dict(json.loads((out / "dispatch.json").read_text()))
     for row in rows.values():
         chosen = table.select(ShapePoint.from_name(row["shape"]).as_dict())
