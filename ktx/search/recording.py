@@ -2,7 +2,8 @@
 
 A recording is what a GPU run leaves behind for CPU work later: measurements of one kernel at
 many (config, shape) points, plus the knob space they were taken over, so that a search can be
-replayed on any machine, deterministically (Kernel Tuner's "simulation mode"). Format
+replayed on any machine, deterministically (Kernel Tuner's "simulation mode"). The JSON of
+``ktx bench --json`` (or ``ktx run --json``) loads too: its measurements, no knob space. Format
 (``ktx.recording/1``, one JSON object)::
 
     {"format": "ktx.recording/1", "kernel": "silu_and_mul",
@@ -21,7 +22,7 @@ import hashlib
 import json
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +55,14 @@ class Recording:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], path: str = "") -> Recording:
         where = Location(path or None)
-        if data.get("format") != FORMAT:
+        # ``ktx bench --json`` / ``ktx run --json`` write measurements with their provenance and
+        # no format tag (:func:`ktx.measure.replay.save_results`): a recording without a space.
+        saved = "format" not in data and isinstance(data.get("measurements"), list)
+        if data.get("format") != FORMAT and not saved:
             raise KtxError(
-                f"not a ktx recording (format {data.get('format')!r})", where, f"expected {FORMAT}"
+                f"not a ktx recording (format {data.get('format')!r})",
+                where,
+                f"expected {FORMAT}, or the JSON of ktx bench --json",
             )
         try:
             space_data = data.get("space") or {}
@@ -73,7 +79,7 @@ class Recording:
             synthetic=bool(data.get("synthetic", False)) or bool(data.get("stand_in")),
             stand_in=str(data.get("stand_in") or ""),
             pipeline=None if data.get("pipeline") is None else str(data["pipeline"]),
-            method=str(data.get("method", "")),
+            method=f"ktx {data.get('kind', 'bench')} --json" if saved else str(data.get("method", "")),
             device=str(data.get("device", "")),
             toolkit=str(data.get("toolkit") or data.get("driver") or ""),
             digest=hashlib.sha256(blob).hexdigest()[:16],
@@ -92,6 +98,16 @@ class Recording:
         except ValueError as exc:
             raise KtxError(f"recording is not JSON: {exc}", Location(str(p))) from None
         return cls.from_dict(data, str(p))
+
+    def only(self, kernel: str) -> Recording:
+        """The measurements of ``kernel`` alone (a ``ktx bench --json`` may hold several kernels)."""
+        kept = tuple(m for m in self.measurements if m.kernel == kernel)
+        index = {(m.shape, config_key(m.config)): m for m in kept}
+        return replace(self, kernel=kernel, measurements=kept, _index=index)
+
+    @property
+    def kernels(self) -> tuple[str, ...]:
+        return tuple(sorted({m.kernel for m in self.measurements}))
 
     def get(self, shape: str, config: Config) -> Measurement | None:
         return self._index.get((shape, config_key(config)))

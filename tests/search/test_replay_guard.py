@@ -10,7 +10,7 @@ import pytest
 
 from ktx.cli import main
 from ktx.errors import KtxError
-from ktx.measure.replay import ReplayBackend
+from ktx.measure.replay import ReplayBackend, save_results
 from ktx.measure.types import Candidate, Measurement, Status, Timing
 from ktx.search.recording import Recording
 from ktx.spec import ShapePoint
@@ -46,3 +46,23 @@ def test_replay_refuses_another_source_for_the_same_config() -> None:
         backend.measure(other, POINT)
     # a recording without digests (older, or synthetic) still answers by config
     assert ReplayBackend([replace(m, digest="")]).measure(other, POINT).ok
+
+
+def test_bench_json_replays(tmp_path: Path, recording_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``ktx bench --json`` output (save_results: no format tag, several kernels) is a recording."""
+    synthetic = Recording.load(recording_path)
+    originals = [m for m in synthetic.measurements if not m.config]
+    other = [replace(m, kernel="rmsnorm", graph=Timing.of([99.0])) for m in originals]
+    bench = tmp_path / "bench.json"
+    save_results(bench, [*other, *originals], {"kind": "bench", "device": "NVIDIA H200"})
+    rec = Recording.load(bench)
+    assert rec.kernels == ("rmsnorm", "silu_and_mul") and not rec.synthetic
+    assert rec.only("silu_and_mul").get(originals[0].shape, {}) == originals[0]
+    out = tmp_path / "run"
+    argv = ["tune", str(SILU), "--backend", f"replay:{bench}", "--passes", "block-size", "--trials", "2"]
+    assert (
+        main([*argv, "--shapes", originals[0].shape, "--out", str(out), "--quiet", "--holdout", "none"]) == 0
+    )
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["device"] == "NVIDIA H200"
+    assert summary["shapes"][0]["original_us"] == pytest.approx(originals[0].graph_us)
