@@ -473,9 +473,15 @@ def template_for_spec(spec: Spec, pipeline: str, registry: Registry | None = Non
 
 def candidate(spec: Spec, passes: str, config: Mapping[str, int]) -> Candidate:
     """The measurement harness's seam: the instantiated kernel of ``passes`` at ``config``."""
-    from ktx.measure.types import Candidate
 
     t = template_for_spec(spec, passes)
-    fields = t.candidate_fields(config)
-    label = f"{t.pipeline} " + ",".join(f"{k}={v}" for k, v in fields["config"].items())
+    return candidate_from_template(spec, t, config)
+
+
+def candidate_from_template(spec: Spec, template: Template, config: Mapping[str, int]) -> Candidate:
+    """The instantiated kernel of an already built ``template`` at ``config`` (no re-templating)."""
+    from ktx.measure.types import Candidate
+
+    fields = template.candidate_fields(dict(config))
+    label = f"{template.pipeline} " + ",".join(f"{k}={v}" for k, v in fields["config"].items())
     return Candidate(**fields, flags=spec.flags, label=label.strip())

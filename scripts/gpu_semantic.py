@@ -37,11 +37,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ktx.launch import LaunchMapping  # noqa: E402
 from ktx.measure.gpu import Options  # noqa: E402
 from ktx.measure.harness import Harness  # noqa: E402
 from ktx.measure.types import Candidate, Measurement  # noqa: E402
-from ktx.pipeline import run  # noqa: E402
+from ktx.pipeline import candidate_from_template, template_for_spec  # noqa: E402
 from ktx.spec import ShapePoint, Spec, load_spec  # noqa: E402
 from ktx.template import Template  # noqa: E402
 
@@ -56,34 +55,11 @@ def log(*args: object) -> None:
 
 
 def build(spec: Spec, pipeline: str) -> Template:
-    mapping = LaunchMapping(
-        tuple(e.text for e in spec.launch.grid),
-        tuple(e.text for e in spec.launch.block),
-        spec.launch.shared.text,
-        origin="spec",
-    )
-    return run(
-        spec.source_text(),
-        pipeline,
-        kernel=spec.kernel,
-        mapping=mapping,
-        template_args=spec.template_args,
-        path=str(spec.folder / spec.source),
-    )
+    return template_for_spec(spec, pipeline)
 
 
 def candidate(spec: Spec, t: Template, config: Mapping[str, int]) -> Candidate:
-    f = t.candidate_fields(dict(config))
-    return Candidate(
-        source=f["source"],
-        name_expression=f["name_expression"],
-        grid=tuple(f["grid"]),
-        block=tuple(f["block"]),
-        shared=str(f["shared"]),
-        flags=tuple(spec.flags),
-        config=dict(f["config"]),
-        label=t.pipeline,
-    )
+    return candidate_from_template(spec, t, config)
 
 
 def feasible(t: Template, spec: Spec, point: ShapePoint, config: Mapping[str, int]) -> bool:

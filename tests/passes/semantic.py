@@ -14,9 +14,8 @@ from pathlib import Path
 
 from passtest import ROOT
 
-from ktx.launch import LaunchMapping
 from ktx.measure.types import Candidate
-from ktx.pipeline import run
+from ktx.pipeline import candidate_from_template, template_for_spec
 from ktx.spec import Spec, load_spec
 from ktx.template import Template
 
@@ -68,34 +67,11 @@ def spec_dirs() -> list[Path]:
 
 def build(spec: Spec, pipeline: str) -> Template:
     """The template of ``pipeline`` on the spec's kernel, launched as the spec says."""
-    mapping = LaunchMapping(
-        tuple(e.text for e in spec.launch.grid),
-        tuple(e.text for e in spec.launch.block),
-        spec.launch.shared.text,
-        origin="spec",
-    )
-    return run(
-        spec.source_text(),
-        pipeline,
-        kernel=spec.kernel,
-        mapping=mapping,
-        template_args=spec.template_args,
-        path=str(spec.folder / spec.source),
-    )
+    return template_for_spec(spec, pipeline)
 
 
 def candidate(spec: Spec, template: Template, config: dict[str, int]) -> Candidate:
-    fields = template.candidate_fields(config)
-    return Candidate(
-        source=fields["source"],
-        name_expression=fields["name_expression"],
-        grid=tuple(fields["grid"]),
-        block=tuple(fields["block"]),
-        shared=str(fields["shared"]),
-        flags=tuple(spec.flags),
-        config=dict(fields["config"]),
-        label=template.pipeline,
-    )
+    return candidate_from_template(spec, template, config)
 
 
 def configs(template: Template, limit: int = 64, seed: int = 0) -> list[dict[str, int]]:
