@@ -75,7 +75,9 @@ def ncu_check(root: Path, kernel: str, budget: float) -> dict[str, Any]:
     }
 
 
-def launch(root: Path, work: Path, kernel: str, seed: int, gpu: int, budget: float) -> subprocess.Popen[bytes]:
+def launch(
+    root: Path, work: Path, kernel: str, seed: int, gpu: int, budget: float
+) -> subprocess.Popen[bytes]:
     run_dir = work / "runs" / f"{kernel}-s{seed}"
     cmd = [
         sys.executable, "-m", "ktx", "optimize", str(root / "kernels" / kernel), "--planner", "rules",
@@ -95,8 +97,9 @@ def run_summary(run_dir: Path, code: int | None, gpu: int, budget: float, wall: 
     if not state_path.exists():
         return {**row, "status": "no result"}
     state = json.loads(state_path.read_text())
-    rounds = [json.loads(line) for line in (run_dir / "rounds.jsonl").read_text().splitlines() if line.strip()] \
-        if (run_dir / "rounds.jsonl").exists() else []  # fmt: skip
+    rounds_path = run_dir / "rounds.jsonl"
+    lines = rounds_path.read_text().splitlines() if rounds_path.exists() else []
+    rounds = [json.loads(line) for line in lines if line.strip()]
     shapes = state.get("shapes", [])
     sols = [s["sol_fraction"] for s in shapes if s.get("sol_fraction") is not None]
     failures: dict[str, int] = {}
@@ -119,10 +122,22 @@ def run_summary(run_dir: Path, code: int | None, gpu: int, budget: float, wall: 
         "failures": failures,
         "notes": state.get("notes", []),
         "shapes": [
-            {k: s.get(k) for k in ("shape", "metric", "original_us", "effective_us", "speedup", "sol_fraction",
-                                  "original_sol_fraction", "best_config", "spread")}
+            {
+                k: s.get(k)
+                for k in (
+                    "shape",
+                    "metric",
+                    "original_us",
+                    "effective_us",
+                    "speedup",
+                    "sol_fraction",
+                    "original_sol_fraction",
+                    "best_config",
+                    "spread",
+                )
+            }
             for s in shapes
-        ],  # fmt: skip
+        ],
     }
 
 
@@ -143,7 +158,9 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         "max_time_diff": worst,
         "median_time_diff": statistics.median(diffs) if diffs else None,
         "median_noise": statistics.median(noise) if noise else None,
-        "within_noise": None if worst is None else worst <= max(0.02, 2 * (statistics.median(noise) if noise else 0)),
+        "within_noise": None
+        if worst is None
+        else worst <= max(0.02, 2 * (statistics.median(noise) if noise else 0)),
     }
 
 
@@ -164,7 +181,8 @@ def pack(work: Path, out: Path) -> None:
 
 def table(summary: dict[str, Any]) -> str:
     lines = [
-        f"{'kernel':26} {'seed':>4} {'passes':34} {'rnd':>3} {'geomean':>8} {'SOL med':>7} {'wall s':>6}  same/within-noise",
+        f"{'kernel':26} {'seed':>4} {'passes':34} {'rnd':>3} {'geomean':>8} {'SOL med':>7} {'wall s':>6}"
+        "  same/within-noise",
     ]
     for kernel, info in summary["kernels"].items():
         for seed, run in info["runs"].items():
@@ -176,7 +194,9 @@ def table(summary: dict[str, Any]) -> str:
                 diff = cmp.get("max_time_diff")
                 same = cmp.get("same_passes")
                 tag = f"{'-' if same is None else 'same' if same else 'DIFFERENT'}/" + (
-                    "-" if diff is None else f"{'yes' if cmp.get('within_noise') else 'NO'} ({100 * diff:.1f}%)"
+                    "-"
+                    if diff is None
+                    else f"{'yes' if cmp.get('within_noise') else 'NO'} ({100 * diff:.1f}%)"
                 )
             lines.append(
                 f"{kernel:26} {seed:>4} {(run.get('pipeline') or run.get('status') or '-')[:34]:34} "
@@ -202,11 +222,18 @@ def main() -> int:
     seeds = [int(s) for s in os.environ.get("SEEDS", "0 1").split()]
     names = kernels(root)
     lanes = gpu_count()
-    summary: dict[str, Any] = {"budget_s": budget, "gpus": lanes, "seeds": seeds, "kernels": {},
-                               "settings": {k: os.environ.get(k) for k in ("SHAPES", "ROUNDS", "TRIALS", "NCU")}}
+    summary: dict[str, Any] = {
+        "budget_s": budget,
+        "gpus": lanes,
+        "seeds": seeds,
+        "kernels": {},
+        "settings": {k: os.environ.get(k) for k in ("SHAPES", "ROUNDS", "TRIALS", "NCU")},
+    }
     ncu_budget = min(90.0, 0.1 * budget)
     if os.environ.get("NCU_CHECK", "1") != "0" and names:
-        summary["ncu_check"] = ncu_check(root, "silu_and_mul" if "silu_and_mul" in names else names[0], ncu_budget)
+        summary["ncu_check"] = ncu_check(
+            root, "silu_and_mul" if "silu_and_mul" in names else names[0], ncu_budget
+        )
     queue = [(k, s) for s in seeds for k in names]  # every kernel once before any second seed
     running: dict[int, tuple[subprocess.Popen[bytes], str, int, float, float]] = {}
     results: dict[tuple[str, int], dict[str, Any]] = {}
@@ -224,8 +251,17 @@ def main() -> int:
             if share < MIN_RUN_S:
                 results[(kernel, seed)] = {"status": "skipped: budget spent", "wall_s": 0.0}
                 continue
-            running[gpu] = (launch(root, work, kernel, seed, gpu, share), kernel, seed, share, time.monotonic())
-            print(f"[{time.monotonic() - start:6.0f}s] gpu {gpu}: {kernel} seed {seed}, budget {share:.0f} s", flush=True)
+            running[gpu] = (
+                launch(root, work, kernel, seed, gpu, share),
+                kernel,
+                seed,
+                share,
+                time.monotonic(),
+            )
+            print(
+                f"[{time.monotonic() - start:6.0f}s] gpu {gpu}: {kernel} seed {seed}, budget {share:.0f} s",
+                flush=True,
+            )
         for gpu, (proc, kernel, seed, share, began) in list(running.items()):
             code = proc.poll()
             if code is None and time.monotonic() > began + share + 60:
@@ -236,7 +272,10 @@ def main() -> int:
             del running[gpu]
             wall = time.monotonic() - began
             results[(kernel, seed)] = run_summary(work / "runs" / f"{kernel}-s{seed}", code, gpu, share, wall)
-            print(f"[{time.monotonic() - start:6.0f}s] done {kernel} seed {seed}: exit {code}, {wall:.0f} s", flush=True)
+            print(
+                f"[{time.monotonic() - start:6.0f}s] done {kernel} seed {seed}: exit {code}, {wall:.0f} s",
+                flush=True,
+            )
         time.sleep(0.5)
     firsts = []
     for kernel in names:

@@ -16,7 +16,7 @@
 #
 # Usage (on the host, repo root, wheels carried in .whl as scripts/gpu_env.sh expects):
 #   OUT=/path bash scripts/gpu_tune.sh [tune-silu] [tune-rmsnorm] [tune-merge] [exhaustive] [throughput] [all]
-# Knobs: TRIALS (30), SECONDS_SILU (200), SECONDS_RMSNORM (150), SECONDS_MERGE (90), JOBS (nproc-2, <= 12),
+# Knobs: DEADLINE (epoch s; every phase ends 20 s before it), THROUGHPUT_N (60), TRIALS (30), SECONDS_SILU (200), SECONDS_RMSNORM (150), SECONDS_MERGE (90), JOBS (nproc-2, <= 12),
 #        SHAPES (default set name).
 set -u
 cd "$(dirname "$0")/.."
@@ -35,6 +35,9 @@ SHAPES="${SHAPES:-default}"
 cores=$(nproc 2>/dev/null || echo 4)
 JOBS="${JOBS:-$(( cores > 3 ? (cores - 2 > 12 ? 12 : cores - 2) : 1 ))}"
 LOG="$OUT/gpu_tune.log"
+# cap SECONDS: SECONDS, or less so that it ends 20 s before $DEADLINE (epoch seconds) when one is set
+cap() { local want=$1; if [ -n "${DEADLINE:-}" ]; then local left=$(( DEADLINE - $(date +%s) - 20 ));
+        [ "$left" -lt "$want" ] && want=$left; fi; [ "$want" -lt 1 ] && want=1; echo "$want"; }
 say() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$LOG" >&2; }
 
 # bundle RUN_DIR OUT_JSON COMMAND... : the run's outputs in one JSON file
@@ -63,7 +66,7 @@ tune() {  # kernel pipeline seconds
   local cmd=("$PY" -m ktx tune "kernels/$k" --passes "$passes" --shapes "$SHAPES" --trials "$TRIALS" --backend "$BACKEND"
              --time-limit "$seconds" --seed 1 --jobs "$JOBS" --out "$run" --quiet)
   say "tune $k ($passes), ${seconds}s search, jobs $JOBS"
-  timeout $(( seconds + 300 )) "${cmd[@]}" > "$run.txt" 2>&1
+  timeout "$(cap $(( seconds + 300 )))" "${cmd[@]}" > "$run.txt" 2>&1
   say "tune $k rc=$?"; tail -40 "$run.txt" | tee -a "$LOG" >&2
   bundle "$run" "$OUT/tune_$k.json" "${cmd[@]}" 2>&1 | tee -a "$LOG" >&2
 }
@@ -75,7 +78,7 @@ exhaustive() {
              --shapes 'tokens=1,d=4096;tokens=64,d=14336' --sampler grid --trials 100000 --seed 1 --backend "$BACKEND"
              --jobs "$JOBS" --holdout none --out "$run" --quiet)
   say "exhaustive silu_and_mul ($passes)"
-  timeout 580 "${cmd[@]}" > "$run.txt" 2>&1
+  timeout "$(cap 580)" "${cmd[@]}" > "$run.txt" 2>&1
   say "exhaustive rc=$?"; tail -12 "$run.txt" | tee -a "$LOG" >&2
   "$PY" - "$run" "$OUT/exhaustive_silu_and_mul.json" "${cmd[*]}" <<'PY' 2>&1 | tee -a "$LOG" >&2
 import json, sys
@@ -91,12 +94,12 @@ PY
 }
 
 throughput() {  # one shape, random sampler (all distinct), cold compile cache, jobs 1 vs JOBS
-  local shape='tokens=64,d=14336' passes='expose,block-size,unroll,split' n=60 results=()
+  local shape='tokens=64,d=14336' passes='expose,block-size,unroll,split' n=${THROUGHPUT_N:-60} results=()
   for jobs in 1 "$JOBS"; do
     local run="$RUNS/throughput_j$jobs"
     rm -rf "$run" "$RUNS/cubins_j$jobs"
     say "throughput: $n candidates, jobs $jobs"
-    KTX_CACHE_DIR="$RUNS/cubins_j$jobs" timeout 500 "$PY" -m ktx tune kernels/silu_and_mul --passes "$passes" \
+    KTX_CACHE_DIR="$RUNS/cubins_j$jobs" timeout "$(cap 500)" "$PY" -m ktx tune kernels/silu_and_mul --passes "$passes" \
       --shapes "$shape" --sampler random --trials "$n" --seed 2 --backend "$BACKEND" --jobs "$jobs" --holdout none \
       --out "$run" --quiet > "$run.txt" 2>&1
     say "throughput jobs $jobs rc=$?"
