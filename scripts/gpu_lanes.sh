@@ -16,7 +16,7 @@
 #   B  issue 5's tuning and issue 6:
 #        gpu0-2: ktx optimize (rules) on every suite kernel, seeds 0 and 1
 #        gpu3: the Nsight Compute check, then the scalar baselines' SoL and tune, then the gains
-#   C  whatever STEPS names (reruns): STEPS="0:tune-merge 1:sol" (lane:step ...)
+#   C  reruns after A and B (see the plan below); merge's run folder from A is carried in .gpu_carry
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PLAN="${1:?plan A, B or C}"
@@ -33,21 +33,24 @@ nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,nohea
 python3 -c "import cupy, optuna; print('cupy', cupy.__version__, 'optuna', optuna.__version__)" | tee -a "$WORK/device.txt"
 left() { echo $(( DEADLINE - $(date +%s) )); }
 
-# step LANE NAME: one unit of work on GPU LANE, output under $WORK/LANE/NAME
+# step LANE NAME[:ARG]: one unit of work on GPU LANE, output under $WORK/laneLANE/NAME[_ARG]
 step() {
-  local lane=$1 name=$2 dir="$WORK/lane$1/$2"
+  local lane=$1 name=${2%%:*} arg=""
+  [ "$2" != "$name" ] && arg=${2#*:}
+  local tag; tag=$(basename "${arg:-x}")
+  local dir="$WORK/lane$1/$name${arg:+_$tag}"
   mkdir -p "$dir"
   local t0; t0=$(date +%s)
   echo "[$(( t0 - START ))s] gpu$lane: $name (left $(left) s)"
   local rc=0
   case "$name" in
-    tune-silu|tune-rmsnorm|tune-merge|exhaustive|throughput)
-      CUDA_VISIBLE_DEVICES=$lane OUT="$dir" RUNS="$dir/runs" KTX_SKIP_ENV=1 \
+    tune-silu|tune-rmsnorm|tune-merge|exhaustive|throughput)  # ARG: a run folder to resume
+      CUDA_VISIBLE_DEVICES=$lane OUT="$dir" RUNS="$dir/runs" KTX_SKIP_ENV=1 RESUME_FROM="$arg" \
         bash scripts/gpu_tune.sh "$name" >"$dir/stdout.txt" 2>&1 || rc=$? ;;
     gpu-tests)
       CUDA_VISIBLE_DEVICES=$lane KTX_SEMANTIC_JSON="$dir/verify.jsonl" KTX_CACHE_DIR="$dir/cache" \
-        timeout "$(left)" python3 -m pytest -q -m gpu -p no:cacheprovider -n 4 --junitxml="$dir/junit.xml" \
-        tests/ >"$dir/stdout.txt" 2>&1 || rc=$? ;;
+        timeout "$(left)" python3 -m pytest -v -m gpu -p no:cacheprovider -n 4 --durations=15 \
+        --junitxml="$dir/junit.xml" ${GPU_TESTS:-tests/} >"$dir/stdout.txt" 2>&1 || rc=$? ;;
     ncu)
       CUDA_VISIBLE_DEVICES=$lane timeout "$(left)" python3 - "$dir/ncu.json" >"$dir/stdout.txt" 2>&1 <<'PY' || rc=$?
 import json, sys
@@ -58,8 +61,8 @@ Path(sys.argv[1]).write_text(json.dumps(ncu_check(Path.cwd(), "silu_and_mul", 80
 print(Path(sys.argv[1]).read_text())
 PY
       ;;
-    sol|tune|gains)
-      CUDA_VISIBLE_DEVICES=$lane OUT="$dir" KTX_CACHE_DIR="$WORK/lane$lane/semantic-cache" RUNS="$dir/runs" \
+    sol|tune|gains)  # ARG: kernels, '+'-separated
+      CUDA_VISIBLE_DEVICES=$lane OUT="$dir" KTX_SEM_KERNELS="${arg//+/ }" KTX_CACHE_DIR="$WORK/lane$lane/semantic-cache" RUNS="$dir/runs" \
         timeout "$(left)" bash scripts/gpu_semantic.sh "$name" >"$dir/stdout.txt" 2>&1 || rc=$? ;;
     optimize)
       OUT="$dir" WORK="$dir/work" GPUS="${OPT_GPUS:-3}" NCU_CHECK=0 \
@@ -89,14 +92,15 @@ case "$PLAN" in
     lane 0 optimize &
     lane 3 ncu sol tune gains &
     ;;
-  C)
-    for item in ${STEPS:?STEPS=\"lane:step ...\"}; do
-      l=${item%%:*}; s=${item#*:}
-      eval "C_$l=\"\${C_$l:-} $s\""
-    done
-    for l in 0 1 2 3; do
-      v="C_$l"; [ -n "${!v:-}" ] && lane "$l" ${!v} &
-    done
+  C)  # the reruns after A and B: merge's tune resumed from A's study, the scalar baselines'
+      # SoL and the semantic gains (one verification round at the shape and each odd variant),
+      # and the gpu tests that A's time limit cut
+    export KTX_SEM_ROUNDS="${KTX_SEM_ROUNDS:-1}" KTX_SEM_ODD_ROUNDS="${KTX_SEM_ODD_ROUNDS:-1}"
+    SECONDS_MERGE="${SECONDS_MERGE:-200}" lane 0 "tune-merge:${MERGE_RUN:-$PWD/.gpu_carry/tune_merge_attn_states}" &
+    lane 1 sol:act_and_mul_scalar gains:silu_and_mul &
+    lane 2 sol:moe_sum_scalar gains:fused_add_rmsnorm+merge_attn_states &
+    GPU_TESTS="${GPU_TESTS:-tests/kernels tests/measure tests/search tests/agent tests/passes/test_semantic_gpu.py::test_every_config_verifies[cache-hints:tree_sum]}" \
+      lane 3 gpu-tests &
     ;;
   *) echo "plan A, B or C" >&2; exit 2 ;;
 esac

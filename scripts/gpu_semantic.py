@@ -99,9 +99,10 @@ def measure(
 
 
 def harness(spec: Spec, args: argparse.Namespace) -> Harness:
+    opts = Options(rounds=args.rounds or spec.verify.rounds, odd_rounds=args.odd_rounds)
     if args.handler:
-        return Harness(spec, options=Options(rounds=spec.verify.rounds), handler=args.handler)
-    return Harness(spec, options=Options(rounds=spec.verify.rounds))
+        return Harness(spec, options=opts, handler=args.handler)
+    return Harness(spec, options=opts)
 
 
 def largest(spec: Spec) -> ShapePoint:
@@ -297,6 +298,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=12, help="structural configs per shape (gains)")
     ap.add_argument("--limit", type=int, default=12, help="configs per semantic pass per shape (gains)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rounds", type=int, default=0, help="verification rounds (default: the spec's)")
+    ap.add_argument("--odd-rounds", type=int, default=0, help="rounds per odd-size variant (0: --rounds)")
     ap.add_argument("--handler", default=None, help=argparse.SUPPRESS)  # a fake worker, for CPU tests
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,8 @@
 #         TPE/grid per shape) at their largest shape -> tune_<kernel>.json (summary, best, table)
 # gains   silu_and_mul, fused_add_rmsnorm, merge_attn_states, shape by shape: best structural
 #         config, then each semantic pass over it, and all together -> gains.json
-# Env: KTX_SEM_SHAPES=quick|default (gains; default quick), KTX_SEM_TRIALS (structural configs per
+# Env: KTX_SEM_KERNELS (sol/gains kernels, space-separated), KTX_SEM_ROUNDS / KTX_SEM_ODD_ROUNDS
+# (verification rounds at the shape / per odd-size variant; default the spec's), KTX_SEM_SHAPES=quick|default (gains; default quick), KTX_SEM_TRIALS (structural configs per
 # shape, 12), KTX_SEM_LIMIT (configs per semantic pass per shape, 12), KTX_SEMANTIC_GPU_LIMIT
 # (configs per pass and kernel for verify, 24). Each phase fits in about 10 minutes on an H200
 # (verify is the longest: about 470 verifications); run them as separate commands if a limit
@@ -34,6 +35,9 @@ if [ "${BACKEND:-cupy}" = cupy ]; then
   "$PY" -c "import cupy, numpy; print('cupy', cupy.__version__, 'numpy', numpy.__version__)" || exit 2
 fi
 
+# Verification depth for sol and gains: every candidate is verified; at the largest shapes the
+# comparisons on the CPU dominate, so the rounds can be lowered (KTX_SEM_ROUNDS, KTX_SEM_ODD_ROUNDS).
+VERIFY_ARGS="--rounds ${KTX_SEM_ROUNDS:-0} --odd-rounds ${KTX_SEM_ODD_ROUNDS:-0}"
 status=0
 if [ "$PHASE" = verify ] || [ "$PHASE" = all ]; then
   echo "== verify (every config of every semantic pass)"
@@ -44,7 +48,7 @@ if [ "$PHASE" = verify ] || [ "$PHASE" = all ]; then
 fi
 if [ "$PHASE" = sol ] || [ "$PHASE" = all ]; then
   echo "== sol (scalar baselines after vectorize and tuning)"
-  "$PY" scripts/gpu_semantic.py sol --out "$OUT" 2> "$OUT/sol.err" > "$OUT/sol.txt"
+  "$PY" scripts/gpu_semantic.py sol --out "$OUT" ${KTX_SEM_KERNELS:+--kernels $KTX_SEM_KERNELS} $VERIFY_ARGS 2> "$OUT/sol.err" > "$OUT/sol.txt"
   rc=$?; tail -3 "$OUT/sol.err"; [ $status -eq 0 ] && status=$rc
 fi
 if [ "$PHASE" = tune ] || [ "$PHASE" = all ]; then
@@ -68,7 +72,7 @@ PYEOF
 fi
 if [ "$PHASE" = gains ] || [ "$PHASE" = all ]; then
   echo "== gains (each semantic pass over the structural-only best)"
-  "$PY" scripts/gpu_semantic.py gains --out "$OUT" --shapes "${KTX_SEM_SHAPES:-quick}" \
+  "$PY" scripts/gpu_semantic.py gains --out "$OUT" ${KTX_SEM_KERNELS:+--kernels $KTX_SEM_KERNELS} $VERIFY_ARGS --shapes "${KTX_SEM_SHAPES:-quick}" \
     --trials "${KTX_SEM_TRIALS:-12}" --limit "${KTX_SEM_LIMIT:-12}" 2> "$OUT/gains.err" > "$OUT/gains.txt"
   rc=$?; tail -3 "$OUT/gains.err"; [ $status -eq 0 ] && status=$rc
 fi

@@ -63,6 +63,9 @@ PY
 tune() {  # kernel pipeline seconds
   local k=$1 passes=$2 seconds=$3 run="$RUNS/tune_$1"
   rm -rf "$run"
+  if [ -n "${RESUME_FROM:-}" ]; then  # continue a run folder (its SQLite study and measurement cache)
+    mkdir -p "$(dirname "$run")"; cp -r "$RESUME_FROM" "$run"; rm -f "$run/.lock"; say "resuming $RESUME_FROM"
+  fi
   local cmd=("$PY" -m ktx tune "kernels/$k" --passes "$passes" --shapes "$SHAPES" --trials "$TRIALS" --backend "$BACKEND"
              --time-limit "$seconds" --seed 1 --jobs "$JOBS" --out "$run" --quiet)
   say "tune $k ($passes), ${seconds}s search, jobs $JOBS"

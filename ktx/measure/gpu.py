@@ -21,8 +21,10 @@ import datetime
 import json
 import math
 import os
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +189,55 @@ _SPECS: dict[str, Spec] = {}
 _PYREFS: dict[str, Callable[..., Mapping[str, Any]]] = {}
 
 
+class ArrayMemo:
+    """A byte-bounded LRU of host arrays the worker would otherwise rebuild for every candidate.
+
+    Every candidate at a shape is verified on the same seeded inputs, against the same reference
+    outputs. At large shapes, drawing those inputs and running a float64 reference on the CPU took
+    seconds per round, many times longer than the kernels themselves, and dominated the tuner's time
+    (found on an H200: a 4096x14336 scalar baseline did not finish a 24-config grid in 500 s).
+    Entries are made read-only, so a caller that tried to change a shared array would fail loudly
+    instead of corrupting later verifications.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[tuple[Any, ...], tuple[dict[str, np.ndarray], int]] = OrderedDict()
+        self.bytes = 0
+        self.hits = 0
+        self.misses = 0
+
+    def get(
+        self, key: tuple[Any, ...], make: Callable[[], Mapping[str, np.ndarray]]
+    ) -> dict[str, np.ndarray]:
+        found = self._items.get(key)
+        if found is not None:
+            self._items.move_to_end(key)
+            self.hits += 1
+            return found[0]
+        self.misses += 1
+        value = {name: np.asarray(a) for name, a in make().items()}
+        for a in value.values():
+            a.flags.writeable = False
+        size = sum(int(a.nbytes) for a in value.values())
+        if size > self.max_bytes:
+            return value  # too big to keep: computed each time, as before
+        self._items[key] = (value, size)
+        self.bytes += size
+        while self.bytes > self.max_bytes and self._items:
+            _, (_, dropped) = self._items.popitem(last=False)
+            self.bytes -= dropped
+        return value
+
+
+_MEMO = ArrayMemo(int(float(os.environ.get("KTX_VERIFY_MEMO_GB", "8")) * 2**30))
+
+
+def _args_key(spec: Spec) -> str:
+    """What the drawn inputs depend on besides the shape and seed: the arguments' declarations."""
+    return repr(spec.args)
+
+
 def _function(result: CompileResult) -> Any:
     cp = _cupy()
     module = _MODULES.get(result.cubin_path)
@@ -293,6 +344,16 @@ def _run_once(
         return {a.name: cp.asnumpy(device[a.name], stream=stream) for a in spec.args if a.is_output}
 
 
+def _run_reference(
+    spec: Spec, bound: _Bound, point: ShapePoint, host: Mapping[str, np.ndarray], stream: Any
+) -> dict[str, np.ndarray]:
+    """The original kernel's outputs on ``host``; its failure is an infrastructure failure."""
+    try:
+        return _run_once(spec, bound, point, host, stream)
+    except _Fail as exc:
+        raise WorkerFailure(Status.CRASH.value, f"reference failed: {exc.message}") from None
+
+
 def _launch_checked(bound: _Bound, args: tuple[Any, ...], stream: Any) -> None:
     try:
         bound(args, stream)
@@ -371,17 +432,19 @@ def _verify(
         ref_bound = _bind(spec, ref_cand, shape, ref_modules, limits) if ref_cand is not None else None
         count = opts.rounds if shape == point or opts.odd_rounds <= 0 else opts.odd_rounds
         for r in range(count):
-            host = host_inputs(spec, shape, round_seed(spec, shape, r))
+            seed = round_seed(spec, shape, r)
+            inputs_key = ("inputs", _args_key(spec), shape.name, seed)
+            host = _MEMO.get(inputs_key, partial(host_inputs, spec, shape, seed))
             got = _run_once(spec, bound, shape, host, stream)
             if ref_bound is not None:
-                try:
-                    want = _run_once(spec, ref_bound, shape, host, stream)
-                except _Fail as exc:
-                    raise WorkerFailure(Status.CRASH.value, f"reference failed: {exc.message}") from None
+                assert ref_cand is not None
+                run_ref = partial(_run_reference, spec, ref_bound, shape, host, stream)
+                want = _MEMO.get(("original", ref_cand.digest, *inputs_key), run_ref)
                 stored = True
             else:
                 assert pyref is not None
-                want = python_reference(spec, shape, host, pyref)
+                py_key = ("python", str(spec.path), spec.reference.python, *inputs_key)
+                want = _MEMO.get(py_key, partial(python_reference, spec, shape, host, pyref))
                 stored = False
             for arg in spec.args:
                 if not arg.is_output:
@@ -406,7 +469,8 @@ def _time(
 ) -> tuple[Timing, Timing]:
     cp = _cupy()
     env = spec.env(point)
-    host = host_inputs(spec, point, round_seed(spec, point, 1000))
+    seed = round_seed(spec, point, 1000)
+    host = _MEMO.get(("inputs", _args_key(spec), point.name, seed), partial(host_inputs, spec, point, seed))
     set_bytes = max(1, sum(int(v.nbytes) for v in host.values()))
     want_sets = math.ceil(2 * limits.l2_bytes / set_bytes)
     nsets = max(1, min(want_sets, opts.max_sets, opts.max_rotate_bytes // set_bytes))
