@@ -102,7 +102,15 @@ case "$PLAN" in
     GPU_TESTS="${GPU_TESTS:-tests/kernels tests/measure tests/search tests/agent tests/passes/test_semantic_gpu.py::test_every_config_verifies[cache-hints:tree_sum]}" \
       lane 3 gpu-tests &
     ;;
-  *) echo "plan A, B or C" >&2; exit 2 ;;
+  D)  # after the worker's memo of inputs and references: throughput again, fused_add_rmsnorm's
+      # tune again (A's left its largest shapes unevaluated), ktx tune on the scalar baselines
+    THROUGHPUT_N="${THROUGHPUT_N:-40}" lane 0 throughput &
+    SECONDS_RMSNORM="${SECONDS_RMSNORM:-180}" lane 1 tune-rmsnorm &
+    export KTX_SEM_TUNE_SECONDS="${KTX_SEM_TUNE_SECONDS:-200}"
+    KTX_SEM_TUNE_TRIALS="${KTX_SEM_TUNE_TRIALS:-30}" lane 2 tune:act_and_mul_scalar &
+    KTX_SEM_TUNE_TRIALS="${KTX_SEM_TUNE_TRIALS:-30}" lane 3 tune:moe_sum_scalar &
+    ;;
+  *) echo "plan A, B, C or D" >&2; exit 2 ;;
 esac
 wait
 

@@ -56,8 +56,9 @@ if [ "$PHASE" = tune ] || [ "$PHASE" = all ]; then
   RUNS="${RUNS:-/tmp/ktx-semantic-runs}"; mkdir -p "$RUNS"
   for spec in "act_and_mul_scalar tokens=4096,d=14336" "moe_sum_scalar tokens=4096,d=7168,topk=8"; do
     set -- $spec; k=$1; shape=$2; run="$RUNS/tune_$k"; rm -rf "$run"
+    if [ -n "${KTX_SEM_KERNELS:-}" ] && [[ " $KTX_SEM_KERNELS " != *" $k "* ]]; then continue; fi
     "$PY" -m ktx tune "kernels/$k" --passes vectorize,block-size,cache-hints --shapes "$shape" \
-      --trials "${KTX_SEM_TUNE_TRIALS:-40}" --seed 1 --holdout none --backend "${BACKEND:-cupy}" \
+      --trials "${KTX_SEM_TUNE_TRIALS:-40}" ${KTX_SEM_TUNE_SECONDS:+--time-limit $KTX_SEM_TUNE_SECONDS} --seed 1 --holdout none --backend "${BACKEND:-cupy}" \
       --out "$run" --quiet > "$run.txt" 2>&1
     rc=$?; tail -6 "$run.txt"; [ $status -eq 0 ] && status=$rc
     "$PY" - "$run" "$OUT/tune_$k.json" <<'PYEOF'
