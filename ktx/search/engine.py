@@ -321,7 +321,7 @@ def search_shape(
     admit = admission(study, p.budget)
 
     def objective(trial: optuna.Trial) -> float:
-        ev = evaluator.evaluate(space.suggest(trial), point, shared, admit)
+        ev = evaluator.evaluate(space.suggest(trial), point, shared, admit, deadline)
         value = ev.time(metric)
         _record(trial, ev, value)
         if value is None:
@@ -426,7 +426,7 @@ def search_joint(
         per_shape: dict[str, float] = {}
         outcome = refused or Evaluation(config, "ok", "measured", config_key(config))
         for pt in points if refused is None else ():
-            ev = evaluator.evaluate(config, pt)
+            ev = evaluator.evaluate(config, pt, deadline=deadline)
             t = ev.time(metrics[pt.name])
             if t is None:
                 outcome = Evaluation(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -217,9 +218,16 @@ class Evaluator:
         point: ShapePoint,
         shared: Lookup | None = None,
         admit: Callable[[], bool] | None = None,
+        deadline: float | None = None,
     ) -> tuple[Measurement | None, str, str]:
         """(measurement, 'cache' or 'measured', key); (None, 'budget', key) when ``admit`` (asked
-        only before a new backend call) says the budget is spent.
+        only before a new backend call) says the budget is spent; (None, 'deadline', key) when the
+        GPU comes free only after ``deadline`` (``time.monotonic()``).
+
+        The deadline is checked again once the GPU is ours: with ``--jobs N`` up to N trials
+        wait for the one GPU, and measuring all of them after a shape's time share had run out
+        overran it by N measurements. On an H200 that starved the last shapes of a set of any
+        evaluation (fused_add_rmsnorm's d=8192 shapes got none in a 180 s tune).
 
         ``shared`` looks a key up where other workers record their measurements (the study in
         an RDB storage, for workers on other machines whose cache files this one cannot see).
@@ -250,6 +258,8 @@ class Evaluator:
             if callable(prefetch):
                 prefetch(candidate, point)
             with self._gpu:
+                if deadline is not None and time.monotonic() >= deadline:
+                    return None, "deadline", key  # the finally below releases the waiters
                 m = self.backend.measure(candidate, point)
                 if m.status in RETRIED:
                     self.log.write("retry", shape=point.name, config=dict(candidate.config), key=key,
@@ -301,14 +311,17 @@ class Evaluator:
         point: ShapePoint,
         shared: Lookup | None = None,
         admit: Callable[[], bool] | None = None,
+        deadline: float | None = None,
     ) -> Evaluation:
-        """Judge ``config`` at ``point`` (see the module doc for the order); ``shared`` and
-        ``admit`` are passed to :meth:`measure`."""
+        """Judge ``config`` at ``point`` (see the module doc for the order); ``shared``,
+        ``admit`` and ``deadline`` are passed to :meth:`measure`."""
         config = self.space.normalize(config)
         refused, candidate = self._screen(config, point)
         if refused is not None or candidate is None:
             return refused or Evaluation(config, INFEASIBLE, "static")
-        m, source, key = self.measure(candidate, point, shared, admit)
+        m, source, key = self.measure(candidate, point, shared, admit, deadline)
+        if m is None and source == "deadline":
+            return Evaluation(config, BUDGET, source, key, "the time share ran out before the GPU was free")
         if m is None:
             return Evaluation(config, BUDGET, source, key, "the evaluation budget is spent")
         status, reason = m.status.value, m.message

@@ -4,6 +4,7 @@ repeatability, grid, warm starts, policies, joint search."""
 from __future__ import annotations
 
 import importlib.util
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -191,6 +192,33 @@ def test_trials_in_flight_never_measure_a_key_twice() -> None:
     keys = [config_key(c) for c in backend.calls]
     assert len(keys) == len(set(keys)) == 11, "exactly the budget, with four trials in flight"
     assert study_stats(study).evaluations == 11
+
+
+class SlowBackend(CountingBackend):
+    """Each measurement takes ``delay`` seconds and records when it started."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay = delay
+        self.starts: list[float] = []
+
+    def measure(self, candidate: Candidate, shape: ShapePoint) -> Measurement:
+        self.starts.append(time.monotonic())
+        time.sleep(self.delay)
+        return super().measure(candidate, shape)
+
+
+def test_trials_waiting_for_the_gpu_past_the_deadline_are_not_measured() -> None:
+    backend = SlowBackend(0.05)
+    ev = Evaluator(SPEC, formula_tunable(), backend, MeasurementCache(None), RunLog(None))
+    settings = Settings(trials=14, sampler="random", seed=0, jobs=8)
+    deadline = time.monotonic() + 0.12
+    study = search_shape(ev, optuna.storages.InMemoryStorage(), "s", P1, "graph", settings, deadline=deadline)
+    assert backend.starts, "something was measured before the deadline"
+    assert all(t < deadline for t in backend.starts), "no measurement starts after the deadline"
+    assert len(backend.starts) < 14, "eight trials were in flight; the waiting ones were dropped"
+    statuses = [t.user_attrs["ktx"]["status"] for t in study.trials if "ktx" in t.user_attrs]
+    assert "budget" in statuses
 
 
 def test_joint_search_minimises_the_geometric_mean_ratio(recording: Recording) -> None:
