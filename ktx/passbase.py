@@ -10,8 +10,9 @@ is registered, in the style of MLIR's pass registry and libcst's codemods):
   declared once as ``UNROLL_<loop>`` and created per site as ``UNROLL_L3``);
 * ``options``: typed :class:`Option` entries with defaults and help
   (``unroll{max=8,loops=L0|L2}``);
-* ``requires`` (added to the pipeline when missing), ``after`` (ordering only) and
-  ``conflicts`` (a pipeline holding both fails).
+* ``requires`` (added to the pipeline when missing), ``after`` (ordering only),
+  ``prefer_after`` (ordering when it closes no cycle) and ``conflicts`` (a pipeline holding
+  both fails).
 
 Two methods do the work. :meth:`Pass.sites` looks at a :class:`Target` (the module, the kernel,
 its launch mapping) and yields :class:`Site` objects or :class:`Skip` remarks (a skipped site is
@@ -374,6 +375,9 @@ class Pass(Generic[S]):
     options: ClassVar[tuple[Option, ...]] = ()
     requires: ClassVar[tuple[str, ...]] = ()
     after: ClassVar[tuple[str, ...]] = ()
+    #: Soft ordering: run after these when present, unless a hard edge (``requires``/``after``)
+    #: says otherwise; an edge that would close a cycle is left out instead of failing.
+    prefer_after: ClassVar[tuple[str, ...]] = ()
     conflicts: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, **options: OptionValue) -> None:

@@ -5,6 +5,10 @@ Ordering is a networkx DAG over the passes of the pipeline:
 * ``requires``: a required pass that the user did not list is **added** (with its default
   options) and runs before the pass that needs it; the trace records "required by X";
 * ``after``: an ordering edge only, when both passes are present;
+* ``prefer_after``: the same, but left out where it would close a cycle with the hard edges
+  (``split`` prefers to run after ``vectorize``, which cannot prove a split loop's accesses
+  contiguous; found on an H200 run, where the planner's ``split`` first left ``vectorize``
+  nothing to rewrite);
 * ``conflicts``: a pipeline holding both passes fails, naming them.
 
 The order is a topological sort that is stable with respect to the user's order
@@ -200,6 +204,10 @@ def schedule(passes: Sequence[AnyPass], registry: Registry | None = None) -> lis
             None,
             "requires/after of these passes contradict each other",
         )
+    for name, p in present.items():  # soft edges, each kept only if the graph stays acyclic
+        for dep in type(p).prefer_after:
+            if dep in present and not graph.has_edge(dep, name) and not nx.has_path(graph, name, dep):
+                graph.add_edge(dep, name)
     order = list(nx.lexicographical_topological_sort(graph, key=lambda n: key[n]))
     return [Scheduled(present[n], reasons[n]) for n in order]
 

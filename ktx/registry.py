@@ -61,7 +61,7 @@ def check_pass(cls: PassClass) -> None:
         stem = spec.name.split("<", 1)[0].rstrip("_") or "X"
         if not KNOB_NAME.match(stem) or not spec.help:
             raise fail(f"knob {spec.name!r} needs an upper-case name and help")
-    for field_name in ("requires", "after", "conflicts"):
+    for field_name in ("requires", "after", "prefer_after", "conflicts"):
         for other in getattr(cls, field_name):
             if not PASS_NAME.match(other):
                 raise fail(f"{field_name} names {other!r}, which is not a pass name")

@@ -64,6 +64,7 @@ class Coarsen(Pass[CoarsenSite]):
     )
     options = (Option("max", "int", 8, "largest coarsening factor offered"),)
     after = ("expose", "block-size")
+    prefer_after = ("vectorize",)  # as for split: vectorize needs the loop's plain index mapping
     conflicts = ("split",)
 
     def sites(self, target: Target) -> Iterator[CoarsenSite | Skip]:

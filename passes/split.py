@@ -68,6 +68,8 @@ class Split(Pass[SplitSite]):
     )
     options = (Option("max", "int", 32, "largest number of blocks per row offered"),)
     after = ("expose", "block-size")
+    # vectorize reads the loop's index mapping before split rewrites it into a grid stride
+    prefer_after = ("vectorize",)
     conflicts = ("coarsen",)
 
     def sites(self, target: Target) -> Iterator[SplitSite | Skip]:

@@ -123,6 +123,22 @@ def test_cycles_fail_naming_the_passes() -> None:
         order(reg, "a,b")
 
 
+def test_soft_edges_order_unless_they_would_close_a_cycle() -> None:
+    reg = registry(make("a", prefer_after=("b",)), make("b"), make("c", after=("a",)))
+    assert [n for n, _ in order(reg, "a,b")] == ["b", "a"], "a prefers to run after b"
+    reg = registry(make("a", prefer_after=("b",)), make("b", after=("a",)))
+    assert [n for n, _ in order(reg, "a,b")] == ["a", "b"], "the hard edge wins; no cycle error"
+
+
+def test_split_and_coarsen_run_after_vectorize_so_it_still_sees_the_plain_loop() -> None:
+    assert [n for n, _ in order(default_registry(), "split,vectorize")] == ["vectorize", "split"]
+    assert [n for n, _ in order(default_registry(), "coarsen,vectorize")][0] == "vectorize"
+    # rows-per-block runs after split and vectorize after rows-per-block (hard edges): the soft
+    # edge that would close the loop is dropped, not reported as a cycle
+    names = [n for n, _ in order(default_registry(), "split,rows-per-block,vectorize")]
+    assert names.index("split") < names.index("rows-per-block") < names.index("vectorize")
+
+
 def test_builtin_ordering_puts_structural_passes_before_unroll() -> None:
     names = [n for n, _ in order(default_registry(), "unroll,tile,launch-bounds")]
     assert names == ["tile", "unroll", "block-size", "launch-bounds"]

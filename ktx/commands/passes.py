@@ -28,7 +28,8 @@ constraints. It never picks a value: the search does. Run passes with
 list values separated by `|`. Unknown passes and options fail and list the valid ones.
 
 **Order.** A pass's `requires` are added to the pipeline when missing (the trace says so),
-`after` orders passes that are both present, `conflicts` rejects a pipeline holding both. The
+`after` orders passes that are both present, `prefer_after` does the same unless it would
+contradict the others (then it is dropped), `conflicts` rejects a pipeline holding both. The
 order is a topological sort stable with respect to the order written.
 
 **Placeholders.** Knobs appear in the template as `KTX_<NAME>` macros, with a guarded header that
@@ -91,7 +92,7 @@ def text(registry: Registry) -> str:
             out.append(f"  option {o.name} ({o.kind}, default {o.format(o.default)}): {o.help}")
         order = [
             f"{field} {', '.join(getattr(cls, field))}"
-            for field in ("requires", "after", "conflicts")
+            for field in ("requires", "after", "prefer_after", "conflicts")
             if getattr(cls, field)
         ]
         if order:
@@ -106,15 +107,15 @@ def markdown(registry: Registry) -> str:
         INTRO,
         "## Passes",
         "",
-        "| pass | summary | knobs | requires | after | conflicts |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| pass | summary | knobs | requires | after | prefer after | conflicts |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     classes: list[type[Pass[Any]]] = list(registry)
     for cls in classes:
         knobs = ", ".join(f"`{k.name}`" for k in cls.knobs) or "-"
         out.append(
             f"| [`{cls.name}`](#{cls.name}) | {_cell(cls.summary)} | {knobs} | {_list(cls.requires)} | "
-            f"{_list(cls.after)} | {_list(cls.conflicts)} |"
+            f"{_list(cls.after)} | {_list(cls.prefer_after)} | {_list(cls.conflicts)} |"
         )
     for cls in classes:
         out += ["", f"## {cls.name}", "", _cell(cls.summary) + ".", ""]

@@ -96,3 +96,19 @@ def test_stop_when_nothing_is_left(catalog: Catalog) -> None:
 def test_same_context_same_plan(catalog: Catalog) -> None:
     ctx = context(make_analysis(scalar_facts(), [memory_bound(), latency_bound()]), catalog)
     assert choose(ctx) == choose(ctx)
+
+
+def test_vectorize_still_applies_after_the_planner_chose_split_first() -> None:
+    """Found on an H200: the rules planner added split in round 1 on act_and_mul_scalar, and
+    vectorize then had no site, since split had turned the loop into a grid stride it cannot
+    prove contiguous. Pipelines are ordered so that vectorize runs first."""
+    from pathlib import Path
+
+    from ktx.pipeline import template_for_spec
+    from ktx.spec import load_spec
+
+    spec = load_spec(Path(__file__).resolve().parents[2] / "kernels" / "act_and_mul_scalar")
+    t = template_for_spec(spec, "split,vectorize")
+    rewritten = {o.pass_name for o in t.outcomes if o.status == "rewritten"}
+    assert {"split", "vectorize"} <= rewritten
+    assert {k.name for k in t.knobs} >= {"SPLIT", "VEC_L0"}
