@@ -132,7 +132,7 @@ def test_soft_edges_order_unless_they_would_close_a_cycle() -> None:
 
 def test_split_and_coarsen_run_after_vectorize_so_it_still_sees_the_plain_loop() -> None:
     assert [n for n, _ in order(default_registry(), "split,vectorize")] == ["vectorize", "split"]
-    assert [n for n, _ in order(default_registry(), "coarsen,vectorize")][0] == "vectorize"
+    assert next(n for n, _ in order(default_registry(), "coarsen,vectorize")) == "vectorize"
     # rows-per-block runs after split and vectorize after rows-per-block (hard edges): the soft
     # edge that would close the loop is dropped, not reported as a cycle
     names = [n for n, _ in order(default_registry(), "split,rows-per-block,vectorize")]

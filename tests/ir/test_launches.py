@@ -103,13 +103,7 @@ def test_launch_in_macro_body_points_into_the_body(mod: Module) -> None:
 
 
 def test_macro_launch_host_is_the_enclosing_function() -> None:
-    src = (
-        "__global__ void k(int* x) {}\n"
-        "void host(int* x) {\n"
-        "#define GO(B) k<<<1, B>>>(x)\n"
-        "  GO(32);\n"
-        "}\n"
-    )
+    src = "__global__ void k(int* x) {}\nvoid host(int* x) {\n#define GO(B) k<<<1, B>>>(x)\n  GO(32);\n}\n"
     (site,) = parse(src).launch_sites
     assert (site.kernel, site.function, site.macro) == ("k", "host", "GO")
 
