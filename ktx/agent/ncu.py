@@ -23,7 +23,13 @@ from pathlib import Path
 
 from ktx.agent.analysis import NcuMetrics
 
-DRAM = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
+#: DRAM throughput: the SpeedOfLight section of recent ncu (2025.3 on an H200 here) reports
+#: ``gpu__dram_throughput``; older versions and ``--metrics`` users name ``dram__throughput``.
+DRAM_NAMES = (
+    "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+)
+DRAM = DRAM_NAMES[1]
 SM = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
 OCCUPANCY = "sm__warps_active.avg.pct_of_peak_sustained_active"
 _STALL = re.compile(r"^smsp__average_warps?_(?:latency_)?issue_stalled_(\w+?)_per_issue_active\.ratio$")
@@ -86,8 +92,9 @@ def metrics_from(raw: Mapping[str, float], top: int = 3) -> NcuMetrics:
         if m and value > 0:
             stalls.append((m.group(1), value))
     stalls.sort(key=lambda s: (-s[1], s[0]))
+    dram = next((raw[n] for n in DRAM_NAMES if n in raw), None)
     return NcuMetrics(
-        raw.get(DRAM),
+        dram,
         raw.get(SM),
         raw.get(OCCUPANCY),
         tuple(stalls[:top]),

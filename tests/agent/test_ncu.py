@@ -63,6 +63,12 @@ def test_parse_csv() -> None:
     assert ncu.parse_csv("==ERROR== no permission\n") == {}
 
 
+def test_dram_throughput_under_the_speed_of_light_sections_name() -> None:
+    """ncu 2025.3 on an H200 named it gpu__dram_throughput; the metric came back empty before."""
+    renamed = CSV.replace('"dram__throughput.', '"gpu__dram_throughput.')
+    assert ncu.metrics_from(ncu.parse_csv(renamed)).dram_throughput_pct == 87.51
+
+
 def test_command_line() -> None:
     cmd = ncu.command("ncu", Path("kernels/k"), "tokens=1,d=64", "k_kernel")
     assert cmd[:3] == ["ncu", "--clock-control", "none"]
