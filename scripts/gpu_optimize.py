@@ -146,8 +146,12 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     by_a = {s["shape"]: s for s in a.get("shapes", [])}
     diffs = []
     noise = []
+    mixed = []  # shapes whose two runs chose different metrics (auto, near 20 us): not comparable
     for s in b.get("shapes", []):
         other = by_a.get(s["shape"])
+        if other and other.get("metric") != s.get("metric"):
+            mixed.append(s["shape"])
+            continue
         if other and other.get("effective_us") and s.get("effective_us"):
             diffs.append(abs(s["effective_us"] - other["effective_us"]) / other["effective_us"])
             noise.append(max(s.get("spread") or 0.0, other.get("spread") or 0.0))
@@ -158,6 +162,7 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         "max_time_diff": worst,
         "median_time_diff": statistics.median(diffs) if diffs else None,
         "median_noise": statistics.median(noise) if noise else None,
+        "metric_differs": mixed,
         "within_noise": None
         if worst is None
         else worst <= max(0.02, 2 * (statistics.median(noise) if noise else 0)),
