@@ -233,9 +233,12 @@ class ArrayMemo:
 _MEMO = ArrayMemo(int(float(os.environ.get("KTX_VERIFY_MEMO_GB", "8")) * 2**30))
 
 
-def _args_key(spec: Spec) -> str:
-    """What the drawn inputs depend on besides the shape and seed: the arguments' declarations."""
-    return repr(spec.args)
+def _inputs(spec: Spec, point: ShapePoint, seed: int) -> tuple[tuple[Any, ...], dict[str, np.ndarray]]:
+    """(memo key, host arrays) of the seeded inputs at ``point``; the key also names the
+    reference outputs computed from them. Inputs depend on the arguments' declarations, the
+    shape and the seed."""
+    key = ("inputs", repr(spec.args), point.name, seed)
+    return key, _MEMO.get(key, partial(host_inputs, spec, point, seed))
 
 
 def _function(result: CompileResult) -> Any:
@@ -432,9 +435,7 @@ def _verify(
         ref_bound = _bind(spec, ref_cand, shape, ref_modules, limits) if ref_cand is not None else None
         count = opts.rounds if shape == point or opts.odd_rounds <= 0 else opts.odd_rounds
         for r in range(count):
-            seed = round_seed(spec, shape, r)
-            inputs_key = ("inputs", _args_key(spec), shape.name, seed)
-            host = _MEMO.get(inputs_key, partial(host_inputs, spec, shape, seed))
+            inputs_key, host = _inputs(spec, shape, round_seed(spec, shape, r))
             got = _run_once(spec, bound, shape, host, stream)
             if ref_bound is not None:
                 assert ref_cand is not None
@@ -469,8 +470,7 @@ def _time(
 ) -> tuple[Timing, Timing]:
     cp = _cupy()
     env = spec.env(point)
-    seed = round_seed(spec, point, 1000)
-    host = _MEMO.get(("inputs", _args_key(spec), point.name, seed), partial(host_inputs, spec, point, seed))
+    _, host = _inputs(spec, point, round_seed(spec, point, 1000))
     set_bytes = max(1, sum(int(v.nbytes) for v in host.values()))
     want_sets = math.ceil(2 * limits.l2_bytes / set_bytes)
     nsets = max(1, min(want_sets, opts.max_sets, opts.max_rotate_bytes // set_bytes))
