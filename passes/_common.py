@@ -9,7 +9,7 @@ import tree_sitter as ts
 from ktx.ir import Loop, Module
 
 from ktx import syntax
-from ktx.launch import LaunchMapping
+from ktx.launch import LaunchMapping, launch_dims
 from ktx.passbase import Rewriter, Site, Target
 
 
@@ -94,6 +94,30 @@ def replace_literal(mapping: LaunchMapping, value: int, name: str) -> tuple[Laun
         mapping.notes,
     )
     return result, places
+
+
+def shrink_grid(rw: Rewriter, macro: str, knob: str) -> None:
+    """Divide the grid's x by a knob: at every launch of the kernel in the file, and in the mapping.
+
+    For passes after which each thread covers ``knob`` times the work (``coarsen``, per-thread
+    ``vectorize``): the launch becomes ``KTX_CDIV(x, KTX_<knob>)`` and the mapping's grid
+    ``ceil_div(x, <knob>)``. ``ceil_div(ceil_div(n, b), k) == ceil_div(n, b * k)``, so a grid
+    written ``ceil_div(N, block)`` ends up covering ``N`` elements ``k`` per thread exactly.
+    """
+    module = rw.target.module
+    done: set[int] = set()
+    for launch in rw.target.launches:
+        dims = launch_dims(module, launch, "grid")
+        x = dims.components[0]
+        if x.start_byte in done:
+            continue
+        done.add(x.start_byte)
+        text = syntax.text(module, x)
+        rw.replace_bytes(x.start_byte, x.end_byte, f"KTX_CDIV({text}, {macro})")
+    mapping = rw.mapping
+    if mapping is not None:
+        grid = (f"ceil_div({mapping.grid[0]}, {knob})", *mapping.grid[1:])
+        rw.set_mapping(mapping.with_grid(grid))
 
 
 def indent_lines(rw: Rewriter, start: int, end: int, by: str) -> None:

@@ -35,10 +35,9 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 from ktx.ir import Module
-from ktx.passes._common import indent_lines, kernel_node, line_of, powers_of_two
+from ktx.passes._common import indent_lines, kernel_node, line_of, powers_of_two, shrink_grid
 
 from ktx import syntax
-from ktx.launch import launch_dims
 from ktx.passbase import KnobSpec, Option, Pass, Refuse, Rewriter, Site, Skip, Target
 
 SYNC = syntax.BARRIERS | syntax.SHUFFLES
@@ -145,23 +144,7 @@ class Coarsen(Pass[CoarsenSite]):
                 rw.insert(close, f"{indent}}}\n")
         else:
             rw.note("grid-stride loop: the kernel already covers any grid; only the launch changes")
-        self._launch(rw, macro)
-
-    def _launch(self, rw: Rewriter, macro: str) -> None:
-        module = rw.target.module
-        done: set[int] = set()
-        for launch in rw.target.launches:
-            dims = launch_dims(module, launch, "grid")
-            x = dims.components[0]
-            if x.start_byte in done:
-                continue
-            done.add(x.start_byte)
-            text = syntax.text(module, x)
-            rw.replace_bytes(x.start_byte, x.end_byte, f"KTX_CDIV({text}, {macro})")
-        mapping = rw.mapping
-        if mapping is not None:
-            grid = (f"ceil_div({mapping.grid[0]}, COARSEN)", *mapping.grid[1:])
-            rw.set_mapping(mapping.with_grid(grid))
+        shrink_grid(rw, macro, "COARSEN")
 
 
 def _global_index(module: Module, node: ts.Node) -> ts.Node | None:

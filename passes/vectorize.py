@@ -39,6 +39,31 @@ Legality comes from :mod:`ktx.ir.access`:
 * memory the loop writes is not touched elsewhere in the kernel without a ``__syncthreads()``
   in between (threads now own different elements).
 
+*One element per thread* (``i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) {...}`` or
+``if (i >= n) return; ...``, the index ``int``, ``unsigned`` or ``size_t``) is the other site: each
+thread takes ``VEC_THREAD`` consecutive elements and the grid's x is divided by it::
+
+    #if KTX_VEC_THREAD > 1
+      const int ktx_p = blockIdx.x * blockDim.x + threadIdx.x;
+      if (ktx::aligned<KTX_VEC_THREAD>(out) && ... && ktx_p * KTX_VEC_THREAD + KTX_VEC_THREAD <= n) {
+        ...packed loads, the body on each element, packed stores...
+      } else {
+        for (int ktx_j = 0; ktx_j < KTX_VEC_THREAD; ++ktx_j) {
+          const int i = ktx_p * KTX_VEC_THREAD + ktx_j;
+          ...the guard and the body...
+        }
+      }
+    #else
+      ...the original...
+    #endif
+
+The pointers' alignment and the pack's bounds are checked at run time: the thread holding the
+last ``n % VEC`` elements, and every thread when a pointer is misaligned, take them one by one.
+:mod:`ktx.passes._per_thread` reads the idiom and the body; it refuses, naming the line, bodies
+that read thread builtins, synchronise, return early, loop, store through ``*p``, split the index
+(``idx / C``) for their stores, or read memory at another offset from ``i`` than a write to memory
+that may alias (``out[i] = in[i + 1]`` without ``__restrict__``).
+
 Element types and sizes (through the kernel's template arguments and libclang) give the
 domain: 1 and the powers of two with ``VEC * sizeof(element) <= 16`` bytes for every pointer.
 
@@ -69,11 +94,23 @@ from ktx.ir.access import (
     roots,
     substitute,
 )
-from ktx.passes._common import LoopSite
+from ktx.passes._common import LoopSite, shrink_grid
 from ktx.passes._device import PreludeSite, insert_prelude, prelude_site
+from ktx.passes._per_thread import (
+    ElementAccess,
+    ElementBody,
+    body_refusal,
+    element_accesses,
+    element_body,
+    reorder_conflict,
+    type_size,
+)
+from ktx.passes._per_thread import balanced as _balanced
+from ktx.passes._per_thread import canon as _canon
+from ktx.passes._per_thread import expand as _expand
 
 from ktx import syntax
-from ktx.passbase import KnobSpec, Option, OptionValue, Pass, Refuse, Rewriter, Skip, Target
+from ktx.passbase import KnobSpec, Option, OptionValue, Pass, Refuse, Rewriter, Site, Skip, Target
 from ktx.syntax import text as _text
 
 _EXITS = frozenset({"break_statement", "continue_statement", "return_statement", "goto_statement"})
@@ -109,7 +146,17 @@ class VecSite(LoopSite):
     plan: Plan | None = None
 
 
-class Vectorize(Pass[VecSite | PreludeSite]):
+@dataclass(frozen=True)
+class ElemSite(Site):
+    """A one-element-per-thread kernel whose threads will take ``VEC_THREAD`` elements each."""
+
+    body: ElementBody
+    accesses: tuple[ElementAccess, ...]
+    sizes: tuple[tuple[str, int], ...]
+    notes: tuple[str, ...]
+
+
+class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
     name = "vectorize"
     summary = "contiguous scalar loads and stores of a loop become packed 2- to 16-byte accesses"
     description = __doc__ or ""
@@ -119,6 +166,13 @@ class Vectorize(Pass[VecSite | PreludeSite]):
             "1, 2, 4, 8, 16 (elements; at most 16 bytes per access for every pointer)",
             "1 (the original scalar loop)",
             "elements per packed access; a run-time alignment check and a scalar tail keep any size correct",
+        ),
+        KnobSpec(
+            "VEC_THREAD",
+            "1, 2, 4, 8, 16 (elements; at most 16 bytes per access for every pointer)",
+            "1 (one element per thread, as written)",
+            "one-element-per-thread kernels: consecutive elements each thread takes, packed where aligned; "
+            "the grid's x is divided by it",
         ),
     )
     options = (
@@ -145,10 +199,14 @@ class Vectorize(Pass[VecSite | PreludeSite]):
 
     # -- sites ---------------------------------------------------------------------------------
 
-    def sites(self, target: Target) -> Iterator[VecSite | PreludeSite | Skip]:
+    def sites(self, target: Target) -> Iterator[VecSite | ElemSite | PreludeSite | Skip]:
         self._rewritten = []
         wanted = set(self.list_option("loops"))
         known = roots(target.module, target.kernel)
+        if not wanted:
+            element = _element_site(target, self.int_option("max_bytes"))
+            if element is not None:
+                yield element
         for loop in target.loops:
             label = target.label(loop)
             if wanted and label not in wanted:
@@ -163,9 +221,13 @@ class Vectorize(Pass[VecSite | PreludeSite]):
             if site is not None:
                 yield site
 
-    def rewrite(self, site: VecSite | PreludeSite, rw: Rewriter) -> None:
+    def rewrite(self, site: VecSite | ElemSite | PreludeSite, rw: Rewriter) -> None:
         if isinstance(site, PreludeSite):
             insert_prelude(site, rw)
+            return
+        if isinstance(site, ElemSite):
+            _rewrite_elements(site, rw, self.int_option("max_bytes"))
+            self._rewritten.append(site.label)
             return
         assert site.plan is not None
         _rewrite(
@@ -177,42 +239,6 @@ class Vectorize(Pass[VecSite | PreludeSite]):
 # -- legality ------------------------------------------------------------------------------------
 
 
-def _canon(text: str) -> str:
-    """A loose normal form of a small index expression: casts and spaces gone, terms sorted."""
-    t = re.sub(r"\s+", "", text)
-    t = re.sub(r"static_cast<[^>]*>|\((?:unsigned|int|longlong|size_t|int64_t)\)", "", t)
-    while t.startswith("(") and t.endswith(")") and _balanced(t[1:-1]):
-        t = t[1:-1]
-    terms = _split_top(t, "+")
-    return "+".join(sorted("*".join(sorted(_split_top(term, "*"))) for term in terms))
-
-
-def _balanced(t: str) -> bool:
-    depth = 0
-    for ch in t:
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if depth < 0:
-            return False
-    return depth == 0
-
-
-def _split_top(t: str, sep: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(t):
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if ch == sep and depth == 0:
-            parts.append(t[start:i])
-            start = i + 1
-    parts.append(t[start:])
-    return [_strip(p) for p in parts]
-
-
-def _strip(t: str) -> str:
-    while t.startswith("(") and t.endswith(")") and _balanced(t[1:-1]):
-        t = t[1:-1]
-    return t
-
-
 #: (start, step) pairs whose starts, over the threads that run the loop, are 0 .. step-1.
 _PARTITIONS = {
     (_canon("threadIdx.x"), _canon("blockDim.x")),
@@ -222,23 +248,6 @@ _PARTITIONS = {
     (_canon("threadIdx.x&31"), "32"),
     ("0", "1"),
 }
-
-
-def _expand(module: Module, fn_body: ts.Node, node: ts.Node, before: int, depth: int = 0) -> str:
-    """``node``'s text with locals that have one plain, never reassigned initialiser inlined."""
-    if depth > 4:
-        return _text(module, node)
-    locals_ = syntax.local_declarations(module, fn_body, before=before)
-    values: dict[str, str] = {}
-    for ident in syntax.identifiers(node):
-        name = _text(module, ident)
-        local = locals_.get(name)
-        if local is None or local.value is None or name in values:
-            continue
-        if syntax.reassigned_after(module, fn_body, name, local.declaration.end_byte):
-            continue
-        values[name] = _expand(module, fn_body, local.value, before, depth + 1)
-    return substitute(module, node, values) if values else _text(module, node)
 
 
 def _partitioned(
@@ -1139,3 +1148,192 @@ def _splice(module: Module, start: int, end: int, edits: Sequence[tuple[int, int
         pos = e
     out.append(module.source[pos:end].decode("utf-8", "replace"))
     return "".join(out)
+
+
+# -- one element per thread ----------------------------------------------------------------------
+
+
+def _element_site(target: Target, max_bytes: int) -> ElemSite | Skip | None:
+    """The kernel's one-element-per-thread body as a site, a refusal, or None (not that idiom)."""
+    module, fn = target.module, target.kernel
+    eb = element_body(module, fn)
+    if eb is None:
+        return None
+    label = fn.name
+    span = module.span(eb.decl.start_byte, eb.decl.end_byte) if not isinstance(eb, str) else fn.span
+    if isinstance(eb, str):
+        return Skip(eb, label, span)
+    if target.mapping is None and not target.launches:
+        return Skip(f"no launch of {fn.name} in this file and no launch mapping given", label, span)
+    why = body_refusal(module, eb)
+    if why is not None:
+        return Skip(why, label, span)
+    loops = [n for s in eb.stmts for n in syntax.walk(s) if n.type in _LOOP_TYPES]
+    if loops:
+        return Skip(
+            f"the body of element {eb.var} has a loop (line {loops[0].start_point[0] + 1}): "
+            "its loops are vectorized instead",
+            label,
+            span,
+        )
+    accesses = element_accesses(module, fn, eb)
+    if isinstance(accesses, str):
+        return Skip(accesses, label, span)
+    conflict = reorder_conflict(accesses, eb.var)
+    if conflict is not None:
+        return Skip(conflict, label, span)
+    packed = [e for e in accesses if e.packable]
+    if not packed:
+        return Skip(
+            f"no unconditional access p[{eb.var} + offset] through a named pointer in the body of "
+            f"element {eb.var}",
+            label,
+            span,
+        )
+    sizes: list[tuple[str, int]] = []
+    notes: list[str] = []
+    for e in packed:
+        elem = e.access.root.element_type
+        found = type_size(module, fn, target.template_args, elem)
+        if found is None:
+            return Skip(
+                f"unknown size of element type {elem!r} of {e.access.pointer} "
+                "(give the kernel's template arguments)",
+                label,
+                span,
+            )
+        size, how = found
+        if how and f"{how} ({size} B)" not in notes:
+            notes.append(f"{how} ({size} B)")
+        if (e.access.pointer, size) not in sizes:
+            sizes.append((e.access.pointer, size))
+    if max(s for _, s in sizes) * 2 > max_bytes:
+        return Skip(
+            f"elements of {max(s for _, s in sizes)} bytes leave no pack width within {max_bytes} bytes",
+            label,
+            span,
+        )
+    return ElemSite(label, span, eb, tuple(accesses), tuple(sizes), tuple(notes))
+
+
+_LOOP_TYPES = frozenset({"for_statement", "while_statement", "do_statement", "for_range_loop"})
+
+
+def _reindent(text: str, old: str, new: str) -> list[str]:
+    """``text`` (starting at column ``len(old)``) as lines indented ``new`` instead of ``old``."""
+    first, *rest = text.split("\n")
+    out = [new + first]
+    for line in rest:
+        if line.startswith(old):
+            out.append(new + line[len(old) :])
+        elif line.strip() and not line.lstrip().startswith("#"):
+            out.append(new + line.lstrip())
+        else:
+            out.append(line)
+    return out
+
+
+def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
+    """Each thread takes VEC_THREAD consecutive elements: packed where aligned and in bounds.
+
+    ::
+
+        #if KTX_VEC_THREAD > 1
+          const int ktx_p = blockIdx.x * blockDim.x + threadIdx.x;   // the pack this thread takes
+          if (ktx::aligned<V>(out) && ktx::aligned<V>(inp) && ktx_p * V + V <= N) {
+            const auto ktx_inp = ktx::load<V>(inp + ktx_p * V);
+            ktx::pack<float, V> ktx_out;
+            for (int ktx_j = 0; ktx_j < V; ++ktx_j) { ...the body on element ktx_j... }
+            ktx::store(out + ktx_p * V, ktx_out);
+          } else {
+            for (int ktx_j = 0; ktx_j < V; ++ktx_j) { const int i = ktx_p * V + ktx_j; ...guard and body... }
+          }
+        #else
+          ...the original...
+        #endif
+
+    and the grid's x is divided by ``VEC_THREAD``.
+    """
+    module = rw.target.module
+    source = module.source
+    eb = site.body
+    start = syntax.line_start(source, eb.decl.start_byte)
+    if source[start : eb.decl.start_byte].strip():
+        raise Refuse("the index shares its line with other code; the rewrite needs lines of its own")
+    largest = max(s for _, s in site.sizes)
+    values = [1] + [v for v in (2, 4, 8, 16) if v * largest <= max_bytes]
+    sizes = ", ".join(f"{p}: {s} B" for p, s in site.sizes)
+    vec = rw.knob(
+        "VEC_THREAD",
+        values,
+        1,
+        f"consecutive elements each thread takes, packed (1: one per thread, as written; {sizes})",
+    )
+    indent = syntax.indentation(source, eb.decl.start_byte)
+    inner = syntax.indentation(source, eb.stmts[0].start_byte)
+    unit = inner[len(indent) :] if eb.form == "block" and inner.startswith(indent) else ""
+    if unit.strip(" \t") or not unit:
+        unit = "    " if len(indent) % 4 == 0 and indent else "  "
+    packed = tuple(e.access for e in site.accesses if e.packable)
+    plan = Plan(
+        eb.guard,
+        eb.guard,
+        eb.var,
+        eb.var_type,
+        eb.index,
+        eb.bound,
+        "1",
+        eb.decl,
+        packed,
+        frozenset(),
+        (),
+        site.sizes,
+    )
+    em = _Emit(module, plan, vec, unit)
+    bound = em.text(eb.bound)
+    bound_text = bound if re.fullmatch(r"[\w.]+", bound) else f"({bound})"
+    checks = [*_checks(em), f"ktx_p * {vec} + {vec} <= {bound_text}"]
+    pad = " " * len(f"{indent}if (")
+    lines = [f"#if {vec} > 1"]
+    lines.append(f"{indent}// VEC_THREAD: each thread takes VEC_THREAD consecutive elements, packed where")
+    lines.append(f"{indent}// every packed pointer is aligned and the pack is in bounds (checked here), else")
+    lines.append(f"{indent}// one by one.")
+    lines.append(f"{indent}const {eb.var_type} ktx_p = {em.text(eb.index)};")
+    for s in eb.between:
+        lines.extend(_reindent(em.text(s), indent, indent))
+    lines.append(f"{indent}if ({(' &&' + chr(10) + pad).join(checks)}) {{")
+    lines.extend(_render_list(em, list(eb.stmts), indent + unit))
+    lines.append(f"{indent}}} else {{")
+    lines.append(f"{indent}{unit}for (int ktx_j = 0; ktx_j < {vec}; ++ktx_j) {{")
+    lines.append(f"{indent}{unit}{unit}const {eb.var_type} {eb.var} = ktx_p * {vec} + ktx_j;")
+    guard = eb.guard
+    edits: list[tuple[int, int, str]] = []
+    if eb.form == "return":
+        for n in syntax.walk(guard):
+            if n.type == "return_statement":
+                edits.append((n.start_byte, n.end_byte, "continue;"))
+    original = _splice(module, guard.start_byte, eb.end, edits)
+    lines.extend(_reindent(original, indent, indent + unit + unit))
+    lines.append(f"{indent}{unit}}}")
+    lines.append(f"{indent}}}")
+    lines.append("#else")
+    newline = "\r\n" if b"\r\n" in source else "\n"
+    rw.insert(start, newline.join(lines) + newline)
+    eol = source.find(b"\n", eb.end)
+    rest = source[eb.end : eol if eol >= 0 else len(source)]
+    closing = newline + "#endif"
+    if rest.strip() and not rest.strip().startswith(b"//"):
+        closing += newline + indent
+    rw.insert(eb.end, closing)
+    shrink_grid(rw, vec, "VEC_THREAD")
+    pointers = sorted({a.pointer for a in packed})
+    rw.note(
+        f"{eb.var}: packed {len(pointers)} pointer(s): {', '.join(pointers)}; grid x divided by VEC_THREAD"
+    )
+    for note in site.notes:
+        rw.note(note)
+    if eb.var_type.split()[-1] in ("int", "unsigned"):
+        rw.note(
+            f"ktx_p * VEC_THREAD is {eb.var_type}, as {eb.var} was: it wraps when {bound} is within "
+            "VEC_THREAD * blockDim.x of the type's limit"
+        )

@@ -1,0 +1,622 @@
+"""One element per thread: the kernel shape most elementwise CUDA code takes.
+
+::
+
+    int i = blockIdx.x * blockDim.x + threadIdx.x;      // or (size_t)..., unsigned, idx
+    if (i < N) { out[i] = f(inp[i], ...); }             // or: if (i >= N) return; out[i] = ...;
+
+:func:`element_body` is the one question ``vectorize`` (and any pass that regroups elements
+between threads) asks of such a kernel: *is this a guarded one-element-per-thread body, and what
+are its index, its bound and its statements?* It answers with an :class:`ElementBody`, with a
+refusal that names the construct and its line, or with ``None`` when the kernel does not take
+this shape at all (no global index at the top of its body), so that loop kernels get no remark.
+
+:func:`element_accesses` then reads the body's subscripts: which are ``p[i + off]`` with ``off``
+invariant (contiguous, packable), which sit under a condition or in a nested loop (they stay
+scalar), and whether hoisting the packed loads above the body and sinking the packed stores
+below it can change what a thread reads (:func:`reorder_conflict`).
+
+This module matches the idiom on the tree and on small canonical texts; when ``ktx.ir`` gains
+an affine index analysis, :func:`element_body` is the single seam to move onto it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import tree_sitter as ts
+from ktx.ir import Function, Module
+from ktx.ir.access import Access, Root, Term, coefficient, element_size, mentions, roots, terms
+from ktx.ir.consteval import SIZEOF
+
+from ktx import syntax
+from ktx.syntax import text as _text
+
+#: The CUDA builtins whose meaning changes for the body when threads take several elements.
+BUILTINS = ("threadIdx", "blockIdx", "blockDim", "gridDim")
+_EXITS = frozenset({"break_statement", "continue_statement", "return_statement", "goto_statement"})
+_LOOPS = frozenset({"for_statement", "while_statement", "do_statement", "for_range_loop"})
+_PREPROC = frozenset({"preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif"})
+_CASTS = (
+    "unsigned|int|long|longlong|size_t|int64_t|uint64_t|int32_t|uint32_t|unsignedint|unsignedlong"
+    "|unsignedlonglong|longint|ssize_t|ptrdiff_t"
+)
+
+
+# -- canonical index texts (shared with vectorize's loop sites) ----------------------------------
+
+
+def canon(text: str) -> str:
+    """A loose normal form of a small index expression: casts and spaces gone, terms sorted.
+
+    >>> canon("(size_t)blockIdx.x * blockDim.x + threadIdx.x") == canon("threadIdx.x + blockDim.x*blockIdx.x")
+    True
+    """
+    t = re.sub(r"\s+", "", text)
+    t = re.sub(rf"static_cast<[^>]*>|\((?:{_CASTS})\)", "", t)
+    t = strip(t)
+    products = split_top(t, "+")
+    return "+".join(sorted("*".join(sorted(split_top(term, "*"))) for term in products))
+
+
+def balanced(t: str) -> bool:
+    depth = 0
+    for ch in t:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def split_top(t: str, sep: str) -> list[str]:
+    """``t`` split at ``sep`` outside parentheses, each part's outer parentheses removed."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(t):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == sep and depth == 0:
+            parts.append(t[start:i])
+            start = i + 1
+    parts.append(t[start:])
+    return [strip(p) for p in parts]
+
+
+def strip(t: str) -> str:
+    while t.startswith("(") and t.endswith(")") and balanced(t[1:-1]):
+        t = t[1:-1]
+    return t
+
+
+def expand(module: Module, fn_body: ts.Node, node: ts.Node, before: int, depth: int = 0) -> str:
+    """``node``'s text with locals that have one plain, never reassigned initialiser inlined."""
+    from ktx.ir.access import substitute
+
+    if depth > 4:
+        return _text(module, node)
+    locals_ = syntax.local_declarations(module, fn_body, before=before)
+    values: dict[str, str] = {}
+    for ident in syntax.identifiers(node):
+        name = _text(module, ident)
+        local = locals_.get(name)
+        if local is None or local.value is None or name in values:
+            continue
+        if syntax.reassigned_after(module, fn_body, name, local.declaration.end_byte):
+            continue
+        values[name] = expand(module, fn_body, local.value, before, depth + 1)
+    return substitute(module, node, values) if values else _text(module, node)
+
+
+GLOBAL_INDEX = canon("blockIdx.x * blockDim.x + threadIdx.x")
+
+
+# -- the idiom -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ElementBody:
+    """A kernel in which thread ``blockIdx.x * blockDim.x + threadIdx.x`` handles element ``var``.
+
+    ``form`` is ``block`` for ``if (var < bound) { stmts }`` (the last statement of the kernel)
+    and ``return`` for ``if (var >= bound) return;`` followed by ``stmts`` to the kernel's end.
+    ``between`` holds the declarations between the index and its guard (``int N = B * T * C;``);
+    the region to rewrite runs from ``decl`` to ``end``.
+    """
+
+    decl: ts.Node
+    var: str
+    var_type: str
+    index: ts.Node
+    bound: ts.Node
+    guard: ts.Node
+    form: Literal["block", "return"]
+    stmts: tuple[ts.Node, ...]
+    between: tuple[ts.Node, ...]
+    end: int
+
+    def line(self) -> int:
+        return self.decl.start_point[0] + 1
+
+
+def _line(node: ts.Node) -> int:
+    return node.start_point[0] + 1
+
+
+def _code(nodes: list[ts.Node]) -> list[ts.Node]:
+    return [n for n in nodes if n.type != "comment"]
+
+
+def _index_decl(module: Module, fn_body: ts.Node, stmt: ts.Node) -> tuple[str, str, ts.Node] | None:
+    """(var, type, initialiser) when ``stmt`` declares the global thread index, else None."""
+    if stmt.type != "declaration":
+        return None
+    decls = stmt.children_by_field_name("declarator")
+    if len(decls) != 1 or decls[0].type != "init_declarator":
+        return None
+    ident = decls[0].child_by_field_name("declarator")
+    value = decls[0].child_by_field_name("value")
+    if ident is None or ident.type != "identifier" or value is None:
+        return None
+    if canon(expand(module, fn_body, value, stmt.start_byte)) != GLOBAL_INDEX:
+        return None
+    words = [
+        _text(module, c)
+        for c in stmt.children
+        if c.type not in ("init_declarator", ";", "comment") and _text(module, c) != "const"
+    ]
+    return _text(module, ident), " ".join(words), value
+
+
+def _guard(module: Module, stmt: ts.Node, var: str) -> tuple[Literal["block", "return"], ts.Node] | None:
+    """(``block`` | ``return``, bound) for ``if (var < n) ...`` / ``if (var >= n) return;``."""
+    if stmt.type != "if_statement" or stmt.child_by_field_name("alternative") is not None:
+        return None
+    cond = stmt.child_by_field_name("condition")
+    if cond is None:
+        return None
+    inner = cond
+    while inner.type in ("condition_clause", "parenthesized_expression") and inner.named_child_count == 1:
+        inner = inner.named_children[0]
+    if inner.type != "binary_expression":
+        return None
+    op = inner.child_by_field_name("operator")
+    left = inner.child_by_field_name("left")
+    right = inner.child_by_field_name("right")
+    if op is None or left is None or right is None:
+        return None
+    is_var = [n.type == "identifier" and _text(module, n) == var for n in (left, right)]
+    if is_var[0] and op.type in ("<", ">="):
+        less, bound = op.type == "<", right
+    elif is_var[1] and op.type in (">", "<="):
+        less, bound = op.type == ">", left
+    else:
+        return None
+    if mentions(module, bound, {var}):
+        return None
+    if less:
+        return "block", bound
+    then = stmt.child_by_field_name("consequence")
+    body = _code(then.named_children) if then is not None and then.type == "compound_statement" else [then]
+    only = body[0] if len(body) == 1 else None
+    if only is not None and only.type == "return_statement" and not only.named_children:
+        return "return", bound
+    return None
+
+
+def element_body(module: Module, fn: Function) -> ElementBody | str | None:
+    """The kernel's one-element-per-thread body, why it cannot be regrouped, or None (not this idiom)."""
+    fn_body = module.node(fn.body)
+    stmts = _code(fn_body.named_children)
+    for k, stmt in enumerate(stmts):
+        found = _index_decl(module, fn_body, stmt)
+        if found is None:
+            continue
+        var, var_type, value = found
+        before = stmts[:k]
+        for s in before:
+            if s.type != "declaration" or syntax.memory_writes(module, s):
+                return (
+                    f"`{_first_line(module, s)}` (line {_line(s)}) runs before the index {var}: "
+                    "a smaller grid would run it fewer times"
+                )
+        rest = stmts[k + 1 :]
+        between: list[ts.Node] = []
+        while rest and rest[0].type == "declaration":
+            if mentions(module, rest[0], {var}):
+                return (
+                    f"`{_first_line(module, rest[0])}` (line {_line(rest[0])}) derives a value from "
+                    f"{var} before its bound check"
+                )
+            between.append(rest[0])
+            rest = rest[1:]
+        if not rest:
+            return f"no bound check `if ({var} < n)` after the index {var} (line {_line(stmt)})"
+        guard = _guard(module, rest[0], var)
+        if guard is None:
+            return (
+                f"`{_first_line(module, rest[0])}` (line {_line(rest[0])}) is not a bound check "
+                f"`if ({var} < n) {{...}}` or `if ({var} >= n) return;`"
+            )
+        form, bound = guard
+        if form == "block":
+            if len(rest) > 1:
+                return f"code after the guarded body (line {_line(rest[1])}) runs once per thread"
+            then = rest[0].child_by_field_name("consequence")
+            assert then is not None
+            body = tuple(_code(then.named_children)) if then.type == "compound_statement" else (then,)
+            end = rest[0].end_byte
+        else:
+            body = tuple(rest[1:])
+            end = rest[-1].end_byte
+        if not body:
+            return f"the guarded body of {var} is empty"
+        for name in sorted(syntax.names_in(module, bound)):
+            for s in body:
+                if name in syntax.assigned(module, s):
+                    return f"the body changes {name}, which the bound `{_text(module, bound)}` reads"
+        return ElementBody(stmt, var, var_type, value, bound, rest[0], form, body, tuple(between), end)
+    return None
+
+
+def _outer_loop(node: ts.Node, stmt: ts.Node) -> ts.Node | None:
+    """The outermost loop between ``node`` and ``stmt`` (``stmt`` included), if any."""
+    loop = None
+    p: ts.Node | None = node
+    while p is not None:
+        if p.type in _LOOPS:
+            loop = p
+        if p.id == stmt.id:
+            break
+        p = p.parent
+    return loop
+
+
+def _first_line(module: Module, node: ts.Node) -> str:
+    return _text(module, node).split("\n")[0].strip()
+
+
+# -- the body ------------------------------------------------------------------------------------
+
+
+def body_refusal(module: Module, eb: ElementBody) -> str | None:
+    """Why the statements of element ``var`` cannot run ``VEC`` times in one thread, or None."""
+    var = eb.var
+    for stmt in eb.stmts:
+        for n in syntax.walk(stmt):
+            if n.type in _PREPROC:
+                return f"the body has preprocessor conditionals (line {_line(n)})"
+            if n.type in _EXITS:
+                word = _text(module, n).split()[0].rstrip(";")
+                if n.type == "return_statement" or not syntax.in_loop_or_switch(n, stmt.parent or stmt):
+                    return f"the body has a `{word}` (line {_line(n)}): packs cannot stop mid-way"
+            if n.type == "field_expression":
+                arg = n.child_by_field_name("argument")
+                if arg is not None and _text(module, arg) in BUILTINS:
+                    return (
+                        f"the body reads {_text(module, n).replace(' ', '')} (line {_line(n)}); "
+                        f"with several elements per thread it no longer belongs to element {var}"
+                    )
+            if n.type == "storage_class_specifier" and "__shared__" in _text(module, n):
+                return f"the body declares shared memory (line {_line(n)})"
+        call = next(syntax.calls(module, stmt, syntax.BARRIERS | syntax.SHUFFLES), None)
+        if call is not None:
+            callee = call.child_by_field_name("function")
+            name = _text(module, callee) if callee is not None else "a barrier"
+            return (
+                f"the body calls {name} (line {_line(call)}): threads would reach it a different "
+                "number of times"
+            )
+        writes = syntax.assigned(module, stmt).get(var)
+        if writes:
+            return f"the body changes the index {var} (line {_line(writes[0])})"
+    for stmt in eb.stmts:
+        for w in syntax.memory_writes(module, stmt):
+            target = w.child_by_field_name("left" if w.type == "assignment_expression" else "argument")
+            if target is not None and target.type != "subscript_expression":
+                split = _decomposition(module, eb)
+                why = f"; element {var} is split as {split}" if split else ""
+                return (
+                    f"the body stores through `{_text(module, target)}` (line {_line(w)}), not "
+                    f"p[{var} + offset]{why}"
+                )
+    return None
+
+
+def _decomposition(module: Module, eb: ElementBody) -> str:
+    """``idx / C, idx % C (line 76)`` when the body splits the index into coordinates, else ''."""
+    found: list[str] = []
+    line = 0
+    for stmt in eb.stmts:
+        for n in syntax.walk(stmt):
+            if n.type != "binary_expression":
+                continue
+            op = n.child_by_field_name("operator")
+            left = n.child_by_field_name("left")
+            if op is None or left is None or op.type not in ("/", "%"):
+                continue
+            if left.type == "identifier" and _text(module, left) == eb.var:
+                found.append(" ".join(_text(module, n).split()))
+                line = line or _line(n)
+    return f"{', '.join(found)} (line {line})" if found else ""
+
+
+@dataclass(frozen=True)
+class ElementAccess:
+    """One subscript of the body, with when it happens and whether it can be packed."""
+
+    access: Access
+    loop: ts.Node | None
+    """The outermost loop of the body around the access (it then happens over that whole span)."""
+    packable: bool
+
+    @property
+    def lo(self) -> int:
+        """The earliest byte position at which the access may happen (program order)."""
+        return self.loop.start_byte if self.loop is not None else self.time
+
+    @property
+    def hi(self) -> int:
+        return self.loop.end_byte if self.loop is not None else self.time
+
+    @property
+    def time(self) -> int:
+        """Loads happen where they are written; a store when its assignment completes."""
+        a = self.access
+        if not a.writes:
+            return a.node.start_byte
+        p = a.node.parent
+        while p is not None and p.type == "parenthesized_expression":
+            p = p.parent
+        return p.end_byte if p is not None else a.node.end_byte
+
+
+def _kind(sub: ts.Node) -> Literal["load", "store", "update", "address"]:
+    parent, child = sub.parent, sub
+    while parent is not None and parent.type == "parenthesized_expression":
+        child, parent = parent, parent.parent
+    if parent is None:
+        return "load"
+    if parent.type == "assignment_expression" and parent.child_by_field_name("left") == child:
+        op = parent.child_by_field_name("operator")
+        return "store" if op is not None and op.type == "=" else "update"
+    if parent.type == "update_expression":
+        return "update"
+    if parent.type == "pointer_expression":
+        op = parent.child_by_field_name("operator")
+        if op is not None and op.type == "&":
+            return "address"
+    return "load"
+
+
+def _conditional(sub: ts.Node, stop: ts.Node) -> bool:
+    node, child = sub.parent, sub
+    while node is not None and node.id != stop.id:
+        if node.type in ("conditional_expression", "if_statement"):
+            cond = node.child_by_field_name("condition")
+            if cond is None or cond.id != child.id:
+                return True
+        elif node.type in ("switch_statement", "case_statement", "lambda_expression"):
+            return True
+        elif node.type == "binary_expression":
+            op = node.child_by_field_name("operator")
+            right = node.child_by_field_name("right")
+            if op is not None and op.type in ("&&", "||") and right is not None and right.id == child.id:
+                return True
+        child, node = node, node.parent
+    return False
+
+
+def element_accesses(module: Module, fn: Function, eb: ElementBody) -> list[ElementAccess] | str:
+    """The subscripts of the body, or why one of them cannot be regrouped."""
+    known: dict[str, Root] = roots(module, fn)
+    declared: set[str] = set()
+    assigned: set[str] = set()
+    for stmt in eb.stmts:
+        declared |= syntax.declared_names(module, stmt)
+        assigned |= set(syntax.assigned(module, stmt))
+    found: list[ElementAccess] = []
+    for stmt in eb.stmts:
+        for n in syntax.walk(stmt):
+            if n.type != "subscript_expression":
+                continue
+            base = n.child_by_field_name("argument")
+            index = n.child_by_field_name("indices") or n.child_by_field_name("index")
+            if index is not None and index.type == "subscript_argument_list":
+                named = [c for c in index.named_children if c.type != "comment"]
+                index = named[0] if len(named) == 1 else None
+            if base is None or index is None:
+                continue
+            name = _text(module, base) if base.type == "identifier" else ""
+            root = (
+                known.get(name, Root(name, "local", True, False, ""))
+                if name
+                else Root("", "unknown", False, False, "")
+            )
+            kind = _kind(n)
+            if kind == "address" and mentions(module, index, {eb.var}):
+                return (
+                    f"the body takes the address of {_text(module, n)} (line {_line(n)}), which may "
+                    "be used in any order"
+                )
+            offset_terms: tuple[Term, ...] = ()
+            offset: str | None = None
+            stride = coefficient(module, index, eb.var)
+            if stride == 1:
+                parts = terms(index)
+                lone = [
+                    t
+                    for t in parts
+                    if t.sign == 1 and t.node.type == "identifier" and _text(module, t.node) == eb.var
+                ]
+                rest = [t for t in parts if t is not (lone[0] if lone else None)]
+                if lone and not any(mentions(module, t.node, {eb.var}) for t in rest):
+                    offset_terms = tuple(rest)
+                    offset = " ".join(
+                        (("+ " if i else "") if t.sign > 0 else "- ") + _text(module, t.node)
+                        for i, t in enumerate(rest)
+                    )
+            loop = _outer_loop(n, stmt)
+            access = Access(
+                kind,
+                name or _text(module, base),
+                root,
+                n,
+                index,
+                module.span(n.start_byte, n.end_byte),
+                stride,
+                offset,
+                offset_terms,
+                _conditional(n, stmt.parent or stmt) or loop is not None,
+                (),
+            )
+            invariant = not any(syntax.names_in(module, t.node) & (declared | assigned) for t in offset_terms)
+            packable = (
+                offset is not None
+                and invariant
+                and not access.conditional
+                and root.space in ("global", "shared")
+                and bool(root.name)
+                and access.pointer not in declared
+                and access.pointer not in assigned
+                and kind != "address"
+            )
+            found.append(ElementAccess(access, loop, packable))
+    # A pointer is packed only if each of its accesses can be: a scalar access beside a pack of
+    # the same memory would read or write around the pack.
+    scalar = {e.access.pointer for e in found if not e.packable}
+    return [ElementAccess(e.access, e.loop, e.packable and e.access.pointer not in scalar) for e in found]
+
+
+def _same_element(a: Access, b: Access) -> bool:
+    return a.pointer == b.pointer and " ".join((a.offset or "").split()) == " ".join((b.offset or "").split())
+
+
+def reorder_conflict(accesses: list[ElementAccess], var: str) -> str | None:
+    """Why loading packs before the body and storing them after it may change a result, or None.
+
+    Within one element, a packed load moves above every statement of the body and a packed store
+    below; across the ``VEC`` elements of a thread, the original had different threads with no
+    order between them, so only the order inside one element counts. A packed load must not
+    follow a write that may touch the same memory, a packed store must not precede an access to
+    memory it may touch (accesses of one pack excepted). Reads at another offset than a write
+    to memory that may alias (``out[i] = in[i + 1]`` without ``__restrict__``) are a dependence
+    between elements: refused too.
+    """
+    for a in accesses:
+        for b in accesses:
+            if a is b or not (a.access.writes or b.access.writes):
+                continue
+            x, y = a.access, b.access
+            if not x.root.may_alias(y.root) or _same_element(x, y):
+                continue
+            if x.offset is not None and y.offset is not None and x.writes and x.offset != y.offset:
+                where = (
+                    "the same memory" if x.pointer == y.pointer else "memory that may alias (no __restrict__)"
+                )
+                return (
+                    f"cross-element dependence: {y.pointer}[{_text_of(y)}] (line {y.span.line}) and "
+                    f"{x.pointer}[{_text_of(x)}] (line {x.span.line}) reach {where} at different "
+                    f"offsets from {var}"
+                )
+            if a.packable and not x.writes and y.writes and b.lo < a.time:
+                return (
+                    f"{x.pointer}[{_text_of(x)}] (line {x.span.line}) is read after "
+                    f"{y.pointer}[{_text_of(y)}] (line {y.span.line}) is written, and they "
+                    "may alias: a packed load would read first"
+                )
+            if a.packable and x.writes and b.hi > a.time:
+                return (
+                    f"{y.pointer}[{_text_of(y)}] (line {y.span.line}) is accessed after "
+                    f"{x.pointer}[{_text_of(x)}] (line {x.span.line}) is written, and they "
+                    "may alias: a packed store would write last"
+                )
+    return None
+
+
+def _text_of(a: Access) -> str:
+    return " ".join((a.index.text or b"").decode("utf-8", "replace").split())
+
+
+# -- element sizes -------------------------------------------------------------------------------
+
+
+def type_size(
+    module: Module, fn: Function, template_args: tuple[str, ...], type_text: str
+) -> tuple[int, str] | None:
+    """(sizeof, how it was found) for an element type; ``typedef`` chains in local headers too.
+
+    llm.c writes ``floatX`` (``typedef __nv_bfloat16 floatX;`` in its ``common.h``, under
+    ``#if defined(ENABLE_BF16)``, which the ``.cu`` file defines before the include). When the
+    conditions cannot be told apart, the widest candidate is taken: packs sized for it are
+    legal for every other one.
+    """
+    size = element_size(module, type_text, fn, template_args)
+    if size is not None:
+        return size, ""
+    defined = set(re.findall(rb"(?m)^\s*#\s*define\s+(\w+)", module.source))
+    texts = [module.source.decode("utf-8", "replace")]
+    if module.path:
+        folder = Path(module.path).parent
+        for inc in re.findall(rb'(?m)^\s*#\s*include\s+"([^"]+)"', module.source):
+            path = folder / inc.decode("utf-8", "replace")
+            if path.is_file():
+                texts.append(path.read_text(errors="replace"))
+    candidates: list[str] = []
+    for text in texts:
+        candidates += _typedefs(text, type_text, {d.decode() for d in defined})
+    sizes = [(SIZEOF.get(c), c) for c in candidates]
+    known = [(s, c) for s, c in sizes if s is not None]
+    if not known or len(known) != len(sizes):
+        return None
+    best = max(known)
+    return best[0], f"{type_text} is {best[1]}"
+
+
+def _typedefs(text: str, name: str, defined: set[str]) -> list[str]:
+    """The types ``name`` is declared as in ``text``, in the branches ``defined`` selects."""
+    pattern = re.compile(
+        rf"^\s*(?:typedef\s+([\w\s:]+?)\s+{re.escape(name)}\s*;|using\s+{re.escape(name)}\s*=\s*([\w\s:]+?)\s*;)"
+    )
+    # Per open #if: is this branch active (None: cannot tell), and was a branch taken before it.
+    stack: list[tuple[bool | None, bool | None]] = []
+    found: list[str] = []
+    for line in text.splitlines():
+        s = line.strip()
+        m = re.match(r"#\s*(ifdef|ifndef|if|elif|else|endif)\b(.*)", s)
+        if m:
+            kind, rest = m.group(1), m.group(2).strip()
+            if kind in ("if", "ifdef", "ifndef"):
+                value = _cond(kind, rest, defined)
+                stack.append((value, value))
+            elif kind in ("elif", "else") and stack:
+                _, taken = stack[-1]
+                if taken is True:
+                    value = False
+                elif taken is None:
+                    value = None
+                else:
+                    value = True if kind == "else" else _cond("if", rest, defined)
+                stack[-1] = (value, True if value is True else (None if value is None else taken))
+            elif kind == "endif" and stack:
+                stack.pop()
+            continue
+        dm = re.match(r"#\s*define\s+(\w+)", s)
+        if dm and all(v is not False for v, _ in stack):
+            defined.add(dm.group(1))
+        if any(v is False for v, _ in stack):
+            continue
+        tm = pattern.match(line)
+        if tm:
+            found.append(" ".join((tm.group(1) or tm.group(2)).split()))
+    return found
+
+
+def _cond(kind: str, rest: str, defined: set[str]) -> bool | None:
+    """``#if defined(X)`` / ``#ifdef X`` / ``!defined(X)``; None for anything else."""
+    if kind in ("ifdef", "ifndef"):
+        return (rest.split()[0] in defined) == (kind == "ifdef") if rest else None
+    m = re.fullmatch(r"(!?)\s*defined\s*\(?\s*(\w+)\s*\)?", rest.split("//")[0].strip())
+    if m is None:
+        return None
+    return (m.group(2) in defined) != bool(m.group(1))
