@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import tree_sitter as ts
+from ktx.ir.affine import intrinsic_kind
 from ktx.ir.consteval import SIZEOF
 from ktx.ir.module import Module
 from ktx.ir.nodes import Function, Loop
@@ -383,8 +384,11 @@ def substitute(module: Module, node: ts.Node, values: Mapping[str, str]) -> str:
 class Access:
     """One subscript (``p[idx]``) under a loop.
 
-    ``kind``: ``load`` (read), ``store`` (``p[i] = e``), ``update`` (``p[i] += e``, ``++p[i]``:
-    read and written) or ``address`` (``&p[i]``: escapes, so treat as read and written).
+    ``kind``: ``load`` (read, also ``__ldg(&p[i])`` and the other load intrinsics, whose
+    ``node`` and ``span`` are then the whole call: replacing it replaces the load), ``store``
+    (``p[i] = e``), ``update`` (``p[i] += e``, ``++p[i]``: read and written) or ``address``
+    (any other ``&p[i]``, ``__stcs(&p[i], v)`` included: treat as read and written).
+    :mod:`ktx.ir.affine` answers the same questions kernel-wide, as affine forms.
     ``stride`` is the coefficient of the loop variable in the index (1: contiguous; 0: the same
     element every iteration; None: not linear). When ``stride == 1`` and the rest of the index
     does not mention the variable, ``offset`` is that rest as source text (``''`` for none) and
@@ -487,8 +491,24 @@ def _kind(sub: ts.Node) -> AccessKind:
     if parent.type == "pointer_expression":
         op = parent.child_by_field_name("operator")
         if op is not None and op.type == "&":
-            return "address"
+            # ``__ldg(&p[i])`` reads p[i]: a load (its ``node`` is then the whole call), not an
+            # escape. ``__stcs(&p[i], v)`` stays an address here: a rewrite of the subscript
+            # alone would lose the store (ktx.ir.affine reports it as a store).
+            return "load" if intrinsic_kind(parent) == "load" else "address"
     return "load"
+
+
+def _intrinsic_call(sub: ts.Node) -> ts.Node | None:
+    """The ``__ldg(&p[i])`` call around a subscript whose address a load intrinsic reads."""
+    node = sub.parent
+    while node is not None and node.type == "parenthesized_expression":
+        node = node.parent
+    if node is None or node.type != "pointer_expression" or intrinsic_kind(node) != "load":
+        return None
+    call = node.parent
+    while call is not None and call.type != "call_expression":
+        call = call.parent
+    return call
 
 
 def _context(sub: ts.Node, stop: ts.Node) -> tuple[bool, tuple[ts.Node, ...]]:
@@ -566,14 +586,17 @@ def analyze_loop(
                         offset_terms = tuple(rest)
                         offset = _join(module, rest)
             conditional, loops = _context(n, body)
+            kind = _kind(n)
+            whole = _intrinsic_call(n) if kind == "load" else None
+            at = whole if whole is not None else n
             accesses.append(
                 Access(
-                    _kind(n),
+                    kind,
                     name or _text(module, base),
                     root,
-                    n,
+                    at,
                     index,
-                    module.span(n.start_byte, n.end_byte),
+                    module.span(at.start_byte, at.end_byte),
                     stride,
                     offset,
                     offset_terms,

@@ -1092,7 +1092,7 @@ def _render_stmt(
         return [indent + _text(module, stmt)]
     edits: list[tuple[int, int, str]] = []
     for n in syntax.walk(stmt):
-        if n.type == "subscript_expression" and n.id in packs:
+        if n.type in ("subscript_expression", "call_expression") and n.id in packs:  # __ldg(&p[i]) too
             edits.append((n.start_byte, n.end_byte, f"{packs[n.id]}.v[ktx_j]"))
         elif n.type == "identifier" and _text(module, n) in widened:
             parent = n.parent
