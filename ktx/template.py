@@ -437,6 +437,7 @@ def lower(source: str, values: Mapping[str, int], pipeline: str = "") -> str:
     if names:
         text = _sub_code(rf"\b{MACRO_PREFIX}({names})\b", lambda m: str(values[m.group(1)]), text)
     text = _lower_launch_bounds(text)
+    text = _lower_cluster_dims(text)
     comments = _comment_spans(text)
     for leftover in re.finditer(
         rf"\b(?:{MACRO_PREFIX}[A-Z][A-Z0-9_]*|{CONSTEXPR_PREFIX}[A-Z][A-Z0-9_]*)\b", text
@@ -692,6 +693,13 @@ def _lower_launch_bounds(text: str) -> str:
         pos = end
     out.append(text[pos:])
     return "".join(out)
+
+
+def _lower_cluster_dims(text: str) -> str:
+    """Drop ``__attribute__((cluster_dims(1, 1, 1)))``: a cluster of one block is no cluster (the
+    original kernel, as ``cluster-rows`` leaves it at ``CLUSTER = 1``)."""
+    one = r"__attribute__\(\(cluster_dims\(\s*1\s*,\s*1\s*,\s*1\s*\)\)\) ?"
+    return _sub_code(one, lambda m: "", text)
 
 
 def _fold(arg: str) -> str:

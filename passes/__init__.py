@@ -15,6 +15,7 @@
 | hoist | none | loop-invariant pure expressions out of loops, expensive first |
 | rows-per-block | ROWS | R rows per block along threadIdx.y; grid / R |
 | fast-math | FAST_MATH | __expf & co., __fdividef or reciprocal-multiply, rsqrtf, under #if |
+| cluster-rows | CLUSTER | one row's block reduction over a thread-block cluster (sm_90); grid gains y |
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from ktx.passes.block_size import BlockSize
 from ktx.passes.cache_hints import CacheHints
+from ktx.passes.cluster_rows import ClusterRows
 from ktx.passes.coarsen import Coarsen
 from ktx.passes.expose import Expose
 from ktx.passes.fast_math import FastMath
@@ -51,12 +53,14 @@ BUILTINS: tuple[type[Pass[Any]], ...] = (
     WarpReduce,
     Hoist,
     RowsPerBlock,
+    ClusterRows,
 )
 
 __all__ = [
     "BUILTINS",
     "BlockSize",
     "CacheHints",
+    "ClusterRows",
     "Coarsen",
     "Expose",
     "FastMath",
