@@ -19,10 +19,17 @@ limit). In a 2-D block whose x is 32 and whose kernel shuffles across lanes (the
 ``dim3(32, num_warps)``), x stays 32 and y takes 1 to 32 warps. With both dimensions as knobs,
 constraints keep their product a multiple of 32 and at most 1024.
 
-The pass refuses kernels that never read ``blockDim`` (their work mapping is tied to the
-launch's block size in ways a knob would break), kernels with fixed-size shared arrays, and
-launches whose grid repeats the block's literal (``<<<(n + 255) / 256, 256>>>``: run expose
-first, or name the constant).
+A block size written as a name that every launch of the kernel passes as its block and the
+kernel reads (``#define BLOCK_SIZE 128``, ``constexpr int kThreads = 256``: the index analysis
+of :mod:`ktx.ir.affine` reads such a name as ``blockDim.x``) is the knob itself: its value
+becomes ``KTX_PICK(KTX_BLOCK_X, (128))``, so the grid, the block, the kernel's strides and the
+shared arrays it sizes all follow.
+
+The pass refuses kernels that read neither ``blockDim`` nor such a name (their work mapping is
+tied to the launch's block size in ways a knob would break), kernels with fixed-size shared
+arrays not sized by that name, kernels that read their block size as a template parameter or
+parameter, and launches whose grid repeats the block's literal (``<<<(n + 255) / 256, 256>>>``:
+run expose first, or name the constant).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from collections.abc import Iterator
 
 import tree_sitter as ts
 from ktx.ir import Module
+from ktx.ir.affine import BlockAlias, kernel_index
 from ktx.ir.consteval import int_literal
 from ktx.passes._common import KernelSite, kernel_node, powers_of_two, replace_literal, uses_shuffles
 
@@ -69,14 +77,30 @@ class BlockSize(Pass[KernelSite]):
     def sites(self, target: Target) -> Iterator[KernelSite | Skip]:
         fn = target.kernel
         body = kernel_node(target)
-        if not syntax.uses_builtin(target.module, body, "blockDim"):
+        alias = _block_alias(target)
+        if alias is not None and alias.kind in ("template", "param"):
+            what = "template parameter" if alias.kind == "template" else "parameter"
+            yield Skip(
+                f"the kernel reads its block size as the {what} {alias.name}, which every launch also "
+                "passes as the block: the launcher's value would have to follow the knob",
+                fn.name,
+                fn.span,
+            )
+            return
+        if alias is None and not syntax.uses_builtin(target.module, body, "blockDim"):
             yield Skip(
                 "the kernel never reads blockDim: its work mapping assumes the launch's block size",
                 fn.name,
                 fn.span,
             )
             return
-        fixed = [a for a in target.module.shared_arrays if a.function == fn.name and not a.extern]
+        fixed = [
+            a
+            for a in target.module.shared_arrays
+            if a.function == fn.name
+            and not a.extern
+            and not (alias is not None and _sized_by(a.dims, alias.name))
+        ]
         if fixed:
             yield Skip(
                 f"fixed-size __shared__ array {fixed[0].name}[{']['.join(fixed[0].dims)}]: a larger "
@@ -98,6 +122,10 @@ class BlockSize(Pass[KernelSite]):
         target = rw.target
         module = target.module
         body = kernel_node(target)
+        alias = _block_alias(target)
+        if alias is not None:
+            self._rewrite_named(rw, alias, body)
+            return
         mapping = rw.mapping
         sites = target.launches
         ndims = (
@@ -146,6 +174,50 @@ class BlockSize(Pass[KernelSite]):
         self._launch_bounds(rw, " * ".join(thread_terms), body)
 
     # -- pieces ------------------------------------------------------------------------------
+
+    def _rewrite_named(self, rw: Rewriter, alias: BlockAlias, body: ts.Node) -> None:
+        """The block size is a ``#define``/``constexpr`` the launch and the kernel share: its value
+        becomes the knob, and every use (grid, block, loop strides, shared sizes) follows."""
+        module = rw.target.module
+        value_span = None
+        if alias.kind == "define":
+            macro = next((m for m in module.macros if m.name == alias.name and m.params is None), None)
+            value_span = macro.value_span if macro is not None else None
+        else:
+            const = next((c for c in module.constants if c.name == alias.name), None)
+            value_span = const.value_span if const is not None else None
+        if value_span is None or alias.value is None:
+            raise Refuse(f"cannot find the value of {alias.name}, the block size")
+        old = module.text(value_span)
+        if "KTX_" in old:
+            raise Refuse(f"the block size {alias.name} is already a knob ({old.strip()})")
+        for other in module.kernels:
+            if other.name == rw.target.kernel.name:
+                continue
+            names = syntax.names_in(module, module.node(other.body))
+            if alias.name in names and alias.name not in kernel_index(module, other).block_aliases:
+                raise Refuse(
+                    f"{alias.name} is also read by kernel {other.name}, where it is not the block "
+                    "size: a knob on it would change that kernel too"
+                )
+        lo, hi = max(1, self.int_option("min")), self.int_option("max")
+        name = "BLOCK_X"
+        knob = rw.knob(
+            name,
+            sorted(set(powers_of_two(lo, hi)) | {0}),
+            0,
+            f"threads per block along x (0: as the original, now {alias.value}); {alias.name} follows",
+        )
+        _check_literal_in_kernel(rw, alias.value)
+        rw.replace(value_span, f"KTX_PICK({knob}, ({old}))")
+        rw.note(
+            f"{alias.name} ({alias.kind}, line {value_span.line}) is the launch's block size and the "
+            "kernel's: its value is the knob, so the grid, the block and the kernel follow it"
+        )
+        mapping = rw.mapping
+        if mapping is not None:
+            rw.set_mapping(self._edit_mapping(rw, mapping, 0, name, alias.value))
+        self._launch_bounds(rw, knob, body)
 
     def _x_is_32(self, target: Target, mapping: LaunchMapping | None) -> bool:
         if mapping is not None:
@@ -234,6 +306,20 @@ class BlockSize(Pass[KernelSite]):
         if declarator is None:
             raise Refuse("cannot find the kernel's declarator to attach __launch_bounds__")
         rw.insert(declarator.start_byte, f"__launch_bounds__({threads}) ")
+
+
+def _block_alias(target: Target) -> BlockAlias | None:
+    """The name every launch passes as the block size, when the kernel reads it."""
+    index = kernel_index(target.module, target.kernel)
+    body = target.module.node(target.kernel.body)
+    names = syntax.names_in(target.module, body)
+    read = [a for a in index.block_aliases.values() if a.name in names]
+    return read[0] if len(read) == 1 else None
+
+
+def _sized_by(dims: tuple[str, ...], name: str) -> bool:
+    """Whether every dimension of a shared array is an expression of ``name`` alone."""
+    return all(re.fullmatch(rf"[\s()]*{re.escape(name)}[\s()+*/0-9-]*", d) is not None for d in dims)
 
 
 def _check_literal_in_kernel(rw: Rewriter, value: int) -> None:
