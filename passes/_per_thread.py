@@ -30,13 +30,15 @@ from typing import Literal
 import tree_sitter as ts
 from ktx.ir import Function, Module
 from ktx.ir.access import Access, Root, Term, coefficient, element_size, mentions, roots, terms
+from ktx.ir.affine import intrinsic_kind, kernel_index
 from ktx.ir.consteval import SIZEOF
 
 from ktx import syntax
 from ktx.syntax import text as _text
 
-#: The CUDA builtins whose meaning changes for the body when threads take several elements.
-BUILTINS = ("threadIdx", "blockIdx", "blockDim", "gridDim")
+#: The builtins whose value for an element changes when threads take several elements and the
+#: grid's x shrinks (``blockDim`` and the y/z components keep theirs).
+MOVED = frozenset({"threadIdx.x", "blockIdx.x", "gridDim.x"})
 _EXITS = frozenset({"break_statement", "continue_statement", "return_statement", "goto_statement"})
 _LOOPS = frozenset({"for_statement", "while_statement", "do_statement", "for_range_loop"})
 _PREPROC = frozenset({"preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif"})
@@ -147,8 +149,13 @@ def _code(nodes: list[ts.Node]) -> list[ts.Node]:
     return [n for n in nodes if n.type != "comment"]
 
 
-def _index_decl(module: Module, fn_body: ts.Node, stmt: ts.Node) -> tuple[str, str, ts.Node] | None:
-    """(var, type, initialiser) when ``stmt`` declares the global thread index, else None."""
+def _index_decl(module: Module, fn: Function, stmt: ts.Node) -> tuple[str, str, ts.Node] | None:
+    """(var, type, initialiser) when ``stmt`` declares the global thread index, else None.
+
+    :func:`ktx.ir.affine.thread_index` decides (casts, ``unsigned``/``size_t``, a ``#define``
+    block size that every launch passes *is* ``blockDim.x``); the canonical text of the
+    initialiser is the fallback where it has no answer.
+    """
     if stmt.type != "declaration":
         return None
     decls = stmt.children_by_field_name("declarator")
@@ -158,14 +165,19 @@ def _index_decl(module: Module, fn_body: ts.Node, stmt: ts.Node) -> tuple[str, s
     value = decls[0].child_by_field_name("value")
     if ident is None or ident.type != "identifier" or value is None:
         return None
-    if canon(expand(module, fn_body, value, stmt.start_byte)) != GLOBAL_INDEX:
+    var = _text(module, ident)
+    index = kernel_index(module, fn).thread_index("x")
+    fn_body = module.node(fn.body)
+    if index is not None and index.var == var and index.decl.id == stmt.id:
+        pass
+    elif canon(expand(module, fn_body, value, stmt.start_byte)) != GLOBAL_INDEX:
         return None
     words = [
         _text(module, c)
         for c in stmt.children
         if c.type not in ("init_declarator", ";", "comment") and _text(module, c) != "const"
     ]
-    return _text(module, ident), " ".join(words), value
+    return var, " ".join(words), value
 
 
 def _guard(module: Module, stmt: ts.Node, var: str) -> tuple[Literal["block", "return"], ts.Node] | None:
@@ -209,7 +221,7 @@ def element_body(module: Module, fn: Function) -> ElementBody | str | None:
     fn_body = module.node(fn.body)
     stmts = _code(fn_body.named_children)
     for k, stmt in enumerate(stmts):
-        found = _index_decl(module, fn_body, stmt)
+        found = _index_decl(module, fn, stmt)
         if found is None:
             continue
         var, var_type, value = found
@@ -282,6 +294,7 @@ def _first_line(module: Module, node: ts.Node) -> str:
 def body_refusal(module: Module, eb: ElementBody) -> str | None:
     """Why the statements of element ``var`` cannot run ``VEC`` times in one thread, or None."""
     var = eb.var
+    moved = _moved_locals(module, eb)
     for stmt in eb.stmts:
         for n in syntax.walk(stmt):
             if n.type in _PREPROC:
@@ -290,13 +303,17 @@ def body_refusal(module: Module, eb: ElementBody) -> str | None:
                 word = _text(module, n).split()[0].rstrip(";")
                 if n.type == "return_statement" or not syntax.in_loop_or_switch(n, stmt.parent or stmt):
                     return f"the body has a `{word}` (line {_line(n)}): packs cannot stop mid-way"
-            if n.type == "field_expression":
-                arg = n.child_by_field_name("argument")
-                if arg is not None and _text(module, arg) in BUILTINS:
-                    return (
-                        f"the body reads {_text(module, n).replace(' ', '')} (line {_line(n)}); "
-                        f"with several elements per thread it no longer belongs to element {var}"
-                    )
+            if n.type == "field_expression" and "".join(_text(module, n).split()) in MOVED:
+                return (
+                    f"the body reads {_text(module, n).replace(' ', '')} (line {_line(n)}); "
+                    f"with several elements per thread it no longer belongs to element {var}"
+                )
+            if n.type == "identifier" and _text(module, n) in moved:
+                name = _text(module, n)
+                return (
+                    f"the body reads {name} (line {_line(n)}), computed from {moved[name]}; with several "
+                    f"elements per thread it no longer belongs to element {var}"
+                )
             if n.type == "storage_class_specifier" and "__shared__" in _text(module, n):
                 return f"the body declares shared memory (line {_line(n)})"
         call = next(syntax.calls(module, stmt, syntax.BARRIERS | syntax.SHUFFLES), None)
@@ -321,6 +338,31 @@ def body_refusal(module: Module, eb: ElementBody) -> str | None:
                     f"p[{var} + offset]{why}"
                 )
     return None
+
+
+def _moved_locals(module: Module, eb: ElementBody) -> dict[str, str]:
+    """Locals declared before the body (other than the index) computed from a moved builtin."""
+    found: dict[str, str] = {}
+    fn_body = eb.decl.parent
+    if fn_body is None:
+        return found
+    for stmt in fn_body.named_children:
+        if stmt.start_byte >= eb.guard.start_byte:
+            break
+        if stmt.type != "declaration" or stmt.id == eb.decl.id:
+            continue
+        for decl in stmt.children_by_field_name("declarator"):
+            ident = syntax.declarator_identifier(decl)
+            value = decl.child_by_field_name("value") if decl.type == "init_declarator" else None
+            if ident is None or value is None:
+                continue
+            text = "".join(expand(module, fn_body, value, stmt.start_byte).split())
+            hit = sorted(b for b in MOVED if b in text) + sorted(
+                n for n in found if re.search(rf"\b{re.escape(n)}\b", text)
+            )
+            if hit:
+                found[_text(module, ident)] = hit[0]
+    return found
 
 
 def _decomposition(module: Module, eb: ElementBody) -> str:
@@ -385,8 +427,21 @@ def _kind(sub: ts.Node) -> Literal["load", "store", "update", "address"]:
     if parent.type == "pointer_expression":
         op = parent.child_by_field_name("operator")
         if op is not None and op.type == "&":
-            return "address"
+            return "load" if intrinsic_kind(parent) == "load" else "address"
     return "load"
+
+
+def _load_call(sub: ts.Node) -> ts.Node | None:
+    """The ``__ldg(&p[i])`` call (or another load intrinsic) that reads the subscript, if any."""
+    node = sub.parent
+    while node is not None and node.type == "parenthesized_expression":
+        node = node.parent
+    if node is None or node.type != "pointer_expression" or intrinsic_kind(node) != "load":
+        return None
+    call = node.parent
+    while call is not None and call.type != "call_expression":
+        call = call.parent
+    return call
 
 
 def _conditional(sub: ts.Node, stop: ts.Node) -> bool:
@@ -416,6 +471,7 @@ def element_accesses(module: Module, fn: Function, eb: ElementBody) -> list[Elem
         declared |= syntax.declared_names(module, stmt)
         assigned |= set(syntax.assigned(module, stmt))
     found: list[ElementAccess] = []
+    maybe: set[int] = set()
     for stmt in eb.stmts:
         for n in syntax.walk(stmt):
             if n.type != "subscript_expression":
@@ -457,13 +513,14 @@ def element_accesses(module: Module, fn: Function, eb: ElementBody) -> list[Elem
                         for i, t in enumerate(rest)
                     )
             loop = _outer_loop(n, stmt)
+            at = (_load_call(n) if kind == "load" else None) or n
             access = Access(
                 kind,
                 name or _text(module, base),
                 root,
-                n,
+                at,
                 index,
-                module.span(n.start_byte, n.end_byte),
+                module.span(at.start_byte, at.end_byte),
                 stride,
                 offset,
                 offset_terms,
@@ -471,21 +528,34 @@ def element_accesses(module: Module, fn: Function, eb: ElementBody) -> list[Elem
                 (),
             )
             invariant = not any(syntax.names_in(module, t.node) & (declared | assigned) for t in offset_terms)
-            packable = (
+            legal = (
                 offset is not None
                 and invariant
-                and not access.conditional
+                and loop is None
                 and root.space in ("global", "shared")
                 and bool(root.name)
                 and access.pointer not in declared
                 and access.pointer not in assigned
                 and kind != "address"
             )
-            found.append(ElementAccess(access, loop, packable))
+            found.append(ElementAccess(access, loop, legal and not access.conditional))
+            if legal and access.conditional and kind == "load":
+                maybe.add(len(found) - 1)
+    # A load under a condition reads the pack when the body loads the same element anyway
+    # (`in[i] > 0.f ? in[i] : 0.f`); another element stays scalar (it may be out of bounds).
+    loaded = {_key(e.access) for e in found if e.packable and e.access.kind == "load"}
+    found = [
+        ElementAccess(e.access, e.loop, True) if k in maybe and _key(e.access) in loaded else e
+        for k, e in enumerate(found)
+    ]
     # A pointer is packed only if each of its accesses can be: a scalar access beside a pack of
     # the same memory would read or write around the pack.
     scalar = {e.access.pointer for e in found if not e.packable}
     return [ElementAccess(e.access, e.loop, e.packable and e.access.pointer not in scalar) for e in found]
+
+
+def _key(a: Access) -> tuple[str, str]:
+    return a.pointer, " ".join((a.offset or "").split())
 
 
 def _same_element(a: Access, b: Access) -> bool:

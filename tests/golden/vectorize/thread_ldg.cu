@@ -1,0 +1,159 @@
+// RUN: ktx apply --passes vectorize %s --config VEC_THREAD=4 --diff -q | filecheck %s --match-full-lines --check-prefix=CONFIG
+// One element per thread with a block size written as a macro (the launch passes it, so it is
+// blockDim.x), an unsigned index, __ldg loads and a 2-D grid whose y picks a row: the row's
+// offset joins the run-time alignment check; only the grid's x shrinks.
+#define BLOCK_SIZE 128
+
+__global__ void scale_rows(float* __restrict__ out, const float* __restrict__ in,
+                           const float* __restrict__ scale, unsigned C) {
+  const unsigned row = blockIdx.y;
+  const unsigned col = blockIdx.x * BLOCK_SIZE + threadIdx.x;
+  if (col < C) {
+    out[row * C + col] = __ldg(&in[row * C + col]) * __ldg(&scale[row]);
+  }
+}
+
+void launch_scale_rows(float* out, const float* in, const float* scale, unsigned rows, unsigned C) {
+  scale_rows<<<dim3((C + BLOCK_SIZE - 1) / BLOCK_SIZE, rows), BLOCK_SIZE>>>(out, in, scale, C);
+}
+
+// CONFIG: +// ktx:prelude -- device helpers for code rewritten by ktx passes (vectorize, cache-hints).
+// CONFIG: +namespace ktx {
+// CONFIG: +
+// CONFIG: +// The unsigned type one access of BYTES bytes moves.
+// CONFIG: +template <int BYTES> struct word;
+// CONFIG: +template <> struct word<1> { using type = unsigned char; };
+// CONFIG: +template <> struct word<2> { using type = unsigned short; };
+// CONFIG: +template <> struct word<4> { using type = unsigned int; };
+// CONFIG: +template <> struct word<8> { using type = uint2; };
+// CONFIG: +template <> struct word<16> { using type = uint4; };
+// CONFIG: +
+// CONFIG: +// N elements of T, aligned to their total size so that one instruction moves them.
+// CONFIG: +template <typename T, int N>
+// CONFIG: +struct alignas(sizeof(T) * N) pack {
+// CONFIG: +  T v[N];
+// CONFIG: +};
+// CONFIG: +
+// CONFIG: +// Whether p can be accessed N elements at a time (aligned to N * sizeof(T) bytes).
+// CONFIG: +template <int N, typename T>
+// CONFIG: +__device__ __forceinline__ bool aligned(const T* p) {
+// CONFIG: +  return reinterpret_cast<unsigned long long>(p) % (sizeof(T) * N) == 0;
+// CONFIG: +}
+// CONFIG: +
+// CONFIG: +// Read-only loads that are not kept in L1 (ld.global.nc.L1::no_allocate).
+// CONFIG: +__device__ __forceinline__ unsigned char load_na(const unsigned char* p) {
+// CONFIG: +  unsigned short r;
+// CONFIG: +  asm("ld.global.nc.L1::no_allocate.u8 %0, [%1];" : "=h"(r) : "l"(p));
+// CONFIG: +  return static_cast<unsigned char>(r);
+// CONFIG: +}
+// CONFIG: +__device__ __forceinline__ unsigned short load_na(const unsigned short* p) {
+// CONFIG: +  unsigned short r;
+// CONFIG: +  asm("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(r) : "l"(p));
+// CONFIG: +  return r;
+// CONFIG: +}
+// CONFIG: +__device__ __forceinline__ unsigned int load_na(const unsigned int* p) {
+// CONFIG: +  unsigned int r;
+// CONFIG: +  asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(r) : "l"(p));
+// CONFIG: +  return r;
+// CONFIG: +}
+// CONFIG: +__device__ __forceinline__ uint2 load_na(const uint2* p) {
+// CONFIG: +  uint2 r;
+// CONFIG: +  asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+// CONFIG: +  return r;
+// CONFIG: +}
+// CONFIG: +__device__ __forceinline__ uint4 load_na(const uint4* p) {
+// CONFIG: +  uint4 r;
+// CONFIG: +  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+// CONFIG: +      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+// CONFIG: +      : "l"(p));
+// CONFIG: +  return r;
+// CONFIG: +}
+// CONFIG: +
+// CONFIG: +// Any other type of 1 to 16 bytes, through the word of its size.
+// CONFIG: +template <typename W>
+// CONFIG: +__device__ __forceinline__ W load_na(const W* p) {
+// CONFIG: +  using U = typename word<sizeof(W)>::type;
+// CONFIG: +  const U u = load_na(reinterpret_cast<const U*>(p));
+// CONFIG: +  return *reinterpret_cast<const W*>(&u);
+// CONFIG: +}
+// CONFIG: +
+// CONFIG: +// One word with a cache policy. Load HINT: 0 plain, 1 __ldg, 2 __ldcs, 3 nc without L1.
+// CONFIG: +// Store HINT: 0 plain, 1 __stcs.
+// CONFIG: +template <int HINT, typename W>
+// CONFIG: +__device__ __forceinline__ W load_word(const W* p) {
+// CONFIG: +  if constexpr (HINT == 1) {
+// CONFIG: +    return __ldg(p);
+// CONFIG: +  } else if constexpr (HINT == 2) {
+// CONFIG: +    return __ldcs(p);
+// CONFIG: +  } else if constexpr (HINT == 3) {
+// CONFIG: +    return load_na(p);
+// CONFIG: +  } else {
+// CONFIG: +    return *p;
+// CONFIG: +  }
+// CONFIG: +}
+// CONFIG: +template <int HINT, typename W>
+// CONFIG: +__device__ __forceinline__ void store_word(W* p, const W& x) {
+// CONFIG: +  if constexpr (HINT == 1) {
+// CONFIG: +    __stcs(p, x);
+// CONFIG: +  } else {
+// CONFIG: +    *p = x;
+// CONFIG: +  }
+// CONFIG: +}
+// CONFIG: +
+// CONFIG: +// N elements from p (aligned<N>(p) must hold), and back.
+// CONFIG: +template <int N, int HINT = 0, typename T>
+// CONFIG: +__device__ __forceinline__ pack<T, N> load(const T* p) {
+// CONFIG: +  using W = typename word<sizeof(T) * N>::type;
+// CONFIG: +  pack<T, N> r;
+// CONFIG: +  *reinterpret_cast<W*>(r.v) = load_word<HINT>(reinterpret_cast<const W*>(p));
+// CONFIG: +  return r;
+// CONFIG: +}
+// CONFIG: +template <int HINT = 0, typename T, int N>
+// CONFIG: +__device__ __forceinline__ void store(T* p, const pack<T, N>& x) {
+// CONFIG: +  using W = typename word<sizeof(T) * N>::type;
+// CONFIG: +  store_word<HINT>(reinterpret_cast<W*>(p), *reinterpret_cast<const W*>(x.v));
+// CONFIG: +}
+// CONFIG: +
+// CONFIG: +// One element with a cache policy (scalar accesses that cache-hints rewrote).
+// CONFIG: +template <int HINT, typename T>
+// CONFIG: +__device__ __forceinline__ T ld(const T* p) {
+// CONFIG: +  using W = typename word<sizeof(T)>::type;
+// CONFIG: +  const W w = load_word<HINT>(reinterpret_cast<const W*>(p));
+// CONFIG: +  return *reinterpret_cast<const T*>(&w);
+// CONFIG: +}
+// CONFIG: +template <int HINT, typename T, typename U>
+// CONFIG: +__device__ __forceinline__ void st(T* p, const U& value) {
+// CONFIG: +  using W = typename word<sizeof(T)>::type;
+// CONFIG: +  const T x = value;  // the conversion `*p = value` would make
+// CONFIG: +  store_word<HINT>(reinterpret_cast<W*>(p), *reinterpret_cast<const W*>(&x));
+// CONFIG: +}
+// CONFIG: +
+// CONFIG: +}  // namespace ktx
+// CONFIG: +
+// CONFIG: +// ktx: `vectorize` instantiated with VEC_THREAD=4
+// CONFIG: -  const unsigned col = blockIdx.x * BLOCK_SIZE + threadIdx.x;
+// CONFIG: -  if (col < C) {
+// CONFIG: -    out[row * C + col] = __ldg(&in[row * C + col]) * __ldg(&scale[row]);
+// CONFIG: +  // VEC_THREAD: each thread takes VEC_THREAD consecutive elements, packed where
+// CONFIG: +  // every packed pointer is aligned and the pack is in bounds (checked here), else
+// CONFIG: +  // one by one.
+// CONFIG: +  const unsigned ktx_p = blockIdx.x * BLOCK_SIZE + threadIdx.x;
+// CONFIG: +  if (ktx::aligned<4>(out + row * C) &&
+// CONFIG: +      ktx::aligned<4>(in + row * C) &&
+// CONFIG: +      ktx_p * 4 + 4 <= C) {
+// CONFIG: +    ktx::pack<float, 4> ktx_out;
+// CONFIG: +    const auto ktx_in = ktx::load<4>(in + row * C + ktx_p * 4);
+// CONFIG: +#pragma unroll
+// CONFIG: +    for (int ktx_j = 0; ktx_j < 4; ++ktx_j) {
+// CONFIG: +      ktx_out.v[ktx_j] = ktx_in.v[ktx_j] * __ldg(&scale[row]);
+// CONFIG: +    }
+// CONFIG: +    ktx::store(out + row * C + ktx_p * 4, ktx_out);
+// CONFIG: +  } else {
+// CONFIG: +    for (int ktx_j = 0; ktx_j < 4; ++ktx_j) {
+// CONFIG: +      const unsigned col = ktx_p * 4 + ktx_j;
+// CONFIG: +      if (col < C) {
+// CONFIG: +        out[row * C + col] = __ldg(&in[row * C + col]) * __ldg(&scale[row]);
+// CONFIG: +      }
+// CONFIG: +    }
+// CONFIG: -  scale_rows<<<dim3((C + BLOCK_SIZE - 1) / BLOCK_SIZE, rows), BLOCK_SIZE>>>(out, in, scale, C);
+// CONFIG: +  scale_rows<<<dim3(((C + BLOCK_SIZE - 1) / BLOCK_SIZE + 3) / 4, rows), BLOCK_SIZE>>>(out, in, scale, C);
