@@ -225,13 +225,12 @@ def element_body(module: Module, fn: Function) -> ElementBody | str | None:
         if found is None:
             continue
         var, var_type, value = found
-        before = stmts[:k]
-        for s in before:
-            if s.type != "declaration" or syntax.memory_writes(module, s):
-                return (
-                    f"`{_first_line(module, s)}` (line {_line(s)}) runs before the index {var}: "
-                    "a smaller grid would run it fewer times"
-                )
+        early = runs_before(module, fn_body, stmt)
+        if early is not None:
+            return (
+                f"`{_first_line(module, early)}` (line {_line(early)}) runs before the index {var}: "
+                "a smaller grid would run it fewer times"
+            )
         rest = stmts[k + 1 :]
         between: list[ts.Node] = []
         while rest and rest[0].type == "declaration":
@@ -342,14 +341,26 @@ def body_refusal(module: Module, eb: ElementBody) -> str | None:
 
 def _moved_locals(module: Module, eb: ElementBody) -> dict[str, str]:
     """Locals declared before the body (other than the index) computed from a moved builtin."""
-    found: dict[str, str] = {}
     fn_body = eb.decl.parent
     if fn_body is None:
-        return found
+        return {}
+    return derived_locals(module, fn_body, eb.guard.start_byte, MOVED, skip=eb.decl)
+
+
+def derived_locals(
+    module: Module, fn_body: ts.Node, before: int, builtins: frozenset[str], skip: ts.Node | None = None
+) -> dict[str, str]:
+    """Top-level locals declared before ``before`` whose value depends on one of ``builtins``.
+
+    Maps each name to the builtin it comes from (``lane`` -> ``threadIdx.x``), through other
+    such locals. A pass that changes which thread or block handles an element refuses bodies
+    that read them.
+    """
+    found: dict[str, str] = {}
     for stmt in fn_body.named_children:
-        if stmt.start_byte >= eb.guard.start_byte:
+        if stmt.start_byte >= before:
             break
-        if stmt.type != "declaration" or stmt.id == eb.decl.id:
+        if stmt.type != "declaration" or (skip is not None and stmt.id == skip.id):
             continue
         for decl in stmt.children_by_field_name("declarator"):
             ident = syntax.declarator_identifier(decl)
@@ -357,12 +368,40 @@ def _moved_locals(module: Module, eb: ElementBody) -> dict[str, str]:
             if ident is None or value is None:
                 continue
             text = "".join(expand(module, fn_body, value, stmt.start_byte).split())
-            hit = sorted(b for b in MOVED if b in text) + sorted(
-                n for n in found if re.search(rf"\b{re.escape(n)}\b", text)
+            hit = sorted(b for b in builtins if b in text) + sorted(
+                found[n] for n in found if re.search(rf"\b{re.escape(n)}\b", text)
             )
             if hit:
                 found[_text(module, ident)] = hit[0]
     return found
+
+
+def runs_before(module: Module, fn_body: ts.Node, index: ts.Node) -> ts.Node | None:
+    """The first statement before the index that does more than declare locals, if any.
+
+    Such a statement runs once per thread; with fewer threads it would run fewer times.
+    """
+    for stmt in fn_body.named_children:
+        if stmt.start_byte >= index.start_byte:
+            return None
+        if stmt.type in _QUIET:
+            continue
+        if stmt.type != "declaration" or syntax.memory_writes(module, stmt):
+            return stmt
+    return None
+
+
+#: Statements that declare names and do nothing at run time.
+_QUIET = frozenset(
+    {
+        "comment",
+        "using_declaration",
+        "alias_declaration",
+        "type_definition",
+        "static_assert_declaration",
+        "namespace_alias_definition",
+    }
+)
 
 
 def _decomposition(module: Module, eb: ElementBody) -> str:

@@ -34,8 +34,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import tree_sitter as ts
-from ktx.ir import Module
+from ktx.ir import Function, Module
+from ktx.ir.affine import kernel_index
 from ktx.passes._common import indent_lines, kernel_node, line_of, powers_of_two, shrink_grid
+from ktx.passes._per_thread import derived_locals, runs_before
 
 from ktx import syntax
 from ktx.passbase import KnobSpec, Option, Pass, Refuse, Rewriter, Site, Skip, Target
@@ -86,7 +88,7 @@ class Coarsen(Pass[CoarsenSite]):
         for stmt in body.named_children:
             if stmt.type != "declaration":
                 continue
-            index = _global_index(module, stmt)
+            index = _global_index(module, stmt) or _affine_index(module, fn, stmt)
             if index is None:
                 continue
             region = (stmt.start_byte, body.end_byte - 1)
@@ -173,6 +175,23 @@ def _global_index(module: Module, node: ts.Node) -> ts.Node | None:
     return None
 
 
+def _affine_index(module: Module, fn: Function, stmt: ts.Node) -> ts.Node | None:
+    """The ``blockIdx.x`` of ``stmt`` when :mod:`ktx.ir.affine` says it declares the global index.
+
+    That covers a block size written as a macro or constant the launch passes
+    (``blockIdx.x * BLOCK_SIZE + threadIdx.x``); ``blockIdx.x`` must appear once.
+    """
+    index = kernel_index(module, fn).thread_index("x")
+    if index is None or index.decl.id != stmt.id:
+        return None
+    found = [
+        n
+        for n in syntax.walk(stmt)
+        if n.type == "field_expression" and "".join(syntax.text(module, n).split()) == "blockIdx.x"
+    ]
+    return found[0] if len(found) == 1 else None
+
+
 def _strip(node: ts.Node | None) -> ts.Node | None:
     """Look through parentheses and casts."""
     while node is not None and node.type in ("parenthesized_expression", "cast_expression"):
@@ -189,7 +208,23 @@ def _field(module: Module, node: ts.Node, base: str, field: str) -> bool:
 
 
 def _refusal(module: Module, body: ts.Node, stmt: ts.Node, index: ts.Node) -> str | None:
+    early = runs_before(module, body, stmt)
+    if early is not None:
+        first = syntax.text(module, early).split("\n")[0].strip()
+        return (
+            f"`{first}` (line {line_of(early)}) runs before the index: a smaller grid would run it "
+            "fewer times"
+        )
+    derived = derived_locals(module, body, stmt.start_byte, frozenset({"blockIdx.x", "gridDim.x"}))
     region = [n for n in body.named_children if n.start_byte >= stmt.start_byte]
+    for n in region:
+        for ident in syntax.identifiers(n):
+            name = syntax.text(module, ident)
+            if name in derived:
+                return (
+                    f"{name} (line {line_of(ident)}) is computed from {derived[name]}, which no longer "
+                    "names the item's block"
+                )
     for n in region:
         sync = next(syntax.calls(module, n, SYNC), None)
         if sync is not None:
