@@ -288,15 +288,17 @@ class ClusterRows(Pass[ClusterSite]):
                 if local is not None and local.value is not None:
                     stride_value = local.value
             stride_text = syntax.text(module, stride_value)
+            if stride_value.type not in ("identifier", "field_expression", "number_literal"):
+                stride_text = f"({stride_text})"
             thread_local = alias(row.thread, threads)
             if thread_local is not None and _builtins_only(module, stride_value):
                 decl = _top_statement(thread_local.declaration, body)
                 assert decl is not None and thread_local.value is not None
                 v = thread_local.value
-                variants.change(decl, v.start_byte, v.start_byte, f"{RANK} * ({stride_text}) + ")
+                variants.change(decl, v.start_byte, v.start_byte, f"{RANK} * {stride_text} + ")
             else:
                 t = row.thread
-                variants.change(loop_stmt, t.start_byte, t.start_byte, f"{RANK} * ({stride_text}) + ")
+                variants.change(loop_stmt, t.start_byte, t.start_byte, f"{RANK} * {stride_text} + ")
             if stride_local is not None:
                 decl = _top_statement(stride_local.declaration, body)
                 assert decl is not None and stride_local.value is not None
@@ -330,6 +332,7 @@ class ClusterRows(Pass[ClusterSite]):
 
     def _exchange(self, rw: Rewriter, red: Reduction, macro: str) -> None:
         indent = syntax.indentation(rw.target.module.source, red.barrier.start_byte)
+        del macro
         remote = f"*static_cast<const {red.element_type}*>(__cluster_map_shared_rank(&{red.element}, {{r}}))"
         combine = (
             f"{TOTAL} += {remote.format(r='ktx_rank')};"
@@ -337,13 +340,13 @@ class ClusterRows(Pass[ClusterSite]):
             else f"{TOTAL} = {red.combine}({TOTAL}, {remote.format(r='ktx_rank')});"
         )
         lines = [
-            f"{indent}// cluster-rows: the {macro} blocks of this row combine their totals through "
+            f"{indent}// cluster-rows: the blocks of this row's cluster combine their totals through "
             "distributed shared memory",
             f"{indent}__cluster_barrier_arrive();  // cluster.sync(): every block's total is in place",
             f"{indent}__cluster_barrier_wait();",
             f"{indent}{red.element_type} {TOTAL} = {remote.format(r='0')};",
             "#pragma unroll",
-            f"{indent}for (unsigned ktx_rank = 1; ktx_rank < {macro}; ++ktx_rank) {{",
+            f"{indent}for (unsigned ktx_rank = 1; ktx_rank < KTX_CLUSTER; ++ktx_rank) {{",
             f"{indent}  {combine}",
             f"{indent}}}",
             f"{indent}__cluster_barrier_arrive();  // done reading the others' shared memory (waited "

@@ -23,7 +23,7 @@ from ktx.template import Template, Trace
 
 PASSES = [cls.name for cls in default_registry()]
 #: Passes whose default config is byte-for-byte the original kernel.
-TRANSPARENT = {"expose", "block-size", "launch-bounds", "unroll"}
+TRANSPARENT = {"expose", "block-size", "launch-bounds", "unroll", "cluster-rows"}
 #: Kernels on which each pass exposes at least one knob (among the kernels listed in KNOWN;
 #: kernels added to the suite later are checked for the properties, not pinned here).
 KNOWN = {
@@ -37,6 +37,7 @@ KNOWN = {
 }
 APPLIES = {
     "block-size": {"fused_add_rmsnorm", "merge_attn_states", "moe_sum", "rmsnorm", "rope", "silu_and_mul"},
+    "cluster-rows": {"fused_add_rmsnorm", "rmsnorm"},
     "coarsen": {"merge_attn_states"},
     "expose": {"fused_add_rmsnorm", "merge_attn_states", "moe_sum", "rmsnorm", "rope", "silu_and_mul"},
     "launch-bounds": {"fused_add_rmsnorm", "merge_attn_states", "moe_sum", "rmsnorm", "rope", "silu_and_mul"},

@@ -1,0 +1,180 @@
+"""cluster-rows: a row reduction over a thread-block cluster; the original at CLUSTER=1; sm_90 builds.
+
+The compile tests build every CLUSTER of the suite's norms with nvcc for sm_90 (the spec's
+flags) and read the PTX: the cluster shape, the distributed shared-memory reads (``mapa``) and
+the cluster barriers must be there. The tuned file that ``ktx report`` writes (the original, the
+variant in its namespace, the launcher choosing through the dispatch header) is compiled too,
+host code included, so the patch launches a cluster config through its own launcher.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from passtest import ROOT, apply, changed, code, remarks, suite_source
+
+from ktx.launch import mapping_from_spec
+from ktx.pipeline import run
+from ktx.report.diffs import tuned_source
+from ktx.search.dispatch import DispatchTable, Rule, header
+from ktx.spec import load_spec
+from ktx.template import Template
+
+NVCC = shutil.which("nvcc")
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
+
+ROW_MAX = """\
+__global__ void row_max(float* __restrict__ out, const float* __restrict__ x, int d) {
+  __shared__ float part[32];
+  const int t = threadIdx.x;
+  float m = -1e30f;
+  for (int i = t; i < d; i += blockDim.x) m = fmaxf(m, x[blockIdx.x * d + i]);
+  for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if (t % 32 == 0) part[t / 32] = m;
+  __syncthreads();
+  if (t == 0) {
+    for (int w = 1; w < blockDim.x / 32; ++w) part[0] = fmaxf(part[0], part[w]);
+  }
+  __syncthreads();
+  const float top = part[0];
+  for (int i = t; i < d; i += blockDim.x) out[blockIdx.x * d + i] = x[blockIdx.x * d + i] - top;
+}
+void launch(float* out, const float* x, int rows, int d) {
+  dim3 grid(rows);
+  row_max<<<grid, 128>>>(out, x, d);
+}
+"""
+
+
+def suite(name: str) -> Template:
+    path = ROOT / "kernels" / name
+    spec = load_spec(path)
+    return run(
+        (path / "kernel.cu").read_text(),
+        "cluster-rows",
+        mapping=mapping_from_spec(spec),
+        template_args=spec.template_args,
+        path=str(path / "kernel.cu"),
+    )
+
+
+@pytest.mark.parametrize("name", ["rmsnorm", "fused_add_rmsnorm"])
+def test_norms_get_a_cluster_knob_and_the_default_is_the_original(name: str) -> None:
+    t = suite(name)
+    assert [(k.name, k.values, k.default) for k in t.knobs] == [("CLUSTER", (1, 2, 4, 8), 1)]
+    assert "block totals meet through smem[0]" in remarks(t)[0]
+    launch = t.launch()
+    assert launch is not None and launch.grid == ("tokens", "CLUSTER")
+    kept = [line for line in t.instantiate().splitlines(keepends=True) if not line.startswith("// ktx: `")]
+    assert "".join(kept) == t.original
+    four = t.instantiate({"CLUSTER": 4})
+    assert "__attribute__((cluster_dims(1, 4, 1)))" in four
+    assert "const int thread_id = blockIdx.y * (blockDim.x * blockDim.y) + threadIdx.y * blockDim.x" in four
+    assert "const int num_threads = (blockDim.x * blockDim.y) * 4;" in four
+    assert "const float rms_rcp = rsqrtf(ktx_cluster_total / static_cast<float>(d) + eps);" in four
+    assert "dim3 grid(num_tokens, 4);" in four
+    assert "#if" not in four.split("template <typename T>", 1)[1].split("#ifndef __CUDACC_RTC__")[0]
+
+
+def test_max_reduction_combines_with_fmaxf_and_loop_headers_change() -> None:
+    t = apply(ROW_MAX, "cluster-rows")
+    out = t.instantiate({"CLUSTER": 2})
+    assert "ktx_cluster_total = fmaxf(ktx_cluster_total, *static_cast<const float*>(" in out
+    assert "const float top = ktx_cluster_total;" in out
+    # t is also used outside the loop headers, so the loops change, not its declaration.
+    assert "for (int i = blockIdx.y * blockDim.x + t; i < d; i += blockDim.x * 2) m = fmaxf(" in out
+    assert "  const int t = threadIdx.x;" in out
+    assert "dim3 grid(rows, 2);" in out
+    assert "-  dim3 grid(rows);" in changed(ROW_MAX, out)
+
+
+def test_refusals_name_the_construct() -> None:
+    assert remarks(apply(suite_source("per_token_group_quant_fp8"), "cluster-rows")) == [
+        "per_token_group_quant_8bit_kernel: no row loop: none strides over the row by the block's "
+        "size (for (i = threadIdx.x; i < n; i += blockDim.x))"
+    ]
+    old = apply(ROW_MAX, "cluster-rows{arch=80}")
+    assert remarks(old) == ["row_max: thread-block clusters need sm_90 or later; the target is sm_80"]
+    assert old.source == old.original
+    early = ROW_MAX.replace("  float m = -1e30f;", "  if (d == 0) return;\n  float m = -1e30f;")
+    assert "returns early (line 4)" in remarks(apply(early, "cluster-rows"))[0]
+    stride = ROW_MAX.replace("m = fmaxf(m, x[blockIdx.x", "m = fmaxf(m, x[blockIdx.x % gridDim.x")
+    assert (
+        "reads gridDim.x (line 5): rows are walked grid-stride" in remarks(apply(stride, "cluster-rows"))[0]
+    )
+    nobar = ROW_MAX.replace("  __syncthreads();\n  const float", "  const float").replace(
+        "  __syncthreads();\n", ""
+    )
+    assert (
+        "no __syncthreads() between the row loop that accumulates m"
+        in remarks(apply(nobar, "cluster-rows"))[0]
+    )
+    sub = ROW_MAX.replace("m = fmaxf(m, x[", "m = m - fabsf(x[").replace(
+        "]);\n  for (int o", "]);\n  for (int o"
+    )
+    assert "is neither acc += x nor" in remarks(apply(sub, "cluster-rows"))[0]
+    rewrite = ROW_MAX.replace("const float top = part[0];", "const float top = part[0];\n  part[0] = 0.f;")
+    assert "writes part again after the reduction" in remarks(apply(rewrite, "cluster-rows"))[0]
+    one_line = ROW_MAX.replace(
+        "  dim3 grid(rows);\n  row_max<<<grid, 128>>>", "  dim3 grid(rows); row_max<<<grid, 128>>>"
+    )
+    assert "code follows the statement on its line" in remarks(apply(one_line, "cluster-rows"))[0]
+    assert code(apply(one_line, "cluster-rows")) == one_line
+
+
+def _ptx(source: str, name_expression: str, tmp: Path) -> str:
+    assert NVCC is not None
+    src = tmp / "k.cu"
+    src.write_text(
+        source + f"\n[[maybe_unused]] static void* ktx_use() {{ return (void*)&{name_expression}; }}\n"
+    )
+    flags = ["-std=c++17", "-use_fast_math", "--expt-relaxed-constexpr", "-arch=sm_90"]
+    proc = subprocess.run(
+        [NVCC, *flags, "-ptx", "-o", str(tmp / "k.ptx"), str(src)], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    return (tmp / "k.ptx").read_text()
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", ["rmsnorm", "fused_add_rmsnorm"])
+def test_every_cluster_compiles_for_sm90(name: str, tmp_path: Path) -> None:
+    t = suite(name)
+    for value in t.knobs[0].values:
+        ptx = _ptx(t.instantiate({"CLUSTER": value}), t.name_expression(), tmp_path)
+        if value == 1:
+            assert ".reqnctapercluster" not in ptx and "mapa" not in ptx
+            continue
+        assert re.search(rf"\.reqnctapercluster 1, {value}, 1", ptx), value
+        assert "mapa.shared::cluster" in ptx or "mapa.u" in ptx or "mapa" in ptx
+        assert "barrier.cluster.arrive" in ptx and "barrier.cluster.wait" in ptx
+
+
+@needs_nvcc
+def test_tuned_file_and_dispatch_header_launch_a_cluster_variant(tmp_path: Path) -> None:
+    """The patch's file: the original, variant 0 (CLUSTER=4) and the launcher that dispatches."""
+    t = suite("rmsnorm")
+    original = t.original
+    variant = t.instantiate({"CLUSTER": 4})
+    rule = Rule((("d", 4096),), None, 17, 0, ("tokens=1,d=4096",))
+    dispatch = DispatchTable(
+        "rmsnorm_kernel", ("tokens", "d"), "tokens", ({"CLUSTER": 4},), (rule,), ("CLUSTER",), {"CLUSTER": 1}
+    )
+    text, what = tuned_source(original, (variant,), dispatch.to_dict(), "rmsnorm_dispatch.h")
+    assert text is not None and "ktx_launch_rmsnorm" in text, what
+    (tmp_path / "rmsnorm_dispatch.h").write_text(header(dispatch))
+    (tmp_path / "k.cu").write_text(text)
+    assert NVCC is not None
+    flags = ["-std=c++17", "-use_fast_math", "--expt-relaxed-constexpr", "-arch=sm_90"]
+    proc = subprocess.run(
+        [NVCC, *flags, "-c", "-o", str(tmp_path / "k.o"), str(tmp_path / "k.cu")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "dim3 grid(num_tokens, 4);" in text
