@@ -223,13 +223,15 @@ def _nvrtc(req: CompileRequest, flags: Sequence[str]) -> tuple[bytes, str, str]:
 
 
 def _nvcc(req: CompileRequest, nvcc: str) -> tuple[bytes, str, str]:
-    """nvcc -cubin; the kernel is instantiated by taking its address in host code, and its
-    mangled name is found in the cubin's symbol table."""
+    """nvcc -cubin; a template kernel is instantiated by taking its address in host code, and
+    the mangled name is found in the cubin's symbol table. A plain kernel is always emitted, and
+    its address would be ambiguous where a host function shares its name (llm.c's
+    ``fused_residual_forward2`` kernel and launcher), so it gets no instantiation."""
     stub = (
         "\n// ktx: instantiate the requested kernel for nvcc -cubin\n"
         "[[maybe_unused]] static void* __ktx_instantiate_kernel() {\n"
         f"  return (void*)&{req.name_expression};\n}}\n"
-    )
+    ) if "<" in req.name_expression else ""
     with tempfile.TemporaryDirectory(prefix="ktx-nvcc-") as tmp:
         src = Path(tmp) / "kernel.cu"
         out = Path(tmp) / "kernel.cubin"
