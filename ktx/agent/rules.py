@@ -10,17 +10,19 @@ The rules, highest priority first (each says why in the plan's rationale):
 
 1. ``warp-reduce``: a shared-memory tree reduction (a halving loop with ``__syncthreads``);
 2. ``split``: latency-bound shapes that launch fewer blocks than SMs: more blocks per row;
-3. ``rows-per-block``: latency-bound with small one-row blocks or many short blocks: stack rows;
-4. ``coarsen``: latency-bound with many short blocks: more items per thread, fewer blocks;
-5. ``vectorize``: memory- or latency-bound with element-by-element accesses and no vector types;
-6. ``hoist``: expensive loop-invariant math inside a loop;
-7. ``block-size``: any shape not compute-bound: threads per block set occupancy and bytes in flight;
-8. ``unroll``: latency-bound shapes with loops: more independent loads in flight;
-9. ``tile``: the same, by strip-mining the loops into unrolled tiles;
-10. ``launch-bounds``: occupancy limited by registers: a minimum of resident blocks caps them;
-11. ``expose``: hand-tuned constants (block sizes, pack widths) become knobs;
-12. ``cache-hints``: memory-bound with read-only inputs;
-13. ``fast-math``: transcendental math, the build is not fast-math already, and the spec's
+3. ``cluster-rows``: a block reduction through shared memory, and latency-bound shapes under 30%
+   of speed-of-light that launch fewer blocks than SMs: the row over a thread-block cluster;
+4. ``rows-per-block``: latency-bound with small one-row blocks or many short blocks: stack rows;
+5. ``coarsen``: latency-bound with many short blocks: more items per thread, fewer blocks;
+6. ``vectorize``: memory- or latency-bound with element-by-element accesses and no vector types;
+7. ``hoist``: expensive loop-invariant math inside a loop;
+8. ``block-size``: any shape not compute-bound: threads per block set occupancy and bytes in flight;
+9. ``unroll``: latency-bound shapes with loops: more independent loads in flight;
+10. ``tile``: the same, by strip-mining the loops into unrolled tiles;
+11. ``launch-bounds``: occupancy limited by registers: a minimum of resident blocks caps them;
+12. ``expose``: hand-tuned constants (block sizes, pack widths) become knobs;
+13. ``cache-hints``: memory-bound with read-only inputs;
+14. ``fast-math``: transcendental math, the build is not fast-math already, and the spec's
     error budget leaves room (the candidates are still verified against the original).
 """
 
@@ -64,6 +66,25 @@ def _underfilled(a: Analysis) -> str | None:
     return (
         f"{len(shapes)} latency-bound shape(s) launch fewer blocks than SMs "
         f"({s.shape}: {s.blocks} blocks for {s.sms} SMs)"
+    )
+
+
+def _cluster_rows(a: Analysis) -> str | None:
+    """Fewer rows than SMs and far from speed-of-light: each row's block waits on DRAM alone.
+
+    ``split`` cannot share a reduced row between blocks; a cluster can (the pass refuses kernels
+    that are not one-block-per-row reductions, and the probe drops it there).
+    """
+    if not (a.facts.syncthreads and a.facts.shared_arrays):
+        return None  # no block-wide reduction through shared memory
+    slow = [s for s in a.underfilled if s.sol_fraction is not None and s.sol_fraction < 0.3]
+    if not slow:
+        return None
+    s = slow[0]
+    return (
+        f"{len(slow)} latency-bound shape(s) under 30% of speed-of-light launch fewer blocks than SMs "
+        f"({s.shape}: {s.blocks} blocks for {s.sms} SMs, {s.sol_fraction:.0%}): a cluster of blocks per "
+        "row shares each row's reduction"
     )
 
 
@@ -172,6 +193,7 @@ def _fast_math(a: Analysis) -> str | None:
 RULES: tuple[Rule, ...] = (
     Rule("warp-reduce", _warp_reduce),
     Rule("split", _underfilled),
+    Rule("cluster-rows", _cluster_rows),
     Rule("rows-per-block", _rows_per_block),
     Rule("coarsen", _many_short_blocks),
     Rule("vectorize", _vectorize),

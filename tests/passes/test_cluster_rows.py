@@ -178,3 +178,34 @@ def test_tuned_file_and_dispatch_header_launch_a_cluster_variant(tmp_path: Path)
     )
     assert proc.returncode == 0, proc.stderr
     assert "dim3 grid(num_tokens, 4);" in text
+
+
+def test_rules_planner_tries_clusters_for_underfilled_reductions_far_from_speed_of_light() -> None:
+    from ktx.agent.analysis import Analysis, Device, KernelFacts, ShapeAnalysis
+    from ktx.agent.rules import RULES
+
+    names = [r.pass_name for r in RULES]
+    assert names.index("cluster-rows") == names.index("split") + 1
+    rule = RULES[names.index("cluster-rows")]
+    facts = KernelFacts("rmsnorm_kernel", shared_arrays=("smem",), shuffles=True, syncthreads=2)
+    slow = ShapeAnalysis(
+        "tokens=16,d=4096", "ok", "graph", time_us=2.8, sol_fraction=0.12, blocks=16, sms=132, bound="latency"
+    )
+    fast = ShapeAnalysis(
+        "tokens=4096,d=4096",
+        "ok",
+        "graph",
+        time_us=40.0,
+        sol_fraction=0.8,
+        blocks=4096,
+        sms=132,
+        bound="memory",
+    )
+    reason = rule.fires(Analysis("rmsnorm_kernel", "", Device(), facts, (slow, fast)))
+    assert reason is not None and "tokens=16,d=4096: 16 blocks for 132 SMs, 12%" in reason
+    assert rule.fires(Analysis("k", "", Device(), facts, (fast,))) is None
+    near = ShapeAnalysis(
+        "t=1", "ok", "graph", time_us=2.0, sol_fraction=0.5, blocks=1, sms=132, bound="latency"
+    )
+    assert rule.fires(Analysis("k", "", Device(), facts, (near,))) is None
+    assert rule.fires(Analysis("k", "", Device(), KernelFacts("k"), (slow,))) is None
