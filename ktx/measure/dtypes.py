@@ -1,9 +1,9 @@
-"""Element types of kernel arguments, and their host-side encodings.
+"""Element types of kernel arguments, and their encodings.
 
 CuPy has no bfloat16 or fp8 dtypes, so such buffers live on the device as raw bits (``uint16``
-and ``uint8``) and are converted on the host here: bf16 by round-to-nearest-even from float32,
-fp8 e4m3/e5m2 through a 256-entry decode table and a nearest-even, saturating encoder. All of
-this is numpy-only, so verification logic is testable without a GPU.
+and ``uint8``): bf16 by round-to-nearest-even from float32, fp8 e4m3/e5m2 through a 256-entry
+decode table and a nearest-even, saturating encoder. The converters take the array module
+(``xp``): cupy encodes and decodes on the device, numpy runs the same code in CPU tests.
 
 >>> decode(encode(np.array([1.0, -2.5, 3.140625]), "bf16"), "bf16").tolist()
 [1.0, -2.5, 3.140625]
@@ -80,27 +80,25 @@ def lookup(name: str) -> DType | None:
 
 
 # -- bf16 ---------------------------------------------------------------------------------
+#
+# Every converter takes ``xp``, the array module (numpy, or cupy on the device): the same code
+# encodes inputs on the GPU and runs in the CPU tests. Only operations both modules have are
+# used (no boolean-mask assignment, no in-place tricks that differ between them).
 
 
-def bf16_encode(values: npt.ArrayLike) -> npt.NDArray[np.uint16]:
+def bf16_encode(values: Any, xp: Any = np) -> Any:
     """float -> bf16 bits, round to nearest even; NaN stays a quiet NaN."""
-    f = np.ascontiguousarray(np.asarray(values, dtype=np.float32))
-    bits = f.view(np.uint32)
-    # In place, in uint32: only NaN bit patterns can wrap around, and they are fixed below.
-    rounded = (bits >> 16) & 1
-    rounded += bits
-    rounded += 0x7FFF
-    rounded >>= 16
-    out = rounded.astype(np.uint16)
-    nan = np.isnan(f)
-    if nan.any():
-        out[nan] = ((bits[nan] >> 16) | 0x40).astype(np.uint16)
-    return out
+    f = xp.ascontiguousarray(xp.asarray(values, dtype=xp.float32))
+    bits = f.view(xp.uint32)
+    # uint32 arithmetic: only NaN bit patterns can wrap around, and they are replaced below.
+    rounded = (((bits >> 16) & 1) + bits + 0x7FFF) >> 16
+    quiet = ((bits >> 16) | 0x40).astype(xp.uint16)
+    return xp.where(xp.isnan(f), quiet, rounded.astype(xp.uint16))
 
 
-def bf16_decode(bits: npt.ArrayLike) -> npt.NDArray[np.float32]:
-    b = np.ascontiguousarray(np.asarray(bits, dtype=np.uint16))
-    return (b.astype(np.uint32) << 16).view(np.float32)
+def bf16_decode(bits: Any, xp: Any = np) -> Any:
+    b = xp.ascontiguousarray(xp.asarray(bits, dtype=xp.uint16))
+    return (b.astype(xp.uint32) << 16).view(xp.float32)
 
 
 # -- fp8 ----------------------------------------------------------------------------------
@@ -131,72 +129,95 @@ def fp8_max(name: str) -> float:
     return 448.0 if name == "fp8_e4m3" else 57344.0
 
 
-def fp8_encode(values: npt.ArrayLike, name: str) -> npt.NDArray[np.uint8]:
+def fp8_encode(values: Any, name: str, xp: Any = np) -> Any:
     """float -> fp8 code, round to nearest even, saturating to the largest finite value.
 
     Saturation matches ``__nv_fp8_e4m3(float)`` (``__NV_SATFINITE``), the conversion kernels use.
+    The nearest code is found by a binary search over the ascending finite magnitudes (one
+    elementwise pass per step on the device), ties going to the even code.
     """
     table = fp8_table(name)
-    x = np.asarray(values, dtype=np.float64).ravel()
-    out = np.empty(x.shape, dtype=np.uint8)
-    positive = np.arange(128)
-    finite = positive[np.isfinite(table[:128])]
-    mags = table[finite]  # ascending for codes 0..max
-    a = np.minimum(np.abs(x), fp8_max(name))
-    a = np.where(np.isnan(a), 0.0, a)
-    hi = np.clip(np.searchsorted(mags, a, side="left"), 0, len(mags) - 1)
-    lo = np.clip(hi - 1, 0, len(mags) - 1)
-    d_lo = np.abs(a - mags[lo])
-    d_hi = np.abs(mags[hi] - a)
+    finite_np = np.arange(128)[np.isfinite(table[:128])]
+    mags = xp.asarray(table[finite_np])  # ascending for codes 0..max
+    finite = xp.asarray(finite_np)
+    x = xp.asarray(values, dtype=xp.float64)
+    shape = x.shape
+    x = x.ravel()
+    a = xp.minimum(xp.abs(x), fp8_max(name))
+    a = xp.where(xp.isnan(a), 0.0, a)
+    last = int(mags.shape[0]) - 1
+    hi = xp.clip(xp.searchsorted(mags, a, side="left"), 0, last)
+    lo = xp.clip(hi - 1, 0, last)
+    d_lo = xp.abs(a - mags[lo])
+    d_hi = xp.abs(mags[hi] - a)
     pick_hi = (d_hi < d_lo) | ((d_hi == d_lo) & (finite[hi] % 2 == 0))
-    code = np.where(pick_hi, finite[hi], finite[lo]).astype(np.uint8)
-    code = code | np.where(np.signbit(x), 0x80, 0).astype(np.uint8)
+    code = xp.where(pick_hi, finite[hi], finite[lo]).astype(xp.uint8)
+    code = code | xp.where(xp.signbit(x), 0x80, 0).astype(xp.uint8)
     nan_code = 0x7F if name == "fp8_e4m3" else 0x7E
-    out[:] = np.where(np.isnan(x), nan_code, code)
-    return out.reshape(np.shape(values))
+    out = xp.where(xp.isnan(x), nan_code, code).astype(xp.uint8)
+    return out.reshape(shape)
 
 
-def fp8_order(codes: npt.ArrayLike) -> npt.NDArray[np.int64]:
+def fp8_order(codes: Any, xp: Any = np) -> Any:
     """Map sign-magnitude codes to integers whose differences count ulps (+0 and -0 meet)."""
-    c = np.asarray(codes, dtype=np.int64)
+    c = xp.asarray(codes).astype(xp.int64)
     mag = c & 0x7F
-    return np.where(c & 0x80, -mag, mag)
+    return xp.where((c & 0x80) != 0, -mag, mag)
 
 
 # -- generic ------------------------------------------------------------------------------
 
 
-def encode(values: npt.ArrayLike, dtype: str | DType) -> npt.NDArray[Any]:
-    """Host float/int values -> the storage array a device buffer of ``dtype`` holds."""
+def encode(values: Any, dtype: str | DType, xp: Any = np) -> Any:
+    """Float/int values -> the storage array a device buffer of ``dtype`` holds."""
     d = dtype if isinstance(dtype, DType) else DTYPES[dtype]
     if d.name == "bf16":
-        return bf16_encode(values)
+        return bf16_encode(values, xp)
     if d.kind == "fp8":
-        return fp8_encode(values, d.name)
+        return fp8_encode(values, d.name, xp)
     if d.kind == "int":
-        return np.asarray(np.rint(values), dtype=d.storage)
-    return np.asarray(values, dtype=d.storage)
+        return xp.asarray(xp.rint(values), dtype=d.storage)
+    return xp.asarray(values, dtype=d.storage)
 
 
-def decode(stored: npt.ArrayLike, dtype: str | DType) -> npt.NDArray[np.float64]:
+def decode(stored: Any, dtype: str | DType, xp: Any = np) -> Any:
     """A storage array -> float64 values (what comparisons and Python references see)."""
     d = dtype if isinstance(dtype, DType) else DTYPES[dtype]
     if d.name == "bf16":
-        return bf16_decode(stored).astype(np.float64)
+        return bf16_decode(stored, xp).astype(xp.float64)
     if d.kind == "fp8":
-        return fp8_table(d.name)[np.asarray(stored, dtype=np.uint8)]
-    return np.asarray(stored).astype(np.float64)
+        return xp.asarray(fp8_table(d.name))[xp.asarray(stored, dtype=xp.uint8).astype(xp.int64)]
+    return xp.asarray(stored).astype(xp.float64)
 
 
-def poison(shape: tuple[int, ...], dtype: str | DType) -> npt.NDArray[Any]:
-    """The pattern written into outputs before each run: NaN for floats, 0xFF bytes otherwise.
+#: Bytes written into integer (and bool) outputs before a run, one per verification round in
+#: turn. 0xFF alone is -1 for int8, a common quantized value: an element a kernel forgets to
+#: write could match a reference -1 by chance. With the byte changing between rounds, an
+#: unwritten element cannot match in every round.
+POISON_BYTES = (0xFF, 0xA5, 0x5A, 0xC3)
 
-    A kernel that leaves an element unwritten then shows NaN (or an absurd integer, or an fp8
-    NaN) there, which no tolerance accepts.
+#: fp8 poison stays a NaN code in every round (e4m3 has only 0x7F and 0xFF), alternating sign.
+FP8_POISON = (0xFF, 0x7F)
+
+
+def poison_byte(dtype: str | DType, round_index: int = 0) -> int:
+    """The byte that fills a non-float output in verification round ``round_index``."""
+    d = dtype if isinstance(dtype, DType) else DTYPES[dtype]
+    table = FP8_POISON if d.kind == "fp8" else POISON_BYTES
+    return table[round_index % len(table)]
+
+
+def poison(shape: tuple[int, ...], dtype: str | DType, round_index: int = 0, xp: Any = np) -> Any:
+    """The pattern written into outputs before each run: NaN for floats, bytes otherwise.
+
+    A kernel that leaves an element unwritten then shows NaN (or a byte pattern that changes
+    between rounds, or an fp8 NaN) there, which no tolerance accepts.
     """
     d = dtype if isinstance(dtype, DType) else DTYPES[dtype]
     if d.kind == "float":
         if d.name == "bf16":
-            return np.full(shape, 0x7FC0, dtype=np.uint16)
-        return np.full(shape, np.nan, dtype=d.storage)
-    return np.frombuffer(b"\xff" * (int(np.prod(shape)) * d.itemsize), dtype=d.storage).reshape(shape)
+            return xp.full(shape, 0x7FC0, dtype=xp.uint16)
+        return xp.full(shape, xp.nan, dtype=d.storage)
+    count = int(np.prod(shape)) * d.itemsize
+    raw = xp.full(count, poison_byte(d, round_index), dtype=xp.uint8)
+    return raw.view(d.storage).reshape(shape)

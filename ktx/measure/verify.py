@@ -1,13 +1,17 @@
-"""Inputs, references and comparisons for verification: numpy only, testable on a CPU.
+"""Inputs, references and comparisons for verification, on the device or on a CPU.
 
 Verification draws fresh seeded inputs for every round and shape, so that a candidate must
 compute the same function on any valid input (not one lucky buffer); outputs are poisoned
-before each run, so an element a kernel forgets to write shows up as NaN (or 0xFF bytes).
+before each run, so an element a kernel forgets to write shows up as NaN (or bytes that change
+between rounds). Drawing, encoding and comparing take ``xp``, the array module: the GPU worker
+passes cupy, so nothing of the size of a buffer crosses to the host; CPU tests pass numpy and
+run the same code.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import math
 import sys
 import zlib
 from collections.abc import Callable, Mapping
@@ -30,36 +34,70 @@ def round_seed(spec: Spec, point: ShapePoint, round_index: int) -> int:
     return zlib.crc32(f"{spec.verify.seed}:{round_index}:{point.name}".encode())
 
 
-def draw(arg: Arg, dims: tuple[int, ...], rng: np.random.Generator) -> Array:
-    """Host values for an input argument, encoded to its storage dtype."""
+class Draws:
+    """Seeded draws from numpy's generator on the host or CuPy's on the device.
+
+    The two modules spell their generators differently; this gives both the few float32 /
+    float64 / integer draws the spec's distributions need. Values differ between the two
+    generators (so caches keyed by a seed also name the module), never between runs of one.
+    """
+
+    def __init__(self, seed: int, xp: Any = np) -> None:
+        self.xp = xp
+        self.device = xp is not np
+        self._rng: Any = xp.random.RandomState(seed) if self.device else np.random.default_rng(seed)
+
+    def normal(self, dims: tuple[int, ...], dtype: Any) -> Any:
+        return self._rng.standard_normal(dims, dtype=dtype)
+
+    def uniform(self, dims: tuple[int, ...], dtype: Any) -> Any:
+        if self.device:
+            return self._rng.random_sample(dims, dtype=dtype)
+        return self._rng.random(dims, dtype=dtype)
+
+    def integers(self, low: int, high: int, dims: tuple[int, ...]) -> Any:
+        if self.device:
+            return self._rng.randint(low, high, dims, dtype=self.xp.int64)
+        return self._rng.integers(low, high, dims)
+
+
+def draw(arg: Arg, dims: tuple[int, ...], rng: np.random.Generator | Draws, xp: Any = np) -> Any:
+    """Values for an input argument, encoded to its storage dtype (on the device with cupy)."""
+    draws = rng if isinstance(rng, Draws) else _host_draws(rng)
     dist = arg.dist
     # float32 draws: twice as fast as float64, and every device type is at most 32 bits wide
     # except fp64, which gets float64 draws.
     wide = arg.dtype.name == "fp64"
+    ftype = xp.float64 if wide else xp.float32
     if dist.kind == "normal":
-        if wide:
-            values: Array = rng.normal(dist.param("mean"), dist.param("std"), dims)
-        else:
-            values = rng.standard_normal(dims, dtype=np.float32)
-            values = values * np.float32(dist.param("std")) + np.float32(dist.param("mean"))
+        std, mean = ftype(dist.param("std")), ftype(dist.param("mean"))
+        values: Any = draws.normal(dims, ftype) * std + mean
     elif dist.kind == "uniform":
-        if wide:
-            values = rng.uniform(dist.param("low"), dist.param("high"), dims)
-        else:
-            low, high = np.float32(dist.param("low")), np.float32(dist.param("high"))
-            values = rng.random(dims, dtype=np.float32) * (high - low) + low
+        low, high = ftype(dist.param("low")), ftype(dist.param("high"))
+        values = draws.uniform(dims, ftype) * (high - low) + low
     elif dist.kind == "randint":
-        values = rng.integers(int(dist.param("low")), int(dist.param("high")), dims).astype(np.float64)
+        values = draws.integers(int(dist.param("low")), int(dist.param("high")), dims).astype(xp.float64)
     else:  # arange
         count = int(np.prod(dims))
-        values = (dist.param("start") + dist.param("step") * np.arange(count)).reshape(dims)
+        values = (dist.param("start") + dist.param("step") * xp.arange(count)).reshape(dims)
     for name, special in (("inf_fraction", np.inf), ("neginf_fraction", -np.inf)):
         frac = dist.param(name)
         if frac > 0:
-            values = np.where(rng.random(dims, dtype=np.float32) < frac, special, values).astype(values.dtype)
+            values = xp.where(draws.uniform(dims, xp.float32) < frac, special, values).astype(values.dtype)
     if arg.dtype.kind == "bool":
-        return np.asarray(values != 0)
-    return encode(values, arg.dtype)
+        return xp.asarray(values != 0)
+    return encode(values, arg.dtype, xp)
+
+
+class _HostDraws(Draws):
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.xp = np
+        self.device = False
+        self._rng = rng
+
+
+def _host_draws(rng: np.random.Generator) -> Draws:
+    return _HostDraws(rng)
 
 
 def scalars(spec: Spec, env: Mapping[str, Value]) -> dict[str, Value]:
@@ -74,14 +112,26 @@ def scalars(spec: Spec, env: Mapping[str, Value]) -> dict[str, Value]:
 
 def host_inputs(spec: Spec, point: ShapePoint, seed: int) -> dict[str, Array]:
     """Storage arrays for every array argument: drawn values for in/inout, poison for out."""
+    result: dict[str, Array] = seeded_inputs(spec, point, seed)
+    return result
+
+
+def seeded_inputs(
+    spec: Spec, point: ShapePoint, seed: int, round_index: int = 0, xp: Any = np
+) -> dict[str, Any]:
+    """Every array argument at ``point`` in ``xp``'s memory: in/inout drawn from ``seed``, out
+    filled with round ``round_index``'s poison."""
     env = spec.env(point)
-    rng = np.random.default_rng(seed)
-    arrays: dict[str, Array] = {}
+    draws = Draws(seed, xp)
+    arrays: dict[str, Any] = {}
     for arg in spec.args:
         if not arg.is_array:
             continue
         dims = arg.dims(env)
-        arrays[arg.name] = poison(dims, arg.dtype) if arg.role == "out" else draw(arg, dims, rng)
+        if arg.role == "out":
+            arrays[arg.name] = poison(dims, arg.dtype, round_index, xp)
+        else:
+            arrays[arg.name] = draw(arg, dims, draws, xp)
     return arrays
 
 
@@ -148,49 +198,50 @@ def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(int(i) for i in np.unravel_index(flat, shape)) if shape else ()
 
 
-def compare(arg: Arg, got_stored: Array, want: Array, tol: Tolerance, want_is_stored: bool) -> Comparison:
-    """Compare one output. ``want`` is a storage array (reference kernel) or float64 values
-    (Python reference); both are brought to a common form first.
+def compare(
+    arg: Arg, got_stored: Any, want: Any, tol: Tolerance, want_is_stored: bool, xp: Any = np
+) -> Comparison:
+    """Compare one output where its arrays live (``xp``: numpy, or cupy on the device). ``want``
+    is a storage array (reference kernel) or float64 values (Python reference); both are brought
+    to a common form first. Only scalars (counts, the largest error, the first bad element)
+    leave the device.
 
     Floats pass when every element is within ``atol + rtol * |want|`` and the largest error is
     at most ``max_abs``; a NaN or infinity where the reference has a finite value fails. fp8
     outputs compare codes, at most ``ulp`` apart. Integers compare exactly (within ``atol``).
     """
     shape = tuple(got_stored.shape)
-    # Bit-identical (the usual case against the original kernel) needs no arithmetic, unless the
-    # poison pattern is still there (float NaN poison already makes array_equal false).
-    if (
-        want_is_stored
-        and got_stored.dtype == want.dtype
-        and np.array_equal(got_stored, want)
-        and not np.any(got_stored == poison((1,), arg.dtype)[0])
-    ):
+    # Bit-identical (the usual case against the original kernel) passes under every rule below
+    # (NaN bits equal NaN bits: a NaN where the reference has one matches), so needs no arithmetic.
+    if want_is_stored and got_stored.dtype == want.dtype and bool(xp.array_equal(got_stored, want)):
         return Comparison(True, "", 0.0, 0.0)
     if arg.dtype.kind == "fp8":
-        want_codes = want if want_is_stored else encode(want, arg.dtype)
-        got_v = decode(got_stored, arg.dtype)
-        want_v = decode(want_codes, arg.dtype)
-        got_nan, want_nan = np.isnan(got_v), np.isnan(want_v)
-        dist = np.abs(fp8_order(got_stored) - fp8_order(want_codes))
+        want_codes = want if want_is_stored else encode(want, arg.dtype, xp)
+        got_v = decode(got_stored, arg.dtype, xp)
+        want_v = decode(want_codes, arg.dtype, xp)
+        got_nan, want_nan = xp.isnan(got_v), xp.isnan(want_v)
+        dist = xp.abs(fp8_order(got_stored, xp) - fp8_order(want_codes, xp))
         bad = (got_nan != want_nan) | (~want_nan & (dist > tol.ulp))
-        err = np.where(got_nan | want_nan, 0.0, np.abs(got_v - want_v))
-        return _result(arg, bad, got_v, want_v, err, shape, f"more than {tol.ulp} ulp apart")
-    got = decode(got_stored, arg.dtype)
-    ref = decode(want, arg.dtype) if want_is_stored else np.asarray(want, dtype=np.float64)
-    finite = np.isfinite(ref)
+        err = xp.where(got_nan | want_nan, 0.0, xp.abs(got_v - want_v))
+        return _result(arg, bad, got_v, want_v, err, shape, f"more than {tol.ulp} ulp apart", xp)
+    got = decode(got_stored, arg.dtype, xp)
+    ref = decode(want, arg.dtype, xp) if want_is_stored else xp.asarray(want, dtype=xp.float64)
+    finite = xp.isfinite(ref)
     with np.errstate(invalid="ignore"):
-        err = np.where(finite, np.abs(got - ref), 0.0)
-    err = np.where(np.isnan(err), np.inf, err)
-    limit = tol.atol + tol.rtol * np.abs(np.where(finite, ref, 0.0))
-    nonfinite_match = np.where(np.isnan(ref), np.isnan(got), got == ref)
-    bad = np.where(finite, ~(err <= limit), ~nonfinite_match)
-    result = _result(arg, bad, got, ref, err, shape, f"beyond atol={tol.atol:g} + rtol={tol.rtol:g}*|want|")
+        err = xp.where(finite, xp.abs(got - ref), 0.0)
+    err = xp.where(xp.isnan(err), xp.inf, err)
+    limit = tol.atol + tol.rtol * xp.abs(xp.where(finite, ref, 0.0))
+    nonfinite_match = xp.where(xp.isnan(ref), xp.isnan(got), got == ref)
+    bad = xp.where(finite, ~(err <= limit), ~nonfinite_match)
+    why = f"beyond atol={tol.atol:g} + rtol={tol.rtol:g}*|want|"
+    result = _result(arg, bad, got, ref, err, shape, why, xp)
     if result.ok and result.max_abs_err > tol.max_abs:
-        flat = int(np.argmax(err))
+        flat = int(xp.argmax(err))
         return Comparison(
             False,
             f"{arg.name}: max abs error {result.max_abs_err:.4g} exceeds the cap {tol.max_abs:g} "
-            f"at {_index(flat, shape)} (got {got.ravel()[flat]:.6g}, want {ref.ravel()[flat]:.6g})",
+            f"at {_index(flat, shape)} (got {float(got.ravel()[flat]):.6g}, "
+            f"want {float(ref.ravel()[flat]):.6g})",
             result.max_abs_err,
             result.rel_err,
         )
@@ -198,24 +249,26 @@ def compare(arg: Arg, got_stored: Array, want: Array, tol: Tolerance, want_is_st
 
 
 def _result(
-    arg: Arg, bad: Array, got: Array, want: Array, err: Array, shape: tuple[int, ...], why: str
+    arg: Arg, bad: Any, got: Any, want: Any, err: Any, shape: tuple[int, ...], why: str, xp: Any = np
 ) -> Comparison:
-    finite_err = err[np.isfinite(err)]
-    max_abs = float(finite_err.max()) if finite_err.size else 0.0
-    if np.isinf(err).any():
-        max_abs = float("inf")
-    both = np.isfinite(want) & np.isfinite(got)
-    norm = float(np.linalg.norm(want[both])) if both.any() else 0.0
-    diff = float(np.linalg.norm(got[both] - want[both])) if both.any() else 0.0
+    """The verdict from the elementwise ``bad`` mask: counts and norms reduced where the arrays
+    are, then the first bad element (by flat index) fetched for the message."""
+    infinite = bool(xp.isinf(err).any())
+    max_abs = float("inf") if infinite else float(err.max()) if err.size else 0.0
+    both = xp.isfinite(want) & xp.isfinite(got)
+    w = xp.where(both, want, 0.0)
+    d = xp.where(both, got, 0.0) - w
+    norm = float(xp.sqrt(xp.sum(w * w)))
+    diff = float(xp.sqrt(xp.sum(d * d)))
     rel = diff / norm if norm > 0 else diff
-    count = int(np.count_nonzero(bad))
+    count = int(xp.count_nonzero(bad))
     if count == 0:
         return Comparison(True, "", max_abs, rel)
-    flat = int(np.flatnonzero(bad.ravel())[0])
-    g, w = got.ravel()[flat], want.ravel()[flat]
-    kind = "NaN/Inf where the reference has none" if not np.isfinite(g) and np.isfinite(w) else why
+    flat = int(xp.argmax(bad.ravel()))  # the first True
+    g, wv = float(got.ravel()[flat]), float(want.ravel()[flat])
+    kind = "NaN/Inf where the reference has none" if not math.isfinite(g) and math.isfinite(wv) else why
     message = (
         f"{arg.name}: {count} of {bad.size} elements differ ({kind}); first at "
-        f"{_index(flat, shape)}: got {g:.6g}, want {w:.6g}"
+        f"{_index(flat, shape)}: got {g:.6g}, want {wv:.6g}"
     )
     return Comparison(False, message, max_abs, rel)
