@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import tree_sitter as ts
 from ktx.ir.index import Indexer
 from ktx.ir.language import captures, parse_tree
-from ktx.ir.mask import mask
+from ktx.ir.mask import describe_hidden, mask
 from ktx.ir.nodes import (
     Constant,
     Diagnostic,
@@ -60,6 +60,8 @@ class Module:
         self.attribute_macros = masked.attribute_macros
         #: Byte ranges of unparseable text blanked so that the kernels after it could be read.
         self.skipped: tuple[Span, ...] = ()
+        #: ``#if`` groups inside functions parsed with one branch only (see :mod:`ktx.ir.mask`).
+        self.hidden_branches = masked.hidden
         self.lines = LineIndex(source)
         if tree is None:
             tree, skipped = recover_declarations(masked.text)
@@ -193,6 +195,12 @@ class Module:
                 result.append(Diagnostic("error", f"{what} inside kernel {owner.name!r}", span, self.path))
             else:
                 result.append(Diagnostic("warning", f"{what}; skipped, indexing continues", span, self.path))
+        for hidden in self.hidden_branches:
+            span = self.lines.span(hidden.start, hidden.end)
+            fn = next((f for f in self.functions if f.span.contains(span)), None)
+            where = None if fn is None else f"{'kernel' if fn.is_kernel else 'function'} {fn.name!r}"
+            result.append(Diagnostic("warning", describe_hidden(hidden, where), span, self.path))
+        result.sort(key=lambda d: d.span.start)
         if len(result) > MAX_DIAGNOSTICS:
             rest = result[MAX_DIAGNOSTICS:]
             errors = sum(d.severity == "error" for d in rest)

@@ -416,7 +416,12 @@ def _rewrite_site(
     module = target.module
     errors = module.errors_in(site.span)
     if errors:
-        reason = f"inside code tree-sitter could not parse (line {errors[0].span.line}); left as is"
+        first = errors[0]
+        split = [h for h in module.hidden_branches if module.span(h.start, h.end) == first.span]
+        what = "inside code tree-sitter could not parse"
+        if split:
+            what = f"`{split[0].directive}` splits a statement across its branches"
+        reason = f"{what} (line {first.span.line}); left as is"
         return Skipped(p.name, site.label, line, reason), None
     rw = Rewriter(target, p.name, site.label)
     try:
