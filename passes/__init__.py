@@ -16,6 +16,7 @@
 | rows-per-block | ROWS | R rows per block along threadIdx.y; grid / R |
 | fast-math | FAST_MATH | __expf & co., __fdividef or reciprocal-multiply, rsqrtf, under #if |
 | cluster-rows | CLUSTER | one row's block reduction over a thread-block cluster (sm_90); grid gains y |
+| early-loads | PREFETCH | loads of the loop after a reduction issued before it, into registers |
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ktx.passes.block_size import BlockSize
 from ktx.passes.cache_hints import CacheHints
 from ktx.passes.cluster_rows import ClusterRows
 from ktx.passes.coarsen import Coarsen
+from ktx.passes.early_loads import EarlyLoads
 from ktx.passes.expose import Expose
 from ktx.passes.fast_math import FastMath
 from ktx.passes.hoist import Hoist
@@ -54,6 +56,7 @@ BUILTINS: tuple[type[Pass[Any]], ...] = (
     Hoist,
     RowsPerBlock,
     ClusterRows,
+    EarlyLoads,
 )
 
 __all__ = [
@@ -62,6 +65,7 @@ __all__ = [
     "CacheHints",
     "ClusterRows",
     "Coarsen",
+    "EarlyLoads",
     "Expose",
     "FastMath",
     "Hoist",

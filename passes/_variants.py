@@ -49,8 +49,13 @@ def line_bounds(source: bytes, start: int, end: int) -> tuple[int, int]:
     return first, len(source) if last < 0 else last
 
 
-def write_variant(rw: Rewriter, stmt: ts.Node, subs: list[tuple[int, int, str]], cond: str) -> None:
-    """Wrap the lines of ``stmt``: ``#if cond`` + edited copy + ``#else`` + original + ``#endif``."""
+def write_variant(
+    rw: Rewriter, stmt: ts.Node, subs: list[tuple[int, int, str]], cond: str, start: int | None = None
+) -> None:
+    """Wrap the lines of ``stmt``: ``#if cond`` + edited copy + ``#else`` + original + ``#endif``.
+
+    ``start`` (a line start before ``stmt``) takes preceding lines in too, such as a ``#pragma``.
+    """
     source = rw.target.module.source
     first, last = line_bounds(source, stmt.start_byte, stmt.end_byte)
     line = stmt.start_point[0] + 1
@@ -59,10 +64,16 @@ def write_variant(rw: Rewriter, stmt: ts.Node, subs: list[tuple[int, int, str]],
     tail = source[stmt.end_byte : last].strip()
     if tail and not tail.startswith(b"//"):
         raise Refuse(f"line {line}: code follows the statement on its line, so it cannot get a variant")
+    first = first if start is None else start
     new = bytearray(source[first:last])
-    for start, end, text in sorted(subs, key=lambda s: (s[0], s[1]), reverse=True):
-        new[start - first : end - first] = text.encode()
-    rw.insert(first, f"#if {cond}\n{new.decode()}\n#else\n")
+    for a, b, text in sorted(subs, key=lambda s: (s[0], s[1]), reverse=True):
+        new[a - first : b - first] = text.encode()
+    wrap_lines(rw, first, last, new.decode(), cond)
+
+
+def wrap_lines(rw: Rewriter, first: int, last: int, new: str, cond: str) -> None:
+    """Lines ``[first, last)`` (a line start, a line end) become the ``#else`` of ``new``."""
+    rw.insert(first, f"#if {cond}\n{new}\n#else\n")
     rw.insert(last, "\n#endif")
 
 

@@ -1,0 +1,351 @@
+"""``early-loads``: the loads of the loop after a reduction are issued before the reduction.
+
+A row reduction runs in two passes: a loop accumulates (``sum_sq``, an absmax), the block or the
+group combines the partial results, and a second loop uses the result with more loads
+(``weight``, the row again). Those loads do not depend on the reduction, but the second loop
+issues them only after it: at a few rows the kernel then waits on DRAM twice in a row (the
+reduction's barrier and shuffles in between). With ``PREFETCH`` = P (0, the original, by
+default) the first P iterations of that loop get their loads issued right after the
+accumulating loop, into registers, so that their latency overlaps the reduction::
+
+    accumulating loop
+    Pack<T> ktx_pf_w[P];                         // new: the loads of the first P iterations
+    for k < P: i = init + k * stride; if (cond) ktx_pf_w[k].load(weight + i * VEC);
+    ... reduction ...
+    for k < P (unrolled): i = init + k * stride; if (cond) { body, w = ktx_pf_w[k] instead of w.load(...) }
+    for (i = init + P * stride; cond; i += stride) body          // the rest, as written
+
+Loads are ``x.load(pointer)`` statements of the loop's body (the pack idiom of the suite and of
+FlashInfer) through a ``const __restrict__`` pointer (a parameter or a local row pointer made
+from one), so no store of the kernel can change what they read. Everything the hoisted code
+names must exist at the insertion point and keep its value until the loop. Every change sits in
+``#if KTX_PREFETCH > 0`` groups whose ``#else`` is the original, so ``PREFETCH = 0`` is the
+original byte for byte.
+
+Refused (with the construct and its line): no loop that accumulates a value before another
+loop; a loop whose header is not ``for (int i = init; i < n; i += stride)`` or whose body
+assigns ``i``, breaks or returns; no qualifying load; a load through a pointer that is not
+``const __restrict__``, or whose address uses a name declared inside the loop or changed
+between the accumulating loop and the loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import tree_sitter as ts
+from ktx.ir import Loop, Module
+from ktx.ir.access import roots
+from ktx.passes._common import kernel_node, line_of
+from ktx.passes._variants import insert_after_line, line_bounds, wrap_lines
+
+from ktx import syntax
+from ktx.passbase import KnobSpec, Option, Pass, Refuse, Rewriter, Site, Skip, Target
+
+COND = "KTX_PREFETCH > 0"
+
+
+@dataclass(frozen=True)
+class HoistedLoad:
+    statement: ts.Node
+    """``w.load(weight + i * VEC);``"""
+    variable: str
+    type: str
+    pointer: str
+    """The argument text: ``weight + i * VEC``."""
+
+
+@dataclass(frozen=True)
+class EarlySite(Site):
+    after: ts.Node
+    """The accumulating loop's statement: the prefetch goes right after it."""
+    loop: Loop
+    statement: ts.Node
+    var_type: str
+    init: str
+    cond: str
+    stride: str
+    loads: tuple[HoistedLoad, ...]
+
+
+class EarlyLoads(Pass[EarlySite]):
+    name = "early-loads"
+    summary = "issue the loads of the loop after a reduction before the reduction (knob PREFETCH)"
+    description = __doc__ or ""
+    knobs = (
+        KnobSpec(
+            "PREFETCH",
+            "0, 1, 2, … max",
+            "0 (loads where they are, the original)",
+            "iterations of the loop after the reduction whose loads are issued before it",
+        ),
+    )
+    options = (Option("max", "int", 4, "most iterations (packs per thread) prefetched"),)
+    after = (
+        "expose",
+        "block-size",
+        "unroll",
+        "tile",
+        "vectorize",
+        "launch-bounds",
+        "cache-hints",
+        "fast-math",
+        "cluster-rows",
+    )
+
+    def sites(self, target: Target) -> Iterator[EarlySite | Skip]:
+        fn = target.kernel
+        module = target.module
+        kernel = kernel_node(target)
+        body = kernel.child_by_field_name("body")
+        assert body is not None
+        top = {c.id: c for c in body.named_children}
+        loops = [(lp, module.node(lp.span)) for lp in target.loops if lp.kind == "for"]
+        loops = [(lp, _stmt(n)) for lp, n in loops]
+        loops = [
+            (lp, n) for lp, n in loops if n.parent is not None and n.parent.id == body.id and n.id in top
+        ]
+        accumulating = [(lp, n) for lp, n in loops if _carried(module, n, lp)]
+        if not accumulating:
+            yield Skip(
+                "no loop of the kernel's body accumulates a value: there is no reduction", fn.name, fn.span
+            )
+            return
+        last_lp, last = accumulating[-1]
+        later = [(lp, n) for lp, n in loops if n.start_byte > last.end_byte]
+        if not later:
+            yield Skip(
+                f"no loop follows the accumulating loop {target.label(last_lp)} (line {line_of(last)})",
+                fn.name,
+                fn.span,
+            )
+            return
+        reasons: list[str] = []
+        for lp, stmt in later:
+            try:
+                yield self._site(target, body, last, lp, stmt)
+                return
+            except Refuse as refusal:
+                reasons.append(f"{target.label(lp)}: {refusal.reason}")
+        yield Skip("; ".join(reasons), fn.name, fn.span)
+
+    def _site(self, target: Target, body: ts.Node, after: ts.Node, loop: Loop, stmt: ts.Node) -> EarlySite:
+        module = target.module
+        label = target.label(loop)
+        if loop.init is None or loop.cond is None or loop.step is None or loop.var is None:
+            raise Refuse(f"the header of loop {label} is not for (int i = init; i < n; i += stride)")
+        init = module.node(loop.init)
+        if init.type != "declaration" or len(init.children_by_field_name("declarator")) != 1:
+            raise Refuse(f"loop {label} does not declare its index in its header")
+        decl = init.children_by_field_name("declarator")[0]
+        value = decl.child_by_field_name("value")
+        type_node = init.child_by_field_name("type")
+        if value is None or type_node is None:
+            raise Refuse(f"loop {label}'s index has no initial value")
+        var = loop.var
+        cond = syntax.node_at(module, loop.cond, "binary_expression")
+        op = cond.child_by_field_name("operator") if cond is not None else None
+        left = cond.child_by_field_name("left") if cond is not None else None
+        if (
+            cond is None
+            or op is None
+            or left is None
+            or syntax.text(module, op) not in ("<", "<=")
+            or (syntax.text(module, left) != var)
+        ):
+            raise Refuse(f"loop {label}'s condition is not {var} < n")
+        step = syntax.node_at(module, loop.step, "assignment_expression")
+        sop = step.child_by_field_name("operator") if step is not None else None
+        stride = step.child_by_field_name("right") if step is not None else None
+        if step is None or sop is None or stride is None or syntax.text(module, sop) != "+=":
+            raise Refuse(f"loop {label}'s step is not {var} += stride")
+        loop_body = module.node(loop.body)
+        if loop_body.type != "compound_statement":
+            raise Refuse(f"loop {label}'s body is not a block")
+        for n in syntax.walk(loop_body):
+            if n.type in ("break_statement", "return_statement", "goto_statement"):
+                raise Refuse(
+                    f"loop {label} leaves early ({syntax.text(module, n).strip()} at line {line_of(n)})"
+                )
+        if var in syntax.assigned(module, loop_body):
+            raise Refuse(f"loop {label} assigns its index {var} in its body")
+        for part in (value, cond, stride):
+            _available(module, body, part, after, stmt, {var}, f"loop {label}'s header")
+        loads = self._loads(target, body, after, stmt, loop_body, var, label)
+        return EarlySite(
+            label,
+            loop.span,
+            after,
+            loop,
+            stmt,
+            syntax.text(module, type_node),
+            syntax.text(module, value),
+            syntax.text(module, cond),
+            syntax.text(module, stride),
+            loads,
+        )
+
+    def _loads(
+        self,
+        target: Target,
+        body: ts.Node,
+        after: ts.Node,
+        stmt: ts.Node,
+        loop_body: ts.Node,
+        var: str,
+        label: str,
+    ) -> tuple[HoistedLoad, ...]:
+        module = target.module
+        rts = roots(module, target.kernel)
+        locals_ = syntax.local_declarations(module, loop_body)
+        found: list[HoistedLoad] = []
+        why: list[str] = []
+        for child in loop_body.named_children:
+            call = (
+                child.named_children[0]
+                if child.type == "expression_statement" and child.named_children
+                else None
+            )
+            fn = (
+                call.child_by_field_name("function")
+                if call is not None and call.type == "call_expression"
+                else None
+            )
+            if call is None or fn is None or fn.type != "field_expression":
+                continue
+            obj, field = fn.child_by_field_name("argument"), fn.child_by_field_name("field")
+            args = call.child_by_field_name("arguments")
+            if obj is None or field is None or args is None or syntax.text(module, field) != "load":
+                continue
+            if obj.type != "identifier" or len(args.named_children) != 1:
+                continue
+            name = syntax.text(module, obj)
+            local = locals_.get(name)
+            if local is None:
+                why.append(f"{name} (line {line_of(child)}) is not declared in the loop")
+                continue
+            pointer = args.named_children[0]
+            bases = [
+                syntax.text(module, i) for i in syntax.identifiers(pointer) if syntax.text(module, i) in rts
+            ]
+            root = rts.get(bases[0]) if len(bases) == 1 else None
+            if root is None or root.space != "global" or not (root.const and root.restrict):
+                what = bases[0] if bases else syntax.text(module, pointer)
+                why.append(f"{what} (line {line_of(child)}) is not a const __restrict__ pointer")
+                continue
+            try:
+                _available(module, body, pointer, after, stmt, {var}, f"the address at line {line_of(child)}")
+            except Refuse as refusal:
+                why.append(refusal.reason)
+                continue
+            found.append(HoistedLoad(child, name, local.type, syntax.text(module, pointer)))
+        if not found:
+            raise Refuse(
+                f"loop {label} has no load to issue early ({'; '.join(why) or 'no x.load(p) statement'})"
+            )
+        return tuple(found)
+
+    def rewrite(self, site: EarlySite, rw: Rewriter) -> None:
+        module = rw.target.module
+        top = max(1, self.int_option("max"))
+        values = [v for v in range(top + 1) if v & (v - 1) == 0]
+        macro = rw.knob(
+            "PREFETCH",
+            values,
+            0,
+            "iterations of the loop after the reduction whose loads go before it (0: as written)",
+        )
+        indent = syntax.indentation(module.source, site.statement.start_byte)
+        inner = indent + "  "
+        arrays = {ld.statement.id: f"ktx_pf_{ld.variable}" for ld in site.loads}
+        index = f"const {site.var_type} {site.loop.var} = {site.init} + ktx_k * ({site.stride});"
+        names = ", ".join(ld.pointer.split()[0] for ld in site.loads)
+        prefetch = [
+            f"{indent}// early-loads: the loads of loop {site.label} ({names}) for its first {macro} "
+            "iterations, issued before the reduction",
+            *[f"{indent}{ld.type} {arrays[ld.statement.id]}[{macro}];" for ld in site.loads],
+            "#pragma unroll",
+            f"{indent}for (int ktx_k = 0; ktx_k < {macro}; ++ktx_k) {{",
+            f"{inner}{index}",
+            f"{inner}if ({site.cond}) {{",
+            *[f"{inner}  {arrays[ld.statement.id]}[ktx_k].load({ld.pointer});" for ld in site.loads],
+            f"{inner}}}",
+            f"{indent}}}",
+        ]
+        insert_after_line(rw, site.after.end_byte, prefetch, COND)
+        # The loop: P unrolled iterations that use the prefetched packs, then the rest.
+        source = module.source
+        loop_body = module.node(site.loop.body)
+        body_text = bytearray(source[loop_body.start_byte : loop_body.end_byte])
+        for ld in sorted(site.loads, key=lambda x: x.statement.start_byte, reverse=True):
+            a = ld.statement.start_byte - loop_body.start_byte
+            b = ld.statement.end_byte - loop_body.start_byte
+            body_text[a:b] = f"{ld.variable} = {arrays[ld.statement.id]}[ktx_k];".encode()
+        first_body = _reindent(body_text.decode(), "  ")
+        pragma = site.loop.pragma
+        first, last = line_bounds(source, site.statement.start_byte, site.statement.end_byte)
+        start = line_bounds(source, pragma.span.start, pragma.span.start)[0] if pragma is not None else first
+        if source[first : site.statement.start_byte].strip():
+            raise Refuse(f"line {line_of(site.statement)}: the loop does not start its line")
+        original = source[start:last].decode()
+        init = module.node(site.loop.init) if site.loop.init is not None else None
+        assert init is not None
+        decl = init.children_by_field_name("declarator")[0]
+        value = decl.child_by_field_name("value")
+        assert value is not None
+        rel = value.end_byte - start
+        rest = original[:rel] + f" + {macro} * ({site.stride})" + original[rel:]
+        prologue = [
+            "#pragma unroll",
+            f"{indent}for (int ktx_k = 0; ktx_k < {macro}; ++ktx_k) {{",
+            f"{inner}{index}",
+            f"{inner}if ({site.cond}) {first_body}",
+            f"{indent}}}",
+        ]
+        wrap_lines(rw, start, last, "\n".join(prologue) + "\n" + rest, COND)
+        rw.note(f"loads of {names} in loop {site.label} can go before the reduction")
+
+
+def _reindent(text: str, by: str) -> str:
+    lines = text.split("\n")
+    return "\n".join(
+        [lines[0]]
+        + [by + line if line.strip() and not line.lstrip().startswith("#") else line for line in lines[1:]]
+    )
+
+
+def _stmt(node: ts.Node) -> ts.Node:
+    while node.type != "for_statement" and node.parent is not None:
+        node = node.parent
+    return node
+
+
+def _carried(module: Module, stmt: ts.Node, loop: Loop) -> list[str]:
+    """What ``loop`` accumulates across iterations; a loop that shuffles or synchronises is part
+    of a reduction, not a walk that accumulates."""
+    if any(True for _ in syntax.calls(module, stmt, syntax.BARRIERS | syntax.SHUFFLES)):
+        return []
+    local = syntax.declared_names(module, stmt) | {loop.var or ""}
+    return sorted(set(syntax.assigned(module, stmt)) - local)
+
+
+def _available(
+    module: Module, body: ts.Node, node: ts.Node, after: ts.Node, loop: ts.Node, allowed: set[str], what: str
+) -> None:
+    """Refuse unless every name in ``node`` is declared before ``after`` ends (or is a parameter,
+    a builtin or a name outside the kernel) and keeps its value until ``loop``."""
+    declared = syntax.local_declarations(module, body)
+    for ident in syntax.identifiers(node):
+        name = syntax.text(module, ident)
+        if name in allowed:
+            continue
+        local = declared.get(name)
+        if local is not None and local.declaration.start_byte >= after.end_byte:
+            raise Refuse(
+                f"{what} uses {name}, declared after the accumulating loop "
+                f"(line {line_of(local.declaration)})"
+            )
+        for w in syntax.assigned(module, body).get(name, []):
+            if after.end_byte <= w.start_byte < loop.start_byte:
+                raise Refuse(f"{what} uses {name}, which changes before the loop (line {line_of(w)})")
