@@ -5,7 +5,8 @@ what text alone does not show: the default config is the original, the launch st
 every element for every block size and VEC, element sizes behind typedefs in local headers,
 and that every config compiles for sm_90 with 16-byte accesses where the type allows (PTX
 ``ld.global.v4``/``st.global.v4``). llm.c's gelu/residual ``kernel1`` files are templated in
-place from ``../shared/llmc`` (skipped where it is absent) and every config is compiled.
+place from ``../shared/llmc`` (or ``shared/llmc`` in the checkout; skipped where it is absent) and
+every config is compiled.
 """
 
 from __future__ import annotations
@@ -28,7 +29,20 @@ from ktx.cli import main
 
 NVCC = shutil.which("nvcc")
 GOLDEN = ROOT / "tests" / "golden" / "vectorize"
-LLMC = ROOT.parent / "shared" / "llmc" / "dev" / "cuda"
+#: llm.c's dev/cuda: ../shared/llmc beside the checkout, or shared/llmc inside it (GPU hosts).
+LLMC = (
+    next(
+        (
+            p
+            for p in (ROOT.parent / "shared", ROOT / "shared")
+            if (p / "llmc" / "dev" / "cuda" / "common.h").is_file()
+        ),
+        ROOT.parent / "shared",
+    )
+    / "llmc"
+    / "dev"
+    / "cuda"
+)
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
 
 GELU = """\

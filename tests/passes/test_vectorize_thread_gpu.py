@@ -9,7 +9,8 @@
 * The run-time fallback: a float kernel launched on pointers one element past an aligned
   allocation (no 16-byte pack is aligned), at odd sizes, against NumPy.
 
-Skipped without CuPy and a device, and (the first) without ``../shared/llmc``. About a minute.
+Skipped without CuPy and a device, and (the first) without llm.c (``../shared/llmc`` or
+``shared/llmc``). About a minute.
 """
 
 from __future__ import annotations
