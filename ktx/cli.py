@@ -16,7 +16,9 @@ from collections.abc import Sequence
 from ktx.errors import KtxError
 
 #: Subcommand modules, in the order ``ktx --help`` lists them.
-COMMANDS: tuple[str, ...] = ("inspect", "apply", "passes", "run", "bench", "tune", "optimize", "report")
+COMMANDS: tuple[str, ...] = (
+    "inspect", "apply", "passes", "run", "bench", "tune", "optimize", "report",
+)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,6 +31,11 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMANDS:
         module = importlib.import_module(f"ktx.commands.{name}")
         module.register(sub)
+        # ``--debug`` anywhere on the line, not only before the command (SUPPRESS keeps the
+        # main parser's default when the subcommand does not see it).
+        sub.choices[name].add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors"
+        )
     return parser
 
 

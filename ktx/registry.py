@@ -14,16 +14,19 @@ Third-party passes are found three ways:
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import importlib
 import importlib.util
+import json
+import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from ktx.errors import KtxError
+from ktx.errors import KtxError, Location
 from ktx.passbase import KNOB_NAME, OPTION_NAME, PASS_NAME, Pass
 
 PassClass = type[Pass[Any]]
@@ -140,6 +143,7 @@ def default_registry() -> Registry:
             for cls in loaded if isinstance(loaded, list | tuple) else [loaded]:
                 registry.register(cls)
         _DEFAULT = registry
+        load_env_plugins()
     return _DEFAULT
 
 
@@ -148,23 +152,153 @@ def register(cls: PassClass) -> PassClass:
     return default_registry().register(cls, replace=True)
 
 
+#: Environment variable holding the plugins loaded in this process (``os.pathsep``-separated),
+#: so that processes a command starts (``--workers``) load the same passes.
+PLUGINS_ENV = "KTX_PLUGINS"
+#: The file in a run folder that records its plugins, so that a resumed run or a replay of its
+#: recording loads the same passes without being told again.
+PLUGINS_FILE = "plugins.json"
+
+_LOADED: list[str] = []
+
+
+def _plugin_key(spec: str) -> str:
+    """A ``.py`` plugin by its absolute path (so that another cwd finds it), a module by name."""
+    return str(Path(spec).resolve()) if spec.endswith(".py") else spec
+
+
+def loaded_plugins() -> tuple[str, ...]:
+    """The plugins imported so far in this process, in order (absolute paths or module names)."""
+    return tuple(_LOADED)
+
+
 def load_plugin(spec: str) -> None:
-    """Import ``spec`` (a ``.py`` file or a module name) so that its passes register."""
+    """Import ``spec`` (a ``.py`` file or a module name) so that its passes register.
+
+    Loading the same plugin twice is a no-op. Any failure while importing it (missing file,
+    syntax error, an exception at import time) is a :class:`KtxError`, one line naming the
+    plugin and the error, so that the CLI exits 2 rather than printing a traceback.
+    """
+    key = _plugin_key(spec)
+    if key in _LOADED:
+        return
     path = Path(spec)
     if spec.endswith(".py"):
         if not path.is_file():
-            raise KtxError("no such plugin file", None, f"--plugin {spec}")
+            raise KtxError("no such plugin file", Location(spec), "--plugin takes a .py file or a module")
         name = f"ktx_plugin_{path.stem}"
         module_spec = importlib.util.spec_from_file_location(name, path)
         if module_spec is None or module_spec.loader is None:
             raise KtxError(f"cannot load plugin {spec}")
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[name] = module
-        module_spec.loader.exec_module(module)
-        return
+        try:
+            module_spec.loader.exec_module(module)
+        except KtxError:
+            sys.modules.pop(name, None)
+            raise
+        except BaseException as exc:  # any failure of user code at import time
+            sys.modules.pop(name, None)
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            raise KtxError(
+                f"cannot import plugin: {_describe(exc, path)}", Location(spec), "fix the plugin file"
+            ) from exc
+    else:
+        try:
+            importlib.import_module(spec)
+        except KtxError:
+            raise
+        except Exception as exc:
+            raise KtxError(
+                f"cannot import plugin {spec!r}: {_describe(exc, None)}",
+                None,
+                "give a .py file or an importable module name",
+            ) from exc
+    _LOADED.append(key)
+    os.environ[PLUGINS_ENV] = os.pathsep.join(_LOADED)
+
+
+def _describe(exc: BaseException, path: Path | None) -> str:
+    """``SyntaxError: invalid syntax (line 3)``: the error on one line, with the plugin's line."""
+    text = " ".join(str(exc).split()) or "(no message)"
+    line = getattr(exc, "lineno", None) if isinstance(exc, SyntaxError) else None
+    if line is None and path is not None:
+        tb = exc.__traceback__
+        while tb is not None:
+            if Path(tb.tb_frame.f_code.co_filename).resolve() == path.resolve():
+                line = tb.tb_lineno
+            tb = tb.tb_next
+    return f"{type(exc).__name__}: {text}" + (f" (line {line})" if line else "")
+
+
+def load_plugins(specs: Iterable[str]) -> tuple[str, ...]:
+    """Load each plugin in turn; returns all plugins loaded in this process."""
+    for spec in specs:
+        load_plugin(spec)
+    return loaded_plugins()
+
+
+def load_env_plugins() -> None:
+    """Load the plugins a parent process recorded in ``KTX_PLUGINS`` (a ``--workers`` child)."""
+    for spec in os.environ.get(PLUGINS_ENV, "").split(os.pathsep):
+        spec = spec.strip()
+        # A file the parent loaded and has since deleted (a test's temporary plugin) is not
+        # this process's plugin: a pass it needed still fails, as an unknown pass.
+        if spec and not (spec.endswith(".py") and not Path(spec).is_file()):
+            load_plugin(spec)
+
+
+def recorded_plugins(folder: Path) -> tuple[str, ...]:
+    """The plugins a run folder recorded (none when it has no ``plugins.json``)."""
+    path = folder / PLUGINS_FILE
+    if not path.is_file():
+        return ()
     try:
-        importlib.import_module(spec)
-    except ImportError as exc:
-        raise KtxError(
-            f"cannot import plugin {spec!r}: {exc}", None, "give a .py file or a module name"
-        ) from exc
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise KtxError(f"unreadable plugin record: {exc}", Location(str(path))) from None
+    plugins = data.get("plugins") if isinstance(data, dict) else None
+    if not isinstance(plugins, list) or not all(isinstance(p, str) for p in plugins):
+        raise KtxError("plugin record must be {\"plugins\": [...]}", Location(str(path)))
+    return tuple(plugins)
+
+
+def record_plugins(folder: Path, plugins: Sequence[str]) -> None:
+    """Write ``plugins.json`` into a run folder (only when there are plugins to record)."""
+    if not plugins:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    merged = list(dict.fromkeys([*recorded_plugins(folder), *plugins]))
+    (folder / PLUGINS_FILE).write_text(json.dumps({"plugins": merged}, indent=2) + "\n", encoding="utf-8")
+
+
+def add_plugin_option(parser: argparse.ArgumentParser) -> None:
+    """The ``--plugin FILE.py|MODULE`` option every command that runs passes takes."""
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="FILE.py|MODULE",
+        help="load passes from a Python file or module first (repeatable; recorded in the run folder)",
+    )
+
+
+def plugins_for_run(cli: Sequence[str], folders: Iterable[Path]) -> tuple[str, ...]:
+    """Load the ``--plugin`` ones and those recorded in ``folders`` (a run folder being resumed,
+    the folder of a replayed recording); returns every plugin now loaded, to be recorded."""
+    for folder in folders:
+        load_plugins(recorded_plugins(folder))
+    return load_plugins(cli)
+
+
+def run_plugins(cli: Sequence[str], run_dir: Path, backend: str = "") -> tuple[str, ...]:
+    """Plugins of a ``tune``/``optimize`` run: those recorded in ``run_dir`` (a resumed run) and
+    beside a replayed recording (``replay:FILE``), then ``--plugin``; all of them are recorded
+    in ``run_dir/plugins.json`` so that the next resume, a worker or a replay loads them too."""
+    folders = [run_dir]
+    if backend.startswith("replay:"):
+        folders.append(Path(backend.split(":", 1)[1]).parent)
+    plugins = plugins_for_run(cli, folders)
+    record_plugins(run_dir, plugins)
+    return plugins

@@ -20,7 +20,7 @@ from ktx.ir import parse_file
 
 from ktx.errors import KtxError, Location
 from ktx.pipeline import run as run_pipeline
-from ktx.registry import load_plugin
+from ktx.registry import add_plugin_option, load_plugins
 from ktx.template import Template
 
 
@@ -31,7 +31,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("file", metavar="FILE", help="CUDA source file")
+    # ``nargs="?"``: ``--config A=1 B=2 kernel.cu`` lets --config take the file too; run() moves
+    # it back, so that options and FILE go in any order.
+    p.add_argument("file", metavar="FILE", nargs="?", help="CUDA source file")
     p.add_argument(
         "--passes",
         required=True,
@@ -52,13 +54,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("-o", "--output", metavar="OUT", help="write the result here instead of stdout")
     p.add_argument("--diff", action="store_true", help="print a unified diff against the input")
     p.add_argument("--trace", metavar="FILE", help="write the trace (JSON) of passes, sites and edits")
-    p.add_argument(
-        "--plugin",
-        action="append",
-        default=[],
-        metavar="FILE.py|MODULE",
-        help="load passes from a Python file or module first (repeatable)",
-    )
+    add_plugin_option(p)
     p.add_argument("-q", "--quiet", action="store_true", help="do not print remarks")
     p.set_defaults(func=run)
 
@@ -104,9 +100,25 @@ def remarks(template: Template, path: str) -> list[str]:
     ]
 
 
+def split_file_from_config(file: str | None, items: list[str]) -> tuple[str, list[str]]:
+    """The FILE that a greedy ``--config A=1 FILE`` took, and the config items left.
+
+    An item without ``=`` is the positional argument; two of them, or none when FILE is
+    missing, is a usage error naming what is wrong."""
+    strays = [item for item in items if "=" not in item]
+    config = [item for item in items if "=" in item]
+    if file is None and len(strays) == 1:
+        return strays[0], config
+    if strays:
+        raise KtxError(f"--config {strays[0]!r} is not NAME=VALUE", None, "e.g. --config BLOCK_X=64")
+    if file is None:
+        raise KtxError("the CUDA source FILE is missing", None, "ktx apply --passes PIPELINE FILE")
+    return file, config
+
+
 def run(args: argparse.Namespace) -> int:
-    for plugin in args.plugin:
-        load_plugin(plugin)
+    load_plugins(args.plugin)
+    args.file, args.config = split_file_from_config(args.file, args.config)
     module = parse_file(args.file)
     template = run_pipeline(module, args.passes, kernel=args.kernel)
     if not args.quiet:

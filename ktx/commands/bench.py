@@ -27,6 +27,7 @@ from ktx.measure.harness import Harness, ReferenceChoice
 from ktx.measure.protocol import Supervisor
 from ktx.measure.replay import save_results
 from ktx.measure.types import Measurement
+from ktx.registry import add_plugin_option, load_plugins
 from ktx.spec import find_specs, load_spec
 
 
@@ -36,6 +37,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--shapes", metavar="NAME", help="shape set to run (default: each spec's default)")
     p.add_argument("--kernel", action="append", default=[], metavar="NAME", help="only these kernels")
     add_measure_options(p)
+    add_plugin_option(p)
     p.set_defaults(func=run)
 
 
@@ -43,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    load_plugins(args.plugin)
     folders = find_specs(args.dir)
     if args.kernel:
         folders = [f for f in folders if f.name in set(args.kernel)]

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from ktx.agent.loop import PLANNERS, OptimizeRequest, OptimizeResult, optimize
+from ktx.registry import add_plugin_option, run_plugins
 from ktx.report.data import dispatched_config, dispatched_fast_math, fast_math_on
+from ktx.spec import load_spec
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -51,6 +53,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--llm-timeout", type=float, default=60.0, metavar="S", help="seconds per LLM answer")
     p.add_argument("--progress", action="store_true", help="show the search's progress lines")
+    add_plugin_option(p)
     p.set_defaults(func=run)
 
 
@@ -144,6 +147,8 @@ def fast_math_line(result: OptimizeResult, dispatch: Any, fm: Mapping[str, Any])
 
 
 def run(args: argparse.Namespace) -> int:
+    run_dir = args.out or Path(".ktx") / "optimize" / load_spec(args.kernel_dir).name
+    run_plugins(args.plugin, run_dir, args.backend)
     request = OptimizeRequest(
         kernel_dir=Path(args.kernel_dir),
         planner=args.planner,

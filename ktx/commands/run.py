@@ -25,6 +25,7 @@ from ktx.commands._measure_common import (
 from ktx.measure.harness import Harness
 from ktx.measure.replay import save_results
 from ktx.measure.types import Measurement, config_key
+from ktx.registry import add_plugin_option, load_plugins
 from ktx.spec import load_spec
 
 
@@ -33,10 +34,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("kernel_dir", metavar="KERNEL_DIR", help="a folder with kernel.cu and ktx.toml")
     p.add_argument("--shape", metavar="NAME", help="a shape set (its first shape) or NAME=VALUE,...")
     add_measure_options(p)
+    add_plugin_option(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    load_plugins(args.plugin)
     spec = load_spec(args.kernel_dir)
     config = parse_config(args.config)
     candidate = configured_candidate(spec, args.passes, config)

@@ -12,9 +12,11 @@ import argparse
 from pathlib import Path
 
 from ktx.errors import KtxError
+from ktx.registry import add_plugin_option, run_plugins
 from ktx.search.evaluate import METRICS
 from ktx.search.runner import TuneRequest, run_tune
 from ktx.search.study import SAMPLERS
+from ktx.spec import load_spec
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -78,6 +80,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--bucket", default=None, metavar="VAR", help="dispatch bucket variable (default: tokens)")
     p.add_argument("--study", default="", metavar="NAME", help="study name prefix (default: the kernel)")
     p.add_argument("--quiet", action="store_true", help="no progress display")
+    add_plugin_option(p)
     p.add_argument("--worker-index", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--throttle", type=float, default=0.0, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
@@ -98,6 +101,8 @@ def parse_shapes(text: str) -> tuple[str, ...]:
 def run(args: argparse.Namespace) -> int:
     if args.trials < 1:
         raise KtxError(f"--trials {args.trials}: need at least 1")
+    run_dir = args.out or Path(".ktx") / "runs" / load_spec(args.kernel_dir).name
+    run_plugins(args.plugin, run_dir, args.backend)
     request = TuneRequest(
         kernel_dir=Path(args.kernel_dir),
         passes=args.passes,
