@@ -396,6 +396,16 @@ class Template:
 
 def header(knobs: Sequence[Knob], source: str, kernel: str, pipeline: str, newline: str = "\n") -> str:
     """The guarded knob header that makes a template compile with every knob at its default."""
+    ours = [k.macro for k in knobs] + [k.constexpr for k in knobs] + ["KTX_PICK", "KTX_CDIV"]
+    code = _user_code(source)
+    for name in ours:
+        line = _user_definition(code, name)
+        if line is not None:
+            raise KtxError(
+                f"the source defines {name} (line {line}), a name ktx uses for a knob placeholder",
+                None,
+                "rename it; ktx leaves every other KTX_ name of yours alone",
+            )
     lines = [
         HEADER_BEGIN,
         f"// {kernel} templated by `{pipeline}`.",
@@ -429,6 +439,7 @@ def lower(source: str, values: Mapping[str, int], pipeline: str = "") -> str:
 
     Only code is rewritten: comments that mention a placeholder are left as written.
     """
+    declared = header_placeholders(source)
     text = _drop_header(source, values, pipeline)
     text = _lower_conditionals(text, values)
     text = _lower_calls(text, values)
@@ -442,9 +453,52 @@ def lower(source: str, values: Mapping[str, int], pipeline: str = "") -> str:
     for leftover in re.finditer(
         rf"\b(?:{MACRO_PREFIX}[A-Z][A-Z0-9_]*|{CONSTEXPR_PREFIX}[A-Z][A-Z0-9_]*)\b", text
     ):
-        if not _inside(leftover.start(), comments):
+        # Only the header's knobs are placeholders: the user's own ``KTX_...`` names are code.
+        ours = declared is None or leftover.group(0) in declared
+        if ours and not _inside(leftover.start(), comments):
             raise KtxError(f"placeholder {leftover.group(0)} has no value", None, "is the config complete?")
     return text
+
+
+def header_placeholders(source: str) -> frozenset[str] | None:
+    """The placeholder names the knob header declares (``KTX_BLOCK_X``, ``ktx_UNROLL_L0``...).
+
+    Every other ``KTX_`` name in a template is the user's own and is left as written. None when
+    ``source`` has no header (then every ``KTX_`` name is taken for a placeholder).
+
+    >>> header_placeholders(header([], "KTX_PICK(KTX_A, (1))", "k", "p")) == {"KTX_PICK"}
+    True
+    """
+    begin = HEADER_BEGIN_LINE.search(source)
+    stop = HEADER_END_LINE.search(source, begin.end()) if begin is not None else None
+    if begin is None or stop is None:
+        return None
+    body = source[begin.end() : stop.start()]
+    names = re.findall(r"(?m)^[ \t]*#[ \t]*ifndef[ \t]+(\w+)", body)
+    names += re.findall(r"static constexpr int (\w+)", body)
+    return frozenset(names)
+
+
+def _user_code(source: str) -> str:
+    """``source`` with the knob header and comments blanked (offsets and lines kept)."""
+    begin = HEADER_BEGIN_LINE.search(source)
+    stop = HEADER_END_LINE.search(source, begin.end()) if begin is not None else None
+    blank = source
+    if begin is not None and stop is not None:
+        inside = re.sub(r"[^\n]", " ", source[begin.start() : stop.end()])
+        blank = source[: begin.start()] + inside + source[stop.end() :]
+    chars = list(blank)
+    for a, b in _comment_spans(blank):
+        chars[a:b] = [c if c == "\n" else " " for c in blank[a:b]]
+    return "".join(chars)
+
+
+def _user_definition(blank: str, name: str) -> int | None:
+    """The line where the user's code (see :func:`_user_code`) defines ``name``, or None."""
+    m = re.search(rf"(?m)^[ \t]*#[ \t]*define[ \t]+{re.escape(name)}\b", blank)
+    if m is None:
+        m = re.search(rf"\b(?:constexpr|const|int|unsigned|auto)\s+(?:int\s+)?{re.escape(name)}\s*=", blank)
+    return None if m is None else blank.count("\n", 0, m.start()) + 1
 
 
 def _comment_spans(text: str) -> list[tuple[int, int]]:
