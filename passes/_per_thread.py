@@ -228,7 +228,7 @@ def element_body(module: Module, fn: Function) -> ElementBody | str | None:
         early = runs_before(module, fn_body, stmt)
         if early is not None:
             return (
-                f"`{_first_line(module, early)}` (line {_line(early)}) runs before the index {var}: "
+                f"`{_first_line(module, early)}` (line {_line(early)}) runs before the index `{var}`: "
                 "a smaller grid would run it fewer times"
             )
         rest = stmts[k + 1 :]
@@ -242,12 +242,13 @@ def element_body(module: Module, fn: Function) -> ElementBody | str | None:
             between.append(rest[0])
             rest = rest[1:]
         if not rest:
-            return f"no bound check `if ({var} < n)` after the index {var} (line {_line(stmt)})"
+            return f"no bound check `if ({var} < n)` after the index `{var}` (line {_line(stmt)})"
         guard = _guard(module, rest[0], var)
         if guard is None:
+            what = "is not" if rest[0].type == "if_statement" else "comes before"
             return (
-                f"`{_first_line(module, rest[0])}` (line {_line(rest[0])}) is not a bound check "
-                f"`if ({var} < n) {{...}}` or `if ({var} >= n) return;`"
+                f"`{_first_line(module, rest[0])}` (line {_line(rest[0])}) {what} a bound check "
+                f"`if ({var} < n) {{...}}` or `if ({var} >= n) return;`: packs need the bound"
             )
         form, bound = guard
         if form == "block":
@@ -661,6 +662,8 @@ def type_size(
     legal for every other one.
     """
     size = element_size(module, type_text, fn, template_args)
+    if size is None:
+        size = _C_SIZES.get(" ".join(type_text.split()))
     if size is not None:
         return size, ""
     defined = set(re.findall(rb"(?m)^\s*#\s*define\s+(\w+)", module.source))
@@ -680,6 +683,31 @@ def type_size(
         return None
     best = max(known)
     return best[0], f"{type_text} is {best[1]}"
+
+
+#: C and <stdint.h> integer types that :data:`ktx.ir.consteval.SIZEOF` may not list.
+_C_SIZES = {
+    "char": 1,
+    "signed char": 1,
+    "unsigned char": 1,
+    "uint8_t": 1,
+    "int8_t": 1,
+    "bool": 1,
+    "short": 2,
+    "unsigned short": 2,
+    "int16_t": 2,
+    "uint16_t": 2,
+    "int": 4,
+    "unsigned": 4,
+    "unsigned int": 4,
+    "int32_t": 4,
+    "uint32_t": 4,
+    "long long": 8,
+    "unsigned long long": 8,
+    "int64_t": 8,
+    "uint64_t": 8,
+    "double": 8,
+}
 
 
 def _typedefs(text: str, name: str, defined: set[str]) -> list[str]:

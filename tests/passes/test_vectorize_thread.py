@@ -161,6 +161,40 @@ void go(float* o, const float* x, int N, int C) { rowsum<<<(N + 127) / 128, 128>
     assert "rowsum: the body of element idx has a loop (line 5): its loops are vectorized instead" in found
 
 
+ALIAS = """\
+__global__ void k(float* out, float* in, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) { BODY }
+}
+void go(float* o, float* x, int n) { k<<<(n + 255) / 256, 256>>>(o, x, n); }
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "verdict"),
+    [
+        ("in[i] = in[i] * in[i];", "VEC_THREAD"),  # in place: one pack, read then written
+        ("out[i] = in[i] + 1.f;", "VEC_THREAD"),  # loads precede the store of the same element
+        ("float t = in[i]; out[i] = t; out[i] += in[i];", "in[i] (line 3) is accessed after out[i]"),
+        ("out[i] = in[i + 1];", "cross-element dependence"),
+        ("out[i] = 1.f; in[i] = 2.f;", "a packed store would write last"),
+    ],
+)
+def test_reordering_rule_without_restrict(body: str, verdict: str) -> None:
+    t = apply(ALIAS.replace("BODY", body), "vectorize")
+    found = remarks(t)[0]
+    assert verdict in found, found
+    restricted = apply(ALIAS.replace("BODY", body).replace("float* ", "float* __restrict__ ", 2), "vectorize")
+    assert [k.name for k in restricted.knobs] == ["VEC_THREAD"]  # no aliasing, no order to keep
+
+
+def test_one_pointer_at_two_offsets_is_a_dependence_even_with_restrict() -> None:
+    body = ALIAS.replace("BODY", "in[i] = in[i + 1];").replace("float* ", "float* __restrict__ ", 2)
+    assert (
+        "in[i + 1] (line 3) and in[i] (line 3) reach the same memory" in remarks(apply(body, "vectorize"))[0]
+    )
+
+
 def test_element_size_through_typedefs_in_local_headers(tmp_path: Path) -> None:
     (tmp_path / "common.h").write_text(
         "#if defined(USE_BF16)\ntypedef __nv_bfloat16 floatX;\n#elif defined(USE_FP16)\n"

@@ -75,7 +75,7 @@ void launch(float* o, float* o2, const float* x, const int* ids, int* calls, int
 // OUTPUTS-NOT: {{[-+].*}}
 // LANE: {{.*}}: remark: [vectorize] lane_bias: skipped: the body reads lane (line 45), computed from threadIdx.x; with several elements per thread it no longer belongs to element i
 // LANE-NOT: {{[-+].*}}
-// COUNTED: {{.*}}: remark: [vectorize] counted: skipped: `if (threadIdx.x == 0) atomicAdd(calls, 1);` (line 50) runs before the index i: a smaller grid would run it fewer times
+// COUNTED: {{.*}}: remark: [vectorize] counted: skipped: `if (threadIdx.x == 0) atomicAdd(calls, 1);` (line 50) runs before the index `i`: a smaller grid would run it fewer times
 // COUNTED-NOT: {{[-+].*}}
-// GUARD: {{.*}}: remark: [vectorize] clamp_tail: skipped: `if (i < n && in[i] > 0.f) out[i] = in[i];` (line 58) is not a bound check `if (i < n) {...}` or `if (i >= n) return;`
+// GUARD: {{.*}}: remark: [vectorize] clamp_tail: skipped: `if (i < n && in[i] > 0.f) out[i] = in[i];` (line 58) is not a bound check `if (i < n) {...}` or `if (i >= n) return;`: packs need the bound
 // GUARD-NOT: {{[-+].*}}
