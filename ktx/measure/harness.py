@@ -22,6 +22,7 @@ from ktx.measure.compile import CompilePool, CompileRequest, CompileResult
 from ktx.measure.gpu import Options, verify_shapes
 from ktx.measure.occupancy import DeviceLimits
 from ktx.measure.protocol import DEFAULT_HANDLER, Supervisor
+from ktx.measure.timeouts import TimeoutPolicy, request_cost
 from ktx.measure.types import Candidate, Measurement, Status, original_candidate
 from ktx.spec import ShapePoint, Spec, expand
 
@@ -53,6 +54,9 @@ class Harness:
         handler: str = DEFAULT_HANDLER,
         supervisor: Supervisor | None = None,
         precision_python: bool = False,
+        timeout_floor_s: float = 3.0,
+        timeout_multiple: float = 50.0,
+        warm_workers: bool | None = None,
     ) -> None:
         self.spec = spec
         self.reference = reference
@@ -61,7 +65,18 @@ class Harness:
         #: (which only bounds the difference from the original math).
         self.precision_python = precision_python
         self.options = options or Options(rounds=spec.verify.rounds)
+        #: The longest a measurement may take, and the timeout until the original has been
+        #: measured at a shape; after that, ``timeout_multiple`` times the original's cost there
+        #: (at least ``timeout_floor_s``): see :mod:`ktx.measure.timeouts`.
         self.timeout_s = timeout_s
+        self.timeout_floor_s = timeout_floor_s
+        self.timeout_multiple = timeout_multiple
+        #: Seconds the original's request took per shape (without one-off costs).
+        self.original_cost: dict[str, float] = {}
+        self._timed_out: set[tuple[str, str]] = set()
+        #: Ask a fresh worker to warm up before its first measurement (the GPU worker knows the
+        #: ``warmup`` request; stand-in handlers need not).
+        self.warm_workers = handler == DEFAULT_HANDLER if warm_workers is None else warm_workers
         self.handler = handler
         self.supervisor = supervisor or Supervisor(handler)
         self._own_supervisor = supervisor is None
@@ -170,7 +185,8 @@ class Harness:
                 )
             reference = {"kind": "original", "candidate": self.original.to_dict(), "modules": ref_modules}
         elif ref_kind == "python":
-            reference = {"kind": "python"}
+            # the worker checks the original itself once per shape and round (cached on disk)
+            reference = {"kind": "python", "original_digest": self.original.digest}
         job = {
             "spec": str(self.spec.path),
             "shape": point.name,
@@ -179,7 +195,19 @@ class Harness:
             "reference": reference,
             "options": asdict(self.options),
         }
-        outcome = self.supervisor.call("measure", job, timeout=self.timeout_s)
+        timeout = self.timeout_for(candidate, point)
+        self._warm_worker()
+        outcome = self.supervisor.call("measure", job, timeout=timeout)
+        key = (candidate.digest, point.name)
+        if outcome.status is Status.TIMEOUT:
+            self._timed_out.add(key)
+            outcome = replace(outcome, message=f"{outcome.message} ({self._timeout_reason(point)})")
+        else:
+            self._timed_out.discard(key)
+        if outcome.ok and self._is_original(candidate) and isinstance(outcome.result, Mapping):
+            costs = outcome.result.get("costs")
+            cost = request_cost(outcome.seconds, costs if isinstance(costs, dict) else None)
+            self.original_cost[point.name] = max(cost, self.original_cost.get(point.name, 0.0))
         if outcome.ok:
             measured = Measurement.from_dict(outcome.result)
             if ref_kind != "none" and measured.ok:
@@ -191,6 +219,40 @@ class Harness:
         if isinstance(outcome.result, Mapping) and "status" in outcome.result:
             return replace(Measurement.from_dict(outcome.result), status=outcome.status, message=base.message)
         return base
+
+    # -- timeouts -------------------------------------------------------------------------
+
+    @property
+    def timeouts(self) -> TimeoutPolicy:
+        return TimeoutPolicy(self.timeout_s, self.timeout_floor_s, self.timeout_multiple)
+
+    def _is_original(self, candidate: Candidate) -> bool:
+        return candidate.digest == self.original.digest
+
+    def timeout_for(self, candidate: Candidate, point: ShapePoint) -> float:
+        """Seconds the worker gets for ``candidate`` at ``point``: derived from the original's
+        cost there once known; short when the candidate timed out here just before (the retry
+        only tells a flaky worker from a hang)."""
+        cost = self.original_cost.get(point.name)
+        if (candidate.digest, point.name) in self._timed_out:
+            return self.timeouts.retry_timeout(cost)
+        return self.timeouts.timeout(cost)
+
+    def _timeout_reason(self, point: ShapePoint) -> str:
+        cost = self.original_cost.get(point.name)
+        if cost is None:
+            return f"the original's time at {point.name} is not known yet: the {self.timeout_s:g} s ceiling"
+        return (
+            f"{self.timeout_multiple:g}x the original's {cost:.3g} s at {point.name}, "
+            f"at least {self.timeout_floor_s:g} s, at most {self.timeout_s:g} s"
+        )
+
+    def _warm_worker(self) -> None:
+        """A worker about to start warms up first, outside any measurement's timeout."""
+        worker = self.supervisor.worker
+        if not self.warm_workers or (worker is not None and worker.alive):
+            return
+        self.supervisor.call("warmup", None, timeout=max(self.timeout_s, 120.0))
 
     def measure_many(self, jobs: Iterable[tuple[Candidate, ShapePoint]]) -> Iterator[Measurement]:
         """Measure in order while later candidates compile in the background."""
