@@ -12,17 +12,19 @@ The rules, highest priority first (each says why in the plan's rationale):
 2. ``split``: latency-bound shapes that launch fewer blocks than SMs: more blocks per row;
 3. ``cluster-rows``: a block reduction through shared memory, and latency-bound shapes under 30%
    of speed-of-light that launch fewer blocks than SMs: the row over a thread-block cluster;
-4. ``rows-per-block``: latency-bound with small one-row blocks or many short blocks: stack rows;
-5. ``coarsen``: latency-bound with many short blocks: more items per thread, fewer blocks;
-6. ``vectorize``: memory- or latency-bound with element-by-element accesses and no vector types;
-7. ``hoist``: expensive loop-invariant math inside a loop;
-8. ``block-size``: any shape not compute-bound: threads per block set occupancy and bytes in flight;
-9. ``unroll``: latency-bound shapes with loops: more independent loads in flight;
-10. ``tile``: the same, by strip-mining the loops into unrolled tiles;
-11. ``launch-bounds``: occupancy limited by registers: a minimum of resident blocks caps them;
-12. ``expose``: hand-tuned constants (block sizes, pack widths) become knobs;
-13. ``cache-hints``: memory-bound with read-only inputs;
-14. ``fast-math``: transcendental math, the build is not fast-math already, and the spec's
+4. ``early-loads``: a reduction (barrier or shuffles) and latency-bound shapes under 30% of
+   speed-of-light: the loads of the loop after it are issued before it;
+5. ``rows-per-block``: latency-bound with small one-row blocks or many short blocks: stack rows;
+6. ``coarsen``: latency-bound with many short blocks: more items per thread, fewer blocks;
+7. ``vectorize``: memory- or latency-bound with element-by-element accesses and no vector types;
+8. ``hoist``: expensive loop-invariant math inside a loop;
+9. ``block-size``: any shape not compute-bound: threads per block set occupancy and bytes in flight;
+10. ``unroll``: latency-bound shapes with loops: more independent loads in flight;
+11. ``tile``: the same, by strip-mining the loops into unrolled tiles;
+12. ``launch-bounds``: occupancy limited by registers: a minimum of resident blocks caps them;
+13. ``expose``: hand-tuned constants (block sizes, pack widths) become knobs;
+14. ``cache-hints``: memory-bound with read-only inputs;
+15. ``fast-math``: transcendental math, the build is not fast-math already, and the spec's
     error budget leaves room (the candidates are still verified against the original).
 """
 
@@ -85,6 +87,24 @@ def _cluster_rows(a: Analysis) -> str | None:
         f"{len(slow)} latency-bound shape(s) under 30% of speed-of-light launch fewer blocks than SMs "
         f"({s.shape}: {s.blocks} blocks for {s.sms} SMs, {s.sol_fraction:.0%}): a cluster of blocks per "
         "row shares each row's reduction"
+    )
+
+
+def _early_loads(a: Analysis) -> str | None:
+    """A reduction between two loops, and shapes that wait on memory latency far from speed-of-light:
+    the second loop's loads (weights, the row again) need not wait for the reduction."""
+    if not (a.facts.syncthreads or a.facts.shuffles):
+        return None
+    slow = [
+        s.shape
+        for s in a.shapes
+        if s.bound == "latency" and s.sol_fraction is not None and s.sol_fraction < 0.3
+    ]
+    if not slow:
+        return None
+    return (
+        f"a reduction between loops, latency-bound under 30% of speed-of-light at {_shapes(slow)}: "
+        "loads that do not depend on it can be in flight during it"
     )
 
 
@@ -194,6 +214,7 @@ RULES: tuple[Rule, ...] = (
     Rule("warp-reduce", _warp_reduce),
     Rule("split", _underfilled),
     Rule("cluster-rows", _cluster_rows),
+    Rule("early-loads", _early_loads),
     Rule("rows-per-block", _rows_per_block),
     Rule("coarsen", _many_short_blocks),
     Rule("vectorize", _vectorize),
