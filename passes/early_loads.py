@@ -182,7 +182,7 @@ class EarlyLoads(Pass[EarlySite]):
             syntax.text(module, type_node),
             syntax.text(module, value),
             syntax.text(module, cond),
-            syntax.text(module, stride),
+            _atom(module, stride),
             loads,
         )
 
@@ -259,7 +259,7 @@ class EarlyLoads(Pass[EarlySite]):
         indent = syntax.indentation(module.source, site.statement.start_byte)
         inner = indent + "  "
         arrays = {ld.statement.id: f"ktx_pf_{ld.variable}" for ld in site.loads}
-        index = f"const {site.var_type} {site.loop.var} = {site.init} + ktx_k * ({site.stride});"
+        index = f"const {site.var_type} {site.loop.var} = {site.init} + ktx_k * {site.stride};"
         names = ", ".join(ld.pointer.split()[0] for ld in site.loads)
         prefetch = [
             f"{indent}// early-loads: the loads of loop {site.label} ({names}) for its first {macro} "
@@ -295,7 +295,7 @@ class EarlyLoads(Pass[EarlySite]):
         value = decl.child_by_field_name("value")
         assert value is not None
         rel = value.end_byte - start
-        rest = original[:rel] + f" + {macro} * ({site.stride})" + original[rel:]
+        rest = original[:rel] + f" + {macro} * {site.stride}" + original[rel:]
         prologue = [
             "#pragma unroll",
             f"{indent}for (int ktx_k = 0; ktx_k < {macro}; ++ktx_k) {{",
@@ -305,6 +305,19 @@ class EarlyLoads(Pass[EarlySite]):
         ]
         wrap_lines(rw, start, last, "\n".join(prologue) + "\n" + rest, COND)
         rw.note(f"loads of {names} in loop {site.label} can go before the reduction")
+
+
+def _atom(module: Module, node: ts.Node) -> str:
+    """``node``'s text, parenthesised unless it is a name, a field, a literal or a call."""
+    text = syntax.text(module, node)
+    simple = (
+        "identifier",
+        "field_expression",
+        "number_literal",
+        "call_expression",
+        "parenthesized_expression",
+    )
+    return text if node.type in simple else f"({text})"
 
 
 def _reindent(text: str, by: str) -> str:
