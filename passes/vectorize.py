@@ -227,6 +227,8 @@ class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
             return
         if isinstance(site, ElemSite):
             _rewrite_elements(site, rw, self.int_option("max_bytes"))
+            if not self.option("tail"):
+                rw.note("tail=false applies to loops only: this site keeps its run-time check and scalar")
             self._rewritten.append(site.label)
             return
         assert site.plan is not None

@@ -114,6 +114,12 @@ def test_default_config_is_the_original(source: str) -> None:
     assert without_machinery(t.instantiate()) == lines(source)
 
 
+def test_tail_false_keeps_the_check_and_says_so() -> None:
+    t = apply(GELU, "vectorize{tail=false}")
+    assert "tail=false applies to loops only" in remarks(t)[0]
+    assert "ktx::aligned<4>(inp)" in t.instantiate({"VEC_THREAD": 4})
+
+
 def test_return_guard_becomes_continue_on_the_scalar_path() -> None:
     out = apply(RETURN, "vectorize").instantiate({"VEC_THREAD": 4})
     assert "if (i >= n) continue;" in out and "return;" not in out.split("__global__")[1]
