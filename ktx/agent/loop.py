@@ -439,19 +439,23 @@ class Optimizer:
         stale = 0
         stop = "rounds"
         self.write_state(records, best, "running", "", start)
-        for index in range(1, req.rounds + 1):
+        index = 0
+        while True:
+            index += 1
+            if index > req.rounds and not self.keep_going(best, deadline, index):
+                break
             if deadline is not None and time.monotonic() >= deadline:
                 stop = "budget"
                 break
             round_start = time.monotonic()
             probes = probe_passes(self.spec, best.plan, self.catalog, self.registry, self.templates)
             context = PlanContext(
-                self.spec.name, index, req.rounds - index, current_analysis, self.catalog, best.plan,
+                self.spec.name, index, max(0, req.rounds - index), current_analysis, self.catalog, best.plan,
                 tuple(r.summary() for r in records), probes, check=self.check,
             )  # fmt: skip
             outcome = self.planner.plan(context)
             record = self.round(
-                index, outcome, current_analysis, probes, best, deadline, req.rounds - index + 1
+                index, outcome, current_analysis, probes, best, deadline, max(2, req.rounds - index + 1)
             )
             record = replace(record, wall_s=time.monotonic() - round_start)
             if record.status == "improved" and record.result is not None:
@@ -474,7 +478,7 @@ class Optimizer:
             if record.status == "stopped":
                 stop = "planner"
                 break
-            if stale >= req.patience:
+            if stale >= req.patience and not self.keep_going(best, deadline, index + 1):
                 stop = f"{req.patience} round(s) without a gain beyond noise"
                 break
             if deadline is not None and time.monotonic() >= deadline:
@@ -495,6 +499,32 @@ class Optimizer:
             tuple(self.notes),
         )
 
+    #: Below this fraction of speed-of-light (median over shapes) the run goes on past
+    #: ``--rounds`` and ``--patience`` while the budget lasts and the planner has passes to try.
+    KEEP_GOING_SOL = 0.5
+
+    def keep_going(self, best: _Best, deadline: float | None, index: int) -> bool:
+        """Whether round ``index`` runs although the rounds or the patience are spent: the best
+        is still under :attr:`KEEP_GOING_SOL` of speed-of-light, a budget is set and left, and
+        the run has used fewer than three times its rounds (the planner's own stop ends it
+        sooner: it stops once no pass has a site left to try)."""
+        if deadline is None or time.monotonic() >= deadline or index > 3 * self.request.rounds:
+            return False
+        sols = [
+            s.effective.sol_us / s.effective_us
+            for s in best.shapes
+            if s.effective.sol_us is not None and s.effective_us
+        ]
+        if not sols or statistics.median(sols) >= self.KEEP_GOING_SOL:
+            return False
+        if not any(n.startswith("keep going:") for n in self.notes):
+            self.notes.append(
+                f"keep going: the best was at {statistics.median(sols):.0%} of speed-of-light (median) "
+                f"after round {index - 1}, so the run went on past the rounds or the patience, "
+                "within the budget"
+            )
+        return True
+
     def round(
         self,
         index: int,
@@ -509,7 +539,7 @@ class Optimizer:
         folder = self.run_dir / f"round-{index:02d}"
         base = RoundRecord(index, "stopped", outcome, analysis, probes)
         if plan.stop:
-            return replace(base, note="the planner has nothing left to try")
+            return replace(base, note=f"the planner has nothing left to try: {plan.rationale}")
         if plan.pipeline == best.plan.pipeline and plan.knob_ranges() == best.plan.knob_ranges():
             return replace(base, status="repeat", note="same pipeline as the best")
         try:

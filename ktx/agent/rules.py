@@ -8,47 +8,140 @@ decision, and a fixed order makes two runs on the same numbers choose the same p
 
 The rules, highest priority first (each says why in the plan's rationale):
 
+0. row ownership (the pass that gives a row to a warp or a block, under whichever name of
+   :data:`ROW_OWNER_NAMES` is registered): a thread walks a whole row in a sequential loop, and
+   the launch has far fewer threads than elements;
 1. ``warp-reduce``: a shared-memory tree reduction (a halving loop with ``__syncthreads``);
 2. ``split``: latency-bound shapes that launch fewer blocks than SMs: more blocks per row;
 3. ``cluster-rows``: a block reduction through shared memory, and latency-bound shapes under 30%
    of speed-of-light that launch fewer blocks than SMs: the row over a thread-block cluster;
 4. ``early-loads``: a reduction (barrier or shuffles) and latency-bound shapes under 30% of
    speed-of-light: the loads of the loop after it are issued before it;
-5. ``rows-per-block``: latency-bound with small one-row blocks or many short blocks: stack rows;
-6. ``coarsen``: latency-bound with many short blocks: more items per thread, fewer blocks;
-7. ``vectorize``: memory- or latency-bound with element-by-element accesses and no vector types;
-8. ``hoist``: expensive loop-invariant math inside a loop;
-9. ``block-size``: any shape not compute-bound: threads per block set occupancy and bytes in flight;
-10. ``unroll``: latency-bound shapes with loops: more independent loads in flight;
-11. ``tile``: the same, by strip-mining the loops into unrolled tiles;
-12. ``launch-bounds``: occupancy limited by registers: a minimum of resident blocks caps them;
-13. ``expose``: hand-tuned constants (block sizes, pack widths) become knobs;
-14. ``cache-hints``: memory-bound with read-only inputs;
-15. ``fast-math``: transcendental math, the build is not fast-math already, and the spec's
+5. ``vectorize`` for one element per thread: no loops, element-by-element accesses: each thread
+   takes VEC contiguous elements and the grid shrinks (before coarsen and rows-per-block, which
+   would otherwise take the same kernels first);
+6. ``rows-per-block``: latency-bound with small one-row blocks or many short blocks: stack rows;
+7. ``coarsen``: latency-bound with many short blocks: more items per thread, fewer blocks;
+8. ``vectorize``: memory- or latency-bound with element-by-element accesses and no vector types;
+9. ``hoist``: expensive loop-invariant math inside a loop;
+10. ``block-size``: any shape not compute-bound: threads per block set occupancy and bytes in flight;
+11. ``unroll``: latency-bound shapes with loops: more independent loads in flight;
+12. ``tile``: the same, by strip-mining the loops into unrolled tiles;
+13. ``launch-bounds``: occupancy limited by registers: a minimum of resident blocks caps them;
+14. ``expose``: hand-tuned constants (block sizes, pack widths) become knobs;
+15. ``cache-hints``: memory-bound with read-only inputs;
+16. ``fast-math``: transcendental math, the build is not fast-math already, and the spec's
     error budget leaves room (the candidates are still verified against the original).
+
+When no rule proposes a pass, the planner still tries every pass whose probe found a site in the
+kernel, in the order that composes (:data:`PHASES`: who owns a row, then vector width, then
+block size, then unrolling, then the rest), before it stops. "Tried" is relative to the current
+pipeline: a pass that gained nothing on the original is tried again once another pass (say the
+row ownership change) has landed, since it then rewrites different code. The stop message lists
+every pass that had no site, with the pass's own remark (its Skip reason).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ktx.agent.analysis import Analysis
+from ktx.agent.catalog import Catalog
 from ktx.agent.plan import PassChoice, Plan
-from ktx.agent.planner import PlanContext, PlanOutcome
+from ktx.agent.planner import PlanContext, PlanOutcome, Probe, _names
+
+#: Names under which the pass that changes who owns a row (thread -> warp or block) may be
+#: registered; the first registered one is used, and the rule is silent while none is.
+ROW_OWNER_NAMES: tuple[str, ...] = ("row-owner", "warp-rows", "rows-to-warps", "row-ownership", "own-rows")
+
+#: The order in which passes with a site are tried once no rule fires: the changes that compose
+#: (ownership, then vector width, then block size, then unrolling) before the rest.
+PHASES: tuple[tuple[str, ...], ...] = (
+    (*ROW_OWNER_NAMES, "warp-reduce", "split", "cluster-rows", "rows-per-block"),
+    ("vectorize", "coarsen"),
+    ("block-size",),
+    ("unroll", "tile"),
+    ("hoist", "cache-hints", "launch-bounds", "expose", "fast-math"),
+)
 
 
 @dataclass(frozen=True)
 class Rule:
-    """A pass and the condition under which the rules planner proposes it."""
+    """A pass and the condition under which the rules planner proposes it.
+
+    ``aliases`` are other names the same pass may be registered under: the first registered of
+    ``pass_name`` and the aliases is proposed, and a rule none of whose names is registered stays
+    silent (it names a pass another build may not have).
+    """
 
     pass_name: str
     fires: Callable[[Analysis], str | None]  # the reason, or None when the rule does not fire
+    aliases: tuple[str, ...] = ()
+
+    def resolve(self, catalog: Catalog) -> str | None:
+        """The registered name of this rule's pass; None when it is an alias rule and none is."""
+        for name in (self.pass_name, *self.aliases):
+            if catalog.get(name) is not None:
+                return name
+        return None if self.aliases else self.pass_name
 
 
 def _shapes(names: list[str], limit: int = 3) -> str:
     more = f" and {len(names) - limit} more" if len(names) > limit else ""
     return ", ".join(names[:limit]) + more
+
+
+_UNIT_STEP = re.compile(r"^\s*(?:\+\+\s*\w+|\w+\s*\+\+|\w+\s*\+=\s*1)\s*$")
+_THREAD = re.compile(r"\b(?:threadIdx|blockDim|gridDim|lane|warp)\w*")
+
+
+def row_loops(a: Analysis) -> list[str]:
+    """Loops one thread walks alone: top level, unit step, no thread index in the header.
+
+    These are the loops of a thread-per-row kernel (llm.c's layernorm and softmax v1): each thread
+    reads a whole row in sequence, so neighbouring threads read addresses a row apart.
+    """
+    out = []
+    for lp in a.facts.loops:
+        parts = lp.header.split("; ")
+        step = parts[2] if len(parts) == 3 else ""
+        if lp.depth == 0 and not lp.grid_stride and _UNIT_STEP.match(step) and not _THREAD.search(lp.header):
+            out.append(lp.label)
+    return out
+
+
+def _row_owner(a: Analysis) -> str | None:
+    """A thread per row, sequential row loops, no warp cooperation yet, and too few threads in
+    flight for the bytes: a warp (or a block) per row reads each row coalesced."""
+    if a.facts.shuffles or a.facts.tree_reductions:
+        return None
+    loops = row_loops(a)
+    if not loops:
+        return None
+    slow = [s.shape for s in a.shapes if s.bound in ("memory", "latency") and (s.sol_fraction or 0.0) < 0.5]
+    if not slow:
+        return None
+    return (
+        f"each thread walks a whole row in {', '.join(loops[:4])} (unit step, no thread index), "
+        f"under 50% of speed-of-light at {_shapes(slow)}: a warp or a block per row reads it "
+        "coalesced and reduces with shuffles"
+    )
+
+
+def _vectorize_per_thread(a: Analysis) -> str | None:
+    """One element per thread (no loops), element by element: VEC contiguous elements a thread."""
+    if a.facts.loops or not a.facts.scalar_only:
+        return None
+    hit = [s.shape for s in a.shapes if s.bound in ("memory", "latency")]
+    if not hit:
+        return None
+    return (
+        f"one element per thread, accesses to {', '.join(a.facts.scalar_accesses)} element by element, "
+        f"{a.bound}-bound at {_shapes(hit)}: VEC contiguous elements per thread in one wide access, "
+        "the grid shrinks to match"
+    )
 
 
 def _warp_reduce(a: Analysis) -> str | None:
@@ -211,10 +304,12 @@ def _fast_math(a: Analysis) -> str | None:
 
 #: The rules in priority order.
 RULES: tuple[Rule, ...] = (
+    Rule(ROW_OWNER_NAMES[0], _row_owner, aliases=ROW_OWNER_NAMES[1:]),
     Rule("warp-reduce", _warp_reduce),
     Rule("split", _underfilled),
     Rule("cluster-rows", _cluster_rows),
     Rule("early-loads", _early_loads),
+    Rule("vectorize", _vectorize_per_thread),
     Rule("rows-per-block", _rows_per_block),
     Rule("coarsen", _many_short_blocks),
     Rule("vectorize", _vectorize),
@@ -229,8 +324,28 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+def tried_on(context: PlanContext) -> frozenset[str]:
+    """Passes an earlier round added to exactly the current pipeline (and found no gain there).
+
+    A pass tried on another pipeline may be tried again: on top of a new row ownership or a
+    vector width it rewrites different code, which is how the combinations get tried.
+    """
+    current = set(context.current.names)
+    out = set()
+    for r in context.history:
+        names = set(_names(r.pipeline))
+        extra = names - current
+        if current <= names and len(extra) == 1:
+            out |= extra
+    return frozenset(out)
+
+
+def _phase(name: str) -> int:
+    return next((i for i, names in enumerate(PHASES) if name in names), len(PHASES))
+
+
 class RulesPlanner:
-    """Deterministic planning from :data:`RULES`."""
+    """Deterministic planning from :data:`RULES`, then from the probes' sites (:data:`PHASES`)."""
 
     def __init__(self, rules: tuple[Rule, ...] = RULES) -> None:
         self.rules = rules
@@ -239,35 +354,52 @@ class RulesPlanner:
     def name(self) -> str:
         return "rules"
 
+    def _verdict(self, context: PlanContext, name: str, tried: frozenset[str]) -> str:
+        """``propose``, or why ``name`` cannot be added to the current pipeline now."""
+        current = set(context.current.names)
+        info = context.catalog.get(name)
+        probe = context.probe(name)
+        if info is None:
+            return "not registered"
+        if name in current:
+            return "already in the pipeline"
+        if name in tried:
+            return "tried before without a gain"
+        if any(c in current for c in info.conflicts) or any(
+            name in (other.conflicts if other else ()) for other in map(context.catalog.get, current)
+        ):
+            return "conflicts with the pipeline"
+        if probe is not None and not probe.applies:
+            return f"no site ({probe.text()})"
+        return "propose"
+
     def candidates(self, context: PlanContext) -> list[tuple[str, str, str]]:
         """(pass, verdict, reason) for every rule: verdict ``propose`` or why it was passed over."""
-        current = set(context.current.names)
-        tried = context.tried() - current
+        tried = tried_on(context)
         out: list[tuple[str, str, str]] = []
+        seen: set[str] = set()
         for rule in self.rules:
+            name = rule.resolve(context.catalog)
+            if name is None:
+                continue  # an alias rule whose pass this build does not register
             reason = rule.fires(context.analysis)
-            name = rule.pass_name
             if reason is None:
-                out.append((name, "does not fire", ""))
+                if name not in seen:
+                    out.append((name, "does not fire", ""))
                 continue
-            info = context.catalog.get(name)
-            probe = context.probe(name)
-            if info is None:
-                verdict = "not registered"
-            elif name in current:
-                verdict = "already in the pipeline"
-            elif name in tried:
-                verdict = "tried before without a gain"
-            elif any(c in current for c in info.conflicts) or any(
-                name in (other.conflicts if other else ()) for other in map(context.catalog.get, current)
-            ):
-                verdict = "conflicts with the pipeline"
-            elif probe is not None and not probe.applies:
-                verdict = f"no site ({probe.text()})"
-            else:
-                verdict = "propose"
-            out.append((name, verdict, reason))
+            if name in seen and any(n == name and r for n, _, r in out):
+                continue  # a second rule for a pass already judged on a firing rule
+            seen.add(name)
+            out = [c for c in out if not (c[0] == name and not c[2])]
+            out.append((name, self._verdict(context, name, tried), reason))
+            continue
         return out
+
+    def sites(self, context: PlanContext) -> list[Probe]:
+        """Passes whose probe rewrites a site and that may be added now, in :data:`PHASES` order."""
+        tried = tried_on(context)
+        ok = [p for p in context.probes if p.applies and self._verdict(context, p.name, tried) == "propose"]
+        return sorted(ok, key=lambda p: (_phase(p.name), p.name))
 
     def plan(self, context: PlanContext) -> PlanOutcome:
         cands = self.candidates(context)
@@ -275,7 +407,21 @@ class RulesPlanner:
         passed = [f"{n}: {v}" for n, v, r in cands if r and v != "propose"]
         overview = f"{context.analysis.bound}-bound overall"
         if chosen is None:
+            site = next(iter(self.sites(context)), None)
+            if site is not None:
+                chosen = (
+                    site.name,
+                    f"no rule fires for it, but its probe finds a site ({site.text()}) it was not "
+                    "tried on with this pipeline",
+                )
+        if chosen is None:
             why = f"{overview}; no rule proposes a new pass" + (f" ({'; '.join(passed)})" if passed else "")
+            nosite = [p.text() for p in context.probes if not p.applies]
+            if nosite:
+                why += "; passes with no site: " + "; ".join(nosite)
+            tried = sorted(tried_on(context))
+            if tried:
+                why += f"; tried on this pipeline without a gain: {', '.join(tried)}"
             return PlanOutcome(Plan(context.current.passes, why, stop=True, planner=self.name))
         name, reason = chosen
         choice = PassChoice(name, why=reason)

@@ -112,3 +112,97 @@ def test_vectorize_still_applies_after_the_planner_chose_split_first() -> None:
     rewritten = {o.pass_name for o in t.outcomes if o.status == "rewritten"}
     assert {"split", "vectorize"} <= rewritten
     assert {k.name for k in t.knobs} >= {"SPLIT", "VEC_L0"}
+
+
+# -- issue 11: row ownership, one element per thread, sites before stopping, keep going -------
+
+
+def _with(catalog: Catalog, *names: str) -> Catalog:
+    from ktx.agent.catalog import PassInfo
+
+    return Catalog.of([*catalog.passes, *(PassInfo(n, f"{n} (test)") for n in names)])
+
+
+def thread_per_row() -> KernelFacts:
+    """layernorm v1's shape: each thread walks its row in three unit-step loops."""
+    loops = tuple(LoopFact(f"L{i}", 10 + i, "int i = 0; i < C; i++", 0, False, False) for i in range(3))
+    return KernelFacts("layernorm_forward_kernel1", loops=loops, scalar_accesses=("x", "out_idx"))
+
+
+def test_thread_per_row_gets_a_new_row_owner(catalog: Catalog) -> None:
+    from ktx.agent.rules import ROW_OWNER_NAMES
+
+    ms = [measurement("B=8,T=1024,C=768", 300.0, nbytes=8192 * 768 * 8, blocks=32)]
+    analysis = make_analysis(thread_per_row(), ms)
+    for name in ROW_OWNER_NAMES[:2]:
+        plan = choose(context(analysis, _with(catalog, name)))
+        assert plan.names == (name,)
+        assert "each thread walks a whole row in L0, L1, L2" in plan.rationale
+    # no such pass registered in this build: the rule is silent, not "not registered"
+    plan = choose(context(analysis, catalog))
+    assert plan.names[0] != ROW_OWNER_NAMES[0] and "row-owner" not in plan.rationale
+
+
+def test_a_block_stride_loop_is_not_a_row_per_thread(catalog: Catalog) -> None:
+    loops = (LoopFact("L0", 5, "int i = threadIdx.x; i < C; i += blockDim.x", 0, True, False),)
+    facts = KernelFacts("k", loops=loops, scalar_accesses=("x",))
+    ms = [measurement("n=1", 300.0, nbytes=8192 * 768 * 8, blocks=8192)]
+    plan = choose(context(make_analysis(facts, ms), _with(catalog, "row-owner")))
+    assert plan.names[0] != "row-owner"
+
+
+def test_one_element_per_thread_vectorizes_before_coarsen(catalog: Catalog) -> None:
+    facts = KernelFacts("gelu_forward_kernel1", scalar_accesses=("inp", "out"), math_calls=("tanhf",))
+    ms = [measurement("n=786432", 4.6, nbytes=786432 * 4, blocks=3072)]  # latency-bound, many short blocks
+    plan = choose(context(make_analysis(facts, ms), _with(catalog, "coarsen", "rows-per-block")))
+    assert plan.names == ("vectorize",)
+    assert "one element per thread" in plan.rationale and "grid shrinks" in plan.rationale
+
+
+def test_a_pass_with_a_site_is_tried_before_stopping(catalog: Catalog) -> None:
+    facts = KernelFacts("k", vector_types=("uint4",), loops=(LoopFact("L0", 3, "", 0, True, False),))
+    history = (RoundSummary(1, "block-size", "rules", "", "no-gain", 1.0),)
+    probes = (
+        Probe("unroll", 1, (("UNROLL_L0", (1, 2, 4)),)),
+        Probe("split", 0, skipped=("no row loop over blockIdx.x (line 3)",)),
+        Probe("hoist", 2),
+    )
+    ctx = context(make_analysis(facts, [memory_bound()]), catalog, history=history, probes=probes)
+    plan = choose(ctx)
+    assert plan.names == ("unroll",) and not plan.stop  # PHASES: unroll before hoist
+    assert "its probe finds a site (unroll: rewrites 1 site(s)" in plan.rationale
+
+
+def test_stop_names_the_passes_with_no_site_and_why(catalog: Catalog) -> None:
+    facts = KernelFacts("k", vector_types=("uint4",), loops=(LoopFact("L0", 3, "", 0, True, False),))
+    history = (RoundSummary(1, "block-size", "rules", "", "no-gain", 1.0),)
+    probes = (
+        Probe("split", 0, skipped=("no row loop over blockIdx.x (line 3)",)),
+        Probe("vectorize", 0, skipped=("L0: only `for` loops are vectorized (line 7)",)),
+        Probe("block-size", 1),
+    )
+    plan = choose(context(make_analysis(facts, [memory_bound()]), catalog, history=history, probes=probes))
+    assert plan.stop
+    want = "passes with no site: split: no site to rewrite (no row loop over blockIdx.x (line 3))"
+    assert want in plan.rationale
+    assert "vectorize: no site to rewrite (L0: only `for` loops are vectorized (line 7))" in plan.rationale
+    assert "tried on this pipeline without a gain: block-size" in plan.rationale
+
+
+def test_a_pass_is_tried_again_on_a_new_row_owner(catalog: Catalog) -> None:
+    """vectorize gained nothing on the thread-per-row original; once a warp owns each row it
+    rewrites other loops, so it is proposed again (the combination ownership, then vectorize)."""
+    cat = _with(catalog, "row-owner")
+    ms = [measurement("B=8,T=1024,C=768", 40.0, nbytes=8192 * 768 * 8, blocks=8192)]
+    facts = KernelFacts("k", scalar_accesses=("x",), loops=(LoopFact("L0", 3, "", 0, True, False),))
+    history = (
+        RoundSummary(1, "vectorize", "rules", "", "no-gain", 1.0),
+        RoundSummary(2, "row-owner", "rules", "", "improved", 8.0),
+    )
+    current = Plan((PassChoice("row-owner"),), "r2")
+    probes = (Probe("vectorize", 2, (("VEC_L0", (1, 2, 4)),)),)
+    plan = choose(context(make_analysis(facts, ms), cat, current=current, history=history, probes=probes))
+    assert plan.names == ("row-owner", "vectorize")
+    # on the original it stays tried
+    plan = choose(context(make_analysis(facts, ms), cat, history=history[:1], probes=probes))
+    assert "vectorize" not in plan.names
