@@ -18,6 +18,12 @@ What is rewritten: scalar subscripts in the kernel (``x[i]`` -> ``ktx::ld<K>(&x[
 ``ktx`` prelude (see :mod:`ktx.passes._device`). Value 0 is the plain access, so the default
 config does what the original does.
 
+Loads and stores the original writes through ``__ldg``/``__ldcs``/``__stcs`` are accesses like
+the others (the index analysis of :mod:`ktx.ir.affine` reads them as such): the call becomes
+``ktx::ld<K>``/``ktx::st<K>`` and the knob's default is the original's policy (1 for
+``__ldg``), so the default config is still the original. A memory whose accesses mix policies,
+or use an intrinsic no knob value stands for (``__ldcg``, ``__stwt``), is refused with the line.
+
 Loads from memory the kernel may write (an in-place tensor, a parameter without
 ``__restrict__`` while any global memory is written) are never given the read-only path:
 ``ld.global.nc`` on memory written during the kernel is undefined.
@@ -32,6 +38,8 @@ from dataclasses import dataclass
 import tree_sitter as ts
 from ktx.ir import Function, Module
 from ktx.ir.access import Root, element_size, roots
+from ktx.ir.affine import LOAD_INTRINSICS, STORE_INTRINSICS
+from ktx.passes._common import line_of
 from ktx.passes._device import LOAD_HINTS, STORE_HINTS, PreludeSite, insert_prelude, prelude_site
 
 from ktx import syntax
@@ -49,6 +57,8 @@ class HintSite(Site):
     """The parameter (direct accesses) or the helper function (accesses inside it)."""
     helper: bool
     nodes: tuple[ts.Node, ...]
+    original: int = 0
+    """The policy the original accesses use (``__ldg`` is 1): the knob's default reproduces it."""
 
 
 class CacheHints(Pass[HintSite | PreludeSite]):
@@ -96,27 +106,50 @@ class CacheHints(Pass[HintSite | PreludeSite]):
         written = written_roots(module, fn, known)
         loads: dict[str, list[ts.Node]] = {}
         stores: dict[str, list[ts.Node]] = {}
+        odd: dict[str, str] = {}
         for n in syntax.walk(body):
             if n.type == "subscript_expression":
                 _direct(module, fn, target, n, known, loads, stores)
             elif n.type == "call_expression":
                 _packed(module, n, known, loads, stores)
+                _intrinsic(module, fn, target, n, known, loads, stores, odd)
         refused: set[str] = set()
+        for key, why in sorted(odd.items()):
+            refused.add(key)
+            yield Skip(why, key, fn.span)
+        originals: dict[str, int] = {}
+        for direction, found in (("load", loads), ("store", stores)):
+            for name, nodes in sorted(found.items()):
+                hints = {_original_hint(module, n) for n in nodes}
+                key = f"{name}:{direction}"
+                if len(hints) > 1 and key not in refused:
+                    refused.add(key)
+                    seen = [f"{_intrinsic_name(module, n) or 'plain'} at line {line_of(n)}" for n in nodes]
+                    yield Skip(
+                        f"{direction}s of {name} mix cache policies ({', '.join(seen)}): no one knob "
+                        "value reproduces the original",
+                        key,
+                        fn.span,
+                    )
+                originals[key] = min(hints) if hints else 0
         for name in sorted(loads):
             root = known.get(name)
             if root is None:
                 continue
             why = read_only_problem(root, written, known)
-            if why:
-                refused.add(name)
+            if why and f"{name}:load" not in refused:
+                refused.add(f"{name}:load")
                 yield Skip(f"loads of {name}: {why}", f"{name}:load", fn.span)
         if self.option("loads"):
             for name, nodes in loads.items():
-                if name not in refused:
-                    yield HintSite(f"{name}:load", fn.span, "load", name, False, tuple(nodes))
+                key = f"{name}:load"
+                if key not in refused:
+                    yield HintSite(key, fn.span, "load", name, False, tuple(nodes), originals.get(key, 0))
         if self.option("stores"):
             for name, nodes in stores.items():
-                yield HintSite(f"{name}:store", fn.span, "store", name, False, tuple(nodes))
+                key = f"{name}:store"
+                if key not in refused:
+                    yield HintSite(key, fn.span, "store", name, False, tuple(nodes), originals.get(key, 0))
         if self.option("helpers"):
             yield from _helpers(
                 module, fn, known, written, bool(self.option("loads")), bool(self.option("stores"))
@@ -139,17 +172,27 @@ class CacheHints(Pass[HintSite | PreludeSite]):
             macro = rw.knob(
                 name,
                 sorted(LOAD_HINTS),
-                0,
+                site.original,
                 f"cache policy of loads {_of(site)}: 0 plain, 1 __ldg, 2 __ldcs, 3 nc no-L1",
             )
         else:
             name = f"CACHE_ST_{stem}"
             macro = rw.knob(
-                name, sorted(STORE_HINTS), 0, f"cache policy of stores {_of(site)}: 0 plain, 1 __stcs"
+                name,
+                sorted(STORE_HINTS),
+                site.original,
+                f"cache policy of stores {_of(site)}: 0 plain, 1 __stcs",
             )
+        if site.original:
+            rw.note(f"default {site.original}: the original's {_HINT_NAMES[site.direction][site.original]}")
         for node in site.nodes:
             if site.helper:
                 _rewrite_deref(module, rw, node, site.direction, macro)
+            elif node.type == "call_expression" and _intrinsic_name(module, node):
+                callee = node.child_by_field_name("function")
+                assert callee is not None
+                helper = "ktx::ld" if site.direction == "load" else "ktx::st"
+                rw.replace_bytes(callee.start_byte, callee.end_byte, f"{helper}<{macro}>")
             elif node.type == "call_expression":
                 _rewrite_packed(module, rw, node, macro)
             elif site.direction == "load":
@@ -326,6 +369,59 @@ def _direct(
     if parent.type in ("update_expression", "pointer_expression") or _inside_call_of(module, sub, "ld"):
         return
     loads.setdefault(root.name, []).append(sub)
+
+
+#: Intrinsics the knobs can reproduce, with the knob value that does.
+_LOAD_INTRINSIC = {"__ldg": 1, "__ldcs": 2}
+_STORE_INTRINSIC = {"__stcs": 1}
+_HINT_NAMES = {"load": {1: "__ldg", 2: "__ldcs", 3: "nc no-L1"}, "store": {1: "__stcs"}}
+
+
+def _intrinsic_name(module: Module, call: ts.Node) -> str:
+    """``__ldg``, ``__stcs``... when ``call`` is a load or store intrinsic, else ''."""
+    callee = call.child_by_field_name("function")
+    name = syntax.text(module, callee).strip() if callee is not None else ""
+    return name if name in LOAD_INTRINSICS or name in STORE_INTRINSICS else ""
+
+
+def _original_hint(module: Module, node: ts.Node) -> int:
+    name = _intrinsic_name(module, node) if node.type == "call_expression" else ""
+    return _LOAD_INTRINSIC.get(name, _STORE_INTRINSIC.get(name, 0))
+
+
+def _intrinsic(
+    module: Module,
+    fn: Function,
+    target: Target,
+    call: ts.Node,
+    known: dict[str, Root],
+    loads: dict[str, list[ts.Node]],
+    stores: dict[str, list[ts.Node]],
+    odd: dict[str, str],
+) -> None:
+    """``__ldg(&p[i])``, ``__ldcs(p + i)``, ``__stcs(&p[i], v)``: accesses of ``p`` as written."""
+    name = _intrinsic_name(module, call)
+    if not name:
+        return
+    args = call.child_by_field_name("arguments")
+    named = [a for a in args.named_children if a.type != "comment"] if args is not None else []
+    if not named:
+        return
+    root = _pointer_root(module, named[0], known)
+    if root is None or root.space != "global":
+        return
+    direction = "load" if name in LOAD_INTRINSICS else "store"
+    known_hints = _LOAD_INTRINSIC if direction == "load" else _STORE_INTRINSIC
+    if name not in known_hints:
+        odd[f"{root.name}:{direction}"] = (
+            f"{direction}s of {root.name} use {name} (line {call.start_point[0] + 1}), which no "
+            "knob value reproduces"
+        )
+        return
+    size = element_size(module, root.element_type, fn, target.template_args)
+    if size not in _WIDTHS:
+        return
+    (loads if direction == "load" else stores).setdefault(root.name, []).append(call)
 
 
 def _inside_call_of(module: Module, node: ts.Node, name: str) -> bool:
