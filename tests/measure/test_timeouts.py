@@ -1,0 +1,67 @@
+"""Timeouts derived from the original's cost at each shape, and short retries after a timeout:
+the policy's arithmetic, and a hang against the stand-in worker costing seconds, not minutes."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ktx.measure.compile import find_nvcc
+from ktx.measure.harness import Harness
+from ktx.measure.timeouts import TimeoutPolicy, request_cost
+from ktx.measure.types import Status
+from ktx.spec import load_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+FAKE = str(Path(__file__).with_name("fake_gpu.py")) + ":handle"
+
+
+def test_timeout_is_a_multiple_of_the_original_between_floor_and_ceiling() -> None:
+    policy = TimeoutPolicy(ceiling_s=180.0, floor_s=3.0, multiple=50.0, retry_multiple=5.0)
+    assert policy.timeout(None) == 180.0, "unknown original: the ceiling"
+    assert policy.timeout(0.01) == 3.0, "a fast original: the floor"
+    assert policy.timeout(0.4) == pytest.approx(20.0)
+    assert policy.timeout(10.0) == 180.0, "never beyond the ceiling"
+    # a retry after a timeout is short: it tells a flaky worker from a hang
+    assert policy.retry_timeout(0.4) == pytest.approx(3.0)
+    assert policy.retry_timeout(2.0) == pytest.approx(10.0)
+    assert policy.retry_timeout(None) == pytest.approx(18.0)
+    assert all(policy.retry_timeout(c) <= policy.timeout(c) for c in (None, 0.01, 0.4, 2.0, 50.0))
+
+
+def test_request_cost_leaves_out_one_off_costs() -> None:
+    assert request_cost(5.0, None) == 5.0
+    assert request_cost(5.0, {"warmup_s": 1.0, "python_s": 3.5, "verify_s": 3.9}) == pytest.approx(0.5)
+    assert request_cost(1.0, {"python_s": 4.0}) == 0.0
+
+
+@pytest.mark.skipif(not find_nvcc(), reason="no nvcc here")
+def test_a_hang_costs_seconds_once_the_original_is_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KTX_CACHE_DIR", str(tmp_path))
+    spec = load_spec(ROOT / "kernels" / "silu_and_mul")
+    point = spec.find_point("tokens=4,d=4096")
+    other = spec.find_point("tokens=16,d=4096")
+    with Harness(spec, handler=FAKE, timeout_s=120, timeout_floor_s=2.0, compile_workers=1) as h:
+        orig = h.original
+        hang = replace(orig, source=orig.source + "\n// KTX_TEST_HANG\n", config={"X": 1}, label="hang")
+        assert h.timeout_for(hang, point) == 120, "before the original: the ceiling"
+        assert h.measure(orig, point).ok
+        assert point.name in h.original_cost and h.original_cost[point.name] < 1.0
+        assert h.timeout_for(hang, point) == pytest.approx(2.0)
+        assert h.timeout_for(hang, other) == 120, "derived per shape"
+        h.prefetch(hang, point)
+        h._modules(hang, point)  # compiled before the clock starts
+        start = time.monotonic()
+        first = h.measure(hang, point)
+        again = h.measure(hang, point)  # what the search's retry does
+        spent = time.monotonic() - start
+        assert first.status is Status.TIMEOUT and again.status is Status.TIMEOUT
+        assert "50x the original's" in first.message and "at least 2 s" in first.message
+        assert spent < 15, f"a hang and its retry took {spent:.1f} s"
+        # the worker is replaced and the original still measures
+        assert h.measure(orig, point).ok
