@@ -1320,6 +1320,7 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
     lines.append(f"{indent}}}")
     lines.append("#else")
     newline = "\r\n" if b"\r\n" in source else "\n"
+    lines = [piece for line in lines for piece in line.replace("\r", "").split("\n")]
     rw.insert(start, newline.join(lines) + newline)
     eol = source.find(b"\n", eb.end)
     rest = source[eb.end : eol if eol >= 0 else len(source)]

@@ -114,6 +114,13 @@ def test_default_config_is_the_original(source: str) -> None:
     assert without_machinery(t.instantiate()) == lines(source)
 
 
+def test_crlf_files_stay_crlf() -> None:
+    t = apply(GELU.replace("\n", "\r\n"), "vectorize")
+    out = t.instantiate({"VEC_THREAD": 4})
+    body = out[out.find("__global__") : out.find("void launch")]
+    assert "\r\r" not in body and body.count("\n") == body.count("\r\n") > 20
+
+
 def test_tail_false_keeps_the_check_and_says_so() -> None:
     t = apply(GELU, "vectorize{tail=false}")
     assert "tail=false applies to loops only" in remarks(t)[0]
