@@ -15,6 +15,11 @@ same for every ``SPLIT`` (one compile serves all values) and ``SPLIT = 1`` is th
 The launch gains a y dimension: ``dim3 grid(rows)`` becomes ``dim3 grid(rows, KTX_SPLIT)``
 and the mapping's grid ``(rows,)`` becomes ``(rows, SPLIT)``.
 
+Row loops are found by the index analysis (:mod:`ktx.ir.affine`) as well as by their spelling:
+a stride written as a macro every launch passes as the block (``i += BLOCK_SIZE``) is
+``blockDim.x``, and a row loop nested in a loop that walks rows over blocks
+(``while (row < rows) { ...; row += gridDim.x; }``) is split like a top-level one.
+
 Splitting is only legal when the blocks of one row need not cooperate. The pass refuses, and
 says why, when a row loop accumulates a value across iterations (a partial sum would be split
 over blocks; the norms feed theirs to a block-wide reduction), synchronises or shuffles inside
@@ -30,6 +35,7 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 from ktx.ir import Loop, Module
+from ktx.ir.affine import KernelIndex, kernel_index
 from ktx.passes._common import first_call_after, kernel_node, line_of, powers_of_two
 
 from ktx import syntax
@@ -89,11 +95,12 @@ class Split(Pass[SplitSite]):
             return
         rows: list[RowLoop] = []
         refusals: list[str] = []
+        index = kernel_index(module, fn)
         for loop in target.loops:
-            if loop.parent is not None and any(lp.id == loop.parent for lp in target.loops):
+            if not _outermost_row_level(index, target.loops, loop):
                 continue
             label = target.label(loop)
-            row = _row_loop(module, body, loop, label)
+            row = _row_loop(module, body, loop, label) or _affine_row_loop(index, loop, label)
             if row is None:
                 continue
             reason = _refusal(module, body, loop, label)
@@ -111,6 +118,16 @@ class Split(Pass[SplitSite]):
             )
             return
         if not rows:
+            t = index.thread_index()
+            if t is not None and t.guard is not None:
+                yield Skip(
+                    f"one element per thread ({t.var} = blockIdx.x * blockDim.x + threadIdx.x at line "
+                    f"{t.line}, guarded by {t.var} < {t.guard.bound_text} at line {t.guard.line}): no row "
+                    "loop to split; the grid already covers the elements",
+                    fn.name,
+                    fn.span,
+                )
+                return
             yield Skip(
                 "no row loop: none strides over the row by blockDim.x "
                 "(for (i = threadIdx.x; i < n; i += blockDim.x))",
@@ -200,6 +217,51 @@ def _row_loop(module: Module, kernel: ts.Node, loop: Loop, label: str) -> RowLoo
     if not (_is(module, right, "blockDim", "x") or _alias_of(module, right, locals_, "blockDim", "gridDim")):
         return None
     return RowLoop(loop, label, thread, right)
+
+
+def _outermost_row_level(index: KernelIndex, loops: tuple[Loop, ...], loop: Loop) -> bool:
+    """Whether ``loop`` is not nested, or nested only in loops that walk rows over blocks.
+
+    ``while (row < rows) { for (i = threadIdx.x; ...) ...; row += gridDim.x; }`` gives each block
+    a row at a time: the ``for`` inside is a row loop like a top-level one.
+    """
+    by_id = {lp.id: lp for lp in loops}
+    parent = by_id.get(loop.parent) if loop.parent is not None else None
+    while parent is not None:
+        shape = index.loop_shape(parent)
+        if shape is None or shape.stride != "grid-blocks" or not shape.partitions:
+            return False
+        parent = by_id.get(parent.parent) if parent.parent is not None else None
+    return True
+
+
+def _affine_row_loop(index: KernelIndex, loop: Loop, label: str) -> RowLoop | None:
+    """A block-strided row loop however its start and stride are spelled (``i += BLOCK_SIZE``
+    where every launch passes ``BLOCK_SIZE`` as the block), read by :mod:`ktx.ir.affine`."""
+    if loop.kind != "for":
+        return None
+    shape = index.loop_shape(loop)
+    if shape is None or shape.stride != "block" or not shape.partitions or shape.step_node is None:
+        return None
+    step = shape.step_node
+    op = step.child_by_field_name("operator")
+    right = step.child_by_field_name("right")
+    if step.type != "assignment_expression" or op is None or op.type != "+=" or right is None:
+        return None
+    init = shape.node.child_by_field_name("initializer")
+    value: ts.Node | None = init
+    if init is not None and init.type == "declaration":
+        declarators = init.children_by_field_name("declarator")
+        value = declarators[0].child_by_field_name("value") if len(declarators) == 1 else None
+    elif init is not None and init.type == "assignment_expression":
+        value = init.child_by_field_name("right")
+    if value is None or value.type not in ("identifier", "field_expression", "binary_expression"):
+        return None
+    if value.type == "binary_expression":
+        vop = value.child_by_field_name("operator")
+        if vop is None or vop.type not in ("+", "-"):
+            return None
+    return RowLoop(loop, label, value, right)
 
 
 def _thread_like(module: Module, node: ts.Node, locals_: dict[str, syntax.LocalDecl]) -> bool:
