@@ -153,7 +153,8 @@ elif cmd == "bench":
 """
 
 
-def test_run_plumbing_with_a_stand_in_ktx(tmp_path: Path) -> None:
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_run_plumbing_with_a_stand_in_ktx(tmp_path: Path, gpus: int) -> None:
     cuda = _llmc()
     fake = tmp_path / "fake_ktx.py"
     fake.write_text(FAKE_KTX)
@@ -162,12 +163,13 @@ def test_run_plumbing_with_a_stand_in_ktx(tmp_path: Path) -> None:
         "--llmc", str(cuda.parent.parent),
         "--kernels", "gelu_forward", "crossentropy_forward", "encoder_forward",
         "--budget", "60", "--out", str(out), "--work", str(tmp_path / "work"),
-        "--ktx", f"{sys.executable} {fake}",
+        "--ktx", f"{sys.executable} {fake}", "--gpus", str(gpus),
     ])  # fmt: skip
     assert code == 0
     report = json.loads((out / "results.json").read_text())
     assert report["device"] == "Fake H100"
     by = {k["kernel"]: k for k in report["kernels"]}
+    assert list(by) == ["gelu_forward", "encoder_forward", "crossentropy_forward"]  # LADDERS order
     gelu = by["gelu_forward"]["rows"][0]
     # ktx 4.0 graph µs against v2's best graph time: 2.0 at bs=256
     assert (gelu["naive_us"], gelu["ktx_us"], gelu["hand_us"], gelu["hand_block"]) == (10.0, 4.0, 2.0, 256)
@@ -211,3 +213,15 @@ def test_nvcc_compiles_a_kernel_that_shares_its_name_with_a_host_launcher() -> N
     result = compile_kernel(CompileRequest(source, "twice", (), "90", (), "nvcc"))
     assert result.ok, result.log
     assert result.lowered_name == "_Z5twicePfi"
+
+
+def test_lanes_balance_the_weights_and_keep_softmax_last() -> None:
+    two = run.lanes(run.LADDERS, 2)
+    assert sorted(lad.name for lane in two for lad in lane) == sorted(lad.name for lad in run.LADDERS)
+    weights = [sum(lad.weight for lad in lane) for lane in two]
+    assert max(weights) - min(weights) <= max(lad.weight for lad in run.LADDERS)
+    for lane in two:
+        names = [lad.name for lad in lane]
+        assert "softmax_forward" not in names or names[-1] == "softmax_forward"
+    assert run.lanes(run.LADDERS, 1) == [list(run.LADDERS)]
+    assert len(run.lanes(run.LADDERS[:2], 4)) == 2
