@@ -136,6 +136,8 @@ class ElementBody:
     stmts: tuple[ts.Node, ...]
     between: tuple[ts.Node, ...]
     end: int
+    conditions: tuple[str, ...] = ()
+    """What else the guard asks for the element to run (``row < M`` of ``row < M && col < N``)."""
 
     def line(self) -> int:
         return self.decl.start_point[0] + 1
@@ -180,23 +182,74 @@ def _index_decl(module: Module, fn: Function, stmt: ts.Node) -> tuple[str, str, 
     return var, " ".join(words), value
 
 
-def _guard(module: Module, stmt: ts.Node, var: str) -> tuple[Literal["block", "return"], ts.Node] | None:
-    """(``block`` | ``return``, bound) for ``if (var < n) ...`` / ``if (var >= n) return;``."""
+def _guard(
+    module: Module, stmt: ts.Node, var: str
+) -> tuple[Literal["block", "return"], ts.Node, tuple[str, ...]] | None:
+    """(form, bound, other conditions) for ``if (var < n) ...`` / ``if (var >= n) return;``.
+
+    2-D kernels add conditions on other coordinates: ``if (row < M && col < N) {...}`` or
+    ``if (row >= M || col >= N) return;``. The other conditions must not mention ``var``; they
+    come back as what must hold for the element to run (``row < M``, ``!(row >= M)``).
+    """
     if stmt.type != "if_statement" or stmt.child_by_field_name("alternative") is not None:
         return None
     cond = stmt.child_by_field_name("condition")
     if cond is None:
         return None
-    inner = cond
-    while inner.type in ("condition_clause", "parenthesized_expression") and inner.named_child_count == 1:
-        inner = inner.named_children[0]
-    if inner.type != "binary_expression":
+    then = stmt.child_by_field_name("consequence")
+    body = _code(then.named_children) if then is not None and then.type == "compound_statement" else [then]
+    only = body[0] if len(body) == 1 else None
+    returns = only is not None and only.type == "return_statement" and not only.named_children
+    parts = _chain(_unparen(cond), "||" if returns else "&&")
+    found: tuple[bool, ts.Node] | None = None
+    others: list[str] = []
+    for part in parts:
+        comparison = _compare(module, part, var)
+        if comparison is not None and found is None:
+            found = comparison
+        elif mentions(module, part, {var}):
+            return None
+        else:
+            text = " ".join(_text(module, part).split())
+            others.append(f"!({text})" if returns else text)
+    if found is None:
         return None
-    op = inner.child_by_field_name("operator")
-    left = inner.child_by_field_name("left")
-    right = inner.child_by_field_name("right")
+    less, bound = found
+    if less and not returns:
+        return "block", bound, tuple(others)
+    if not less and returns:
+        return "return", bound, tuple(others)
+    return None
+
+
+def _unparen(node: ts.Node) -> ts.Node:
+    while node.type in ("condition_clause", "parenthesized_expression") and node.named_child_count == 1:
+        node = node.named_children[0]
+    return node
+
+
+def _chain(node: ts.Node, op: str) -> list[ts.Node]:
+    """The operands of a chain ``a op b op c`` (through parentheses)."""
+    node = _unparen(node)
+    if node.type == "binary_expression":
+        o = node.child_by_field_name("operator")
+        left = node.child_by_field_name("left")
+        right = node.child_by_field_name("right")
+        if o is not None and o.type == op and left is not None and right is not None:
+            return _chain(left, op) + _chain(right, op)
+    return [node]
+
+
+def _compare(module: Module, node: ts.Node, var: str) -> tuple[bool, ts.Node] | None:
+    """(``var < bound``?, bound) for ``var < n``, ``n > var``, ``var >= n``, ``n <= var``."""
+    if node.type != "binary_expression":
+        return None
+    op = node.child_by_field_name("operator")
+    left = node.child_by_field_name("left")
+    right = node.child_by_field_name("right")
     if op is None or left is None or right is None:
         return None
+    left, right = _unparen(left), _unparen(right)
     is_var = [n.type == "identifier" and _text(module, n) == var for n in (left, right)]
     if is_var[0] and op.type in ("<", ">="):
         less, bound = op.type == "<", right
@@ -204,16 +257,7 @@ def _guard(module: Module, stmt: ts.Node, var: str) -> tuple[Literal["block", "r
         less, bound = op.type == ">", left
     else:
         return None
-    if mentions(module, bound, {var}):
-        return None
-    if less:
-        return "block", bound
-    then = stmt.child_by_field_name("consequence")
-    body = _code(then.named_children) if then is not None and then.type == "compound_statement" else [then]
-    only = body[0] if len(body) == 1 else None
-    if only is not None and only.type == "return_statement" and not only.named_children:
-        return "return", bound
-    return None
+    return None if mentions(module, bound, {var}) else (less, bound)
 
 
 def element_body(module: Module, fn: Function) -> ElementBody | str | None:
@@ -250,7 +294,7 @@ def element_body(module: Module, fn: Function) -> ElementBody | str | None:
                 f"`{_first_line(module, rest[0])}` (line {_line(rest[0])}) {what} a bound check "
                 f"`if ({var} < n) {{...}}` or `if ({var} >= n) return;`: packs need the bound"
             )
-        form, bound = guard
+        form, bound, others = guard
         if form == "block":
             if len(rest) > 1:
                 return f"code after the guarded body (line {_line(rest[1])}) runs once per thread"
@@ -267,7 +311,9 @@ def element_body(module: Module, fn: Function) -> ElementBody | str | None:
             for s in body:
                 if name in syntax.assigned(module, s):
                     return f"the body changes {name}, which the bound `{_text(module, bound)}` reads"
-        return ElementBody(stmt, var, var_type, value, bound, rest[0], form, body, tuple(between), end)
+        return ElementBody(
+            stmt, var, var_type, value, bound, rest[0], form, body, tuple(between), end, others
+        )
     return None
 
 

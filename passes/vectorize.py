@@ -1294,7 +1294,7 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
     em = _Emit(module, plan, vec, unit)
     bound = em.text(eb.bound)
     bound_text = bound if re.fullmatch(r"[\w.]+", bound) else f"({bound})"
-    checks = [*_checks(em), f"ktx_p * {vec} + {vec} <= {bound_text}"]
+    checks = [*eb.conditions, *_checks(em), f"ktx_p * {vec} + {vec} <= {bound_text}"]
     pad = " " * len(f"{indent}if (")
     lines = [f"#if {vec} > 1"]
     lines.append(f"{indent}// VEC_THREAD: each thread takes VEC_THREAD consecutive elements, packed where")
