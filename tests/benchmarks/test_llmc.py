@@ -225,3 +225,21 @@ def test_lanes_balance_the_weights_and_keep_softmax_last() -> None:
         assert "softmax_forward" not in names or names[-1] == "softmax_forward"
     assert run.lanes(run.LADDERS, 1) == [list(run.LADDERS)]
     assert len(run.lanes(run.LADDERS[:2], 4)) == 2
+
+
+@pytest.mark.gpu
+def test_every_version_runs_and_matches_the_reference_on_the_gpu(tmp_path: Path) -> None:
+    """Each staged version at its ``quick`` shape (llm.c's launch, block 256 for the hand ones)
+    against the numpy reference, through ``ktx bench``: the specs' launches and references agree
+    with the kernels before the ladder spends its budget on them."""
+    from ktx.cli import main
+
+    cuda = _llmc()
+    for lad, version in VERSIONS:
+        folder = run.stage(lad, version, cuda, tmp_path / "stage")
+        out = tmp_path / f"{lad.name}-{version}.json"
+        code = main(["bench", str(folder), "--shapes", "quick", "--reference", "python", "--json", str(out)])
+        data = json.loads(out.read_text())
+        ms = data["measurements"]
+        bad = [(m["shape"], m["status"], m["message"][:300]) for m in ms if m["status"] != "ok"]
+        assert code == 0 and not bad, (lad.name, version, bad)
