@@ -10,7 +10,9 @@ the file, the launch mapping and ``__launch_bounds__`` follow.
 The kernel gets no new parameter, so it cannot skip rows past the end: the pass adds the
 constraint ``grid % ROWS == 0`` (over the mapping's grid expression, e.g. ``tokens % ROWS == 0``)
 and ``block * ROWS <= 1024``. It refuses kernels that already use a second block or grid
-dimension, ``gridDim.x`` (grid-stride loops over rows), or shared memory (the rows of a block
+dimension, ``gridDim.x`` other than as the step of a loop over rows (``while (row < rows) {
+...; row += gridDim.x; }``, read by :mod:`ktx.ir.affine`, whose step becomes
+``gridDim.x * KTX_ROWS``), or shared memory (the rows of a block
 would share it), and kernels that synchronise the block after an early ``return`` (rows that
 leave early would leave the others waiting). Kernels that shuffle across lanes get the
 constraint ``block % 32 == 0`` for ``ROWS > 1``, so that no warp spans two rows.
@@ -21,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import tree_sitter as ts
+from ktx.ir.affine import kernel_index
 from ktx.passes._common import KernelSite, kernel_node, powers_of_two, uses_shuffles
 
 from ktx import syntax
@@ -52,8 +55,13 @@ class RowsPerBlock(Pass[KernelSite]):
         why = ""
         if not syntax.uses_builtin(module, body, "blockIdx.x"):
             why = "the kernel never reads blockIdx.x: it is not a one-row-per-block kernel"
+        other = _row_strides(target)[1]
+        if not why and other is not None:
+            why = (
+                f"the kernel reads {syntax.text(module, other)} at line {other.start_point[0] + 1}, not as "
+                "the step of a loop over rows (row += gridDim.x): its blocks are already more than one row"
+            )
         for builtin in (
-            "gridDim",
             "blockIdx.y",
             "blockIdx.z",
             "threadIdx.y",
@@ -100,6 +108,10 @@ class RowsPerBlock(Pass[KernelSite]):
         for n in syntax.walk(module.node(target.kernel.body)):
             if n.type == "field_expression" and syntax.text(module, n).replace(" ", "") == "blockIdx.x":
                 rw.replace_bytes(n.start_byte, n.end_byte, ROW)
+        for n in _row_strides(target)[0]:
+            # ``row += gridDim.x``: the blocks now hold ROWS rows each, so rows step by gridDim.x * ROWS.
+            rw.replace_bytes(n.start_byte, n.end_byte, f"(gridDim.x * {macro})")
+            rw.note(f"the row loop's step gridDim.x (line {n.start_point[0] + 1}) becomes gridDim.x * ROWS")
         self._launchers(rw, macro)
         self._launch_bounds(rw, macro)
         new = mapping.with_grid((f"({mapping.grid[0]}) // ROWS",)).with_block((mapping.block[0], "ROWS"))
@@ -139,3 +151,35 @@ class RowsPerBlock(Pass[KernelSite]):
             return
         old = rw.target.module.text(bounds.args[0])
         rw.replace(bounds.args[0], f"({old}) * {macro}")
+
+
+def _row_strides(target: Target) -> tuple[list[ts.Node], ts.Node | None]:
+    """The ``gridDim`` nodes that step loops over rows, and the first one that does not (or None).
+
+    ``for (row = blockIdx.x; row < rows; row += gridDim.x)`` and its ``while`` form (read by
+    :mod:`ktx.ir.affine`) give each block a row at a time; with ROWS rows a block, the row
+    starts at ``blockIdx.x * ROWS + threadIdx.y`` and steps by ``gridDim.x * ROWS``.
+    """
+    module = target.module
+    body = module.node(target.kernel.body)
+    uses = [
+        n
+        for n in syntax.walk(body)
+        if n.type == "field_expression"
+        and (n.child_by_field_name("argument") is not None)
+        and syntax.text(module, n.child_by_field_name("argument") or n) == "gridDim"
+    ]
+    if not uses:
+        return [], None
+    index = kernel_index(module, target.kernel)
+    steps: list[ts.Node] = []
+    for loop in target.loops:
+        shape = index.loop_shape(loop)
+        if shape is None or shape.stride != "grid-blocks" or not shape.partitions or shape.step_node is None:
+            continue
+        right = shape.step_node.child_by_field_name("right")
+        if right is not None and right.type == "field_expression":
+            steps.append(right)
+    ids = {n.id for n in steps}
+    other = next((n for n in uses if n.id not in ids), None)
+    return [n for n in uses if n.id in ids], other
