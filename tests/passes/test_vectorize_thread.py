@@ -274,18 +274,23 @@ def test_every_config_of_the_goldens_compiles_with_packed_accesses(tmp_path: Pat
 
 
 def _llmc_jobs(tmp_path: Path) -> list[tuple[str, str]]:
+    """``ktx apply`` on llm.c's files in place: every VEC_THREAD and COARSEN config of kernel1."""
     jobs: list[tuple[str, str]] = []
     for stem in ("gelu_forward", "residual_forward"):
         path = LLMC / f"{stem}.cu"
         kernel = f"{stem}_kernel1"
-        for v in (1, 2, 4, 8):
-            out = tmp_path / f"{stem}_{v}.cu"
-            err = io.StringIO()
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-                argv = ["apply", "--passes", "vectorize", str(path), "--kernel", kernel]
-                code = main([*argv, "--config", f"VEC_THREAD={v}", "-o", str(out)])
-            assert code == 0, err.getvalue()
-            jobs.append((f"{stem}_{v}", out.read_text()))
+        for knob, passes, values in (
+            ("VEC_THREAD", "vectorize", (1, 2, 4, 8)),
+            ("COARSEN", "coarsen", (2, 8)),
+        ):
+            for v in values:
+                out = tmp_path / f"{stem}_{passes}_{v}.cu"
+                err = io.StringIO()
+                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+                    argv = ["apply", "--passes", passes, str(path), "--kernel", kernel]
+                    code = main([*argv, "--config", f"{knob}={v}", "-o", str(out)])
+                assert code == 0, err.getvalue()
+                jobs.append((f"{stem}_{passes}_{v}", out.read_text()))
     return jobs
 
 
@@ -297,17 +302,22 @@ def test_llmc_kernel1_files_in_place_every_config_compiles(tmp_path: Path) -> No
     (stubs / "cublas_v2.h").write_text(CUBLAS_STUB)
     (stubs / "cublasLt.h").write_text("#pragma once\n#include <cublas_v2.h>\n")
     jobs = _llmc_jobs(tmp_path)
-    gelu = jobs[3][1]
+    texts = dict(jobs)
+    gelu = texts["gelu_forward_vectorize_8"]
     assert "ktx::load<8>(inp + ktx_p * 8)" in gelu  # floatX is bf16 through common.h
     assert "gelu_forward_kernel1<<<(grid_size + 7) / 8, block_size>>>" in gelu
+    assert (
+        "int idx = (blockIdx.x * 8 + ktx_k) * blockDim.x + threadIdx.x;"
+        in texts["residual_forward_coarsen_8"]
+    )
     build = tmp_path / "build"
     build.mkdir()
     with ThreadPoolExecutor(2) as pool:
         ptx = list(pool.map(lambda j: _compile(j[1], build, j[0], (LLMC, stubs)), jobs))
     for (name, _), text in zip(jobs, ptx, strict=True):
-        kernel = _entry(text, name.rsplit("_", 1)[0] + "_kernel1")
+        kernel = _entry(text, name.split("_forward")[0] + "_forward_kernel1")
         packed = "ld.global.v4.u32" in kernel and "st.global.v4.u32" in kernel
-        assert packed == name.endswith("_8"), name  # 8 x bf16 = 16 bytes; 1, 2, 4 are narrower
+        assert packed == name.endswith("vectorize_8"), name  # 8 x bf16 = 16 bytes; 1, 2, 4 are narrower
 
 
 def _entry(ptx: str, kernel: str) -> str:

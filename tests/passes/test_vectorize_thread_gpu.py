@@ -1,6 +1,7 @@
 """On a GPU: every VEC_THREAD config of the per-thread vectorize site verifies against the original.
 
-* llm.c's ``gelu_forward_kernel1`` and ``residual_forward_kernel1`` (bf16), staged unmodified in
+* llm.c's ``gelu_forward_kernel1`` and ``residual_forward_kernel1`` (bf16) under ``vectorize``,
+  ``coarsen`` and ``vectorize,block-size``, staged unmodified in
   a temporary kernel folder with ``common.h``, two headers that declare the cuBLAS names its host
   code uses, and a spec written here; the template is built the way ``ktx optimize`` builds it
   (:func:`ktx.pipeline.template_for_spec`) and each config is verified by the measurement
@@ -79,24 +80,25 @@ def stage(folder: Path, stem: str, inputs: tuple[str, ...]) -> Path:
 
 
 @pytest.mark.skipif(not (LLMC / "common.h").is_file(), reason="llm.c is not at ../shared/llmc")
+@pytest.mark.parametrize("passes", ["vectorize", "coarsen", "vectorize,block-size"])
 @pytest.mark.parametrize(
     ("stem", "inputs"),
     [("gelu_forward", ("inp",)), ("residual_forward", ("inp1", "inp2"))],
     ids=["gelu", "residual"],
 )
-def test_llmc_kernel1_every_vec_config_verifies(tmp_path: Path, stem: str, inputs: tuple[str, ...]) -> None:
+def test_llmc_kernel1_every_config_verifies(
+    tmp_path: Path, stem: str, inputs: tuple[str, ...], passes: str
+) -> None:
     from ktx.measure.harness import Harness
 
     spec = load_spec(stage(tmp_path / stem, stem, inputs))
-    t = template_for_spec(spec, "vectorize")
-    assert [k.name for k in t.knobs] == ["VEC_THREAD"]
-    values = t.knobs[0].values
-    assert values == (1, 2, 4, 8)
-    jobs = [
-        (candidate_from_template(spec, t, {"VEC_THREAD": v}), p)
-        for v in values
-        for p in spec.shape_set().points
-    ]
+    t = template_for_spec(spec, passes)
+    knob = {"vectorize": "VEC_THREAD", "coarsen": "COARSEN"}[passes.split(",")[0]]
+    assert t.knobs[0].name == knob
+    configs = [{knob: v} for v in t.knobs[0].values]
+    if passes == "vectorize,block-size":  # the packs under other block sizes (the grid follows)
+        configs = [{knob: v, "BLOCK_X": b} for v in (2, 8) for b in (64, 1024)]
+    jobs = [(candidate_from_template(spec, t, c), p) for c in configs for p in spec.shape_set().points]
     failures: list[str] = []
     with Harness(spec, options=Options(rounds=3, time=False, odd=True)) as harness:
         for (cand, point), m in zip(jobs, harness.measure_many(jobs), strict=True):
