@@ -477,6 +477,7 @@ class Optimizer:
             self.write_state(records, best, "running", "", start)
             if record.status == "stopped":
                 stop = "planner"
+                self.notes.append(f"planner stop: {outcome.plan.rationale}")
                 break
             if stale >= req.patience and not self.keep_going(best, deadline, index + 1):
                 stop = f"{req.patience} round(s) without a gain beyond noise"

@@ -23,3 +23,26 @@ def test_without_a_budget_rounds_bound_the_run(tmp_path: Path) -> None:
     result = optimize(request(tmp_path / "b", rounds=1), backend=ModelBackend())
     assert len(result.rounds) == 1 and result.stop_reason in ("rounds", "planner")
     assert not any(n.startswith("keep going") for n in result.notes)
+
+
+def test_the_planner_stop_says_which_passes_had_no_site(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from ktx.agent.catalog import Catalog
+    from ktx.agent.planner import PlanContext, PlanOutcome
+    from ktx.agent.rules import RulesPlanner
+
+    class Stopper:
+        """The rules planner over an empty catalog: no pass can be proposed, so it stops."""
+
+        name = "rules"
+
+        def plan(self, context: PlanContext) -> PlanOutcome:
+            empty = replace(context, catalog=Catalog.of([]))
+            return RulesPlanner().plan(empty)
+
+    result = optimize(request(tmp_path / "c", rounds=2), backend=ModelBackend(), planner=Stopper())
+    assert result.stop_reason == "planner"
+    note = next(n for n in result.notes if n.startswith("planner stop:"))
+    # silu_and_mul has no shared-memory tree reduction: warp-reduce's remark says so
+    assert "passes with no site:" in note and "warp-reduce: no site to rewrite" in note
