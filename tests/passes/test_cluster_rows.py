@@ -209,3 +209,26 @@ def test_rules_planner_tries_clusters_for_underfilled_reductions_far_from_speed_
     )
     assert rule.fires(Analysis("k", "", Device(), facts, (near,))) is None
     assert rule.fires(Analysis("k", "", Device(), KernelFacts("k"), (slow,))) is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["rmsnorm", "fused_add_rmsnorm"])
+def test_every_cluster_and_prefetch_verifies_on_the_gpu(name: str) -> None:
+    """Every (CLUSTER, PREFETCH) of ``cluster-rows,early-loads`` against the spec's reference, at the
+    quick shapes and their odd sizes (d + 1, d - 3: the scalar tail loops walk the whole row)."""
+    from ktx.measure.gpu import Options
+    from ktx.measure.harness import Harness
+    from ktx.pipeline import candidate_from_template, template_for_spec
+
+    spec = load_spec(ROOT / "kernels" / name)
+    t = template_for_spec(spec, "cluster-rows,early-loads")
+    configs = [{"CLUSTER": c, "PREFETCH": p} for c in (1, 2, 4, 8) for p in (0, 1, 2, 4)]
+    points = spec.shape_set("quick").points
+    jobs = [(candidate_from_template(spec, t, c), p) for c in configs for p in points]
+    options = Options(rounds=max(3, spec.verify.rounds), time=False, odd=True)
+    failures: list[str] = []
+    with Harness(spec, options=options) as harness:
+        for (cand, point), m in zip(jobs, harness.measure_many(jobs), strict=True):
+            if not m.ok:
+                failures.append(f"{dict(cand.config)} @ {point.name}: {m.status.value}: {m.message[:300]}")
+    assert not failures, "\n".join(failures)

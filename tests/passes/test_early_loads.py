@@ -160,3 +160,22 @@ def test_rules_planner_tries_early_loads_for_reductions_far_from_speed_of_light(
         "tokens=8192,hidden=7168", "ok", "graph", time_us=50.0, sol_fraction=0.8, bound="memory"
     )
     assert rule.fires(Analysis("k", "", Device(), facts, (busy,))) is None
+
+
+@pytest.mark.gpu
+def test_every_prefetch_of_the_quantizer_verifies_on_the_gpu() -> None:
+    from ktx.measure.gpu import Options
+    from ktx.measure.harness import Harness
+    from ktx.pipeline import candidate_from_template, template_for_spec
+
+    spec = load_spec(ROOT / "kernels" / "per_token_group_quant_fp8")
+    t = template_for_spec(spec, "unroll,early-loads")
+    configs = [{"PREFETCH": p} for p in (0, 1, 2, 4)]
+    jobs = [(candidate_from_template(spec, t, c), p) for c in configs for p in spec.shape_set("quick").points]
+    options = Options(rounds=max(3, spec.verify.rounds), time=False, odd=True)
+    failures: list[str] = []
+    with Harness(spec, options=options) as harness:
+        for (cand, point), m in zip(jobs, harness.measure_many(jobs), strict=True):
+            if not m.ok:
+                failures.append(f"{dict(cand.config)} @ {point.name}: {m.status.value}: {m.message[:300]}")
+    assert not failures, "\n".join(failures)
