@@ -2,15 +2,17 @@
 
 Each round it keeps the best pipeline so far and adds **one** pass: the first rule, in a fixed
 priority order, that fires on the analysis, names a registered pass that is not in the pipeline,
-was not tried before, does not conflict with the pipeline, and (when the loop probed it) really
-has a site to rewrite in this kernel. One pass per round keeps every gain attributable to one
-decision, and a fixed order makes two runs on the same numbers choose the same passes.
+was not tried on this pipeline before, does not conflict with the pipeline, and (when the loop
+probed it) really has a site to rewrite in this kernel. One pass per round keeps every gain
+attributable to one decision, and a fixed order makes two runs on the same numbers choose the
+same passes.
 
 The rules, highest priority first (each says why in the plan's rationale):
 
 0. row ownership (the pass that gives a row to a warp or a block, under whichever name of
-   :data:`ROW_OWNER_NAMES` is registered): a thread walks a whole row in a sequential loop, and
-   the launch has far fewer threads than elements;
+   :data:`ROW_OWNER_NAMES` is registered): a thread walks a whole row in unit-step loops with
+   no thread index (neighbouring threads read a row apart), no warp cooperation yet, and the
+   shapes are under 50% of speed-of-light;
 1. ``warp-reduce``: a shared-memory tree reduction (a halving loop with ``__syncthreads``);
 2. ``split``: latency-bound shapes that launch fewer blocks than SMs: more blocks per row;
 3. ``cluster-rows``: a block reduction through shared memory, and latency-bound shapes under 30%
