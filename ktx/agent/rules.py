@@ -64,7 +64,7 @@ PHASES: tuple[tuple[str, ...], ...] = (
     (*ROW_OWNER_NAMES, "warp-reduce", "split", "cluster-rows", "rows-per-block"),
     ("vectorize", "coarsen"),
     ("block-size",),
-    ("unroll", "tile"),
+    ("unroll", "tile", "early-loads"),
     ("hoist", "cache-hints", "launch-bounds", "expose", "fast-math"),
 )
 
