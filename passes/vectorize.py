@@ -94,6 +94,7 @@ from ktx.ir.access import (
     roots,
     substitute,
 )
+from ktx.ir.affine import kernel_index
 from ktx.passes._common import LoopSite, shrink_grid
 from ktx.passes._device import PreludeSite, insert_prelude, prelude_site
 from ktx.passes._per_thread import (
@@ -361,7 +362,12 @@ def _plan(target: Target, loop: Loop, known: dict[str, Root], max_bytes: int) ->
     moving = sorted(header_names & (info.assigned | info.declared))
     if moving:
         return f"the loop bounds use {', '.join(moving)}, which the body changes"
-    if not _partitioned(module, fn_body, start, step, step_node, node.start_byte):
+    # ``i = threadIdx.x; i += BLOCK_SIZE`` where every launch passes BLOCK_SIZE: it is blockDim.x.
+    shape = kernel_index(module, fn).loop_shape(loop)
+    start_form = shape.start if shape is not None else None
+    partitioned = shape is not None and shape.stride == "block" and start_form is not None
+    partitioned = partitioned and start_form is not None and start_form.is_sym("threadIdx.x")
+    if not partitioned and not _partitioned(module, fn_body, start, step, step_node, node.start_byte):
         return (
             f"cannot tell that start `{_text(module, start)}` and step `{step}` split the index space "
             "between threads (expected threadIdx.x/blockDim.x, a grid stride, a lane, or 0/1)"
