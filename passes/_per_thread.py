@@ -16,8 +16,12 @@ invariant (contiguous, packable), which sit under a condition or in a nested loo
 scalar), and whether hoisting the packed loads above the body and sinking the packed stores
 below it can change what a thread reads (:func:`reorder_conflict`).
 
-This module matches the idiom on the tree and on small canonical texts; when ``ktx.ir`` gains
-an affine index analysis, :func:`element_body` is the single seam to move onto it.
+The global index is recognised by :mod:`ktx.ir.affine` (``thread_index``: casts, ``unsigned``,
+64-bit, a ``#define`` block size the launch passes), with a canonical-text fallback; the guard
+may carry conditions on other coordinates (``row < M && col < N``). The body's subscripts are
+still read here, on the tree: moving them onto ``ktx.ir.affine``'s ``MemRef`` is the next step.
+:func:`type_size` follows ``typedef``s into the file's local headers under ``#if defined(...)``
+(llm.c's ``floatX``), which libclang, given no headers, cannot.
 """
 
 from __future__ import annotations
@@ -138,9 +142,6 @@ class ElementBody:
     end: int
     conditions: tuple[str, ...] = ()
     """What else the guard asks for the element to run (``row < M`` of ``row < M && col < N``)."""
-
-    def line(self) -> int:
-        return self.decl.start_point[0] + 1
 
 
 def _line(node: ts.Node) -> int:
