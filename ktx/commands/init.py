@@ -1,0 +1,63 @@
+"""``ktx init FILE.cu``: draft a kernel folder's ``ktx.toml`` from the source; ``--check DIR``.
+
+The draft reads the kernel's signature, what it reads and writes, how it is indexed and how the
+host code launches it (see :mod:`ktx.draft`). Whatever it cannot tell is a ``# TODO:`` line
+naming what is missing and where it looked; ``ktx init --check DIR`` lists the ones that still
+block a run (exit 1), or says the spec loads (exit 0). ``source`` points at FILE where it lives,
+so the user keeps one copy. Bad input (no kernel, several kernels and no ``--kernel``, no launch
+site, a template kernel never instantiated) is one line with the location and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ktx.draft import check, draft
+from ktx.errors import KtxError, Location
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("init", help="draft a kernel folder's ktx.toml from a CUDA file (--check: TODOs left)")
+    p.add_argument("file", metavar="FILE.cu|DIR", help="the CUDA file (with --check: the kernel folder)")
+    p.add_argument("--kernel", metavar="NAME", help="the kernel to draft (needed if the file has several)")
+    p.add_argument("--out", metavar="DIR", help="the kernel folder to write (default: FILE's folder)")
+    p.add_argument("--print", action="store_true", help="print the draft instead of writing it")
+    p.add_argument("--force", action="store_true", help="overwrite an existing ktx.toml")
+    p.add_argument("--check", action="store_true", help="list what still blocks a run of DIR/ktx.toml")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.check:
+        return run_check(Path(args.file))
+    out = Path(args.out) if args.out else Path(args.file).parent
+    result = draft(args.file, args.kernel, out)
+    if args.print:
+        sys.stdout.write(result.text)
+    else:
+        target = out / "ktx.toml"
+        if target.exists() and not args.force:
+            hint = "give --out DIR, or --force to overwrite"
+            raise KtxError("ktx.toml exists", Location(str(target)), hint)
+        out.mkdir(parents=True, exist_ok=True)
+        target.write_text(result.text)
+        print(f"wrote {target} ({result.kernel})")
+    for todo in result.todos:
+        print(f"ktx init: TODO: {todo}", file=sys.stderr)
+    if result.todos:
+        print(f"ktx init: {len(result.todos)} TODO(s) block a run; edit them, then ktx init --check DIR",
+              file=sys.stderr)  # fmt: skip
+    return 0
+
+
+def run_check(folder: Path) -> int:
+    blockers = check(folder)
+    spec = folder / "ktx.toml"
+    for b in blockers:
+        print(f"{spec}:{b.line}: blocks a run: {b.message}")
+    if blockers:
+        return 1
+    print(f"{spec}: ready (the spec loads; ktx run {folder} verifies it on a GPU)")
+    return 0
