@@ -14,6 +14,7 @@ from dataclasses import asdict
 from typing import Any
 
 from ktx.ir import Module, parse_file
+from ktx.ir.affine import LoopShape, kernel_index
 from ktx.ir.analysis import perf_constants
 
 from ktx.errors import KtxError, Location
@@ -52,6 +53,9 @@ def summary(module: Module) -> dict[str, Any]:
 
     kernels = []
     for k in module.kernels:
+        index = kernel_index(module, k)
+        t = index.thread_index()
+        shapes = {lp.id: index.loop_shape(lp) for lp in module.loops_in(k)}
         kernels.append(
             {
                 "name": k.name,
@@ -84,8 +88,23 @@ def summary(module: Module) -> dict[str, Any]:
                         "step": module.text(lp.step) if lp.step else None,
                         "pragma": lp.pragma.text if lp.pragma else None,
                         "depth": lp.depth,
+                        "shape": _shape(shapes[lp.id]),
                     }
                     for lp in module.loops_in(k)
+                ],
+                "thread_index": None
+                if t is None
+                else {
+                    "var": t.var,
+                    "form": str(t.form),
+                    "type": t.type,
+                    "line": t.line,
+                    "guard": None
+                    if t.guard is None
+                    else {"kind": t.guard.kind, "bound": t.guard.bound_text, "line": t.guard.line},
+                },
+                "block_size_names": [
+                    {"name": a.name, "kind": a.kind, "value": a.value} for a in index.block_aliases.values()
                 ],
             }
         )
@@ -125,6 +144,28 @@ def summary(module: Module) -> dict[str, Any]:
     }
 
 
+def _shape(shape: LoopShape | None) -> dict[str, Any] | None:
+    """A loop as the index analysis reads it (start, step, bound, how threads share it)."""
+    if shape is None:
+        return None
+    return {
+        "stride": shape.stride,
+        "start": None if shape.start is None else str(shape.start),
+        "step": None if shape.step is None else str(shape.step),
+        "bound": None if shape.bound is None else str(shape.bound),
+        "partitions": shape.partitions,
+    }
+
+
+_STRIDE_WORDS = {
+    "block": "block-stride",
+    "grid": "grid-stride",
+    "grid-blocks": "rows over blocks",
+    "warp": "warp-stride",
+    "unit": "sequential",
+}
+
+
 def render_text(info: dict[str, Any]) -> str:
     lines = [f"{info['file']}"]
     for k in info["kernels"]:
@@ -147,11 +188,27 @@ def render_text(info: dict[str, Any]) -> str:
                 if on
             ]
             lines.append(f"    param {p['name']}: {p['type']}" + (f"  [{', '.join(flags)}]" if flags else ""))
+        for a in k.get("block_size_names", []):
+            value = "" if a["value"] is None else f" = {a['value']}"
+            what = f"block size {a['name']}{value} ({a['kind']})"
+            lines.append(f"    {what}: every launch passes it as the block, so it is blockDim.x")
+        t = k.get("thread_index")
+        if t is not None:
+            g = t["guard"]
+            guard = ""
+            if g is not None:
+                guard = f", guarded by {t['var']} < {g['bound']} ({g['kind']}, line {g['line']})"
+            where = f"({t['type'] or 'int'}, line {t['line']})"
+            lines.append(f"    thread index {t['var']} = {t['form']} {where}{guard}")
         for lp in k["loops"]:
             header = "; ".join(x or "" for x in (lp["init"], lp["cond"], lp["step"]))
             pragma = f"  #pragma {lp['pragma']}" if lp["pragma"] else ""
             indent = "  " * lp["depth"]
-            lines.append(f"    {indent}loop {lp['id']} {lp['kind']} line {lp['line']}: ({header}){pragma}")
+            shape = lp.get("shape")
+            word = _STRIDE_WORDS.get(shape["stride"], "") if shape else ""
+            tag = f"  [{word}]" if word else ""
+            head = f"{indent}loop {lp['id']} {lp['kind']} line {lp['line']}"
+            lines.append(f"    {head}: ({header}){pragma}{tag}")
     if info["device_functions"]:
         lines.append(f"  device functions: {', '.join(info['device_functions'])}")
     for s in info["launch_sites"]:
