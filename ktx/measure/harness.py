@@ -74,6 +74,7 @@ class Harness:
         #: Seconds the original's request took per shape (without one-off costs).
         self.original_cost: dict[str, float] = {}
         self._timed_out: set[tuple[str, str]] = set()
+        self._calibrated: set[str] = set()
         #: Ask a fresh worker to warm up before its first measurement (the GPU worker knows the
         #: ``warmup`` request; stand-in handlers need not).
         self.warm_workers = handler == DEFAULT_HANDLER if warm_workers is None else warm_workers
@@ -195,6 +196,12 @@ class Harness:
             "reference": reference,
             "options": asdict(self.options),
         }
+        if not self._is_original(candidate) and point.name not in self._calibrated:
+            # The timeout derives from the original's cost here: measure it first when no
+            # measurement of it was made by this harness (a search may have it from its cache).
+            self._calibrated.add(point.name)
+            if point.name not in self.original_cost:
+                self.measure(self.original, point)
         timeout = self.timeout_for(candidate, point)
         self._warm_worker()
         outcome = self.supervisor.call("measure", job, timeout=timeout)
@@ -204,6 +211,8 @@ class Harness:
             outcome = replace(outcome, message=f"{outcome.message} ({self._timeout_reason(point)})")
         else:
             self._timed_out.discard(key)
+        if self._is_original(candidate):
+            self._calibrated.add(point.name)
         if outcome.ok and self._is_original(candidate) and isinstance(outcome.result, Mapping):
             costs = outcome.result.get("costs")
             cost = request_cost(outcome.seconds, costs if isinstance(costs, dict) else None)
