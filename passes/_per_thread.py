@@ -638,7 +638,41 @@ def element_accesses(module: Module, fn: Function, eb: ElementBody) -> list[Elem
     # A pointer is packed only if each of its accesses can be: a scalar access beside a pack of
     # the same memory would read or write around the pack.
     scalar = {e.access.pointer for e in found if not e.packable}
-    return [ElementAccess(e.access, e.loop, e.packable and e.access.pointer not in scalar) for e in found]
+    result = [ElementAccess(e.access, e.loop, e.packable and e.access.pointer not in scalar) for e in found]
+    escaped = _escapes(module, eb, known, [e.access for e in result if e.packable])
+    return escaped if escaped is not None else result
+
+
+def _escapes(module: Module, eb: ElementBody, known: dict[str, Root], packed: list[Access]) -> str | None:
+    """Why a call in the body may touch memory a pack holds, or None.
+
+    ``foo(out, i)`` may write ``out[i]`` where no subscript shows it; a pack of memory that may
+    alias ``out`` would then be read before, or written after, that write. Load intrinsics
+    (``__ldg(&p[i])``) are loads the analysis already sees.
+    """
+    for stmt in eb.stmts:
+        for call in syntax.calls(module, stmt):
+            args = call.child_by_field_name("arguments")
+            if args is None or any(intrinsic_kind(a) == "load" for a in args.named_children):
+                continue
+            for ident in syntax.identifiers(args):
+                parent = ident.parent
+                if parent is not None and parent.type == "subscript_expression":
+                    arg = parent.child_by_field_name("argument")
+                    if arg is not None and arg.id == ident.id:
+                        continue  # p[i] passes a value
+                root = known.get(_text(module, ident))
+                if root is None or root.space not in ("global", "shared", "unknown"):
+                    continue
+                hit = next((a for a in packed if a.root.may_alias(root)), None)
+                if hit is not None:
+                    callee = call.child_by_field_name("function")
+                    name = _text(module, callee) if callee is not None else "a function"
+                    return (
+                        f"the body passes {_text(module, ident)} to {name} (line {_line(call)}), which may "
+                        f"touch {hit.pointer}[{_text_of(hit)}] around its pack"
+                    )
+    return None
 
 
 def _key(a: Access) -> tuple[str, str]:

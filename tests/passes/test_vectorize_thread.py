@@ -201,6 +201,14 @@ def test_reordering_rule_without_restrict(body: str, verdict: str) -> None:
     assert [k.name for k in restricted.knobs] == ["VEC_THREAD"]  # no aliasing, no order to keep
 
 
+def test_a_call_given_a_pointer_may_touch_a_pack() -> None:
+    decl = "__device__ void put(float* p, int i, float v);\n"
+    found = remarks(apply(decl + ALIAS.replace("BODY", "put(out, i, in[i]);"), "vectorize", kernel="k"))
+    assert found == ["k: the body passes out to put (line 4), which may touch in[i] around its pack"]
+    loads = ALIAS.replace("BODY", "out[i] = __ldg(&in[i]) + sqrtf(in[i]);")
+    assert [k.name for k in apply(loads, "vectorize").knobs] == ["VEC_THREAD"]  # values, not pointers
+
+
 def test_one_pointer_at_two_offsets_is_a_dependence_even_with_restrict() -> None:
     body = ALIAS.replace("BODY", "in[i] = in[i + 1];").replace("float* ", "float* __restrict__ ", 2)
     assert (
