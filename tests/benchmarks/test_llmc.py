@@ -243,3 +243,37 @@ def test_every_version_runs_and_matches_the_reference_on_the_gpu(tmp_path: Path)
         ms = data["measurements"]
         bad = [(m["shape"], m["status"], m["message"][:300]) for m in ms if m["status"] != "ok"]
         assert code == 0 and not bad, (lad.name, version, bad)
+
+
+PIPELINES = {
+    "gelu_forward": "vectorize,coarsen,block-size",
+    "residual_forward": "vectorize,block-size",
+    "encoder_forward": "block-size,unroll",
+    "layernorm_forward": "vectorize,block-size,unroll,rows-per-block",
+    "fused_residual_forward": "block-size,unroll,rows-per-block",
+    "crossentropy_forward": "block-size,coarsen",
+    "softmax_forward": "block-size,unroll,fast-math,cache-hints",
+}
+
+
+@pytest.mark.parametrize("lad", run.LADDERS, ids=[lad.name for lad in run.LADDERS])
+def test_rewritten_naive_kernels_compile_in_the_staged_folder(lad: Any, tmp_path: Path) -> None:
+    """ktx's rewrites of the unmodified llm.c files (largest knob values) compile for sm_90 with
+    nvcc, ``common.h`` and the cuBLAS stubs found through the staged folder: what every candidate
+    of the GPU run goes through."""
+    from ktx.pipeline import candidate_from_template, template_for_spec
+
+    cuda = _llmc()
+    if find_nvcc() is None:
+        pytest.skip("no nvcc")
+    folder = run.stage(lad, lad.naive, cuda, tmp_path)
+    spec = load_spec(folder)
+    template = template_for_spec(spec, PIPELINES[lad.name])
+    config = {k.name: max(k.values) for k in template.knobs}
+    assert config, "the pipeline exposes no knob on the naive kernel"
+    if "ROWS" in config:
+        config["BLOCK_X"] = 64  # ROWS * threads <= 1024
+    cand = candidate_from_template(spec, template, config)
+    req = CompileRequest(cand.source, spec.kernel, tuple(cand.flags), "90", (str(folder),), "nvcc")
+    result = compile_kernel(req)
+    assert result.ok, (config, result.log[-2000:])
