@@ -19,20 +19,22 @@ The rules, highest priority first (each says why in the plan's rationale):
    of speed-of-light that launch fewer blocks than SMs: the row over a thread-block cluster;
 4. ``early-loads``: a reduction (barrier or shuffles) and latency-bound shapes under 30% of
    speed-of-light: the loads of the loop after it are issued before it;
-5. ``vectorize`` for one element per thread: no loops, element-by-element accesses: each thread
+5. ``loads-first``: packed loads, math between them, no reduction, and calls under 20 µs
+   under 50% of speed-of-light: every load in flight before the math;
+6. ``vectorize`` for one element per thread: no loops, element-by-element accesses: each thread
    takes VEC contiguous elements and the grid shrinks (before coarsen and rows-per-block, which
    would otherwise take the same kernels first);
-6. ``rows-per-block``: latency-bound with small one-row blocks or many short blocks: stack rows;
-7. ``coarsen``: latency-bound with many short blocks: more items per thread, fewer blocks;
-8. ``vectorize``: memory- or latency-bound with element-by-element accesses and no vector types;
-9. ``hoist``: expensive loop-invariant math inside a loop;
-10. ``block-size``: any shape not compute-bound: threads per block set occupancy and bytes in flight;
-11. ``unroll``: latency-bound shapes with loops: more independent loads in flight;
-12. ``tile``: the same, by strip-mining the loops into unrolled tiles;
-13. ``launch-bounds``: occupancy limited by registers: a minimum of resident blocks caps them;
-14. ``expose``: hand-tuned constants (block sizes, pack widths) become knobs;
-15. ``cache-hints``: memory-bound with read-only inputs;
-16. ``fast-math``: transcendental math, the build is not fast-math already, and the spec's
+7. ``rows-per-block``: latency-bound with small one-row blocks or many short blocks: stack rows;
+8. ``coarsen``: latency-bound with many short blocks: more items per thread, fewer blocks;
+9. ``vectorize``: memory- or latency-bound with element-by-element accesses and no vector types;
+10. ``hoist``: expensive loop-invariant math inside a loop;
+11. ``block-size``: any shape not compute-bound: threads per block set occupancy and bytes in flight;
+12. ``unroll``: latency-bound shapes with loops: more independent loads in flight;
+13. ``tile``: the same, by strip-mining the loops into unrolled tiles;
+14. ``launch-bounds``: occupancy limited by registers: a minimum of resident blocks caps them;
+15. ``expose``: hand-tuned constants (block sizes, pack widths) become knobs;
+16. ``cache-hints``: memory-bound with read-only inputs;
+17. ``fast-math``: transcendental math, the build is not fast-math already, and the spec's
     error budget leaves room (the candidates are still verified against the original).
 
 When no rule proposes a pass, the planner still tries every pass whose probe found a site in the
@@ -203,6 +205,27 @@ def _early_loads(a: Analysis) -> str | None:
     )
 
 
+def _loads_first(a: Analysis) -> str | None:
+    """Straight-line pack loads with math between them (merge_attn_states: LSE loads, expf, then the
+    value packs), short calls far from speed-of-light: each call waits on DRAM more than once."""
+    if a.facts.syncthreads or a.facts.shuffles or not a.facts.vector_types or not a.facts.math_calls:
+        return None
+    slow = [
+        s.shape
+        for s in a.shapes
+        if s.bound == "latency"
+        and (s.time_us or 0.0) < 20
+        and s.sol_fraction is not None
+        and s.sol_fraction < 0.5
+    ]
+    if not slow:
+        return None
+    return (
+        f"packed loads with math ({', '.join(a.facts.math_calls[:3])}) between them, under 50% of "
+        f"speed-of-light at {_shapes(slow)}: loads whose addresses are known can all be in flight first"
+    )
+
+
 def _rows_per_block(a: Analysis) -> str | None:
     """Small blocks (a short row per block): stacking rows fills blocks and halves the block count.
 
@@ -311,6 +334,7 @@ RULES: tuple[Rule, ...] = (
     Rule("split", _underfilled),
     Rule("cluster-rows", _cluster_rows),
     Rule("early-loads", _early_loads),
+    Rule("loads-first", _loads_first),
     Rule("vectorize", _vectorize_per_thread),
     Rule("rows-per-block", _rows_per_block),
     Rule("coarsen", _many_short_blocks),
