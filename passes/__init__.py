@@ -17,6 +17,7 @@
 | fast-math | FAST_MATH | __expf & co., __fdividef or reciprocal-multiply, rsqrtf, under #if |
 | cluster-rows | CLUSTER | one row's block reduction over a thread-block cluster (sm_90); grid gains y |
 | early-loads | PREFETCH | loads of the loop after a reduction issued before it, into registers |
+| loads-first | LOADS_FIRST | straight-line loads issued as soon as their addresses are known |
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ktx.passes.expose import Expose
 from ktx.passes.fast_math import FastMath
 from ktx.passes.hoist import Hoist
 from ktx.passes.launch_bounds import LaunchBounds
+from ktx.passes.loads_first import LoadsFirst
 from ktx.passes.rows_per_block import RowsPerBlock
 from ktx.passes.split import Split
 from ktx.passes.tile import Tile
@@ -57,6 +59,7 @@ BUILTINS: tuple[type[Pass[Any]], ...] = (
     RowsPerBlock,
     ClusterRows,
     EarlyLoads,
+    LoadsFirst,
 )
 
 __all__ = [
@@ -70,6 +73,7 @@ __all__ = [
     "FastMath",
     "Hoist",
     "LaunchBounds",
+    "LoadsFirst",
     "RowsPerBlock",
     "Split",
     "Tile",

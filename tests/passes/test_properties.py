@@ -23,7 +23,15 @@ from ktx.template import Template, Trace
 
 PASSES = [cls.name for cls in default_registry()]
 #: Passes whose default config is byte-for-byte the original kernel.
-TRANSPARENT = {"expose", "block-size", "launch-bounds", "unroll", "cluster-rows", "early-loads"}
+TRANSPARENT = {
+    "expose",
+    "block-size",
+    "launch-bounds",
+    "unroll",
+    "cluster-rows",
+    "early-loads",
+    "loads-first",
+}
 #: Kernels on which each pass exposes at least one knob (among the kernels listed in KNOWN;
 #: kernels added to the suite later are checked for the properties, not pinned here).
 KNOWN = {
@@ -41,6 +49,7 @@ APPLIES = {
     "coarsen": {"merge_attn_states"},
     "early-loads": {"fused_add_rmsnorm", "per_token_group_quant_fp8", "rmsnorm"},
     "expose": {"fused_add_rmsnorm", "merge_attn_states", "moe_sum", "rmsnorm", "rope", "silu_and_mul"},
+    "loads-first": {"merge_attn_states"},
     "launch-bounds": {"fused_add_rmsnorm", "merge_attn_states", "moe_sum", "rmsnorm", "rope", "silu_and_mul"},
     "split": {"moe_sum", "rope", "silu_and_mul"},
     "tile": {"fused_add_rmsnorm", "per_token_group_quant_fp8", "rmsnorm", "rope", "silu_and_mul"},
