@@ -261,7 +261,7 @@ class Harness:
         worker = self.supervisor.worker
         if not self.warm_workers or (worker is not None and worker.alive):
             return
-        self.supervisor.call("warmup", None, timeout=max(self.timeout_s, 120.0))
+        self.supervisor.call("warmup", {"spec": str(self.spec.path)}, timeout=max(self.timeout_s, 120.0))
 
     def measure_many(self, jobs: Iterable[tuple[Candidate, ShapePoint]]) -> Iterator[Measurement]:
         """Measure in order while later candidates compile in the background."""

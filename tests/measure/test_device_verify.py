@@ -159,3 +159,14 @@ def test_bit_identical_outputs_pass_without_arithmetic(dtype: str) -> None:
     stored = poison((3, 3), dtype, 2).copy()
     result = compare(arg, stored, stored.copy(), DEFAULT_TOLERANCE.get(dtype, EXACT), True, np)
     assert result.ok
+
+
+SUITE = sorted(p.parent for p in (ROOT / "kernels").glob("*/ktx.toml"))
+
+
+@pytest.mark.parametrize("folder", SUITE, ids=lambda p: p.name)
+def test_prime_runs_the_verification_path_for_every_suite_dtype(folder: Path) -> None:
+    """What a fresh GPU worker runs before its first timed request, here with numpy."""
+    from ktx.measure.gpu import prime
+
+    prime(load_spec(folder), np)
