@@ -83,6 +83,8 @@ class Options:
     stable_tolerance: float = 0.01
     #: ... or this many batches were taken.
     max_batches: int = 5
+    #: About how long one batch of graph replays may take (fewer samples for long kernels).
+    graph_budget_s: float = 0.15
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Options:
@@ -650,6 +652,7 @@ def _time(
 
         launches = max(opts.graph_launches, nsets if nsets > 1 else 0)
         launches = min(launches, max(opts.graph_launches, opts.max_sets))
+        launches, replays = graph_shape(launches, opts.graph_replays, nsets, estimate_us, opts.graph_budget_s)
         stream.begin_capture()
         try:
             for i in range(launches):
@@ -661,7 +664,7 @@ def _time(
 
         def batch() -> list[float]:
             samples = []
-            for _ in range(opts.graph_replays):
+            for _ in range(replays):
                 s, e = cp.cuda.Event(), cp.cuda.Event()
                 s.record(stream)
                 graph.launch(stream)
@@ -675,6 +678,27 @@ def _time(
         graph_timing = Timing.of(samples)
     del sets, flush, base
     return single, graph_timing
+
+
+def graph_shape(
+    launches: int, replays: int, nsets: int, estimate_us: float, budget_s: float
+) -> tuple[int, int]:
+    """(launches per graph, replays per batch) so that one batch takes about ``budget_s``.
+
+    100 launches x 20 replays is 2,000 launches: 0.7 s per batch for a 350 µs kernel
+    (silu at 4096x14336), several batches per measurement, far over issue 12's second per
+    candidate. Long kernels need fewer samples (their launch overhead, which graphs amortise,
+    is a small share), so replays drop first (to 5), then launches (to 10, and never below
+    one pass over the rotated input sets)."""
+    if estimate_us <= 0 or budget_s <= 0:
+        return launches, replays
+    allowed = max(1, int(budget_s * 1e6 / estimate_us))
+    if launches * replays <= allowed:
+        return launches, replays
+    replays = max(5, min(replays, allowed // max(1, launches)))
+    if launches * replays > allowed:
+        launches = max(10, nsets, allowed // replays)
+    return launches, replays
 
 
 # -- the request --------------------------------------------------------------------------

@@ -65,3 +65,13 @@ def test_a_hang_costs_seconds_once_the_original_is_measured(
         assert spent < 15, f"a hang and its retry took {spent:.1f} s"
         # the worker is replaced and the original still measures
         assert h.measure(orig, point).ok
+
+
+def test_graph_batches_of_long_kernels_fit_the_budget() -> None:
+    from ktx.measure.gpu import graph_shape
+
+    assert graph_shape(100, 20, 1, 2.5, 0.15) == (100, 20), "short kernels keep every sample"
+    launches, replays = graph_shape(100, 20, 1, 350.0, 0.15)  # silu at 4096x14336
+    assert launches * replays * 350e-6 <= 0.15 and replays >= 5 and launches >= 10
+    launches, replays = graph_shape(100, 20, 40, 2000.0, 0.15)
+    assert launches >= 40, "one pass over the rotated input sets at least"
