@@ -33,6 +33,7 @@ def apply(
 ) -> Template:
     """Template ``kernel`` of ``source`` with ``passes``; ``.instantiate(config)`` gives CUDA."""
     from ktx.ir import parse_file
+
     from ktx.pipeline import run
     from ktx.registry import load_plugins
 
