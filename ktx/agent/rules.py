@@ -9,10 +9,9 @@ same passes.
 
 The rules, highest priority first (each says why in the plan's rationale):
 
-0. row ownership (the pass that gives a row to a warp or a block, under whichever name of
-   :data:`ROW_OWNER_NAMES` is registered): a thread walks a whole row in unit-step loops with
-   no thread index (neighbouring threads read a row apart), no warp cooperation yet, and the
-   shapes are under 50% of speed-of-light;
+0. ``row-owner`` (a warp or a block of warps takes over each row): a thread walks a whole row
+   in unit-step loops with no thread index (neighbouring threads read a row apart), no warp
+   cooperation yet, and the shapes are under 50% of speed-of-light;
 1. ``warp-reduce``: a shared-memory tree reduction (a halving loop with ``__syncthreads``);
 2. ``split``: latency-bound shapes that launch fewer blocks than SMs: more blocks per row;
 3. ``cluster-rows``: a block reduction through shared memory, and latency-bound shapes under 30%
@@ -52,18 +51,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ktx.agent.analysis import Analysis
-from ktx.agent.catalog import Catalog
 from ktx.agent.plan import PassChoice, Plan
 from ktx.agent.planner import PlanContext, PlanOutcome, Probe, _names
-
-#: Names under which the pass that changes who owns a row (thread -> warp or block) may be
-#: registered; the first registered one is used, and the rule is silent while none is.
-ROW_OWNER_NAMES: tuple[str, ...] = ("row-owner", "warp-rows", "rows-to-warps", "row-ownership", "own-rows")
 
 #: The order in which passes with a site are tried once no rule fires: the changes that compose
 #: (ownership, then vector width, then block size, then unrolling) before the rest.
 PHASES: tuple[tuple[str, ...], ...] = (
-    (*ROW_OWNER_NAMES, "warp-reduce", "split", "cluster-rows", "rows-per-block"),
+    ("row-owner", "warp-reduce", "split", "cluster-rows", "rows-per-block"),
     ("vectorize", "coarsen"),
     ("block-size",),
     ("unroll", "tile", "early-loads"),
@@ -73,23 +67,10 @@ PHASES: tuple[tuple[str, ...], ...] = (
 
 @dataclass(frozen=True)
 class Rule:
-    """A pass and the condition under which the rules planner proposes it.
-
-    ``aliases`` are other names the same pass may be registered under: the first registered of
-    ``pass_name`` and the aliases is proposed, and a rule none of whose names is registered stays
-    silent (it names a pass another build may not have).
-    """
+    """A pass and the condition under which the rules planner proposes it."""
 
     pass_name: str
     fires: Callable[[Analysis], str | None]  # the reason, or None when the rule does not fire
-    aliases: tuple[str, ...] = ()
-
-    def resolve(self, catalog: Catalog) -> str | None:
-        """The registered name of this rule's pass; None when it is an alias rule and none is."""
-        for name in (self.pass_name, *self.aliases):
-            if catalog.get(name) is not None:
-                return name
-        return None if self.aliases else self.pass_name
 
 
 def _shapes(names: list[str], limit: int = 3) -> str:
@@ -329,7 +310,7 @@ def _fast_math(a: Analysis) -> str | None:
 
 #: The rules in priority order.
 RULES: tuple[Rule, ...] = (
-    Rule(ROW_OWNER_NAMES[0], _row_owner, aliases=ROW_OWNER_NAMES[1:]),
+    Rule("row-owner", _row_owner),
     Rule("warp-reduce", _warp_reduce),
     Rule("split", _underfilled),
     Rule("cluster-rows", _cluster_rows),
@@ -405,9 +386,7 @@ class RulesPlanner:
         out: list[tuple[str, str, str]] = []
         seen: set[str] = set()
         for rule in self.rules:
-            name = rule.resolve(context.catalog)
-            if name is None:
-                continue  # an alias rule whose pass this build does not register
+            name = rule.pass_name
             reason = rule.fires(context.analysis)
             if reason is None:
                 if name not in seen:

@@ -130,17 +130,18 @@ def thread_per_row() -> KernelFacts:
 
 
 def test_thread_per_row_gets_a_new_row_owner(catalog: Catalog) -> None:
-    from ktx.agent.rules import ROW_OWNER_NAMES
-
     ms = [measurement("B=8,T=1024,C=768", 300.0, nbytes=8192 * 768 * 8, blocks=32)]
     analysis = make_analysis(thread_per_row(), ms)
-    for name in ROW_OWNER_NAMES[:2]:
-        plan = choose(context(analysis, _with(catalog, name)))
-        assert plan.names == (name,)
-        assert "each thread walks a whole row in L0, L1, L2" in plan.rationale
-    # no such pass registered in this build: the rule is silent, not "not registered"
+    plan = choose(context(analysis, _with(catalog, "row-owner")))
+    assert plan.names == ("row-owner",)
+    assert "each thread walks a whole row in L0, L1, L2" in plan.rationale
+    # a build without the pass: passed over, said so
     plan = choose(context(analysis, catalog))
-    assert plan.names[0] != ROW_OWNER_NAMES[0] and "row-owner" not in plan.rationale
+    assert plan.names[0] != "row-owner" and "row-owner: not registered" in plan.rationale
+    # at speed-of-light already: no ownership change
+    fast = [measurement("B=8,T=1024,C=768", 2.0, nbytes=8192 * 768 * 8, blocks=32)]
+    plan = choose(context(make_analysis(thread_per_row(), fast), _with(catalog, "row-owner")))
+    assert "row-owner" not in plan.names
 
 
 def test_a_block_stride_loop_is_not_a_row_per_thread(catalog: Catalog) -> None:
