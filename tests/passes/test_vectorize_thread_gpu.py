@@ -9,6 +9,9 @@
   not multiples of any VEC (the spec's odd variants ``N + 1``, ``N - 3``), no timing.
 * The run-time fallback: a float kernel launched on pointers one element past an aligned
   allocation (no 16-byte pack is aligned), at odd sizes, against NumPy.
+* The float goldens ``tests/golden/vectorize/thread_*.cu`` (64-bit index with an early return,
+  2-D guards, a macro block size with ``__ldg`` and row offsets): every config against the
+  original kernel (``VEC_THREAD=1``) on seeded inputs, outputs poisoned with NaN.
 
 Skipped without CuPy and a device, and (the first) without llm.c (``../shared/llmc`` or
 ``shared/llmc``). About a minute.
@@ -151,3 +154,100 @@ def test_unaligned_pointers_and_odd_sizes_take_the_scalar_path(shift: int, n: in
         got = cp.asnumpy(out)
         np.testing.assert_allclose(got[shift : shift + n], want, rtol=1e-6, atol=1e-6, err_msg=f"VEC={vec}")
         assert np.isnan(got[shift + n :]).all() and np.isnan(got[:shift]).all(), f"VEC={vec} wrote past n"
+
+
+#: The float goldens: (file, kernel, args as (name, role, size or value, dtype), shapes).
+GOLDENS = (
+    (
+        "thread_residual.cu",
+        "residual_add",
+        (
+            ("out", "out", "n", "f4"),
+            ("inp1", "in", "n", "f4"),
+            ("inp2", "in", "n", "f4"),
+            ("n", "int", "n", "u8"),
+        ),
+        ({"n": 4099}, {"n": 100_003}),
+    ),
+    (
+        "thread_2d.cu",
+        "matadd",
+        (
+            ("C", "out", "M * N", "f4"),
+            ("A", "in", "M * N", "f4"),
+            ("B", "in", "M * N", "f4"),
+            ("M", "int", "M", "i4"),
+            ("N", "int", "N", "i4"),
+        ),
+        ({"M": 37, "N": 1003}, {"M": 16, "N": 1024}),
+    ),
+    (
+        "thread_2d.cu",
+        "matscale",
+        (
+            ("C", "out", "M * N", "f4"),
+            ("A", "in", "M * N", "f4"),
+            ("M", "int", "M", "i4"),
+            ("N", "int", "N", "i4"),
+        ),
+        ({"M": 37, "N": 1003}, {"M": 16, "N": 1024}),
+    ),
+    (
+        "thread_ldg.cu",
+        "scale_rows",
+        (
+            ("out", "out", "rows * C", "f4"),
+            ("in", "in", "rows * C", "f4"),
+            ("scale", "in", "rows", "f4"),
+            ("C", "int", "C", "u4"),
+        ),
+        ({"rows": 37, "C": 1003}, {"rows": 8, "C": 4096}),
+    ),
+)
+
+
+@pytest.mark.parametrize(("golden", "kernel", "args", "envs"), GOLDENS, ids=[g[1] for g in GOLDENS])
+def test_float_goldens_every_config_matches_the_original(
+    golden: str, kernel: str, args: tuple[tuple[str, str, str, str], ...], envs: tuple[dict[str, int], ...]
+) -> None:
+    cp = pytest.importorskip("cupy")
+    path = Path(__file__).resolve().parents[1] / "golden" / "vectorize" / golden
+    t = apply(path.read_text(), "vectorize", kernel=kernel)
+    launch = t.launch()
+    assert launch is not None and [k.name for k in t.knobs] == ["VEC_THREAD"]
+
+    def run(vec: int, env: dict[str, int], inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        source = t.instantiate({"VEC_THREAD": vec})
+        source = source[: source.index("void launch")]  # NVRTC compiles device code only
+        fn = cp.RawModule(code=source, options=("-std=c++17",), name_expressions=(kernel,)).get_function(
+            kernel
+        )
+        values: list[object] = []
+        outs: dict[str, object] = {}
+        for name, role, size, dtype in args:
+            if role == "int":
+                values.append(np.dtype(dtype).type(eval(size, {}, dict(env))))
+            elif role == "out":
+                outs[name] = cp.full(eval(size, {}, dict(env)), np.nan, dtype=cp.float32)
+                values.append(outs[name])
+            else:
+                values.append(cp.asarray(inputs[name]))
+        grid, block, _ = launch.evaluate({**env, "VEC_THREAD": vec})
+        fn(tuple(grid), tuple(block), tuple(values))
+        return {n: cp.asnumpy(v) for n, v in outs.items()}
+
+    for env in envs:
+        rng = np.random.default_rng(sum(env.values()))
+        inputs = {
+            name: rng.standard_normal(eval(size, {}, dict(env))).astype(np.float32)
+            for name, role, size, _ in args
+            if role == "in"
+        }
+        want = run(1, env, inputs)
+        for vec in t.knobs[0].values[1:]:
+            got = run(vec, env, inputs)
+            for name, ref in want.items():
+                assert not np.isnan(ref).any(), f"{kernel} {env}: the original left {name} unwritten"
+                np.testing.assert_allclose(
+                    got[name], ref, rtol=1e-6, atol=1e-6, err_msg=f"{kernel} VEC={vec} {env}"
+                )
