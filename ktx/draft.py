@@ -286,13 +286,19 @@ def _role(k: _Kernel, p: Param) -> tuple[str | None, list[ts.Node]]:
     return None, subs
 
 
-def _extent(k: _Kernel, p: Param, subs: Sequence[ts.Node], env: Mapping[str, str]) -> str | None:
+def _extent(k: _Kernel, p: Param, subs: Sequence[ts.Node], params: Mapping[str, str]) -> str | None:
     """``[n]`` or ``[rows, c]`` from the first subscript whose index ktx can read."""
+    # A bound may name a kernel local (``int N = B * T;``): its initialiser, then the parameters.
+    env = {n: _in_shape_vars(k.text(v), params) for n, v in k.locals_.items() if n not in params}
+    env.update(params)
     for sub in subs:
         index = _index_node(sub)
         base = sub.child_by_field_name("argument")
         if index is None or base is None:
             continue
+        flat = _flattened(k, k.text(index))
+        if flat is not None and offset_of(k, base) is None:
+            return "[" + _in_shape_vars(k.bounds[flat], env) + "]"
         parts = list(terms(index))
         offset = k.pointers.get(syntax.text(k.module, base), ("", None))[1]
         if offset is not None:
@@ -301,6 +307,26 @@ def _extent(k: _Kernel, p: Param, subs: Sequence[ts.Node], env: Mapping[str, str
         if dims is not None:
             return "[" + ", ".join(_in_shape_vars(d, env) for d in dims) + "]"
     return None
+
+
+def offset_of(k: _Kernel, base: ts.Node) -> ts.Node | None:
+    return k.pointers.get(syntax.text(k.module, base), ("", None))[1]
+
+
+def _flattened(k: _Kernel, text: str) -> str | None:
+    """``b * T + t`` with ``b = i / T`` and ``t = i % T``: the flat index ``i`` (when bounded)."""
+    m = re.fullmatch(r"(\w+)\s*\*\s*(\w+)\s*\+\s*(\w+)", text)
+    if m is None:
+        return None
+    outer, pitch, inner = m.groups()
+    div, mod = k.locals_.get(outer), k.locals_.get(inner)
+    if div is None or mod is None:
+        return None
+    d = re.fullmatch(rf"(\w+)\s*/\s*{re.escape(pitch)}", k.text(div))
+    r = re.fullmatch(rf"(\w+)\s*%\s*{re.escape(pitch)}", k.text(mod))
+    if d is None or r is None or d.group(1) != r.group(1) or d.group(1) not in k.bounds:
+        return None
+    return d.group(1)
 
 
 def _dims(k: _Kernel, texts: list[str], count: int) -> list[str] | None:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ktx import offline
 from ktx.agent.loop import PLANNERS, OptimizeRequest, OptimizeResult, optimize
 from ktx.registry import add_plugin_option, run_plugins
 from ktx.report.data import dispatched_config, dispatched_fast_math, fast_math_on
@@ -36,7 +37,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--budget", type=float, default=None, metavar="SECONDS", help="wall-clock budget of the run"
     )
     p.add_argument("--seed", type=int, default=0, metavar="N", help="sampler seed (default 0)")
-    p.add_argument("--backend", default="cupy", metavar="cupy|replay:FILE", help="GPU harness or a recording")
+    p.add_argument(
+        "--backend",
+        default="auto",
+        metavar="auto|cupy|replay:FILE",
+        help="auto (default): the GPU, or without one the recording committed with the kernel",
+    )
     p.add_argument(
         "--out", type=Path, default=None, metavar="DIR", help="run folder (default .ktx/optimize/KERNEL)"
     )
@@ -147,7 +153,14 @@ def fast_math_line(result: OptimizeResult, dispatch: Any, fm: Mapping[str, Any])
 
 
 def run(args: argparse.Namespace) -> int:
-    run_dir = args.out or Path(".ktx") / "optimize" / load_spec(args.kernel_dir).name
+    name = load_spec(args.kernel_dir).name
+    auto = args.backend == "auto"
+    args.backend, replayed = offline.resolve(args.backend, Path(args.kernel_dir))
+    if replayed is not None:  # the recorded run's settings: the only ones the recording answers
+        args.out = args.out or Path(".ktx") / "optimize" / f"{name}-replay"
+        for key, value in replayed.settings.items():
+            setattr(args, key, ";".join(value) if key == "shapes" else value)
+    run_dir = args.out or Path(".ktx") / "optimize" / name
     run_plugins(args.plugin, run_dir, args.backend)
     request = OptimizeRequest(
         kernel_dir=Path(args.kernel_dir),
@@ -169,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
         quiet=not args.progress,
     )
     result = optimize(request)
-    print(render(result))
+    text = render(result) + ("\n\n" + "\n".join(offline.tour(result.run_dir)) if auto else "")
+    print(replayed.stamp(text) if replayed is not None else text)
     sys.stdout.flush()
     return 0
