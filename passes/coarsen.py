@@ -22,10 +22,15 @@ gridDim.x)``) already cover any grid: only the launch changes.
 In both cases the grid's x becomes ``KTX_CDIV(x, KTX_COARSEN)`` (``ceil_div(x, COARSEN)`` in
 the mapping); ``COARSEN = 1`` is the original kernel.
 
+The index may name the block size as a macro or constant that every launch passes
+(``blockIdx.x * BLOCK_SIZE + threadIdx.x``): :mod:`ktx.ir.affine` reads it as ``blockDim.x``.
+
 Refused: kernels that synchronise or shuffle in that region (a ``continue`` must not skip a
-barrier), that use ``blockIdx.x`` or ``gridDim.x`` beyond the index, or whose ``return`` sits
-inside a nested loop or switch (``continue`` would mean something else there); kernels that give
-each block a row (``row = blockIdx.x``: see ``split``).
+barrier), that use ``blockIdx.x`` or ``gridDim.x`` beyond the index (also through a local
+computed from them before it), that do more than declare locals before the index (that work
+would run once per remaining thread), or whose ``return`` sits inside a nested loop or switch
+(``continue`` would mean something else there); kernels that give each block a row
+(``row = blockIdx.x``: see ``split``).
 """
 
 from __future__ import annotations
