@@ -5,7 +5,8 @@
 #              harness and method as every other number), the floor a kernel call cannot go under;
 #   2. tune    ktx tune over the default shape sets with the passes plus block size and
 #              unrolling:
-#                rmsnorm, fused_add_rmsnorm    block-size,unroll,cluster-rows,early-loads
+#                rmsnorm, fused_add_rmsnorm    block-size,cluster-rows,early-loads (112 configs; unrolling
+#                                              loops of one or two packs a thread only dilutes the search)
 #                per_token_group_quant_fp8     unroll,early-loads   (cluster-rows refuses it: 16
 #                                              threads per group reduce with shuffles, no block reduction)
 #                merge_attn_states             loads-first,coarsen,block-size
@@ -91,8 +92,8 @@ tune() {  # kernel pipeline seconds
 }
 
 floor
-tune rmsnorm 'block-size,unroll,cluster-rows,early-loads' "${SECONDS_RMSNORM:-85}"
-tune fused_add_rmsnorm 'block-size,unroll,cluster-rows,early-loads' "${SECONDS_FUSED:-85}"
+tune rmsnorm 'block-size,cluster-rows,early-loads' "${SECONDS_RMSNORM:-85}"
+tune fused_add_rmsnorm 'block-size,cluster-rows,early-loads' "${SECONDS_FUSED:-85}"
 tune per_token_group_quant_fp8 'unroll,early-loads' "${SECONDS_QUANT:-90}"
 tune merge_attn_states 'loads-first,coarsen,block-size' "${SECONDS_MERGE:-75}"
 
