@@ -152,6 +152,12 @@ def fast_math_line(result: OptimizeResult, dispatch: Any, fm: Mapping[str, Any])
     return f"fast-math: no dispatched config switches it on{flag}"
 
 
+#: The defaults of the options a replayed recording may set (register() above).
+_DEFAULTS: dict[str, object] = {
+    "shapes": "", "rounds": 6, "trials_per_round": 40, "seed": 0, "ncu": "auto", "planner": "rules",
+}  # fmt: skip
+
+
 def run(args: argparse.Namespace) -> int:
     name = load_spec(args.kernel_dir).name
     auto = args.backend == "auto"
@@ -159,7 +165,8 @@ def run(args: argparse.Namespace) -> int:
     if replayed is not None:  # the recorded run's settings: the only ones the recording answers
         args.out = args.out or Path(".ktx") / "optimize" / f"{name}-replay"
         for key, value in replayed.settings.items():
-            setattr(args, key, ";".join(value) if key == "shapes" else value)
+            if getattr(args, key) == _DEFAULTS.get(key):  # what the user set explicitly stays
+                setattr(args, key, ";".join(value) if key == "shapes" else value)
     run_dir = args.out or Path(".ktx") / "optimize" / name
     run_plugins(args.plugin, run_dir, args.backend)
     request = OptimizeRequest(
