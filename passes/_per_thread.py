@@ -342,6 +342,15 @@ def body_refusal(module: Module, eb: ElementBody) -> str | None:
     """Why the statements of element ``var`` cannot run ``VEC`` times in one thread, or None."""
     var = eb.var
     moved = _moved_locals(module, eb)
+    for cond in eb.conditions:
+        flat = "".join(cond.split())
+        names = [b for b in sorted(MOVED) if b in flat]
+        names += [n for n in moved if re.search(rf"\b{re.escape(n)}\b", cond)]
+        if names:
+            return (
+                f"the guard's condition `{cond}` (line {_line(eb.guard)}) reads {names[0]}: it would "
+                f"be tested once for all the elements of a thread"
+            )
     for stmt in eb.stmts:
         for n in syntax.walk(stmt):
             if n.type in _PREPROC:

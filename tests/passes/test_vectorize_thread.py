@@ -209,6 +209,15 @@ def test_a_call_given_a_pointer_may_touch_a_pack() -> None:
     assert [k.name for k in apply(loads, "vectorize").knobs] == ["VEC_THREAD"]  # values, not pointers
 
 
+def test_a_guard_condition_on_the_lane_is_refused() -> None:
+    src = RETURN.replace("if (i >= n) return;", "if (i >= n || threadIdx.x % 2) return;")
+    found = remarks(apply(src, "vectorize"))
+    assert found == [
+        "relu: the guard's condition `!(threadIdx.x % 2)` (line 3) reads threadIdx.x: it would be tested "
+        "once for all the elements of a thread"
+    ]
+
+
 def test_one_pointer_at_two_offsets_is_a_dependence_even_with_restrict() -> None:
     body = ALIAS.replace("BODY", "in[i] = in[i + 1];").replace("float* ", "float* __restrict__ ", 2)
     assert (
