@@ -615,15 +615,10 @@ def _time(
     cp = _cupy()
     env = spec.env(point)
     with stream:
-        _, base = _inputs(spec, point, 1000)
-    set_bytes = max(1, sum(int(v.nbytes) for v in base.values()))
-    want_sets = math.ceil(2 * limits.l2_bytes / set_bytes)
-    nsets = max(1, min(want_sets, opts.max_sets, opts.max_rotate_bytes // set_bytes))
-    with stream:
-        sets = [_args(spec, env, base)]
-        for _ in range(nsets - 1):
-            sets.append(_args(spec, env, {name: value.copy() for name, value in base.items()}))
-        flush = cp.empty(max(1, 2 * limits.l2_bytes // 4), dtype=cp.int32) if opts.flush_l2 else None
+        arrays = _timing_arena(spec, point, opts, limits)
+        sets = [_args(spec, env, a) for a in arrays]
+        nsets = len(sets)
+        flush = _flush_buffer(limits) if opts.flush_l2 else None
 
         # Warm-up, and a first estimate of the kernel's time.
         start, end = cp.cuda.Event(), cp.cuda.Event()
@@ -676,8 +671,63 @@ def _time(
         # Batches until two successive medians agree: the reported one is from steady state.
         samples, _ = stable_median(batch, opts.stable_tolerance, opts.max_batches)
         graph_timing = Timing.of(samples)
-    del sets, flush, base
+    del sets, flush, arrays
     return single, graph_timing
+
+
+class _Arena:
+    """The timing buffers of one shape, kept for the process: every candidate at a shape is
+    timed on the very same device addresses as the original. Where buffers sit (which L2 slices
+    and DRAM channels their lines map to) can move a few-microsecond kernel by 10% or more, so
+    placement that differs between the original and a candidate would read as a speedup."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.items: OrderedDict[tuple[Any, ...], tuple[dict[str, Array], list[dict[str, Array]], int]] = (
+            OrderedDict()
+        )
+        self.bytes = 0
+
+
+_ARENA = _Arena(_gb("KTX_TIMING_ARENA_GB", 8))
+_FLUSH: list[Array] = []
+
+
+def _flush_buffer(limits: DeviceLimits) -> Array:
+    """A 2x L2 buffer whose writes evict the L2 before single launches; one per process."""
+    if not _FLUSH:
+        _FLUSH.append(_cupy().empty(max(1, 2 * limits.l2_bytes // 4), dtype=_cupy().int32))
+    return _FLUSH[0]
+
+
+def _timing_arena(
+    spec: Spec, point: ShapePoint, opts: Options, limits: DeviceLimits
+) -> list[dict[str, Array]]:
+    """The input sets timing rotates over at ``point`` (together over 2x L2, bounded), every
+    array restored from a pristine copy (in place: the addresses stay; a candidate that wrote
+    to its inputs cannot change what the next one is timed on)."""
+    key = (repr(spec.args), point.name, opts.max_sets, opts.max_rotate_bytes)
+    found = _ARENA.items.get(key)
+    if found is not None:
+        _ARENA.items.move_to_end(key)
+        pristine, sets, _ = found
+        for arrays in sets:
+            for name, value in pristine.items():
+                arrays[name][...] = value
+        return sets
+    _, pristine = _inputs(spec, point, 1000)
+    set_bytes = max(1, sum(int(v.nbytes) for v in pristine.values()))
+    want_sets = math.ceil(2 * limits.l2_bytes / set_bytes)
+    nsets = max(1, min(want_sets, opts.max_sets, opts.max_rotate_bytes // set_bytes))
+    sets = [{name: value.copy() for name, value in pristine.items()} for _ in range(nsets)]
+    size = set_bytes * (nsets + 1)
+    if size <= _ARENA.max_bytes:
+        _ARENA.items[key] = (pristine, sets, size)
+        _ARENA.bytes += size
+        while _ARENA.bytes > _ARENA.max_bytes:
+            _, (_, _, dropped) = _ARENA.items.popitem(last=False)
+            _ARENA.bytes -= dropped
+    return sets
 
 
 def graph_shape(
