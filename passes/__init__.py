@@ -17,6 +17,7 @@
 | fast-math | FAST_MATH | __expf & co., __fdividef or reciprocal-multiply, rsqrtf, under #if |
 | cluster-rows | CLUSTER | one row's block reduction over a thread-block cluster (sm_90); grid gains y |
 | early-loads | PREFETCH | loads of the loop after a reduction issued before it, into registers |
+| row-owner | THREADS_PER_ROW | a thread-per-row kernel's rows to a warp or a block; shuffle reductions |
 | loads-first | LOADS_FIRST | straight-line loads issued as soon as their addresses are known |
 """
 
@@ -34,6 +35,7 @@ from ktx.passes.fast_math import FastMath
 from ktx.passes.hoist import Hoist
 from ktx.passes.launch_bounds import LaunchBounds
 from ktx.passes.loads_first import LoadsFirst
+from ktx.passes.row_owner import RowOwner
 from ktx.passes.rows_per_block import RowsPerBlock
 from ktx.passes.split import Split
 from ktx.passes.tile import Tile
@@ -60,6 +62,7 @@ BUILTINS: tuple[type[Pass[Any]], ...] = (
     ClusterRows,
     EarlyLoads,
     LoadsFirst,
+    RowOwner,
 )
 
 __all__ = [
@@ -74,6 +77,7 @@ __all__ = [
     "Hoist",
     "LaunchBounds",
     "LoadsFirst",
+    "RowOwner",
     "RowsPerBlock",
     "Split",
     "Tile",

@@ -1,0 +1,702 @@
+"""``row-owner``: a kernel whose threads each walk a whole row gives each row to a group of threads.
+
+First-draft row kernels (a layernorm, a softmax) give one row to one thread:
+``int idx = blockIdx.x * blockDim.x + threadIdx.x; if (idx < N) { const float* x = inp + idx * C;
+for (int i = 0; i < C; i++) m += x[i]; ... }``. A warp's 32 threads then read 32 rows that lie
+``C`` floats apart, one sector per element, and a few hundred threads carry the whole tensor. The
+knob ``THREADS_PER_ROW`` (1, the original, by default; 32 ... 1024) hands each row to a group of
+T threads instead:
+
+* the row index becomes the group index: ``blockIdx.x * (blockDim.x / T) + threadIdx.x / T``
+  for a warp or less (T <= 32, the original block holds ``blockDim.x / T`` rows), and
+  ``blockIdx.x`` for T > 32 (the block is the group, ``blockDim.x == T``);
+* each sequential loop over the row (unit step, a row-invariant bound) is strided by lanes:
+  ``for (int i = lane; i < C; i += T)``, written ``threadIdx.x`` / ``blockDim.x`` when the block
+  is the group, the block-stride form that vectorize, unroll and cache-hints read;
+* accumulators carried across iterations are recognised reductions (``s += e``, ``s = s + e``,
+  ``m = fmaxf(m, e)`` and the other max/min calls, ``if (e > m) m = e;``), reduced right after
+  their loop over the group (shuffles with ``__shfl_xor_sync``, then shared memory across warps)
+  with every lane getting the result, so the statements after the loop (``m = m / C``,
+  ``s = 1 / sqrtf(v + eps)``) run on all lanes alike and later loops see them;
+* a store outside the row loops (``mean[idx] = m``) is written once, by lane 0;
+* the guard ``if (idx < N)`` (or ``if (idx >= N) return;``) is the same for the whole group, so
+  shuffles and barriers inside it stay uniform: for T <= 32 the shuffle mask is the group's lanes,
+  for T > 32 the group is the block;
+* the launch follows: block ``T`` (T > 32) or the original block, grid ``grid * T`` (T <= 32) or
+  ``grid * block`` (T > 32), in the mapping and at the file's launches.
+
+The whole body is a preprocessor group (``#if T > 32`` / ``#elif T > 1`` / ``#else`` original),
+so T = 1 instantiates to the original bytes. It refuses, naming the construct and its line:
+other uses of the thread builtins, shared memory, barriers or shuffles already in the kernel, a
+loop over the row whose bound changes inside it, a variable carried across iterations that is
+not a recognised reduction (the online softmax's ``maxval``/``sum`` pair among them), an array
+a row loop writes and any loop reads at another element, breaks and returns inside a row loop,
+and loops of other shapes beside the row loops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import tree_sitter as ts
+from ktx.ir import Module
+from ktx.ir.affine import Affine, KernelIndex, MemRef, kernel_index
+from ktx.passes._common import KernelSite, kernel_node, line_of
+from ktx.passes._variants import line_bounds
+
+from ktx import syntax
+from ktx.passbase import KnobSpec, Option, Pass, Refuse, Rewriter, Skip, Target
+
+KNOB = "THREADS_PER_ROW"
+MACRO = "KTX_" + KNOB
+VALUES = (1, 32, 64, 128, 256, 512, 1024)
+_LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
+_MAX_CALLS = frozenset({"fmaxf", "fmax", "max"})
+_MIN_CALLS = frozenset({"fminf", "fmin", "min"})
+_ZERO = frozenset({"0", "0.0", "0.0f", "0.f", "0.0F", "0.F", "0.0d"})
+
+#: Reduces a per-lane value over the T threads that own a row; every lane gets the same result.
+#: T <= 32: xor shuffles among the group's lanes (its mask, so a warp holding several rows is
+#: fine when some of its rows fail the guard). T > 32: the group is the block; warp results meet
+#: in shared memory and every thread combines them in the same order (the same bits on all).
+HELPERS = """\
+#if {macro} > 1
+// row-owner: reduce a per-lane value over the T threads that own a row (all lanes get it)
+struct ktx_row_sum {{
+  template <typename V> __device__ V operator()(V a, V b) const {{ return a + b; }}
+}};
+struct ktx_row_max {{
+  template <typename V> __device__ V operator()(V a, V b) const {{ return max(a, b); }}
+}};
+struct ktx_row_min {{
+  template <typename V> __device__ V operator()(V a, V b) const {{ return min(a, b); }}
+}};
+template <int T, typename V, typename Op>
+__device__ __forceinline__ V ktx_row_reduce(V v, Op op) {{
+  constexpr int W = T < 32 ? T : 32;
+  const unsigned group = threadIdx.x & 31u & ~(unsigned)(W - 1);  // the group's first lane
+  const unsigned mask = W == 32 ? 0xffffffffu : ((1u << W) - 1u) << group;
+#pragma unroll
+  for (int o = W / 2; o > 0; o /= 2) v = op(v, __shfl_xor_sync(mask, v, o));
+  if (T > 32) {{
+    __shared__ V part[32];
+    __syncthreads();
+    if ((threadIdx.x & 31u) == 0) part[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = part[0];
+    for (int w = 1; w < T / 32; ++w) v = op(v, part[w]);
+  }}
+  return v;
+}}
+#endif
+"""
+
+
+class RowOwner(Pass[KernelSite]):
+    name = "row-owner"
+    summary = "a thread-per-row kernel gives each row to THREADS_PER_ROW threads (a warp or a block)"
+    description = __doc__ or ""
+    knobs = (
+        KnobSpec(
+            KNOB,
+            "1, 32, 64, 128, 256, 512, 1024 (up to max)",
+            "1 (one thread per row, the original)",
+            "threads that own a row: lanes stride its loops, reductions over shuffles and shared memory",
+        ),
+    )
+    options = (Option("max", "int", 1024, "most threads per row offered"),)
+    after = ("expose",)
+    conflicts = ("rows-per-block", "split", "coarsen", "cluster-rows")
+
+    def sites(self, target: Target) -> Iterator[KernelSite | Skip]:
+        fn = target.kernel
+        plan = analyse(target)
+        if isinstance(plan, str):
+            yield Skip(plan, fn.name, fn.span)
+            return
+        yield KernelSite(fn.name, fn.span)
+
+    def rewrite(self, site: KernelSite, rw: Rewriter) -> None:
+        target = rw.target
+        plan = analyse(target)
+        if isinstance(plan, str):
+            raise Refuse(plan)
+        mapping = rw.mapping
+        assert mapping is not None
+        values = [v for v in VALUES if v <= max(1, self.int_option("max"))]
+        rw.knob(KNOB, values, 1, "threads that own a row (1: one thread walks it, as written)")
+        module = target.module
+        source = module.source
+        resolved = mapping.resolved()
+        grid0, block0 = resolved.grid[0], resolved.block[0]
+        rw.constraint(f"{KNOB} > 32 or ({block0}) % {KNOB} == 0")
+        body = module.node(target.kernel.body)
+        while body.type != "compound_statement" and body.parent is not None:
+            body = body.parent
+        open_end = source.find(b"\n", body.start_byte)
+        close_start = syntax.line_start(source, body.end_byte - 1)
+        if open_end < 0 or open_end >= close_start or source[close_start : body.end_byte - 1].strip():
+            raise Refuse(f"line {line_of(body)}: the kernel's braces do not sit on their own lines")
+        first = open_end + 1
+        wide = _generate(target, plan, first, close_start, block=True)
+        narrow = _generate(target, plan, first, close_start, block=False)
+        rw.insert(first, f"#if {MACRO} > 32\n{wide}#elif {MACRO} == 32\n{narrow}#else\n")
+        rw.insert(close_start, "#endif\n")
+        fn_node = kernel_node(target)
+        start = syntax.line_start(source, fn_node.start_byte)
+        rw.insert(start, HELPERS.format(macro=MACRO))
+        self._launchers(rw)
+        grid = f"({mapping.grid[0]}) * (({mapping.block[0]}) if {KNOB} > 32 else {KNOB})"
+        block = f"{KNOB} if {KNOB} > 32 else ({mapping.block[0]})"
+        rw.set_mapping(mapping.with_grid((grid,)).with_block((block,)))
+        loops = ", ".join(f"line {line_of(r.node)}" for r in plan.loops)
+        rw.note(f"row index {plan.row} (line {plan.row_line}); row loops at {loops}")
+        for r in plan.loops:
+            for acc, op in r.reductions:
+                rw.note(f"{acc} is a {op} over the row's lanes after the loop at line {line_of(r.node)}")
+        del site, grid0
+
+    def _launchers(self, rw: Rewriter) -> None:
+        """Each ``kernel<<<grid, block>>>`` in the file gets a variant with the new geometry."""
+        from ktx.launch import launch_dims
+
+        module = rw.target.module
+        for launch in rw.target.launches:
+            grid = launch_dims(module, launch, "grid")
+            block = launch_dims(module, launch, "block")
+            if len(grid.components) != 1 or len(block.components) != 1:
+                raise Refuse(f"the launch at line {launch.span.line} has a second grid or block dimension")
+            g, b = grid.components[0], block.components[0]
+            gt, bt = syntax.text(module, g), syntax.text(module, b)
+            stmt = syntax.statement_of(module.node(launch.span))
+            first, last = line_bounds(module.source, stmt.start_byte, stmt.end_byte)
+            if module.source[first : stmt.start_byte].strip() or module.source[stmt.end_byte : last].strip():
+                raise Refuse(f"line {launch.span.line}: the launch does not sit on lines of its own")
+
+            wide = _with(module.source, first, last, ((g, f"({gt}) * ({bt})"), (b, MACRO)))
+            narrow = _with(module.source, first, last, ((g, f"({gt}) * 32"), (b, bt)))
+            rw.insert(first, f"#if {MACRO} > 32\n{wide}\n#elif {MACRO} == 32\n{narrow}\n#else\n")
+            rw.insert(last, "\n#endif")
+
+
+def _with(source: bytes, first: int, last: int, subs: tuple[tuple[ts.Node, str], ...]) -> str:
+    """Bytes ``[first, last)`` of ``source`` with each node's text replaced."""
+    new = bytearray(source[first:last])
+    for node, text in sorted(subs, key=lambda s: s[0].start_byte, reverse=True):
+        new[node.start_byte - first : node.end_byte - first] = text.encode()
+    return new.decode()
+
+
+# -- analysis --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RowLoop:
+    """A sequential loop over the row and what changes in it."""
+
+    node: ts.Node
+    var: str
+    start: ts.Node | None
+    """The initial value's node (``0`` in ``int i = 0``)."""
+    update: ts.Node
+    reductions: tuple[tuple[str, str], ...]
+    """(accumulator, ``sum``/``max``/``min``), in order of first update."""
+    resets: tuple[str, ...]
+    """Sum accumulators whose value entering the loop is not a literal zero: lanes other than
+    lane 0 start them at zero, so the value is counted once."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    row: str
+    row_line: int
+    row_value: ts.Node
+    decl: ts.Node
+    loops: tuple[RowLoop, ...]
+    lane0: tuple[ts.Node, ...]
+    """Statements outside the row loops that store to memory: lane 0 writes them."""
+
+
+@dataclass
+class _State:
+    loops: list[RowLoop] = field(default_factory=list)
+    lane0: list[ts.Node] = field(default_factory=list)
+
+
+def analyse(target: Target) -> Plan | str:
+    """The rewrite plan for ``target``'s kernel, or the reason it cannot be rewritten."""
+    module = target.module
+    fn = target.kernel
+    index = kernel_index(module, fn)
+    body = index.body
+    ti = index.thread_index("x")
+    if ti is None:
+        return (
+            "no thread index (blockIdx.x * blockDim.x + threadIdx.x) names the row: "
+            "not a thread-per-row kernel"
+        )
+    decl = ti.decl
+    while decl.type != "declaration" and decl.parent is not None:
+        decl = decl.parent
+    if decl.type != "declaration" or decl.parent is None or decl.parent.id != body.id:
+        return f"line {ti.line}: the thread index {ti.var} is not declared at the kernel's top level"
+    value = _init_value(decl, ti.var)
+    if value is None:
+        return f"line {ti.line}: {ti.var} has no initialiser"
+    if len(decl.children_by_field_name("declarator")) != 1:
+        return f"line {ti.line}: the declaration of {ti.var} declares more than one name"
+    for n in syntax.walk(body):
+        if n.type != "field_expression":
+            continue
+        arg = n.child_by_field_name("argument")
+        if arg is None or syntax.text(module, arg) not in ("threadIdx", "blockIdx", "blockDim", "gridDim"):
+            continue
+        if value.start_byte <= n.start_byte < value.end_byte:
+            continue
+        return (
+            f"line {line_of(n)}: the kernel reads {syntax.text(module, n)} beside the thread index "
+            f"{ti.var}: a group of threads per row would change what it means"
+        )
+    shared = [a for a in module.shared_arrays if a.function == fn.name]
+    if shared:
+        return f"the kernel uses shared memory ({shared[0].name}): its threads already cooperate"
+    for names, what in ((syntax.BARRIERS, "a barrier"), (syntax.SHUFFLES, "a shuffle")):
+        call = next(iter(syntax.calls(module, body, names)), None)
+        if call is not None:
+            callee = syntax.text(module, call).split("(")[0]
+            return f"line {line_of(call)}: {what} ({callee}): its threads already cooperate"
+    if target.mapping is None:
+        return "no launch mapping: the grid and block cannot be changed in step"
+    m = target.mapping.resolved()
+    if len(m.grid) > 1 or len(m.block) > 1:
+        return "the launch has a second grid or block dimension"
+    if target.kernel.launch_bounds is not None:
+        return "the kernel declares __launch_bounds__, which a block of THREADS_PER_ROW threads may exceed"
+    state = _State()
+    try:
+        _region(index, body, decl, state)
+    except _Refusal as r:
+        return r.reason
+    if not state.loops:
+        return (
+            f"no loop walks a row: each thread computes its element(s) without a sequential loop "
+            f"over the row indexed by {ti.var}"
+        )
+    why = _memory_conflict(index, state)
+    if why:
+        return why
+    return Plan(ti.var, ti.line, value, decl, tuple(state.loops), tuple(state.lane0))
+
+
+class _Refusal(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _init_value(decl: ts.Node, var: str) -> ts.Node | None:
+    for d in decl.children_by_field_name("declarator"):
+        if d.type == "init_declarator":
+            return d.child_by_field_name("value")
+    del var
+    return None
+
+
+def _region(index: KernelIndex, node: ts.Node, decl: ts.Node, state: _State) -> None:
+    """Walk statements the whole group runs alike: row loops, stores, nested ifs."""
+    for stmt in node.named_children:
+        if stmt.type != "comment" and stmt.id != decl.id:
+            _statement(index, stmt, decl, state)
+
+
+def _statement(index: KernelIndex, stmt: ts.Node, decl: ts.Node, state: _State) -> None:
+    """One statement outside the row loops: a row loop, a block, an if, or a plain statement
+    whose stores lane 0 writes."""
+    if stmt.type == "compound_statement":
+        _region(index, stmt, decl, state)
+    elif stmt.type == "else_clause":
+        for c in stmt.named_children:
+            _statement(index, c, decl, state)
+    elif stmt.type == "if_statement":
+        _no_stores(index, stmt.child_by_field_name("condition"))
+        for part in ("consequence", "alternative"):
+            branch = stmt.child_by_field_name(part)
+            if branch is not None:
+                _statement(index, branch, decl, state)
+    elif stmt.type == "for_statement":
+        state.loops.append(_row_loop(index, stmt))
+    elif stmt.type in _LOOPS:
+        raise _Refusal(
+            f"line {line_of(stmt)}: a {stmt.type.replace('_statement', '')} loop beside the row loops: "
+            "only `for (i = start; i < bound; i++)` loops over the row are rewritten"
+        )
+    elif stmt.type != "comment":
+        if any(n.type in _LOOPS for n in syntax.walk(stmt)):
+            raise _Refusal(f"line {line_of(stmt)}: a loop nested in a statement beside the row loops")
+        writes = [a for a in index.accesses(stmt) if a.writes]
+        if writes:
+            if stmt.type != "expression_statement":
+                raise _Refusal(f"line {line_of(stmt)}: a store inside a {stmt.type.replace('_', ' ')}")
+            state.lane0.append(stmt)
+
+
+def _no_stores(index: KernelIndex, node: ts.Node | None) -> None:
+    if node is None:
+        return
+    for a in index.accesses(node):
+        if a.writes:
+            raise _Refusal(f"line {a.line}: a condition writes {a.pointer}[...]")
+
+
+def _row_loop(index: KernelIndex, loop: ts.Node) -> RowLoop:
+    """``for (i = s; i < bound; i++)`` with a row-invariant bound, and its carried variables."""
+    module = index.module
+    line = line_of(loop)
+    init = loop.child_by_field_name("initializer")
+    cond = loop.child_by_field_name("condition")
+    update = loop.child_by_field_name("update")
+    body = loop.child_by_field_name("body")
+    if init is None or cond is None or update is None or body is None:
+        raise _Refusal(f"line {line}: the for loop lacks an initialiser, condition or update")
+    var, start = _loop_var(module, init)
+    if var is None:
+        raise _Refusal(f"line {line}: the for loop's initialiser does not set one loop variable")
+    step = index._step(update, var)
+    if step is None or not step.is_const or step.const != 1:
+        raise _Refusal(
+            f"line {line}: the loop over {var} steps by `{syntax.text(module, update)}`, not by 1: "
+            "only loops in which one thread walks the row element by element are rewritten"
+        )
+    c = cond
+    while c.type in ("parenthesized_expression", "condition_clause") and c.named_children:
+        c = c.named_children[0]
+    op = c.child_by_field_name("operator")
+    left = c.child_by_field_name("left")
+    bound = c.child_by_field_name("right")
+    if (
+        c.type != "binary_expression"
+        or op is None
+        or op.type not in ("<", "<=")
+        or left is None
+        or bound is None
+        or syntax.text(module, left).strip() != var
+    ):
+        raise _Refusal(
+            f"line {line}: the loop's condition `{syntax.text(module, cond)}` is not `{var} < bound`"
+        )
+    written = syntax.assigned(module, body)
+    if var in written:
+        raise _Refusal(f"line {line_of(written[var][0])}: the loop body writes the loop variable {var}")
+    changed = sorted(syntax.names_in(module, bound) & set(written))
+    if changed:
+        raise _Refusal(
+            f"line {line}: the loop's bound `{syntax.text(module, bound)}` is not row-invariant: "
+            f"the loop writes {changed[0]}"
+        )
+    for n in syntax.walk(body):
+        if n.type in ("break_statement", "return_statement", "goto_statement"):
+            raise _Refusal(
+                f"line {line_of(n)}: `{n.type.split('_')[0]}` inside the row loop at line {line}: "
+                "the lanes would leave it at different iterations"
+            )
+    local = syntax.declared_names(module, body)
+    reductions, resets = _carried(index, loop, body, var, written, local)
+    return RowLoop(loop, var, start, update, reductions, resets)
+
+
+def _loop_var(module: Module, init: ts.Node) -> tuple[str | None, ts.Node | None]:
+    """The loop variable an initialiser sets (``int i = 0`` or ``i = 0``) and its value's node."""
+    if init.type == "declaration":
+        decls = init.children_by_field_name("declarator")
+        if len(decls) == 1 and decls[0].type == "init_declarator":
+            ident = syntax.declarator_identifier(decls[0])
+            if ident is not None:
+                return syntax.text(module, ident), decls[0].child_by_field_name("value")
+        return None, None
+    n = init
+    if n.type == "assignment_expression":
+        left = n.child_by_field_name("left")
+        op = n.child_by_field_name("operator")
+        if left is not None and left.type == "identifier" and op is not None and op.type == "=":
+            return syntax.text(module, left), n.child_by_field_name("right")
+    return None, None
+
+
+def _carried(
+    index: KernelIndex,
+    loop: ts.Node,
+    body: ts.Node,
+    var: str,
+    written: dict[str, list[ts.Node]],
+    local: set[str],
+) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """The loop's carried variables, each a recognised reduction, else a refusal."""
+    module = index.module
+    line = line_of(loop)
+    out: list[tuple[str, str]] = []
+    resets: list[str] = []
+    coupled = _coupled(module, body, written, local)
+    if coupled is not None:
+        a, b, at = coupled
+        raise _Refusal(
+            f"line {line_of(at)}: the update of {a} reads {b}, which the row loop at line {line} also "
+            "carries: a coupled pair such as the online softmax's running max and rescaled sum is not "
+            "a reduction this pass splits across lanes"
+        )
+    for name, nodes in written.items():
+        if name in local:
+            continue
+        ops: set[str] = set()
+        owned: list[ts.Node] = []
+        for node in nodes:
+            op, stmt, rhs = _reduction(module, node, name)
+            if op is None or stmt is None or rhs is None:
+                raise _Refusal(
+                    f"line {line_of(node)}: `{_statement_text(module, node)}` carries "
+                    f"{name} from one iteration of the row loop at line {line} to the next, and is not a "
+                    "reduction this pass knows (s += e, s = s + e, m = fmaxf(m, e), max/min, "
+                    "if (e > m) m = e)"
+                )
+            ops.add(op)
+            owned.append(stmt)
+        if len(ops) != 1:
+            raise _Refusal(
+                f"line {line}: {name} is updated with different operators ({', '.join(sorted(ops))})"
+            )
+        for n in syntax.walk(body):
+            if n.type != "identifier" or syntax.text(module, n) != name:
+                continue
+            if not any(s.start_byte <= n.start_byte < s.end_byte for s in owned):
+                raise _Refusal(
+                    f"line {line_of(n)}: the row loop at line {line} reads {name} between its updates: "
+                    "a lane would see only its own partial value"
+                )
+        op = ops.pop()
+        out.append((name, op))
+        if op == "sum" and not _zero_on_entry(index, loop, name):
+            resets.append(name)
+    out.sort(key=lambda p: min(n.start_byte for n in written[p[0]]))
+    return tuple(out), tuple(resets)
+
+
+def _statement_text(module: Module, node: ts.Node) -> str:
+    return " ".join(syntax.text(module, syntax.statement_of(node)).split())
+
+
+def _coupled(
+    module: Module, body: ts.Node, written: dict[str, list[ts.Node]], local: set[str]
+) -> tuple[str, str, ts.Node] | None:
+    """(a, b, where) when the update of carried ``a`` reads carried ``b``, directly or through a
+    local of the loop body initialised from it (``float prev = maxval;``), or under a condition
+    on it (``if (x > maxval) sum = ...``)."""
+    carried = {n for n in written if n not in local}
+    copies: dict[str, set[str]] = {}
+    for d in syntax.local_declarations(module, body).values():
+        if d.value is not None:
+            copies[d.name] = syntax.names_in(module, d.value) & carried
+    for name in sorted(carried):
+        for node in written[name]:
+            seen = syntax.names_in(module, node)
+            holder = node.parent
+            while holder is not None and holder.id != body.id:
+                if holder.type == "if_statement":
+                    cond = holder.child_by_field_name("condition")
+                    if cond is not None:
+                        seen |= syntax.names_in(module, cond)
+                holder = holder.parent
+            reads = set(seen & carried)
+            for n in seen & set(copies):
+                reads |= copies[n]
+            others = sorted(reads - {name})
+            if others:
+                return name, others[0], node
+    return None
+
+
+def _reduction(module: Module, node: ts.Node, name: str) -> tuple[str | None, ts.Node | None, ts.Node | None]:
+    """(operator, the statement that is the update, the combined expression) or Nones."""
+    if node.type != "assignment_expression":
+        return None, None, None
+    op = node.child_by_field_name("operator")
+    right = node.child_by_field_name("right")
+    if op is None or right is None:
+        return None, None, None
+    stmt = node.parent
+    if stmt is None or stmt.type != "expression_statement":
+        return None, None, None
+    r = right
+    while r.type == "parenthesized_expression" and r.named_children:
+        r = r.named_children[0]
+    if op.type in ("+=", "-="):
+        if name in syntax.names_in(module, right):
+            return None, None, None
+        return "sum", stmt, right
+    if op.type != "=":
+        return None, None, None
+    if r.type == "binary_expression":
+        bop = r.child_by_field_name("operator")
+        a, b = r.child_by_field_name("left"), r.child_by_field_name("right")
+        if bop is not None and bop.type == "+" and a is not None and b is not None:
+            for mine, other in ((a, b), (b, a)):
+                if syntax.text(module, mine).strip() == name and name not in syntax.names_in(module, other):
+                    return "sum", stmt, other
+    if r.type == "call_expression":
+        fn = r.child_by_field_name("function")
+        args = r.child_by_field_name("arguments")
+        named = [c for c in args.named_children if c.type != "comment"] if args is not None else []
+        fname = syntax.text(module, fn) if fn is not None else ""
+        if fname in _MAX_CALLS | _MIN_CALLS and len(named) == 2:
+            kind = "max" if fname in _MAX_CALLS else "min"
+            for mine, other in ((named[0], named[1]), (named[1], named[0])):
+                if syntax.text(module, mine).strip() == name and name not in syntax.names_in(module, other):
+                    return kind, stmt, other
+    # ``if (e > m) m = e;`` (braces allowed): the if statement is the update.
+    holder = stmt.parent
+    if holder is not None and holder.type == "compound_statement":
+        inner = [c for c in holder.named_children if c.type != "comment"]
+        holder = holder.parent if len(inner) == 1 else None
+    if (
+        holder is None
+        or holder.type != "if_statement"
+        or holder.child_by_field_name("alternative") is not None
+    ):
+        return None, None, None
+    cond = holder.child_by_field_name("condition")
+    c = cond
+    while c is not None and c.type in ("parenthesized_expression", "condition_clause") and c.named_children:
+        c = c.named_children[0]
+    if c is None or c.type != "binary_expression":
+        return None, None, None
+    cop = c.child_by_field_name("operator")
+    a, b = c.child_by_field_name("left"), c.child_by_field_name("right")
+    if cop is None or a is None or b is None:
+        return None, None, None
+    e = " ".join(syntax.text(module, right).split())
+    at, bt = " ".join(syntax.text(module, a).split()), " ".join(syntax.text(module, b).split())
+    if name in syntax.names_in(module, right):
+        return None, None, None
+    found: str | None = None
+    if at == e and bt == name:
+        found = {">": "max", ">=": "max", "<": "min", "<=": "min"}.get(cop.type)
+    elif at == name and bt == e:
+        found = {"<": "max", "<=": "max", ">": "min", ">=": "min"}.get(cop.type)
+    if found is None:
+        return None, None, None
+    return found, holder, right
+
+
+def _zero_on_entry(index: KernelIndex, loop: ts.Node, name: str) -> bool:
+    """Whether ``name`` enters ``loop`` as its declaration's literal zero (nothing writes it before)."""
+    module = index.module
+    decls = syntax.local_declarations(module, index.body, loop.start_byte)
+    d = decls.get(name)
+    if d is None:
+        return False
+    value = getattr(d, "value", None)
+    if value is None or syntax.text(module, value).strip() not in _ZERO:
+        return False
+    for n in syntax.walk(index.body):
+        if n.start_byte >= loop.start_byte:
+            break
+        if n.type in ("assignment_expression", "update_expression"):
+            target = n.child_by_field_name("left") or n.child_by_field_name("argument")
+            if target is not None and syntax.text(module, target).strip() == name:
+                return False
+    return True
+
+
+def _memory_conflict(index: KernelIndex, state: _State) -> str:
+    """An array a row loop writes must be touched at the loop's own element only.
+
+    Every row loop strides the same way, so element ``base + i`` belongs to the same lane in
+    all of them: a write there and a read there in any row loop stay in one thread. A read of
+    another element, an unknown index, or an access outside the row loops could see another
+    lane's write.
+    """
+    in_loops: list[tuple[RowLoop, MemRef]] = []
+    for r in state.loops:
+        for a in index.accesses(r.node):
+            in_loops.append((r, a))
+    written = {a.root for _, a in in_loops if a.writes}
+    module = index.module
+    bases: dict[str, tuple[Affine, MemRef]] = {}
+    for r, a in in_loops:
+        if a.root not in written:
+            continue
+        what = " ".join(syntax.text(module, a.node).split())
+        if not a.root:
+            return (
+                f"line {a.line}: the row loop at line {line_of(r.node)} writes through {a.pointer}, "
+                "whose origin is unknown"
+            )
+        idx = a.index
+        coeff = idx.coeff(r.var) if idx is not None else None
+        if idx is None or coeff is None or not coeff.equals(Affine.of(1)) or a.width not in (1, None):
+            return (
+                f"line {a.line}: {what} touches {a.root}, which a row loop writes, at an index that is not "
+                f"the row's offset + {r.var}: another lane may own that element"
+            )
+        base = idx.without(r.var)
+        seen = bases.get(a.root)
+        if seen is not None and not seen[0].equals(base):
+            other = " ".join(syntax.text(module, seen[1].node).split())
+            return (
+                f"line {a.line}: {what} and {other} (line {seen[1].line}) touch different elements of "
+                f"{a.root}, which a row loop writes: with lanes striding the row another lane may own one"
+            )
+        bases.setdefault(a.root, (base, a))
+    inside = {a.node.id for _, a in in_loops}
+    for a in index.accesses():
+        if a.root in written and a.node.id not in inside:
+            what = " ".join(syntax.text(index.module, a.node).split())
+            return (
+                f"line {a.line}: {what} touches {a.root} outside the row loops, and a row loop writes it: "
+                "another lane may own that element"
+            )
+    return ""
+
+
+# -- text ------------------------------------------------------------------------------------------
+
+
+def _generate(target: Target, plan: Plan, first: int, last: int, block: bool) -> str:
+    """The kernel body's lines ``[first, last)`` rewritten for a group of threads per row."""
+    module = target.module
+    source = module.source
+    lane = "threadIdx.x" if block else "ktx_lane"
+    stride = "blockDim.x" if block else "32"
+    group = MACRO if block else "32"
+    edits: list[tuple[int, int, str]] = []
+    row = "blockIdx.x" if block else "blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32"
+    edits.append((plan.row_value.start_byte, plan.row_value.end_byte, row))
+    if not block:
+        start = syntax.line_start(source, plan.decl.start_byte)
+        indent = syntax.indentation(source, plan.decl.start_byte)
+        edits.append((start, start, f"{indent}const int ktx_lane = threadIdx.x % 32;\n"))
+    for r in plan.loops:
+        indent = syntax.indentation(source, r.node.start_byte)
+        if r.start is None:
+            raise Refuse(f"line {line_of(r.node)}: the loop's start has no value")
+        s = syntax.text(module, r.start).strip()
+        new_start = lane if s in ("0", "0u", "0U", "0l", "0L") else f"{s} + {lane}"
+        edits.append((r.start.start_byte, r.start.end_byte, new_start))
+        edits.append((r.update.start_byte, r.update.end_byte, f"{r.var} += {stride}"))
+        if r.resets:
+            ls = syntax.line_start(source, r.node.start_byte)
+            text = "".join(f"{indent}if ({lane} != 0) {acc} = 0;\n" for acc in r.resets)
+            edits.append((ls, ls, text))
+        if r.reductions:
+            tail = "".join(
+                f"\n{indent}{acc} = ktx_row_reduce<{group}>({acc}, ktx_row_{op}());"
+                for acc, op in r.reductions
+            )
+            edits.append((r.node.end_byte, r.node.end_byte, tail))
+    for stmt in plan.lane0:
+        edits.append((stmt.start_byte, stmt.start_byte, f"if ({lane} == 0) "))
+    out = bytearray(source[first:last])
+    for a, b, text in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        if not (first <= a <= b <= last):
+            raise Refuse(f"an edit at byte {a} falls outside the kernel body (a pass bug)")
+        out[a - first : b - first] = text.encode()
+    return out.decode()
