@@ -84,7 +84,7 @@ class Options:
     #: ... or this many batches were taken.
     max_batches: int = 5
     #: About how long one batch of graph replays may take (fewer samples for long kernels).
-    graph_budget_s: float = 0.15
+    graph_budget_s: float = 0.1
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Options:
