@@ -342,7 +342,7 @@ def body_refusal(module: Module, eb: ElementBody) -> str | None:
     """Why the statements of element ``var`` cannot run ``VEC`` times in one thread, or None."""
     var = eb.var
     moved = _moved_locals(module, eb)
-    for cond in eb.conditions:
+    for cond in (*eb.conditions, _text(module, eb.bound)):
         flat = "".join(cond.split())
         names = [b for b in sorted(MOVED) if b in flat]
         names += [n for n in moved if re.search(rf"\b{re.escape(n)}\b", cond)]
