@@ -561,7 +561,7 @@ def _verify(
     shapes = verify_shapes(spec, cand, point, opts)[0]
     max_abs = 0.0
     rel = 0.0
-    device = f"{limits.name}|sm_{limits.cc}"
+    device = f"{limits.name}|sm_{limits.cc}|runtime {limits.runtime}|driver {limits.driver}"
     for shape in shapes:
         bound = _bind(spec, cand, shape, modules, limits)
         ref_bound = _bind(spec, ref_cand, shape, ref_modules, limits) if ref_cand is not None else None
