@@ -55,6 +55,7 @@ from typing import Literal
 
 import tree_sitter as ts
 from ktx.ir.consteval import SIZEOF, const_eval, int_literal
+from ktx.ir.index import eval_int_text
 from ktx.ir.module import Module
 from ktx.ir.nodes import Function, Loop
 from ktx.ir.syntax import text as _text
@@ -418,8 +419,9 @@ class KernelIndex:
             if c.int_value is not None and c.function in (None, fn.name):
                 self.env[c.name] = c.int_value
         self.block_aliases: dict[str, BlockAlias] = _block_aliases(module, fn, self.env)
+        self.template_values: dict[str, int] = _template_values(module, fn, self.env)
+        """Value template parameters every launch (or the default) gives one integer: folded."""
         self.params = {p.name: p for p in fn.params}
-        self.template_values = {tp.name for tp in fn.template_params if tp.kind == "value"}
         self.shared = {a.name: a for a in module.shared_arrays if a.function in (fn.name, None)}
         self.locals: dict[str, _Local] = {}
         self.variables: set[str] = set()
@@ -497,6 +499,8 @@ class KernelIndex:
                 self._busy.discard(name)
             return value if value is not None else Affine.atom(name, self._free_names(local.value))
         if name not in self.locals:
+            if name in self.template_values and name not in self.block_aliases:
+                return Affine.of(self.template_values[name])
             if name in self.env:
                 return Affine.of(self.env[name])
             if name == "warpSize":
@@ -1211,6 +1215,31 @@ def _block_aliases(module: Module, fn: Function, env: Mapping[str, int]) -> dict
         if len(passed) == 1 and passed <= (names or set()):
             # ``k<<<grid, block_size>>>(..., block_size)``: the parameter carries the block size.
             found[param.name] = BlockAlias(param.name, "x", None, "param")
+    return found
+
+
+def _template_values(module: Module, fn: Function, env: Mapping[str, int]) -> dict[str, int]:
+    """``{name: value}`` for value template parameters that are one integer wherever launched.
+
+    ``k<4><<<...>>>`` at every launch (or a default ``int VEC = 4`` and no launch that says
+    otherwise) makes ``VEC`` the constant 4 for the analysis. Launches that disagree (a dispatch
+    over ``VEC``) leave it a symbol.
+    """
+    found: dict[str, int] = {}
+    launches = module.launches_of(fn.name)
+    for i, tp in enumerate(fn.template_params):
+        if tp.kind != "value" or tp.variadic:
+            continue
+        values: set[int | None] = set()
+        for site in launches:
+            text = site.template_args[i] if i < len(site.template_args) else tp.default
+            values.add(eval_int_text(text, dict(env)) if text else None)
+        if not launches and tp.default:
+            values.add(eval_int_text(tp.default, dict(env)))
+        if len(values) == 1:
+            (value,) = values
+            if value is not None:
+                found[tp.name] = value
     return found
 
 

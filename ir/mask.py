@@ -196,7 +196,7 @@ def condition_value(kind: str, expr: str, defined: dict[str, int | None]) -> boo
     text = text.replace("&&", " and ").replace("||", " or ")
     text = re.sub(r"!(?!=)", " not ", text)
     text = text.replace("/", "//")
-    if not _SAFE_EXPR.match(text):
+    if not _SAFE_EXPR.match(text) or re.search(r"\d\s*\(", text):  # ``f(x)`` of an unknown macro
         return None
     try:
         return bool(eval(text, {"__builtins__": {}}, {}))  # digits and operators only (checked)

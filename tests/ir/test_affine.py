@@ -226,3 +226,27 @@ def test_every_llmc_kernel_is_indexed() -> None:
             naive_guarded += t is not None and t.guard is not None
     assert kernels > 100
     assert naive_guarded >= 20  # one-element-per-thread kernels: gelu1, residual1, encoder...
+
+
+def test_template_values_fold_when_every_launch_agrees() -> None:
+    m = parse(
+        """template <int VEC, int UNROLL = 2>
+__global__ void k(float* x, unsigned n) {
+  unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (n <= t) return;
+  x[t * VEC + UNROLL] = 0.f;
+}
+template <int V> __global__ void d(float* x) { x[threadIdx.x * V] = 0.f; }
+void go(float* x, unsigned n) { k<4><<<1, 128>>>(x, n); d<2><<<1, 32>>>(x); d<4><<<1, 32>>>(x); }
+"""
+    )
+    k, d = m.kernels
+    assert kernel_index(m, k).template_values == {"VEC": 4, "UNROLL": 2}
+    ref = accesses(m, k)[0]
+    assert ref.index is not None and ref.index.coeff(TID_X) == Affine.of(4) and ref.index.const == 2
+    t = thread_index(m, k)
+    assert t is not None and t.type == "unsigned" and not t.wide
+    assert t.guard is not None and t.guard.kind == "return" and t.guard.bound_text == "n"  # n <= t mirrored
+    assert kernel_index(m, d).template_values == {}  # launches disagree: V stays a symbol
+    dref = accesses(m, d)[0]
+    assert dref.index is not None and str(dref.index.coeff(TID_X)) == "V"
