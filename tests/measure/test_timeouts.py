@@ -75,3 +75,18 @@ def test_graph_batches_of_long_kernels_fit_the_budget() -> None:
     assert launches * replays * 350e-6 <= 0.15 and replays >= 5 and launches >= 10
     launches, replays = graph_shape(100, 20, 40, 2000.0, 0.15)
     assert launches >= 40, "one pass over the rotated input sets at least"
+
+
+@pytest.mark.skipif(not find_nvcc(), reason="no nvcc here")
+def test_a_candidate_first_at_a_shape_brings_the_original_measured_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search may answer the original from its cache; the timeout still derives from it."""
+    monkeypatch.setenv("KTX_CACHE_DIR", str(tmp_path))
+    spec = load_spec(ROOT / "kernels" / "silu_and_mul")
+    point = spec.find_point("tokens=4,d=4096")
+    with Harness(spec, handler=FAKE, timeout_s=120, compile_workers=1) as h:
+        tuned = replace(h.original, config={"X": 1}, label="tuned")
+        assert h.measure(tuned, point).ok
+        assert point.name in h.original_cost
+        assert h.timeout_for(tuned, point) < 120
