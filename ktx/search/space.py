@@ -86,7 +86,10 @@ def knob_from(obj: Any) -> Knob:
 def _kind(values: tuple[int, ...]) -> str:
     if len(values) <= 2 or len({b - a for a, b in itertools.pairwise(values)}) == 1:
         return "linear"
-    if values[0] > 0 and all(v & (v - 1) == 0 for v in values):
+    # consecutive powers of two only: an exponent range with gaps ({1, 32, 64, ...}) would
+    # suggest the missing ones (16), which are not in the domain
+    doubling = all(b == 2 * a for a, b in itertools.pairwise(values))
+    if values[0] > 0 and values[0] & (values[0] - 1) == 0 and doubling:
         return "log2"
     return "index"
 
