@@ -22,6 +22,7 @@ from ktx.commands._measure_common import (
     status_cell,
     us,
 )
+from ktx.commands._original import failure_line, warn_tolerances
 from ktx.errors import KtxError, Location
 from ktx.measure.harness import Harness, ReferenceChoice
 from ktx.measure.protocol import Supervisor
@@ -52,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
     if not folders:
         raise KtxError("no kernel folders with a ktx.toml found", Location(args.dir))
     specs = [load_spec(f) for f in folders]
+    for spec in specs:
+        warn_tolerances(spec)
     config = parse_config(args.config)
     plan = []
     for spec in specs:
@@ -104,6 +107,10 @@ def run(args: argparse.Namespace) -> int:
         save_results(args.json, results, {"kind": "bench", **meta})
         print(f"wrote {len(results)} measurements to {args.json}", file=sys.stderr)
     failed = [m for m in results if not m.ok]
+    by_name = {s.name: s for s in specs}
     for m in failed:
-        print(f"{m.kernel} {m.shape}: {m.status}: {m.message}", file=sys.stderr)
+        if not m.config and m.kernel in by_name:  # the original itself
+            print(f"ktx: error: {failure_line(by_name[m.kernel], m)}", file=sys.stderr)
+        else:
+            print(f"{m.kernel} {m.shape}: {m.status}: {m.message}", file=sys.stderr)
     return 1 if failed else 0

@@ -18,6 +18,7 @@ from typing import Any
 
 from ktx import offline
 from ktx.agent.loop import PLANNERS, OptimizeRequest, OptimizeResult, optimize
+from ktx.commands._original import report_failed_originals, warn_tolerances
 from ktx.registry import add_plugin_option, run_plugins
 from ktx.report.data import dispatched_config, dispatched_fast_math, fast_math_on
 from ktx.spec import load_spec
@@ -159,7 +160,9 @@ _DEFAULTS: dict[str, object] = {
 
 
 def run(args: argparse.Namespace) -> int:
-    name = load_spec(args.kernel_dir).name
+    spec = load_spec(args.kernel_dir)
+    warn_tolerances(spec)
+    name = spec.name
     auto = args.backend == "auto"
     args.backend, replayed = offline.resolve(args.backend, Path(args.kernel_dir))
     if replayed is not None:  # the recorded run's settings: the only ones the recording answers
@@ -192,4 +195,4 @@ def run(args: argparse.Namespace) -> int:
     text = render(result) + ("\n\n" + "\n".join(offline.tour(result.run_dir)) if auto else "")
     print(replayed.stamp(text) if replayed is not None else text)
     sys.stdout.flush()
-    return 0
+    return 1 if report_failed_originals(spec, [s.original for s in result.shapes]) else 0

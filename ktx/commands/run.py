@@ -22,6 +22,7 @@ from ktx.commands._measure_common import (
     status_cell,
     us,
 )
+from ktx.commands._original import failure_line, warn_tolerances
 from ktx.measure.harness import Harness
 from ktx.measure.replay import save_results
 from ktx.measure.types import Measurement, config_key
@@ -41,6 +42,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     load_plugins(args.plugin)
     spec = load_spec(args.kernel_dir)
+    warn_tolerances(spec)
     config = parse_config(args.config)
     candidate = configured_candidate(spec, args.passes, config)
     point = spec.find_point(args.shape) if args.shape else spec.shape_set().points[0]
@@ -70,5 +72,8 @@ def run(args: argparse.Namespace) -> int:
         save_results(args.json, results, {"kernel": spec.name, "shape": point.name, **meta})
     failed = [m for m in results if not m.ok]
     for m in failed:
-        print(f"{m.label or dict(m.config)}: {m.status}: {m.message}", file=sys.stderr)
+        if m is results[0]:
+            print(f"ktx: error: {failure_line(spec, m)}", file=sys.stderr)
+        else:
+            print(f"{m.label or dict(m.config)}: {m.status}: {m.message}", file=sys.stderr)
     return 1 if failed else 0

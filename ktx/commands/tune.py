@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ktx.commands._original import report_failed_originals, warn_tolerances
 from ktx.errors import KtxError
 from ktx.registry import add_plugin_option, run_plugins
 from ktx.search.evaluate import METRICS
@@ -101,7 +102,9 @@ def parse_shapes(text: str) -> tuple[str, ...]:
 def run(args: argparse.Namespace) -> int:
     if args.trials < 1:
         raise KtxError(f"--trials {args.trials}: need at least 1")
-    run_dir = args.out or Path(".ktx") / "runs" / load_spec(args.kernel_dir).name
+    spec = load_spec(args.kernel_dir)
+    warn_tolerances(spec)
+    run_dir = args.out or Path(".ktx") / "runs" / spec.name
     run_plugins(args.plugin, run_dir, args.backend)
     request = TuneRequest(
         kernel_dir=Path(args.kernel_dir),
@@ -132,4 +135,6 @@ def run(args: argparse.Namespace) -> int:
     summary = run_tune(request)
     if summary is not None:
         print(summary.markdown())
+        if report_failed_originals(spec, [r.original for r in summary.results]):
+            return 1
     return 0
