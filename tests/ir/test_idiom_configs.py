@@ -58,6 +58,13 @@ CASES = (
         ({"rows": 37, "C": 1003},),
     ),
     Case(
+        "block_size/macro_one_per_thread.cu",
+        "block-size",
+        "residual",
+        (("out", "out", "N"), ("a", "in", "N"), ("b", "in", "N"), ("N", "int", "N")),
+        ({"N": 100003},),
+    ),
+    Case(
         "split/while_rows_macro.cu",
         "split",
         "rows_scale",
