@@ -36,7 +36,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=float,
         default=None,
         metavar="S",
-        help="seconds for baselines and search (the held-out check comes after)",
+        help="seconds for the whole run: baselines, search, final check, held-out check and outputs "
+        "(time for the checks is reserved up front; the outputs are always written)",
     )
     p.add_argument(
         "--sampler",
@@ -75,8 +76,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=float,
         default=None,
         metavar="F",
-        help="the table uses a config only where it is this fraction faster than the original "
-        "(default: the measured relative spread (p90-p10)/median of the two timings, at least 0.01)",
+        help="the table uses a config only where the 95%% interval of its re-measured speedup (paired "
+        "with the original) lies above 1 + F (default 0.01; where nothing can be re-measured, as on "
+        "replay: the measured spread (p90-p10)/median of the two timings, at least 0.01)",
     )
     p.add_argument("--bucket", default=None, metavar="VAR", help="dispatch bucket variable (default: tokens)")
     p.add_argument("--study", default="", metavar="NAME", help="study name prefix (default: the kernel)")

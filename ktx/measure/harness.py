@@ -263,6 +263,40 @@ class Harness:
             return
         self.supervisor.call("warmup", {"spec": str(self.spec.path)}, timeout=max(self.timeout_s, 120.0))
 
+    def measure_paired(
+        self, first: Candidate, second: Candidate, point: ShapePoint, pairs: int, timeout: float | None = None
+    ) -> list[tuple[Measurement, Measurement]]:
+        """Time ``first`` and ``second`` alternately (A B A B ..., ``pairs`` times) in one request
+        to one worker process, without verifying (both were verified before): the search's
+        paired final check (:mod:`ktx.search.paired`). A failure fails every pair."""
+        jobs: list[dict[str, Any]] = []
+        for cand in (first, second):
+            self.prefetch(cand, point)
+        for cand in (first, second):
+            modules, failed = self._modules(cand, point)
+            if failed is not None:
+                bad = Measurement.failure(
+                    self.spec, cand, point.name, Status.COMPILE_ERROR, _clip(failed.log or "compile failed")
+                )
+                return [(bad, bad)] * pairs
+            options = replace(self.options, verify=False)
+            job: dict[str, Any] = {"spec": str(self.spec.path), "shape": point.name}
+            job["candidate"] = cand.to_dict()
+            job.update(modules=modules, reference=None, options=asdict(options), paired=True)
+            jobs.append(job)
+        if timeout is None:
+            timeout = 2 * pairs * max(self.timeout_for(c, point) for c in (first, second))
+        self._warm_worker()
+        outcome = self.supervisor.call("paired", {"jobs": jobs, "pairs": pairs}, timeout=timeout)
+        if not outcome.ok or not isinstance(outcome.result, list):
+            status = Status.CRASH if outcome.ok else outcome.status
+            failed_pair = tuple(
+                Measurement.failure(self.spec, c, point.name, status, _clip(outcome.message or "no pairs"))
+                for c in (first, second)
+            )
+            return [(failed_pair[0], failed_pair[1])] * pairs
+        return [(Measurement.from_dict(a), Measurement.from_dict(b)) for a, b in outcome.result]
+
     def measure_many(self, jobs: Iterable[tuple[Candidate, ShapePoint]]) -> Iterator[Measurement]:
         """Measure in order while later candidates compile in the background."""
         pending = list(jobs)

@@ -42,6 +42,14 @@ def load_handler(target: str) -> Handler:
     return handler
 
 
+def paired(handler: Handler, payload: Any) -> list[list[Any]]:
+    """The ``paired`` request: ``payload["jobs"]`` holds two measure jobs, run alternately
+    (A B A B ...) ``payload["pairs"]`` times in this one process, so that both see the same
+    process, clocks and buffers (the search's final check: :mod:`ktx.search.paired`)."""
+    first, second = payload["jobs"]
+    return [[handler("measure", first), handler("measure", second)] for _ in range(int(payload["pairs"]))]
+
+
 def _tail(text: str, lines: int = 25) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
@@ -68,7 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         request = json.loads(line)
         rid = request.get("id")
         try:
-            result = handler(request["op"], request.get("payload"))
+            op, payload = request["op"], request.get("payload")
+            result = paired(handler, payload) if op == "paired" else handler(op, payload)
             send({"id": rid, "ok": True, "result": result})
         except WorkerFailure as exc:
             send({"id": rid, "ok": False, "status": exc.status, "message": exc.message,

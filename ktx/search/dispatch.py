@@ -58,6 +58,9 @@ class Choice:
     original_us: float | None
     best_us: float | None
     noise: float = 0.0  # relative spread (p90 - p10) / median of the two timings, the larger
+    #: The paired final check's decision (:mod:`ktx.search.paired`): True or False overrides
+    #: the rule on the search's numbers; None (not re-measured, e.g. a replay) keeps that rule.
+    verdict: bool | None = None
 
     def threshold(self, min_gain: float | None) -> float:
         """The gain a config needs: ``min_gain`` when given, else the measured noise (at least
@@ -65,7 +68,11 @@ class Choice:
         return min_gain if min_gain is not None else max(MIN_NOISE, self.noise)
 
     def wins(self, min_gain: float | None = None) -> bool:
-        if self.config is None or self.best_us is None:
+        if self.config is None:
+            return False
+        if self.verdict is not None:
+            return self.verdict
+        if self.best_us is None:
             return False
         if self.original_us is None:
             return True

@@ -34,7 +34,7 @@ import optuna
 from ktx.errors import KtxError, Location
 from ktx.measure.backend import Backend
 from ktx.measure.occupancy import DeviceLimits
-from ktx.measure.types import Measurement, config_key
+from ktx.measure.types import Measurement, Status, config_key
 from ktx.search.cache import MeasurementCache
 from ktx.search.dispatch import Choice, DispatchTable, build_table, choose_bucket_var
 from ktx.search.engine import (
@@ -51,6 +51,8 @@ from ktx.search.engine import (
     warm_start_configs,
 )
 from ktx.search.evaluate import Evaluator, Policy, choose_metric, objective_time
+from ktx.search.final import WRITE_S, Shortlist, final_check, reserve
+from ktx.search.paired import PAIRS, PairedCheck
 from ktx.search.progress import Display
 from ktx.search.recording import FORMAT, Recording, RecordingBackend, write
 from ktx.search.report import HoldoutRow, ShapeResult, Summary, write_outputs
@@ -145,6 +147,14 @@ class Context:
     log: RunLog
     recording: Recording | None
     display: Display
+    #: Shapes whose original the time limit left unmeasured: not searched, reported as such.
+    skipped: tuple[ShapePoint, ...] = ()
+    #: Seconds the original's measurement took per shape (this run): the time budget's unit.
+    costs: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def searched(self) -> tuple[ShapePoint, ...]:
+        return tuple(p for p in self.points if p not in self.skipped)
 
     @property
     def stand_in(self) -> str:
@@ -308,7 +318,9 @@ def prepare_shape(ctx: Context, point: ShapePoint) -> tuple[Measurement, str]:
         )
     if "original" in attrs and "metric" in attrs:
         return Measurement.from_dict(attrs["original"]), str(attrs["metric"])
+    clock = time.monotonic()
     original = ctx.evaluator.original(point)
+    ctx.costs[point.name] = time.monotonic() - clock
     if not original.ok:
         ctx.display.message(
             f"{point.name}: the original kernel failed ({original.status}): {original.message[:200]}"
@@ -325,7 +337,7 @@ def tune_shapes(ctx: Context, deadline: float | None) -> None:
     req = ctx.request
     settings = req.settings()
     bucket = choose_bucket_var(ctx.spec.variables, req.bucket_var)
-    ordered = order_points(ctx.points, bucket)
+    ordered = order_points(ctx.searched, bucket)
     tuned: dict[str, list[dict[str, int]]] = {}
     concurrent = req.workers > 1 or req.is_worker or req.storage is not None
     for i, point in enumerate(ordered):
@@ -373,7 +385,7 @@ def tune_joint(ctx: Context, deadline: float | None) -> None:
     settings = ctx.request.settings()
     metrics: dict[str, str] = {}
     originals: dict[str, float] = {}
-    for point in ctx.points:
+    for point in ctx.searched:
         original, metric = prepare_shape(ctx, point)
         t = objective_time(original, metric)
         if t is None:
@@ -381,11 +393,11 @@ def tune_joint(ctx: Context, deadline: float | None) -> None:
                 f"joint search needs the original to run at every shape; it failed at {point.name}"
             )
         metrics[point.name], originals[point.name] = metric, t
-    budget = plan(ctx.tunable.space, ctx.evaluator, ctx.points, settings).budget
+    budget = plan(ctx.tunable.space, ctx.evaluator, ctx.searched, settings).budget
     ctx.display.start("all shapes (joint)", budget)
     if ctx.tunable.space.knobs:
         search_joint(
-            ctx.evaluator, ctx.storage, study_name(ctx, None), ctx.points, metrics, originals, settings,
+            ctx.evaluator, ctx.storage, study_name(ctx, None), ctx.searched, metrics, originals, settings,
             deadline, lambda s: ctx.display.update(s, 1.0), ctx.request.workers > 1 or ctx.request.is_worker,
             seed_name(ctx, None),
         )  # fmt: skip
@@ -454,6 +466,9 @@ def collect(ctx: Context) -> tuple[ShapeResult, ...]:
         except (ValueError, KeyError):
             best_joint = None
     for point in ctx.points:
+        if point in ctx.skipped:
+            results.append(unmeasured(ctx, point))
+            continue
         study = optuna.load_study(study_name=study_name(ctx, point), storage=ctx.storage)
         original = Measurement.from_dict(study.user_attrs["original"])
         metric = str(study.user_attrs["metric"])
@@ -469,6 +484,13 @@ def collect(ctx: Context) -> tuple[ShapeResult, ...]:
             sampler = str(study.user_attrs.get("sampler", "-"))
         results.append(ShapeResult(point, metric, sampler, original, config, best, stats, study.study_name))
     return tuple(results)
+
+
+def unmeasured(ctx: Context, point: ShapePoint) -> ShapeResult:
+    """A shape the time limit left without even its original's measurement."""
+    why = "not measured: the time limit ran out before this shape's original was measured"
+    original = Measurement.failure(ctx.spec, ctx.tunable.candidate({}), point.name, Status.TIMEOUT, why)
+    return ShapeResult(point, "graph", "-", original, None, None, StudyStats(0, 0, {}, 0, None, None, 0), "")
 
 
 def holdout_points(ctx: Context, tuned: Sequence[ShapePoint], bucket: str) -> tuple[ShapePoint, ...]:
@@ -499,9 +521,17 @@ def holdout_points(ctx: Context, tuned: Sequence[ShapePoint], bucket: str) -> tu
     return tuple(out)
 
 
-def check_holdout(ctx: Context, table: DispatchTable, points: Sequence[ShapePoint]) -> tuple[HoldoutRow, ...]:
+def check_holdout(
+    ctx: Context, table: DispatchTable, points: Sequence[ShapePoint], deadline: float | None = None
+) -> tuple[HoldoutRow, ...]:
+    """The table's choice against the original at shapes not tuned; points that no longer fit
+    before ``deadline`` (two measurements each, plus writing) are left out and logged."""
     rows: list[HoldoutRow] = []
+    typical = max(ctx.costs.values(), default=1.0)
     for point in points:
+        if deadline is not None and deadline - time.monotonic() < 2 * typical + WRITE_S:
+            ctx.log.write("holdout_skipped", shape=point.name, reason="the time limit")
+            continue
         original = ctx.evaluator.original(point)
         metric = choose_metric(ctx.request.metric, original)
         chosen = table.select(point.as_dict())
@@ -511,10 +541,42 @@ def check_holdout(ctx: Context, table: DispatchTable, points: Sequence[ShapePoin
     return tuple(rows)
 
 
-def finalize(ctx: Context, wall_s: float) -> Summary:
+def paired_checks(
+    ctx: Context, results: Sequence[ShapeResult], deadline: float | None
+) -> dict[str, PairedCheck]:
+    """The paired final check of every searched shape (:mod:`ktx.search.final`), logged."""
+    costs = {**ctx.costs, **getattr(ctx.backend, "original_cost", {})}
+    shortlist = [Shortlist(r.point, r.metric, r.best_config) for r in results if r.point not in ctx.skipped]
+
+    def log(check: PairedCheck) -> None:
+        iv = check.interval
+        ctx.log.write("paired", shape=check.shape, status=check.status, config=check.config,
+                      interval=None if iv is None else iv.to_dict(), reason=check.reason[:300])  # fmt: skip
+        ctx.display.message(f"{check.shape}: final check {check.text()}")
+
+    return final_check(ctx.evaluator, shortlist, deadline, costs, PAIRS, log)
+
+
+def finalize(
+    ctx: Context, wall_s: float, deadline: float | None = None, started: float | None = None
+) -> Summary:
+    """Final check, dispatch table, held-out check, outputs. ``deadline`` bounds the checks;
+    ``started`` (``time.monotonic()`` at the command's start) makes ``wall_s`` the whole run."""
     results = collect(ctx)
     bucket = choose_bucket_var(ctx.spec.variables, ctx.request.bucket_var)
-    choices = [Choice(r.point, r.best_config, r.original_us, r.best_us, r.noise) for r in results]
+    checks = paired_checks(ctx, results, deadline) if ctx.tunable.space.knobs else {}
+    min_gain = ctx.request.min_gain
+    choices = [
+        Choice(
+            r.point,
+            r.best_config,
+            r.original_us,
+            r.best_us,
+            r.noise,
+            None if r.point.name not in checks else checks[r.point.name].verdict(min_gain),
+        )
+        for r in results
+    ]
     table = build_table(
         ctx.spec.name, ctx.spec.variables, bucket, choices, ctx.request.min_gain,
         ctx.tunable.space.names, ctx.tunable.space.default(),
@@ -522,7 +584,9 @@ def finalize(ctx: Context, wall_s: float) -> Summary:
     )  # fmt: skip
     raw = table
     holdout = (
-        check_holdout(ctx, table, holdout_points(ctx, ctx.points, bucket)) if ctx.tunable.space.knobs else ()
+        check_holdout(ctx, table, holdout_points(ctx, ctx.searched, bucket), deadline)
+        if ctx.tunable.space.knobs
+        else ()
     )
     for row in holdout:
         if row.ratio is not None and row.ratio < 1.0 and row.chosen_config is not None:
@@ -546,6 +610,14 @@ def finalize(ctx: Context, wall_s: float) -> Summary:
         )
     if not ctx.tunable.space.knobs:
         notes.append("No knobs (no --passes): only the original kernel was measured.")
+    if ctx.skipped:
+        names = ", ".join(p.name for p in ctx.skipped)
+        notes.append(f"The time limit ran out before these shapes' originals were measured: {names}.")
+    cut = [c.shape for c in checks.values() if c.status == "skipped"]
+    if cut:
+        notes.append(
+            f"No time was left for the final check at {', '.join(cut)}: the table keeps the original."
+        )
     limits = ctx.evaluator.limits
     if ctx.recording is not None:
         device = ctx.recording.device or "unknown device (replay)"
@@ -558,7 +630,9 @@ def finalize(ctx: Context, wall_s: float) -> Summary:
         for r in results
         if r.best_config is not None and table.select(r.point.as_dict()) == dict(r.best_config)
     )
-    summary = Summary(ctx.spec.name, results, holdout, wall_s, tuple(notes), device, used)
+    if started is not None:
+        wall_s = time.monotonic() - started
+    summary = Summary(ctx.spec.name, results, holdout, wall_s, tuple(notes), device, used, checks)
     write_outputs(ctx.run_dir, summary, table, ctx.tunable, raw)
     if ctx.recording is None and ctx.tunable.space.knobs:
         write(run_recording(ctx), ctx.run_dir / "recording.json")
@@ -576,7 +650,7 @@ def run_recording(ctx: Context) -> dict[str, Any]:
     """Every measurement the run's shape studies hold, with the knob space: a recording that
     replays this run's search on a CPU (``--backend replay:recording.json``)."""
     found: dict[tuple[str, str], dict[str, Any]] = {}
-    for point in ctx.points:
+    for point in ctx.searched:
         study = optuna.load_study(study_name=study_name(ctx, point), storage=ctx.storage)
         original = study.user_attrs.get("original")
         if isinstance(original, dict):
@@ -615,6 +689,8 @@ def run_tune(req: TuneRequest) -> Summary | None:
     start = time.monotonic()
     deadline = None if req.time_limit is None else start + req.time_limit
     ctx = open_context(req)
+    if req.time_limit is not None:
+        bound_timeouts(ctx.backend, req.time_limit)
     try:
         if req.is_worker:
             (tune_joint if req.joint else tune_shapes)(ctx, deadline)
@@ -627,15 +703,66 @@ def run_tune(req: TuneRequest) -> Summary | None:
             shapes = [p.name for p in ctx.points]
             space = ctx.tunable.space.describe()
             ctx.log.write("start", request=_jsonable(req), url=redact(ctx.url), shapes=shapes, space=space)
-            for point in ctx.points:
-                prepare_shape(ctx, point)
+            prepare_all(ctx, deadline)
+            search_deadline = search_until(ctx, deadline)
             if req.workers > 1:
+                if search_deadline is not None:  # the workers get what the search may spend
+                    left = max(0.0, search_deadline - time.monotonic())
+                    ctx.request = dataclasses.replace(req, time_limit=left)
                 start_workers(ctx)
             else:
-                (tune_joint if req.joint else tune_shapes)(ctx, deadline)
-            return finalize(ctx, time.monotonic() - start)
+                (tune_joint if req.joint else tune_shapes)(ctx, search_deadline)
+            return finalize(ctx, time.monotonic() - start, deadline, start)
     finally:
         ctx.close()
+
+
+def bound_timeouts(backend: Backend, time_limit: float) -> None:
+    """Under a time limit, no single measurement may take more than a quarter of it (at least
+    10 s): the harness's ceiling holds until the original is measured at a shape, and one hang
+    at that ceiling would otherwise overrun a short limit by minutes."""
+    ceiling = getattr(backend, "timeout_s", None)
+    if isinstance(ceiling, int | float):
+        setattr(backend, "timeout_s", min(float(ceiling), max(10.0, 0.25 * time_limit)))  # noqa: B010
+
+
+def prepare_all(ctx: Context, deadline: float | None) -> None:
+    """Measure every shape's original (timing each: :attr:`Context.costs`). Shapes whose turn
+    comes after the time limit's last moment for it are skipped and reported unmeasured."""
+    skipped: list[ShapePoint] = []
+    for point in ctx.points:
+        if deadline is not None and skipped_after(ctx, deadline):
+            skipped.append(point)
+            continue
+        prepare_shape(ctx, point)
+    if skipped:
+        ctx.skipped = tuple(skipped)
+        ctx.log.write("baselines_cut", skipped=[p.name for p in skipped])
+        ctx.display.message(f"time limit: {len(skipped)} shape(s) left unmeasured")
+
+
+def skipped_after(ctx: Context, deadline: float) -> bool:
+    """Whether no further original fits: the final phases of what was measured need their time."""
+    done = {n: c for n, c in ctx.costs.items()}
+    need = reserve(done, 0, ctx.request.time_limit or 0.0) if done else WRITE_S
+    return time.monotonic() + need + max(done.values(), default=0.0) > deadline
+
+
+def search_until(ctx: Context, deadline: float | None) -> float | None:
+    """The search's own deadline: the run's, less what the phases after it need (the final
+    check of every shape, the held-out check, writing; :func:`ktx.search.final.reserve`)."""
+    if deadline is None:
+        return None
+    holdout = 0
+    if ctx.tunable.space.knobs:
+        bucket = choose_bucket_var(ctx.spec.variables, ctx.request.bucket_var)
+        holdout = len(holdout_points(ctx, ctx.searched, bucket))
+    costs = {p.name: ctx.costs.get(p.name, 0.0) for p in ctx.searched}
+    kept = reserve(costs, holdout, ctx.request.time_limit or 0.0)
+    ctx.log.write(
+        "time_budget", reserved_s=round(kept, 3), search_s=round(deadline - kept - time.monotonic(), 3)
+    )
+    return deadline - kept
 
 
 def _studies(ctx: Context) -> list[optuna.Study]:

@@ -1,0 +1,106 @@
+"""The run's last phases under a time limit: what to reserve, and the paired final check.
+
+``--time-limit`` bounds the whole command (issue 12: a ``--time-limit 240`` run was still going
+at 330 s and was killed before it wrote anything). The run therefore measures the originals
+first, timing each, and from those costs reserves time up front for what must follow the search:
+the paired final check of every shape (:mod:`ktx.search.paired`), the held-out check, and writing
+the outputs. The search gets the rest. Every later phase checks the clock before each step and
+skips what no longer fits, so the outputs are always written, near the limit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ktx.search.evaluate import Evaluator
+from ktx.search.paired import (
+    IDENTICAL,
+    NONE,
+    PAIRS,
+    SKIPPED,
+    UNSUPPORTED,
+    PairedCheck,
+    from_pairs,
+    same_code,
+)
+from ktx.spec import ShapePoint
+
+#: Seconds assumed for one measurement at a shape whose original's cost is unknown.
+DEFAULT_COST_S = 1.0
+
+#: The most of a time limit reserved for the phases after the search.
+MAX_RESERVE = 0.35
+
+#: Seconds kept for writing the outputs (summary, dispatch table, sources, recording).
+WRITE_S = 1.0
+
+
+@dataclass(frozen=True)
+class Shortlist:
+    """One shape's input to the final check: its best config (None: nothing to check)."""
+
+    point: ShapePoint
+    metric: str
+    config: Mapping[str, int] | None
+
+
+def check_cost(cost_s: float, pairs: int = PAIRS) -> float:
+    """Seconds the paired check of one shape is expected to take: ``2 * pairs`` timing-only
+    measurements, each at most what the original's verified measurement cost."""
+    return 2 * pairs * cost_s + 0.2
+
+
+def reserve(costs: Mapping[str, float], holdout: int, time_limit: float, pairs: int = PAIRS) -> float:
+    """Seconds to keep free after the search: the final check of every shape, ``holdout``
+    held-out shapes (original and chosen config, verified) and writing; at most
+    :data:`MAX_RESERVE` of ``time_limit``."""
+    known = [c for c in costs.values() if c > 0]
+    typical = max(known) if known else DEFAULT_COST_S
+    final = sum(check_cost(costs.get(name) or typical, pairs) for name in costs)
+    held = 2 * holdout * typical
+    return min(MAX_RESERVE * time_limit, final + held + WRITE_S)
+
+
+def final_check(
+    evaluator: Evaluator,
+    shapes: Sequence[Shortlist],
+    deadline: float | None,
+    costs: Mapping[str, float],
+    pairs: int = PAIRS,
+    log: Callable[[PairedCheck], None] | None = None,
+) -> dict[str, PairedCheck]:
+    """Re-measure each shape's best config against the original, interleaved, in one worker
+    process (``measure_paired`` of the backend); identical code is 1.0 without measuring."""
+    out: dict[str, PairedCheck] = {}
+    backend = evaluator.backend
+    paired = getattr(backend, "measure_paired", None)
+    original = evaluator.tunable.candidate({})
+    for item in shapes:
+        name = item.point.name
+        if item.config is None:
+            check = PairedCheck(name, item.metric, NONE)
+        else:
+            config = dict(item.config)
+            candidate = evaluator.tunable.candidate(evaluator.space.normalize(config))
+            expected = check_cost(costs.get(name) or DEFAULT_COST_S, pairs)
+            left = None if deadline is None else deadline - time.monotonic()
+            if same_code(original, candidate, evaluator.spec, item.point):
+                check = PairedCheck(name, item.metric, IDENTICAL, config, reason="the original's code")
+            elif not callable(paired):
+                check = PairedCheck(
+                    name, item.metric, UNSUPPORTED, config, reason="the backend cannot re-measure"
+                )
+            elif left is not None and left < expected:
+                why = f"{left:.1f} s left of the time limit, the check needs about {expected:.1f} s"
+                check = PairedCheck(name, item.metric, SKIPPED, config, reason=why)
+            else:
+                timeout = None if left is None else max(1.0, left)
+                with evaluator._gpu:  # the backend measures one thing at a time
+                    measured = paired(original, candidate, item.point, pairs, timeout)
+                check = from_pairs(name, item.metric, config, measured)
+        out[name] = check
+        if log is not None:
+            log(check)
+    return out
