@@ -277,3 +277,31 @@ def test_rewritten_naive_kernels_compile_in_the_staged_folder(lad: Any, tmp_path
     req = CompileRequest(cand.source, spec.kernel, tuple(cand.flags), "90", (str(folder),), "nvcc")
     result = compile_kernel(req)
     assert result.ok, (config, result.log[-2000:])
+
+
+ROW_KERNELS = ["encoder_forward", "layernorm_forward", "fused_residual_forward", "softmax_forward"]
+
+
+@pytest.mark.parametrize("name", ROW_KERNELS)
+def test_row_owner_then_vectorize_compiles_on_the_thread_per_row_kernels(name: str, tmp_path: Path) -> None:
+    """The combination the rules planner tries first on llm.c's thread-per-row kernels (a warp or
+    a block per row, then vector width) compiles for sm_90 at 32 and 256 threads per row."""
+    from ktx.pipeline import candidate_from_template, template_for_spec
+    from ktx.registry import default_registry
+
+    if "row-owner" not in default_registry().names():
+        pytest.skip("no row-owner pass in this build")
+    cuda = _llmc()
+    if find_nvcc() is None:
+        pytest.skip("no nvcc")
+    lad = next(lad for lad in run.LADDERS if lad.name == name)
+    folder = run.stage(lad, lad.naive, cuda, tmp_path)
+    spec = load_spec(folder)
+    template = template_for_spec(spec, "row-owner,vectorize")
+    assert "THREADS_PER_ROW" in {k.name for k in template.knobs}
+    for threads in (32, 256):
+        config = {k.name: threads if k.name == "THREADS_PER_ROW" else max(k.values) for k in template.knobs}
+        cand = candidate_from_template(spec, template, config)
+        req = CompileRequest(cand.source, spec.kernel, tuple(cand.flags), "90", (str(folder),), "nvcc")
+        result = compile_kernel(req)
+        assert result.ok, (config, result.log[-2000:])
