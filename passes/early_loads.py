@@ -5,22 +5,26 @@ group combines the partial results, and a second loop uses the result with more 
 (``weight``, the row again). Those loads do not depend on the reduction, but the second loop
 issues them only after it: at a few rows the kernel then waits on DRAM twice in a row (the
 reduction's barrier and shuffles in between). With ``PREFETCH`` = P (0, the original, by
-default) the first P iterations of that loop get their loads issued right after the
-accumulating loop, into registers, so that their latency overlaps the reduction::
+default) the first P iterations of that loop get their loads issued early, into registers, so
+that their latency overlaps the first loop and the reduction::
 
-    accumulating loop
-    Pack<T> ktx_pf_w[P];                         // new: the loads of the first P iterations
+    Pack<T> ktx_pf_w[P];                         // new: the loads of the first P iterations,
     for k < P: i = init + k * stride; if (cond) ktx_pf_w[k].load(weight + i * VEC);
+    accumulating loop                            // as early as their addresses are known
     ... reduction ...
     for k < P (unrolled): i = init + k * stride; if (cond) { body, w = ktx_pf_w[k] instead of w.load(...) }
     for (i = init + P * stride; cond; i += stride) body          // the rest, as written
 
 Loads are ``x.load(pointer)`` statements of the loop's body (the pack idiom of the suite and of
 FlashInfer) through a ``const __restrict__`` pointer (a parameter or a local row pointer made
-from one), so no store of the kernel can change what they read. Everything the hoisted code
-names must exist at the insertion point and keep its value until the loop. Every change sits in
-``#if KTX_PREFETCH > 0`` groups whose ``#else`` is the original, so ``PREFETCH = 0`` is the
-original byte for byte.
+from one), so no store of the kernel can change what they read; they are issued as early as
+their addresses are known (rmsnorm's weight before the first loop). Where an earlier loop with
+the same header loads the same pack (rmsnorm's and per_token_group_quant's second walk reads
+the row again), the row stays in registers instead: the earlier loop's first P iterations keep
+their packs (``ktx_pf_in[k] = in``) and the later loop loads nothing for them. Everything the
+hoisted code names must exist where it goes and keep its value until the loop. Every change
+sits in ``#if KTX_PREFETCH > 0`` groups whose ``#else`` is the original, so ``PREFETCH = 0`` is
+the original byte for byte.
 
 Refused (with the construct and its line): no loop that accumulates a value before another
 loop; a loop whose header is not ``for (int i = init; i < n; i += stride)`` or whose body
@@ -31,6 +35,7 @@ between the accumulating loop and the loop.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -57,6 +62,21 @@ class HoistedLoad:
 
 
 @dataclass(frozen=True)
+class Kept:
+    """A load of the later loop that an earlier loop with the same header already makes, at the
+    same iteration, into ``source`` (``in.load(input_row + i * VEC)`` in both of rmsnorm's
+    loops): its pack is kept in registers instead of being loaded again."""
+
+    load: HoistedLoad
+    loop: Loop
+    statement: ts.Node
+    """The earlier loop's statement."""
+    capture: ts.Node
+    """The earlier loop's ``source.load(p);``."""
+    source: str
+
+
+@dataclass(frozen=True)
 class EarlySite(Site):
     after: ts.Node
     """The accumulating loop's statement: the prefetch goes right after it."""
@@ -67,6 +87,7 @@ class EarlySite(Site):
     cond: str
     stride: str
     loads: tuple[HoistedLoad, ...]
+    kept: tuple[Kept, ...] = ()
 
 
 class EarlyLoads(Pass[EarlySite]):
@@ -173,6 +194,39 @@ class EarlyLoads(Pass[EarlySite]):
         for part in (value, cond, stride):
             _available(module, body, part, after, stmt, {var}, f"loop {label}'s header")
         loads = self._loads(target, body, after, stmt, loop_body, var, label)
+        header = _header(module, loop)
+        kept: list[Kept] = []
+        for other in target.loops:
+            other_stmt = _stmt(module.node(other.span))
+            if (
+                other.id == loop.id
+                or other.kind != "for"
+                or other_stmt.parent is None
+                or other_stmt.parent.id != body.id
+                or other_stmt.end_byte > after.end_byte
+                or _header(module, other) != header
+                or other.var != var
+            ):
+                continue
+            other_body = module.node(other.body)
+            if other_body.type != "compound_statement" or any(
+                n.type in ("break_statement", "return_statement", "goto_statement", "continue_statement")
+                for n in syntax.walk(other_body)
+            ):
+                continue
+            types = syntax.local_declarations(module, other_body)
+            done = {k.load.statement.id for k in kept}
+            for ld in loads:
+                if ld.statement.id in done:
+                    continue
+                for child in other_body.named_children:
+                    call = _load_of(module, child)
+                    if call is None or call[1] != ld.pointer:
+                        continue
+                    local = types.get(call[0])
+                    if local is not None and local.type == ld.type:
+                        kept.append(Kept(ld, other, other_stmt, child, call[0]))
+                        break
         return EarlySite(
             label,
             loop.span,
@@ -184,6 +238,7 @@ class EarlyLoads(Pass[EarlySite]):
             syntax.text(module, cond),
             _atom(module, stride),
             loads,
+            tuple(kept),
         )
 
     def _loads(
@@ -202,30 +257,15 @@ class EarlyLoads(Pass[EarlySite]):
         found: list[HoistedLoad] = []
         why: list[str] = []
         for child in loop_body.named_children:
-            call = (
-                child.named_children[0]
-                if child.type == "expression_statement" and child.named_children
-                else None
-            )
-            fn = (
-                call.child_by_field_name("function")
-                if call is not None and call.type == "call_expression"
-                else None
-            )
-            if call is None or fn is None or fn.type != "field_expression":
+            call = _load_of(module, child)
+            if call is None:
                 continue
-            obj, field = fn.child_by_field_name("argument"), fn.child_by_field_name("field")
-            args = call.child_by_field_name("arguments")
-            if obj is None or field is None or args is None or syntax.text(module, field) != "load":
-                continue
-            if obj.type != "identifier" or len(args.named_children) != 1:
-                continue
-            name = syntax.text(module, obj)
+            name = call[0]
             local = locals_.get(name)
             if local is None:
                 why.append(f"{name} (line {line_of(child)}) is not declared in the loop")
                 continue
-            pointer = args.named_children[0]
+            pointer = call[2]
             bases = [
                 syntax.text(module, i) for i in syntax.identifiers(pointer) if syntax.text(module, i) in rts
             ]
@@ -258,45 +298,107 @@ class EarlyLoads(Pass[EarlySite]):
         )
         indent = syntax.indentation(module.source, site.statement.start_byte)
         inner = indent + "  "
+        kept = {k.load.statement.id: k for k in site.kept}
         arrays = {ld.statement.id: f"ktx_pf_{ld.variable}" for ld in site.loads}
         index = f"const {site.var_type} {site.loop.var} = {site.init} + ktx_k * {site.stride};"
-        names = ", ".join(ld.pointer.split()[0] for ld in site.loads)
-        prefetch = [
-            f"{indent}// early-loads: the loads of loop {site.label} ({names}) for its first {macro} "
-            "iterations, issued before the reduction",
-            *[f"{indent}{ld.type} {arrays[ld.statement.id]}[{macro}];" for ld in site.loads],
-            "#pragma unroll",
-            f"{indent}for (int ktx_k = 0; ktx_k < {macro}; ++ktx_k) {{",
-            f"{inner}{index}",
-            f"{inner}if ({site.cond}) {{",
-            *[f"{inner}  {arrays[ld.statement.id]}[ktx_k].load({ld.pointer});" for ld in site.loads],
-            f"{inner}}}",
-            f"{indent}}}",
+        early = [ld for ld in site.loads if ld.statement.id not in kept]
+        if early:
+            names = ", ".join(ld.pointer.split()[0] for ld in early)
+            prefetch = [
+                f"{indent}// early-loads: the loads of loop {site.label} ({names}) for its first {macro} "
+                "iterations, issued before the reduction",
+                *[f"{indent}{ld.type} {arrays[ld.statement.id]}[{macro}];" for ld in early],
+                "#pragma unroll",
+                f"{indent}for (int ktx_k = 0; ktx_k < {macro}; ++ktx_k) {{",
+                f"{inner}{index}",
+                f"{inner}if ({site.cond}) {{",
+                *[f"{inner}  {arrays[ld.statement.id]}[ktx_k].load({ld.pointer});" for ld in early],
+                f"{inner}}}",
+                f"{indent}}}",
+            ]
+            needed: set[str] = set()
+            for text in (site.init, site.cond, site.stride, *(ld.pointer for ld in early)):
+                needed |= set(re.findall(r"[A-Za-z_]\w*", text))
+            needed.discard(site.loop.var or "")
+            at = _earliest(module, site.after, needed)
+            insert_after_line(rw, at.end_byte, prefetch, COND)
+        # An earlier loop that loads the same packs keeps its first iterations' packs.
+        by_loop: dict[int, list[Kept]] = {}
+        for k in site.kept:
+            by_loop.setdefault(k.loop.id, []).append(k)
+        for group in by_loop.values():
+            first = group[0]
+            decls = [
+                f"{indent}// early-loads: loop {site.label} takes these packs from here, not from memory"
+            ]
+            decls += [f"{indent}{k.load.type} {arrays[k.load.statement.id]}[{macro}];" for k in group]
+            edits = [
+                (
+                    k.capture.end_byte,
+                    k.capture.end_byte,
+                    f" {arrays[k.load.statement.id]}[ktx_k] = {k.source};",
+                )
+                for k in group
+            ]
+            self._split(rw, first.loop, first.statement, site, macro, edits, decls)
+        # The loop: P unrolled iterations that use the registers, then the rest.
+        edits = [
+            (
+                ld.statement.start_byte,
+                ld.statement.end_byte,
+                f"{ld.variable} = {arrays[ld.statement.id]}[ktx_k];",
+            )
+            for ld in site.loads
         ]
-        insert_after_line(rw, site.after.end_byte, prefetch, COND)
-        # The loop: P unrolled iterations that use the prefetched packs, then the rest.
+        self._split(rw, site.loop, site.statement, site, macro, edits, [])
+        notes = []
+        if early:
+            what = ", ".join(ld.pointer.split()[0] for ld in early)
+            notes.append(f"loads of {what} in loop {site.label} can go before the reduction")
+        if site.kept:
+            reused = ", ".join(k.load.pointer.split()[0] for k in site.kept)
+            source = rw.target.label(site.kept[0].loop)
+            notes.append(
+                f"loop {site.label} takes the packs of {reused} that loop {source} loaded (registers)"
+            )
+        rw.note("; ".join(notes))
+
+    def _split(
+        self,
+        rw: Rewriter,
+        loop: Loop,
+        statement: ts.Node,
+        site: EarlySite,
+        macro: str,
+        edits: list[tuple[int, int, str]],
+        before: list[str],
+    ) -> None:
+        """``loop`` becomes ``before``, its first ``macro`` iterations unrolled (body with ``edits``),
+        then the rest from ``init + macro * stride``, under ``#if``; the original in ``#else``."""
+        module = rw.target.module
         source = module.source
-        loop_body = module.node(site.loop.body)
+        indent = syntax.indentation(source, statement.start_byte)
+        inner = indent + "  "
+        loop_body = module.node(loop.body)
         body_text = bytearray(source[loop_body.start_byte : loop_body.end_byte])
-        for ld in sorted(site.loads, key=lambda x: x.statement.start_byte, reverse=True):
-            a = ld.statement.start_byte - loop_body.start_byte
-            b = ld.statement.end_byte - loop_body.start_byte
-            body_text[a:b] = f"{ld.variable} = {arrays[ld.statement.id]}[ktx_k];".encode()
+        for a, b, text in sorted(edits, reverse=True):
+            body_text[a - loop_body.start_byte : b - loop_body.start_byte] = text.encode()
         first_body = _reindent(body_text.decode(), "  ")
-        pragma = site.loop.pragma
-        first, last = line_bounds(source, site.statement.start_byte, site.statement.end_byte)
+        pragma = loop.pragma
+        first, last = line_bounds(source, statement.start_byte, statement.end_byte)
         start = line_bounds(source, pragma.span.start, pragma.span.start)[0] if pragma is not None else first
-        if source[first : site.statement.start_byte].strip():
-            raise Refuse(f"line {line_of(site.statement)}: the loop does not start its line")
+        if source[first : statement.start_byte].strip():
+            raise Refuse(f"line {line_of(statement)}: the loop does not start its line")
         original = source[start:last].decode()
-        init = module.node(site.loop.init) if site.loop.init is not None else None
-        assert init is not None
-        decl = init.children_by_field_name("declarator")[0]
-        value = decl.child_by_field_name("value")
+        assert loop.init is not None
+        init = module.node(loop.init)
+        value = init.children_by_field_name("declarator")[0].child_by_field_name("value")
         assert value is not None
         rel = value.end_byte - start
         rest = original[:rel] + f" + {macro} * {site.stride}" + original[rel:]
+        index = f"const {site.var_type} {loop.var} = {site.init} + ktx_k * {site.stride};"
         prologue = [
+            *before,
             "#pragma unroll",
             f"{indent}for (int ktx_k = 0; ktx_k < {macro}; ++ktx_k) {{",
             f"{inner}{index}",
@@ -304,7 +406,44 @@ class EarlyLoads(Pass[EarlySite]):
             f"{indent}}}",
         ]
         wrap_lines(rw, start, last, "\n".join(prologue) + "\n" + rest, COND)
-        rw.note(f"loads of {names} in loop {site.label} can go before the reduction")
+
+
+def _earliest(module: Module, after: ts.Node, names: set[str]) -> ts.Node:
+    """The last statement of the body, up to ``after``, that declares or assigns one of ``names``:
+    the loads can be issued right after it (``after`` itself when none comes earlier)."""
+    body = after.parent
+    assert body is not None
+    last = None
+    for stmt in body.named_children:
+        if stmt.start_byte > after.start_byte:
+            break
+        declared = syntax.declared_names(module, stmt) if stmt.type == "declaration" else set()
+        if (declared | set(syntax.assigned(module, stmt))) & names:
+            last = stmt
+    return last if last is not None else after
+
+
+def _load_of(module: Module, stmt: ts.Node) -> tuple[str, str, ts.Node] | None:
+    """``(x, text of p, p)`` for a statement ``x.load(p);`` (a local's pack load)."""
+    call = stmt.named_children[0] if stmt.type == "expression_statement" and stmt.named_children else None
+    fn = call.child_by_field_name("function") if call is not None and call.type == "call_expression" else None
+    args = call.child_by_field_name("arguments") if call is not None else None
+    if fn is None or args is None or fn.type != "field_expression" or len(args.named_children) != 1:
+        return None
+    obj, field = fn.child_by_field_name("argument"), fn.child_by_field_name("field")
+    if obj is None or field is None or obj.type != "identifier" or syntax.text(module, field) != "load":
+        return None
+    pointer = args.named_children[0]
+    return syntax.text(module, obj), syntax.text(module, pointer), pointer
+
+
+def _header(module: Module, loop: Loop) -> tuple[str, ...]:
+    """The loop's header pieces, whitespace removed (two loops with equal headers walk the same
+    indices in the same order)."""
+    return tuple(
+        "".join(module.text(part).split()) if part is not None else ""
+        for part in (loop.init, loop.cond, loop.step)
+    )
 
 
 def _atom(module: Module, node: ts.Node) -> str:

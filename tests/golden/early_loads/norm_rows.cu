@@ -36,7 +36,7 @@ void launch_norm_rows(float* y, const float* x, const float* w, int rows, int n4
   norm_rows<<<rows, 256>>>(y, x, w, n4);
 }
 
-// CHECK: {{.*}}: remark: [early-loads] L4: rewritten: exposed PREFETCH {0, 1, 2, 4}; loads of row, w in loop L4 can go before the reduction
+// CHECK: {{.*}}: remark: [early-loads] L4: rewritten: exposed PREFETCH {0, 1, 2, 4}; loads of w in loop L4 can go before the reduction; loop L4 takes the packs of row that loop L0 loaded (registers)
 // CHECK: +// ktx:knobs begin
 // CHECK: +// norm_rows templated by `early-loads`.
 // CHECK: +// Each KTX_ macro is a knob; the defaults reproduce the original. Pick other values with
@@ -46,17 +46,34 @@ void launch_norm_rows(float* y, const float* x, const float* w, int rows, int n4
 // CHECK: +#endif
 // CHECK: +// ktx:knobs end
 // CHECK: +#if KTX_PREFETCH > 0
-// CHECK: +  // early-loads: the loads of loop L4 (row, w) for its first KTX_PREFETCH iterations, issued before the reduction
+// CHECK: +  // early-loads: loop L4 takes these packs from here, not from memory
 // CHECK: +  F4 ktx_pf_a[KTX_PREFETCH];
+// CHECK: +#pragma unroll
+// CHECK: +  for (int ktx_k = 0; ktx_k < KTX_PREFETCH; ++ktx_k) {
+// CHECK: +    const int i = threadIdx.x + ktx_k * blockDim.x;
+// CHECK: +    if (i < n4) {
+// CHECK: +      F4 a;
+// CHECK: +      a.load(row + i * 4); ktx_pf_a[ktx_k] = a;
+// CHECK: +      for (int j = 0; j < 4; ++j) s += a.v[j] * a.v[j];
+// CHECK: +    }
+// CHECK: +  }
+// CHECK: +  for (int i = threadIdx.x + KTX_PREFETCH * blockDim.x; i < n4; i += blockDim.x) {
+// CHECK: +    F4 a;
+// CHECK: +    a.load(row + i * 4);
+// CHECK: +    for (int j = 0; j < 4; ++j) s += a.v[j] * a.v[j];
+// CHECK: +  }
+// CHECK: +#else
+// CHECK: +#if KTX_PREFETCH > 0
+// CHECK: +  // early-loads: the loads of loop L4 (w) for its first KTX_PREFETCH iterations, issued before the reduction
 // CHECK: +  F4 ktx_pf_b[KTX_PREFETCH];
 // CHECK: +#pragma unroll
 // CHECK: +  for (int ktx_k = 0; ktx_k < KTX_PREFETCH; ++ktx_k) {
 // CHECK: +    const int i = threadIdx.x + ktx_k * blockDim.x;
 // CHECK: +    if (i < n4) {
-// CHECK: +      ktx_pf_a[ktx_k].load(row + i * 4);
 // CHECK: +      ktx_pf_b[ktx_k].load(w + i * 4);
 // CHECK: +    }
 // CHECK: +  }
+// CHECK: +#endif
 // CHECK: +#endif
 // CHECK: +#if KTX_PREFETCH > 0
 // CHECK: +#pragma unroll
@@ -78,17 +95,19 @@ void launch_norm_rows(float* y, const float* x, const float* w, int rows, int n4
 // CHECK: +#else
 // CHECK: +#endif
 // CONFIG: +// ktx: `early-loads` instantiated with PREFETCH=2
-// CONFIG: +  // early-loads: the loads of loop L4 (row, w) for its first KTX_PREFETCH iterations, issued before the reduction
+// CONFIG: -  for (int i = threadIdx.x; i < n4; i += blockDim.x) {
+// CONFIG: +  // early-loads: loop L4 takes these packs from here, not from memory
 // CONFIG: +  F4 ktx_pf_a[2];
-// CONFIG: +  F4 ktx_pf_b[2];
 // CONFIG: +#pragma unroll
 // CONFIG: +  for (int ktx_k = 0; ktx_k < 2; ++ktx_k) {
 // CONFIG: +    const int i = threadIdx.x + ktx_k * blockDim.x;
 // CONFIG: +    if (i < n4) {
-// CONFIG: +      ktx_pf_a[ktx_k].load(row + i * 4);
-// CONFIG: +      ktx_pf_b[ktx_k].load(w + i * 4);
+// CONFIG: +      F4 a;
+// CONFIG: +      a.load(row + i * 4); ktx_pf_a[ktx_k] = a;
+// CONFIG: +      for (int j = 0; j < 4; ++j) s += a.v[j] * a.v[j];
 // CONFIG: +    }
 // CONFIG: +  }
+// CONFIG: +  for (int i = threadIdx.x + 2 * blockDim.x; i < n4; i += blockDim.x) {
 // CONFIG: -  for (int i = threadIdx.x; i < n4; i += blockDim.x) {
 // CONFIG: +#pragma unroll
 // CONFIG: +  for (int ktx_k = 0; ktx_k < 2; ++ktx_k) {
