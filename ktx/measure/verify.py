@@ -264,7 +264,7 @@ def _result(
     count = int(xp.count_nonzero(bad))
     if count == 0:
         return Comparison(True, "", max_abs, rel)
-    flat = int(xp.argmax(bad.ravel()))  # the first True
+    flat = int(xp.argmax(bad.ravel().astype(xp.int8)))  # the first True
     g, wv = float(got.ravel()[flat]), float(want.ravel()[flat])
     kind = "NaN/Inf where the reference has none" if not math.isfinite(g) and math.isfinite(wv) else why
     message = (
