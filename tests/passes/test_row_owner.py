@@ -1,0 +1,263 @@
+"""row-owner: a thread per row becomes a warp or a block per row.
+
+The default (THREADS_PER_ROW=1) instantiates to the original bytes; the knob, constraint and
+launch follow the rewrite; refusals name the construct and its line; and every config of llm.c's
+``layernorm_forward_kernel1`` and ``softmax_forward_kernel1`` (read in place from
+``../shared/llmc``, skipped where absent) compiles for sm_90 with nvcc in a staged kernel folder,
+alone and with vectorize and unroll composed on the new loops.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from passtest import ROOT, apply, remarks
+
+from ktx.measure.compile import CompileRequest, compile_kernel, find_nvcc
+from ktx.pipeline import candidate_from_template, template_for_spec
+from ktx.spec import load_spec
+
+GOLDEN = ROOT / "tests" / "golden" / "row_owner"
+CONFIG_LINE = re.compile(r"(?m)^// ktx: `[^`]*` instantiated with [^\n]*\n")
+
+
+def _load(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+LADDER = _load("llmc_run_row_owner", ROOT / "benchmarks" / "llmc" / "run.py")
+
+
+def _llmc() -> Path | None:
+    for cand in (ROOT.parent / "shared" / "llmc", ROOT / "shared" / "llmc"):
+        if (cand / "dev" / "cuda" / "common.h").is_file():
+            return cand / "dev" / "cuda"
+    return None
+
+
+LLMC = _llmc()
+needs_llmc = pytest.mark.skipif(LLMC is None, reason="llm.c is not at ../shared/llmc")
+KERNELS = {"layernorm_forward": "layernorm_forward_kernel1", "softmax_forward": "softmax_forward_kernel1"}
+
+LN = """\
+__global__ void ln(float* __restrict__ y, float* __restrict__ mu,
+                   const float* __restrict__ x, int rows, int C) {
+  int row = blockIdx.x * blockDim.x + threadIdx.x;
+  if (row < rows) {
+    const float* xr = x + row * C;
+    float s = 0.f;
+    for (int i = 0; i < C; i++) s += xr[i];
+    float m = s / C;
+    for (int i = 0; i < C; i++) y[row * C + i] = xr[i] - m;
+    mu[row] = m;
+  }
+}
+
+void launch(float* y, float* mu, const float* x, int rows, int C) {
+  ln<<<(rows + 127) / 128, 128>>>(y, mu, x, rows, C);
+}
+"""
+
+
+def _plain(text: str) -> str:
+    return CONFIG_LINE.sub("", text, count=1)
+
+
+@pytest.mark.parametrize("path", sorted(GOLDEN.glob("*.cu")), ids=lambda p: p.stem)
+def test_default_is_the_original_byte_for_byte(path: Path) -> None:
+    source = path.read_text()
+    t = apply(source, "row-owner")
+    assert _plain(t.instantiate(t.space.defaults())) == source
+
+
+@needs_llmc
+@pytest.mark.parametrize("stem", sorted(KERNELS))
+def test_llmc_default_is_the_original_byte_for_byte(stem: str) -> None:
+    assert LLMC is not None
+    source = (LLMC / f"{stem}.cu").read_text()
+    t = apply(source, "row-owner", kernel=KERNELS[stem])
+    assert [k.name for k in t.knobs] == ["THREADS_PER_ROW"]
+    assert _plain(t.instantiate({"THREADS_PER_ROW": 1})) == source
+
+
+def test_knob_constraint_and_launch() -> None:
+    t = apply(LN, "row-owner")
+    assert [(k.name, k.values, k.default) for k in t.knobs] == [
+        ("THREADS_PER_ROW", (1, 32, 64, 128, 256, 512, 1024), 1)
+    ]
+    assert t.space.constraints == ("THREADS_PER_ROW > 32 or (128) % THREADS_PER_ROW == 0",)
+    launch = t.launch()
+    assert launch is not None
+    # T = 32: the original 128-thread blocks hold 4 rows, 32 times the blocks; T > 32: a block a row.
+    assert launch.evaluate({"rows": 1000, "THREADS_PER_ROW": 32})[:2] == ((8 * 32,), (128,))
+    assert launch.evaluate({"rows": 1000, "THREADS_PER_ROW": 256})[:2] == ((8 * 128,), (256,))
+    assert launch.evaluate({"rows": 1000, "THREADS_PER_ROW": 1})[:2] == ((8,), (128,))
+    assert apply(LN, "row-owner{max=128}").knobs[0].values == (1, 32, 64, 128)
+
+
+def test_warp_and_block_forms() -> None:
+    t = apply(LN, "row-owner")
+    warp = t.instantiate({"THREADS_PER_ROW": 32})
+    assert "const int ktx_lane = threadIdx.x % 32;" in warp
+    assert "int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;" in warp
+    assert "for (int i = ktx_lane; i < C; i += 32) s += xr[i];" in warp
+    assert "s = ktx_row_reduce<32>(s, ktx_row_sum());" in warp
+    assert "if (ktx_lane == 0) mu[row] = m;" in warp
+    assert "ln<<<((rows + 127) / 128) * 32, 128>>>" in warp
+    block = t.instantiate({"THREADS_PER_ROW": 512})
+    assert "int row = blockIdx.x;" in block and "ktx_lane" not in block
+    assert "for (int i = threadIdx.x; i < C; i += blockDim.x) s += xr[i];" in block
+    assert "s = ktx_row_reduce<512>(s, ktx_row_sum());" in block
+    assert "if (threadIdx.x == 0) mu[row] = m;" in block
+    assert "ln<<<((rows + 127) / 128) * (128), 512>>>" in block
+
+
+def test_reduction_forms() -> None:
+    maxes = LN.replace("s += xr[i];", "if (xr[i] > s) s = xr[i];")
+    out = apply(maxes, "row-owner").instantiate({"THREADS_PER_ROW": 64})
+    assert "s = ktx_row_reduce<64>(s, ktx_row_max());" in out
+    mins = LN.replace("s += xr[i];", "s = fminf(xr[i], s);")
+    assert "ktx_row_min()" in apply(mins, "row-owner").instantiate({"THREADS_PER_ROW": 32})
+    plus = LN.replace("s += xr[i];", "s = s + xr[i] * xr[i];")
+    assert "ktx_row_sum()" in apply(plus, "row-owner").instantiate({"THREADS_PER_ROW": 32})
+    # a sum that does not start at zero: the other lanes start it at zero, so it is counted once
+    seeded = LN.replace("float s = 0.f;", "float s = xr[0];")
+    out = apply(seeded, "row-owner").instantiate({"THREADS_PER_ROW": 32})
+    assert "    if (ktx_lane != 0) s = 0;\n    for (int i = ktx_lane;" in out
+
+
+def _skip(source: str) -> str:
+    t = apply(source, "row-owner")
+    assert not t.knobs
+    (remark,) = remarks(t)
+    return remark
+
+
+def test_refusals_name_the_construct_and_line() -> None:
+    assert _skip(LN.replace("i < C; i++) s", "i < C; i += 2) s")) == (
+        "ln: line 7: the loop over i steps by `i += 2`, not by 1: only loops in which one thread "
+        "walks the row element by element are rewritten"
+    )
+    assert _skip(LN.replace("s += xr[i];", "{ s += xr[i]; C--; }")) == (
+        "ln: line 7: the loop's bound `C` is not row-invariant: the loop writes C"
+    )
+    assert _skip(LN.replace("s += xr[i];", "{ s += xr[i]; if (s > 9.f) break; }")) == (
+        "ln: line 7: `break` inside the row loop at line 7: the lanes would leave it at different iterations"
+    )
+    assert _skip(LN.replace("mu[row] = m;", "mu[row] = m + (float)threadIdx.x;")) == (
+        "ln: line 10: the kernel reads threadIdx.x beside the thread index row: a group of threads "
+        "per row would change what it means"
+    )
+    assert _skip(LN.replace("float m = s / C;", "float m = s / C;\n    __syncthreads();")) == (
+        "ln: line 9: a barrier (__syncthreads): its threads already cooperate"
+    )
+    assert _skip(LN.replace("    mu[row] = m;\n", "    int k = 0;\n    while (k < 4) k++;\n")) == (
+        "ln: line 11: a while loop beside the row loops: only `for (i = start; i < bound; i++)` loops "
+        "over the row are rewritten"
+    )
+    assert _skip(LN.replace("s += xr[i];", "s = s * xr[i];")) == (
+        "ln: line 7: `for (int i = 0; i < C; i++) s = s * xr[i];` carries s from one iteration of the "
+        "row loop at line 7 to the next, and is not a reduction this pass knows (s += e, s = s + e, "
+        "m = fmaxf(m, e), max/min, if (e > m) m = e)"
+    )
+    assert _skip(LN.replace("mu[row] = m;", "mu[row] = y[row * C];")) == (
+        "ln: line 10: y[row * C] touches y outside the row loops, and a row loop writes it: another lane "
+        "may own that element"
+    )
+    one = (
+        "__global__ void k(float* y, const float* x, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (i < n) y[i] = 2.f * x[i];\n}\n"
+        "void go(float* y, const float* x, int n) { k<<<n / 64, 64>>>(y, x, n); }\n"
+    )
+    assert _skip(one) == (
+        "k: no loop walks a row: each thread computes its element(s) without a sequential loop over "
+        "the row indexed by i"
+    )
+
+
+def test_llmc_online_softmax_and_crossentropy_are_refused_precisely() -> None:
+    if LLMC is None:
+        pytest.skip("llm.c is not at ../shared/llmc")
+    soft = (LLMC / "softmax_forward.cu").read_text()
+    t = apply(soft, "row-owner", kernel="softmax_forward_online_kernel1")
+    assert not t.knobs
+    assert "the update of sum reads maxval" in remarks(t)[0] and "online softmax" in remarks(t)[0]
+    ce = (LLMC / "crossentropy_forward.cu").read_text()
+    t = apply(ce, "row-owner", kernel="crossentropy_forward_kernel1")
+    assert not t.knobs and "no loop walks a row" in remarks(t)[0]
+
+
+def test_vectorize_and_unroll_compose_on_the_new_loops() -> None:
+    t = apply(LN, "row-owner,vectorize,unroll")
+    names = [k.name for k in t.knobs]
+    assert names[0] == "THREADS_PER_ROW"
+    # the reduction loop packs in both new forms (N: loops the pass created), block and warp
+    assert sum(n.startswith("VEC_N") for n in names) == 2
+    assert {"UNROLL_N4", "UNROLL_N6"} <= set(names)  # the stores' loops, block and warp
+    config = {k.name: max(k.values) for k in t.knobs} | {"THREADS_PER_ROW": 256}
+    out = t.instantiate(config)
+    assert "for (int ktx_p = threadIdx.x; ktx_p < ktx_packs_N3; ktx_p += blockDim.x) {" in out
+    assert "const auto ktx_xr = ktx::load<4>(xr + ktx_p * 4);" in out  # 16 bytes a lane
+    assert "s = ktx_row_reduce<256>(s, ktx_row_sum());" in out
+
+
+# -- sm_90 compiles of the llm.c kernels, staged the way ktx optimize stages them ---------------
+
+
+def _ladder(stem: str) -> Any:
+    return next(lad for lad in LADDER.LADDERS if lad.name == stem)
+
+
+def _jobs(tmp_path: Path) -> list[tuple[str, Path, Any, dict[str, int]]]:
+    assert LLMC is not None
+    jobs: list[tuple[str, Path, Any, dict[str, int]]] = []
+    for stem in sorted(KERNELS):
+        lad = _ladder(stem)
+        folder = LADDER.stage(lad, lad.naive, LLMC, tmp_path / "stage")
+        spec = load_spec(folder)
+        for pipeline in ("row-owner", "row-owner,vectorize", "row-owner,unroll"):
+            t = template_for_spec(spec, pipeline)
+            assert t.knobs[0].name == "THREADS_PER_ROW", (stem, pipeline, remarks(t))
+            values = t.knobs[0].values if pipeline == "row-owner" else (32, 256)
+            for v in values:
+                config = {k.name: max(k.values) for k in t.knobs[1:]}
+                config["THREADS_PER_ROW"] = v
+                if not t.space.feasible(config, {}):
+                    continue
+                source = candidate_from_template(spec, t, config).source
+                jobs.append((f"{stem} {pipeline} {config}", folder, spec, {"source": source}))
+    return jobs
+
+
+@needs_llmc
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not on PATH")
+def test_llmc_every_config_compiles_for_sm90_without_spills(tmp_path: Path) -> None:
+    jobs = _jobs(tmp_path)
+    assert len(jobs) >= 2 * 7 + 2 * 2 * 2
+
+    def build(job: tuple[str, Path, Any, dict[str, Any]]) -> tuple[str, bool, str]:
+        name, folder, spec, extra = job
+        flags = (*spec.flags, "-Xptxas", "-v")
+        req = CompileRequest(extra["source"], spec.kernel, flags, "90", (str(folder),), "nvcc")
+        result = compile_kernel(req)
+        return name, result.ok, result.log
+
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(build, jobs))
+    failed = [f"{name}:\n{log[-1500:]}" for name, ok, log in results if not ok]
+    assert not failed, "\n".join(failed)
+    spills = [name for name, _, log in results if re.search(r"[1-9]\d* bytes spill stores", log)]
+    assert not spills, spills
