@@ -305,6 +305,61 @@ def _inside_function(root: ts.Node, start: int, end: int) -> bool:
     return False
 
 
+def _brace_depth(source: bytes, offset: int) -> int:
+    """Braces and parentheses open at ``offset``: code only (comments, strings and directive
+    lines skipped), and in ``#if`` groups the first branch only, as tree-sitter would pair them."""
+    depth = 0
+    skipping: list[bool] = []  # per open #if: whether this branch is skipped (not the first)
+    i, n = 0, min(offset, len(source))
+    at_line_start = True
+    while i < n:
+        c = source[i : i + 1]
+        if at_line_start:
+            j = i
+            while j < n and source[j : j + 1] in (b" ", b"\t"):
+                j += 1
+            if source[j : j + 1] == b"#":
+                m = _DIRECTIVE.match(source, i)
+                if m is not None:
+                    kind = m.group(1)
+                    if kind in (b"if", b"ifdef", b"ifndef"):
+                        skipping.append(False)
+                    elif kind in (b"elif", b"else") and skipping:
+                        skipping[-1] = True
+                    elif kind == b"endif" and skipping:
+                        skipping.pop()
+                end = source.find(b"\n", i)
+                while end >= 0 and source[i:end].rstrip(b"\r").endswith(b"\\"):
+                    i = end + 1
+                    end = source.find(b"\n", i)
+                i = n if end < 0 else end + 1
+                continue
+        at_line_start = False
+        if c in (b'"', b"'"):
+            j = i + 1
+            while j < n and source[j : j + 1] not in (c, b"\n"):
+                j += 2 if source[j : j + 1] == b"\\" else 1
+            i = j + 1
+            continue
+        if source.startswith(b"//", i):
+            j = source.find(b"\n", i)
+            i = n if j < 0 else j
+            continue
+        if source.startswith(b"/*", i):
+            j = source.find(b"*/", i + 2)
+            i = n if j < 0 else j + 2
+            continue
+        if c == b"\n":
+            at_line_start = True
+        elif not any(skipping):
+            if c in (b"{", b"("):
+                depth += 1
+            elif c in (b"}", b")"):
+                depth -= 1
+        i += 1
+    return depth
+
+
 def hide_split_conditionals(text: bytes, source: bytes) -> tuple[bytes, tuple[HiddenBranch, ...]]:
     """Blank the ``#if`` groups that break a function body's parse (see the module docstring).
 
@@ -313,8 +368,8 @@ def hide_split_conditionals(text: bytes, source: bytes) -> tuple[bytes, tuple[Hi
     """
     if b"#" not in source:
         return text, ()
-    groups = conditional_groups(source)
-    if not groups:
+    groups = [g for g in conditional_groups(source) if _brace_depth(source, g[0]) > 0]
+    if not groups:  # include guards, file-scope configuration: nothing to hide
         return text, ()
     tree = parse_tree(text)
     if not tree.root_node.has_error:
