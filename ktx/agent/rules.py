@@ -397,7 +397,6 @@ class RulesPlanner:
             seen.add(name)
             out = [c for c in out if not (c[0] == name and not c[2])]
             out.append((name, self._verdict(context, name, tried), reason))
-            continue
         return out
 
     def sites(self, context: PlanContext) -> list[Probe]:
