@@ -12,7 +12,9 @@ the work): the statements from that index to the end of the kernel are wrapped i
       if (i >= n) continue;   // was: return
       ...
 
-Each ``return`` of that region becomes ``continue``, so the bounds check is kept, item by item.
+With ``spacing=grid`` the items of a thread are a whole grid apart instead
+(``(blockIdx.x + ktx_k * gridDim.x) * blockDim.x + threadIdx.x``), as a grid-stride loop takes
+them. Each ``return`` of that region becomes ``continue``, so the bounds check is kept, item by item.
 Consecutive threads still touch consecutive items (coalescing is unchanged) and the unrolled
 loop gives each thread ``COARSEN`` independent items in flight.
 
@@ -68,7 +70,16 @@ class Coarsen(Pass[CoarsenSite]):
     knobs = (
         KnobSpec("COARSEN", "1, 2, 4, … max", "1 (one item per thread)", "items handled by each thread"),
     )
-    options = (Option("max", "int", 8, "largest coarsening factor offered"),)
+    options = (
+        Option("max", "int", 8, "largest coarsening factor offered"),
+        Option(
+            "spacing",
+            "str",
+            "block",
+            "block: a thread's items sit blockDim.x apart in COARSEN consecutive blocks; grid: a "
+            "whole (smaller) grid apart, as a grid-stride loop would take them",
+        ),
+    )
     after = ("expose", "block-size")
     prefer_after = ("vectorize",)  # as for split: vectorize needs the loop's plain index mapping
     conflicts = ("split",)
@@ -137,7 +148,12 @@ class Coarsen(Pass[CoarsenSite]):
                 f"#pragma unroll\n{indent}for (int ktx_k = 0; ktx_k < {macro}; ++ktx_k) {{\n",
             )
             index = site.index
-            rw.replace_bytes(index.start_byte, index.end_byte, f"(blockIdx.x * {macro} + ktx_k)")
+            spacing = str(self.option("spacing"))
+            if spacing not in ("block", "grid"):
+                raise Refuse(f"spacing={spacing}: expected block or grid")
+            block = f"(blockIdx.x * {macro} + ktx_k)"
+            grid = "(blockIdx.x + ktx_k * gridDim.x)"
+            rw.replace_bytes(index.start_byte, index.end_byte, grid if spacing == "grid" else block)
             for ret in site.returns:
                 if ret.named_children:
                     raise Refuse(f"return with a value at line {line_of(ret)}")

@@ -68,3 +68,21 @@ def test_refusals() -> None:
     assert "blockIdx.x is used beyond the global index" in remarks(apply(reuse, "coarsen"))[0]
     rows = remarks(apply(suite_source("silu_and_mul"), "coarsen"))
     assert "kernels with one row per block can use split" in rows[0]
+
+
+def test_grid_spacing_puts_a_threads_items_a_grid_apart() -> None:
+    t = apply(ITEM, "coarsen{spacing=grid}")
+    assert "+    const int i = (blockIdx.x + ktx_k * gridDim.x) * blockDim.x + threadIdx.x;" in changed(
+        ITEM, code(t)
+    )
+    launch = t.launch()
+    assert launch is not None and launch.grid == ("ceil_div((n + 127) // 128, COARSEN)",)
+    # every item once: blocks b < G' and k < COARSEN cover [0, COARSEN * G' * 128)
+    for n, c in ((1, 2), (1000, 4), (128 * 8 + 1, 8)):
+        (grid,), (block,), _ = launch.evaluate({"n": n, "COARSEN": c})
+        items = sorted(
+            (b + k * grid) * block + t for b in range(grid) for k in range(c) for t in range(block)
+        )
+        assert items == list(range(grid * c * block)) and grid * c * block >= n
+    bad = apply(ITEM, "coarsen{spacing=warp}")
+    assert "spacing=warp: expected block or grid" in remarks(bad)[0]

@@ -296,18 +296,19 @@ def _llmc_jobs(tmp_path: Path) -> list[tuple[str, str]]:
     for stem in ("gelu_forward", "residual_forward"):
         path = LLMC / f"{stem}.cu"
         kernel = f"{stem}_kernel1"
-        for knob, passes, values in (
-            ("VEC_THREAD", "vectorize", (1, 2, 4, 8)),
-            ("COARSEN", "coarsen", (2, 8)),
+        for knob, passes, label, values in (
+            ("VEC_THREAD", "vectorize", "vectorize", (1, 2, 4, 8)),
+            ("COARSEN", "coarsen", "coarsen", (2, 8)),
+            ("COARSEN", "coarsen{spacing=grid}", "coarsen-grid", (4,)),
         ):
             for v in values:
-                out = tmp_path / f"{stem}_{passes}_{v}.cu"
+                out = tmp_path / f"{stem}_{label}_{v}.cu"
                 err = io.StringIO()
                 with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
                     argv = ["apply", "--passes", passes, str(path), "--kernel", kernel]
                     code = main([*argv, "--config", f"{knob}={v}", "-o", str(out)])
                 assert code == 0, err.getvalue()
-                jobs.append((f"{stem}_{passes}_{v}", out.read_text()))
+                jobs.append((f"{stem}_{label}_{v}", out.read_text()))
     return jobs
 
 
@@ -327,6 +328,8 @@ def test_llmc_kernel1_files_in_place_every_config_compiles(tmp_path: Path) -> No
         "int idx = (blockIdx.x * 8 + ktx_k) * blockDim.x + threadIdx.x;"
         in texts["residual_forward_coarsen_8"]
     )
+    grid = "int idx = (blockIdx.x + ktx_k * gridDim.x) * blockDim.x + threadIdx.x;"
+    assert grid in texts["residual_forward_coarsen-grid_4"]
     build = tmp_path / "build"
     build.mkdir()
     with ThreadPoolExecutor(2) as pool:
