@@ -83,7 +83,7 @@ def stage(folder: Path, stem: str, inputs: tuple[str, ...]) -> Path:
 
 
 @pytest.mark.skipif(not (LLMC / "common.h").is_file(), reason="llm.c is not at ../shared/llmc")
-@pytest.mark.parametrize("passes", ["vectorize", "coarsen", "vectorize,block-size"])
+@pytest.mark.parametrize("passes", ["vectorize", "coarsen", "coarsen{spacing=grid}", "vectorize,block-size"])
 @pytest.mark.parametrize(
     ("stem", "inputs"),
     [("gelu_forward", ("inp",)), ("residual_forward", ("inp1", "inp2"))],
@@ -96,7 +96,7 @@ def test_llmc_kernel1_every_config_verifies(
 
     spec = load_spec(stage(tmp_path / stem, stem, inputs))
     t = template_for_spec(spec, passes)
-    knob = {"vectorize": "VEC_THREAD", "coarsen": "COARSEN"}[passes.split(",")[0]]
+    knob = "VEC_THREAD" if passes.startswith("vectorize") else "COARSEN"
     assert t.knobs[0].name == knob
     configs = [{knob: v} for v in t.knobs[0].values]
     if passes == "vectorize,block-size":  # the packs under other block sizes (the grid follows)
