@@ -305,14 +305,20 @@ def _inside_function(root: ts.Node, start: int, end: int) -> bool:
     return False
 
 
-def _brace_depth(source: bytes, offset: int) -> int:
-    """Braces and parentheses open at ``offset``: code only (comments, strings and directive
-    lines skipped), and in ``#if`` groups the first branch only, as tree-sitter would pair them."""
+def _brace_depths(source: bytes, offsets: list[int]) -> list[int]:
+    """Braces and parentheses open at each of ``offsets`` (ascending line starts): code only
+    (comments, strings and directive lines skipped), and in ``#if`` groups the first branch
+    only, as tree-sitter would pair them. One scan for all offsets."""
+    found: list[int] = []
     depth = 0
     skipping: list[bool] = []  # per open #if: whether this branch is skipped (not the first)
-    i, n = 0, min(offset, len(source))
+    i, n = 0, len(source)
     at_line_start = True
-    while i < n:
+    k = 0
+    while i < n and k < len(offsets):
+        while k < len(offsets) and offsets[k] <= i:
+            found.append(depth)
+            k += 1
         c = source[i : i + 1]
         if at_line_start:
             j = i
@@ -357,7 +363,8 @@ def _brace_depth(source: bytes, offset: int) -> int:
             elif c in (b"}", b")"):
                 depth -= 1
         i += 1
-    return depth
+    found.extend(depth for _ in range(len(offsets) - len(found)))
+    return found
 
 
 def hide_split_conditionals(text: bytes, source: bytes) -> tuple[bytes, tuple[HiddenBranch, ...]]:
@@ -368,7 +375,8 @@ def hide_split_conditionals(text: bytes, source: bytes) -> tuple[bytes, tuple[Hi
     """
     if b"#" not in source:
         return text, ()
-    groups = [g for g in conditional_groups(source) if _brace_depth(source, g[0]) > 0]
+    every = conditional_groups(source)
+    groups = [g for g, d in zip(every, _brace_depths(source, [a for a, _ in every]), strict=True) if d > 0]
     if not groups:  # include guards, file-scope configuration: nothing to hide
         return text, ()
     tree = parse_tree(text)
