@@ -10,6 +10,7 @@
 #                per_token_group_quant_fp8     unroll,early-loads   (cluster-rows refuses it: 16
 #                                              threads per group reduce with shuffles, no block reduction)
 #                merge_attn_states             loads-first,coarsen,block-size
+#   1b. smoke  ktx run of one config per new pass beside the original (seconds each);
 #   3. report  per kernel the search and dispatched geomeans, per shape before/after, and at
 #              tokens <= 16 the distance to the floor (graph time minus the empty kernel's) before
 #              and after, as issue13.md and issue13.json.
@@ -18,7 +19,7 @@
 # log) goes into one tarball, $OUT/issue13.tar.gz; issue13.md is also written beside it.
 #
 # Usage on the GPU host, repo root:   OUT=/path bash scripts/gpu_issue13.sh
-# Knobs: SECONDS_RMSNORM (85), SECONDS_FUSED (85), SECONDS_QUANT (90), SECONDS_MERGE (75): search seconds per
+# Knobs: SECONDS_RMSNORM (80), SECONDS_FUSED (80), SECONDS_QUANT (85), SECONDS_MERGE (70): search seconds per
 #        kernel (baselines included; the held-out check comes after); BUDGET (470): seconds for the
 #        whole script; TRIALS (40) per shape; JOBS (nproc-2, <= 12); SHAPES (default).
 # CPU dry run (fake GPU, no floor): KTX_SKIP_ENV=1 PY=.venv/bin/python \
@@ -91,11 +92,25 @@ tune() {  # kernel pipeline seconds
   say "tune $k rc=$?"; tail -30 "$run.txt" | tee -a "$LOG" >&2
 }
 
+# -- 1b. one config of each new pass, verified and timed beside the original (a failing cluster
+#        launch or NVRTC build shows up here first, in seconds) ----------------------------------
+smoke() {  # name kernel shape pipeline config...
+  local name=$1 k=$2 shape=$3 passes=$4; shift 4
+  local args=(); for c in "$@"; do args+=(--config "$c"); done
+  say "smoke $name: $k $shape $passes $*"
+  timeout "$(cap 60)" "$PY" -m ktx run "kernels/$k" --shape "$shape" --passes "$passes" "${args[@]}" \
+    --json "$RUNS/smoke_$name.json" > "$RUNS/smoke_$name.txt" 2>&1
+  say "smoke $name rc=$?"; tail -6 "$RUNS/smoke_$name.txt" | tee -a "$LOG" >&2
+}
+
 floor
-tune rmsnorm 'block-size,cluster-rows,early-loads' "${SECONDS_RMSNORM:-85}"
-tune fused_add_rmsnorm 'block-size,cluster-rows,early-loads' "${SECONDS_FUSED:-85}"
-tune per_token_group_quant_fp8 'unroll,early-loads' "${SECONDS_QUANT:-90}"
-tune merge_attn_states 'loads-first,coarsen,block-size' "${SECONDS_MERGE:-75}"
+smoke cluster rmsnorm tokens=16,d=4096 'block-size,cluster-rows,early-loads' BLOCK_Y=4 CLUSTER=4 PREFETCH=1
+smoke early fused_add_rmsnorm tokens=1,d=8192 'cluster-rows,early-loads' CLUSTER=8 PREFETCH=1
+smoke loads merge_attn_states tokens=256,heads=32,head_dim=128 'loads-first' LOADS_FIRST=1
+tune rmsnorm 'block-size,cluster-rows,early-loads' "${SECONDS_RMSNORM:-80}"
+tune fused_add_rmsnorm 'block-size,cluster-rows,early-loads' "${SECONDS_FUSED:-80}"
+tune per_token_group_quant_fp8 'unroll,early-loads' "${SECONDS_QUANT:-85}"
+tune merge_attn_states 'loads-first,coarsen,block-size' "${SECONDS_MERGE:-70}"
 
 # -- 3. the report ------------------------------------------------------------------------------
 "$PY" - "$RUNS" <<'PY' 2>&1 | tee -a "$LOG" >&2
