@@ -31,6 +31,7 @@ TRANSPARENT = {
     "cluster-rows",
     "early-loads",
     "loads-first",
+    "row-owner",
 }
 #: Kernels on which each pass exposes at least one knob (among the kernels listed in KNOWN;
 #: kernels added to the suite later are checked for the properties, not pinned here).
@@ -51,6 +52,7 @@ APPLIES = {
     "expose": {"fused_add_rmsnorm", "merge_attn_states", "moe_sum", "rmsnorm", "rope", "silu_and_mul"},
     "loads-first": {"merge_attn_states"},
     "launch-bounds": {"fused_add_rmsnorm", "merge_attn_states", "moe_sum", "rmsnorm", "rope", "silu_and_mul"},
+    "row-owner": set(),  # the suite has no thread-per-row kernel (llm.c's are in test_row_owner)
     "split": {"moe_sum", "rope", "silu_and_mul"},
     "tile": {"fused_add_rmsnorm", "per_token_group_quant_fp8", "rmsnorm", "rope", "silu_and_mul"},
     "unroll": {
