@@ -84,3 +84,23 @@ def test_element_sizes_through_template_arguments() -> None:
     assert element_size(m, "T", k, ["__half", "4"]) == 2
     assert element_size(m, "T", k, ["float", "4"]) == 4
     assert element_size(m, "float4", k, []) == 16
+
+
+def test_load_intrinsics_read_and_do_not_escape() -> None:
+    m = parse(
+        """__global__ void k(float* __restrict__ out, const float* __restrict__ in, int n) {
+  float s = 0.f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    s += __ldg(&in[i]) + __ldcs(&in[i + 1]);
+    __stcs(&out[i], s);
+  }
+}"""
+    )
+    info = analyze_loop(m, m.kernel(), m.loops[0])
+    rows = [(a.kind, a.pointer, a.reads, a.writes, a.node.type) for a in info.accesses]
+    assert rows == [
+        ("load", "in", True, False, "call_expression"),  # the whole __ldg(...) is the load
+        ("load", "in", True, False, "call_expression"),
+        ("address", "out", True, True, "subscript_expression"),  # a store intrinsic stays opaque here
+    ]
+    assert m.text(info.accesses[0].span) == "__ldg(&in[i])"
