@@ -7,31 +7,39 @@ for (int i = 0; i < C; i++) m += x[i]; ... }``. A warp's 32 threads then read 32
 knob ``THREADS_PER_ROW`` (1, the original, by default; 32 ... 1024) hands each row to a group of
 T threads instead:
 
-* the row index becomes the group index: ``blockIdx.x * (blockDim.x / T) + threadIdx.x / T``
-  for a warp or less (T <= 32, the original block holds ``blockDim.x / T`` rows), and
-  ``blockIdx.x`` for T > 32 (the block is the group, ``blockDim.x == T``);
+* the row index becomes the group index: ``blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32``
+  for a warp (T = 32: the original block holds ``blockDim.x / 32`` rows, and the constraint
+  ``block % 32 == 0`` keeps warps whole), and ``blockIdx.x`` for T > 32 (the block is the group,
+  ``blockDim.x == T``, W = T / 32 warps);
 * each sequential loop over the row (unit step, a row-invariant bound) is strided by lanes:
-  ``for (int i = lane; i < C; i += T)``, written ``threadIdx.x`` / ``blockDim.x`` when the block
-  is the group, the block-stride form that vectorize, unroll and cache-hints read;
-* accumulators carried across iterations are recognised reductions (``s += e``, ``s = s + e``,
-  ``m = fmaxf(m, e)`` and the other max/min calls, ``if (e > m) m = e;``), reduced right after
-  their loop over the group (shuffles with ``__shfl_xor_sync``, then shared memory across warps)
-  with every lane getting the result, so the statements after the loop (``m = m / C``,
-  ``s = 1 / sqrtf(v + eps)``) run on all lanes alike and later loops see them;
+  ``for (int i = ktx_lane; i < C; i += 32)`` with ``ktx_lane = threadIdx.x % 32``, and
+  ``for (int i = threadIdx.x; i < C; i += blockDim.x)`` when the block is the group: the lane
+  and block-stride forms that vectorize, unroll and cache-hints read;
+* accumulators carried across iterations are recognised reductions (``s += e``, ``s -= e``,
+  ``s = s + e``, ``m = fmaxf(m, e)`` and the other max/min calls, ``if (e > m) m = e;``),
+  reduced right after their loop over the group (``__shfl_xor_sync``, then shared memory across
+  warps, every thread combining the warps' values in the same order) with every lane getting
+  the result, so the statements after the loop (``m = m / C``, ``s = 1 / sqrtf(v + eps)``) run
+  on all lanes alike and later loops see them; a sum that enters its loop with a value other
+  than a literal zero is zeroed on the lanes other than lane 0 first, so it is counted once;
 * a store outside the row loops (``mean[idx] = m``) is written once, by lane 0;
-* the guard ``if (idx < N)`` (or ``if (idx >= N) return;``) is the same for the whole group, so
-  shuffles and barriers inside it stay uniform: for T <= 32 the shuffle mask is the group's lanes,
-  for T > 32 the group is the block;
-* the launch follows: block ``T`` (T > 32) or the original block, grid ``grid * T`` (T <= 32) or
-  ``grid * block`` (T > 32), in the mapping and at the file's launches.
+* the guard ``if (idx < N)`` (or ``if (idx >= N) return;``) is the same for the whole group
+  (a warp, or the block), so the shuffles and barriers inside it stay uniform;
+* every row loop strides the row the same way, so element ``i`` belongs to the same lane in
+  all of them: a loop may write ``out_row[i]`` and a later one read it back (softmax's
+  ``out_row[j] /= sum``) with no barrier;
+* the launch follows: block ``T`` (T > 32) or the original block, grid ``grid * 32`` (T = 32)
+  or ``grid * block`` (T > 32, one block per row the original covered), in the mapping and at
+  the file's launches.
 
-The whole body is a preprocessor group (``#if T > 32`` / ``#elif T > 1`` / ``#else`` original),
-so T = 1 instantiates to the original bytes. It refuses, naming the construct and its line:
-other uses of the thread builtins, shared memory, barriers or shuffles already in the kernel, a
-loop over the row whose bound changes inside it, a variable carried across iterations that is
-not a recognised reduction (the online softmax's ``maxval``/``sum`` pair among them), an array
-a row loop writes and any loop reads at another element, breaks and returns inside a row loop,
-and loops of other shapes beside the row loops.
+The kernel body and each launch are preprocessor groups (``#if T > 32`` / ``#elif T == 32`` /
+``#else`` original), so T = 1 instantiates to the original bytes. It refuses, naming the
+construct and its line: other uses of the thread builtins, shared memory, barriers or shuffles
+already in the kernel, ``__launch_bounds__``, a row loop whose step is not 1 or whose bound it
+changes, a variable carried across iterations that is not a recognised reduction (a running
+sum read between updates; the online softmax's coupled ``maxval``/``sum`` pair), memory a row
+loop writes and another access touches at a different element or outside the row loops,
+``break``/``return`` inside a row loop, and loops of other shapes beside the row loops.
 """
 
 from __future__ import annotations
