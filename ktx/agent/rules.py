@@ -60,7 +60,7 @@ PHASES: tuple[tuple[str, ...], ...] = (
     ("row-owner", "warp-reduce", "split", "cluster-rows", "rows-per-block"),
     ("vectorize", "coarsen"),
     ("block-size",),
-    ("unroll", "tile", "early-loads"),
+    ("unroll", "tile", "early-loads", "loads-first"),
     ("hoist", "cache-hints", "launch-bounds", "expose", "fast-math"),
 )
 
