@@ -32,6 +32,7 @@ from ktx.registry import Registry
 from ktx.search.cache import MeasurementCache
 from ktx.search.engine import dispatched_speedup, speedup_geomeans
 from ktx.search.evaluate import Evaluator, objective_time
+from ktx.search.paired import PairedCheck
 from ktx.search.progress import Display
 from ktx.search.recording import Recording
 from ktx.search.runlog import RunLog
@@ -103,6 +104,9 @@ class ShapeOutcome:
     best_config: Mapping[str, int] | None
     best: Measurement | None
     min_gain: float = 0.0  # the dispatch table's: a config must beat the original by this much
+    #: The paired final check (:mod:`ktx.search.paired`): where it re-measured, it decides
+    #: whether the best config wins, and its speedup is the one quoted.
+    paired: PairedCheck | None = None
 
     @property
     def original_us(self) -> float | None:
@@ -110,10 +114,17 @@ class ShapeOutcome:
 
     @property
     def best_us(self) -> float | None:
-        return None if self.best is None else objective_time(self.best, self.metric)
+        """The best config's time: original / re-measured speedup where the final check ran."""
+        found = None if self.best is None else objective_time(self.best, self.metric)
+        speedup = None if self.paired is None else self.paired.speedup
+        o = self.original_us
+        return found if found is None or speedup is None or o is None else o / speedup
 
     @property
     def wins(self) -> bool:
+        verdict = None if self.paired is None else self.paired.verdict(self.min_gain)
+        if verdict is not None:
+            return verdict and self.best_config is not None
         o, b = self.original_us, self.best_us
         return b is not None and (o is None or b * (1.0 + self.min_gain) < o)
 
@@ -155,6 +166,7 @@ class ShapeOutcome:
             else self.original.sol_us / self.original_us,
             "best_config": None if self.best_config is None else dict(self.best_config),
             "spread": self.spread,
+            "paired": None if self.paired is None else self.paired.to_dict(),
         }
 
 
@@ -291,8 +303,8 @@ class TuneSearch:
             self.recording, Display(enabled=not self.quiet),
         )  # fmt: skip
         try:
-            for point in self.points:
-                runner.prepare_shape(ctx, point)
+            runner.prepare_all(ctx, deadline)
+            for point in ctx.searched:
                 config = warm.get(point.name)
                 mapped = None if config is None else map_config(config, tunable)
                 if mapped is None or not tunable.space.knobs:
@@ -302,8 +314,9 @@ class TuneSearch:
                 study = open_study(storage, runner.study_name(ctx, point), optuna.samplers.RandomSampler())
                 if not study.trials:
                     study.enqueue_trial(tunable.space.to_params(mapped), user_attrs={"warm_start": True})
-            runner.tune_shapes(ctx, deadline)
-            summary = runner.finalize(ctx, time.monotonic() - start)
+            # the round's final check and outputs come out of its time share, reserved up front
+            runner.tune_shapes(ctx, runner.search_until(ctx, deadline))
+            summary = runner.finalize(ctx, time.monotonic() - start, deadline, start)
         finally:
             ctx.display.close()
         failures: dict[str, int] = {}
@@ -317,7 +330,15 @@ class TuneSearch:
             evaluations += r.stats.evaluations
             trials_run += r.stats.trials
             outcomes.append(
-                ShapeOutcome(r.point.name, r.metric, r.original, r.best_config, r.best, self.min_gain)
+                ShapeOutcome(
+                    r.point.name,
+                    r.metric,
+                    r.original,
+                    r.best_config,
+                    r.best,
+                    self.min_gain,
+                    summary.paired.get(r.point.name),
+                )
             )
         return RoundResult(
             tuple(outcomes), failures, evaluations, trials_run, time.monotonic() - start, folder

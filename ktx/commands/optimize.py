@@ -107,8 +107,9 @@ def render(result: OptimizeResult) -> str:
         )
     lines += [
         "",
-        "| shape | metric | original µs | best µs | speedup | SOL | config (dispatched) |",
-        "| --- | --- | ---: | ---: | ---: | ---: | --- |",
+        "| shape | metric | original µs | best µs | speedup | re-measured [95%] | SOL "
+        "| config (dispatched) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
 
     def f(v: float | None, spec: str) -> str:
@@ -122,7 +123,8 @@ def render(result: OptimizeResult) -> str:
             config = dict(s.best_config) if result.best_round and s.wins and s.best_config else None
         lines.append(
             f"| {s.shape} | {s.metric} | {f(row['original_us'], '.2f')} | {f(row['effective_us'], '.2f')} | "
-            f"{f(row['speedup'], '.3f')} | {f(row['sol_fraction'], '.0%')} | {config_text(config)} |"
+            f"{f(row['speedup'], '.3f')} | {'-' if s.paired is None else s.paired.text()} | "
+            f"{f(row['sol_fraction'], '.0%')} | {config_text(config)} |"
         )
     lines += [
         "",
@@ -131,6 +133,12 @@ def render(result: OptimizeResult) -> str:
         f"tokens {result.usage.total_tokens}",
         fast_math_line(result, dispatch, fm if isinstance(fm, dict) else {}),
     ]
+    if any(s.paired is not None for s in result.shapes):
+        lines.append(
+            "re-measured: the best config and the original timed again alternately in one worker; "
+            "geometric mean of the paired ratios [95% interval]; the table uses a config only where the "
+            "interval lies above 1 + --min-gain"
+        )
     lines += [f"note: {n}" for n in result.notes]
     return "\n".join(lines)
 

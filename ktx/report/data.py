@@ -31,6 +31,9 @@ class ShapeRow:
     original_sol: float | None
     final_sol: float | None
     config: Mapping[str, int] | None
+    #: The paired final check (``ktx.search.paired``): "1.083 [1.061, 1.106]", "1.000 (identical
+    #: code)", "not re-measured", or "" for runs from before the check existed.
+    remeasured: str = ""
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,20 @@ def _shape_row(s: Mapping[str, Any]) -> ShapeRow:
         s.get("original_sol_fraction"),
         s.get("sol_fraction"),
         s.get("best_config") if s.get("wins") else None,
+        _remeasured(s.get("paired")),
     )
+
+
+def _remeasured(data: Any) -> str:
+    """The final check's speedup and 95% interval, as the tune summary quotes it."""
+    if not isinstance(data, Mapping):
+        return ""
+    from ktx.search.paired import PairedCheck
+
+    try:
+        return PairedCheck.from_dict(data).text()
+    except (KeyError, TypeError, ValueError):
+        return ""
 
 
 _PARAM = re.compile(r"^log2\((.+)\)$|^(.+)\[i\]$")

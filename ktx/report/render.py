@@ -106,13 +106,16 @@ def shape_rows(run: RunData) -> list[list[str]]:
     return [
         [
             s.shape, s.metric, _f(s.original_us, ".2f"), _f(s.final_us, ".2f"), _f(s.speedup, ".3f", "x"),
-            _pct(s.original_sol), _pct(s.final_sol), _config(s.config),
+            s.remeasured or "-", _pct(s.original_sol), _pct(s.final_sol), _config(s.config),
         ]
         for s in run.shapes
     ]  # fmt: skip
 
 
-SHAPE_HEAD = ["shape", "metric", "original µs", "tuned µs", "speedup", "SOL before", "SOL after", "config"]
+SHAPE_HEAD = [
+    "shape", "metric", "original µs", "tuned µs", "speedup", "re-measured [95%]", "SOL before", "SOL after",
+    "config",
+]  # fmt: skip
 ROUND_HEAD = ["round", "planner", "pipeline", "why", "status", "geomean", "did not apply", "evals", "tokens"]
 
 
@@ -257,7 +260,7 @@ def html_page(run: RunData, plots: Sequence[tuple[str, str, bytes | None]], patc
     b.append(
         "<ul>" + "".join(f"<li><b>{_h(k)}</b>: {_inline(v)}</li>" for k, v in summary_items(run)) + "</ul>"
     )
-    b += ["<h2>Per shape</h2>", _html_table(SHAPE_HEAD, shape_rows(run), lambda i: 2 <= i <= 6)]
+    b += ["<h2>Per shape</h2>", _html_table(SHAPE_HEAD, shape_rows(run), lambda i: 2 <= i <= 7)]
     b.append("<h2>What each round tried, and why</h2>")
     table = _html_table(ROUND_HEAD, round_rows(run), lambda i: i in (0, 5, 7, 8))
     for r in run.rounds:  # colour the status cells

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -289,3 +290,39 @@ def test_fast_math_and_configs_come_from_the_dispatched_configs(tmp_path: Path) 
 
 def row_of(text: str, shape: str) -> str:
     return next(line for line in text.splitlines() if line.startswith(f"| {shape} |"))
+
+
+class PairedModel(ModelBackend):
+    """The modelled GPU, able to re-measure: the paired final check gets the model's times with
+    a small alternating jitter, so that its intervals are real intervals."""
+
+    def measure_paired(
+        self, first: Any, second: Any, point: Any, pairs: int, timeout: float | None
+    ) -> list[Any]:
+        a, b = self.measure(first, point), self.measure(second, point)
+
+        def jitter(m: Any, i: int) -> Any:
+            scale = 1.0 + 0.004 * (i % 2)
+            return replace(m, graph=replace(m.graph, median_us=m.graph.median_us * scale))
+
+        return [(jitter(a, i), jitter(b, i + 1)) for i in range(pairs)]
+
+
+def test_report_and_optimize_quote_the_remeasured_speedup(tmp_path: Path) -> None:
+    """Issue 12: ``ktx optimize`` and ``ktx report`` quote the paired final check's speedup with
+    its 95% interval, and the tables agree with it."""
+    out = tmp_path / "run"
+    result = optimize(replace(request(out), rounds=1, trials_per_round=6), backend=PairedModel())
+    text = render(result)
+    assert "re-measured [95%]" in text and "re-measured: the best config and the original" in text
+    intervals = re.findall(r"\| (\d\.\d{3}) \[(\d\.\d{3}), (\d\.\d{3})\] \|", text)
+    assert intervals, text
+    for estimate, lo, hi in intervals:
+        assert float(lo) <= float(estimate) <= float(hi)
+    for s in result.shapes:
+        if s.paired is not None and s.paired.status == "measured" and s.wins:
+            assert s.speedup == pytest.approx(s.paired.speedup), "the quoted speedup is the re-measured one"
+            assert s.paired.interval is not None and s.paired.interval.lo > 1.0 + s.min_gain
+    md = make_report(out, tmp_path / "r").markdown.read_text()
+    assert "re-measured [95%]" in md
+    assert any(f"{e} [{lo}, {hi}]" in md for e, lo, hi in intervals)
