@@ -33,8 +33,9 @@ is the original byte for byte.
 Preconditions (each refusal names the construct and its line): one block per row
 (``blockIdx.x`` read, no ``blockIdx.y/z``, no ``gridDim``: rows are not walked grid-stride);
 block-strided row loops (``for (i = thread; i < n; i += stride)``) of which at least one
-accumulates a value; after them a block-wide reduction ending in ``__syncthreads()`` and a
-statement that reads the block total from one element of a ``__shared__`` array; no
+accumulates a value; after them a block-wide reduction whose last statement synchronises the
+block (a ``__syncthreads()``, or a tree reduction's halving loop) and a statement that reads the
+block total from one element of a ``__shared__`` array; no
 ``return`` (every block of a cluster must reach the cluster barriers) and no atomics; a
 one-dimensional launch; a target of sm_90 or later (option ``arch``).
 """
@@ -382,7 +383,7 @@ def _reduction(module: Module, body: ts.Node, rows: list[RowLoop]) -> Reduction:
     ]
     stop = min(later_rows) if later_rows else body.end_byte
     between = [c for c in body.named_children if last_acc <= c.start_byte and c.end_byte <= stop]
-    barriers = [s for s in between if _is_barrier(module, s)]
+    barriers = [s for s in between if _synchronises(module, s)]
     if not barriers:
         raise Refuse(
             f"no __syncthreads() between the row loop that accumulates {', '.join(names)} (line "
@@ -460,12 +461,10 @@ def _combine(module: Module, loops: list[tuple[ts.Node, list[str]]]) -> str:
     return kinds.pop()
 
 
-def _is_barrier(module: Module, stmt: ts.Node) -> bool:
-    if stmt.type != "expression_statement" or stmt.named_child_count != 1:
-        return False
-    call = stmt.named_children[0]
-    fn = call.child_by_field_name("function") if call.type == "call_expression" else None
-    return fn is not None and syntax.text(module, fn) == "__syncthreads"
+def _synchronises(module: Module, stmt: ts.Node) -> bool:
+    """Whether ``stmt`` (a statement of the kernel's body) calls ``__syncthreads``: a barrier, or a
+    tree reduction's halving loop, after which the block total sits in shared memory."""
+    return any(True for _ in syntax.calls(module, stmt, ("__syncthreads",)))
 
 
 def _written(node: ts.Node) -> bool:

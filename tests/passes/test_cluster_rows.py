@@ -92,6 +92,24 @@ def test_max_reduction_combines_with_fmaxf_and_loop_headers_change() -> None:
     assert "-  dim3 grid(rows);" in changed(ROW_MAX, out)
 
 
+def test_a_tree_reduction_whose_last_barrier_is_in_its_halving_loop() -> None:
+    """tree_sum's block total is in sdata[0] after the halving loop: the exchange goes after it."""
+    source = (ROOT / "tests" / "passes" / "kernels" / "tree_sum" / "kernel.cu").read_text()
+    t = apply(source, "cluster-rows")
+    assert remarks(t) == [
+        "tree_sum_kernel: exposed CLUSTER {1, 2, 4, 8}; row loops L0 interleave over the cluster; "
+        "block totals meet through sdata[0]"
+    ]
+    out = t.instantiate({"CLUSTER": 2})
+    assert "for (int i = blockIdx.y * blockDim.x + tid; i < n; i += blockDim.x * 2) acc += row[i];" in out
+    loop_end = out.index("    __syncthreads();\n  }\n")
+    assert (
+        loop_end
+        < out.index("__cluster_map_shared_rank(&sdata[0], 0)")
+        < out.index("if (tid == 0) out[blockIdx.x] = ktx_cluster_total;")
+    )
+
+
 def test_refusals_name_the_construct() -> None:
     assert remarks(apply(suite_source("per_token_group_quant_fp8"), "cluster-rows")) == [
         "per_token_group_quant_8bit_kernel: no row loop: none strides over the row by the block's "
@@ -212,18 +230,24 @@ def test_rules_planner_tries_clusters_for_underfilled_reductions_far_from_speed_
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["rmsnorm", "fused_add_rmsnorm"])
+@pytest.mark.parametrize("name", ["rmsnorm", "fused_add_rmsnorm", "tree_sum"])
 def test_every_cluster_and_prefetch_verifies_on_the_gpu(name: str) -> None:
     """Every (CLUSTER, PREFETCH) of ``cluster-rows,early-loads`` against the spec's reference, at the
-    quick shapes and their odd sizes (d + 1, d - 3: the scalar tail loops walk the whole row)."""
+    quick shapes (the smallest default one for tree_sum) and their odd sizes (d + 1, d - 3: the
+    scalar tail loops walk the whole row)."""
     from ktx.measure.gpu import Options
     from ktx.measure.harness import Harness
     from ktx.pipeline import candidate_from_template, template_for_spec
 
-    spec = load_spec(ROOT / "kernels" / name)
+    folder = ROOT / "kernels" / name
+    spec = load_spec(folder if folder.exists() else ROOT / "tests" / "passes" / "kernels" / name)
     t = template_for_spec(spec, "cluster-rows,early-loads")
-    configs = [{"CLUSTER": c, "PREFETCH": p} for c in (1, 2, 4, 8) for p in (0, 1, 2, 4)]
-    points = spec.shape_set("quick").points
+    prefetch = (0, 1, 2, 4) if any(k.name == "PREFETCH" for k in t.knobs) else (None,)
+    configs = [
+        {"CLUSTER": c, **({} if p is None else {"PREFETCH": p})} for c in (1, 2, 4, 8) for p in prefetch
+    ]
+    names = {s.name for s in spec.shapes}
+    points = spec.shape_set("quick").points if "quick" in names else spec.shape_set().points[:2]
     jobs = [(candidate_from_template(spec, t, c), p) for c in configs for p in points]
     options = Options(rounds=max(3, spec.verify.rounds), time=False, odd=True)
     failures: list[str] = []
