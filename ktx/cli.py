@@ -17,7 +17,7 @@ from ktx.errors import KtxError
 
 #: Subcommand modules, in the order ``ktx --help`` lists them.
 COMMANDS: tuple[str, ...] = (
-    "init", "inspect", "apply", "passes", "run", "bench", "tune", "optimize", "report",
+    "init", "inspect", "apply", "passes", "run", "bench", "tune", "optimize", "report", "export",
 )  # fmt: skip
 
 

@@ -39,6 +39,7 @@ def test_a_missing_file_and_a_stray_word_are_one_line_errors(capsys: pytest.Capt
         (["report", "--out", "o", "K"], ["report", "K", "--out", "o"]),
         (["inspect", "--json", "K"], ["inspect", "K", "--json"]),
         (["init", "--kernel", "k", "--out", "o", "K"], ["init", "K", "--kernel", "k", "--out", "o"]),
+        (["export", "--torch", "-o", "o", "K"], ["export", "K", "--torch", "-o", "o"]),
         (["apply", "--passes", "split", "--config", "A=1", "K"],
          ["apply", "K", "--passes", "split", "--config", "A=1"]),
     ],
