@@ -8,6 +8,8 @@ one row fewer, so the last block holds a partial group of rows, and row lengths 
 multiples of 32 or of a pack), without timing. Configs: every THREADS_PER_ROW alone; 32 and
 256 with vectorize's and unroll's largest values composed on the new loops. Shapes: each spec's
 ``quick`` shape, and softmax's rows=1024, C=50257 (llm.c's vocabulary) for the long-row path.
+The other naive row kernels of the benchmark (encoder_forward v1, fused_residual_forward v2,
+bf16) are verified under every THREADS_PER_ROW alone.
 
 Skipped without CuPy and a device, or without llm.c (``../shared/llmc`` or ``shared/llmc``).
 About two minutes on an H100 (the naive softmax at C=50257 takes ~33 ms a launch).
@@ -18,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_row_owner import LADDER, LLMC
+from test_row_owner import LADDER, LADDERS, LLMC
 
 from ktx.measure.gpu import Options
 from ktx.pipeline import candidate_from_template, template_for_spec
@@ -27,11 +29,12 @@ from ktx.spec import load_spec
 pytestmark = pytest.mark.gpu
 
 KERNELS = ("layernorm_forward", "softmax_forward")
+CASES = [(stem, p) for stem in KERNELS for p in ("row-owner", "row-owner,vectorize", "row-owner,unroll")]
+CASES += [(stem, "row-owner") for stem in LADDERS if stem not in KERNELS]
 
 
 @pytest.mark.skipif(LLMC is None, reason="llm.c is not at ../shared/llmc")
-@pytest.mark.parametrize("passes", ["row-owner", "row-owner,vectorize", "row-owner,unroll"])
-@pytest.mark.parametrize("stem", KERNELS)
+@pytest.mark.parametrize(("stem", "passes"), CASES, ids=[f"{s}-{p}" for s, p in CASES])
 def test_llmc_kernel1_every_config_verifies(tmp_path: Path, stem: str, passes: str) -> None:
     pytest.importorskip("cupy")
     from ktx.measure.harness import Harness
