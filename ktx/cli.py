@@ -48,7 +48,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KtxError as exc:
         if args.debug:
             traceback.print_exc()
-        print(f"ktx: error: {exc}", file=sys.stderr)
+        from ktx.draft import todo_blocker
+
+        print(f"ktx: error: {todo_blocker(exc) or exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("ktx: interrupted", file=sys.stderr)

@@ -659,3 +659,25 @@ def check(folder: str | Path) -> list[Blocker]:
         line = exc.location.line if exc.location is not None else 0
         return [Blocker(line, exc.message + (f" ({exc.hint})" if exc.hint else ""))]
     return []
+
+
+def todo_blocker(exc: KtxError) -> str | None:
+    """The one line to print when a spec fails on a placeholder ``ktx init`` left: the TODO
+    comment above it (what is missing, where ktx looked) instead of "unknown name 'TODO'"."""
+    loc = exc.location
+    if loc is None or not loc.path or not loc.path.endswith(".toml") or TODO not in exc.message:
+        return None
+    try:
+        lines = Path(loc.path).read_text().splitlines()
+    except OSError:
+        return None
+    for i in range(min(loc.line, len(lines)) - 1, max(loc.line - 4, 0) - 1, -1):
+        line = lines[i].lstrip()
+        if line.startswith(f"# {TODO}:"):
+            what = line.split(f"{TODO}:", 1)[1].strip()
+            folder = Path(loc.path).parent
+            return (
+                f"{loc.path}:{loc.line}: a TODO left by ktx init blocks the run: {what} "
+                f"(replace the placeholder; ktx init --check {folder} lists them all)"
+            )
+    return None

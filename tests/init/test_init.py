@@ -155,3 +155,15 @@ def test_bad_input_is_one_line_with_the_location(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"ktx: error: {tmp_path}/{want}" in err, err
     assert not (tmp_path / "out").exists(), "nothing is written"
+
+
+def test_run_on_a_draft_with_todos_names_the_todo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "moe"
+    assert main(["init", str(ROOT / "kernels" / "moe_sum" / "kernel.cu"), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ktx: error: {out / 'ktx.toml'}:")
+    want = "a TODO left by ktx init blocks the run: extent of input: indexed as token_input[k * d + idx]"
+    assert want in err
+    assert f"ktx init --check {out} lists them all" in err
