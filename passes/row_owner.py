@@ -334,6 +334,11 @@ def _statement(index: KernelIndex, stmt: ts.Node, decl: ts.Node, state: _State) 
                 _statement(index, branch, decl, state)
     elif stmt.type == "for_statement":
         state.loops.append(_row_loop(index, stmt))
+    elif stmt.type in ("preproc_if", "preproc_ifdef"):
+        raise _Refusal(
+            f"line {line_of(stmt)}: a preprocessor group (#if) in the kernel body, such as an earlier "
+            "pass writes: run row-owner before vectorize, tile and the other loop passes"
+        )
     elif stmt.type in _LOOPS:
         raise _Refusal(
             f"line {line_of(stmt)}: a {stmt.type.replace('_statement', '')} loop beside the row loops: "

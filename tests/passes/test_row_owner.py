@@ -191,6 +191,16 @@ def test_refusals_name_the_construct_and_line() -> None:
     )
 
 
+def test_after_a_loop_pass_it_refuses_and_says_to_run_first() -> None:
+    t = apply(LN, "vectorize,row-owner")
+    (remark,) = [r for r in remarks(t) if "preprocessor" in r]
+    assert remark.endswith(
+        "a preprocessor group (#if) in the kernel body, such as an earlier pass writes: run row-owner "
+        "before vectorize, tile and the other loop passes"
+    )
+    assert all(not k.name.startswith("THREADS") for k in t.knobs)
+
+
 def test_llmc_online_softmax_and_crossentropy_are_refused_precisely() -> None:
     if LLMC is None:
         pytest.skip("llm.c is not at ../shared/llmc")
