@@ -239,22 +239,61 @@ def _dtype(module: Module, path: Path, type_name: str) -> str | None:
 
 def _alias(module: Module, path: Path, name: str) -> str | None:
     """The type ``name`` stands for, by ``typedef``/``using``/``#define`` in the file or a local
-    header it includes (the last one: ``#else`` branches, the build without -D flags)."""
-    texts = [module.text_str]
-    for inc in re.findall(r'#\s*include\s+"([^"]+)"', module.text_str):
+    header it includes, in the branches of ``#if defined(M)``/``#ifdef``/``#else`` that the
+    file's own ``#define M`` lines select (llm.c's ``#define ENABLE_BF16`` picks bf16)."""
+    main = module.text_str
+    defined = set(re.findall(r"^\s*#\s*define\s+(\w+)", main, re.M))
+    texts = []
+    for inc in re.findall(r'#\s*include\s+"([^"]+)"', main):
         header = path.parent / inc
         if header.is_file():
-            texts.insert(0, header.read_text(errors="replace"))
+            texts.append(header.read_text(errors="replace"))
+    texts.append(main)
     pattern = re.compile(
         rf"typedef\s+([\w:\s]+?)\s+{re.escape(name)}\s*;|using\s+{re.escape(name)}\s*=\s*([\w:\s]+?)\s*;"
-        rf"|#\s*define\s+{re.escape(name)}\s+([\w:]+)\s*$",
-        re.M,
+        rf"|#\s*define\s+{re.escape(name)}\s+([\w:]+)\s*$"
     )
     found = None
     for text in texts:
-        for m in pattern.finditer(text):
-            found = " ".join((m.group(1) or m.group(2) or m.group(3)).split())
+        for line in _active_lines(text, defined):
+            m = pattern.search(line)
+            if m:
+                found = " ".join((m.group(1) or m.group(2) or m.group(3)).split())
     return found
+
+
+def _active_lines(text: str, defined: set[str]) -> Iterator[str]:
+    """The lines a preprocessor keeps, for conditions on ``defined(M)`` (others count as true)."""
+    stack: list[tuple[bool, bool]] = []  # (this branch active, some branch taken)
+
+    def cond(expr: str) -> bool:
+        m = re.fullmatch(r"\s*(!?)\s*defined\s*\(?\s*(\w+)\s*\)?\s*", expr)
+        if m is None:
+            return True
+        return (m.group(2) in defined) != bool(m.group(1))
+
+    for line in text.splitlines():
+        d = re.match(r"\s*#\s*(ifdef|ifndef|if|elif|else|endif)\b(.*)", line)
+        outer = all(a for a, _ in stack)
+        if d is None:
+            if outer:
+                yield line
+            continue
+        kind, rest = d.groups()
+        if kind in ("ifdef", "ifndef", "if"):
+            c = rest.strip() in defined if kind == "ifdef" else (
+                rest.strip() not in defined if kind == "ifndef" else cond(rest)
+            )
+            stack.append((c, c))
+        elif kind == "elif" and stack:
+            _, taken = stack.pop()
+            c = not taken and cond(rest)
+            stack.append((c, taken or c))
+        elif kind == "else" and stack:
+            _, taken = stack.pop()
+            stack.append((not taken, True))
+        elif kind == "endif" and stack:
+            stack.pop()
 
 
 def _role(k: _Kernel, p: Param) -> tuple[str | None, list[ts.Node]]:
@@ -526,11 +565,19 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         else:
             value = bindings.get(p.name)
             if dtype in ("fp32", "fp64") and value is not None and re.fullmatch(r"[A-Za-z_]\w*", value):
-                # A float the launcher passes through (``eps``) is a constant, not a shape variable.
-                number = "1e-6" if "eps" in p.name.lower() else "1.0"
-                lines.append(f"# note: {p.name} is the launcher's parameter {value}; a typical value")
+                # A float the launcher passes through is a constant, not a shape variable: an
+                # ``eps`` gets a typical one; any other (a clamp bound, a scale) only the user knows.
                 bindings.pop(p.name)
-                value = number
+                if "eps" in p.name.lower():
+                    lines.append(f"# note: {p.name} is the launcher's parameter {value}; a typical value")
+                    value = "1e-6"
+                else:
+                    why = f"value of {p.name}: the launcher passes its float parameter {value} through"
+                    arg_todos.append(why)
+                    lines += [f"# {TODO}: {why}", f'value = "{TODO}"']
+                    args.append(Arg(p.name, tuple(lines), tuple(arg_todos)))
+                    todos += arg_todos
+                    continue
             if value is None:
                 why = f"value of {p.name}: the launch at {where} passes something ktx does not follow"
                 arg_todos.append(why)
