@@ -248,7 +248,10 @@ class BlockAlias:
     axis: str
     """``x``, ``y`` or ``z``."""
     value: int | None
-    kind: Literal["define", "constexpr", "template", "param"]
+    kind: Literal["define", "constexpr", "template", "param", "value"]
+    """How the launch names it: the ``#define``/``constexpr``/template parameter/parameter
+    itself, or ``value``: a constant the kernel reads that equals the block every launch passes
+    (``<<<g, 256>>>`` and ``#define TPB 256``)."""
 
 
 @dataclass(frozen=True)
@@ -1187,12 +1190,15 @@ def _block_aliases(module: Module, fn: Function, env: Mapping[str, int]) -> dict
     constexprs = {c.name for c in module.constants}
     names: set[str] | None = None
     tparams: set[str] | None = None
+    values: set[int | None] = set()
     for site in launches:
         block = " ".join(module.text(site.block).split())
         word = _block_word(module, site.function, block, site.span.start)
         if word is None:
             return {}
-        names = {word} if names is None else names & {word}
+        values.add(eval_int_text(word, dict(env)))
+        mine_names = {word} if word.isidentifier() else set()
+        names = mine_names if names is None else names & mine_names
         mine = {
             tp.name
             for tp, arg in zip(fn.template_params, site.template_args, strict=False)
@@ -1215,6 +1221,18 @@ def _block_aliases(module: Module, fn: Function, env: Mapping[str, int]) -> dict
         if len(passed) == 1 and passed <= (names or set()):
             # ``k<<<grid, block_size>>>(..., block_size)``: the parameter carries the block size.
             found[param.name] = BlockAlias(param.name, "x", None, "param")
+    (value,) = values if len(values) == 1 else (None,)
+    if value is not None:
+        # ``#define TPB 256`` read by the kernel while every launch passes 256: numerically
+        # blockDim.x for this file's launches (a knob on the launch alone would break it).
+        read = {_text(module, n) for n in _walk(module.node(fn.body)) if n.type == "identifier"}
+        for m in module.macros:
+            if m.params is None and m.int_value == value and m.name in read and m.name not in found:
+                found[m.name] = BlockAlias(m.name, "x", value, "value")
+        for c in module.constants:
+            local = c.function in (None, fn.name)
+            if c.int_value == value and local and c.name in read and c.name not in found:
+                found[c.name] = BlockAlias(c.name, "x", value, "value")
     return found
 
 
@@ -1244,7 +1262,8 @@ def _template_values(module: Module, fn: Function, env: Mapping[str, int]) -> di
 
 
 def _block_word(module: Module, host: str | None, block: str, at: int) -> str | None:
-    """The one name a launch's block argument stands for (through ``dim3 b(NAME)`` locals)."""
+    """The expression a launch's block argument stands for (through ``dim3 b(EXPR)`` locals);
+    None for a block of several dimensions."""
     if block.isidentifier():
         fn = next((f for f in module.functions if f.name == host and f.body.start <= at < f.body.end), None)
         if fn is not None:
@@ -1262,8 +1281,7 @@ def _block_word(module: Module, host: str | None, block: str, at: int) -> str | 
                             if len(named) != 1:
                                 return None
                             inner = named[0]
-                        word = " ".join(_text(module, inner).split())
-                        return word if word.isidentifier() else None
+                        return " ".join(_text(module, inner).split())
                 vexing = n.parent is not None and n.parent.type == "declaration"
                 if n.type == "function_declarator" and vexing:
                     declared = n.child_by_field_name("declarator")
@@ -1272,13 +1290,12 @@ def _block_word(module: Module, host: str | None, block: str, at: int) -> str | 
                         named = [c for c in params.named_children if c.type != "comment"]
                         if len(named) != 1:
                             return None
-                        word = " ".join(_text(module, named[0]).split())
-                        return word if word.isidentifier() else None
+                        return " ".join(_text(module, named[0]).split())
         return block
     if block.startswith("dim3(") and block.endswith(")"):
         arg = block[5:-1].strip()
-        return arg if arg.isidentifier() else None
-    return None
+        return None if "," in arg else arg
+    return block
 
 
 # -- entry points --------------------------------------------------------------------------------

@@ -87,6 +87,16 @@ class BlockSize(Pass[KernelSite]):
                 fn.span,
             )
             return
+        same = _value_alias(target) if alias is None else None
+        if same is not None:
+            yield Skip(
+                f"the kernel reads {same.name} (= {same.value}, the block size every launch passes as a "
+                f"literal): it may assume blockDim == {same.value}; pass {same.name} at the launch so "
+                "that one knob moves both",
+                fn.name,
+                fn.span,
+            )
+            return
         if alias is None and not syntax.uses_builtin(target.module, body, "blockDim"):
             yield Skip(
                 "the kernel never reads blockDim: its work mapping assumes the launch's block size",
@@ -313,8 +323,15 @@ def _block_alias(target: Target) -> BlockAlias | None:
     index = kernel_index(target.module, target.kernel)
     body = target.module.node(target.kernel.body)
     names = syntax.names_in(target.module, body)
-    read = [a for a in index.block_aliases.values() if a.name in names]
+    read = [a for a in index.block_aliases.values() if a.name in names and a.kind != "value"]
     return read[0] if len(read) == 1 else None
+
+
+def _value_alias(target: Target) -> BlockAlias | None:
+    """A constant the kernel reads that equals every launch's block size, when the launch does
+    not name it (``<<<g, 256>>>`` with ``#define TPB 256`` in the kernel)."""
+    index = kernel_index(target.module, target.kernel)
+    return next((a for a in index.block_aliases.values() if a.kind == "value"), None)
 
 
 def _sized_by(dims: tuple[str, ...], name: str) -> bool:

@@ -250,3 +250,20 @@ void go(float* x, unsigned n) { k<4><<<1, 128>>>(x, n); d<2><<<1, 32>>>(x); d<4>
     assert kernel_index(m, d).template_values == {}  # launches disagree: V stays a symbol
     dref = accesses(m, d)[0]
     assert dref.index is not None and str(dref.index.coeff(TID_X)) == "V"
+
+
+def test_a_constant_equal_to_every_launch_block_is_blockdim() -> None:
+    m = parse(
+        """#define TPB 256
+#define HIDDEN 768
+__global__ void k(float* x, int n) {
+  int i = blockIdx.x * TPB + threadIdx.x;
+  if (i < n) x[i] = HIDDEN;
+}
+void go(float* x, int n) { dim3 block(256); k<<<(n + 255) / 256, block>>>(x, n); }
+"""
+    )
+    ix = kernel_index(m, m.kernel())
+    assert {n: (a.kind, a.value) for n, a in ix.block_aliases.items()} == {"TPB": ("value", 256)}
+    t = ix.thread_index()
+    assert t is not None and t.var == "i" and t.guard is not None
