@@ -61,6 +61,9 @@ DEFAULT_SIZES = (4096, 1048576)
 DEFAULT_SIZES_2D = (64, 4096)
 DEFAULT_BLOCK = 256
 TODO = "TODO"
+#: Compiler flags of a draft: the dialect CUDA kernels are written in today, and constexpr host
+#: functions usable in device code (both harmless where unneeded).
+DRAFT_FLAGS = ("-std=c++17", "--expt-relaxed-constexpr")
 
 
 @dataclass(frozen=True)
@@ -648,6 +651,9 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             lines.append(f"shared = {_toml_str(mapping.resolved().shared)}")
         lines += [f"# note: {n}" for n in mapping.notes]
     lines += [
+        "",
+        "[compile]",
+        f'flags = [{", ".join(_toml_str(f) for f in DRAFT_FLAGS)}]',
         "",
         "[reference]",
         "# Candidates are checked against the original kernel. To check the original too, write",

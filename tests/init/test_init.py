@@ -18,7 +18,11 @@ from ktx.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden"
-LLMC = ROOT.parent / "shared" / "llmc" / "dev" / "cuda"
+LLMC = next(
+    (p for p in (ROOT / "shared" / "llmc" / "dev" / "cuda", ROOT.parent / "shared" / "llmc" / "dev" / "cuda")
+     if p.is_dir()),
+    ROOT.parent / "shared" / "llmc" / "dev" / "cuda",
+)  # fmt: skip
 SUITE = sorted(p.parent.name for p in (ROOT / "kernels").glob("*/kernel.cu"))
 LLMC_KERNELS = {
     "gelu_forward": "gelu_forward_kernel1",
