@@ -62,6 +62,7 @@ VALUES = (1, 32, 64, 128, 256, 512, 1024)
 _LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
 _MAX_CALLS = frozenset({"fmaxf", "fmax", "max"})
 _MIN_CALLS = frozenset({"fminf", "fmin", "min"})
+_HOLDERS = frozenset({"compound_statement", "else_clause", "if_statement", *_LOOPS})
 _ZERO = frozenset({"0", "0.0", "0.0f", "0.f", "0.0F", "0.F", "0.0d"})
 
 #: Reduces a per-lane value over the T threads that own a row; every lane gets the same result.
@@ -414,6 +415,15 @@ def _row_loop(index: KernelIndex, loop: ts.Node) -> RowLoop:
                 "the lanes would leave it at different iterations"
             )
     local = syntax.declared_names(module, body)
+    for w in syntax.memory_writes(module, body):
+        target = w.child_by_field_name("left") or w.child_by_field_name("argument")
+        base = _base_name(module, target)
+        info = index.locals.get(base) if base else None
+        if base and base not in local and info is not None and not info.pointer:
+            raise _Refusal(
+                f"line {line_of(w)}: the row loop at line {line} writes `{_statement_text(module, w)}` into "
+                f"the local {base}, declared outside it: each lane would hold only its own part of it"
+            )
     reductions, resets = _carried(index, loop, body, var, written, local)
     return RowLoop(loop, var, start, update, reductions, resets)
 
@@ -493,8 +503,25 @@ def _carried(
     return tuple(out), tuple(resets)
 
 
+def _base_name(module: Module, node: ts.Node | None) -> str:
+    """The variable at the root of ``a[i].x[j]`` (``a``), or ``""``."""
+    while node is not None and node.type in (
+        "subscript_expression",
+        "field_expression",
+        "parenthesized_expression",
+    ):
+        node = node.child_by_field_name("argument") or (
+            node.named_children[0] if node.named_children else None
+        )
+    return syntax.text(module, node) if node is not None and node.type == "identifier" else ""
+
+
 def _statement_text(module: Module, node: ts.Node) -> str:
-    return " ".join(syntax.text(module, syntax.statement_of(node)).split())
+    """The statement holding ``node`` (not the loop around a braceless body), on one line."""
+    cur = node
+    while cur.parent is not None and cur.parent.type not in _HOLDERS:
+        cur = cur.parent
+    return " ".join(syntax.text(module, cur).split())
 
 
 def _coupled(

@@ -171,13 +171,20 @@ def test_refusals_name_the_construct_and_line() -> None:
         "over the row are rewritten"
     )
     assert _skip(LN.replace("s += xr[i];", "s = s * xr[i];")) == (
-        "ln: line 7: `for (int i = 0; i < C; i++) s = s * xr[i];` carries s from one iteration of the "
+        "ln: line 7: `s = s * xr[i];` carries s from one iteration of the "
         "row loop at line 7 to the next, and is not a reduction this pass knows (s += e, s = s + e, "
         "m = fmaxf(m, e), max/min, if (e > m) m = e)"
     )
     assert _skip(LN.replace("mu[row] = m;", "mu[row] = y[row * C];")) == (
         "ln: line 10: y[row * C] touches y outside the row loops, and a row loop writes it: another lane "
         "may own that element"
+    )
+    arr = LN.replace("float s = 0.f;", "float s = 0.f, part[2] = {0.f, 0.f};").replace(
+        "s += xr[i];", "part[i % 2] += xr[i];"
+    )
+    assert _skip(arr) == (
+        "ln: line 7: the row loop at line 7 writes `part[i % 2] += xr[i];` into the local part, declared "
+        "outside it: each lane would hold only its own part of it"
     )
     one = (
         "__global__ void k(float* y, const float* x, int n) {\n"
