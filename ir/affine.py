@@ -26,9 +26,22 @@ This module reads them all once, into facts:
   root is 4 root elements per access), and local pointers, each resolved to the root it
   reaches with the index as an :class:`Affine` in root elements.
 
-Entry point: :func:`kernel_index` (cached per module and kernel). The module-level helpers
-:func:`thread_index`, :func:`guard_of`, :func:`loop_shape` and :func:`accesses` are
-shortcuts. Everything is syntactic and conservative: unknown is ``None`` and callers refuse.
+Entry point: :func:`kernel_index` (cached per module and kernel), a :class:`KernelIndex` with
+
+* ``affine(node)``: any integer expression as an :class:`Affine` (None if unreadable);
+* ``thread_index(axis="x")``: the :class:`ThreadIndex` (variable, form, type, :class:`Guard`);
+* ``guard_of(var)``: the top-level ``if (var < N) {...}`` / ``if (var >= N) return;``;
+* ``loop_shape(loop)``: the :class:`LoopShape` of a ``for``/``while``/``do`` loop;
+* ``accesses(node=None)`` / ``loop_accesses(loop)``: the :class:`MemRef` s under a node, the
+  kernel body by default, or under a loop's body;
+* ``pointer(name)``: what a local pointer reaches (:class:`PointerDef`);
+* ``block_aliases``: the names that are ``blockDim.x`` (:class:`BlockAlias`), and
+  ``template_values``: template parameters folded to integers.
+
+The module-level :func:`thread_index`, :func:`guard_of`, :func:`loop_shape`, :func:`accesses`
+and :func:`affine_of` are shortcuts; :func:`intrinsic_kind` tells whether ``&p[i]`` is the
+address a load or store intrinsic accesses. Everything is syntactic and conservative: unknown
+is ``None`` and callers refuse.
 
 >>> from ktx.ir import parse
 >>> m = parse('''#define BLOCK 128
@@ -921,6 +934,14 @@ class KernelIndex:
                 text = " ".join(_text(self.module, arg).split())
                 found.append(self._ref(_kind(n), "deref", text, root, off, unit, n))
         return tuple(found)
+
+    def loop_accesses(self, loop: Loop) -> tuple[MemRef, ...]:
+        """The accesses in ``loop``'s body (its header is not memory traffic)."""
+        node = self.module.node(loop.span)
+        while node.type not in _LOOP_NODES and node.parent is not None:
+            node = node.parent
+        body = node.child_by_field_name("body")
+        return self.accesses(body) if body is not None else ()
 
     def _address(self, addr: ts.Node) -> tuple[str, Affine | None, str, str] | None:
         if addr.type == "pointer_expression":

@@ -267,3 +267,13 @@ void go(float* x, int n) { dim3 block(256); k<<<(n + 255) / 256, block>>>(x, n);
     assert {n: (a.kind, a.value) for n, a in ix.block_aliases.items()} == {"TPB": ("value", 256)}
     t = ix.thread_index()
     assert t is not None and t.var == "i" and t.guard is not None
+
+
+def test_loop_accesses_are_those_of_the_body() -> None:
+    m = parse(ROWS)
+    k = m.kernels[0]
+    ix = kernel_index(m, k)
+    inner = [lp for lp in m.loops_in(k) if lp.kind == "for"]
+    first = ix.loop_accesses(inner[0])
+    assert [(r.kind, r.root) for r in first] == [("store", "out"), ("load", "inp")]
+    assert len(ix.loop_accesses(m.loops_in(k)[0])) == 4  # the while loop holds all four
