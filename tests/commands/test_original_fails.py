@@ -78,3 +78,25 @@ def test_atol_capped_by_an_integer_max_abs_is_warned(tmp_path: Path) -> None:
     ]
     spec_path.write_text(text + "\n[tolerance]\nint8 = { atol = 1, max_abs = 1 }\n")
     assert tolerance_warnings(load_spec(folder)) == []
+
+
+def test_optimize_says_the_original_is_wrong_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    data = json.loads((SILU / "recorded" / "optimize" / "quick_h200_2026-11-21.json").read_text())
+    for row in data["measurements"]:
+        if not row["config"]:
+            row.update(status="wrong_result", message=WRONG, single=None, graph=None)
+    rec = tmp_path / "rec.json"
+    rec.write_text(json.dumps(data))
+    code = main(["optimize", str(SILU), "--backend", f"replay:{rec}", "--shapes", "quick", "--rounds", "2",
+                 "--trials-per-round", "4", "--ncu", "off", "--out", str(tmp_path / "run")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1
+    lines = [line for line in err.splitlines() if "the original kernel fails" in line]
+    assert [line.split(" fails at ")[1].split(":")[0] for line in lines] == [
+        "tokens=1,d=4096", "tokens=256,d=11008", "tokens=4096,d=14336",
+    ]  # fmt: skip
+    assert all(line.endswith("look at [tolerance] bf16 and [reference] python") for line in lines)
