@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 KERNEL = ROOT / "kernels" / "silu_and_mul"
 RECORDING = KERNEL / "recorded" / "exhaustive_h200_2026-11-21.json"
 PIPELINE = "block-size,split{max=16},unroll{max=4,loops=L0}"
+OPTIMIZE_RECORDING = KERNEL / "recorded" / "optimize" / "quick_h200_2026-11-21.json"
 
 
 def main(out: Path) -> None:
@@ -48,6 +49,20 @@ def main(out: Path) -> None:
     for row in summary.results:
         speedup = "-" if row.speedup is None else f"{row.speedup:.2f}x"
         print(f"tune: {row.point.name}: best {dict(row.best_config or {})} {speedup} ({summary.device})")
+
+    # 4. The agent loop, replayed from the recording of a real ktx optimize run on an H200.
+    result = ktx.optimize(
+        KERNEL,
+        backend=f"replay:{OPTIMIZE_RECORDING}",
+        shapes="quick",
+        rounds=4,
+        trials_per_round=16,
+        seed=0,
+        ncu="off",
+        out=out / "optimize",
+    )
+    speedup = "-" if result.geomean_speedup is None else f"{result.geomean_speedup:.3f}x"
+    print(f"optimize: best `{result.pipeline}` at round {result.best_round}, geomean {speedup}")
 
 
 if __name__ == "__main__":

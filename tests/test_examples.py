@@ -58,6 +58,7 @@ def test_library_use_runs_on_the_replay_backend(tmp_path: Path) -> None:
     assert "SPLIT=4 launches: dim3 grid(num_tokens, 4);" in proc.stdout
     assert "tune: tokens=1,d=4096: best" in proc.stdout and "(NVIDIA H200)" in proc.stdout
     assert (tmp_path / "tune" / "dispatch.json").is_file()
+    assert "optimize: best `split` at round 1, geomean 1.117x" in proc.stdout
 
 
 def test_the_api_is_exported() -> None:
