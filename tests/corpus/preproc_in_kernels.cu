@@ -1,9 +1,10 @@
 // CORPUS: an image filter in the shape the CUDA samples take (a Sobel edge filter over a shared
 // tile): preprocessor conditionals inside kernels. A parameter that exists only without a
 // feature macro, an architecture test that adds half of an expression, a `for` header chosen
-// per branch, whole-statement branches (parsed as they are), and a kernel with none. Each
-// split group is a warning naming its line; every kernel is indexed; nothing is an error.
-// EXPECT: kernels=edge_tile,edge_rows,edge_pairs,edge_invert loops=3 launches=1 warnings=3 errors=0
+// per branch, whole-statement branches (parsed as they are), a parameter (and its comma) only
+// with a texture option, and a kernel with none. Each split group is a warning naming its
+// line; every kernel is indexed; nothing is an error.
+// EXPECT: kernels=edge_tile,edge_rows,edge_pairs,edge_invert,edge_pad loops=3 launches=1 warnings=4 errors=0
 // EXPECT: defines=RADIUS:1,TILE_W:16
 #include <cuda_runtime.h>
 
@@ -68,6 +69,16 @@ __global__ void edge_pairs(float* out, const float* in, int n) {
 __global__ void edge_invert(unsigned char* img, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) img[i] = 255 - img[i];
+}
+
+__global__ void edge_pad(float* dst, const float* src, int h, int w
+#if (EDGE_USE_TEXTURE)
+                         ,
+                         cudaTextureObject_t tex
+#endif
+) {
+  const int x = blockDim.x * blockIdx.x + threadIdx.x;
+  if (x < w) dst[x] = src[x] + (float)h;
 }
 
 void launch_edge_invert(unsigned char* img, int n) { edge_invert<<<(n + 255) / 256, 256>>>(img, n); }
