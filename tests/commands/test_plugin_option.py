@@ -51,7 +51,8 @@ def warps_recording(path: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def _no_inherited_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(registry.PLUGINS_ENV, raising=False)
+    # setenv, not delenv: teardown then restores the variable the plugins loaded here set.
+    monkeypatch.setenv(registry.PLUGINS_ENV, "")
 
 
 def ktx(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
