@@ -94,6 +94,11 @@ def tour(run_dir: Path) -> list[str]:
     """After the tables: the template's knobs, the dispatch table's rules and the report files."""
     lines: list[str] = []
     final = run_dir / "final"
+    plan_file = final / "plan.json"
+    if plan_file.is_file():
+        plan = json.loads(plan_file.read_text(encoding="utf-8")).get("plan", {})
+        lines.append(f"plan ({plan.get('planner', '?')}): `{plan.get('pipeline', '')}`")
+        lines += [f"  {p.get('name')}: {p.get('why')}" for p in plan.get("passes", [])]
     template = final / "template.cu"
     if template.is_file():
         text = template.read_text(encoding="utf-8").splitlines()

@@ -52,6 +52,7 @@ def test_main_job_replays_on_a_cpu(tmp_path: Path) -> None:
     assert lines and all(line.startswith(tag) for line in lines), [x for x in lines if not x.startswith(tag)]
     out = proc.stdout
     assert "| 1 | rules | `split` | improved |" in out  # plan and search
+    assert "plan (rules): `split`" in out and "split: 1 latency-bound shape(s)" in out
     assert "template: " in out and "#define KTX_SPLIT" in out
     assert "dispatch table: " in out and "d=4096: {'SPLIT': 4}" in out
     assert "report: " in out and (tmp_path / "run" / "report" / "report.html").is_file()
