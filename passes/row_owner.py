@@ -322,6 +322,7 @@ def _region(index: KernelIndex, node: ts.Node, decl: ts.Node, state: _State) -> 
 def _statement(index: KernelIndex, stmt: ts.Node, decl: ts.Node, state: _State) -> None:
     """One statement outside the row loops: a row loop, a block, an if, or a plain statement
     whose stores lane 0 writes."""
+    module = index.module
     if stmt.type == "compound_statement":
         _region(index, stmt, decl, state)
     elif stmt.type == "else_clause":
@@ -334,6 +335,11 @@ def _statement(index: KernelIndex, stmt: ts.Node, decl: ts.Node, state: _State) 
             if branch is not None:
                 _statement(index, branch, decl, state)
     elif stmt.type == "for_statement":
+        if stmt.parent is None or stmt.parent.type != "compound_statement":
+            raise _Refusal(
+                f"line {line_of(stmt)}: the for loop is the body of a statement without braces: its "
+                "reduction would land outside that statement"
+            )
         state.loops.append(_row_loop(index, stmt))
     elif stmt.type in ("preproc_if", "preproc_ifdef"):
         raise _Refusal(
@@ -352,6 +358,12 @@ def _statement(index: KernelIndex, stmt: ts.Node, decl: ts.Node, state: _State) 
         if writes:
             if stmt.type != "expression_statement":
                 raise _Refusal(f"line {line_of(stmt)}: a store inside a {stmt.type.replace('_', ' ')}")
+            sets = sorted(syntax.assigned(module, stmt))
+            if sets:
+                raise _Refusal(
+                    f"line {line_of(stmt)}: `{_statement_text(module, stmt)}` stores to memory and sets "
+                    f"{sets[0]}: written by lane 0 alone, the other lanes would not have {sets[0]}"
+                )
             state.lane0.append(stmt)
 
 
@@ -376,6 +388,11 @@ def _row_loop(index: KernelIndex, loop: ts.Node) -> RowLoop:
     var, start = _loop_var(module, init)
     if var is None:
         raise _Refusal(f"line {line}: the for loop's initialiser does not set one loop variable")
+    if init.type != "declaration":
+        raise _Refusal(
+            f"line {line}: the loop variable {var} is declared outside the loop: its final value, "
+            "used after it, would differ from lane to lane"
+        )
     step = index._step(update, var)
     if step is None or not step.is_const or step.const != 1:
         raise _Refusal(
@@ -686,6 +703,20 @@ def _memory_conflict(index: KernelIndex, state: _State) -> str:
                 f"{a.root}, which a row loop writes: with lanes striding the row another lane may own one"
             )
         bases.setdefault(a.root, (base, a))
+    lane0 = {n.id for stmt in state.lane0 for n in syntax.walk(stmt)}
+    alone: dict[str, MemRef] = {}
+    for stmt in state.lane0:
+        for a in index.accesses(stmt):
+            if a.writes and a.root:
+                alone.setdefault(a.root, a)
+    for a in index.accesses():
+        first = alone.get(a.root)
+        if first is not None and a.node.id not in lane0:
+            what = " ".join(syntax.text(index.module, a.node).split())
+            return (
+                f"line {a.line}: {what} touches {a.root}, which lane 0 alone writes at line {first.line}: "
+                "the other lanes would not see that write"
+            )
     inside = {a.node.id for _, a in in_loops}
     for a in index.accesses():
         if a.root in written and a.node.id not in inside:
@@ -733,7 +764,10 @@ def _generate(target: Target, plan: Plan, first: int, last: int, block: bool) ->
             )
             edits.append((r.node.end_byte, r.node.end_byte, tail))
     for stmt in plan.lane0:
-        edits.append((stmt.start_byte, stmt.start_byte, f"if ({lane} == 0) "))
+        braces = stmt.parent is not None and stmt.parent.type != "compound_statement"
+        edits.append((stmt.start_byte, stmt.start_byte, ("{ " if braces else "") + f"if ({lane} == 0) "))
+        if braces:  # `if (c) out[r] = v; else ...`: the else must not bind to the lane test
+            edits.append((stmt.end_byte, stmt.end_byte, " }"))
     out = bytearray(source[first:last])
     for a, b, text in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
         if not (first <= a <= b <= last):

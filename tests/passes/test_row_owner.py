@@ -141,6 +141,12 @@ def test_reduction_forms() -> None:
     assert "    if (ktx_lane != 0) s = 0;\n    for (int i = ktx_lane;" in out
 
 
+def test_a_store_in_a_braceless_branch_keeps_its_else() -> None:
+    src = LN.replace("mu[row] = m;", "if (m > 0.f) mu[row] = m; else mu[row] = -m;")
+    out = apply(src, "row-owner").instantiate({"THREADS_PER_ROW": 32})
+    assert "if (m > 0.f) { if (ktx_lane == 0) mu[row] = m; } else { if (ktx_lane == 0) mu[row] = -m; }" in out
+
+
 def _skip(source: str) -> str:
     t = apply(source, "row-owner")
     assert not t.knobs
@@ -178,6 +184,26 @@ def test_refusals_name_the_construct_and_line() -> None:
     assert _skip(LN.replace("mu[row] = m;", "mu[row] = y[row * C];")) == (
         "ln: line 10: y[row * C] touches y outside the row loops, and a row loop writes it: another lane "
         "may own that element"
+    )
+    assert _skip(LN.replace("for (int i = 0; i < C; i++) s", "if (C > 0) for (int i = 0; i < C; i++) s")) == (
+        "ln: line 7: the for loop is the body of a statement without braces: its reduction would land "
+        "outside that statement"
+    )
+    assert _skip(
+        LN.replace("float s = 0.f;", "float s = 0.f; int i;").replace(
+            "(int i = 0; i < C; i++) s", "(i = 0; i < C; i++) s"
+        )
+    ) == (
+        "ln: line 7: the loop variable i is declared outside the loop: its final value, used after it, "
+        "would differ from lane to lane"
+    )
+    assert _skip(LN.replace("mu[row] = m;", "float t; t = (mu[row] = m);")) == (
+        "ln: line 10: `t = (mu[row] = m);` stores to memory and sets t: written by lane 0 alone, the "
+        "other lanes would not have t"
+    )
+    assert _skip(LN.replace("float m = s / C;", "mu[row] = s;\n    float m = mu[row] / C;")) == (
+        "ln: line 9: mu[row] touches mu, which lane 0 alone writes at line 8: the other lanes would not "
+        "see that write"
     )
     arr = LN.replace("float s = 0.f;", "float s = 0.f, part[2] = {0.f, 0.f};").replace(
         "s += xr[i];", "part[i % 2] += xr[i];"
