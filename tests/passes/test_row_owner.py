@@ -85,12 +85,19 @@ def test_default_is_the_original_byte_for_byte(path: Path) -> None:
     assert _plain(t.instantiate(t.space.defaults())) == source
 
 
+NAIVE = {
+    **KERNELS,
+    "encoder_forward": "encoder_forward_kernel1",
+    "fused_residual_forward": "fused_residual_forward2",
+}
+
+
 @needs_llmc
-@pytest.mark.parametrize("stem", sorted(KERNELS))
+@pytest.mark.parametrize("stem", sorted(NAIVE))
 def test_llmc_default_is_the_original_byte_for_byte(stem: str) -> None:
     assert LLMC is not None
     source = (LLMC / f"{stem}.cu").read_text()
-    t = apply(source, "row-owner", kernel=KERNELS[stem])
+    t = apply(source, "row-owner", kernel=NAIVE[stem])
     assert [k.name for k in t.knobs] == ["THREADS_PER_ROW"]
     assert _plain(t.instantiate({"THREADS_PER_ROW": 1})) == source
 
