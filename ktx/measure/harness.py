@@ -279,7 +279,10 @@ class Harness:
                     self.spec, cand, point.name, Status.COMPILE_ERROR, _clip(failed.log or "compile failed")
                 )
                 return [(bad, bad)] * pairs
-            options = replace(self.options, verify=False)
+            # timing only, with fewer graph batches: both were verified and timed before
+            batches = min(self.options.max_batches, 2)
+            replays = min(self.options.graph_replays, 10)
+            options = replace(self.options, verify=False, max_batches=batches, graph_replays=replays)
             job: dict[str, Any] = {"spec": str(self.spec.path), "shape": point.name}
             job["candidate"] = cand.to_dict()
             job.update(modules=modules, reference=None, options=asdict(options), paired=True)

@@ -100,6 +100,23 @@ class SamplerResult:
     reached: int
     evals: tuple[int | None, ...]
     fractions: tuple[float, ...]  # mean fraction of the optimum at each checkpoint
+    per_seed: tuple[tuple[float, ...], ...] = ()  # each seed's fractions at the checkpoints
+
+    def band(self, index: int, coverage: float = 0.95) -> tuple[float, float] | None:
+        """The central ``coverage`` range of the seeds' fractions at checkpoint ``index``
+        (empirical quantiles): random sampling's band is the yardstick for the others."""
+        values = sorted(seed[index] for seed in self.per_seed)
+        if len(values) < 2:
+            return None
+        tail = (1.0 - coverage) / 2
+
+        def at(q: float) -> float:
+            pos = q * (len(values) - 1)
+            lo = int(pos)
+            hi = min(lo + 1, len(values) - 1)
+            return values[lo] + (values[hi] - values[lo]) * (pos - lo)
+
+        return at(tail), at(1.0 - tail)
 
     @property
     def mean_to_reach(self) -> float | None:
@@ -140,8 +157,19 @@ def compare(
             evals.append(evaluations_to_reach(curve, target))
             fractions.append(fraction_curve(curve, best.time_us, checkpoints))
         mean = tuple(statistics.fmean(col) for col in zip(*fractions, strict=True))
-        results.append(SamplerResult(sampler, seeds, sum(e is not None for e in evals), tuple(evals), mean))
+        per_seed = tuple(tuple(f) for f in fractions)
+        reached = sum(e is not None for e in evals)
+        results.append(SamplerResult(sampler, seeds, reached, tuple(evals), mean, per_seed))
     return best, results
+
+
+def fraction_checkpoints(fractions: Sequence[float], feasible: int) -> tuple[int, ...]:
+    """Budgets as fractions of the space (0.01 = 1%) in evaluations, at least 1 each.
+
+    >>> fraction_checkpoints([0.01, 0.05, 0.1], 2304)
+    (23, 115, 230)
+    """
+    return tuple(max(1, round(f * feasible)) for f in fractions)
 
 
 def markdown(

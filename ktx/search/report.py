@@ -33,6 +33,7 @@ class ShapeResult:
     best: Measurement | None
     stats: StudyStats
     study: str
+    skipped: bool = False  # the time limit ran out before the original was measured here
 
     @property
     def original_us(self) -> float | None:

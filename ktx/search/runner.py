@@ -490,7 +490,8 @@ def unmeasured(ctx: Context, point: ShapePoint) -> ShapeResult:
     """A shape the time limit left without even its original's measurement."""
     why = "not measured: the time limit ran out before this shape's original was measured"
     original = Measurement.failure(ctx.spec, ctx.tunable.candidate({}), point.name, Status.TIMEOUT, why)
-    return ShapeResult(point, "graph", "-", original, None, None, StudyStats(0, 0, {}, 0, None, None, 0), "")
+    stats = StudyStats(0, 0, {}, 0, None, None, 0)
+    return ShapeResult(point, "graph", "-", original, None, None, stats, "", skipped=True)
 
 
 def holdout_points(ctx: Context, tuned: Sequence[ShapePoint], bucket: str) -> tuple[ShapePoint, ...]:
@@ -545,7 +546,7 @@ def paired_checks(
     ctx: Context, results: Sequence[ShapeResult], deadline: float | None
 ) -> dict[str, PairedCheck]:
     """The paired final check of every searched shape (:mod:`ktx.search.final`), logged."""
-    costs = {**ctx.costs, **getattr(ctx.backend, "original_cost", {})}
+    costs = measured_costs(ctx)
     shortlist = [Shortlist(r.point, r.metric, r.best_config) for r in results if r.point not in ctx.skipped]
 
     def log(check: PairedCheck) -> None:
@@ -743,9 +744,17 @@ def prepare_all(ctx: Context, deadline: float | None) -> None:
 
 def skipped_after(ctx: Context, deadline: float) -> bool:
     """Whether no further original fits: the final phases of what was measured need their time."""
-    done = {n: c for n, c in ctx.costs.items()}
+    done = measured_costs(ctx)
     need = reserve(done, 0, ctx.request.time_limit or 0.0) if done else WRITE_S
     return time.monotonic() + need + max(done.values(), default=0.0) > deadline
+
+
+def measured_costs(ctx: Context) -> dict[str, float]:
+    """Seconds one measurement of the original took per shape: the harness's own account where
+    it has one (the worker's request without one-off costs: the process warm-up, the Python
+    reference check, compiling), else the wall time of :func:`prepare_shape`."""
+    harness = getattr(ctx.backend, "original_cost", None)
+    return {**ctx.costs, **(harness if isinstance(harness, dict) else {})}
 
 
 def search_until(ctx: Context, deadline: float | None) -> float | None:
@@ -757,7 +766,8 @@ def search_until(ctx: Context, deadline: float | None) -> float | None:
     if ctx.tunable.space.knobs:
         bucket = choose_bucket_var(ctx.spec.variables, ctx.request.bucket_var)
         holdout = len(holdout_points(ctx, ctx.searched, bucket))
-    costs = {p.name: ctx.costs.get(p.name, 0.0) for p in ctx.searched}
+    known = measured_costs(ctx)
+    costs = {p.name: known.get(p.name, 0.0) for p in ctx.searched}
     kept = reserve(costs, holdout, ctx.request.time_limit or 0.0)
     ctx.log.write(
         "time_budget", reserved_s=round(kept, 3), search_s=round(deadline - kept - time.monotonic(), 3)

@@ -30,3 +30,17 @@ def test_compare_reports_every_sampler(recording: Recording) -> None:
     assert by["grid"].fractions[-1] == pytest.approx(1.0)
     text = markdown(best, results, 0.02, (5, 10, 20, 50, 100, 200))
     assert "| grid | 2/2 |" in text
+
+
+def test_budgets_as_fractions_and_random_band(recording: Recording) -> None:
+    from ktx.search.compare import fraction_checkpoints
+
+    best = optimum(recording, "tokens=16,d=4096")
+    checkpoints = fraction_checkpoints([0.01, 0.05, 0.1], best.feasible)
+    assert checkpoints == tuple(max(1, round(f * best.feasible)) for f in (0.01, 0.05, 0.1))
+    _, (random,) = compare(load_spec(SILU), recording, "tokens=16,d=4096", ("random",), 4, max(checkpoints),
+                           checkpoints=checkpoints)  # fmt: skip
+    assert len(random.per_seed) == 4 and all(len(s) == 3 for s in random.per_seed)
+    for i, mean in enumerate(random.fractions):
+        band = random.band(i)
+        assert band is not None and band[0] <= mean <= band[1] <= 1.0

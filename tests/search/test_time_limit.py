@@ -13,7 +13,7 @@ import pytest
 
 from ktx.cli import main
 from ktx.measure.compile import find_nvcc
-from ktx.search.final import MAX_RESERVE, check_cost, reserve
+from ktx.search.final import MAX_RESERVE, TIMING_SHARE, check_cost, reserve
 from ktx.search.runlog import read_log
 
 from .conftest import ROOT, SILU, TUNED_ARG
@@ -36,7 +36,7 @@ def _outputs(out: Path) -> dict[str, object]:
 
 def test_reserve_covers_the_final_check_and_is_capped() -> None:
     costs = {"a": 0.1, "b": 0.3}
-    assert check_cost(0.3, 5) == pytest.approx(3.2)
+    assert check_cost(0.3, 5) == pytest.approx(10 * TIMING_SHARE * 0.3 + 0.2)
     kept = reserve(costs, holdout=2, time_limit=100.0)
     assert kept == pytest.approx(check_cost(0.1) + check_cost(0.3) + 2 * 2 * 0.3 + 1.0)
     assert reserve(costs, holdout=2, time_limit=4.0) == pytest.approx(MAX_RESERVE * 4.0)
@@ -61,7 +61,7 @@ def test_a_short_limit_ends_in_time_and_writes_everything(recording_path: Path, 
 
 def test_baselines_cut_short_still_write_the_summary(recording_path: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    limit = 1.2
+    limit = 2.0
     argv = ["tune", str(SILU), "--backend", f"replay:{recording_path}", "--shapes", TUNED_ARG]
     argv += ["--trials", "50", "--throttle", "0.4", "--time-limit", str(limit), "--holdout", "none"]
     wall = _timed([*argv, "--out", str(out), "--quiet"])
@@ -70,7 +70,7 @@ def test_baselines_cut_short_still_write_the_summary(recording_path: Path, tmp_p
     shapes = data["shapes"]
     assert isinstance(shapes, list)
     unmeasured = [s for s in shapes if s["original_us"] is None]
-    assert unmeasured, "the limit cut the baselines"
+    assert 0 < len(unmeasured) < len(shapes), "the limit cut the baselines, after the first"
     assert all(s["evaluations"] == 0 for s in unmeasured)
     best = json.loads((out / "best.json").read_text())
     assert all(best[s["shape"]]["dispatch"] == "original" for s in unmeasured)

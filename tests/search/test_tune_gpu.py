@@ -37,3 +37,36 @@ def test_tune_on_the_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert ok, f"no candidate verified: {[e['status'] for e in measured]}"
     assert row["best_us"] <= row["original_us"] * 1.5, "best is one of the measured, not an outlier"
     assert (out / "dispatch.h").is_file() and (out / "dispatch.json").is_file()
+
+
+def test_paired_check_of_identical_code_is_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 12: the original against itself, interleaved in one worker, gives an interval that
+    holds 1.0 and an estimate within 2% of it, in graph and single mode; and a tune's summary
+    quotes the paired check for its shape."""
+    from ktx.measure.harness import Harness
+    from ktx.measure.types import original_candidate
+    from ktx.search.paired import MEASURED, from_pairs
+    from ktx.spec import load_spec
+
+    monkeypatch.setenv("KTX_CACHE_DIR", str(tmp_path / "cache"))
+    spec = load_spec(SILU)
+    point = spec.find_point("tokens=64,d=4096")
+    with Harness(spec) as harness:
+        original = original_candidate(spec)
+        assert harness.measure(original, point).ok
+        check = from_pairs(
+            point.name, "graph", {"X": 0}, harness.measure_paired(original, original, point, 5)
+        )
+    assert check.status == MEASURED, check.reason
+    for iv in (check.graph, check.single):
+        assert iv is not None and iv.lo <= 1.0 <= iv.hi, iv
+        assert abs(iv.estimate - 1.0) < 0.02, iv
+    assert not check.confirms(None), "the same kernel is never faster than itself"
+    out = tmp_path / "run"
+    argv = ["tune", str(SILU), "--passes", "block-size", "--shapes", "tokens=64,d=4096", "--trials", "4"]
+    assert main([*argv, "--seed", "1", "--holdout", "none", "--out", str(out), "--quiet"]) == 0
+    (row,) = json.loads((out / "summary.json").read_text())["shapes"]
+    assert row["paired"]["status"] == MEASURED and len(row["paired"]["pairs"]) >= 5
+    lo, hi = row["speedup_interval"]
+    assert lo <= row["speedup"] <= hi
+    assert row["dispatched"] == (lo > 1.01)

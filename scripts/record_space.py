@@ -1,0 +1,167 @@
+"""Record one exhaustive knob space on a GPU: every feasible config at 1-2 shapes, verified and timed.
+
+    source scripts/gpu_env.sh
+    python3 scripts/record_space.py --out "$OUT/space.json"          # ~2,300 configs, 2 shapes
+
+The default space is act_and_mul_scalar's under
+``vectorize,block-size{min=64},split{max=32},unroll{loops=L0,max=4},cache-hints{stores=false}``:
+VEC_L0 (4) x BLOCK_X (6) x SPLIT (6) x UNROLL_L0 (4) x CACHE_LD_INPUT (4) = 2,304 configs with
+five interacting knobs (vector width, block size and split set the parallelism together; unroll
+and the cache policy change what each thread keeps in flight). The recorded 140-config silu
+space was too small and flat to tell samplers apart (issue 12).
+
+Measurements are lighter than a tune's: one verification round, no odd-size variants, few timed
+launches (``--runs``, ``--replays``); the graph time is the objective the samplers are compared
+on. Compiles run on ``--jobs`` CPU processes while the GPU measures, and the configs are measured
+shape by shape, interleaved (config 1 at every shape, then config 2 ...), so a run cut by
+``--limit-s`` holds the same configs at every shape. The recording is written every ``--save``
+measurements and at the end; ``"exhaustive": true`` only when every feasible config was measured.
+
+``--dry-run`` prints the space (knobs, size, feasible configs per shape) without a GPU;
+``--backend harness:FILE.py:FUNCTION`` swaps the GPU worker for a CPU stand-in (tests).
+Then compare ktx's samplers on it: ``scripts/compare_samplers.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ktx.measure.types import Measurement, config_key
+from ktx.search.recording import FORMAT, write
+from ktx.search.tunable import load_tunable
+from ktx.spec import ShapePoint, load_spec
+
+KERNEL = "kernels/act_and_mul_scalar"
+PASSES = "vectorize,block-size{min=64},split{max=32},unroll{loops=L0,max=4},cache-hints{stores=false}"
+SHAPES = "tokens=16,d=4096;tokens=4096,d=4096"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("kernel_dir", nargs="?", default=KERNEL)
+    p.add_argument("--passes", default=PASSES)
+    p.add_argument("--shapes", default=SHAPES, help="';'-separated shapes (default: %(default)s)")
+    p.add_argument("--out", type=Path, default=Path("space.json"))
+    p.add_argument("--jobs", type=int, default=None, help="compile processes (default: CPUs - 1, at most 8)")
+    p.add_argument("--limit-s", type=float, default=540.0, help="stop measuring after this many seconds")
+    p.add_argument("--runs", type=int, default=10, help="single-launch timings per candidate")
+    p.add_argument("--replays", type=int, default=5, help="graph replays per batch (20 launches each)")
+    p.add_argument("--save", type=int, default=250, help="write the recording every N measurements")
+    p.add_argument("--max-configs", type=int, default=None, help="measure only the first N configs")
+    p.add_argument("--backend", default="cupy", help="cupy, or harness:FILE.py:FUNCTION (a CPU stand-in)")
+    p.add_argument("--dry-run", action="store_true", help="print the space and exit (no GPU)")
+    return p.parse_args(argv)
+
+
+def recording(
+    spec_name: str, pipeline: str, space: Any, device: Any, options: Any, found: list[dict[str, Any]],
+    exhaustive: bool, stats: dict[str, Any], stand_in: str,
+) -> dict[str, Any]:  # fmt: skip
+    """The ``ktx.recording/1`` document the replay backend reads."""
+    return {
+        "format": FORMAT,
+        "kernel": spec_name,
+        "synthetic": bool(stand_in),
+        **({"stand_in": stand_in} if stand_in else {}),
+        "method": f"scripts/record_space.py ({pipeline}); exhaustive={exhaustive}; options: {options}",
+        "device": device.name,
+        "toolkit": f"driver {device.driver}, runtime {device.runtime}",
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "pipeline": pipeline,
+        "exhaustive": exhaustive,
+        "stats": stats,
+        "space": {"knobs": space.describe(), "constraints": [c.text for c in space.constraints]},
+        "measurements": found,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    spec = load_spec(args.kernel_dir)
+    tunable = load_tunable(spec, args.passes)
+    space = tunable.space
+    points = [ShapePoint.from_name(s.strip()) for s in args.shapes.split(";") if s.strip()]
+    envs = [spec.env(p) for p in points]
+    configs = [c for c in space.configs() if all(not space.violations(c, env) for env in envs)]
+    print(f"{spec.name}: {tunable.pipeline}")
+    print(f"knobs: {', '.join(f'{k.name} {list(k.values)}' for k in space.knobs)}")
+    print(f"space: {space.size()} configs, {len(configs)} feasible at every shape of {args.shapes}")
+    if args.dry_run:
+        return 0
+    if args.max_configs is not None:
+        configs = configs[: args.max_configs]
+
+    from ktx.measure.gpu import Options
+    from ktx.measure.harness import Harness
+    from ktx.measure.protocol import DEFAULT_HANDLER
+
+    stand_in = "" if args.backend == "cupy" else args.backend
+    handler = DEFAULT_HANDLER if not stand_in else stand_in.removeprefix("harness:")
+    options = Options(rounds=1, odd=False, warmup=3, min_runs=args.runs, max_runs=args.runs,
+                      graph_launches=20, graph_replays=args.replays, max_batches=2)  # fmt: skip
+    start = time.monotonic()
+    found: list[dict[str, Any]] = []
+    counts: dict[str, int] = {}
+    with Harness(spec, options=options, compile_workers=args.jobs, handler=handler) as harness:
+        device = harness.device()
+        jobs = [(tunable.candidate({}), p) for p in points]
+        jobs += [(tunable.candidate(c), p) for c in configs for p in points]
+        total = len(jobs)
+        cut = False
+        first_at: float | None = None
+
+        def stats() -> dict[str, Any]:
+            wall = time.monotonic() - start
+            measured = len(found)
+            steady = (
+                None
+                if first_at is None
+                else (measured - len(points)) / max(1e-9, time.monotonic() - first_at)
+            )
+            return {"measured": measured, "jobs": total, "wall_s": round(wall, 1), "statuses": dict(counts),
+                    "per_s_after_originals": None if steady is None else round(steady, 2)}  # fmt: skip
+
+        def save(exhaustive: bool) -> None:
+            write(recording(spec.name, tunable.pipeline, space, device, options, found, exhaustive, stats(),
+                            stand_in), args.out)  # fmt: skip
+
+        for i, m in enumerate(harness.measure_many(jobs), start=1):
+            found.append(m.to_dict())
+            counts[m.status.value] = counts.get(m.status.value, 0) + 1
+            if i == len(points):
+                first_at = time.monotonic()
+            if i % args.save == 0:
+                save(False)
+                print(json.dumps(stats()), flush=True)
+            if time.monotonic() - start > args.limit_s and i < total:
+                cut = True
+                print(f"--limit-s {args.limit_s:g} reached after {i} of {total} measurements", flush=True)
+                break
+        save(not cut and args.max_configs is None)
+    final = stats()
+    print(json.dumps(final))
+    best = _best(found, points)
+    for name, (us, config) in best.items():
+        print(f"{name}: optimum {us:.3f} µs (graph) at {config}")
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _best(found: list[dict[str, Any]], points: list[ShapePoint]) -> dict[str, tuple[float, str]]:
+    out: dict[str, tuple[float, str]] = {}
+    for data in found:
+        m = Measurement.from_dict(data)
+        if m.ok and m.config and m.graph_us is not None:
+            current = out.get(m.shape)
+            if current is None or m.graph_us < current[0]:
+                out[m.shape] = (m.graph_us, config_key(m.config))
+    return {p.name: out[p.name] for p in points if p.name in out}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

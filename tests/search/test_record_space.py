@@ -1,0 +1,64 @@
+"""``scripts/record_space.py``: the default space is big enough to separate samplers (issue 12),
+and what it records is a recording the replay backend and the sampler comparison read."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from ktx.cli import main as ktx_main
+from ktx.measure.compile import find_nvcc
+from ktx.search.compare import compare
+from ktx.search.recording import Recording
+from ktx.spec import load_spec
+
+from .conftest import ROOT, SILU
+
+STAND_IN = f"harness:{ROOT / 'tests' / 'search' / 'paired_gpu.py'}:handle"
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("record_space", ROOT / "scripts" / "record_space.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_default_space_is_large_and_has_interacting_knobs(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    assert _script().main(["--dry-run"]) == 0
+    out = capsys.readouterr().out
+    knobs = next(line for line in out.splitlines() if line.startswith("knobs: "))
+    assert knobs.count("[") >= 4, knobs
+    feasible = int(out.split(" configs, ")[1].split(" feasible")[0])
+    assert feasible >= 2000, out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(find_nvcc() is None, reason="no nvcc here to compile the candidates")
+def test_a_recorded_space_replays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KTX_CACHE_DIR", str(tmp_path / "cubins"))
+    path = tmp_path / "space.json"
+    argv = [str(SILU), "--passes", "block-size{min=128,max=512}"]
+    argv += ["--shapes", "tokens=16,d=4096;tokens=4,d=4096"]
+    assert _script().main([*argv, "--out", str(path), "--backend", STAND_IN]) == 0
+    recording = Recording.load(path)
+    data = json.loads(path.read_text())
+    assert data["exhaustive"] and data["stats"]["measured"] == 2 * (1 + 4)
+    assert recording.stand_in == STAND_IN and "STAND-IN" in recording.label
+    assert set(recording.space.names) == {"BLOCK_X"} and len(recording.measurements) == 10
+    best, results = compare(load_spec(SILU), recording, "tokens=16,d=4096", ("random", "grid"), seeds=2)
+    assert best.config == {"BLOCK_X": 128} and best.time_us == pytest.approx(1.6)
+    assert all(r.reached == 2 for r in results), "an exhaustive budget always finds the optimum"
+    out = tmp_path / "run"
+    argv = ["tune", str(SILU), "--backend", f"replay:{path}", "--shapes", "tokens=16,d=4096"]
+    assert ktx_main([*argv, "--trials", "4", "--out", str(out), "--quiet", "--holdout", "none"]) == 0
+    (row,) = json.loads((out / "summary.json").read_text())["shapes"]
+    assert row["evaluations"] == 4
