@@ -13,8 +13,8 @@ space was too small and flat to tell samplers apart (issue 12).
 Measurements are lighter than a tune's: one verification round, no odd-size variants, few timed
 launches (``--runs``, ``--replays``); the graph time is the objective the samplers are compared
 on. Compiles run on ``--jobs`` CPU processes while the GPU measures, and the configs are measured
-shape by shape, interleaved (config 1 at every shape, then config 2 ...), so a run cut by
-``--limit-s`` holds the same configs at every shape. The recording is written every ``--save``
+shape after shape, so a run cut by ``--limit-s`` still holds the first shape's whole space
+(``stats.exhaustive_shapes`` names the complete ones). The recording is written every ``--save``
 measurements and at the end; ``"exhaustive": true`` only when every feasible config was measured.
 
 ``--dry-run`` prints the space (knobs, size, feasible configs per shape) without a GPU;
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -47,8 +48,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--passes", default=PASSES)
     p.add_argument("--shapes", default=SHAPES, help="';'-separated shapes (default: %(default)s)")
     p.add_argument("--out", type=Path, default=Path("space.json"))
-    p.add_argument("--jobs", type=int, default=None, help="compile processes (default: CPUs - 1, at most 8)")
-    p.add_argument("--limit-s", type=float, default=540.0, help="stop measuring after this many seconds")
+    p.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1), help="compile processes")
+    p.add_argument("--limit-s", type=float, default=330.0, help="stop measuring after this many seconds")
     p.add_argument("--runs", type=int, default=10, help="single-launch timings per candidate")
     p.add_argument("--replays", type=int, default=5, help="graph replays per batch (20 launches each)")
     p.add_argument("--save", type=int, default=250, help="write the recording every N measurements")
@@ -109,8 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     counts: dict[str, int] = {}
     with Harness(spec, options=options, compile_workers=args.jobs, handler=handler) as harness:
         device = harness.device()
-        jobs = [(tunable.candidate({}), p) for p in points]
-        jobs += [(tunable.candidate(c), p) for c in configs for p in points]
+        candidates = [tunable.candidate(c) for c in configs]
+        jobs = [job for p in points for job in [(tunable.candidate({}), p), *((c, p) for c in candidates)]]
         total = len(jobs)
         cut = False
         first_at: float | None = None
@@ -118,13 +119,13 @@ def main(argv: list[str] | None = None) -> int:
         def stats() -> dict[str, Any]:
             wall = time.monotonic() - start
             measured = len(found)
-            steady = (
-                None
-                if first_at is None
-                else (measured - len(points)) / max(1e-9, time.monotonic() - first_at)
-            )
+            since = None if first_at is None else max(1e-9, time.monotonic() - first_at)
+            steady = None if since is None else round((measured - 1) / since, 2)
+            per_shape = {p.name: sum(1 for m in found if m["shape"] == p.name) for p in points}
+            complete = [name for name, n in per_shape.items() if n == len(configs) + 1]
             return {"measured": measured, "jobs": total, "wall_s": round(wall, 1), "statuses": dict(counts),
-                    "per_s_after_originals": None if steady is None else round(steady, 2)}  # fmt: skip
+                    "per_shape": per_shape, "exhaustive_shapes": complete,
+                    "per_s_after_first_original": steady}  # fmt: skip
 
         def save(exhaustive: bool) -> None:
             write(recording(spec.name, tunable.pipeline, space, device, options, found, exhaustive, stats(),
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         for i, m in enumerate(harness.measure_many(jobs), start=1):
             found.append(m.to_dict())
             counts[m.status.value] = counts.get(m.status.value, 0) + 1
-            if i == len(points):
+            if i == 1:
                 first_at = time.monotonic()
             if i % args.save == 0:
                 save(False)

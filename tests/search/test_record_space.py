@@ -52,6 +52,7 @@ def test_a_recorded_space_replays(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     recording = Recording.load(path)
     data = json.loads(path.read_text())
     assert data["exhaustive"] and data["stats"]["measured"] == 2 * (1 + 4)
+    assert data["stats"]["exhaustive_shapes"] == ["tokens=16,d=4096", "tokens=4,d=4096"]
     assert recording.stand_in == STAND_IN and "STAND-IN" in recording.label
     assert set(recording.space.names) == {"BLOCK_X"} and len(recording.measurements) == 10
     best, results = compare(load_spec(SILU), recording, "tokens=16,d=4096", ("random", "grid"), seeds=2)
