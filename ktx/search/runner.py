@@ -614,6 +614,11 @@ def finalize(
     if ctx.skipped:
         names = ", ".join(p.name for p in ctx.skipped)
         notes.append(f"The time limit ran out before these shapes' originals were measured: {names}.")
+    for c in checks.values():
+        if c.status == "failed":
+            notes.append(
+                f"The final check failed at {c.shape} ({c.reason[:200]}): the table keeps the original there."
+            )
     cut = [c.shape for c in checks.values() if c.status == "skipped"]
     if cut:
         notes.append(
