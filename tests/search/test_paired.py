@@ -228,3 +228,19 @@ def test_another_launch_is_not_same_code() -> None:
     base = original_candidate(spec)
     other = dataclasses.replace(base, block=("BLOCK",), config={"BLOCK": 128})
     assert not same_code(base, other, spec, POINT), "another launch is other code"
+
+
+def test_the_worker_interleaves_the_pair() -> None:
+    """The worker's ``paired`` request runs the two jobs alternately, A B A B ..., in one process."""
+    from ktx.measure.worker import paired
+
+    calls: list[str] = []
+
+    def handler(op: str, payload: Any) -> Any:
+        assert op == "measure"
+        calls.append(payload["who"])
+        return {"who": payload["who"], "n": len(calls)}
+
+    result = paired(handler, {"jobs": [{"who": "A"}, {"who": "B"}], "pairs": 5})
+    assert calls == ["A", "B"] * 5
+    assert [[a["who"], b["who"]] for a, b in result] == [["A", "B"]] * 5
