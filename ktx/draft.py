@@ -514,7 +514,9 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     launcher = _launcher(module, site)
     tr = _translator(module, site, launcher)
     todos: list[str] = []
-    where = f"{path}:{site.span.line}"
+    # The file name alone: the draft's `source =` line already says where it is, and a draft
+    # must read the same wherever it was made.
+    where = f"{path.name}:{site.span.line}"
 
     # Scalars: the launcher's expressions; the kernel parameter -> its expression over shape vars.
     call_args = _call_args(module, site)

@@ -208,6 +208,15 @@ class Spec:
     def name(self) -> str:
         return self.folder.name
 
+    @property
+    def include_dirs(self) -> tuple[str, ...]:
+        """Where ``#include "x.h"`` is looked up: the source file's own folder first (as a
+        C compiler would), then the spec's folder when the source lives elsewhere (a spec
+        drafted beside, not inside, the user's tree)."""
+        src = (self.folder / self.source).resolve().parent
+        spec = self.folder.resolve()
+        return (str(src),) if src == spec else (str(src), str(spec))
+
     def source_text(self) -> str:
         path = self.folder / self.source
         try:

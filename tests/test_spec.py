@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from ktx.spec import ShapePoint, expand, find_specs, load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = find_specs(ROOT / "kernels")
+KERNELS = ROOT / "kernels"
 
 GOOD = """\
 kernel = "k"
@@ -208,3 +211,20 @@ def test_parse_spec_expression_column(tmp_path: Path) -> None:
     assert loc is not None
     line = text.splitlines()[loc.line - 1]
     assert line[loc.col - 1 :].startswith("dd"), (line, loc)
+
+
+def test_include_dirs_start_at_the_source_files_folder(tmp_path: Path) -> None:
+    """``#include "common.h"`` resolves beside the source, as a C compiler would, also when the
+    spec was drafted in another folder (ktx init --out); the spec's folder comes second."""
+    src_dir = tmp_path / "src"
+    src_dir.mkdir()
+    shutil.copyfile(KERNELS / "silu_and_mul" / "kernel.cu", src_dir / "kernel.cu")
+    spec_dir = tmp_path / "spec"
+    spec_dir.mkdir()
+    text = (KERNELS / "silu_and_mul" / "ktx.toml").read_text()
+    text = re.sub(r'(?m)^source = ".*"$', 'source = "../src/kernel.cu"', text)
+    (spec_dir / "ktx.toml").write_text(text)
+    shutil.copyfile(KERNELS / "silu_and_mul" / "reference.py", spec_dir / "reference.py")
+    spec = load_spec(spec_dir)
+    assert spec.include_dirs == (str(src_dir.resolve()), str(spec_dir.resolve()))
+    assert load_spec(KERNELS / "silu_and_mul").include_dirs == (str((KERNELS / "silu_and_mul").resolve()),)

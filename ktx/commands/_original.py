@@ -43,7 +43,14 @@ def tolerance_text(spec: Spec) -> str:
 def failure_line(spec: Spec, m: Measurement) -> str:
     """One line: where, what, the first bad element (from the measurement's message), the
     tolerance in force and the spec key to look at."""
-    first = next((line.strip() for line in m.message.splitlines() if line.strip()), "no message")
+    lines = [line.strip() for line in m.message.splitlines() if line.strip()]
+    first = lines[0] if lines else "no message"
+    if m.status is Status.COMPILE_ERROR and "error:" not in first.lower():
+        # The first line is the compiler's status ("NVRTC_ERROR_COMPILATION (6)"); the line
+        # that says what to fix is the first diagnostic of the log under it.
+        diag = next((line for line in lines[1:] if "error" in line.lower()), None)
+        if diag is not None:
+            first = f"{first}: {diag}"
     where = LOOK_AT.get(m.status, "the spec")
     section = where
     if m.status is Status.WRONG_RESULT:

@@ -128,7 +128,7 @@ class Harness:
             expand(cand.name_expression, cand.env(self.spec, p)) for p in self._shapes(cand, point)
         )
         return [
-            CompileRequest(cand.source, name, tuple(cand.flags), arch, (str(self.spec.folder),))
+            CompileRequest(cand.source, name, tuple(cand.flags), arch, self.spec.include_dirs)
             for name in names
         ]
 

@@ -161,7 +161,9 @@ def python_reference(
     env = spec.env(point)
     decoded: dict[str, Any] = {}
     for arg in spec.args:
-        if arg.is_array:
+        # Pure outputs are what the reference computes: the device-side check does not copy
+        # them to the host, so they are absent here (and a reference must not read them).
+        if arg.is_array and (arg.role != "out" or arg.name in inputs):
             decoded[arg.name] = decode(inputs[arg.name], arg.dtype)
     decoded.update(scalars(spec, env))
     result = fn(decoded, dict(env))

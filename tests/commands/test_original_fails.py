@@ -60,6 +60,16 @@ def test_failure_line_points_at_the_key_for_each_status() -> None:
         "compile_error: error: identifier x; tolerance in force: out bf16 rtol=0.016 atol=0.01 max_abs=1; "
         "look at [compile] flags, template_args and source"
     )
+    nvrtc_log = (
+        "NVRTC: NVRTC_ERROR_COMPILATION (6)\n"
+        'kernel.cu(1): catastrophic error: cannot open source file "common.h"\n'
+        "1 catastrophic error detected"
+    )
+    nvrtc = replace(base, status=Status.COMPILE_ERROR, message=nvrtc_log)
+    assert (
+        'compile_error: NVRTC: NVRTC_ERROR_COMPILATION (6): kernel.cu(1): catastrophic error: '
+        'cannot open source file "common.h"; tolerance'
+    ) in failure_line(spec, nvrtc)
     resources = replace(base, status=Status.RESOURCES, message="too much shared memory")
     assert failure_line(spec, resources).endswith("look at [launch] block and shared")
 
