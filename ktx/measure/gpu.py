@@ -514,10 +514,16 @@ def _digest(spec: Spec) -> str:
 
 
 def _python_want(
-    spec: Spec, shape: ShapePoint, inputs_key: tuple[Any, ...], pristine: Mapping[str, Array], costs: _Costs
+    spec: Spec,
+    shape: ShapePoint,
+    inputs_key: tuple[Any, ...],
+    pristine: Mapping[str, Array],
+    costs: _Costs,
+    stream: Any,
 ) -> dict[str, Array]:
     """The float64 Python reference's outputs on these inputs, on the device (computed on the
-    host from the decoded inputs, kept in the host memo)."""
+    host from the decoded inputs, kept in the host memo). Both copies run on ``stream``, the
+    non-blocking stream the inputs were written and the candidate runs on."""
     cp = _cupy()
     key = str(spec.path)
     if key not in _PYREFS:
@@ -525,13 +531,15 @@ def _python_want(
     pyref = _PYREFS[key]
 
     def make() -> dict[str, np.ndarray]:
-        host = {a.name: cp.asnumpy(pristine[a.name]) for a in spec.args if a.is_array and a.role != "out"}
+        host = {a.name: cp.asnumpy(pristine[a.name], stream=stream)
+                for a in spec.args if a.is_array and a.role != "out"}  # fmt: skip
         return python_reference(spec, shape, host, pyref)
 
     start = time.perf_counter()
     want = _MEMO.get(("python", key, spec.reference.python, *inputs_key), make)
     costs.python_s += time.perf_counter() - start
-    return {name: cp.asarray(a) for name, a in want.items()}
+    with stream:
+        return {name: cp.asarray(a) for name, a in want.items()}
 
 
 def _verify(
@@ -646,11 +654,15 @@ def _verify_rounds(
                 stored = True
             elif inputs_key in pending:  # the original's check, started in a thread
                 start = time.perf_counter()
-                want = {name: cp.asarray(a) for name, a in pending[inputs_key].result().items()}
+                # On the measuring stream: it does not wait for the legacy default stream, and a
+                # copy from pageable memory returns before its DMA lands (the compare read the
+                # tail of large outputs before they arrived).
+                with stream:
+                    want = {name: cp.asarray(a) for name, a in pending[inputs_key].result().items()}
                 costs.python_s += time.perf_counter() - start
                 stored = False
             else:
-                want = _python_want(spec, shape, inputs_key, pristine, costs)
+                want = _python_want(spec, shape, inputs_key, pristine, costs, stream)
                 stored = False
             got = _run_once(spec, bound, shape, pristine, stream)
             round_abs = round_rel = 0.0
