@@ -293,7 +293,8 @@ def run_kernel(
     log = work / "logs" / f"{ladder.name}.log"
     notes: list[str] = []
     start = time.monotonic()
-    hand_s = seconds * HAND_SHARE if ladder.hand and not args.no_hand else 0.0
+    reuse = getattr(args, "hand_from", None) is not None
+    hand_s = seconds * HAND_SHARE if ladder.hand and not (args.no_hand or reuse) else 0.0
     opt_s = max(MIN_OPTIMIZE_S, seconds - hand_s)
     state: dict[str, Any] | None = None
     run_dir = work / "runs" / ladder.name
@@ -320,7 +321,7 @@ def run_kernel(
     hand: dict[str, list[dict[str, Any]]] = {}
     bench_meta: dict[str, Any] | None = None
     left = max(30.0, seconds - (time.monotonic() - start)) if ladder.hand else 0.0
-    for i, version in enumerate(() if args.no_hand else ladder.hand):
+    for i, version in enumerate(() if args.no_hand or reuse else ladder.hand):
         folder = stage(ladder, version, cuda_dir, work / "stage")
         out = work / "bench" / f"{ladder.name}-{version}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -341,6 +342,9 @@ def run_kernel(
             hand[version] = list(data.get("measurements", []))
         else:
             notes.append(f"ktx bench {version} wrote no results (exit {code})")
+    rows = kernel_rows(ladder, state, hand)
+    if reuse:
+        rows = hand_from(rows, Path(args.hand_from), notes)
     return {
         "kernel": ladder.name,
         "naive": ladder.naive,
@@ -351,8 +355,40 @@ def run_kernel(
         "device": device_name(state, bench_meta),
         "wall_s": round(time.monotonic() - start, 1),
         "notes": notes,
-        "rows": kernel_rows(ladder, state, hand),
+        "rows": rows,
     }
+
+
+HAND_KEYS = ("hand_us", "hand_version", "hand_block", "hand_failures")
+
+
+def hand_from(rows: list[dict[str, Any]], path: Path, notes: list[str]) -> list[dict[str, Any]]:
+    """``rows`` with the hand-written columns of an earlier report's rows of the same kernel,
+    shape and metric (a row whose metric differs keeps none: the times would not compare)."""
+    earlier = json.loads(path.read_text())
+    table = {
+        (r["kernel"], r["shape"], r.get("metric")): r
+        for k in earlier.get("kernels", [])
+        for r in k.get("rows", [])
+    }
+    out = []
+    for row in rows:
+        old = table.get((row["kernel"], row["shape"], row.get("metric")))
+        row = dict(row)
+        if old is None or old.get("hand_us") is None:
+            metric = row.get("metric")
+            notes.append(f"{row['shape']}: no hand-written time in {path.name} for metric {metric}")
+        else:
+            row.update({k: old.get(k) for k in HAND_KEYS})
+            ktx_us = row.get("ktx_us")
+            row["ktx_over_hand"] = None if ktx_us is None else float(ktx_us) / float(old["hand_us"])
+        out.append(row)
+    if not any("hand-written times from" in n for n in notes):
+        notes.append(
+            f"hand-written times from {path.name} ({earlier.get('device')}, {earlier.get('date')}), "
+            "an earlier run of this script: not re-benched"
+        )
+    return out
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -370,6 +406,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ktx", default=None, help="the ktx command (default: this python -m ktx)")
     p.add_argument("--no-optimize", action="store_true", help="only bench the hand-written versions")
     p.add_argument("--no-hand", action="store_true", help="only run ktx optimize")
+    p.add_argument("--hand-from", default=None, metavar="RESULTS_JSON",
+                   help="take the hand-written times from an earlier run's results.json (same "
+                        "device kind) instead of benching them again; rows match on kernel, "
+                        "shape and metric")  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -409,6 +449,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "shapes": args.shapes,
         "backend": args.backend,
         "llmc": str(cuda_dir),
+        "hand_from": args.hand_from,
         "kernels": [],
     }
     lock = threading.Lock()

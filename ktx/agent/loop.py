@@ -418,7 +418,9 @@ class Optimizer:
         if rounds_path.exists():
             rounds_path.unlink()  # a new run in the same folder starts a new log (the cache stays)
         (self.run_dir / "original.cu").write_text(self.spec.source_text())
+        base_start = time.monotonic()
         base = self.baseline()
+        self.baseline_s = time.monotonic() - base_start
         ncu: Mapping[str, NcuMetrics] = {}
         if self.ncu is not None:
             names = [self.points[0].name] + ([self.points[-1].name] if len(self.points) > 1 else [])
@@ -446,6 +448,15 @@ class Optimizer:
                 break
             if deadline is not None and time.monotonic() >= deadline:
                 stop = "budget"
+                break
+            if deadline is not None and deadline - time.monotonic() < self.min_round_s():
+                stop = "budget"
+                self.notes.append(
+                    f"budget: {max(0.0, deadline - time.monotonic()):.1f} s left, less than one round "
+                    f"needs (about {self.min_round_s():.1f} s: twice the {self.baseline_s:.1f} s the "
+                    "originals' measurement took, at least "
+                    f"{self.MIN_ROUND_S:.0f} s); a larger --budget lets the planner try more"
+                )
                 break
             round_start = time.monotonic()
             probes = probe_passes(self.spec, best.plan, self.catalog, self.registry, self.templates)
@@ -499,6 +510,17 @@ class Optimizer:
             sum((r.outcome.usage for r in records), Usage()),
             tuple(self.notes),
         )
+
+    #: The least time a round gets (seconds): a round re-checks the originals, searches and
+    #: re-measures its winners against them; a thinner slice measures nothing at all (the
+    #: search then reports every shape unmeasured, and the round is wasted).
+    MIN_ROUND_S = 10.0
+    baseline_s = 0.0
+
+    def min_round_s(self) -> float:
+        """What one round needs: twice the baseline's measurement of the originals, at least
+        :attr:`MIN_ROUND_S`."""
+        return max(self.MIN_ROUND_S, 2.0 * self.baseline_s)
 
     #: Below this fraction of speed-of-light (median over shapes) the run goes on past
     #: ``--rounds`` and ``--patience`` while the budget lasts and the planner has passes to try.
@@ -574,7 +596,12 @@ class Optimizer:
         }
         round_deadline = None
         if deadline is not None:
-            round_deadline = time.monotonic() + max(0.0, deadline - time.monotonic()) / max(1, rounds_left)
+            left = max(0.0, deadline - time.monotonic())
+            # An equal share of what is left, but never less than a round needs: with a short
+            # budget the last rounds are dropped (the loop stops on budget) instead of every
+            # round getting a slice too thin to measure anything.
+            share = max(left / max(1, rounds_left), self.min_round_s())
+            round_deadline = time.monotonic() + min(left, share)
         try:
             result = self.search.search(folder, tunable, warm, round_deadline, self.request.trials_per_round)
         except KtxError as exc:

@@ -105,3 +105,29 @@ def test_error_budget() -> None:
 def test_bad_requests(tmp_path: Path) -> None:
     assert main(["optimize", str(KERNEL), "--rounds", "0", "--out", str(tmp_path)]) == 2
     assert main(["optimize", str(tmp_path / "nope"), "--out", str(tmp_path)]) == 2
+
+
+def test_a_short_budget_stops_rather_than_slicing_rounds_thin(tmp_path: Path) -> None:
+    """Eight rounds in 12 s would get 1.5 s each, too little to measure the originals (llm.c's
+    ladder saw every round report its shapes unmeasured); each round gets at least
+    ``MIN_ROUND_S`` and the run stops on budget when less than that is left, saying why."""
+    from ktx.agent.loop import Optimizer
+
+    result = optimize(request(tmp_path / "run", rounds=8, budget_s=12), backend=ModelBackend())
+    limits = []
+    for r in result.rounds:
+        log = tmp_path / "run" / f"round-{r.index:02d}" / "log.jsonl"
+        if log.exists():
+            events = [json.loads(line) for line in log.read_text().splitlines()]
+            budget = next(e for e in events if e["event"] == "time_budget")
+            limits.append(budget["reserved_s"] + budget["search_s"])
+    assert limits and min(limits) >= Optimizer.MIN_ROUND_S - 1.0, limits
+    assert result.stop_reason in ("budget", "planner")
+    if result.stop_reason == "budget":
+        assert any(n.startswith("budget:") and "less than one round needs" in n for n in result.notes)
+
+
+def test_no_round_starts_when_the_budget_cannot_hold_one(tmp_path: Path) -> None:
+    result = optimize(request(tmp_path / "run", rounds=8, budget_s=3), backend=ModelBackend())
+    assert result.rounds == () and result.stop_reason == "budget"
+    assert any("a larger --budget lets the planner try more" in n for n in result.notes)

@@ -187,6 +187,32 @@ def test_run_plumbing_with_a_stand_in_ktx(tmp_path: Path, gpus: int) -> None:
     assert (out / "llmc-runs.tar.gz").is_file()
 
 
+def test_hand_from_reuses_an_earlier_runs_hand_times_by_shape_and_metric(tmp_path: Path) -> None:
+    cuda = _llmc()
+    fake = tmp_path / "fake_ktx.py"
+    fake.write_text(FAKE_KTX + "\nif cmd == 'bench': sys.exit('benched although --hand-from was given')\n")
+    earlier = tmp_path / "earlier.json"
+    row = {"kernel": "gelu_forward", "shape": "B=1,T=1024,C=768", "metric": "graph", "hand_us": 1.6,
+           "hand_version": "v2", "hand_block": 512, "hand_failures": []}  # fmt: skip
+    other = dict(row, shape="B=8,T=1024,C=768")
+    kernels = [{"kernel": "gelu_forward", "rows": [row, other]}]
+    earlier.write_text(json.dumps({"device": "Fake H100", "date": "2026-11-24", "kernels": kernels}))
+    out = tmp_path / "out"
+    code = run.main([
+        "--llmc", str(cuda.parent.parent), "--kernels", "gelu_forward", "--budget", "30",
+        "--out", str(out), "--work", str(tmp_path / "work"), "--ktx", f"{sys.executable} {fake}",
+        "--hand-from", str(earlier),
+    ])  # fmt: skip
+    assert code == 0
+    report = json.loads((out / "results.json").read_text())
+    gelu = report["kernels"][0]
+    (r,) = gelu["rows"]
+    assert (r["hand_us"], r["hand_version"], r["hand_block"]) == (1.6, "v2", 512)
+    assert r["ktx_over_hand"] == pytest.approx(4.0 / 1.6)
+    assert any("not re-benched" in n and "Fake H100" in n for n in gelu["notes"])
+    assert report["hand_from"] == str(earlier)
+
+
 def test_metric_time_follows_ktx_rule() -> None:
     m = {"status": "ok", "single": {"median_us": 30.0}, "graph": {"median_us": 25.0}}
     assert run.metric_time(m, "single") == 30.0 and run.metric_time(m, "graph") == 25.0

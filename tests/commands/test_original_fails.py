@@ -67,7 +67,7 @@ def test_failure_line_points_at_the_key_for_each_status() -> None:
     )
     nvrtc = replace(base, status=Status.COMPILE_ERROR, message=nvrtc_log)
     assert (
-        'compile_error: NVRTC: NVRTC_ERROR_COMPILATION (6): kernel.cu(1): catastrophic error: '
+        "compile_error: NVRTC: NVRTC_ERROR_COMPILATION (6): kernel.cu(1): catastrophic error: "
         'cannot open source file "common.h"; tolerance'
     ) in failure_line(spec, nvrtc)
     resources = replace(base, status=Status.RESOURCES, message="too much shared memory")
