@@ -50,6 +50,14 @@ class Shortlist:
     point: ShapePoint
     metric: str
     config: Mapping[str, int] | None
+    #: The search's speedup at this shape: the largest wins are checked first, so a limit
+    #: that runs out drops the smallest ones.
+    gain: float | None = None
+
+
+#: The fewest pairs a check runs with when the full :data:`PAIRS` do not fit the time left
+#: (two give an interval, but one noisy pair then decides it).
+MIN_PAIRS = 3
 
 
 def check_cost(cost_s: float, pairs: int = PAIRS) -> float:
@@ -83,30 +91,40 @@ def final_check(
     backend = evaluator.backend
     paired = getattr(backend, "measure_paired", None)
     original = evaluator.tunable.candidate({})
-    for item in shapes:
+    # The estimate comes from the original's verified measurement, an upper bound (a check
+    # only times); once a check has run, its real cost scales the estimates of the rest.
+    scale = 1.0
+    order = sorted(shapes, key=lambda it: -(it.gain or 0.0))
+    for item in order:
         name = item.point.name
         if item.config is None:
             check = PairedCheck(name, item.metric, NONE)
         else:
             config = dict(item.config)
             candidate = evaluator.tunable.candidate(evaluator.space.normalize(config))
-            expected = check_cost(costs.get(name) or DEFAULT_COST_S, pairs)
+            per_pair = scale * (check_cost(costs.get(name) or DEFAULT_COST_S, 1) - 0.2)
+            expected = per_pair * pairs + 0.2
             left = None if deadline is None else deadline - time.monotonic()
+            n = pairs if left is None else min(pairs, int(max(0.0, left - 0.2) / max(per_pair, 1e-9)))
             if same_code(original, candidate, evaluator.spec, item.point):
                 check = PairedCheck(name, item.metric, IDENTICAL, config, reason="the original's code")
             elif not callable(paired):
                 check = PairedCheck(
                     name, item.metric, UNSUPPORTED, config, reason="the backend cannot re-measure"
                 )
-            elif left is not None and left < expected:
+            elif left is not None and n < min(pairs, MIN_PAIRS):
                 why = f"{left:.1f} s left of the time limit, the check needs about {expected:.1f} s"
                 check = PairedCheck(name, item.metric, SKIPPED, config, reason=why)
             else:
                 timeout = None if left is None else max(1.0, left)
+                start = time.monotonic()
                 with evaluator._gpu:  # the backend measures one thing at a time
-                    measured = paired(original, candidate, item.point, pairs, timeout)
+                    measured = paired(original, candidate, item.point, n, timeout)
+                spent = time.monotonic() - start
                 check = from_pairs(name, item.metric, config, measured)
+                if measured and per_pair > 0:
+                    scale = min(1.0, scale * spent / (per_pair * n + 0.2))
         out[name] = check
         if log is not None:
             log(check)
-    return out
+    return {item.point.name: out[item.point.name] for item in shapes}

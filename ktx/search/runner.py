@@ -547,7 +547,9 @@ def paired_checks(
 ) -> dict[str, PairedCheck]:
     """The paired final check of every searched shape (:mod:`ktx.search.final`), logged."""
     costs = measured_costs(ctx)
-    shortlist = [Shortlist(r.point, r.metric, r.best_config) for r in results if r.point not in ctx.skipped]
+    shortlist = [
+        Shortlist(r.point, r.metric, r.best_config, r.speedup) for r in results if r.point not in ctx.skipped
+    ]
 
     def log(check: PairedCheck) -> None:
         iv = check.interval
