@@ -266,19 +266,12 @@ class TuneSearch:
         self.sampler = sampler
         self.min_gain = min_gain
 
-    def search(
-        self,
-        folder: Path,
-        tunable: Tunable,
-        warm: Mapping[str, Config],
-        deadline: float | None,
-        trials: int,
-    ) -> RoundResult:
+    def _context(self, folder: Path, tunable: Tunable, deadline: float | None, start: float,
+                 trials: int) -> Any:  # fmt: skip
+        """``ktx tune``'s context for one round's folder (its studies and run log)."""
         from ktx.search import runner
-        from ktx.search.engine import open_study
         from ktx.search.study import default_url, open_storage
 
-        start = time.monotonic()
         folder.mkdir(parents=True, exist_ok=True)
         request = runner.TuneRequest(
             kernel_dir=self.kernel_dir,
@@ -298,10 +291,24 @@ class TuneSearch:
         storage = open_storage(url)
         log = RunLog(folder / "log.jsonl")
         evaluator = Evaluator(self.spec, tunable, self.backend, self.cache, log, self.limits)
-        ctx = runner.Context(
+        return runner.Context(
             request, self.spec, tunable, self.points, folder, url, storage, self.backend, evaluator, log,
             self.recording, Display(enabled=not self.quiet),
         )  # fmt: skip
+
+    def search(
+        self,
+        folder: Path,
+        tunable: Tunable,
+        warm: Mapping[str, Config],
+        deadline: float | None,
+        trials: int,
+    ) -> RoundResult:
+        from ktx.search import runner
+        from ktx.search.engine import open_study
+
+        start = time.monotonic()
+        ctx = self._context(folder, tunable, deadline, start, trials)
         try:
             runner.prepare_all(ctx, deadline)
             for point in ctx.searched:
@@ -311,7 +318,8 @@ class TuneSearch:
                     continue
                 if tunable.space.violations(mapped, self.spec.env(point)):
                     continue
-                study = open_study(storage, runner.study_name(ctx, point), optuna.samplers.RandomSampler())
+                name = runner.study_name(ctx, point)
+                study = open_study(ctx.storage, name, optuna.samplers.RandomSampler())
                 if not study.trials:
                     study.enqueue_trial(tunable.space.to_params(mapped), user_attrs={"warm_start": True})
             # the round's final check and outputs come out of its time share, reserved up front
@@ -319,6 +327,29 @@ class TuneSearch:
             summary = runner.finalize(ctx, time.monotonic() - start, deadline, start)
         finally:
             ctx.display.close()
+        return self._result(summary, folder, start)
+
+    def recheck(
+        self, folder: Path, tunable: Tunable, previous: RoundResult, deadline: float | None
+    ) -> RoundResult:
+        """The round in ``folder`` finalized again, searching nothing: the final checks its
+        time share cut (status skipped) run now, within ``deadline``; every other shape keeps
+        its check. The originals come from the shared measurement cache."""
+        from ktx.search import runner
+
+        start = time.monotonic()
+        ctx = self._context(folder, tunable, deadline, start, previous.trials)
+        keep = {s.shape: s.paired for s in previous.shapes if s.paired is not None}
+        try:
+            runner.prepare_all(ctx, deadline)
+            summary = runner.finalize(ctx, previous.wall_s + time.monotonic() - start, deadline, None, keep)
+        finally:
+            ctx.display.close()
+        result = self._result(summary, folder, start)
+        return dataclasses.replace(result, wall_s=previous.wall_s + result.wall_s)
+
+    def _result(self, summary: Any, folder: Path, start: float) -> RoundResult:
+        """A round's outcome per shape from ``ktx tune``'s summary."""
         failures: dict[str, int] = {}
         evaluations = trials_run = 0
         outcomes = []

@@ -24,7 +24,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -52,7 +52,7 @@ from ktx.search.engine import (
 )
 from ktx.search.evaluate import Evaluator, Policy, choose_metric, objective_time
 from ktx.search.final import WRITE_S, Shortlist, final_check, reserve
-from ktx.search.paired import PAIRS, PairedCheck
+from ktx.search.paired import PAIRS, SKIPPED, PairedCheck
 from ktx.search.progress import Display
 from ktx.search.recording import FORMAT, Recording, RecordingBackend, write
 from ktx.search.report import HoldoutRow, ShapeResult, Summary, write_outputs
@@ -543,12 +543,28 @@ def check_holdout(
 
 
 def paired_checks(
-    ctx: Context, results: Sequence[ShapeResult], deadline: float | None
+    ctx: Context,
+    results: Sequence[ShapeResult],
+    deadline: float | None,
+    keep: Mapping[str, PairedCheck] | None = None,
 ) -> dict[str, PairedCheck]:
-    """The paired final check of every searched shape (:mod:`ktx.search.final`), logged."""
+    """The paired final check of every searched shape (:mod:`ktx.search.final`), logged.
+
+    ``keep``: checks an earlier finalize of the same run made; a shape whose kept check ran
+    (anything but skipped) for the config the studies still hold best is not measured again, so
+    a re-check after more time was found (``ktx optimize``'s) re-measures only what was cut."""
     costs = measured_costs(ctx)
+    kept: dict[str, PairedCheck] = {}
+    for r in results:
+        old = None if keep is None else keep.get(r.point.name)
+        want = None if r.best_config is None else dict(r.best_config)
+        same = old is not None and (None if old.config is None else dict(old.config)) == want
+        if old is not None and old.status != SKIPPED and same:
+            kept[r.point.name] = old
     shortlist = [
-        Shortlist(r.point, r.metric, r.best_config, r.speedup) for r in results if r.point not in ctx.skipped
+        Shortlist(r.point, r.metric, r.best_config, r.speedup)
+        for r in results
+        if r.point not in ctx.skipped and r.point.name not in kept
     ]
 
     def log(check: PairedCheck) -> None:
@@ -557,17 +573,24 @@ def paired_checks(
                       interval=None if iv is None else iv.to_dict(), reason=check.reason[:300])  # fmt: skip
         ctx.display.message(f"{check.shape}: final check {check.text()}")
 
-    return final_check(ctx.evaluator, shortlist, deadline, costs, PAIRS, log)
+    checked = final_check(ctx.evaluator, shortlist, deadline, costs, PAIRS, log)
+    return {r.point.name: kept.get(r.point.name) or checked[r.point.name] for r in results
+            if r.point.name in kept or r.point.name in checked}  # fmt: skip
 
 
 def finalize(
-    ctx: Context, wall_s: float, deadline: float | None = None, started: float | None = None
+    ctx: Context,
+    wall_s: float,
+    deadline: float | None = None,
+    started: float | None = None,
+    keep: Mapping[str, PairedCheck] | None = None,
 ) -> Summary:
     """Final check, dispatch table, held-out check, outputs. ``deadline`` bounds the checks;
-    ``started`` (``time.monotonic()`` at the command's start) makes ``wall_s`` the whole run."""
+    ``started`` (``time.monotonic()`` at the command's start) makes ``wall_s`` the whole run;
+    ``keep`` holds an earlier finalize's checks (:func:`paired_checks`)."""
     results = collect(ctx)
     bucket = choose_bucket_var(ctx.spec.variables, ctx.request.bucket_var)
-    checks = paired_checks(ctx, results, deadline) if ctx.tunable.space.knobs else {}
+    checks = paired_checks(ctx, results, deadline, keep) if ctx.tunable.space.knobs else {}
     min_gain = ctx.request.min_gain
     choices = [
         Choice(

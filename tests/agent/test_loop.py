@@ -131,3 +131,55 @@ def test_no_round_starts_when_the_budget_cannot_hold_one(tmp_path: Path) -> None
     result = optimize(request(tmp_path / "run", rounds=8, budget_s=3), backend=ModelBackend())
     assert result.rounds == () and result.stop_reason == "budget"
     assert any("a larger --budget lets the planner try more" in n for n in result.notes)
+
+
+class PairedModel(ModelBackend):
+    """The modelled GPU, able to re-measure a config against the original (the final check)."""
+
+    def measure_paired(self, first: Any, second: Any, shape: Any, pairs: int, timeout: float | None) -> Any:
+        return [(self.measure(first, shape), self.measure(second, shape)) for _ in range(pairs)]
+
+
+def test_final_checks_a_round_could_not_fit_run_with_the_budget_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round's time share can be too small for the final check of a slow original (llm.c's
+    layernorm v1 at B=1 on an H100: 573 µs original, 7.7 µs found, check skipped, table kept the
+    original). When the rounds end with budget left, the cut checks run then; the checks that ran
+    are kept, not repeated."""
+    import time
+
+    from ktx.agent.search import TuneSearch
+    from ktx.search import runner
+
+    real_check = runner.final_check
+    state = {"cut": True, "rechecked": []}
+
+    def final_check(evaluator: Any, shapes: Any, deadline: Any, *args: Any, **kw: Any) -> Any:
+        if state["cut"]:  # inside a round: as if its time share were spent
+            deadline = time.monotonic()
+        else:
+            state["rechecked"] += [s.point.name for s in shapes]
+        return real_check(evaluator, shapes, deadline, *args, **kw)
+
+    real_recheck = TuneSearch.recheck
+
+    def recheck(self: TuneSearch, *args: Any) -> Any:
+        state["cut"] = False
+        try:
+            return real_recheck(self, *args)
+        finally:
+            state["cut"] = True
+
+    monkeypatch.setattr(runner, "final_check", final_check)
+    monkeypatch.setattr(TuneSearch, "recheck", recheck)
+    out = tmp_path / "run"
+    result = optimize(request(out, rounds=2, budget_s=120), backend=PairedModel())
+    assert result.best_round > 0, "the split wins in the model"
+    checks = {s.shape: s.paired for s in result.shapes}
+    assert all(c is not None and c.status == "measured" for c in checks.values()), checks
+    assert any(n.startswith("re-check: round ") for n in result.notes), result.notes
+    assert any(s.wins for s in result.shapes)
+    summary = json.loads((out / "final" / "summary.json").read_text())
+    assert {r["paired"]["status"] for r in summary["shapes"]} == {"measured"}
+    assert sorted(set(state["rechecked"])) == sorted(SHAPES), "every cut check ran once more"

@@ -23,6 +23,7 @@ from ktx.search.paired import (
     FAILED,
     IDENTICAL,
     MEASURED,
+    SKIPPED,
     UNSUPPORTED,
     PairedCheck,
     from_pairs,
@@ -244,3 +245,53 @@ def test_the_worker_interleaves_the_pair() -> None:
     result = paired(handler, {"jobs": [{"who": "A"}, {"who": "B"}], "pairs": 5})
     assert calls == ["A", "B"] * 5
     assert [[a["who"], b["who"]] for a, b in result] == [["A", "B"]] * 5
+
+
+class FasterOne(FreshProcess):
+    """K=1 is 20% faster in every measurement."""
+
+    def measure(self, cand: Candidate, point: ShapePoint) -> Measurement:
+        return self._m(cand, point, 1.6 if cand.config.get("K") == 1 else 2.0)
+
+    def measure_paired(
+        self, first: Candidate, second: Candidate, point: ShapePoint, pairs: int, timeout: float | None
+    ) -> list[tuple[Measurement, Measurement]]:
+        self.paired_calls.append(dict(second.config))
+        return [(self.measure(first, point), self.measure(second, point)) for _ in range(pairs)]
+
+
+def test_a_second_finalize_measures_only_the_checks_that_were_cut(tmp_path: Path) -> None:
+    """``ktx optimize`` re-finalizes a round whose time share cut a final check: the cut check
+    runs, a check that ran is kept as it was (not timed again), and the table then uses the win."""
+    spec = load_spec(SILU)
+    tunable = _plugin_like(spec)
+    backend = FasterOne()
+    folder = tmp_path / "run"
+    folder.mkdir()
+    points = (POINT, ShapePoint.from_name("tokens=16,d=4096"))
+    request = runner.TuneRequest(kernel_dir=SILU, shapes=tuple(p.name for p in points), trials=3, seed=1,
+                                 out=folder, holdout="none", quiet=True, backend="stand-in")  # fmt: skip
+    url = default_url(folder)
+    log = RunLog(folder / "log.jsonl")
+    evaluator = Evaluator(spec, tunable, backend, MeasurementCache(None), log)
+    ctx = runner.Context(request, spec, tunable, points, folder, url, open_storage(url), backend,
+                         evaluator, log, None, Display(enabled=False))  # fmt: skip
+    runner.prepare_all(ctx, None)
+    runner.tune_shapes(ctx, None)
+    first = runner.finalize(ctx, 0.0)
+    assert {c.status for c in first.paired.values()} == {MEASURED} and len(backend.paired_calls) == 2
+    cut_name = points[1].name
+    keep = dict(first.paired)
+    keep[cut_name] = dataclasses.replace(keep[cut_name], status=SKIPPED, graph=None, single=None, pairs=())
+    backend.paired_calls.clear()
+    again = runner.finalize(ctx, 0.0, None, None, keep)
+    assert backend.paired_calls == [{"K": 1}], "only the cut check is timed again"
+    assert again.paired[POINT.name] is first.paired[POINT.name]
+    assert again.paired[cut_name].status == MEASURED
+    table = json.loads((folder / "dispatch.json").read_text())
+    assert table["variants"] == [{"K": 1}]
+    # a kept check for another config than the studies' best is not reused
+    keep = {POINT.name: dataclasses.replace(first.paired[POINT.name], config={"K": 2})}
+    backend.paired_calls.clear()
+    runner.finalize(ctx, 0.0, None, None, keep)
+    assert backend.paired_calls == [{"K": 1}, {"K": 1}]
