@@ -436,26 +436,41 @@ class LoopAccesses:
     pointer_writes: tuple[ts.Node, ...]
     """Writes through ``*p`` or ``p->f``: memory the analysis cannot attribute to an index."""
 
-    def conflicts(self) -> list[str]:
+    def conflict_pairs(self) -> list[tuple[Access, Access]]:
         """Pairs of accesses where a write may touch what another access reads or writes.
 
         Accesses through the same pointer with the same index text are the same element (an
         in-place update), which is fine; anything else through roots that may alias is a
-        conflict, said in words.
+        conflict. A pass may still rewrite around one with a run-time check that the pointers
+        are apart (``vectorize`` does, for two pointers indexed alike).
         """
-        found: list[str] = []
+        found: list[tuple[Access, Access]] = []
         for i, a in enumerate(self.accesses):
             for b in self.accesses[i + 1 :]:
                 if not (a.writes or b.writes) or not a.root.may_alias(b.root):
                     continue
                 if a.pointer == b.pointer and _same(a, b):
                     continue
-                what = "the same memory" if a.root.name == b.root.name and a.root.name else "aliasing memory"
-                found.append(
-                    f"{a.pointer}[{_index_text(a)}] and {b.pointer}[{_index_text(b)}] may touch {what} "
-                    f"(line {a.span.line} and {b.span.line})"
-                )
+                found.append((a, b))
         return found
+
+    def conflicts(self) -> list[str]:
+        """:meth:`conflict_pairs`, said in words."""
+        return [conflict_text(a, b) for a, b in self.conflict_pairs()]
+
+
+def conflict_text(a: Access, b: Access) -> str:
+    """``out[i] and in[i] may touch aliasing memory (line 6 and 6)``."""
+    what = "the same memory" if a.root.name == b.root.name and a.root.name else "aliasing memory"
+    return (
+        f"{a.pointer}[{_index_text(a)}] and {b.pointer}[{_index_text(b)}] may touch {what} "
+        f"(line {a.span.line} and {b.span.line})"
+    )
+
+
+def same_index(a: Access, b: Access) -> bool:
+    """Whether the two subscripts are written alike (token for token)."""
+    return _same(a, b)
 
 
 def _index_text(a: Access) -> str:

@@ -44,3 +44,37 @@ def walk(node: ts.Node) -> Iterator[ts.Node]:
         current = stack.pop()
         yield current
         stack.extend(reversed(current.children))
+
+
+_BRANCHES = frozenset({"preproc_if", "preproc_ifdef", "preproc_elif", "preproc_else"})
+
+
+def _branches(node: ts.Node) -> dict[int, int]:
+    """For each ``#if`` chain ``node`` sits in: the chain's first node's id -> the id of the
+    branch (``#if``, ``#elif`` or ``#else`` node) whose own lines hold ``node``."""
+    out: dict[int, int] = {}
+    child, parent = node, node.parent
+    while parent is not None:
+        if parent.type in _BRANCHES:
+            alternative = parent.child_by_field_name("alternative")
+            inside_alt = (
+                alternative is not None and alternative.start_byte <= child.start_byte < alternative.end_byte
+            )
+            if not inside_alt:
+                root = parent
+                while root.parent is not None and root.parent.type in _BRANCHES:
+                    alt = root.parent.child_by_field_name("alternative")
+                    if alt is None or alt.id != root.id:
+                        break
+                    root = root.parent
+                out.setdefault(root.id, parent.id)
+        child, parent = parent, parent.parent
+    return out
+
+
+def exclusive(a: ts.Node, b: ts.Node) -> bool:
+    """Whether ``a`` and ``b`` sit in different branches of one ``#if``/``#elif``/``#else``
+    chain, so that no build compiles both (a pass's rewrite puts each knob value's code in its
+    own branch; an access in one branch never meets the other's)."""
+    ours, theirs = _branches(a), _branches(b)
+    return any(theirs.get(root, branch) != branch for root, branch in ours.items())

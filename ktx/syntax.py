@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 from ktx.ir import Function, Module, Span
+from ktx.ir.syntax import exclusive as exclusive
 from ktx.ir.syntax import text as text  # re-exported: the canonical copy lives below ktx
 from ktx.ir.syntax import walk as walk
 

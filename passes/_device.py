@@ -59,6 +59,17 @@ __device__ __forceinline__ bool aligned(const T* p) {
   return reinterpret_cast<unsigned long long>(p) % (sizeof(T) * N) == 0;
 }
 
+// Whether n elements from p and n from q are the same elements or share no byte: where two
+// pointers the kernel indexes alike may alias (no __restrict__), packs are taken only then.
+template <typename T, typename U>
+__device__ __forceinline__ bool apart(const T* p, const U* q, long long n) {
+  const unsigned long long a = reinterpret_cast<unsigned long long>(p);
+  const unsigned long long b = reinterpret_cast<unsigned long long>(q);
+  if (a == b && sizeof(T) == sizeof(U)) return true;
+  const unsigned long long m = n > 0 ? static_cast<unsigned long long>(n) : 0ULL;
+  return a + m * sizeof(T) <= b || b + m * sizeof(U) <= a;
+}
+
 // Read-only loads that are not kept in L1 (ld.global.nc.L1::no_allocate).
 __device__ __forceinline__ unsigned char load_na(const unsigned char* p) {
   unsigned short r;

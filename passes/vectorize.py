@@ -90,8 +90,10 @@ from ktx.ir.access import (
     affine,
     analyze_loop,
     assigned_names,
+    conflict_text,
     element_size,
     roots,
+    same_index,
     substitute,
 )
 from ktx.ir.affine import kernel_index
@@ -121,6 +123,10 @@ _REDUCE_CALLS = frozenset({"fmaxf", "fminf", "max", "min", "fmax", "fmin", "__hm
 # -- the plan ------------------------------------------------------------------------------------
 
 
+#: The one width knob of ``vectorize{tie=true}``.
+TIED = "VEC_LOOPS"
+
+
 @dataclass(frozen=True)
 class Plan:
     """What vectorizing one loop takes, worked out before any text is written."""
@@ -140,6 +146,9 @@ class Plan:
     sizes: tuple[tuple[str, int], ...]
     """(pointer, element size in bytes) of each packed pointer."""
     inner_vars: tuple[tuple[int, str], ...] = field(default=())
+    apart: tuple[tuple[Access, Access], ...] = field(default=())
+    """Pairs of pointers, indexed alike, that may alias: packs are taken only where a run-time
+    check finds them the same elements or disjoint over the loop's range."""
 
 
 @dataclass(frozen=True)
@@ -191,6 +200,14 @@ class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
             (),
             "loops to vectorize, as ktx inspect names them (L0|L2); default: every loop that qualifies",
         ),
+        Option(
+            "tie",
+            "bool",
+            False,
+            f"true: one knob {TIED} for every vectorized loop (a kernel's loops over one row take one "
+            "width, and the search has one dimension instead of one per loop); a loop whose widest "
+            f"pointer allows fewer elements bounds {TIED} by a constraint",
+        ),
     )
     after = ("expose", "hoist", "rows-per-block")
 
@@ -234,7 +251,13 @@ class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
             return
         assert site.plan is not None
         _rewrite(
-            site.label, site.loop, site.plan, rw, self.int_option("max_bytes"), bool(self.option("tail"))
+            site.label,
+            site.loop,
+            site.plan,
+            rw,
+            self.int_option("max_bytes"),
+            bool(self.option("tail")),
+            bool(self.option("tie")),
         )
         self._rewritten.append(site.label)
 
@@ -378,9 +401,11 @@ def _plan(target: Target, loop: Loop, known: dict[str, Root], max_bytes: int) ->
     if info.pointer_writes:
         w = info.pointer_writes[0]
         return f"the body writes through a pointer expression (`{_text(module, w)}`), which cannot be checked"
-    conflicts = info.conflicts()
-    if conflicts:
-        return "aliasing: " + conflicts[0]
+    apart: list[tuple[Access, Access]] = []
+    for a, b in info.conflict_pairs():
+        if not _checkable_alias(a, b):
+            return "aliasing: " + conflict_text(a, b)
+        apart.append((a, b))
     opened, inner_vars = _openable(module, info, body, var)
     packed: list[Access] = []
     for a in info.accesses:
@@ -433,6 +458,27 @@ def _plan(target: Target, loop: Loop, known: dict[str, Root], max_bytes: int) ->
         tuple(widened),
         tuple(sizes),
         tuple(sorted(inner_vars.items())),
+        tuple(apart),
+    )
+
+
+def _checkable_alias(a: Access, b: Access) -> bool:
+    """Whether two accesses that may alias can be packed behind a run-time check: both contiguous
+    subscripts written alike (``x[i]``, ``out[i]``), in no nested loop, neither an escaping
+    address. Then the two pointers' ranges over the loop are ``[p + off, p + off + bound)``, and
+    if those are the same elements (same address, same element size) or disjoint, packing reads
+    and writes each element as the scalar loop did (llm.c's layernorm writes ``out_idx[i]`` from
+    ``x[i]`` with no ``__restrict__``)."""
+    return (
+        a.kind != "address"
+        and b.kind != "address"
+        and a.stride == 1
+        and b.stride == 1
+        and a.offset is not None
+        and b.offset is not None
+        and not a.loops
+        and not b.loops
+        and same_index(a, b)
     )
 
 
@@ -567,6 +613,8 @@ def _ownership(
     for n in syntax.walk(fn_body):
         if loop.start_byte <= n.start_byte < loop.end_byte:
             continue
+        if n.type in ("subscript_expression", "call_expression") and syntax.exclusive(n, loop):
+            continue  # another #if branch (row-owner's code for other THREADS_PER_ROW): never both
         if n.type == "subscript_expression":
             base = n.child_by_field_name("argument")
             if base is None or base.type != "identifier":
@@ -715,7 +763,33 @@ class _Emit:
         return _text(self.module, node)
 
 
-def _rewrite(label: str, loop: Loop, plan: Plan, rw: Rewriter, max_bytes: int, tail: bool = True) -> None:
+def _knob(rw: Rewriter, label: str, values: list[int], sizes: str, tie: bool) -> tuple[str, str]:
+    """The loop's width knob (its name and placeholder): its own ``VEC_<loop>``, or with ``tie``
+    the kernel's one :data:`TIED`, declared by the first loop and bounded by each later loop whose
+    pointers allow fewer elements."""
+    if not tie:
+        return f"VEC_{label}", rw.knob(
+            f"VEC_{label}",
+            values,
+            1,
+            f"elements per packed access in loop {label} (1: scalar, as written; {sizes})",
+        )
+    shared = rw.target.knobs.get(TIED)
+    if shared is None:
+        what = (
+            f"elements per packed access in every vectorized loop (1: scalar, as written; {label}: {sizes})"
+        )
+        macro = rw.knob(TIED, values, 1, what)
+        return TIED, macro
+    if max(values) < max(shared.values):
+        rw.constraint(f"{TIED} <= {max(values)}")
+        rw.note(f"{TIED} <= {max(values)} here ({sizes})")
+    return TIED, shared.macro
+
+
+def _rewrite(
+    label: str, loop: Loop, plan: Plan, rw: Rewriter, max_bytes: int, tail: bool = True, tie: bool = False
+) -> None:
     module = rw.target.module
     source = module.source
     first = loop.pragma.span.start if loop.pragma is not None else loop.span.start
@@ -724,11 +798,8 @@ def _rewrite(label: str, loop: Loop, plan: Plan, rw: Rewriter, max_bytes: int, t
         raise Refuse("the loop shares its line with other code; the rewrite needs lines of its own")
     largest = max(s for _, s in plan.sizes)
     values = [1] + [v for v in (2, 4, 8, 16) if v * largest <= max_bytes]
-    name = f"VEC_{label}"
     sizes = ", ".join(f"{p}: {s} B" for p, s in plan.sizes)
-    vec = rw.knob(
-        name, values, 1, f"elements per packed access in loop {label} (1: scalar, as written; {sizes})"
-    )
+    name, vec = _knob(rw, label, values, sizes, tie)
     indent = syntax.indentation(source, loop.span.start)
     unit = "  "
     parent = plan.node.parent
@@ -752,6 +823,11 @@ def _rewrite(label: str, loop: Loop, plan: Plan, rw: Rewriter, max_bytes: int, t
         )
         lines.append(f"{inner}const {plan.var_type} {packs_name} = ({cond}) ? {bound_text} / {vec} : 0;")
     else:
+        if plan.apart:
+            a, b = plan.apart[0]
+            raise Refuse(
+                f"aliasing: {conflict_text(a, b)}; only a run-time check can tell, and tail=false has none"
+            )
         assumed = _assumptions(rw, plan, name)
         for text in assumed:
             rw.constraint(text)
@@ -790,6 +866,8 @@ def _rewrite(label: str, loop: Loop, plan: Plan, rw: Rewriter, max_bytes: int, t
     rw.insert(end, closing)
     pointers = sorted({a.pointer for a in plan.packed})
     rw.note(f"packed {len(pointers)} pointer(s): {', '.join(pointers)}")
+    for a, b in dict.fromkeys((a.pointer, b.pointer) for a, b in plan.apart):
+        rw.note(f"{a} and {b} may alias: packed only where a run-time check finds them apart or the same")
 
 
 def _assumptions(rw: Rewriter, plan: Plan, knob: str) -> list[str]:
@@ -970,6 +1048,11 @@ def _checks(em: _Emit) -> list[str]:
     inner = dict(plan.inner_vars)
     loop_vars = set(inner.values())
     out: list[str] = []
+    bound = em.text(plan.bound)
+    for a, b in plan.apart:
+        off = _offset_text(module, a, {})
+        plus = f" + {off}" if off else ""
+        out.append(f"ktx::apart({a.pointer}{plus}, {b.pointer}{plus}, {bound})")
     for a in plan.packed:
         names = sorted({v for t in a.offset_terms for v in syntax.names_in(module, t.node) & loop_vars})
         zero = {v: "0" for v in names}

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from ktx.agent.analysis import Analysis
 from ktx.agent.plan import PassChoice, Plan
 from ktx.agent.planner import PlanContext, PlanOutcome, Probe, _names
+from ktx.passbase import OptionValue
 
 #: The order in which passes with a site are tried once no rule fires: the changes that compose
 #: (ownership, then vector width, then block size, then unrolling) before the rest.
@@ -63,6 +64,14 @@ PHASES: tuple[tuple[str, ...], ...] = (
     ("unroll", "tile", "early-loads", "loads-first"),
     ("hoist", "cache-hints", "launch-bounds", "expose", "fast-math"),
 )
+
+
+#: Options the planner gives a pass it adds. ``vectorize{tie=true}``: one width for every loop of
+#: the kernel. After ``row-owner`` a row kernel holds 3-9 loops (one copy per ownership branch),
+#: and one knob per loop multiplied the space past what a round samples: on an H100 (llm.c
+#: ladder, 2026-11-25) layernorm's ``row-owner,vectorize`` round got 3-4 trials per shape over
+#: seven knobs, and every trial kept the widths at 1.
+OPTIONS: dict[str, tuple[tuple[str, OptionValue], ...]] = {"vectorize": (("tie", True),)}
 
 
 @dataclass(frozen=True)
@@ -428,7 +437,7 @@ class RulesPlanner:
                 why += f"; tried on this pipeline without a gain: {', '.join(tried)}"
             return PlanOutcome(Plan(context.current.passes, why, stop=True, planner=self.name))
         name, reason = chosen
-        choice = PassChoice(name, why=reason)
+        choice = PassChoice(name, options=OPTIONS.get(name, ()), why=reason)
         text = f"{overview}; add {name}: {reason}"
         if passed:
             text += f" (passed over: {'; '.join(passed)})"

@@ -51,3 +51,34 @@ def test_original_text_and_parsed_text() -> None:
     assert ir_syntax.node_text(None) == ""
     names = [ir_syntax.node_text(n) for n in ir_syntax.walk(root) if n.type == "identifier"]
     assert names[:4] == ["KTX_INLINE", "twice", "x", "x"]  # the #define line is not masked
+
+
+def test_exclusive_branches_of_one_if_chain() -> None:
+    src = """\
+__global__ void k(float* o, int n) {
+#if A > 1
+  o[0] = 1.f;
+#if B
+  o[1] = 2.f;
+#else
+  o[2] = 3.f;
+#endif
+#elif A == 1
+  o[3] = 4.f;
+#else
+  o[4] = 5.f;
+#endif
+  o[5] = 6.f;
+}
+"""
+    m = parse(src, "k.cu")
+    subs = {syntax.text(m, n): n for n in syntax.walk(m.tree.root_node) if n.type == "subscript_expression"}
+    o = [subs[f"o[{i}]"] for i in range(6)]
+    assert (
+        ir_syntax.exclusive(o[0], o[3])
+        and ir_syntax.exclusive(o[3], o[4])
+        and ir_syntax.exclusive(o[0], o[4])
+    )
+    assert ir_syntax.exclusive(o[1], o[2]) and ir_syntax.exclusive(o[2], o[3])
+    assert not ir_syntax.exclusive(o[0], o[1]) and not ir_syntax.exclusive(o[0], o[2])
+    assert not any(ir_syntax.exclusive(o[5], x) for x in o[:5])

@@ -315,3 +315,19 @@ def test_llmc_every_config_compiles_for_sm90_without_spills(tmp_path: Path) -> N
     assert not failed, "\n".join(failed)
     spills = [name for name, _, log in results if re.search(r"[1-9]\d* bytes spill stores", log)]
     assert not spills, spills
+
+
+@needs_llmc
+def test_vectorize_packs_every_loop_of_llmc_layernorm_after_row_owner() -> None:
+    """row-owner writes one copy of the kernel per ownership (``#if``/``#elif``/``#else``);
+    vectorize must not take the other copies' accesses of ``out`` for this copy's (it refused
+    every write loop), and the naive kernel's pointers carry no ``__restrict__``, so the write
+    loops are packed behind ``ktx::apart``. One tied width covers all nine loops."""
+    assert LLMC is not None
+    source = (LLMC / "layernorm_forward.cu").read_text()
+    t = apply(source, "row-owner,vectorize{tie=true}", kernel="layernorm_forward_kernel1")
+    vec = [o for o in t.outcomes if o.pass_name == "vectorize" and o.site != "prelude"]
+    assert len(vec) == 9 and all(o.status == "rewritten" for o in vec), [o.message for o in vec]
+    assert [k.name for k in t.knobs] == ["THREADS_PER_ROW", "VEC_LOOPS"]
+    text = t.instantiate({"THREADS_PER_ROW": 32, "VEC_LOOPS": 4})
+    assert "ktx::apart(x, out_idx, C)" in text

@@ -86,10 +86,14 @@ def test_loops_already_packed_or_with_odd_starts_are_left_alone() -> None:
 
 
 def test_refusals() -> None:
-    alias = SRC.replace("__restrict__ ", "")
+    alias = SRC.replace("__restrict__ ", "").replace("out[i] = x[i] + y[i];", "out[i] = x[i + 1] + y[i];")
     assert remarks(apply(alias, "vectorize")) == [
-        "L0: aliasing: out[i] and x[i] may touch aliasing memory (line 4 and 4)"
+        "L0: aliasing: out[i] and x[i + 1] may touch aliasing memory (line 4 and 4)"
     ]
+    assert (
+        "only a run-time check can tell, and tail=false has none"
+        in remarks(apply(SRC.replace("__restrict__ ", ""), "vectorize{tail=false}"))[0]
+    )
     strided = SRC.replace("out[i] = x[i] + y[i];", "out[2 * i] = x[i];")
     assert "which is not element i of a row" in remarks(apply(strided, "vectorize"))[0]
     gather = SRC.replace("out[i] = x[i] + y[i];", "y[0] += x[3 * i];")
@@ -144,3 +148,52 @@ def test_tail_false_states_constraints_instead() -> None:
     assert topk.space.constraints == ("VEC_L0 == 1 or (d) % VEC_L0 == 0",)
     per_thread = SRC.replace("out[i] = x[i] + y[i];", "out[i] = x[i + threadIdx.y];")
     assert "varies per thread with no size factor" in remarks(apply(per_thread, "vectorize{tail=false}"))[0]
+
+
+def test_pointers_that_may_alias_are_packed_behind_a_run_time_check() -> None:
+    """No ``__restrict__`` (llm.c's naive kernels, most first drafts): pointers indexed alike are
+    packed only where ``ktx::apart`` finds their ranges the same elements or disjoint; the
+    scalar loop, in the original order, takes every element otherwise."""
+    alias = SRC.replace("__restrict__ ", "")
+    result = apply(alias, "vectorize")
+    (first, _) = remarks(result)
+    assert first.startswith("L0: exposed VEC_L0 {1, 2, 4}; packed 3 pointer(s): out, x, y")
+    assert "out and x may alias" in first and "out and y may alias" in first
+    text = result.instantiate({"VEC_L0": 4})
+    assert "ktx::apart(out, x, n) &&" in text and "ktx::apart(out, y, n) &&" in text
+    # row pointers with an offset: the check covers the row from that offset
+    rows = """\
+__global__ void norm(float* out, const float* inp, int C) {
+  const float* x = inp + blockIdx.x * C;
+  float* o = out + blockIdx.x * C;
+  for (int i = threadIdx.x; i < C; i += blockDim.x) {
+    o[i] = x[i] * 2.f;
+  }
+}
+"""
+    text = apply(rows, "vectorize").instantiate({"VEC_L0": 4})
+    assert "ktx::apart(o, x, C) &&" in text
+
+
+def test_tie_gives_every_loop_one_width() -> None:
+    """``vectorize{tie=true}``: one knob for all loops; a loop whose pointers allow fewer elements
+    (8-byte doubles: 2 per 16 bytes) bounds it with a constraint instead of a knob of its own."""
+    two = """\
+__global__ void two(float* __restrict__ out, const float* __restrict__ x, double* __restrict__ acc,
+                    const double* __restrict__ y, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    out[i] = x[i] * 2.f;
+  }
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    acc[i] = y[i] + 1.0;
+  }
+}
+"""
+    untied = apply(two, "vectorize")
+    assert [k.name for k in untied.knobs] == ["VEC_L0", "VEC_L1"]
+    tied = apply(two, "vectorize{tie=true}")
+    assert [k.name for k in tied.knobs] == ["VEC_LOOPS"] and tied.knobs[0].values == (1, 2, 4)
+    assert tied.space.constraints == ("VEC_LOOPS <= 2",)
+    text = tied.instantiate({"VEC_LOOPS": 2})
+    assert text.count("ktx::load<2>(") == 2
+    assert any("VEC_LOOPS <= 2 here" in r for r in remarks(tied))
