@@ -33,11 +33,18 @@ Legality comes from :mod:`ktx.ir.access`:
 * packed accesses are ``p[i + off]`` with ``off`` loop-invariant (affine in the variables of
   nested loops), not under a condition, through a named parameter or ``__shared__`` array;
 * every write of the body is to element ``i`` of some row (no ``out[0] = ...``), no write may
-  alias another access (both pointers ``__restrict__``, or different memory spaces), values
-  carried across iterations are reductions (``sum += ...``, ``m = fmaxf(m, ...)``), and the
-  body has no barrier, shuffle, ``break``, ``continue`` or ``return``;
+  alias another access (both pointers ``__restrict__``, or different memory spaces) unless the
+  two are subscripted alike (``out[i] = x[i] * s`` with no ``__restrict__``): then the packed
+  loop runs only where ``ktx::apart`` finds the two ranges the same elements or disjoint, and the
+  scalar loop, in the original order, takes everything otherwise; values carried across
+  iterations are reductions (``sum += ...``, ``m = fmaxf(m, ...)``), and the body has no barrier,
+  shuffle, ``break``, ``continue`` or ``return``;
 * memory the loop writes is not touched elsewhere in the kernel without a ``__syncthreads()``
-  in between (threads now own different elements).
+  in between (threads now own different elements); code in another branch of the same
+  ``#if``/``#elif`` chain (``row-owner``'s copy for another ``THREADS_PER_ROW``) never runs with it.
+
+``tie=true`` gives every loop one knob, ``VEC_LOOPS`` (the rules planner asks for it: the loops of
+a row kernel want one width, and one knob per loop multiplies the space a round must sample).
 
 *One element per thread* (``i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) {...}`` or
 ``if (i >= n) return; ...``, the index ``int``, ``unsigned`` or ``size_t``) is the other site: each
