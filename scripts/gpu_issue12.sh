@@ -6,7 +6,7 @@
 # Results go to $OUT (default ./out); compare samplers afterwards on any CPU:
 #   python3 scripts/compare_samplers.py kernels/act_and_mul_scalar $OUT/space_act_and_mul_scalar.json \
 #       --shape tokens=16,d=4096 --fractions 0.01,0.05,0.1 --seeds 20 --json compare.json
-set -u
+set -uo pipefail
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 source scripts/gpu_env.sh

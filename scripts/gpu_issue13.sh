@@ -149,8 +149,9 @@ for run in sorted(runs.glob("tune_*")):
     rows = []
     for r in summary["shapes"]:
         o, b, sp = r.get("original_us"), r.get("best_us"), r.get("speedup")
-        won = sp is not None and sp > 1.0 + (r.get("noise") or 0.0)
-        after = b if won else o
+        # the dispatch table's choice (the paired final check decides it), not the search's best
+        won = bool(r.get("dispatched")) and sp is not None
+        after = (o / sp) if won and o else o
         og, bg = r.get("original_graph_us"), r.get("best_graph_us") if won else r.get("original_graph_us")
         t = tokens(r["shape"])
         row = {"shape": r["shape"], "metric": r["metric"], "original_us": o, "after_us": after,

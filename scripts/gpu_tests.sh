@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every gpu-marked test file, in groups that each fit one 10-minute device call.
-#   OUT=/path bash scripts/gpu_tests.sh passes|measure|all [BUDGET_SECONDS]
+#   OUT=/path bash scripts/gpu_tests.sh passes|measure|other|all [BUDGET_SECONDS]
 #   KTX_TEST_FILES='tests/a.py tests/b.py' OUT=/path bash scripts/gpu_tests.sh files [BUDGET_SECONDS]
 # A file starts only while at least 60 s of the budget (default 540 s) are left; the ones left
 # out are named in the summary, so a short call never passes for a complete one. Per-file pytest
@@ -8,7 +8,7 @@
 # printed are the table: file, exit status, seconds, pytest's own summary line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-GROUP="${1:?passes|measure|all|files}"
+GROUP="${1:?passes|measure|other|all|files}"
 BUDGET="${2:-540}"
 START=$(date +%s)
 OUT="${OUT:-$PWD/gpu_tests_out}"
@@ -36,12 +36,18 @@ MEASURE=(
   tests/init/test_init_gpu.py
   tests/kernels/test_gpu.py
 )
+#: the rest: ktx optimize measuring end to end, and every staged llm.c version benched
+OTHER=(
+  tests/agent/test_optimize_gpu.py
+  tests/benchmarks/test_llmc.py
+)
 case "$GROUP" in
   passes) FILES=("${PASSES[@]}") ;;
   measure) FILES=("${MEASURE[@]}") ;;
-  all) FILES=("${PASSES[@]}" "${MEASURE[@]}") ;;
+  other) FILES=("${OTHER[@]}") ;;
+  all) FILES=("${PASSES[@]}" "${MEASURE[@]}" "${OTHER[@]}") ;;
   files) read -r -a FILES <<<"${KTX_TEST_FILES:?set KTX_TEST_FILES to the test files}" ;;
-  *) echo "unknown group $GROUP (passes, measure, all or files)" >&2; exit 2 ;;
+  *) echo "unknown group $GROUP (passes, measure, other, all or files)" >&2; exit 2 ;;
 esac
 
 table=()
