@@ -88,6 +88,7 @@ __device__ __forceinline__ V ktx_row_reduce(V v, Op op) {{
   const unsigned mask = W == 32 ? 0xffffffffu : ((1u << W) - 1u) << group;
 #pragma unroll
   for (int o = W / 2; o > 0; o /= 2) v = op(v, __shfl_xor_sync(mask, v, o));
+  __syncwarp(mask);  // the row's lanes see each other's writes before the loops after the reduction
   if (T > 32) {{
     __shared__ V part[32];
     __syncthreads();

@@ -98,7 +98,6 @@ from ktx.ir.access import (
     analyze_loop,
     assigned_names,
     conflict_text,
-    element_size,
     roots,
     same_index,
     substitute,
@@ -433,13 +432,18 @@ def _plan(target: Target, loop: Loop, known: dict[str, Root], max_bytes: int) ->
             packed.append(a)
     if not packed:
         return f"no unconditional, contiguous access p[{var} + offset] through a named pointer"
-    problem = _ownership(module, fn, fn_body, node, info, known)
+    # a loop from 0 by 1 is one thread's own (every thread that runs it walks the whole range):
+    # packs do not change which thread touches which element
+    sequential = _canon(_text(module, start)) == "0" and _canon(step) == "1"
+    problem = "" if sequential else _ownership(module, fn, fn_body, node, info, known)
     if problem:
         return problem
     sizes: list[tuple[str, int]] = []
     for a in packed:
         elem = a.root.element_type
-        size = element_size(module, elem, fn, target.template_args)
+        # typedefs followed into the file's local headers too (llm.c's floatX in common.h)
+        found = type_size(module, fn, target.template_args, elem)
+        size = None if found is None else found[0]
         if size is None:
             return (
                 f"unknown size of element type {elem!r} of {a.pointer} (give the kernel's template arguments)"
@@ -503,11 +507,44 @@ def _carried(module: Module, info: LoopAccesses, body: ts.Node) -> str:
             right = w.child_by_field_name("right")
             if right is not None and _is_reduction(module, right, name):
                 continue
+            if _guarded_extremum(module, w, name):
+                continue
             return (
                 f"the body assigns {name}, declared outside the loop, from one iteration to the next "
                 f"(line {w.start_point[0] + 1}); only reductions (+=, fmaxf(...)) can be reordered"
             )
     return ""
+
+
+def _guarded_extremum(module: Module, assign: ts.Node, name: str) -> bool:
+    """``if (e > m) m = e;`` (or ``<``, ``>=``, ``<=``, either side; no ``else``): a max or min
+    reduction written as a branch, as first drafts write softmax's row maximum. Any order of the
+    elements gives the same extremum (NaN never wins a comparison, in any order)."""
+    if assign.type != "assignment_expression":
+        return False
+    op = assign.child_by_field_name("operator")
+    right = assign.child_by_field_name("right")
+    stmt = assign.parent
+    if op is None or op.type != "=" or right is None or stmt is None or stmt.type != "expression_statement":
+        return False
+    branch = stmt.parent
+    if branch is not None and branch.type == "compound_statement" and branch.named_child_count == 1:
+        branch = branch.parent
+    if branch is None or branch.type != "if_statement" or branch.child_by_field_name("alternative"):
+        return False
+    cond = branch.child_by_field_name("condition")
+    while cond is not None and cond.type in ("condition_clause", "parenthesized_expression"):
+        inner = [c for c in cond.named_children if c.type != "comment"]
+        cond = inner[0] if len(inner) == 1 else None
+    if cond is None or cond.type != "binary_expression":
+        return False
+    cop = cond.child_by_field_name("operator")
+    a, b = cond.child_by_field_name("left"), cond.child_by_field_name("right")
+    if cop is None or cop.type not in ("<", ">", "<=", ">=") or a is None or b is None:
+        return False
+    value = _text(module, right).split()
+    sides = (_text(module, a).split(), _text(module, b).split())
+    return (sides[0] == [name] and sides[1] == value) or (sides[1] == [name] and sides[0] == value)
 
 
 def _is_reduction(module: Module, node: ts.Node, name: str) -> bool:
@@ -639,7 +676,7 @@ def _ownership(
                 root = known.get(_text(module, ident))
                 if root is not None and root.name and root.space != "local":
                     outside.append((root.name, n, not root.const))
-    barriers = [c.start_byte for c in syntax.calls(module, fn_body, syntax.BARRIERS)]
+    barriers = [c.start_byte for c in syntax.calls(module, fn_body) if _synchronizes(module, c)]
     for name, n, writes in outside:
         touches = (name in inside_written) or (writes and name in inside_all)
         if not touches:
@@ -654,6 +691,15 @@ def _ownership(
             )
     del fn
     return ""
+
+
+def _synchronizes(module: Module, call: ts.Node) -> bool:
+    """A barrier between the threads that share a row: ``__syncthreads()`` and the like, or
+    ``row-owner``'s ``ktx_row_reduce<T>`` (a ``__syncwarp`` among the row's lanes for a warp, two
+    ``__syncthreads()`` for a block: its loops stride the row over exactly those threads)."""
+    fn = call.child_by_field_name("function")
+    name = "" if fn is None else _text(module, fn)
+    return name in syntax.BARRIERS or name.startswith("ktx_row_reduce<")
 
 
 def _write_kind(sub: ts.Node) -> bool:
@@ -1149,7 +1195,7 @@ def _render_group(em: _Emit, group: list[ts.Node], indent: str) -> list[str]:
         for a in accs:
             names[a.node.id] = name
         address = f"{pointer} + {offset} + ktx_p * {em.vec}" if offset else f"{pointer} + ktx_p * {em.vec}"
-        reads = any(a.reads for a in accs)
+        reads = any(a.reads for a in accs) and not _written_first(accs)
         writes = any(a.writes for a in accs)
         if reads:
             qual = "auto" if writes else "const auto"
@@ -1173,6 +1219,20 @@ def _render_group(em: _Emit, group: list[ts.Node], indent: str) -> list[str]:
     lines.append(f"{indent}}}")
     lines.extend(after)
     return lines
+
+
+def _written_first(accs: list[Access]) -> bool:
+    """Whether every element of the pack is written before anything reads it: the first access
+    is a plain, unconditional store at the loop's own level (``out[i] = e; sum += out[i];``), and
+    its right-hand side does not read the same element. The pack then needs no load from memory
+    (softmax's ``out_row[j] = expf(...); sum += out_row[j];`` read each row twice, not three times)."""
+    first = min(accs, key=lambda a: a.node.start_byte)
+    if first.kind != "store" or first.conditional or first.loops:
+        return False
+    assign = first.node.parent
+    if assign is None or assign.type != "assignment_expression":
+        return False
+    return not any(a is not first and assign.start_byte <= a.node.start_byte < assign.end_byte for a in accs)
 
 
 def _render_stmt(

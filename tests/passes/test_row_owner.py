@@ -257,8 +257,9 @@ def test_vectorize_and_unroll_compose_on_the_new_loops() -> None:
     t = apply(LN, "row-owner,vectorize,unroll")
     names = [k.name for k in t.knobs]
     assert names[0] == "THREADS_PER_ROW"
-    # the reduction loop packs in both new forms (N: loops the pass created), block and warp
-    assert sum(n.startswith("VEC_N") for n in names) == 2
+    # the reduction and store loops pack in both new forms (N: loops the pass created), block and
+    # warp: the other form's copy sits in another #if branch, never compiled with this one
+    assert sum(n.startswith("VEC_N") for n in names) == 4
     assert {"UNROLL_N4", "UNROLL_N6"} <= set(names)  # the stores' loops, block and warp
     config = {k.name: max(k.values) for k in t.knobs} | {"THREADS_PER_ROW": 256}
     out = t.instantiate(config)
@@ -315,6 +316,21 @@ def test_llmc_every_config_compiles_for_sm90_without_spills(tmp_path: Path) -> N
     assert not failed, "\n".join(failed)
     spills = [name for name, _, log in results if re.search(r"[1-9]\d* bytes spill stores", log)]
     assert not spills, spills
+
+
+@needs_llmc
+@pytest.mark.parametrize("stem", sorted(NAIVE))
+def test_vectorize_packs_every_loop_of_the_naive_llmc_row_kernels_after_row_owner(stem: str) -> None:
+    """Every loop of every ownership branch is packed: llm.c's ``floatX`` is sized from
+    ``common.h``; softmax's ``if (x > maxval) maxval = x;`` is a max reduction; the loops after a
+    row reduction (``ktx_row_reduce``, a barrier among the row's threads) may re-read what the
+    loop before it wrote; a thread's own ``for (c = 0; c < C; ++c)`` row is its own in any order."""
+    assert LLMC is not None
+    path = LLMC / f"{stem}.cu"
+    t = apply(path.read_text(), "row-owner,vectorize{tie=true}", kernel=NAIVE[stem], path=str(path))
+    vec = [o for o in t.outcomes if o.pass_name == "vectorize" and o.site != "prelude"]
+    assert vec and all(o.status == "rewritten" for o in vec), [o.message for o in vec]
+    assert [k.name for k in t.knobs] == ["THREADS_PER_ROW", "VEC_LOOPS"]
 
 
 @needs_llmc

@@ -5,8 +5,9 @@ reference and headers), the template is built the way ``ktx optimize`` builds it
 (:func:`ktx.pipeline.template_for_spec`), and the measurement harness verifies each config
 against the original kernel (fresh seeded inputs, poisoned outputs, the specs' odd variants:
 one row fewer, so the last block holds a partial group of rows, and row lengths that are not
-multiples of 32 or of a pack), without timing. Configs: every THREADS_PER_ROW alone; 32 and
-256 with vectorize's and unroll's largest values composed on the new loops. Shapes: each spec's
+multiples of 32 or of a pack), without timing. Configs: every THREADS_PER_ROW alone; 1, 32 and
+256 with vectorize's and unroll's largest values composed on the new loops (and, for all four
+naive row kernels, ``vectorize{tie=true}``, the rules planner's choice). Shapes: each spec's
 ``quick`` shape, and softmax's rows=1024, C=50257 (llm.c's vocabulary) for the long-row path.
 The other naive row kernels of the benchmark (encoder_forward v1, fused_residual_forward v2,
 bf16) are verified under every THREADS_PER_ROW alone.
@@ -31,6 +32,9 @@ pytestmark = pytest.mark.gpu
 KERNELS = ("layernorm_forward", "softmax_forward")
 CASES = [(stem, p) for stem in KERNELS for p in ("row-owner", "row-owner,vectorize", "row-owner,unroll")]
 CASES += [(stem, "row-owner") for stem in LADDERS if stem not in KERNELS]
+#: what the rules planner runs: one tied width over every loop of every ownership branch (the
+#: naive kernels' write loops are packed behind ktx::apart, their pointers carry no __restrict__)
+CASES += [(stem, "row-owner,vectorize{tie=true}") for stem in LADDERS]
 
 
 @pytest.mark.skipif(LLMC is None, reason="llm.c is not at ../shared/llmc")
@@ -45,8 +49,9 @@ def test_llmc_kernel1_every_config_verifies(tmp_path: Path, stem: str, passes: s
     t = template_for_spec(spec, passes)
     assert t.knobs[0].name == "THREADS_PER_ROW"
     rest = {k.name: max(k.values) for k in t.knobs[1:]}
-    values = t.knobs[0].values if passes == "row-owner" else (32, 256)
-    configs = [{**rest, "THREADS_PER_ROW": v} for v in values if v > 1]
+    values = t.knobs[0].values if passes == "row-owner" else (1, 32, 256)
+    # THREADS_PER_ROW=1 alone is the original; composed, it is the thread's own row packed
+    configs = [{**rest, "THREADS_PER_ROW": v} for v in values if v > 1 or rest]
     points = list(spec.shape_set("quick").points)
     if stem == "softmax_forward" and passes == "row-owner":
         points += [p for p in spec.shape_set("ladder").points if "C=50257" in p.name][:1]

@@ -197,3 +197,68 @@ __global__ void two(float* __restrict__ out, const float* __restrict__ x, double
     text = tied.instantiate({"VEC_LOOPS": 2})
     assert text.count("ktx::load<2>(") == 2
     assert any("VEC_LOOPS <= 2 here" in r for r in remarks(tied))
+
+
+def test_a_branch_written_maximum_is_a_reduction() -> None:
+    """``if (x[i] > m) m = x[i];`` (first drafts of softmax) reorders like ``fmaxf``; with an
+    ``else`` or another value it is carried state, refused."""
+    base = """\
+__global__ void rowmax(float* __restrict__ out, const float* __restrict__ x, int n) {
+  float m = -1e30f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    BODY
+  }
+  out[threadIdx.x] = m;
+}
+"""
+    for body in ("if (x[i] > m) m = x[i];", "if (m < x[i]) { m = x[i]; }", "if (x[i] <= m) m = x[i];"):
+        t = apply(base.replace("BODY", body), "vectorize")
+        assert remarks(t)[0].startswith("L0: exposed VEC_L0"), (body, remarks(t))
+    for body in ("if (x[i] > m) m = x[i]; else m = 0.f;", "if (x[i] > m) m = x[i] * 2.f;"):
+        (first, *_) = remarks(apply(base.replace("BODY", body), "vectorize"))
+        assert "the body assigns m, declared outside the loop" in first, (body, first)
+
+
+def test_a_pack_written_before_it_is_read_is_not_loaded() -> None:
+    """``out[i] = e; s += out[i];``: every element is written first, so the pack starts empty (one
+    pass over ``out`` fewer); ``out[i] = out[i] * 2.f`` reads before it writes and loads."""
+    src = """\
+__global__ void k(float* __restrict__ out, const float* __restrict__ x, float* __restrict__ sums, int n) {
+  float s = 0.f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    BODY
+  }
+  sums[threadIdx.x] = s;
+}
+"""
+    text = apply(src.replace("BODY", "out[i] = x[i] * 2.f;\n    s += out[i];"), "vectorize").instantiate(
+        {"VEC_L0": 4}
+    )
+    assert "ktx::pack<float, 4> ktx_out;" in text and "ktx::load<4>(out" not in text
+    text = apply(src.replace("BODY", "out[i] = out[i] * 2.f;"), "vectorize").instantiate({"VEC_L0": 4})
+    assert "auto ktx_out = ktx::load<4>(out + ktx_p * 4);" in text
+    text = apply(src.replace("BODY", "if (x[i] > 0.f) out[i] = x[i];\n    s += out[i];"), "vectorize")
+    assert "ktx::load<4>(out" in text.instantiate({"VEC_L0": 4}) or "VEC_L0" not in [
+        k.name for k in text.knobs
+    ]
+
+
+def test_a_threads_own_sequential_loops_share_memory_without_a_barrier() -> None:
+    """``for (c = 0; c < C; ++c)`` is walked whole by each thread that runs it: packing it does
+    not change who touches which element, so a later loop may read what it wrote."""
+    src = """\
+__global__ void k(float* __restrict__ r, const float* __restrict__ a, float* __restrict__ out, int C) {
+  int row = blockIdx.x * blockDim.x + threadIdx.x;
+  float* rr = r + row * C;
+  for (int c = 0; c < C; ++c) rr[c] = a[row * C + c] * 2.f;
+  float s = 0.f;
+  for (int c = 0; c < C; ++c) s += rr[c];
+  out[row] = s;
+}
+"""
+    t = apply(src, "vectorize{tie=true}")
+    rewritten = [o.site for o in t.outcomes if o.pass_name == "vectorize" and o.status == "rewritten"]
+    assert {"L0", "L1"} <= set(rewritten), remarks(t)
+    strided = src.replace("int c = 0; c < C; ++c", "int c = threadIdx.x; c < C; c += blockDim.x")
+    t = apply(strided, "vectorize{tie=true}")
+    assert any("no __syncthreads() in between" in r for r in remarks(t)), remarks(t)
