@@ -59,6 +59,16 @@ __device__ __forceinline__ bool aligned(const T* p) {
   return reinterpret_cast<unsigned long long>(p) % (sizeof(T) * N) == 0;
 }
 
+// Elements from p to the next boundary of N elements (0 where p is on one, or is not even
+// aligned to its element), at most n: the scalar head of a peeled packed loop.
+template <int N, typename T, typename I>
+__device__ __forceinline__ I head(const T* p, I n) {
+  const unsigned long long a = reinterpret_cast<unsigned long long>(p);
+  if (a % sizeof(T) != 0) return I(0);
+  const I h = static_cast<I>((N - (a / sizeof(T)) % N) % N);
+  return h < n ? h : (n > I(0) ? n : I(0));
+}
+
 // Whether n elements from p and n from q are the same elements or share no byte: where two
 // pointers the kernel indexes alike may alias (no __restrict__), packs are taken only then.
 template <typename T, typename U>

@@ -43,6 +43,12 @@ Legality comes from :mod:`ktx.ir.access`:
   in between (threads now own different elements); code in another branch of the same
   ``#if``/``#elif`` chain (``row-owner``'s copy for another ``THREADS_PER_ROW``) never runs with it.
 
+``peel=true`` takes the first elements of a row that starts off a pack boundary (a row of odd
+length: every row after the first starts elsewhere) scalar, up to the boundary, and packs the
+rest where every packed pointer is as far off; with no packs, nothing is peeled and the scalar
+loop runs as written. ``tests/passes/test_vectorize_host.py`` runs head, packs and tail against
+the original on the host for pointers on and off the boundary, overlapping or not.
+
 ``tie=true`` gives every loop one knob, ``VEC_LOOPS`` (the rules planner asks for it: the loops of
 a row kernel want one width, and one knob per loop multiplies the space a round must sample).
 
@@ -207,6 +213,14 @@ class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
             "loops to vectorize, as ktx inspect names them (L0|L2); default: every loop that qualifies",
         ),
         Option(
+            "peel",
+            "bool",
+            False,
+            "true: rows that start off a pack boundary (an odd row length: C = 50257) run their first "
+            "few elements scalar and the rest packed, where every packed pointer is off by as much; "
+            "false: such rows run scalar throughout (tail=true only)",
+        ),
+        Option(
             "tie",
             "bool",
             False,
@@ -264,6 +278,7 @@ class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
             self.int_option("max_bytes"),
             bool(self.option("tail")),
             bool(self.option("tie")),
+            bool(self.option("peel")),
         )
         self._rewritten.append(site.label)
 
@@ -811,9 +826,15 @@ class _Emit:
     packs: dict[tuple[int, str, str], str] = field(default_factory=dict)
     counter: int = 0
     pack_of_access: dict[int, str] = field(default_factory=dict)
+    head: str = ""
+    """``peel``: the variable holding the elements before the first aligned pack ('' for none)."""
 
     def text(self, node: ts.Node) -> str:
         return _text(self.module, node)
+
+    def at(self) -> str:
+        """The first element of pack ``ktx_p``."""
+        return f"{self.head} + ktx_p * {self.vec}" if self.head else f"ktx_p * {self.vec}"
 
 
 def _knob(rw: Rewriter, label: str, values: list[int], sizes: str, tie: bool) -> tuple[str, str]:
@@ -841,7 +862,14 @@ def _knob(rw: Rewriter, label: str, values: list[int], sizes: str, tie: bool) ->
 
 
 def _rewrite(
-    label: str, loop: Loop, plan: Plan, rw: Rewriter, max_bytes: int, tail: bool = True, tie: bool = False
+    label: str,
+    loop: Loop,
+    plan: Plan,
+    rw: Rewriter,
+    max_bytes: int,
+    tail: bool = True,
+    tie: bool = False,
+    peel: bool = False,
 ) -> None:
     module = rw.target.module
     source = module.source
@@ -865,7 +893,26 @@ def _rewrite(
     lines: list[str] = [f"#if {vec} > 1"]
     if braces:
         lines.append(indent + "{")
-    if tail:
+    if tail and peel:
+        em.head = f"ktx_head_{label}"
+        first_ptr = _packed_base(em, plan.packed[0])
+        checks = _checks(em)
+        cond = (" &&\n" + inner + " " * (len(f"const {plan.var_type} {packs_name} = ("))).join(checks)
+        lines.append(f"{inner}// {name}: the elements before {first_ptr} reaches a pack boundary run scalar,")
+        lines.append(
+            f"{inner}// then packs where every packed pointer is as far off (checked here), then the"
+        )
+        lines.append(f"{inner}// scalar loop takes the elements past the last whole pack.")
+        lines.append(f"{inner}{plan.var_type} {em.head} = ktx::head<{vec}>({first_ptr}, {bound_text});")
+        lines.append(
+            f"{inner}const {plan.var_type} {packs_name} = ({cond}) ? ({bound_text} - {em.head}) / {vec} : 0;"
+        )
+        # no packs: no head either, so the scalar loop below runs every element in the original order
+        lines.append(f"{inner}if ({packs_name} == 0) {em.head} = 0;")
+        lines.append(
+            inner + _head_header(em) + em.text(plan.body).replace("\n", "\n" + (unit if braces else ""))
+        )
+    elif tail:
         checks = _checks(em)
         cond = (" &&\n" + inner + " " * (len(f"const {plan.var_type} {packs_name} = ("))).join(checks)
         lines.append(
@@ -1091,8 +1138,27 @@ def _tail_header(em: _Emit, packs_name: str) -> str:
     s0 = plan.start.start_byte - plan.node.start_byte
     s1 = plan.start.end_byte - plan.node.start_byte
     start_text = head[s0:s1]
-    new_start = f"{packs_name} * {em.vec} + {start_text}"
+    lead = f"{em.head} + " if em.head else ""
+    new_start = f"{lead}{packs_name} * {em.vec} + {start_text}"
     return head[:s0] + new_start + head[s1:]
+
+
+def _head_header(em: _Emit) -> str:
+    """The original loop header with the bound cut to the peeled head (``i < ktx_head_L0``)."""
+    module, plan = em.module, em.plan
+    head = module.source[plan.node.start_byte : plan.body.start_byte].decode("utf-8", "replace")
+    b0 = plan.bound.start_byte - plan.node.start_byte
+    b1 = plan.bound.end_byte - plan.node.start_byte
+    return head[:b0] + em.head + head[b1:]
+
+
+def _packed_base(em: _Emit, a: Access) -> str:
+    """``p + off`` of a packed access at the loop's first element (nested loop variables 0)."""
+    module, plan = em.module, em.plan
+    loop_vars = set(dict(plan.inner_vars).values())
+    names = sorted({v for t in a.offset_terms for v in syntax.names_in(module, t.node) & loop_vars})
+    base = _offset_text(module, a, {v: "0" for v in names})
+    return f"{a.pointer} + {base}" if base else a.pointer
 
 
 def _checks(em: _Emit) -> list[str]:
@@ -1102,15 +1168,21 @@ def _checks(em: _Emit) -> list[str]:
     loop_vars = set(inner.values())
     out: list[str] = []
     bound = em.text(plan.bound)
+    pairs: set[frozenset[str]] = set()
     for a, b in plan.apart:
         off = _offset_text(module, a, {})
         plus = f" + {off}" if off else ""
+        pair = frozenset((f"{a.pointer}{plus}", f"{b.pointer}{plus}"))
+        if pair in pairs:
+            continue  # ktx::apart is symmetric
+        pairs.add(pair)
         out.append(f"ktx::apart({a.pointer}{plus}, {b.pointer}{plus}, {bound})")
     for a in plan.packed:
         names = sorted({v for t in a.offset_terms for v in syntax.names_in(module, t.node) & loop_vars})
         zero = {v: "0" for v in names}
         base = _offset_text(module, a, zero)
-        out.append(f"ktx::aligned<{em.vec}>({a.pointer}{' + ' + base if base else ''})")
+        at = " + ".join(t for t in (a.pointer, base, em.head) if t)
+        out.append(f"ktx::aligned<{em.vec}>({at})")
         for v in names:
             one = {**zero, v: "1"}
             step = _offset_text(module, a, one)
@@ -1194,7 +1266,7 @@ def _render_group(em: _Emit, group: list[ts.Node], indent: str) -> list[str]:
         em.packs[(em.counter, pointer, offset)] = name
         for a in accs:
             names[a.node.id] = name
-        address = f"{pointer} + {offset} + ktx_p * {em.vec}" if offset else f"{pointer} + ktx_p * {em.vec}"
+        address = f"{pointer} + {offset} + {em.at()}" if offset else f"{pointer} + {em.at()}"
         reads = any(a.reads for a in accs) and not _written_first(accs)
         writes = any(a.writes for a in accs)
         if reads:
@@ -1214,7 +1286,7 @@ def _render_group(em: _Emit, group: list[ts.Node], indent: str) -> list[str]:
     lines.append(f"{indent}#pragma unroll".replace(indent + "#", "#"))
     lines.append(f"{indent}for (int ktx_j = 0; ktx_j < {em.vec}; ++ktx_j) {{")
     if uses_var:
-        lines.append(f"{indent}{em.indent_unit}const {plan.var_type} {plan.var} = ktx_p * {em.vec} + ktx_j;")
+        lines.append(f"{indent}{em.indent_unit}const {plan.var_type} {plan.var} = {em.at()} + ktx_j;")
     lines.extend(body_lines)
     lines.append(f"{indent}}}")
     lines.extend(after)

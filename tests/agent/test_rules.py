@@ -20,7 +20,7 @@ def test_memory_bound_scalar_kernel_vectorizes(catalog: Catalog) -> None:
     assert plan.names == ("vectorize",) and not plan.stop and plan.planner == "rules"
     assert "memory-bound overall" in plan.rationale and "x_row" in plan.rationale
     # one width for all the kernel's loops: a round's few trials cover it (rules.OPTIONS)
-    assert plan.pipeline == "vectorize{tie=true}"
+    assert plan.pipeline == "vectorize{tie=true,peel=true}"
 
 
 def test_latency_bound_with_few_blocks_splits(catalog: Catalog) -> None:
@@ -206,7 +206,7 @@ def test_a_pass_is_tried_again_on_a_new_row_owner(catalog: Catalog) -> None:
     probes = (Probe("vectorize", 2, (("VEC_L0", (1, 2, 4)),)),)
     plan = choose(context(make_analysis(facts, ms), cat, current=current, history=history, probes=probes))
     assert plan.names == ("row-owner", "vectorize")
-    assert plan.pipeline == "row-owner,vectorize{tie=true}"
+    assert plan.pipeline == "row-owner,vectorize{tie=true,peel=true}"
     # on the original it stays tried
     plan = choose(context(make_analysis(facts, ms), cat, history=history[:1], probes=probes))
     assert "vectorize" not in plan.names

@@ -7,7 +7,7 @@ against the original kernel (fresh seeded inputs, poisoned outputs, the specs' o
 one row fewer, so the last block holds a partial group of rows, and row lengths that are not
 multiples of 32 or of a pack), without timing. Configs: every THREADS_PER_ROW alone; 1, 32 and
 256 with vectorize's and unroll's largest values composed on the new loops (and, for all four
-naive row kernels, ``vectorize{tie=true}``, the rules planner's choice). Shapes: each spec's
+naive row kernels, ``vectorize{tie=true,peel=true}``, the rules planner's choice). Shapes: each spec's
 ``quick`` shape, and softmax's rows=1024, C=50257 (llm.c's vocabulary) for the long-row path.
 The other naive row kernels of the benchmark (encoder_forward v1, fused_residual_forward v2,
 bf16) are verified under every THREADS_PER_ROW alone.
@@ -34,7 +34,7 @@ CASES = [(stem, p) for stem in KERNELS for p in ("row-owner", "row-owner,vectori
 CASES += [(stem, "row-owner") for stem in LADDERS if stem not in KERNELS]
 #: what the rules planner runs: one tied width over every loop of every ownership branch (the
 #: naive kernels' write loops are packed behind ktx::apart, their pointers carry no __restrict__)
-CASES += [(stem, "row-owner,vectorize{tie=true}") for stem in LADDERS]
+CASES += [(stem, "row-owner,vectorize{tie=true,peel=true}") for stem in LADDERS]
 
 
 @pytest.mark.skipif(LLMC is None, reason="llm.c is not at ../shared/llmc")

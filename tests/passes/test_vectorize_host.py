@@ -1,0 +1,158 @@
+"""vectorize's index logic run on the CPU: every config against the original, element for element.
+
+No GPU here, so the rewritten kernels are compiled as C++ for the host (``host/host_cuda.h``
+stands in for the CUDA names they use) and their threads run one after another. That says
+nothing about the GPU's memory model, but everything about which elements the scalar head, the
+packs and the scalar tail take: pointers on and off pack boundaries (``peel``), rows of odd
+length, sizes below a pack, pointers that are the same, disjoint or overlapping (``ktx::apart``),
+and packs written before they are read. The GPU tests verify the same rewrites on a device.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from passtest import apply
+
+HOST = Path(__file__).resolve().parent / "host"
+GXX = shutil.which("g++") or shutil.which("c++")
+
+#: grid-stride, no __restrict__: out and in may be the same, disjoint or overlapping
+SHIFT = """\
+__global__ void shift_add(float* out, const float* in, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    out[i] = in[i] + 1.f;
+  }
+}
+"""
+#: block-stride over a row through local pointers; o is written, then read back (no load); o2 is
+#: updated in place, so an element taken twice (or never) shows
+TWICE = """\
+__global__ void twice(float* out, float* out2, const float* inp, int C) {
+  const float* x = inp + blockIdx.x * C;
+  float* o = out + blockIdx.x * C;
+  float* o2 = out2 + blockIdx.x * C;
+  for (int i = threadIdx.x; i < C; i += blockDim.x) {
+    o[i] = x[i] * 2.f;
+    o2[i] += o[i] + 1.f;
+  }
+}
+"""
+#: a thread's own row (odd C: every row starts elsewhere on a pack), a branch-written maximum
+ROWMAX = """\
+__global__ void rowmax(float* out, float* m_out, const float* inp, int N, int C) {
+  int row = blockIdx.x * blockDim.x + threadIdx.x;
+  if (row < N) {
+    const float* x = inp + row * C;
+    float* o = out + row * C;
+    float m = -1e30f;
+    for (int c = 0; c < C; ++c) {
+      if (x[c] > m) m = x[c];
+    }
+    for (int c = 0; c < C; ++c) {
+      o[c] = x[c] - m;
+    }
+    m_out[row] = m;
+  }
+}
+"""
+
+DRIVER = r"""
+#include "host_cuda.h"
+#include <cstdio>
+#include <cstring>
+#include <vector>
+namespace orig {
+#include "orig.cu"
+}
+namespace cand {
+#include "cand.cu"
+}
+static void launch(unsigned grid, unsigned block, auto&& body) {
+  gridDim.x = grid; blockDim.x = block;
+  for (unsigned b = 0; b < grid; ++b)
+    for (unsigned t = 0; t < block; ++t) { blockIdx.x = b; threadIdx.x = t; body(); }
+}
+static void fill(std::vector<float>& m) {
+  for (size_t i = 0; i < m.size(); ++i) m[i] = float((i * 37) % 101) * 0.25f - 7.f;
+}
+int main() {
+  int bad = 0, cases = 0;
+  auto check = [&](const char* what, std::vector<float>& a, std::vector<float>& b, int p, int q, int r) {
+    ++cases;
+    if (std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) != 0) {
+      ++bad; std::printf("%s differs: %d %d %d\n", what, p, q, r);
+    }
+  };
+  KERNEL_CASES
+  std::printf("cases=%d bad=%d\n", cases, bad);
+  return bad != 0;
+}
+"""
+
+CASES = {
+    "shift_add": r"""
+  for (int n : {0, 1, 3, 5, 33, 1000}) for (int a = 0; a < 4; ++a) for (int b = -1; b < 8; ++b) {
+    std::vector<float> m1(2300), m2(2300); fill(m1); fill(m2);
+    auto run = [&](auto k, std::vector<float>& m) {
+      // b: -1 in place; 0-3 disjoint, on or off in's pack offset; 4, 5 overlapping by one element
+      // (never both aligned); 6, 7 overlapping by a whole pack (aligned alike: only apart stops it)
+      float* in = m.data() + 64 + a;
+      float* out = b < 0 ? in : b == 4 ? in + 1 : b == 5 ? in - 1 : b == 6 ? in + 4 : b == 7 ? in - 4
+                 : m.data() + 1200 + b;
+      launch(3, 8, [&] { k(out, in, n); });
+    };
+    run(orig::shift_add, m1); run(cand::shift_add, m2); check("shift_add", m1, m2, n, a, b);
+  }""",
+    "twice": r"""
+  for (int C : {1, 3, 4, 7, 64, 67}) for (int a = 0; a < 4; ++a) for (int b = 0; b < 4; ++b) {
+    std::vector<float> m1(3 * 70 * 3 + 64), m2(m1.size()); fill(m1); fill(m2);
+    auto run = [&](auto k, std::vector<float>& m) {
+      // b < 3: all three rows equally far off a pack boundary (the peeled path); b == 3: out is not
+      const float* inp = m.data() + a; float* out = m.data() + 3 * 70 + 10 + a + (b == 3);
+      float* out2 = out - (b == 3) + 3 * 70 + 10;
+      launch(3, 8, [&] { k(out, out2, inp, C); });
+    };
+    run(orig::twice, m1); run(cand::twice, m2); check("twice", m1, m2, C, a, b);
+  }""",
+    "rowmax": r"""
+  for (int C : {1, 2, 5, 8, 33, 50}) for (int a = 0; a < 4; ++a) for (int N : {1, 5, 9}) {
+    std::vector<float> m1(2 * 9 * 50 + 80), m2(m1.size()); fill(m1); fill(m2);
+    auto run = [&](auto k, std::vector<float>& m) {
+      const float* inp = m.data() + a; float* out = m.data() + 9 * 50 + 8; float* mo = out + 9 * 50 + 8;
+      launch(2, 4, [&] { k(out, mo, inp, N, C); });
+    };
+    run(orig::rowmax, m1); run(cand::rowmax, m2); check("rowmax", m1, m2, C, a, N);
+  }""",
+}
+
+KERNELS = {"shift_add": SHIFT, "twice": TWICE, "rowmax": ROWMAX}
+PIPELINES = ("vectorize", "vectorize{peel=true}", "vectorize{tie=true,peel=true}")
+
+
+@pytest.mark.skipif(GXX is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("pipeline", PIPELINES)
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_every_width_takes_every_element_once_on_the_host(tmp_path: Path, name: str, pipeline: str) -> None:
+    assert GXX is not None
+    t = apply(KERNELS[name], pipeline)
+    knobs = [k for k in t.knobs if k.name.startswith("VEC_")]
+    assert knobs, [o.message for o in t.outcomes]
+    (tmp_path / "orig.cu").write_text(KERNELS[name])
+    (tmp_path / "main.cpp").write_text(DRIVER.replace("KERNEL_CASES", CASES[name]))
+    shutil.copy(HOST / "host_cuda.h", tmp_path / "host_cuda.h")
+    widths = sorted({v for k in knobs for v in k.values if v > 1})
+    for width in widths:
+        config = {k.name: (width if width in k.values else max(k.values)) for k in knobs}
+        if t.space.violations(config, {}):
+            continue
+        (tmp_path / "cand.cu").write_text(t.instantiate(config))
+        exe = tmp_path / f"run_{width}"
+        built = subprocess.run([GXX, "-std=c++20", "-O1", "-o", str(exe), str(tmp_path / "main.cpp")],
+                               capture_output=True, text=True)  # fmt: skip
+        assert built.returncode == 0, built.stderr[-3000:]
+        ran = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+        assert ran.returncode == 0 and "bad=0" in ran.stdout, (config, ran.stdout[-2000:])
