@@ -1,4 +1,4 @@
-"""The loop goes on past --rounds and --patience while the best is under 50% of speed-of-light
+"""The loop goes on past --rounds and --patience while the best is under 80% of speed-of-light
 and the budget lasts (issue 11's rules planner), on the modelled GPU."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from .model_backend import ModelBackend
 from .test_loop import request
 
 
-def test_under_half_of_sol_the_run_goes_on_within_the_budget(tmp_path: Path) -> None:
+def test_under_80_percent_of_sol_the_run_goes_on_within_the_budget(tmp_path: Path) -> None:
     # modelled silu_and_mul: two of three shapes far under speed-of-light after round 1
     result = optimize(request(tmp_path / "a", rounds=1, budget_s=600), backend=ModelBackend())
     assert len(result.rounds) > 1

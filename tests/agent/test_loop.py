@@ -114,13 +114,9 @@ def test_a_short_budget_stops_rather_than_slicing_rounds_thin(tmp_path: Path) ->
     from ktx.agent.loop import Optimizer
 
     result = optimize(request(tmp_path / "run", rounds=8, budget_s=12), backend=ModelBackend())
-    limits = []
-    for r in result.rounds:
-        log = tmp_path / "run" / f"round-{r.index:02d}" / "log.jsonl"
-        if log.exists():
-            events = [json.loads(line) for line in log.read_text().splitlines()]
-            budget = next(e for e in events if e["event"] == "time_budget")
-            limits.append(budget["reserved_s"] + budget["search_s"])
+    # the share each searched round was given when it started (the search's own time_budget
+    # event comes after the template and the baselines, later on a loaded machine)
+    limits = [r.share_s for r in result.rounds if r.share_s is not None and r.result is not None]
     assert limits and min(limits) >= Optimizer.MIN_ROUND_S - 1.0, limits
     assert result.stop_reason in ("budget", "planner")
     if result.stop_reason == "budget":
