@@ -966,8 +966,8 @@ def _rewrite(
     rw.insert(end, closing)
     pointers = sorted({a.pointer for a in plan.packed})
     rw.note(f"packed {len(pointers)} pointer(s): {', '.join(pointers)}")
-    for a, b in dict.fromkeys((a.pointer, b.pointer) for a, b in plan.apart):
-        rw.note(f"{a} and {b} may alias: packed only where a run-time check finds them apart or the same")
+    for p, q in dict.fromkeys((a.pointer, b.pointer) for a, b in plan.apart):
+        rw.note(f"{p} and {q} may alias: packed only where a run-time check finds them apart or the same")
 
 
 def _assumptions(rw: Rewriter, plan: Plan, knob: str) -> list[str]:
