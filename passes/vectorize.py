@@ -928,6 +928,8 @@ def _rewrite(
             raise Refuse(
                 f"aliasing: {conflict_text(a, b)}; only a run-time check can tell, and tail=false has none"
             )
+        if peel:
+            rw.note("peel=true applies with tail=true only: with tail=false every row must start on a pack")
         assumed = _assumptions(rw, plan, name)
         for text in assumed:
             rw.constraint(text)
