@@ -80,6 +80,16 @@ __device__ __forceinline__ bool apart(const T* p, const U* q, long long n) {
   return a + m * sizeof(T) <= b || b + m * sizeof(U) <= a;
 }
 
+// Whether n elements from p and n from q share no byte (where the same array through both would
+// break a pack: the body writes through one and then reads or writes through the other).
+template <typename T, typename U>
+__device__ __forceinline__ bool disjoint(const T* p, const U* q, long long n) {
+  const unsigned long long a = reinterpret_cast<unsigned long long>(p);
+  const unsigned long long b = reinterpret_cast<unsigned long long>(q);
+  const unsigned long long m = n > 0 ? static_cast<unsigned long long>(n) : 0ULL;
+  return a + m * sizeof(T) <= b || b + m * sizeof(U) <= a;
+}
+
 // Read-only loads that are not kept in L1 (ld.global.nc.L1::no_allocate).
 __device__ __forceinline__ unsigned char load_na(const unsigned char* p) {
   unsigned short r;

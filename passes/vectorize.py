@@ -161,6 +161,9 @@ class Plan:
     apart: tuple[tuple[Access, Access], ...] = field(default=())
     """Pairs of pointers, indexed alike, that may alias: packs are taken only where a run-time
     check finds them the same elements or disjoint over the loop's range."""
+    disjoint: frozenset[frozenset[str]] = field(default=frozenset())
+    """Of those, the pairs that must be disjoint: the body reaches an element through one after
+    the other wrote it, which separate packs would not see."""
 
 
 @dataclass(frozen=True)
@@ -416,7 +419,10 @@ def _plan(target: Target, loop: Loop, known: dict[str, Root], max_bytes: int) ->
             f"cannot tell that start `{_text(module, start)}` and step `{step}` split the index space "
             "between threads (expected threadIdx.x/blockDim.x, a grid stride, a lane, or 0/1)"
         )
-    problem = _carried(module, info, body)
+    # a loop from 0 by 1 is one thread's own (every thread that runs it walks the whole range):
+    # packs keep its order, and do not change which thread touches which element
+    sequential = _canon(_text(module, start)) == "0" and _canon(step) == "1"
+    problem = _carried(module, info, body, sequential)
     if problem:
         return problem
     if info.pointer_writes:
@@ -424,7 +430,7 @@ def _plan(target: Target, loop: Loop, known: dict[str, Root], max_bytes: int) ->
         return f"the body writes through a pointer expression (`{_text(module, w)}`), which cannot be checked"
     apart: list[tuple[Access, Access]] = []
     for a, b in info.conflict_pairs():
-        if not _checkable_alias(a, b):
+        if not _checkable_alias(module, a, b, info):
             return "aliasing: " + conflict_text(a, b)
         apart.append((a, b))
     opened, inner_vars = _openable(module, info, body, var)
@@ -445,11 +451,21 @@ def _plan(target: Target, loop: Loop, known: dict[str, Root], max_bytes: int) ->
             continue
         if _packable(module, a, info, opened, inner_vars, body):
             packed.append(a)
+    # A pointer the body writes, reached both through packs and through accesses that stay scalar
+    # (under a condition: `if (o[i] > m) m = o[i];` after `o[i] = ...`), stays scalar throughout:
+    # a pack is stored only at its end, and the scalar accesses would read memory before it.
+    chosen = {a.node.id for a in packed}
+    written = {a.pointer for a in info.accesses if a.writes}
+    scalar = {a.pointer for a in info.accesses if (a.reads or a.writes) and a.node.id not in chosen}
+    mixed = written & scalar
+    packed = [a for a in packed if a.pointer not in mixed]
     if not packed:
+        if mixed:
+            return (
+                f"{', '.join(sorted(mixed))} is written and also accessed under a condition or out of "
+                "line in the body: packs would read it before their stores"
+            )
         return f"no unconditional, contiguous access p[{var} + offset] through a named pointer"
-    # a loop from 0 by 1 is one thread's own (every thread that runs it walks the whole range):
-    # packs do not change which thread touches which element
-    sequential = _canon(_text(module, start)) == "0" and _canon(step) == "1"
     problem = "" if sequential else _ownership(module, fn, fn_body, node, info, known)
     if problem:
         return problem
@@ -485,10 +501,36 @@ def _plan(target: Target, loop: Loop, known: dict[str, Root], max_bytes: int) ->
         tuple(sizes),
         tuple(sorted(inner_vars.items())),
         tuple(apart),
+        frozenset(
+            frozenset((a.pointer, b.pointer))
+            for a, b in apart
+            if not _same_address_ok(info.accesses, a.pointer, b.pointer)
+        ),
     )
 
 
-def _checkable_alias(a: Access, b: Access) -> bool:
+def _evaluated_at(a: Access) -> int:
+    """Where an access takes effect in the body's order: a store when its assignment completes
+    (``out[i] = x[i]`` reads ``x[i]`` first), anything else where it stands."""
+    if a.kind == "store" and a.node.parent is not None and a.node.parent.type == "assignment_expression":
+        return a.node.parent.end_byte
+    return a.node.start_byte
+
+
+def _same_address_ok(accesses: Sequence[Access], p: str, q: str) -> bool:
+    """Whether ``p`` and ``q`` may be one and the same array under packs: each is packed on its
+    own (loaded at the pack's start, stored at its end), which matches the scalar order only if
+    nothing reaches an element through one pointer after the other has written it."""
+    mine = [a for a in accesses if a.pointer in (p, q)]
+    for w in mine:
+        if not w.writes:
+            continue
+        if any(o.pointer != w.pointer and _evaluated_at(o) > _evaluated_at(w) for o in mine):
+            return False
+    return True
+
+
+def _checkable_alias(module: Module, a: Access, b: Access, info: LoopAccesses) -> bool:
     """Whether two accesses that may alias can be packed behind a run-time check: both contiguous
     subscripts written alike (``x[i]``, ``out[i]``), in no nested loop, neither an escaping
     address. Then the two pointers' ranges over the loop are ``[p + off, p + off + bound)``, and
@@ -505,15 +547,24 @@ def _checkable_alias(a: Access, b: Access) -> bool:
         and not a.loops
         and not b.loops
         and same_index(a, b)
+        # the check sits before the loop: its offset may not name what the body declares
+        and not any(syntax.names_in(module, t.node) & (info.declared | info.assigned) for t in a.offset_terms)
     )
 
 
-def _carried(module: Module, info: LoopAccesses, body: ts.Node) -> str:
-    """Why a value is carried from one iteration to the next (other than a reduction), or ''."""
+def _carried(module: Module, info: LoopAccesses, body: ts.Node, sequential: bool = False) -> str:
+    """Why a value is carried from one iteration to the next (other than a reduction), or ''.
+
+    A reduction's running value may be read only by its own updates, unless the loop is one
+    thread's own (``sequential``: packs keep its order): threads of a strided loop take other
+    elements under packs, and a running value read elsewhere (``o[i] = m;`` after
+    ``if (x[i] > m) m = x[i];``) would change."""
     for name, writes in assigned_names(module, body).items():
         if name in info.declared:
             continue
+        spans: list[tuple[int, int]] = []
         for w in writes:
+            spans.append((w.start_byte, w.end_byte))
             if w.type == "update_expression":
                 continue
             op = w.child_by_field_name("operator")
@@ -522,44 +573,62 @@ def _carried(module: Module, info: LoopAccesses, body: ts.Node) -> str:
             right = w.child_by_field_name("right")
             if right is not None and _is_reduction(module, right, name):
                 continue
-            if _guarded_extremum(module, w, name):
+            guard = _guarded_extremum(module, w, name)
+            if guard is not None:
+                spans.append((guard.start_byte, guard.end_byte))
                 continue
             return (
                 f"the body assigns {name}, declared outside the loop, from one iteration to the next "
                 f"(line {w.start_point[0] + 1}); only reductions (+=, fmaxf(...)) can be reordered"
             )
+        if sequential:
+            continue
+        for n in syntax.walk(body):
+            if (
+                n.type == "identifier"
+                and _text(module, n) == name
+                and not any(a <= n.start_byte < b for a, b in spans)
+            ):
+                return (
+                    f"the body reads {name}, a running reduction, outside its update (line "
+                    f"{n.start_point[0] + 1}): threads would see other partial values under packs"
+                )
     return ""
 
 
-def _guarded_extremum(module: Module, assign: ts.Node, name: str) -> bool:
+def _guarded_extremum(module: Module, assign: ts.Node, name: str) -> ts.Node | None:
     """``if (e > m) m = e;`` (or ``<``, ``>=``, ``<=``, either side; no ``else``): a max or min
     reduction written as a branch, as first drafts write softmax's row maximum. Any order of the
     elements gives the same extremum (NaN never wins a comparison, in any order)."""
     if assign.type != "assignment_expression":
-        return False
+        return None
     op = assign.child_by_field_name("operator")
     right = assign.child_by_field_name("right")
     stmt = assign.parent
     if op is None or op.type != "=" or right is None or stmt is None or stmt.type != "expression_statement":
-        return False
+        return None
     branch = stmt.parent
     if branch is not None and branch.type == "compound_statement" and branch.named_child_count == 1:
         branch = branch.parent
     if branch is None or branch.type != "if_statement" or branch.child_by_field_name("alternative"):
-        return False
+        return None
     cond = branch.child_by_field_name("condition")
     while cond is not None and cond.type in ("condition_clause", "parenthesized_expression"):
         inner = [c for c in cond.named_children if c.type != "comment"]
         cond = inner[0] if len(inner) == 1 else None
     if cond is None or cond.type != "binary_expression":
-        return False
+        return None
     cop = cond.child_by_field_name("operator")
     a, b = cond.child_by_field_name("left"), cond.child_by_field_name("right")
     if cop is None or cop.type not in ("<", ">", "<=", ">=") or a is None or b is None:
-        return False
+        return None
     value = _text(module, right).split()
     sides = (_text(module, a).split(), _text(module, b).split())
-    return (sides[0] == [name] and sides[1] == value) or (sides[1] == [name] and sides[0] == value)
+    if name in syntax.names_in(module, right):
+        return None  # `if (m + x > m) m = m + x;` is no extremum
+    if (sides[0] == [name] and sides[1] == value) or (sides[1] == [name] and sides[0] == value):
+        return branch
+    return None
 
 
 def _is_reduction(module: Module, node: ts.Node, name: str) -> bool:
@@ -969,7 +1038,8 @@ def _rewrite(
     pointers = sorted({a.pointer for a in plan.packed})
     rw.note(f"packed {len(pointers)} pointer(s): {', '.join(pointers)}")
     for p, q in dict.fromkeys((a.pointer, b.pointer) for a, b in plan.apart):
-        rw.note(f"{p} and {q} may alias: packed only where a run-time check finds them apart or the same")
+        how = "disjoint" if frozenset((p, q)) in plan.disjoint else "apart or the same"
+        rw.note(f"{p} and {q} may alias: packed only where a run-time check finds them {how}")
 
 
 def _assumptions(rw: Rewriter, plan: Plan, knob: str) -> list[str]:
@@ -1178,7 +1248,8 @@ def _checks(em: _Emit) -> list[str]:
         if pair in pairs:
             continue  # ktx::apart is symmetric
         pairs.add(pair)
-        out.append(f"ktx::apart({a.pointer}{plus}, {b.pointer}{plus}, {bound})")
+        test = "disjoint" if frozenset((a.pointer, b.pointer)) in plan.disjoint else "apart"
+        out.append(f"ktx::{test}({a.pointer}{plus}, {b.pointer}{plus}, {bound})")
     for a in plan.packed:
         names = sorted({v for t in a.offset_terms for v in syntax.names_in(module, t.node) & loop_vars})
         zero = {v: "0" for v in names}

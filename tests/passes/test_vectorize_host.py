@@ -94,6 +94,25 @@ int main() {
 """
 
 CASES = {
+    "again": r"""
+  for (int n : {1, 5, 64, 67}) for (int a = 0; a < 4; ++a) for (int b = 0; b < 3; ++b) {
+    std::vector<float> m1(400), m2(400); fill(m1); fill(m2);
+    auto run = [&](auto k, std::vector<float>& m) {
+      float* x = m.data() + 8 + a;  // b: 0 the same array, 1 disjoint, 2 overlapping by a pack
+      float* out = b == 0 ? x : b == 1 ? m.data() + 200 + a : x + 4;
+      launch(2, 4, [&] { k(out, x, n); });
+    };
+    run(orig::again, m1); run(cand::again, m2); check("again", m1, m2, n, a, b);
+  }""",
+    "guarded": r"""
+  for (int n : {1, 5, 64, 67}) for (int a = 0; a < 4; ++a) {
+    std::vector<float> m1(400), m2(400); fill(m1); fill(m2);
+    auto run = [&](auto k, std::vector<float>& m) {
+      float* o = m.data() + a; const float* x = m.data() + 100 + a; float* y = m.data() + 200 + a;
+      launch(1, 4, [&] { k(o, x, y, m.data() + 300, n); });
+    };
+    run(orig::guarded, m1); run(cand::guarded, m2); check("guarded", m1, m2, n, a, 0);
+  }""",
     "shift_add": r"""
   for (int n : {0, 1, 3, 5, 33, 1000}) for (int a = 0; a < 4; ++a) for (int b = -1; b < 8; ++b) {
     std::vector<float> m1(2300), m2(2300); fill(m1); fill(m2);
@@ -111,9 +130,10 @@ CASES = {
   for (int C : {1, 3, 4, 7, 64, 67}) for (int a = 0; a < 4; ++a) for (int b = 0; b < 4; ++b) {
     std::vector<float> m1(3 * 70 * 3 + 64), m2(m1.size()); fill(m1); fill(m2);
     auto run = [&](auto k, std::vector<float>& m) {
-      // b < 3: all three rows equally far off a pack boundary (the peeled path); b == 3: out is not
+      // b < 2: all three rows equally far off a pack boundary (the peeled path); b == 2: out2 is
+      // out (one array through two pointers); b == 3: out is off by one more element
       const float* inp = m.data() + a; float* out = m.data() + 3 * 70 + 10 + a + (b == 3);
-      float* out2 = out - (b == 3) + 3 * 70 + 10;
+      float* out2 = b == 2 ? out : out - (b == 3) + 3 * 70 + 10;
       launch(3, 8, [&] { k(out, out2, inp, C); });
     };
     run(orig::twice, m1); run(cand::twice, m2); check("twice", m1, m2, C, a, b);
@@ -129,7 +149,39 @@ CASES = {
   }""",
 }
 
-KERNELS = {"shift_add": SHIFT, "twice": TWICE, "rowmax": ROWMAX}
+#: found in review: each pointer is packed on its own, so one array through two pointers
+#: (out == x here) must not be packed when the body reaches it through one after writing it
+#: through the other: ktx::disjoint, not ktx::apart
+AGAIN = """\
+__global__ void again(float* out, float* x, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    out[i] = x[i] * 2.f;
+    out[i] += x[i];
+  }
+}
+"""
+#: found in review: a written pointer also reached under a condition stays scalar (a pack is
+#: stored at its end; the conditional access would read memory before that)
+WRITTEN_THEN_GUARDED = """\
+__global__ void guarded(float* __restrict__ o, const float* __restrict__ x, float* __restrict__ y,
+                        float* __restrict__ mo, int n) {
+  float m = -1e30f;
+  for (int i = 0; i < n; ++i) {
+    if (x[i] > 0.f) o[i] = 0.5f * x[i];
+    y[i] = o[i] * 2.f;
+    if (y[i] > m) m = y[i];
+  }
+  mo[threadIdx.x] = m;
+}
+"""
+
+KERNELS = {
+    "shift_add": SHIFT,
+    "twice": TWICE,
+    "rowmax": ROWMAX,
+    "again": AGAIN,
+    "guarded": WRITTEN_THEN_GUARDED,
+}
 PIPELINES = ("vectorize", "vectorize{peel=true}", "vectorize{tie=true,peel=true}")
 
 
