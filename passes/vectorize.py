@@ -35,8 +35,12 @@ Legality comes from :mod:`ktx.ir.access`:
 * every write of the body is to element ``i`` of some row (no ``out[0] = ...``), no write may
   alias another access (both pointers ``__restrict__``, or different memory spaces) unless the
   two are subscripted alike (``out[i] = x[i] * s`` with no ``__restrict__``): then the packed
-  loop runs only where ``ktx::apart`` finds the two ranges the same elements or disjoint, and the
-  scalar loop, in the original order, takes everything otherwise; values carried across
+  loop runs only where ``ktx::apart`` finds the two ranges the same elements or disjoint
+  (``ktx::disjoint`` alone where the body reaches an element through one pointer after writing
+  it through the other: each pointer has its own pack), and the scalar loop, in the original
+  order, takes everything otherwise; a pointer the body writes and also reaches under a condition
+  stays scalar; a running reduction is read only by its own update (except in a loop a thread
+  walks whole, from 0 by 1); values carried across
   iterations are reductions (``sum += ...``, ``m = fmaxf(m, ...)``), and the body has no barrier,
   shuffle, ``break``, ``continue`` or ``return``;
 * memory the loop writes is not touched elsewhere in the kernel without a ``__syncthreads()``
