@@ -69,17 +69,6 @@ __device__ __forceinline__ I head(const T* p, I n) {
   return h < n ? h : (n > I(0) ? n : I(0));
 }
 
-// Whether n elements from p and n from q are the same elements or share no byte: where two
-// pointers the kernel indexes alike may alias (no __restrict__), packs are taken only then.
-template <typename T, typename U>
-__device__ __forceinline__ bool apart(const T* p, const U* q, long long n) {
-  const unsigned long long a = reinterpret_cast<unsigned long long>(p);
-  const unsigned long long b = reinterpret_cast<unsigned long long>(q);
-  if (a == b && sizeof(T) == sizeof(U)) return true;
-  const unsigned long long m = n > 0 ? static_cast<unsigned long long>(n) : 0ULL;
-  return a + m * sizeof(T) <= b || b + m * sizeof(U) <= a;
-}
-
 // Whether n elements from p and n from q share no byte (where the same array through both would
 // break a pack: the body writes through one and then reads or writes through the other).
 template <typename T, typename U>
@@ -88,6 +77,14 @@ __device__ __forceinline__ bool disjoint(const T* p, const U* q, long long n) {
   const unsigned long long b = reinterpret_cast<unsigned long long>(q);
   const unsigned long long m = n > 0 ? static_cast<unsigned long long>(n) : 0ULL;
   return a + m * sizeof(T) <= b || b + m * sizeof(U) <= a;
+}
+
+// Whether n elements from p and n from q are the same elements or share no byte: where two
+// pointers the kernel indexes alike may alias (no __restrict__), packs are taken only then.
+template <typename T, typename U>
+__device__ __forceinline__ bool apart(const T* p, const U* q, long long n) {
+  const bool same = reinterpret_cast<const void*>(p) == reinterpret_cast<const void*>(q);
+  return (same && sizeof(T) == sizeof(U)) || disjoint(p, q, n);
 }
 
 // Read-only loads that are not kept in L1 (ld.global.nc.L1::no_allocate).

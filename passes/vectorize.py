@@ -1228,20 +1228,22 @@ def _head_header(em: _Emit) -> str:
     return head[:b0] + em.head + head[b1:]
 
 
+def _base_offset(em: _Emit, a: Access) -> tuple[list[str], str]:
+    """The nested loop variables in a packed access's offset, and the offset with them at 0."""
+    loop_vars = set(dict(em.plan.inner_vars).values())
+    names = sorted({v for t in a.offset_terms for v in syntax.names_in(em.module, t.node) & loop_vars})
+    return names, _offset_text(em.module, a, {v: "0" for v in names})
+
+
 def _packed_base(em: _Emit, a: Access) -> str:
     """``p + off`` of a packed access at the loop's first element (nested loop variables 0)."""
-    module, plan = em.module, em.plan
-    loop_vars = set(dict(plan.inner_vars).values())
-    names = sorted({v for t in a.offset_terms for v in syntax.names_in(module, t.node) & loop_vars})
-    base = _offset_text(module, a, {v: "0" for v in names})
+    base = _base_offset(em, a)[1]
     return f"{a.pointer} + {base}" if base else a.pointer
 
 
 def _checks(em: _Emit) -> list[str]:
     """Run-time conditions for the packed loop: every packed address aligned for every iteration."""
     module, plan = em.module, em.plan
-    inner = dict(plan.inner_vars)
-    loop_vars = set(inner.values())
     out: list[str] = []
     bound = em.text(plan.bound)
     pairs: set[frozenset[str]] = set()
@@ -1255,9 +1257,8 @@ def _checks(em: _Emit) -> list[str]:
         test = "disjoint" if frozenset((a.pointer, b.pointer)) in plan.disjoint else "apart"
         out.append(f"ktx::{test}({a.pointer}{plus}, {b.pointer}{plus}, {bound})")
     for a in plan.packed:
-        names = sorted({v for t in a.offset_terms for v in syntax.names_in(module, t.node) & loop_vars})
+        names, base = _base_offset(em, a)
         zero = {v: "0" for v in names}
-        base = _offset_text(module, a, zero)
         at = " + ".join(t for t in (a.pointer, base, em.head) if t)
         out.append(f"ktx::aligned<{em.vec}>({at})")
         for v in names:
