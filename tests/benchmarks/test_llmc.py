@@ -253,6 +253,14 @@ def test_lanes_balance_the_weights_and_keep_softmax_last() -> None:
     assert len(run.lanes(run.LADDERS[:2], 4)) == 2
 
 
+def test_lane_device_takes_the_callers_visible_devices() -> None:
+    assert run.lane_device(0, "2,3") == "2"
+    assert run.lane_device(1, "2, 3") == "3"
+    assert run.lane_device(3, None) == "3"
+    with pytest.raises(SystemExit, match="names only"):
+        run.lane_device(2, "2,3")
+
+
 @pytest.mark.gpu
 def test_every_version_runs_and_matches_the_reference_on_the_gpu(tmp_path: Path) -> None:
     """Each staged version at its ``quick`` shape (llm.c's launch, block 256 for the hand ones)
