@@ -266,3 +266,13 @@ def test_grid_with_trials_in_flight_on_sqlite(recording: Recording, tmp_path: Pa
     assert study.user_attrs["sampler"] == "grid"
     keys = [e["key"] for e in measured(log)]
     assert len(keys) == len(set(keys)) == 60 == study_stats(study).evaluations
+
+
+def test_finished_trial_race_is_told_apart_from_other_value_errors() -> None:
+    """Optuna 5 reports a trial another worker finished first as a ValueError from its tell."""
+    from ktx.search.engine import finished_trial_race
+
+    assert finished_trial_race(ValueError("Cannot tell a COMPLETE trial."))
+    assert finished_trial_race(ValueError("Cannot tell a FAIL trial."))
+    assert not finished_trial_race(ValueError("Cannot tell anything"))
+    assert not finished_trial_race(ValueError("invalid literal for int()"))
