@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ktx.dtypes import DTYPES, DType, lookup
 from ktx.errors import KtxError, Location
 from ktx.expr import Expr, Value
-from ktx.measure.dtypes import DTYPES, DType, lookup
 from ktx.tomlpos import KeyPath, TomlPositions
 
 if sys.version_info >= (3, 11):

@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
+from ktx.dtypes import decode, poison
 from ktx.expr import Value
 from ktx.measure.compile import CompileResult, cache_dir
-from ktx.measure.dtypes import decode, poison
 from ktx.measure.occupancy import DeviceLimits, occupancy
 from ktx.measure.protocol import WorkerFailure
 from ktx.measure.refcache import Verdict, VerdictCache, spec_digest, verdict_key

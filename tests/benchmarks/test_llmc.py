@@ -53,6 +53,7 @@ def test_every_version_has_a_spec() -> None:
 
 
 @pytest.mark.parametrize(("lad", "version"), VERSIONS, ids=[f"{lad.name}-{v}" for lad, v in VERSIONS])
+@pytest.mark.slow
 def test_spec_loads_and_kernel_compiles(lad: Any, version: str, tmp_path: Path) -> None:
     cuda = _llmc()
     folder = run.stage(lad, version, cuda, tmp_path)
@@ -291,6 +292,7 @@ PIPELINES = {
 
 
 @pytest.mark.parametrize("lad", run.LADDERS, ids=[lad.name for lad in run.LADDERS])
+@pytest.mark.slow
 def test_rewritten_naive_kernels_compile_in_the_staged_folder(lad: Any, tmp_path: Path) -> None:
     """ktx's rewrites of the unmodified llm.c files (largest knob values) compile for sm_90 with
     nvcc, ``common.h`` and the cuBLAS stubs found through the staged folder: what every candidate
@@ -317,6 +319,7 @@ ROW_KERNELS = ["encoder_forward", "layernorm_forward", "fused_residual_forward",
 
 
 @pytest.mark.parametrize("name", ROW_KERNELS)
+@pytest.mark.slow
 def test_row_owner_then_vectorize_compiles_on_the_thread_per_row_kernels(name: str, tmp_path: Path) -> None:
     """The combination the rules planner tries first on llm.c's thread-per-row kernels (a warp or
     a block per row, then vector width) compiles for sm_90 at 32 and 256 threads per row."""

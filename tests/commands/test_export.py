@@ -33,6 +33,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base / "torch"
 
 
+@pytest.mark.slow
 def test_files(exported: Path) -> None:
     names = sorted(p.name for p in exported.iterdir())
     assert names == ["README.md", "kernels.cu", "silu_and_mul_torch.py"]
@@ -49,6 +50,7 @@ def test_files(exported: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
+@pytest.mark.slow
 def test_the_cuda_compiles_with_nvcc_alone(exported: Path, tmp_path: Path) -> None:
     lib = tmp_path / "k.so"
     cmd = ["nvcc", "-shared", "-Xcompiler", "-fPIC", "-arch=sm_90", "-std=c++17", "--expt-relaxed-constexpr",
@@ -100,6 +102,7 @@ def wrapper(exported: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[
     return module, calls
 
 
+@pytest.mark.slow
 def test_dispatch_and_launch(wrapper: tuple[Any, list[tuple[str, tuple[Any, ...]]]]) -> None:
     module, calls = wrapper
     module.silu_and_mul(FakeTensor((1, 4096)), FakeTensor((1, 8192)))
@@ -114,6 +117,7 @@ def test_dispatch_and_launch(wrapper: tuple[Any, list[tuple[str, tuple[Any, ...]
     ]
 
 
+@pytest.mark.slow
 def test_tensors_are_checked(wrapper: tuple[Any, list[tuple[str, tuple[Any, ...]]]]) -> None:
     module, calls = wrapper
     with pytest.raises(TypeError, match=r"out: dtype float16, expected torch.bfloat16"):

@@ -160,6 +160,7 @@ def _ptx(source: str, name_expression: str, tmp: Path) -> str:
 
 @needs_nvcc
 @pytest.mark.parametrize("name", ["rmsnorm", "fused_add_rmsnorm"])
+@pytest.mark.slow
 def test_every_cluster_compiles_for_sm90(name: str, tmp_path: Path) -> None:
     t = suite(name)
     for value in t.knobs[0].values:
@@ -173,6 +174,7 @@ def test_every_cluster_compiles_for_sm90(name: str, tmp_path: Path) -> None:
 
 
 @needs_nvcc
+@pytest.mark.slow
 def test_tuned_file_and_dispatch_header_launch_a_cluster_variant(tmp_path: Path) -> None:
     """The patch's file: the original, variant 0 (CLUSTER=4) and the launcher that dispatches."""
     t = suite("rmsnorm")

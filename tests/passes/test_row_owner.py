@@ -299,6 +299,7 @@ def _jobs(tmp_path: Path) -> list[tuple[str, Path, Any, dict[str, int]]]:
 
 @needs_llmc
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not on PATH")
+@pytest.mark.slow
 def test_llmc_every_config_compiles_for_sm90_without_spills(tmp_path: Path) -> None:
     jobs = _jobs(tmp_path)
     assert len(jobs) >= 4 * 6 + 2 * 2 * 2

@@ -256,6 +256,7 @@ def test_constraint_text_errors_are_refusals_not_crashes(recording: Recording) -
     assert outcome.status == "infeasible" and "division by zero" in outcome.reason
 
 
+@pytest.mark.slow
 def test_grid_with_trials_in_flight_on_sqlite(recording: Recording, tmp_path: Path) -> None:
     """Enqueued (grid) trials popped by several threads: SQLite has no row locks."""
     log = RunLog(None)
