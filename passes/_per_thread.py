@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 import tree_sitter as ts
 from ktx.ir import Function, Module
-from ktx.ir.access import Access, Root, Term, coefficient, element_size, mentions, roots, terms
-from ktx.ir.affine import intrinsic_kind, kernel_index
-from ktx.ir.consteval import SIZEOF
+from ktx.ir.access import Access, Root, Term, coefficient, mentions, roots, terms
+from ktx.ir.affine import kernel_index
+from ktx.ir.facts.kinds import STORE_INTRINSICS, access_kind, intrinsic_call, intrinsic_kind, intrinsic_of
 
 from ktx import syntax
 from ktx.syntax import text as _text
@@ -509,37 +508,6 @@ class ElementAccess:
         return p.end_byte if p is not None else a.node.end_byte
 
 
-def _kind(sub: ts.Node) -> Literal["load", "store", "update", "address"]:
-    parent, child = sub.parent, sub
-    while parent is not None and parent.type == "parenthesized_expression":
-        child, parent = parent, parent.parent
-    if parent is None:
-        return "load"
-    if parent.type == "assignment_expression" and parent.child_by_field_name("left") == child:
-        op = parent.child_by_field_name("operator")
-        return "store" if op is not None and op.type == "=" else "update"
-    if parent.type == "update_expression":
-        return "update"
-    if parent.type == "pointer_expression":
-        op = parent.child_by_field_name("operator")
-        if op is not None and op.type == "&":
-            return "load" if intrinsic_kind(parent) == "load" else "address"
-    return "load"
-
-
-def _load_call(sub: ts.Node) -> ts.Node | None:
-    """The ``__ldg(&p[i])`` call (or another load intrinsic) that reads the subscript, if any."""
-    node = sub.parent
-    while node is not None and node.type == "parenthesized_expression":
-        node = node.parent
-    if node is None or node.type != "pointer_expression" or intrinsic_kind(node) != "load":
-        return None
-    call = node.parent
-    while call is not None and call.type != "call_expression":
-        call = call.parent
-    return call
-
-
 def _conditional(sub: ts.Node, stop: ts.Node) -> bool:
     node, child = sub.parent, sub
     while node is not None and node.id != stop.id:
@@ -585,8 +553,9 @@ def element_accesses(module: Module, fn: Function, eb: ElementBody) -> list[Elem
                 if name
                 else Root("", "unknown", False, False, "")
             )
-            kind = _kind(n)
-            if kind == "address" and mentions(module, index, {eb.var}):
+            kind = access_kind(n)
+            pinned = kind == "address" or intrinsic_of(n) in STORE_INTRINSICS
+            if pinned and mentions(module, index, {eb.var}):
                 return (
                     f"the body takes the address of {_text(module, n)} (line {_line(n)}), which may "
                     "be used in any order"
@@ -609,7 +578,7 @@ def element_accesses(module: Module, fn: Function, eb: ElementBody) -> list[Elem
                         for i, t in enumerate(rest)
                     )
             loop = _outer_loop(n, stmt)
-            at = (_load_call(n) if kind == "load" else None) or n
+            at = (intrinsic_call(n) if kind == "load" else None) or n
             access = Access(
                 kind,
                 name or _text(module, base),
@@ -622,6 +591,7 @@ def element_accesses(module: Module, fn: Function, eb: ElementBody) -> list[Elem
                 offset_terms,
                 _conditional(n, stmt.parent or stmt) or loop is not None,
                 (),
+                intrinsic_of(n),
             )
             invariant = not any(syntax.names_in(module, t.node) & (declared | assigned) for t in offset_terms)
             legal = (
@@ -632,7 +602,7 @@ def element_accesses(module: Module, fn: Function, eb: ElementBody) -> list[Elem
                 and bool(root.name)
                 and access.pointer not in declared
                 and access.pointer not in assigned
-                and kind != "address"
+                and not pinned
             )
             found.append(ElementAccess(access, loop, legal and not access.conditional))
             if legal and access.conditional and kind == "load":
@@ -737,113 +707,3 @@ def reorder_conflict(accesses: list[ElementAccess], var: str) -> str | None:
 def _text_of(a: Access) -> str:
     return " ".join((a.index.text or b"").decode("utf-8", "replace").split())
 
-
-# -- element sizes -------------------------------------------------------------------------------
-
-
-def type_size(
-    module: Module, fn: Function, template_args: tuple[str, ...], type_text: str
-) -> tuple[int, str] | None:
-    """(sizeof, how it was found) for an element type; ``typedef`` chains in local headers too.
-
-    llm.c writes ``floatX`` (``typedef __nv_bfloat16 floatX;`` in its ``common.h``, under
-    ``#if defined(ENABLE_BF16)``, which the ``.cu`` file defines before the include). When the
-    conditions cannot be told apart, the widest candidate is taken: packs sized for it are
-    legal for every other one.
-    """
-    size = element_size(module, type_text, fn, template_args)
-    if size is None:
-        size = _C_SIZES.get(" ".join(type_text.split()))
-    if size is not None:
-        return size, ""
-    defined = set(re.findall(rb"(?m)^\s*#\s*define\s+(\w+)", module.source))
-    texts = [module.source.decode("utf-8", "replace")]
-    if module.path:
-        folder = Path(module.path).parent
-        for inc in re.findall(rb'(?m)^\s*#\s*include\s+"([^"]+)"', module.source):
-            path = folder / inc.decode("utf-8", "replace")
-            if path.is_file():
-                texts.append(path.read_text(errors="replace"))
-    candidates: list[str] = []
-    for text in texts:
-        candidates += _typedefs(text, type_text, {d.decode() for d in defined})
-    sizes = [(SIZEOF.get(c), c) for c in candidates]
-    known = [(s, c) for s, c in sizes if s is not None]
-    if not known or len(known) != len(sizes):
-        return None
-    best = max(known)
-    return best[0], f"{type_text} is {best[1]}"
-
-
-#: C and <stdint.h> integer types that :data:`ktx.ir.consteval.SIZEOF` may not list.
-_C_SIZES = {
-    "char": 1,
-    "signed char": 1,
-    "unsigned char": 1,
-    "uint8_t": 1,
-    "int8_t": 1,
-    "bool": 1,
-    "short": 2,
-    "unsigned short": 2,
-    "int16_t": 2,
-    "uint16_t": 2,
-    "int": 4,
-    "unsigned": 4,
-    "unsigned int": 4,
-    "int32_t": 4,
-    "uint32_t": 4,
-    "long long": 8,
-    "unsigned long long": 8,
-    "int64_t": 8,
-    "uint64_t": 8,
-    "double": 8,
-}
-
-
-def _typedefs(text: str, name: str, defined: set[str]) -> list[str]:
-    """The types ``name`` is declared as in ``text``, in the branches ``defined`` selects."""
-    pattern = re.compile(
-        rf"^\s*(?:typedef\s+([\w\s:]+?)\s+{re.escape(name)}\s*;|using\s+{re.escape(name)}\s*=\s*([\w\s:]+?)\s*;)"
-    )
-    # Per open #if: is this branch active (None: cannot tell), and was a branch taken before it.
-    stack: list[tuple[bool | None, bool | None]] = []
-    found: list[str] = []
-    for line in text.splitlines():
-        s = line.strip()
-        m = re.match(r"#\s*(ifdef|ifndef|if|elif|else|endif)\b(.*)", s)
-        if m:
-            kind, rest = m.group(1), m.group(2).strip()
-            if kind in ("if", "ifdef", "ifndef"):
-                value = _cond(kind, rest, defined)
-                stack.append((value, value))
-            elif kind in ("elif", "else") and stack:
-                _, taken = stack[-1]
-                if taken is True:
-                    value = False
-                elif taken is None:
-                    value = None
-                else:
-                    value = True if kind == "else" else _cond("if", rest, defined)
-                stack[-1] = (value, True if value is True else (None if value is None else taken))
-            elif kind == "endif" and stack:
-                stack.pop()
-            continue
-        dm = re.match(r"#\s*define\s+(\w+)", s)
-        if dm and all(v is not False for v, _ in stack):
-            defined.add(dm.group(1))
-        if any(v is False for v, _ in stack):
-            continue
-        tm = pattern.match(line)
-        if tm:
-            found.append(" ".join((tm.group(1) or tm.group(2)).split()))
-    return found
-
-
-def _cond(kind: str, rest: str, defined: set[str]) -> bool | None:
-    """``#if defined(X)`` / ``#ifdef X`` / ``!defined(X)``; None for anything else."""
-    if kind in ("ifdef", "ifndef"):
-        return (rest.split()[0] in defined) == (kind == "ifdef") if rest else None
-    m = re.fullmatch(r"(!?)\s*defined\s*\(?\s*(\w+)\s*\)?", rest.split("//")[0].strip())
-    if m is None:
-        return None
-    return (m.group(2) in defined) != bool(m.group(1))

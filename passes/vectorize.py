@@ -113,6 +113,7 @@ from ktx.ir.access import (
     substitute,
 )
 from ktx.ir.affine import kernel_index
+from ktx.ir.facts.types import type_size
 from ktx.passes._common import LoopSite, shrink_grid
 from ktx.passes._device import PreludeSite, insert_prelude, prelude_site
 from ktx.passes._per_thread import (
@@ -122,7 +123,6 @@ from ktx.passes._per_thread import (
     element_accesses,
     element_body,
     reorder_conflict,
-    type_size,
 )
 from ktx.passes._per_thread import balanced as _balanced
 from ktx.passes._per_thread import canon as _canon
@@ -447,7 +447,7 @@ def _plan(target: Target, loop: Loop, known: dict[str, Root], max_bytes: int) ->
                 f"the body writes {a.pointer}[{_text(module, a.index)}], which is not element {var} of a "
                 "row; packs would change which thread writes it"
             )
-        if a.kind == "address":
+        if a.pinned:
             return f"the body takes the address of {a.pointer}[...], which may be used in any order"
         if a.root.space == "local":
             if a.writes and a.root.name not in info.declared:
@@ -542,8 +542,8 @@ def _checkable_alias(module: Module, a: Access, b: Access, info: LoopAccesses) -
     and writes each element as the scalar loop did (llm.c's layernorm writes ``out_idx[i]`` from
     ``x[i]`` with no ``__restrict__``)."""
     return (
-        a.kind != "address"
-        and b.kind != "address"
+        not a.pinned
+        and not b.pinned
         and a.stride == 1
         and b.stride == 1
         and a.offset is not None
