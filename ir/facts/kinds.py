@@ -1,7 +1,7 @@
 """The one load/store classifier: what a subscript, ``*p`` or intrinsic address does to memory.
 
 Every model of memory in ktx (:class:`ktx.ir.affine.MemRef`, :class:`ktx.ir.access.Access`,
-the per-thread body of :mod:`ktx.passes._per_thread`, ``ktx draft``) asks :func:`access_kind`,
+the per-thread body of :mod:`ktx.ir.facts.elements`, ``ktx draft``) asks :func:`access_kind`,
 so that they cannot disagree. Earlier, three copies did: ``__stcs(&p[i], v)`` was a store to
 one and an escaping address to the others.
 
