@@ -489,6 +489,12 @@ def element_accesses(module: Module, fn: Function, eb: ElementBody) -> list[Elem
             kind = access_kind(n)
             pinned = kind == "address" or intrinsic_of(n) in STORE_INTRINSICS
             if pinned and mentions(module, index, {eb.var}):
+                via = intrinsic_of(n)
+                if via:
+                    return (
+                        f"the body stores {_text(module, n)} through {via} (line {_line(n)}): packs would "
+                        f"drop the {via} hint (run cache-hints after vectorize instead)"
+                    )
                 return (
                     f"the body takes the address of {_text(module, n)} (line {_line(n)}), which may "
                     "be used in any order"

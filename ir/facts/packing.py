@@ -247,6 +247,11 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
                 f"the body writes {a.pointer}[{_text(module, a.index)}], which is not element {var} of a "
                 "row; packs would change which thread writes it"
             )
+        if a.pinned and a.via:
+            return (
+                f"the body stores {a.pointer}[...] through {a.via}: packs would drop the {a.via} hint "
+                "(run cache-hints after vectorize instead)"
+            )
         if a.pinned:
             return f"the body takes the address of {a.pointer}[...], which may be used in any order"
         if a.root.space == "local":
