@@ -25,6 +25,7 @@ from typing import Any, Literal
 import tree_sitter as ts
 from ktx.ir.access import LoopAccesses, Root, analyze_loop, roots
 from ktx.ir.affine import BlockAlias, KernelIndex, LoopShape, MemRef, ThreadIndex, kernel_index
+from ktx.ir.facts.owners import splits_exactly
 from ktx.ir.facts.types import type_size
 from ktx.ir.module import Module
 from ktx.ir.nodes import Function, LaunchSite, Loop
@@ -132,7 +133,7 @@ class Facts:
             shape = self.index.loop_shape(lp)
             owner: Owner = _OWNERS.get(shape.stride, "unknown") if shape is not None else "unknown"
             found.append(
-                LoopFact(self.label(lp), lp, shape, owner, bool(shape and shape.partitions), lp.depth)
+                LoopFact(self.label(lp), lp, shape, owner, _splits(shape), lp.depth)
             )
         return tuple(found)
 
@@ -257,6 +258,12 @@ def facts_of(
     if got is None:
         got = cache[key] = Facts(module, kernel, template_args)
     return got
+
+
+def _splits(shape: LoopShape | None) -> bool:
+    if shape is None:
+        return False
+    return shape.partitions or splits_exactly(shape.start, shape.step)
 
 
 def _bind(type_text: str, fn: Function, args: Sequence[str]) -> str:

@@ -44,9 +44,10 @@ from ktx.ir.facts.elements import (
     reorder_conflict,
 )
 from ktx.ir.facts.kernel import Facts
+from ktx.ir.facts.owners import across_blocks, splits_exactly
 from ktx.ir.facts.types import type_size
 from ktx.ir.module import Module
-from ktx.ir.nodes import Function, Loop
+from ktx.ir.nodes import Loop
 from ktx.ir.source import Span
 
 from ktx import syntax
@@ -218,7 +219,13 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
     start_form = shape.start if shape is not None else None
     partitioned = shape is not None and shape.stride == "block" and start_form is not None
     partitioned = partitioned and start_form is not None and start_form.is_sym("threadIdx.x")
-    if not partitioned and not _partitioned(module, fn_body, start, step, step_node, node.start_byte):
+    legacy = partitioned or _partitioned(module, fn_body, start, step, step_node, node.start_byte)
+    # any other mixed-radix split of the launch's coordinates (threadIdx.y by blockDim.y, a worker
+    # per warp row, blocks walking rows): across blocks no barrier orders the elements, so then
+    # nothing outside the loop may touch what it writes (strict ownership below)
+    exact = shape is not None and splits_exactly(shape.start, shape.step)
+    strict = not legacy and across_blocks(start_form)
+    if not legacy and not exact:
         return (
             f"cannot tell that start `{_text(module, start)}` and step `{step}` split the index space "
             "between threads (expected threadIdx.x/blockDim.x, a grid stride, a lane, or 0/1)"
@@ -275,7 +282,7 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
                 "line in the body: packs would read it before their stores"
             )
         return f"no unconditional, contiguous access p[{var} + offset] through a named pointer"
-    problem = "" if sequential else _ownership(module, fn, fn_body, node, info, known)
+    problem = "" if sequential else _ownership(module, fn_body, node, info, known, strict)
     if problem:
         return problem
     sizes: list[tuple[str, int]] = []
@@ -520,9 +527,13 @@ def _packable(
 
 
 def _ownership(
-    module: Module, fn: Function, fn_body: ts.Node, loop: ts.Node, info: LoopAccesses, known: dict[str, Root]
+    module: Module, fn_body: ts.Node, loop: ts.Node, info: LoopAccesses, known: dict[str, Root], strict: bool
 ) -> str:
-    """Why another part of the kernel may depend on which thread handled which element, or ''."""
+    """Why another part of the kernel may depend on which thread handled which element, or ''.
+
+    ``strict``: the loop's iterations are split across blocks, which no ``__syncthreads()``
+    orders: then any other access to memory the loop touches is refused.
+    """
     inside_written = {a.root.name for a in info.accesses if a.writes and a.root.name}
     inside_all = {a.root.name for a in info.accesses if a.root.name}
     outside: list[tuple[str, ts.Node, bool]] = []
@@ -556,12 +567,16 @@ def _ownership(
         lo, hi = (
             (n.end_byte, loop.start_byte) if n.start_byte < loop.start_byte else (loop.end_byte, n.start_byte)
         )
+        if strict:
+            return (
+                f"{name} is also accessed at line {n.start_point[0] + 1}, and the loop's elements are split "
+                "across blocks: packs change which block owns each element"
+            )
         if not any(lo <= b < hi for b in barriers):
             return (
                 f"{name} is also accessed at line {n.start_point[0] + 1} with no __syncthreads() in between; "
                 "packs change which thread owns each element"
             )
-    del fn
     return ""
 
 

@@ -7,6 +7,7 @@ from ktx.ir.access import analyze_loop
 from ktx.ir.affine import kernel_index
 from ktx.ir.facts import access_kind, facts_of
 from ktx.ir.facts.elements import element_accesses, element_body
+from ktx.ir.facts.packing import Plan, loop_plan
 from ktx.ir.syntax import walk
 
 ROWS = """template <typename T>
@@ -133,3 +134,26 @@ def test_reductions_are_asked_of_the_facts() -> None:
     assert "s" in text.split() or "s +=" in text
     assert "m" in text.split() or "fmaxf" in text
     assert m.facts().reductions(m.node(m.loops[0].body)) != ()
+
+
+def test_a_split_across_blocks_is_owned_strictly() -> None:
+    src = """__global__ void k(float* __restrict__ out, const float* __restrict__ in, int n) {
+  for (int r = blockIdx.x; r < n; r += gridDim.x) out[r] = in[r];
+  __syncthreads();
+  if (threadIdx.x == 0) out[0] += 1.f;
+}
+__global__ void y(float* __restrict__ out, const float* __restrict__ in, int n) {
+  for (int i = threadIdx.y; i < n; i += blockDim.y) out[i] = in[i];
+  __syncthreads();
+  if (threadIdx.y == 0) out[0] += 1.f;
+}"""
+    m = parse(src)
+    k, yk = m.facts("k"), m.facts("y")
+    assert [lf.partitions for lf in k.loops + yk.loops] == [True, True]
+    # a barrier orders the threads of a block, not blocks: the first is refused, the second packs
+    assert loop_plan(k, m.loops[0], 16) == (
+        "out is also accessed at line 4, and the loop's elements are split across blocks: packs change "
+        "which block owns each element"
+    )
+    assert not isinstance(loop_plan(yk, m.loops[1], 16), str)
+    assert not isinstance(loop_plan(k, m.loops[0], 16), Plan)

@@ -26,7 +26,7 @@ void go(float* o, const float* x, int rows, int cols) { owners<<<rows, 256>>>(o,
 // CHECK:   ref line 10: store out[k] root out index k elt float 4B unconditional alias global loop L2
 // CHECK:   ref line 10: load in[k] root in index k elt float 4B unconditional alias global loop L2
 // CHECK:   ref line 12: store out[j] root out index j elt float 4B unconditional alias global loop L3
-// CHECK:   pack L0: no, cannot tell that start `blockIdx.x` and step `gridDim.x` split the index space between threads (expected threadIdx.x/blockDim.x, a grid stride, a lane, or 0/1)
+// CHECK:   pack L0: no, aliasing: out[row * cols + c] and in[row * cols + c] may touch aliasing memory (line 6 and 6)
 // CHECK:   pack L1: no, out is also accessed at line 10 with no __syncthreads() in between; packs change which thread owns each element
 // CHECK:   pack L2: no, the body has a `break`: packs cannot stop mid-way
 // CHECK:   pack L3: no, the loop condition is not `i < n`
