@@ -27,6 +27,7 @@ from ktx.ir.access import LoopAccesses, Root, analyze_loop, roots
 from ktx.ir.affine import BlockAlias, KernelIndex, LoopShape, MemRef, ThreadIndex, kernel_index
 from ktx.ir.facts.owners import splits_exactly
 from ktx.ir.facts.types import type_size
+from ktx.ir.facts.writes import written_roots
 from ktx.ir.module import Module
 from ktx.ir.nodes import Function, LaunchSite, Loop
 
@@ -168,8 +169,10 @@ class Facts:
 
     @cached_property
     def written_roots(self) -> frozenset[str]:
-        """Roots the kernel stores to, updates, or passes the address of."""
-        return frozenset(f.ref.root for f in self.refs if f.ref.writes)
+        """Roots the kernel may write: stores, updates, addresses taken, and pointers passed to
+        functions that may write through them (:func:`ktx.ir.facts.writes.written_roots`)."""
+        refs = {f.ref.root for f in self.refs if f.ref.writes and f.ref.root}
+        return frozenset(refs | written_roots(self.module, self.fn, self.roots))
 
     def element_size(self, type_text: str) -> int | None:
         """``sizeof(type_text)``, template parameters bound (:func:`ktx.ir.facts.types.type_size`)."""
