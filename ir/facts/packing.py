@@ -44,6 +44,7 @@ from ktx.ir.facts.elements import (
     reorder_conflict,
 )
 from ktx.ir.facts.kernel import Facts
+from ktx.ir.facts.kinds import access_kind
 from ktx.ir.facts.owners import across_blocks, splits_exactly
 from ktx.ir.facts.types import type_size
 from ktx.ir.module import Module
@@ -549,7 +550,7 @@ def _ownership(
             root = known.get(_text(module, base))
             if root is None or not root.name:
                 continue
-            kind = _write_kind(n)
+            kind = access_kind(n) != "load"  # the one classifier: stores, updates, addresses
             outside.append((root.name, n, kind))
         elif n.type == "call_expression":
             args = n.child_by_field_name("arguments")
@@ -587,15 +588,6 @@ def _synchronizes(module: Module, call: ts.Node) -> bool:
     fn = call.child_by_field_name("function")
     name = "" if fn is None else _text(module, fn)
     return name in syntax.BARRIERS or name.startswith("ktx_row_reduce<")
-
-
-def _write_kind(sub: ts.Node) -> bool:
-    parent = sub.parent
-    if parent is None:
-        return False
-    if parent.type == "assignment_expression" and parent.child_by_field_name("left") == sub:
-        return True
-    return parent.type == "update_expression"
 
 
 def statements(node: ts.Node) -> list[ts.Node]:
