@@ -68,6 +68,8 @@ from typing import Literal
 
 import tree_sitter as ts
 from ktx.ir.consteval import SIZEOF, const_eval, int_literal
+from ktx.ir.facts.kinds import LOAD_INTRINSICS, STORE_INTRINSICS, AccessKind, intrinsic_kind
+from ktx.ir.facts.kinds import access_kind as _kind
 from ktx.ir.index import eval_int_text
 from ktx.ir.module import Module
 from ktx.ir.nodes import Function, Loop
@@ -84,10 +86,6 @@ BUILTINS = frozenset({"threadIdx", "blockIdx", "blockDim", "gridDim"})
 #: Builtins that differ between the threads of one launch.
 THREAD_VARYING = frozenset({TID_X, TID_Y, TID_Z, BID_X, BID_Y, BID_Z})
 
-#: Load intrinsics: ``__ldg(&p[i])`` reads ``p[i]``; the address is not an escape.
-LOAD_INTRINSICS = frozenset({"__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu", "__ldcv"})
-#: Store intrinsics: ``__stcs(&p[i], v)`` writes ``p[i]``.
-STORE_INTRINSICS = frozenset({"__stcs", "__stcg", "__stwb", "__stwt"})
 _WIDE = frozenset(
     {"size_t", "int64_t", "uint64_t", "long", "long long", "unsigned long", "unsigned long long", "ptrdiff_t"}
 )
@@ -361,9 +359,6 @@ class LoopShape:
         if self.stride == "grid-blocks":
             return tid.equals(ZERO) and bid.equals(Affine.of(1))
         return False
-
-
-AccessKind = Literal["load", "store", "update", "address"]
 
 
 @dataclass(frozen=True)
@@ -1064,49 +1059,6 @@ def _index_node(sub: ts.Node) -> ts.Node | None:
         named = [c for c in indices.named_children if c.type != "comment"]
         return named[0] if len(named) == 1 else None
     return indices
-
-
-def _kind(node: ts.Node) -> AccessKind:
-    parent, child = node.parent, node
-    while parent is not None and parent.type == "parenthesized_expression":
-        child, parent = parent, parent.parent
-    if parent is None:
-        return "load"
-    if parent.type == "assignment_expression" and parent.child_by_field_name("left") == child:
-        op = parent.child_by_field_name("operator")
-        return "store" if op is not None and op.type == "=" else "update"
-    if parent.type == "update_expression":
-        return "update"
-    if parent.type == "pointer_expression":
-        op = parent.child_by_field_name("operator")
-        if op is not None and op.type == "&":
-            return intrinsic_kind(parent) or "address"
-    return "load"
-
-
-def intrinsic_kind(address: ts.Node) -> Literal["load", "store"] | None:
-    """``load``/``store`` when ``address`` (``&p[i]``, ``p + i``) is what an intrinsic accesses.
-
-    ``__ldg(&p[i])`` reads ``p[i]`` and ``__stcs(&p[i], v)`` writes it: the address does not
-    escape. None when ``address`` is anything else (then ``&p[i]`` may be used in any order).
-    """
-    node = address
-    while node.parent is not None and node.parent.type in ("parenthesized_expression", "cast_expression"):
-        node = node.parent
-    args = node.parent
-    if args is None or args.type != "argument_list":
-        return None
-    named = [c for c in args.named_children if c.type != "comment"]
-    if not named or named[0].id != node.id:
-        return None
-    call = args.parent
-    fn = call.child_by_field_name("function") if call is not None else None
-    name = (fn.text or b"").decode() if fn is not None else ""
-    if name in LOAD_INTRINSICS:
-        return "load"
-    if name in STORE_INTRINSICS:
-        return "store"
-    return None
 
 
 def _comparison(module: Module, cond: ts.Node, var: str) -> tuple[str, ts.Node] | None:

@@ -30,7 +30,10 @@ from ktx.ir.source import LineIndex, Span
 from ktx.errors import KtxError, Location
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ktx.ir.clang import ClangFacts
+    from ktx.ir.facts.kernel import Facts
 
 #: How many diagnostics of one file are kept in full; the rest are counted.
 MAX_DIAGNOSTICS = 200
@@ -89,16 +92,30 @@ class Module:
         return tuple(f for f in self.functions if f.is_device)
 
     @cached_property
-    def facts(self) -> ClangFacts | None:
-        """libclang's facts (element types and sizes, macro values), computed on first use.
+    def clang(self) -> ClangFacts | None:
+        """libclang's view of the file (element types and sizes, macro values), on first use.
 
-        Optional by design: ``facts.available`` is False, with a reason, where libclang is
+        Optional by design: ``clang.available`` is False, with a reason, where libclang is
         missing or cannot parse the file, and the rest of the IR works the same. See
         :mod:`ktx.ir.clang`.
         """
         from ktx.ir.clang import facts
 
         return facts(self)
+
+    def facts(
+        self, kernel: Function | str | None = None, template_args: Sequence[str] | None = None
+    ) -> Facts:
+        """The facts of ``kernel`` (name or function; the only kernel by default), kept per module.
+
+        The one entry point passes ask (:mod:`ktx.ir.facts`): loops and who owns them, memory
+        references, reductions, the launch mapping. A method, not a property, because facts
+        belong to a kernel and may bind its template parameters; the same as
+        :func:`ktx.ir.facts.facts_of`.
+        """
+        from ktx.ir.facts.kernel import facts_of
+
+        return facts_of(self, kernel, template_args)
 
     @property
     def text_str(self) -> str:

@@ -41,7 +41,6 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 from ktx.ir import Loop, Module
-from ktx.ir.access import roots
 from ktx.passes._common import kernel_node, line_of
 from ktx.passes._variants import insert_after_line, line_bounds, wrap_lines
 
@@ -252,7 +251,7 @@ class EarlyLoads(Pass[EarlySite]):
         label: str,
     ) -> tuple[HoistedLoad, ...]:
         module = target.module
-        rts = roots(module, target.kernel)
+        rts = module.facts(target.kernel, target.template_args).roots
         locals_ = syntax.local_declarations(module, loop_body)
         found: list[HoistedLoad] = []
         why: list[str] = []

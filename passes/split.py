@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 from ktx.ir import Loop, Module
-from ktx.ir.affine import KernelIndex, kernel_index
+from ktx.ir.affine import KernelIndex
 from ktx.passes._common import first_call_after, kernel_node, line_of, powers_of_two
 
 from ktx import syntax
@@ -95,7 +95,7 @@ class Split(Pass[SplitSite]):
             return
         rows: list[RowLoop] = []
         refusals: list[str] = []
-        index = kernel_index(module, fn)
+        index = module.facts(fn, target.template_args).index
         for loop in target.loops:
             if not _outermost_row_level(index, target.loops, loop):
                 continue

@@ -1,4 +1,4 @@
-"""``ktx inspect FILE... [--json]``: what the IR sees in CUDA files.
+"""``ktx inspect FILE... [--json] [--facts [--kernel K]]``: what the IR sees in CUDA files.
 
 The first thing a user runs on their kernel: if ktx indexes it wrongly, nothing after
 can be trusted, so the listing is complete (kernels, parameters, loops, launch sites,
@@ -24,6 +24,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("inspect", help="list kernels, loops, launch sites and performance constants")
     p.add_argument("files", nargs="+", metavar="FILE", help="CUDA source files (.cu, .cuh)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument(
+        "--facts",
+        action="store_true",
+        help="print what the facts layer (ktx.ir.facts) knows of each kernel: loops and owners, memory "
+        "references, reductions, launch mapping, and why vectorize would or would not pack each loop",
+    )
+    p.add_argument("--kernel", metavar="K", help="with --facts: only this kernel")
     p.set_defaults(func=run)
 
 
@@ -229,7 +236,22 @@ def render_text(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def run_facts(args: argparse.Namespace) -> int:
+    from ktx.ir.facts.text import render
+
+    blocks = []
+    for path in args.files:
+        module = parse_file(path)
+        check_module(module)
+        kernels = [module.kernel(args.kernel)] if args.kernel else list(module.kernels)
+        blocks += [render(module.facts(k)) for k in kernels]
+    print("\n\n".join(blocks))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.facts:
+        return run_facts(args)
     infos = []
     for path in args.files:
         module = parse_file(path)

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 from ktx.ir import parse
-from ktx.passes._per_thread import element_body, type_size
+from ktx.ir.facts.elements import element_body
+from ktx.ir.facts.types import type_size
 from passtest import ROOT, apply, remarks
 from test_vectorize import lines, without_machinery
 
