@@ -58,6 +58,7 @@ __all__ = [
     "reads_outside",
     "reduction_of",
     "reductions",
+    "update_in",
     "update_of",
 ]
 
@@ -254,6 +255,20 @@ def update_of(module: Module, node: ts.Node, name: str | None = None) -> Update 
                 if _is(module, mine, name) and not _mentions(module, other, name):
                     return Update(name, kind, node, stmt, other, call=fname)
     return _guarded(module, node, stmt, right, name)
+
+
+def update_in(module: Module, statement: ts.Node, name: str | None = None) -> Update | None:
+    """The update that ``statement`` makes when it is one write (braces around it allowed).
+
+    ``{ sdata[tid] += sdata[tid + s]; }`` gives the sum of ``sdata[tid]`` (``name`` defaults to
+    what the write targets, spacing removed).
+    """
+    stmts = [statement]
+    while len(stmts) == 1 and stmts[0].type == "compound_statement":
+        stmts = [c for c in stmts[0].named_children if c.type != "comment"]
+    if len(stmts) != 1 or stmts[0].type != "expression_statement" or stmts[0].named_child_count != 1:
+        return None
+    return update_of(module, stmts[0].named_children[0], name)
 
 
 def _guarded(module: Module, node: ts.Node, stmt: ts.Node, right: ts.Node, name: str) -> Update | None:

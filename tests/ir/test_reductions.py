@@ -7,7 +7,7 @@ import doctest
 import pytest
 from ktx.ir import Module, parse
 from ktx.ir.facts import reductions as reductions_module
-from ktx.ir.facts.reductions import Reduction, reduction_of, reductions, update_of
+from ktx.ir.facts.reductions import Reduction, reduction_of, reductions, update_in, update_of
 from ktx.ir.syntax import text, walk
 
 
@@ -191,3 +191,17 @@ def test_update_of_an_lvalue_for_tree_reductions() -> None:
 def test_docstring_examples() -> None:
     result = doctest.testmod(reductions_module)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_update_in_a_braced_statement() -> None:
+    m = parse(
+        "__global__ void k() { __shared__ float a[64]; int t = threadIdx.x, s = 1;\n"
+        "if (t < s) { a[t] += a[t + s]; }\nif (t < s) { a[t] += 1.f; a[t] += 2.f; }\n}"
+    )
+    ifs = [n for n in walk(m.tree.root_node) if n.type == "if_statement"]
+    first, second = (n.child_by_field_name("consequence") for n in ifs)
+    assert first is not None and second is not None
+    found = update_in(m, first)
+    assert found is not None and found.operand is not None
+    assert (found.name, found.op, text(m, found.operand)) == ("a[t]", "sum", "a[t + s]")
+    assert update_in(m, second) is None
