@@ -55,7 +55,7 @@ from ktx.passes.split import RowLoop, _row_loop
 
 from ktx import syntax
 from ktx.launch import launch_dims
-from ktx.passbase import KnobSpec, Option, Pass, Refuse, Rewriter, Site, Skip, Target
+from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
 COND = "KTX_CLUSTER > 1"
 RANK = "blockIdx.y"
@@ -85,6 +85,7 @@ class ClusterSite(Site):
 
 class ClusterRows(Pass[ClusterSite]):
     name = "cluster-rows"
+    phase = Phase.OWNERSHIP
     summary = "split a one-block-per-row reduction over a thread-block cluster (knob CLUSTER, sm_90)"
     description = __doc__ or ""
     knobs = (

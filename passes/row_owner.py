@@ -56,7 +56,7 @@ from ktx.passes._common import KernelSite, kernel_node, line_of
 from ktx.passes._variants import line_bounds
 
 from ktx import syntax
-from ktx.passbase import KnobSpec, Option, Pass, Refuse, Rewriter, Skip, Target
+from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
 KNOB = "THREADS_PER_ROW"
 MACRO = "KTX_" + KNOB
@@ -109,6 +109,7 @@ __device__ __forceinline__ V ktx_row_reduce(V v, Op op) {{
 
 class RowOwner(Pass[KernelSite]):
     name = "row-owner"
+    phase = Phase.OWNERSHIP
     summary = "a thread-per-row kernel gives each row to THREADS_PER_ROW threads (a warp or a block)"
     description = __doc__ or ""
     knobs = (

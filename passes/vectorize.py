@@ -129,7 +129,7 @@ from ktx.passes._per_thread import canon as _canon
 from ktx.passes._per_thread import expand as _expand
 
 from ktx import syntax
-from ktx.passbase import KnobSpec, Option, OptionValue, Pass, Refuse, Rewriter, Site, Skip, Target
+from ktx.passbase import KnobSpec, Option, OptionValue, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 from ktx.syntax import text as _text
 
 _EXITS = frozenset({"break_statement", "continue_statement", "return_statement", "goto_statement"})
@@ -187,6 +187,7 @@ class ElemSite(Site):
 
 class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
     name = "vectorize"
+    phase = Phase.VECTORIZE
     summary = "contiguous scalar loads and stores of a loop become packed 2- to 16-byte accesses"
     description = __doc__ or ""
     knobs = (

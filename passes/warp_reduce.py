@@ -41,7 +41,7 @@ from ktx.passes._common import LoopSite
 
 from ktx import syntax
 from ktx.launch import is_constant
-from ktx.passbase import KnobSpec, Option, Pass, Refuse, Rewriter, Skip, Target
+from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
 _CALLS = {"fmaxf": "max", "fminf": "min", "max": "max", "min": "min", "fmax": "max", "fmin": "min"}
 
@@ -67,6 +67,7 @@ class TreeSite(LoopSite):
 
 class WarpReduce(Pass[TreeSite]):
     name = "warp-reduce"
+    phase = Phase.OWNERSHIP
     summary = "a shared-memory tree reduction becomes warp shuffles plus one cross-warp step"
     description = __doc__ or ""
     knobs = (
