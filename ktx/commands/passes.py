@@ -91,7 +91,7 @@ def text(registry: Registry) -> str:
     """A terminal listing: one paragraph per pass."""
     out: list[str] = []
     for cls in registry:
-        out.append(f"{cls.name} ({cls.phase.label}): {cls.summary}")
+        out.append(f"{cls.name}: {cls.summary}")
         for k in cls.knobs:
             out.append(f"  knob {k.name}: {k.help}; values {k.domain}; default {k.default}")
         for o in cls.options:
@@ -101,8 +101,7 @@ def text(registry: Registry) -> str:
             for field in ("requires", "after", "prefer_after", "conflicts")
             if getattr(cls, field)
         ]
-        if order:
-            out.append("  " + "; ".join(order))
+        out.append("  " + "; ".join([*order, f"phase {cls.phase.label}"]))
         out.append("")
     return "\n".join(out)
 
