@@ -51,6 +51,8 @@ from ktx.ir.syntax import text, walk
 __all__ = [
     "MAX_CALLS",
     "MIN_CALLS",
+    "ORDER_FREE",
+    "Carried",
     "Operator",
     "Reduction",
     "Update",
@@ -58,6 +60,7 @@ __all__ = [
     "reads_outside",
     "reduction_of",
     "reductions",
+    "unreorderable",
     "update_in",
     "update_of",
 ]
@@ -342,6 +345,55 @@ def reads_outside(module: Module, body: ts.Node, name: str, owned: list[ts.Node]
             and not any(a <= n.start_byte < b for a, b in spans)
         ):
             return n
+    return None
+
+
+#: Operators whose result does not depend on the order the elements arrive in (floating-point
+#: rounding aside): a loop over them may be split across packs or lanes.
+ORDER_FREE: frozenset[Operator] = frozenset({"sum", "product", "max", "min", "or", "and", "xor"})
+
+
+@dataclass(frozen=True)
+class Carried:
+    """A variable that keeps a loop's iterations in order, and where."""
+
+    name: str
+    problem: Literal["not-a-reduction", "read-outside"]
+    """``not-a-reduction``: a write that is no order-free update (``node`` is the write);
+    ``read-outside``: a running reduction read outside its updates (``node`` is the read)."""
+    node: ts.Node
+
+    @property
+    def line(self) -> int:
+        return self.node.start_point[0] + 1
+
+
+def unreorderable(module: Module, body: ts.Node, local: set[str], sequential: bool = False) -> Carried | None:
+    """The first variable that stops ``body``'s iterations from being regrouped, or None.
+
+    Every variable written in ``body`` and not in ``local`` (the names the loop declares) must
+    be updated only by order-free reduction updates (:data:`ORDER_FREE`, an argmax's group only
+    when ``sequential``: under packs, ties would pick another index). Unless the loop is one
+    thread's own (``sequential``: packs keep its order), the running value may be read only by
+    its updates (``o[i] = m`` after ``if (x[i] > m) m = x[i]`` would see other partial values).
+    Variables are checked in the order of their first write; this is what ``vectorize`` asks
+    before packing a loop.
+    """
+    ops = ORDER_FREE | ({"argmax", "argmin"} if sequential else set())
+    for name, writes in assigned(module, body).items():
+        if name in local:
+            continue
+        owned: list[ts.Node] = []
+        for w in writes:
+            update = update_of(module, w, name)
+            if update is None or update.op not in ops:
+                return Carried(name, "not-a-reduction", w)
+            owned.append(update.statement)
+        if sequential:
+            continue
+        read = reads_outside(module, body, name, owned)
+        if read is not None:
+            return Carried(name, "read-outside", read)
     return None
 
 

@@ -7,7 +7,7 @@ import doctest
 import pytest
 from ktx.ir import Module, parse
 from ktx.ir.facts import reductions as reductions_module
-from ktx.ir.facts.reductions import Reduction, reduction_of, reductions, update_in, update_of
+from ktx.ir.facts.reductions import Reduction, reduction_of, reductions, unreorderable, update_in, update_of
 from ktx.ir.syntax import text, walk
 
 
@@ -205,3 +205,32 @@ def test_update_in_a_braced_statement() -> None:
     assert found is not None and found.operand is not None
     assert (found.name, found.op, text(m, found.operand)) == ("a[t]", "sum", "a[t + s]")
     assert update_in(m, second) is None
+
+
+def _carried(body: str, sequential: bool) -> tuple[str, str, int] | None:
+    m = _kernel("float s = 0.f; int k = 0;\nfor (int i = 0; i < n; i++) " + body)
+    loop = next(n for n in walk(m.tree.root_node) if n.type == "for_statement")
+    body_node = loop.child_by_field_name("body")
+    assert body_node is not None
+    found = unreorderable(m, body_node, {"i"}, sequential)
+    return None if found is None else (found.name, found.problem, found.line)
+
+
+@pytest.mark.parametrize("sequential", [False, True])
+def test_unreorderable_accepts_order_free_updates(sequential: bool) -> None:
+    for body in ("s += x[i];", "s = s - x[i];", "s = std::max(s, x[i]);", "if (x[i] > s) s = x[i];", "++s;"):
+        assert _carried(body, sequential) is None, body
+
+
+def test_unreorderable_names_the_variable_the_problem_and_the_line() -> None:
+    assert _carried("s = s * 0.5f + x[i];", False) == ("s", "not-a-reduction", 3)
+    assert _carried("s += s * x[i];", True) == ("s", "not-a-reduction", 3)
+    assert _carried("{ s += x[i];\n o[i] = s; }", False) == ("s", "read-outside", 4)
+    assert _carried("{ s += x[i];\n o[i] = s; }", True) is None  # one thread's loop keeps its order
+    assert _carried("o[i] = (s += x[i]);", False) == ("s", "not-a-reduction", 3)
+
+
+def test_unreorderable_keeps_argmax_to_sequential_loops() -> None:
+    argmax = "{ float v = x[i]; if (v > s) { s = v; k = i; } }"
+    assert _carried(argmax, True) is None
+    assert _carried(argmax, False) == ("s", "not-a-reduction", 3)  # ties would pick another index
