@@ -115,7 +115,7 @@ class Update:
         if self.statement.type == "if_statement":
             return "if"
         if self.node.type == "update_expression":
-            return "++" if "++" in text_of(self.node) else "--"
+            return "++" if "++" in _parsed_text(self.node) else "--"
         op = self.node.child_by_field_name("operator")
         return op.type if op is not None else "="
 
@@ -164,7 +164,7 @@ class Reduction:
 # -- one update -------------------------------------------------------------------------------
 
 
-def text_of(node: ts.Node) -> str:
+def _parsed_text(node: ts.Node) -> str:
     """The parser's text of ``node`` (names and operators; enough for ``++``)."""
     return node.text.decode("utf-8", "replace") if node.text is not None else ""
 
@@ -227,7 +227,7 @@ def update_of(module: Module, node: ts.Node, name: str | None = None) -> Update 
     if target is None or not _is(module, target, name) or stmt is None or stmt.type != "expression_statement":
         return None
     if node.type == "update_expression":
-        return Update(name, "sum", node, stmt, None, negated="--" in text_of(node))
+        return Update(name, "sum", node, stmt, None, negated="--" in _parsed_text(node))
     op = node.child_by_field_name("operator")
     right = node.child_by_field_name("right")
     if op is None or right is None:
@@ -499,7 +499,7 @@ def _loop_reductions(module: Module, loop: ts.Node) -> list[Reduction]:
     scope = module.span(loop.start_byte, loop.end_byte)
     found: list[Reduction] = []
     taken: set[str] = set()
-    welford = _welford(module, body, written, updates, local)
+    welford = _welford(module, body, written, updates)
     if welford is not None:
         carried, folds = welford
         found.append(Reduction(carried, "welford", folds, loop, scope))
@@ -562,7 +562,6 @@ def _welford(
     body: ts.Node,
     written: dict[str, list[ts.Node]],
     updates: dict[str, list[Update]],
-    local: set[str],
 ) -> tuple[tuple[str, str, str], tuple[Update, ...]] | None:
     """``(mean, m2, count)`` and their updates, when the loop is Welford's online variance.
 
@@ -571,7 +570,6 @@ def _welford(
     a product that reads ``mean``. Each is updated once, ``count`` first, then ``mean``, then
     ``m2``; nothing else reads them.
     """
-    del local
     singles = {k: v[0] for k, v in updates.items() if len(v) == 1 and v[0].op == "sum" and not v[0].negated}
     feeds = {n: _names(module, value) for n, value in _local_values(module, body)}
 
