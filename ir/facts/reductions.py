@@ -669,7 +669,8 @@ def _with_dependency(r: Reduction, dep: Reduction) -> Reduction:
 def reductions(
     module: Module, fn: Function | str, scope: ts.Node | Span | None = None
 ) -> tuple[Reduction, ...]:
-    """The reductions of ``fn``'s loops (those inside ``scope`` when given), in source order.
+    """The reductions of ``fn``'s loops, in source order; with ``scope``, those under it (their
+    loop inside it, or ``scope`` the loop's body).
 
     >>> from ktx.ir import parse
     >>> m = parse('''__global__ void k(const float* x, float* o, int n) {
@@ -692,7 +693,16 @@ def reductions(
     if scope is None:
         return found
     a, b = (scope.start, scope.end) if isinstance(scope, Span) else (scope.start_byte, scope.end_byte)
-    return tuple(r for r in found if a <= r.loop.start_byte and r.loop.end_byte <= b)
+    return tuple(r for r in found if _under(r, a, b))
+
+
+def _under(r: Reduction, a: int, b: int) -> bool:
+    """Whether ``r`` runs under the byte range ``[a, b)``: its loop lies inside it, or the range
+    is exactly the loop's body (a pass holding the body asks about its loop)."""
+    if a <= r.loop.start_byte and r.loop.end_byte <= b:
+        return True
+    body = _loop_body(r.loop)
+    return body is not None and body.start_byte == a and body.end_byte == b
 
 
 def reduction_of(module: Module, fn: Function | str, loop: ts.Node | Span, name: str) -> Reduction | None:
