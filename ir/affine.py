@@ -1107,14 +1107,11 @@ def _only_return(node: ts.Node) -> bool:
 
 
 def _assignments(module: Module, scope: ts.Node, var: str) -> Iterator[ts.Node]:
-    for n in _walk(scope):
-        target: ts.Node | None = None
-        if n.type == "assignment_expression":
-            target = n.child_by_field_name("left")
-        elif n.type == "update_expression":
-            target = n.child_by_field_name("argument")
-        if target is not None and _is_name(module, target, var):
-            yield n
+    """The writes of ``var`` under ``scope``: :func:`ktx.ir.facts.assign.assignments`, the one
+    walker (imported here when called: the facts package imports this module)."""
+    from ktx.ir.facts.assign import assignments
+
+    return assignments(module, scope, var)
 
 
 def _top_level_in(node: ts.Node, body: ts.Node) -> bool:

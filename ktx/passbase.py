@@ -10,9 +10,12 @@ is registered, in the style of MLIR's pass registry and libcst's codemods):
   declared once as ``UNROLL_<loop>`` and created per site as ``UNROLL_L3``);
 * ``options``: typed :class:`Option` entries with defaults and help
   (``unroll{max=8,loops=L0|L2}``);
+* ``phase``: a :class:`Phase`, what kind of change the pass makes; the planner tries passes
+  phase by phase (ownership, then vector width, then block size, then unrolling, then hints);
 * ``requires`` (added to the pipeline when missing), ``after`` (ordering only),
   ``prefer_after`` (ordering when it closes no cycle) and ``conflicts`` (a pipeline holding
-  both fails).
+  both fails): the order in which passes *run*, which is not the phase order (see
+  :class:`Phase`).
 
 Two methods do the work. :meth:`Pass.sites` looks at a :class:`Target` (the module, the kernel,
 its launch mapping) and yields :class:`Site` objects or :class:`Skip` remarks (a skipped site is
@@ -28,6 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import ClassVar, Generic, Literal, TypeVar
 
 from ktx.ir import Edit, Function, LaunchSite, Loop, Module, Span
@@ -50,6 +54,44 @@ OptionValue = int | bool | str | tuple[int, ...] | tuple[str, ...]
 
 
 # -- declarations ------------------------------------------------------------------------------
+
+
+class Phase(IntEnum):
+    """What kind of change a pass makes, in the order the planner tries such changes.
+
+    Changes that compose are tried first: who owns a row decides what a thread's loop is, the
+    vector width decides how much each thread moves, the block size is best chosen for that
+    work, unrolling for the final loops, and hints last. A new pass is placed in the planner by
+    this one attribute (:func:`ktx.agent.rules.phases` groups the registered passes by it).
+
+    The *run* order of a pipeline is a different fact, kept by ``after``/``prefer_after``:
+    ``expose`` (a hint) runs first so that later passes see knobs, ``hoist`` before
+    ``vectorize``, ``vectorize`` before ``split`` (an H200 finding: split first left vectorize
+    no contiguous loop), ``unroll`` before ``rows-per-block`` and ``vectorize`` in the llm.c
+    layernorm pipeline (the other way round its knob space grows from 8 to 14 knobs). No order
+    of these five phases is consistent with those edges, so the pipeline does not derive run
+    edges from phases.
+    """
+
+    OWNERSHIP = 0
+    """Which threads own a row or a reduction: row-owner, warp-reduce, split, cluster-rows,
+    rows-per-block."""
+    VECTORIZE = 1
+    """How wide each thread's accesses are and how many items it handles: vectorize, coarsen."""
+    BLOCK = 2
+    """The launch's block size: block-size."""
+    UNROLL = 3
+    """The shape of each thread's loops and where its loads sit: unroll, tile, early-loads,
+    loads-first."""
+    HINTS = 4
+    """Hints and enablers that change no mapping: hoist, cache-hints, launch-bounds, expose,
+    fast-math."""
+
+    @property
+    def label(self) -> str:
+        """``ownership``, ``vectorize``, ... (docs and listings)."""
+        return self.name.lower()
+
 
 
 @dataclass(frozen=True)
@@ -373,6 +415,8 @@ class Pass(Generic[S]):
     description: ClassVar[str] = ""
     knobs: ClassVar[tuple[KnobSpec, ...]] = ()
     options: ClassVar[tuple[Option, ...]] = ()
+    #: What kind of change the pass makes (the planner's order); every built-in pass sets it.
+    phase: ClassVar[Phase] = Phase.HINTS
     requires: ClassVar[tuple[str, ...]] = ()
     after: ClassVar[tuple[str, ...]] = ()
     #: Soft ordering: run after these when present, unless a hard edge (``requires``/``after``)

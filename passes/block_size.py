@@ -45,13 +45,14 @@ from ktx.passes._common import KernelSite, kernel_node, powers_of_two, replace_l
 
 from ktx import syntax
 from ktx.launch import LaunchMapping, is_constant, launch_dims, local_value, substitute
-from ktx.passbase import KnobSpec, Option, Pass, Refuse, Rewriter, Skip, Target
+from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
 AXES = "XYZ"
 
 
 class BlockSize(Pass[KernelSite]):
     name = "block-size"
+    phase = Phase.BLOCK
     summary = "block dimensions become knobs; __launch_bounds__ and the launch mapping follow"
     description = __doc__ or ""
     knobs = (

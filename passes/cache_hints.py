@@ -44,7 +44,7 @@ from ktx.passes._common import line_of
 from ktx.passes._device import LOAD_HINTS, STORE_HINTS, PreludeSite, insert_prelude, prelude_site
 
 from ktx import syntax
-from ktx.passbase import KnobSpec, Option, OptionValue, Pass, Refuse, Rewriter, Site, Skip, Target
+from ktx.passbase import KnobSpec, Option, OptionValue, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
 _WIDTHS = (1, 2, 4, 8, 16)
 
@@ -64,6 +64,7 @@ class HintSite(Site):
 
 class CacheHints(Pass[HintSite | PreludeSite]):
     name = "cache-hints"
+    phase = Phase.HINTS
     summary = (
         "knobs for the cache policy of read-only loads (__ldg, ld.global.nc) and streaming stores (__stcs)"
     )

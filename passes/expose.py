@@ -35,7 +35,7 @@ from ktx.passes._common import around, replace_literal, uses_shuffles
 
 from ktx import syntax
 from ktx.launch import LaunchMapping, substitute
-from ktx.passbase import KnobSpec, Option, Pass, Rewriter, Site, Skip, Target
+from ktx.passbase import KnobSpec, Option, Pass, Phase, Rewriter, Site, Skip, Target
 
 #: Names of constants that size a block (not ``MAX_BLOCKS``, a number of blocks).
 _BLOCKISH = re.compile(r"THREAD|BLOCK(?!S)|WARPS", re.I)
@@ -49,6 +49,7 @@ class ConstSite(Site):
 
 class Expose(Pass[ConstSite]):
     name = "expose"
+    phase = Phase.HINTS
     summary = "lift the compile-time performance constants a kernel already has into knobs"
     description = __doc__ or ""
     knobs = (

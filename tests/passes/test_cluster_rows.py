@@ -266,3 +266,10 @@ def test_every_cluster_and_prefetch_verifies_on_the_gpu(name: str) -> None:
                 failures.append(f"{dict(cand.config)} @ {point.name}: {m.status.value}: {m.message[:300]}")
     assert not failures, "\n".join(failures)
     assert verified == {p.name for p in points}
+
+
+def test_a_combine_call_must_fold_the_accumulator() -> None:
+    """``m = fmaxf(a, b)`` without ``m`` in it overwrites m: no reduction to combine (the shared
+    recogniser says so; the pass's own check used to look at the callee alone)."""
+    overwrite = ROW_MAX.replace("m = fmaxf(m, x[", "m = fmaxf(-1e30f, x[")
+    assert "is neither acc += x nor" in remarks(apply(overwrite, "cluster-rows"))[0]
