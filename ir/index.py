@@ -115,9 +115,12 @@ class Indexer:
         tree: ts.Tree,
         lines: LineIndex,
         attribute_macros: dict[str, tuple[str, ...]] | None = None,
+        restrict_macros: frozenset[str] = frozenset(),
     ) -> None:
         self.source = source
         self.attribute_macros = attribute_macros or {}
+        #: Macros that stand for ``__restrict__`` (masked before parsing, so the tree lacks them).
+        self.restrict_macros = restrict_macros
         self.tree = tree
         self.lines = lines
         self.root = tree.root_node
@@ -291,6 +294,8 @@ class Indexer:
                 type_text = type_bytes.decode("utf-8", "replace").strip()
             else:
                 type_text = self.text(p)
+            if self.restrict_macros and not restrict:
+                restrict = any(w in self.restrict_macros for w in _IDENTIFIER.findall(self.text(p)))
             result.append(
                 Param(
                     name=name,

@@ -56,18 +56,21 @@ class Module:
         self.source = source
         self.path = path
         masked = mask(source)
-        #: Attribute macros (``#define FLASHINFER_INLINE inline __device__``) hidden from the parser.
-        self.attribute_macros = masked.attribute_macros
+        text, guessed = mask_foreign_qualifiers(masked.text)
+        #: Attribute macros (``#define FLASHINFER_INLINE inline __device__``) hidden from the parser,
+        #: with the undefined ones guessed from their place (``float* MY_RESTRICT p``).
+        self.attribute_macros = {**guessed, **masked.attribute_macros}
         #: Byte ranges of unparseable text blanked so that the kernels after it could be read.
         self.skipped: tuple[Span, ...] = ()
         #: ``#if`` groups inside functions parsed with one branch only (see :mod:`ktx.ir.mask`).
         self.hidden_branches = masked.hidden
         self.lines = LineIndex(source)
         if tree is None:
-            tree, skipped = recover_declarations(masked.text)
+            tree, skipped = recover_declarations(text)
             self.skipped = tuple(self.lines.span(a, b) for a, b in skipped)
         self.tree = tree
-        indexer = Indexer(source, self.tree, self.lines, masked.attribute_macros)
+        restrict = frozenset(n for n, q in guessed.items() if "__restrict__" in q) | _restrict_defines(source)
+        indexer = Indexer(source, self.tree, self.lines, self.attribute_macros, restrict)
         self.functions: tuple[Function, ...] = tuple(indexer.functions())
         self.loops: tuple[Loop, ...] = tuple(indexer.loops())
         self.launch_sites: tuple[LaunchSite, ...] = tuple(indexer.launch_sites())
@@ -153,6 +156,32 @@ class Module:
     def errors_in(self, span: Span) -> tuple[Diagnostic, ...]:
         return tuple(d for d in self.diagnostics if span.overlaps(d.span) or d.span.start == span.start)
 
+    def kernel_errors(self, fn: Function) -> tuple[Diagnostic, ...]:
+        """The syntax errors inside kernel ``fn``: a kernel with any is skipped alone."""
+        return tuple(d for d in self.errors_in(fn.span) if d.severity == "error")
+
+    def broken_kernels(self) -> tuple[tuple[Function, Diagnostic], ...]:
+        """Each kernel that does not parse, with its first error (file:line); the others work."""
+        found = ((k, self.kernel_errors(k)) for k in self.kernels)
+        return tuple((k, errors[0]) for k, errors in found if errors)
+
+    def require_parsed(self, fn: Function) -> None:
+        """Raise a :class:`KtxError` at the first syntax error inside ``fn``, if it has one.
+
+        A command about one kernel (``ktx apply``, ``ktx init``) calls this: rewriting or
+        drafting a kernel that tree-sitter could not read would silently leave it unchanged,
+        so the user gets the line to fix instead (exit 2). Other kernels of the file do not
+        matter here; a file is never refused for a kernel it was not asked about.
+        """
+        errors = self.kernel_errors(fn)
+        if errors:
+            d = errors[0]
+            raise KtxError(
+                d.message,
+                Location(self.path, d.span.line, d.span.col),
+                "fix the syntax there (ktx rewrites only kernels it can parse)",
+            )
+
     def with_source(self, source: bytes) -> Module:
         """A new module over ``source`` (the result of edits), with the same path."""
         return Module(source, self.path)
@@ -212,6 +241,63 @@ class Module:
             )
             result = [*result[:MAX_DIAGNOSTICS], summary]
         return result
+
+
+#: ``[=] __device__ (`` / ``[&] __host__ __device__ (``: an extended lambda's execution space,
+#: which tree-sitter-cuda does not read after a capture list.
+_LAMBDA_SPACE = re.compile(rb"\]\s*((?:(?:__device__|__host__)\s*)+)(?=\(|mutable\b|->|\{)")
+#: ``* NAME ident`` followed by ``=``, ``;``, ``,``, ``)`` or ``[``: an all-caps word between a
+#: pointer's ``*`` and the declared name can only be a qualifier macro defined in a header
+#: (``const float * MY_RESTRICT x = x_ptr;``), since C++ has no other reading of it.
+_POINTER_QUALIFIER_MACRO = re.compile(
+    rb"\*[ \t]*(?:(?:const|volatile)[ \t]+)*([A-Z_][A-Z0-9_]*)(?=[ \t]+(?:(?:const|volatile)[ \t]+)*"
+    rb"[A-Za-z_]\w*[ \t]*[=;,)\[])"
+)
+_NOT_A_MACRO = {b"const", b"volatile"}
+
+
+_RESTRICT_DEFINE = re.compile(
+    rb"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+__restrict(?:__)?[ \t]*$", re.M
+)
+
+
+def _restrict_defines(source: bytes) -> frozenset[str]:
+    """Macros the file defines as ``__restrict__`` (``#define MY_RESTRICT __restrict__``)."""
+    return frozenset(m.group(1).decode() for m in _RESTRICT_DEFINE.finditer(source))
+
+
+def mask_foreign_qualifiers(text: bytes) -> tuple[bytes, dict[str, tuple[str, ...]]]:
+    """Blank what tree-sitter-cuda cannot read in a kernel body but nvcc does, keeping offsets.
+
+    Two constructs from real code turn a whole kernel into ERROR nodes: an extended lambda's
+    ``__device__`` after its capture list, and a pointer qualifier macro whose ``#define`` lives
+    in a header (so :mod:`ktx.ir.mask` never saw it). Both are replaced by spaces; the macros
+    found are returned as attribute macros, a name holding ``RESTRICT`` standing for
+    ``__restrict__`` (the only qualifier such macros are written for), others for nothing.
+
+    >>> mask_foreign_qualifiers(b"auto f = [=] __device__ (int v) { return v; };")[0]
+    b'auto f = [=]            (int v) { return v; };'
+    >>> mask_foreign_qualifiers(b"const float * MY_RESTRICT x = p;")
+    (b'const float *             x = p;', {'MY_RESTRICT': ('__restrict__',)})
+    """
+    data = bytearray(text)
+    found: dict[str, tuple[str, ...]] = {}
+
+    def blank(start: int, end: int) -> None:
+        for i in range(start, end):
+            if data[i] not in (0x0A, 0x0D):
+                data[i] = 0x20
+
+    for m in _LAMBDA_SPACE.finditer(text):
+        blank(m.start(1), m.end(1))
+    for m in _POINTER_QUALIFIER_MACRO.finditer(text):
+        name = m.group(1)
+        if name in _NOT_A_MACRO:
+            continue
+        blank(m.start(1), m.end(1))
+        word = name.decode()
+        found[word] = ("__restrict__",) if "RESTRICT" in word else ()
+    return bytes(data), found
 
 
 #: Line starts that begin a new declaration: where indexing can pick up after garbage.
