@@ -7,6 +7,7 @@ themselves become diagnostics in :mod:`ktx.ir.module`.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 
@@ -104,6 +105,25 @@ def function_declarator(fn: ts.Node) -> ts.Node | None:
     while node is not None and node.type != "function_declarator":
         node = node.child_by_field_name("declarator")
     return node
+
+
+@functools.lru_cache(maxsize=64)
+def macro_body_tree(source: bytes, define_start: int, value_start: int, value_end: int) -> ts.Tree | None:
+    """A ``#define`` body parsed as the body of a function, at its own byte offsets in ``source``.
+
+    The body is opaque text to the file's tree. The copy parsed is blank except for the body,
+    with the ``#define NAME(...)`` head overwritten by a function header, so that every node's
+    offsets point into the original file (edits and spans work unchanged). None when the head
+    is too short to hold that header. Cached: passes ask for the same launch's tree repeatedly.
+    """
+    head = _MACRO_WRAPPER_HEAD
+    if value_start - define_start < len(head):
+        return None
+    copy = bytearray(b" " * len(source))
+    copy[define_start : define_start + len(head)] = head
+    copy[value_start:value_end] = source[value_start:value_end]
+    copy += b"\n;}\n"
+    return parse_tree(bytes(copy))
 
 
 class Indexer:
@@ -601,14 +621,9 @@ class Indexer:
             name = self.text(define.child_by_field_name("name"))
             if value is None or b"<<<" not in self.source[value.start_byte : value.end_byte]:
                 continue
-            head = _MACRO_WRAPPER_HEAD
-            if value.start_byte - define.start_byte < len(head):
+            tree = macro_body_tree(self.source, define.start_byte, value.start_byte, value.end_byte)
+            if tree is None:
                 continue
-            copy = bytearray(b" " * len(self.source))
-            copy[define.start_byte : define.start_byte + len(head)] = head
-            copy[value.start_byte : value.end_byte] = self.source[value.start_byte : value.end_byte]
-            copy += b"\n;}\n"
-            tree = parse_tree(bytes(copy))
             fn = enclosing_function(define)
             host = function_name(fn) if fn is not None else None
             for node in captures("launches", tree.root_node).get("launch", []):

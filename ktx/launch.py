@@ -17,13 +17,15 @@ pass rewrites the launcher and the mapping in step.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import tree_sitter as ts
-from ktx.ir import LaunchSite, Module
+from ktx.ir import LaunchSite, Module, Span
 from ktx.ir.consteval import SIZEOF, int_literal
+from ktx.ir.index import macro_body_tree
 
 from ktx import syntax
 from ktx.errors import KtxError
@@ -345,6 +347,10 @@ class LaunchDims:
     container: ts.Node | None
     launch_arg: ts.Node
     decl: syntax.LocalDecl | None
+    whole_dim3: bool = False
+    """The argument names a ``dim3`` whose components are not written here (a launcher
+    parameter ``dim3 grid``, a local ``dim3 g = make_grid(n)``): ``components`` is the name
+    itself, which must be read through ``.x``/``.y``/``.z``, never as a number."""
 
 
 def launcher_node(module: Module, site: LaunchSite) -> ts.Node | None:
@@ -355,15 +361,24 @@ def launcher_node(module: Module, site: LaunchSite) -> ts.Node | None:
 def launch_dims(module: Module, site: LaunchSite, which: str) -> LaunchDims:
     """The components of the ``grid`` or ``block`` argument of ``site``, through a ``dim3`` local."""
     where = site.grid if which == "grid" else site.block
-    arg = syntax.node_at(module, where, _EXPRESSIONS) or module.node(where)
+    arg = _argument_node(module, site, where)
     scope = launcher_node(module, site)
-    if arg.type == "identifier" and scope is not None:
-        local = syntax.local_declarations(module, scope, before=site.span.start).get(syntax.text(module, arg))
-        if local is not None and local.type == "dim3" and local.args:
+    if arg.type == "identifier":
+        name = syntax.text(module, arg)
+        local = None
+        if scope is not None:
+            local = syntax.local_declarations(module, scope, before=site.span.start).get(name)
+        # ``auto g = dim3(a, b)`` keeps its constructor arguments as ``args`` like ``dim3 g(a, b)``.
+        if local is not None and local.type in ("dim3", "auto") and local.args:
             container = local.args[0].parent
             return LaunchDims(local.args, container, arg, local)
         if local is not None and local.type == "dim3" and local.value is not None:
-            return LaunchDims((local.value,), None, arg, local)
+            value = local.value
+            if value.type == "identifier" or value.type == "call_expression":
+                return LaunchDims((arg,), None, arg, local, whole_dim3=True)
+            return LaunchDims((value,), None, arg, local)
+        if local is None and (_is_dim3_parameter(module, site, name) or _declared_dim3(module, name)):
+            return LaunchDims((arg,), None, arg, None, whole_dim3=True)
     if arg.type == "call_expression":
         fn = arg.child_by_field_name("function")
         arguments = arg.child_by_field_name("arguments")
@@ -371,6 +386,63 @@ def launch_dims(module: Module, site: LaunchSite, which: str) -> LaunchDims:
             comps = tuple(c for c in arguments.named_children if c.type != "comment")
             return LaunchDims(comps, arguments, arg, None)
     return LaunchDims((arg,), None, arg, None)
+
+
+def _argument_node(module: Module, site: LaunchSite, where: Span) -> ts.Node:
+    """The expression node spanning ``where``; for a launch in a ``#define`` body, from the body's tree.
+
+    The file's tree holds a macro body as one opaque text node: taking that as the launch's
+    grid would make a pass rewrite the whole body (``KTX_CDIV(k<<<...>>>(...), C)``).
+    """
+    if site.macro is not None:
+        root = _macro_root(module, site)
+        if root is not None:
+            node: ts.Node | None = root.descendant_for_byte_range(where.start, where.end)
+            while node is not None:
+                covers = node.start_byte <= where.start and where.end <= node.end_byte
+                if node.type in _EXPRESSIONS and covers:
+                    return node
+                node = node.parent
+    return syntax.node_at(module, where, _EXPRESSIONS) or module.node(where)
+
+
+def _macro_root(module: Module, site: LaunchSite) -> ts.Node | None:
+    node: ts.Node | None = module.node(site.span)
+    while node is not None and node.type not in ("preproc_function_def", "preproc_def"):
+        node = node.parent
+    value = node.child_by_field_name("value") if node is not None else None
+    if node is None or value is None:
+        return None
+    tree = macro_body_tree(module.source, node.start_byte, value.start_byte, value.end_byte)
+    return tree.root_node if tree is not None else None
+
+
+def _declared_dim3(module: Module, name: str) -> bool:
+    """Whether the file declares ``dim3 name`` somewhere (a launch macro's grid argument)."""
+    return re.search(rb"\bdim3\s+" + re.escape(name.encode()) + rb"\b", module.source) is not None
+
+
+def _is_dim3_parameter(module: Module, site: LaunchSite, name: str) -> bool:
+    functions = module.functions
+    launcher = next((f for f in functions if f.name == site.function and f.body.contains(site.span)), None)
+    param = next((p for p in launcher.params if p.name == name), None) if launcher is not None else None
+    return param is not None and param.pointer_depth == 0 and param.base_type.split("::")[-1] == "dim3"
+
+
+def divide_grid_x(module: Module, site: LaunchSite, divisor: str) -> tuple[int, int, str]:
+    """The edit ``(start, end, text)`` that divides, rounding up, the grid's x of ``site`` by ``divisor``.
+
+    A number or a written component becomes ``KTX_CDIV(x, divisor)``; a ``dim3`` whose
+    components are not written at the launch (a parameter ``dim3 grid``) is rebuilt as
+    ``dim3(KTX_CDIV(grid.x, divisor), grid.y, grid.z)``, since ``(grid + d - 1) / d`` on a dim3
+    does not compile.
+    """
+    dims = launch_dims(module, site, "grid")
+    x = dims.components[0]
+    text = syntax.text(module, x)
+    if dims.whole_dim3:
+        return x.start_byte, x.end_byte, f"dim3(KTX_CDIV({text}.x, {divisor}), {text}.y, {text}.z)"
+    return x.start_byte, x.end_byte, f"KTX_CDIV({text}, {divisor})"
 
 
 _EXPRESSIONS = (

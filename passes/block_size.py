@@ -38,7 +38,7 @@ import re
 from collections.abc import Iterator
 
 import tree_sitter as ts
-from ktx.ir import Module
+from ktx.ir import LaunchSite, Module
 from ktx.ir.affine import BlockAlias, kernel_index
 from ktx.ir.consteval import int_literal
 from ktx.passes._common import KernelSite, kernel_node, powers_of_two, replace_literal, uses_shuffles
@@ -273,7 +273,14 @@ class BlockSize(Pass[KernelSite]):
                     )
             if current is not None:
                 _check_literal_in_kernel(rw, current)
-            rw.replace_bytes(node.start_byte, node.end_byte, f"KTX_PICK({macro}, ({text}))")
+            picked = f"KTX_PICK({macro}, ({text}))"
+            rw.replace_bytes(node.start_byte, node.end_byte, picked)
+            if local is None and node.type == "identifier" and axis == 0:
+                # ``<<<(n + BS - 1) / BS, BS>>>``: the grid follows the block, as the mapping does.
+                for use in _uses_in_grid(module, site, text):
+                    if use.start_byte not in done:
+                        done.add(use.start_byte)
+                        rw.replace_bytes(use.start_byte, use.end_byte, picked)
 
     def _edit_mapping(
         self, rw: Rewriter, mapping: LaunchMapping, axis: int, name: str, current: int | None
@@ -316,6 +323,19 @@ class BlockSize(Pass[KernelSite]):
         if declarator is None:
             raise Refuse("cannot find the kernel's declarator to attach __launch_bounds__")
         rw.insert(declarator.start_byte, f"__launch_bounds__({threads}) ")
+
+
+def _uses_in_grid(module: Module, site: LaunchSite, name: str) -> list[ts.Node]:
+    """The identifiers ``name`` in the grid of ``site`` (a named block size the grid divides by)."""
+    grid = launch_dims(module, site, "grid")
+    if grid.whole_dim3:
+        return []
+    return [
+        n
+        for comp in grid.components
+        for n in syntax.walk(comp)
+        if n.type == "identifier" and syntax.text(module, n) == name
+    ]
 
 
 def _block_alias(target: Target) -> BlockAlias | None:
