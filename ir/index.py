@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import tree_sitter as ts
 from ktx.ir.consteval import const_eval
 from ktx.ir.language import captures, parse_tree
+from ktx.ir.launchmap import Host, wrapper_sites
 from ktx.ir.nodes import (
     Constant,
     Function,
@@ -456,6 +457,8 @@ class Indexer:
             if site is not None:
                 result.append(site)
         result.extend(self._macro_sites())
+        host = Host(self.source, self.span, self._kernel_ref, function_name)
+        result.extend(wrapper_sites(self.root, self.functions(), result, host))
         return sorted(result, key=lambda s: s.span.start)
 
     def _kernel_ref(self, callee: ts.Node, fn: ts.Node | None) -> tuple[str, list[ts.Node]] | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import tree_sitter as ts
+from ktx.ir.foreign import IsolatedBody, isolate_broken_bodies, mask_foreign_syntax
 from ktx.ir.index import Indexer
 from ktx.ir.language import captures, parse_tree
 from ktx.ir.mask import describe_hidden, mask
@@ -56,7 +57,7 @@ class Module:
         self.source = source
         self.path = path
         masked = mask(source)
-        text, guessed = mask_foreign_qualifiers(masked.text)
+        text, guessed = mask_foreign_syntax(masked.text)
         #: Attribute macros (``#define FLASHINFER_INLINE inline __device__``) hidden from the parser,
         #: with the undefined ones guessed from their place (``float* MY_RESTRICT p``).
         self.attribute_macros = {**guessed, **masked.attribute_macros}
@@ -65,9 +66,13 @@ class Module:
         #: ``#if`` groups inside functions parsed with one branch only (see :mod:`ktx.ir.mask`).
         self.hidden_branches = masked.hidden
         self.lines = LineIndex(source)
+        #: Function bodies blanked because they do not parse (see :mod:`ktx.ir.foreign`).
+        self.isolated: tuple[IsolatedBody, ...] = ()
         if tree is None:
             tree, skipped = recover_declarations(text)
             self.skipped = tuple(self.lines.span(a, b) for a, b in skipped)
+            if tree.root_node.has_error:
+                _, tree, self.isolated = isolate_broken_bodies(text, tree)
         self.tree = tree
         restrict = frozenset(n for n, q in guessed.items() if "__restrict__" in q) | _restrict_defines(source)
         indexer = Indexer(source, self.tree, self.lines, self.attribute_macros, restrict)
@@ -213,6 +218,10 @@ class Module:
             lines = f" (lines {span.line}-{last})" if last > span.line else ""
             what = f"tree-sitter could not parse {snippet!r}{lines}, which hid the declaration after it"
             found.append((span, what))
+        for body in self.isolated:
+            span = self.lines.span(body.error, body.error)
+            what = f"tree-sitter could not parse {body.snippet!r}; this function's body is skipped alone"
+            found.append((span, what))
         for match in _CONFLICT_MARKER.finditer(self.source):
             span = self.lines.span(match.start(), match.end())
             marker = match.group(1).decode()
@@ -243,19 +252,6 @@ class Module:
         return result
 
 
-#: ``[=] __device__ (`` / ``[&] __host__ __device__ (``: an extended lambda's execution space,
-#: which tree-sitter-cuda does not read after a capture list.
-_LAMBDA_SPACE = re.compile(rb"\]\s*((?:(?:__device__|__host__)\s*)+)(?=\(|mutable\b|->|\{)")
-#: ``* NAME ident`` followed by ``=``, ``;``, ``,``, ``)`` or ``[``: an all-caps word between a
-#: pointer's ``*`` and the declared name can only be a qualifier macro defined in a header
-#: (``const float * MY_RESTRICT x = x_ptr;``), since C++ has no other reading of it.
-_POINTER_QUALIFIER_MACRO = re.compile(
-    rb"\*[ \t]*(?:(?:const|volatile)[ \t]+)*([A-Z_][A-Z0-9_]*)(?=[ \t]+(?:(?:const|volatile)[ \t]+)*"
-    rb"[A-Za-z_]\w*[ \t]*[=;,)\[])"
-)
-_NOT_A_MACRO = {b"const", b"volatile"}
-
-
 _RESTRICT_DEFINE = re.compile(
     rb"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+__restrict(?:__)?[ \t]*$", re.M
 )
@@ -264,40 +260,6 @@ _RESTRICT_DEFINE = re.compile(
 def _restrict_defines(source: bytes) -> frozenset[str]:
     """Macros the file defines as ``__restrict__`` (``#define MY_RESTRICT __restrict__``)."""
     return frozenset(m.group(1).decode() for m in _RESTRICT_DEFINE.finditer(source))
-
-
-def mask_foreign_qualifiers(text: bytes) -> tuple[bytes, dict[str, tuple[str, ...]]]:
-    """Blank what tree-sitter-cuda cannot read in a kernel body but nvcc does, keeping offsets.
-
-    Two constructs from real code turn a whole kernel into ERROR nodes: an extended lambda's
-    ``__device__`` after its capture list, and a pointer qualifier macro whose ``#define`` lives
-    in a header (so :mod:`ktx.ir.mask` never saw it). Both are replaced by spaces; the macros
-    found are returned as attribute macros, a name holding ``RESTRICT`` standing for
-    ``__restrict__`` (the only qualifier such macros are written for), others for nothing.
-
-    >>> mask_foreign_qualifiers(b"auto f = [=] __device__ (int v) { return v; };")[0]
-    b'auto f = [=]            (int v) { return v; };'
-    >>> mask_foreign_qualifiers(b"const float * MY_RESTRICT x = p;")
-    (b'const float *             x = p;', {'MY_RESTRICT': ('__restrict__',)})
-    """
-    data = bytearray(text)
-    found: dict[str, tuple[str, ...]] = {}
-
-    def blank(start: int, end: int) -> None:
-        for i in range(start, end):
-            if data[i] not in (0x0A, 0x0D):
-                data[i] = 0x20
-
-    for m in _LAMBDA_SPACE.finditer(text):
-        blank(m.start(1), m.end(1))
-    for m in _POINTER_QUALIFIER_MACRO.finditer(text):
-        name = m.group(1)
-        if name in _NOT_A_MACRO:
-            continue
-        blank(m.start(1), m.end(1))
-        word = name.decode()
-        found[word] = ("__restrict__",) if "RESTRICT" in word else ()
-    return bytes(data), found
 
 
 #: Line starts that begin a new declaration: where indexing can pick up after garbage.
