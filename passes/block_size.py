@@ -263,12 +263,15 @@ class BlockSize(Pass[KernelSite]):
             text = syntax.text(module, node)
             if re.fullmatch(r"\s*KTX_[A-Z0-9_]+\s*", text):
                 raise Refuse(f"the block size is already the knob {text.strip()[4:]}")
-            if local is None and int_literal(text) is not None:
+            literal = text.strip() if local is None and int_literal(text) is not None else None
+            if literal is None and current is not None and axis == 0:
+                literal = str(current)  # ``<<<(n + 255) / 256, BS>>>``: the grid does not follow BS
+            if literal is not None:
                 grid = launch_dims(module, site, "grid")
                 grid_text = " ".join(syntax.text(module, g) for g in grid.components)
-                if text in grid_text.replace("(", " ").replace(")", " ").split():
+                if literal in re.split(r"[^\w]+", grid_text):
                     raise Refuse(
-                        f"the grid repeats the block's literal {text} (line {site.span.line}); name it "
+                        f"the grid repeats the block's literal {literal} (line {site.span.line}); name it "
                         "(a constexpr) or run expose first, so both follow the knob"
                     )
             if current is not None:
