@@ -41,6 +41,7 @@ import tree_sitter as ts
 from ktx.ir import LaunchSite, Module
 from ktx.ir.affine import BlockAlias, kernel_index
 from ktx.ir.consteval import int_literal
+from ktx.ir.index import eval_int_text
 from ktx.passes._common import KernelSite, kernel_node, powers_of_two, replace_literal, uses_shuffles
 
 from ktx import syntax
@@ -78,11 +79,15 @@ class BlockSize(Pass[KernelSite]):
         fn = target.kernel
         body = kernel_node(target)
         alias = _block_alias(target)
-        if alias is not None and alias.kind in ("template", "param"):
-            what = "template parameter" if alias.kind == "template" else "parameter"
+        if alias is not None and alias.kind == "template":
+            why = _template_refusal(target, alias)
+            if why is not None:
+                yield Skip(why, fn.name, fn.span)
+                return
+        if alias is not None and alias.kind == "param":
             yield Skip(
-                f"the kernel reads its block size as the {what} {alias.name}, which every launch also "
-                "passes as the block: the launcher's value would have to follow the knob",
+                f"the kernel reads its block size as the parameter {alias.name}, which every launch "
+                "also passes as the block: the launcher's value would have to follow the knob",
                 fn.name,
                 fn.span,
             )
@@ -133,6 +138,9 @@ class BlockSize(Pass[KernelSite]):
         module = target.module
         body = kernel_node(target)
         alias = _block_alias(target)
+        if alias is not None and alias.kind == "template":
+            self._rewrite_template(rw, alias, body)
+            return
         if alias is not None:
             self._rewrite_named(rw, alias, body)
             return
@@ -228,6 +236,40 @@ class BlockSize(Pass[KernelSite]):
         if mapping is not None:
             rw.set_mapping(self._edit_mapping(rw, mapping, 0, name, alias.value))
         self._launch_bounds(rw, knob, body)
+
+    def _rewrite_template(self, rw: Rewriter, alias: BlockAlias, body: ts.Node) -> None:
+        """``template <int BS> __global__ k`` launched ``k<256><<<g, 256>>>``: ``BS`` is blockDim.x.
+
+        The knob goes in both places at every launch (the template argument and the block), so
+        the kernel's strides and the shared arrays ``BS`` sizes follow. A template argument
+        cannot be "0: as the original", so this knob has no 0: its default is the original size.
+        """
+        target = rw.target
+        index = _template_index(target, alias)
+        current = _template_value(target, index)
+        if current is None:
+            raise Refuse(f"the template argument {alias.name} is not an integer constant at its launch")
+        lo, hi = max(1, self.int_option("min")), self.int_option("max")
+        name = "BLOCK_X"
+        values = sorted(set(powers_of_two(lo, hi)) | {current})
+        macro = rw.knob(
+            name, values, current, f"threads per block along x, and the kernel's {alias.name} (was {current})"
+        )
+        _check_literal_in_kernel(rw, current)
+        for site in target.launches:
+            rw.replace(site.template_arg_spans[index], macro)
+        self._edit_launchers(rw, 0, macro, current)
+        rw.set_template_arg(index, "{" + name + "}")
+        mapping = rw.mapping
+        if mapping is not None:
+            new, places = replace_literal(mapping, current, name)
+            rw.set_mapping(new)
+            rw.note(f"launch mapping: {current} -> {name} in {', '.join(places) or 'nothing'}")
+        rw.note(
+            f"{alias.name} (template parameter) is the launch's block size: the template argument and "
+            "the block both take the knob"
+        )
+        self._launch_bounds(rw, macro, body)
 
     def _x_is_32(self, target: Target, mapping: LaunchMapping | None) -> bool:
         if mapping is not None:
@@ -326,6 +368,39 @@ class BlockSize(Pass[KernelSite]):
         if declarator is None:
             raise Refuse("cannot find the kernel's declarator to attach __launch_bounds__")
         rw.insert(declarator.start_byte, f"__launch_bounds__({threads}) ")
+
+
+def _template_index(target: Target, alias: BlockAlias) -> int:
+    return next(i for i, p in enumerate(target.kernel.template_params) if p.name == alias.name)
+
+
+def _template_value(target: Target, index: int) -> int | None:
+    """The integer every launch passes for template parameter ``index`` (through macros/constexprs)."""
+    module = target.module
+    env = kernel_index(module, target.kernel).env
+    values = {
+        eval_int_text(site.template_args[index], dict(env)) if index < len(site.template_args) else None
+        for site in target.launches
+    }
+    return next(iter(values)) if len(values) == 1 else None
+
+
+def _template_refusal(target: Target, alias: BlockAlias) -> str | None:
+    """Why a block size read as a template parameter cannot become the knob, or None."""
+    index = _template_index(target, alias)
+    if not target.launches:
+        return f"the block size is the template parameter {alias.name}, and no launch in the file sets it"
+    for site in target.launches:
+        if index >= len(site.template_arg_spans):
+            return (
+                f"the launch at line {site.span.line} does not write the template argument {alias.name} "
+                "(deduced or defaulted): the knob has nowhere to go"
+            )
+        if site.macro is not None:
+            return f"the launch at line {site.span.line} sits in the macro {site.macro}, shared by other uses"
+    if _template_value(target, index) is None:
+        return f"the launches pass {alias.name} values that are not one integer constant"
+    return None
 
 
 def _uses_in_grid(module: Module, site: LaunchSite, name: str) -> list[ts.Node]:
