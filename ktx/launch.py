@@ -547,3 +547,114 @@ def expression_of(module: Module, node: ts.Node) -> str | None:
     except Untranslatable:
         return None
     return None if tr.free else text
+
+
+# -- template argument deduction at a launch ------------------------------------------------------
+
+_QUALIFIER_WORDS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "typename"}
+_CAST = re.compile(r"^\s*(?:static_cast|reinterpret_cast|const_cast)\s*<\s*(.+?)\s*>\s*\(")
+_C_CAST = re.compile(r"^\s*\(\s*((?:const\s+)?[A-Za-z_][\w:<>, ]*?\s*\*+)\s*\)")
+_DATA_PTR = re.compile(
+    r"\.\s*(?:data_ptr|data|mutable_data_ptr|const_data_ptr)\s*<\s*(.+?)\s*>\s*\(\s*\)\s*$"
+)
+
+
+def _split_type(text: str) -> tuple[str, int] | None:
+    """``const float* __restrict__`` -> ``("float", 1)``: the element type and pointer depth."""
+    depth = text.count("*")
+    words = [w for w in re.split(r"[\s*&]+", text) if w and w not in _QUALIFIER_WORDS]
+    if not words or "auto" in words:
+        return None
+    return " ".join(words), depth
+
+
+def expression_type(module: Module, site: LaunchSite, text: str) -> tuple[str, int] | None:
+    """The element type and pointer depth of a launch argument, where the launcher declares it.
+
+    Reads casts (``reinterpret_cast<half*>(p)``, ``(float*)p``), ``t.data_ptr<float>()``, and
+    names declared as the launcher's parameters or locals, also behind ``&p[i]`` or ``p + k``.
+    None when ktx cannot tell (``auto`` locals, calls, members).
+    """
+    cast = _CAST.match(text) or _C_CAST.match(text)
+    if cast is not None:
+        return _split_type(cast.group(1))
+    data = _DATA_PTR.search(text)
+    if data is not None:
+        found = _split_type(data.group(1))
+        return (found[0], found[1] + 1) if found is not None else None
+    expr = text.strip()
+    address = re.fullmatch(r"&\s*([A-Za-z_]\w*)\s*\[.*\]", expr, re.S)
+    if address is not None:
+        return _declared_type(module, site, address.group(1))
+    offset = re.fullmatch(r"([A-Za-z_]\w*)\s*[+-].*", expr, re.S)
+    name = offset.group(1) if offset is not None else expr
+    if not name.isidentifier():
+        return None
+    return _declared_type(module, site, name)
+
+
+def _declared_type(module: Module, site: LaunchSite, name: str) -> tuple[str, int] | None:
+    scope = launcher_node(module, site)
+    found = _local_declaration(module, scope, name, site.span.start) if scope is not None else None
+    if found is not None:
+        declaration, declarator = found
+        type_node = declaration.child_by_field_name("type")
+        head = re.match(rf"(.*?)\b{re.escape(name)}\b", syntax.text(module, declarator), re.S)
+        stars = head.group(1).count("*") if head is not None else 0
+        return _split_type(syntax.text(module, type_node) + "*" * stars) if type_node is not None else None
+    launcher = next(
+        (f for f in module.functions if f.name == site.function and f.body.contains(site.span)), None
+    )
+    param = next((p for p in launcher.params if p.name == name), None) if launcher is not None else None
+    return _split_type(param.type) if param is not None else None
+
+
+def _local_declaration(
+    module: Module, scope: ts.Node, name: str, before: int
+) -> tuple[ts.Node, ts.Node] | None:
+    """The last declaration of ``name`` in ``scope`` before ``before``, and its declarator."""
+    found: tuple[ts.Node, ts.Node] | None = None
+    for node in syntax.walk(scope):
+        if node.type != "declaration" or node.start_byte >= before:
+            continue
+        for decl in node.children_by_field_name("declarator"):
+            inner: ts.Node | None = decl
+            while inner is not None and inner.type != "identifier":
+                inner = inner.child_by_field_name("declarator")
+            if inner is not None and syntax.text(module, inner) == name:
+                found = (node, decl)
+    return found
+
+
+def deduce_template_args(module: Module, site: LaunchSite) -> tuple[str, ...] | None:
+    """The kernel's template arguments at ``site``, as C++ would take them, or None if unknown.
+
+    Written arguments come first (``k<float, 4><<<...>>>``); the rest are deduced as the
+    compiler does from the call's arguments: a kernel parameter ``const T* x`` given ``out``
+    declared ``float* out`` binds ``T = float``. Then defaults. A parameter neither written,
+    deduced nor defaulted (or two arguments that disagree) gives None: the caller (``ktx
+    init``) says so instead of guessing.
+    """
+    fn = next((f for f in module.kernels if f.name == site.kernel), None)
+    if fn is None:
+        return None
+    params = [tp for tp in fn.template_params if not tp.variadic]
+    found: dict[str, str] = {tp.name: arg for tp, arg in zip(params, site.template_args, strict=False)}
+    names = {tp.name for tp in params}
+    deduced: dict[str, str] = {}
+    for p, arg in zip(fn.params, site.args, strict=False):
+        declared = _split_type(p.type)
+        if declared is None or declared[0] not in names or declared[0] in found:
+            continue
+        actual = expression_type(module, site, arg)
+        if actual is None or actual[1] != declared[1]:
+            continue
+        if deduced.setdefault(declared[0], actual[0]) != actual[0]:
+            return None  # ``T`` deduced as two types: the call would not compile as read
+    found.update(deduced)
+    for tp in params:
+        if tp.name not in found and tp.default:
+            found[tp.name] = tp.default
+    if any(tp.name not in found for tp in params):
+        return None
+    return tuple(found[tp.name] for tp in params)
