@@ -69,6 +69,7 @@ from typing import Literal
 import tree_sitter as ts
 from ktx.ir.consteval import SIZEOF, const_eval, int_literal
 from ktx.ir.index import eval_int_text
+from ktx.ir.launchmap import dim3_field_assignments
 from ktx.ir.module import Module
 from ktx.ir.nodes import Function, Loop
 from ktx.ir.syntax import text as _text
@@ -1217,6 +1218,10 @@ def _block_aliases(module: Module, fn: Function, env: Mapping[str, int]) -> dict
         word = _block_word(module, site.function, block, site.span.start)
         if word is None:
             return {}
+        # REACH (launch layer): ``dim3 block(ns::threads)`` names the file's constexpr ``threads``.
+        last = "".join(word.split()).rsplit("::", 1)[-1]
+        if "::" in word and last in constexprs:
+            word = last
         values.add(eval_int_text(word, dict(env)))
         mine_names = {word} if word.isidentifier() else set()
         names = mine_names if names is None else names & mine_names
@@ -1312,6 +1317,10 @@ def _block_word(module: Module, host: str | None, block: str, at: int) -> str | 
                         if len(named) != 1:
                             return None
                         return " ".join(_text(module, named[0]).split())
+            # REACH (launch layer): ``dim3 b; b.x = EXPR;`` assigns the block field by field.
+            fields = dim3_field_assignments(module.source, body, block, at)
+            if "x" in fields and all(_text(module, fields[k]).strip() == "1" for k in fields if k != "x"):
+                return " ".join(_text(module, fields["x"]).split())
         return block
     if block.startswith("dim3(") and block.endswith(")"):
         arg = block[5:-1].strip()

@@ -283,3 +283,42 @@ def _enclosing_function(node: ts.Node) -> ts.Node | None:
 
 def _function_name(fn: ts.Node | None, host: Host) -> str | None:
     return host.function_name(fn) if fn is not None else None
+
+
+def dim3_field_assignments(source: bytes, scope: ts.Node, name: str, before: int) -> dict[str, ts.Node]:
+    """``{"x": EXPR, ...}`` from ``name.x = EXPR;`` statements in ``scope`` before offset ``before``.
+
+    Code that declares ``dim3 blockDim, gridDim;`` and then sets ``blockDim.x = NUM_THREADS;``
+    gives its launch geometry this way; the last assignment of each field before the launch
+    counts. An assignment inside a branch or loop makes the field unknown (absent), since which
+    one reaches the launch depends on the run.
+    """
+    found: dict[str, ts.Node] = {}
+    unknown: set[str] = set()
+    stack = [scope]
+    while stack:
+        node = stack.pop()
+        if node.start_byte >= before:
+            continue
+        stack.extend(node.children)
+        if node.type != "assignment_expression":
+            continue
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        op = node.child_by_field_name("operator")
+        if left is None or right is None or left.type != "field_expression":
+            continue
+        obj, field = left.child_by_field_name("argument"), left.child_by_field_name("field")
+        if obj is None or field is None or _node_text(source, obj) != name:
+            continue
+        key = _node_text(source, field)
+        statement = node.parent
+        direct = statement is not None and statement.parent is not None and statement.parent.id == scope.id
+        if op is None or _node_text(source, op) != "=" or not direct:
+            unknown.add(key)
+        elif key not in found or found[key].start_byte < node.start_byte:
+            found[key] = right
+    return {k: v for k, v in found.items() if k not in unknown}
+
+
+def _node_text(source: bytes, node: ts.Node) -> str:
+    return source[node.start_byte : node.end_byte].decode("utf-8", "replace").strip()

@@ -26,6 +26,7 @@ import tree_sitter as ts
 from ktx.ir import LaunchSite, Module, Span
 from ktx.ir.consteval import SIZEOF, int_literal
 from ktx.ir.index import macro_body_tree
+from ktx.ir.launchmap import dim3_field_assignments
 
 from ktx import syntax
 from ktx.errors import KtxError
@@ -377,6 +378,12 @@ def launch_dims(module: Module, site: LaunchSite, which: str) -> LaunchDims:
             if value.type == "identifier" or value.type == "call_expression":
                 return LaunchDims((arg,), None, arg, local, whole_dim3=True)
             return LaunchDims((value,), None, arg, local)
+        if local is not None and local.type == "dim3" and local.value is None and scope is not None:
+            # ``dim3 block; block.x = NUM_THREADS;``: the fields assigned before the launch.
+            fields = dim3_field_assignments(module.source, scope, name, site.span.start)
+            comps = tuple(fields[k] for k in ("x", "y", "z") if k in fields)
+            if comps and tuple(fields) and set(fields) == set("xyz"[: len(comps)]):
+                return LaunchDims(comps, None, arg, local)
         if local is None and (_is_dim3_parameter(module, site, name) or _declared_dim3(module, name)):
             return LaunchDims((arg,), None, arg, None, whole_dim3=True)
     if arg.type == "call_expression":

@@ -102,7 +102,8 @@ class BlockSize(Pass[KernelSite]):
                 fn.span,
             )
             return
-        if alias is None and not syntax.uses_builtin(target.module, body, "blockDim"):
+        reads = syntax.uses_builtin(target.module, body, "blockDim") or _stride_macro(target) is not None
+        if alias is None and not reads:
             yield Skip(
                 "the kernel never reads blockDim: its work mapping assumes the launch's block size",
                 fn.name,
@@ -368,6 +369,36 @@ class BlockSize(Pass[KernelSite]):
         if declarator is None:
             raise Refuse("cannot find the kernel's declarator to attach __launch_bounds__")
         rw.insert(declarator.start_byte, f"__launch_bounds__({threads}) ")
+
+
+#: Loop macros that projects take from Caffe2/PyTorch: a grid-stride loop over ``n`` items
+#: (``for (i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)``),
+#: usually defined in a header the file includes.
+_GRID_STRIDE_MACROS = (
+    "CUDA_1D_KERNEL_LOOP",
+    "CUDA_KERNEL_LOOP",
+    "CUDA_KERNEL_LOOP_TYPE",
+    "CUDA_1D_KERNEL_LOOP_T",
+)
+
+
+def _stride_macro(target: Target) -> str | None:
+    """A loop macro the kernel runs its work in whose expansion reads blockDim, or None.
+
+    Either one of the well-known grid-stride loop macros, or a function-like macro the file
+    defines with ``blockDim`` in its body. Work in a grid-stride loop does not depend on the
+    block size, so the knob may change it.
+    """
+    module = target.module
+    text = module.text(target.kernel.body)
+    defined = {m.name: m.value for m in module.macros if m.params is not None}
+    for name in re.findall(r"\b([A-Z_][A-Z0-9_]*)\s*\(", text):
+        if name in defined:
+            if "blockDim" in defined[name] and "gridDim" in defined[name]:
+                return name
+        elif name in _GRID_STRIDE_MACROS:
+            return name
+    return None
 
 
 def _template_index(target: Target, alias: BlockAlias) -> int:
