@@ -7,7 +7,8 @@ Two tools, both keeping every byte offset (only characters other than newlines a
   (``const float * MY_RESTRICT x``), statement-like loop macros (``CUDA_1D_KERNEL_LOOP(i, n) {``,
   read as ``while (i, n) {``), pragma macros alone on a line (``CUTLASS_PRAGMA_UNROLL``), a
   ``typename`` before a functional cast (``typename K::BlockLoad(smem).Load(...)``) and
-  function-like attribute macros in a signature (``__global__ LAUNCH_BOUNDS(256) void k(``).
+  function-like attribute macros in a signature (``__global__ LAUNCH_BOUNDS(256) void k(``) and
+  file-scope macro invocations without a semicolon (``INSTANTIATE_LAUNCH(float)``).
 * :func:`isolate_broken_bodies` runs after parsing, when an ERROR still covers more than one
   function (one ``} else #pragma unroll for`` can make the whole file an ERROR): the body of each
   top-level function that does not parse on its own is blanked, so every other function is read,
@@ -39,6 +40,11 @@ _OPEN_BLOCK = re.compile(rb"[ \t]*(?://[^\n]*)?\s*\{")
 #: A macro alone on its line before a loop or branch (``CUTLASS_PRAGMA_UNROLL``, ``UNROLL``).
 _LONE_MACRO = re.compile(
     rb"^[ \t]*([A-Z_][A-Z0-9_]*)[ \t]*\r?\n(?=[ \t]*(?:for|while|do|if|switch|#)\b)", re.M
+)
+#: ``INSTANTIATE_LAUNCH(float)`` alone on a line at file scope, with no ``;``: a macro that
+#: expands to declarations (explicit instantiations); the grammar glues it onto what follows.
+_FILE_SCOPE_MACRO = re.compile(
+    rb"^([A-Z_][A-Z0-9_]*[ \t]*\([^;{}\n]*\))[ \t]*(?://[^\n]*)?$(?![\s]*[{;])", re.M
 )
 #: ``typename K::BlockScanT(smem).InclusiveScan(...)`` starting a statement or an operand.
 _TYPENAME_CAST = re.compile(
@@ -92,6 +98,8 @@ def mask_foreign_syntax(text: bytes) -> tuple[bytes, dict[str, tuple[str, ...]]]
     for m in _TYPENAME_CAST.finditer(text):
         blank(m.start(1), m.end(1))
     for m in _SIGNATURE_MACRO.finditer(text):
+        blank(m.start(1), m.end(1))
+    for m in _FILE_SCOPE_MACRO.finditer(text):
         blank(m.start(1), m.end(1))
     return bytes(data), found
 

@@ -81,8 +81,9 @@ def test_a_broken_kernel_is_listed_alone_with_its_line() -> None:
         (b"  typename K::Reduce(smem).Sum(v);\n", b"           K::Reduce(smem).Sum(v);\n"),
         (b"  v = typename K::Reduce(smem).Sum(v);\n", b"  v =          K::Reduce(smem).Sum(v);\n"),
         (b"__global__ BOUNDS(256) void k(", b"__global__             void k("),
+        (b"INSTANTIATE(__half)\n\ntemplate <typename T>\n", b" " * 19 + b"\n\ntemplate <typename T>\n"),
     ],
-    ids=["loop-macro", "pragma-macro", "typename-cast", "typename-operand", "signature-macro"],
+    ids=["loop-macro", "pragma-macro", "typename-cast", "typename-operand", "signature-macro", "file-macro"],
 )
 def test_foreign_statements_are_masked(code: bytes, masked: bytes) -> None:
     assert mask_foreign_syntax(code)[0] == masked
@@ -93,6 +94,8 @@ def test_foreign_statements_are_masked(code: bytes, masked: bytes) -> None:
     [
         b"  FOO(x);\n  {\n",  # a call statement, then a block
         b"TEST(a, b) {\n",  # a file-scope definition macro (not indented)
+        b"DEFINE_KERNEL(k)\n{\n",  # a definition whose body follows on the next line
+        b"REGISTER(k);\n",
         b"template <typename T> void f(typename T::X a) {}\n",
         b"  x = A\n    + b;\n",  # a lone word continuing an expression, not before a loop
     ],
