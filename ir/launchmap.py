@@ -106,10 +106,10 @@ def wrapper_sites(
             w = wrappers.get(callee)
             if w is None:
                 continue
-            site = _site_of_call(call, w, host)
-            if site is not None and (call.start_byte, site.kernel) not in seen:
-                seen.add((call.start_byte, site.kernel))
-                new.append(site)
+            made = _site_of_call(call, w, host)
+            if made is not None and (call.start_byte, made.kernel) not in seen:
+                seen.add((call.start_byte, made.kernel))
+                new.append(made)
         found.extend(s for s in new if s.kernel in kernels)
         frontier = [s for s in new if s.kernel not in kernels]
         if not frontier:
@@ -118,10 +118,10 @@ def wrapper_sites(
     for call, callee in calls:
         if callee in defined or callee in _RUNTIME or not _LAUNCHER_NAME.search(callee):
             continue
-        site = _conventional_site(call, callee, kernels, host)
-        if site is not None and (call.start_byte, site.kernel) not in seen:
-            seen.add((call.start_byte, site.kernel))
-            found.append(site)
+        conventional = _conventional_site(call, callee, kernels, host)
+        if conventional is not None and (call.start_byte, conventional.kernel) not in seen:
+            seen.add((call.start_byte, conventional.kernel))
+            found.append(conventional)
     return found
 
 

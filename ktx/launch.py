@@ -382,7 +382,7 @@ def launch_dims(module: Module, site: LaunchSite, which: str) -> LaunchDims:
             # ``dim3 block; block.x = NUM_THREADS;``: the fields assigned before the launch.
             fields = dim3_field_assignments(module.source, scope, name, site.span.start)
             comps = tuple(fields[k] for k in ("x", "y", "z") if k in fields)
-            if comps and tuple(fields) and set(fields) == set("xyz"[: len(comps)]):
+            if comps and set(fields) == set("xyz"[: len(comps)]):
                 return LaunchDims(comps, None, arg, local)
         if local is None and (_is_dim3_parameter(module, site, name) or _declared_dim3(module, name)):
             return LaunchDims((arg,), None, arg, None, whole_dim3=True)

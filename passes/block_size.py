@@ -392,7 +392,8 @@ def _stride_macro(target: Target) -> str | None:
     module = target.module
     text = module.text(target.kernel.body)
     defined = {m.name: m.value for m in module.macros if m.params is not None}
-    for name in re.findall(r"\b([A-Z_][A-Z0-9_]*)\s*\(", text):
+    for match in re.finditer(r"\b([A-Z_][A-Z0-9_]*)\s*\(", text):
+        name = match.group(1)
         if name in defined:
             if "blockDim" in defined[name] and "gridDim" in defined[name]:
                 return name

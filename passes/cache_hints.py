@@ -365,12 +365,12 @@ def _direct(
     if size not in _WIDTHS:
         return
     # ``(p[i]) = v``, ``&(p[i])``: the parentheses do not change what the subscript is used for.
-    outer, parent = sub, sub.parent
+    use, parent = sub, sub.parent
     while parent is not None and parent.type == "parenthesized_expression":
-        outer, parent = parent, parent.parent
+        use, parent = parent, parent.parent
     if parent is None:
         return
-    if parent.type == "assignment_expression" and parent.child_by_field_name("left") == outer:
+    if parent.type == "assignment_expression" and parent.child_by_field_name("left") == use:
         op = parent.child_by_field_name("operator")
         outer = parent.parent
         if op is not None and op.type == "=" and outer is not None and outer.type == "expression_statement":
@@ -378,7 +378,7 @@ def _direct(
         return
     if parent.type in ("update_expression", "pointer_expression") or _inside_call_of(module, sub, "ld"):
         return
-    if _binds_reference(module, outer, parent):
+    if _binds_reference(module, use, parent):
         return
     loads.setdefault(root.name, []).append(sub)
 
