@@ -1303,7 +1303,7 @@ def _block_word(module: Module, host: str | None, block: str, at: int) -> str | 
                     if ident is not None and value is not None and _text(module, ident) == block:
                         inner = value
                         if value.type in ("argument_list", "initializer_list"):
-                            named = [c for c in value.named_children if c.type != "comment"]
+                            named = _unit_trimmed(module, value)
                             if len(named) != 1:
                                 return None
                             inner = named[0]
@@ -1313,7 +1313,7 @@ def _block_word(module: Module, host: str | None, block: str, at: int) -> str | 
                     declared = n.child_by_field_name("declarator")
                     params = n.child_by_field_name("parameters")
                     if declared is not None and params is not None and _text(module, declared) == block:
-                        named = [c for c in params.named_children if c.type != "comment"]
+                        named = _unit_trimmed(module, params)
                         if len(named) != 1:
                             return None
                         return " ".join(_text(module, named[0]).split())
@@ -1326,6 +1326,14 @@ def _block_word(module: Module, host: str | None, block: str, at: int) -> str | 
         arg = block[5:-1].strip()
         return None if "," in arg else arg
     return block
+
+
+def _unit_trimmed(module: Module, args: ts.Node) -> list[ts.Node]:
+    """REACH (launch layer): ``dim3 block(X, 1, 1)`` is the 1-D block ``X``: trailing 1s dropped."""
+    named = [c for c in args.named_children if c.type != "comment"]
+    while len(named) > 1 and _text(module, named[-1]).strip() == "1":
+        named.pop()
+    return named
 
 
 # -- entry points --------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 // RUN: ktx apply --passes block-size %s --kernel softcap --config BLOCK_X=128 --diff 2>&1 | filecheck %s --match-full-lines --check-prefix=FIELDS
 // RUN: ktx apply --passes block-size %s --kernel add2 --config BLOCK_X=128 --diff 2>&1 | filecheck %s --match-full-lines --check-prefix=LOOP
 // How projects name the block size without blockDim, each read as the launch's block size:
-// a namespace-qualified constexpr (dim3 block(opt::threads)), a macro assigned to a
+// a namespace-qualified constexpr (dim3 block(opt::threads, 1, 1)), a macro assigned to a
 // default-constructed dim3 field by field (block.x = NUM_THREADS), and a grid-stride loop
 // macro from a header (CUDA_1D_KERNEL_LOOP, whose expansion reads blockDim and gridDim).
 namespace opt {
@@ -17,7 +17,7 @@ __global__ void scale_ns(float* y, int n) {
 }
 
 void launch_ns(float* y, int n) {
-  dim3 block(opt::threads);
+  dim3 block(opt::threads, 1, 1);
   dim3 grid((n + opt::per_block - 1) / opt::per_block);
   scale_ns<<<grid, block>>>(y, n);
 }
