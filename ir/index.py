@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import tree_sitter as ts
 from ktx.ir.consteval import const_eval
 from ktx.ir.language import captures, parse_tree
-from ktx.ir.launchmap import Host, wrapper_sites
+from ktx.ir.launchmap import Host, OpaqueLaunch, opaque_launches, wrapper_sites
 from ktx.ir.nodes import (
     Constant,
     Function,
@@ -145,6 +145,7 @@ class Indexer:
         self.tree = tree
         self.lines = lines
         self.root = tree.root_node
+        self.opaque_launches: tuple[OpaqueLaunch, ...] = ()
 
     def span(self, node: ts.Node) -> Span:
         return self.lines.span(node.start_byte, node.end_byte)
@@ -458,7 +459,10 @@ class Indexer:
                 result.append(site)
         result.extend(self._macro_sites())
         host = Host(self.source, self.span, self._kernel_ref, function_name)
-        result.extend(wrapper_sites(self.root, self.functions(), result, host))
+        functions = self.functions()
+        result.extend(wrapper_sites(self.root, functions, result, host))
+        #: Kernels handed to launching helpers whose launch the call does not write.
+        self.opaque_launches = opaque_launches(self.root, functions, result, host)
         return sorted(result, key=lambda s: s.span.start)
 
     def _kernel_ref(self, callee: ts.Node, fn: ts.Node | None) -> tuple[str, list[ts.Node]] | None:

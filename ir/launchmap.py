@@ -322,3 +322,64 @@ def dim3_field_assignments(source: bytes, scope: ts.Node, name: str, before: int
 
 def _node_text(source: bytes, node: ts.Node) -> str:
     return source[node.start_byte : node.end_byte].decode("utf-8", "replace").strip()
+
+
+@dataclass(frozen=True)
+class OpaqueLaunch:
+    """A kernel handed to a helper that launches it in a way ktx cannot edit at the call.
+
+    ``launch(k, n)`` whose helper computes ``<<<cdiv(n, 256), 256>>>`` inside: the kernel runs
+    with a block the call does not write. A pass that changes what block the kernel accepts
+    (block-size's ``__launch_bounds__``) must refuse, since that launch would not follow.
+    """
+
+    kernel: str
+    helper: str
+    span: Span
+
+
+def opaque_launches(
+    root: ts.Node, functions: list[Function], sites: list[LaunchSite], host: Host
+) -> tuple[OpaqueLaunch, ...]:
+    """Calls that pass a kernel of the file to a launching helper and made no launch site.
+
+    A launching helper launches one of its parameters (``<<<...>>>`` or the runtime API), or
+    passes one to another launching helper. ``sites`` are all the sites found, wrappers included.
+    """
+    kernels = {f.name for f in functions if f.is_kernel}
+    by_name = {f.name: f for f in functions}
+    helpers: set[str] = set()
+    for site in sites:
+        fn = by_name.get(site.function or "")
+        if fn is not None and not fn.is_kernel and site.kernel in {p.name for p in fn.params}:
+            helpers.add(fn.name)
+    calls = list(_calls(root))
+    for _ in range(MAX_DEPTH):
+        grown = False
+        for call, callee in calls:
+            if callee not in helpers:
+                continue
+            fn_node = _enclosing_function(call)
+            name = host.function_name(fn_node) if fn_node is not None else ""
+            fn = by_name.get(name)
+            if fn is None or fn.is_kernel or fn.name in helpers:
+                continue
+            passed = {host.text(a).strip() for a in _arguments(call)}
+            if passed & {p.name for p in fn.params}:
+                helpers.add(fn.name)
+                grown = True
+        if not grown:
+            break
+    made = {(s.span.start, s.kernel) for s in sites if s.wrapper is not None}
+    found: list[OpaqueLaunch] = []
+    for call, callee in calls:
+        if callee not in helpers:
+            continue
+        fn_node = _enclosing_function(call)
+        for arg in _arguments(call):
+            ref = host.kernel_ref(arg, fn_node)
+            if ref is None or ref[0] not in kernels:
+                continue
+            if (call.start_byte, ref[0]) not in made:
+                found.append(OpaqueLaunch(ref[0], callee, host.span(call)))
+    return tuple(found)

@@ -16,6 +16,7 @@ import tree_sitter as ts
 from ktx.ir.foreign import IsolatedBody, isolate_broken_bodies, mask_foreign_syntax
 from ktx.ir.index import Indexer
 from ktx.ir.language import captures, parse_tree
+from ktx.ir.launchmap import OpaqueLaunch
 from ktx.ir.mask import describe_hidden, mask
 from ktx.ir.nodes import (
     Constant,
@@ -79,6 +80,8 @@ class Module:
         self.functions: tuple[Function, ...] = tuple(indexer.functions())
         self.loops: tuple[Loop, ...] = tuple(indexer.loops())
         self.launch_sites: tuple[LaunchSite, ...] = tuple(indexer.launch_sites())
+        #: Kernels passed to a helper that launches them with a block the call does not write.
+        self.opaque_launches: tuple[OpaqueLaunch, ...] = indexer.opaque_launches
         self.macros: tuple[Macro, ...] = tuple(indexer.macros())
         known = {m.name: m.int_value for m in self.macros if m.int_value is not None}
         constants, shared = indexer.constants_and_shared(known)

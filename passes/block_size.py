@@ -125,6 +125,16 @@ class BlockSize(Pass[KernelSite]):
                 fn.span,
             )
             return
+        opaque = [o for o in target.module.opaque_launches if o.kernel == fn.name]
+        if opaque:
+            o = opaque[0]
+            yield Skip(
+                f"{fn.name} is also launched through {o.helper}() (line {o.span.line}), which sets the "
+                "block inside the helper: that launch would not follow the knob",
+                fn.name,
+                fn.span,
+            )
+            return
         if target.mapping is None and not target.launches:
             yield Skip(
                 f"no launch of {fn.name} in this file and no launch mapping given (pass the spec's)",
