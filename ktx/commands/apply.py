@@ -120,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
     load_plugins(args.plugin)
     args.file, args.config = split_file_from_config(args.file, args.config)
     module = parse_file(args.file)
+    # A syntax error in the kernel asked for is exit 2 with its line; one elsewhere is not.
+    module.require_parsed(module.kernel(args.kernel))
     template = run_pipeline(module, args.passes, kernel=args.kernel)
     if not args.quiet:
         for line in remarks(template, args.file):
