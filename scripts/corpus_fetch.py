@@ -187,7 +187,6 @@ SELECTION: tuple[Project, ...] = (
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _STRING = re.compile(r'"(?:\\.|[^"\\\n])*"')
-_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\(")
 _IDENT_BEFORE_PAREN = re.compile(r"([A-Za-z_]\w*)\s*(?:<[^;{}()]*>)?\s*$")
 
 
@@ -239,12 +238,12 @@ def find_kernels(text: str) -> list[str]:
         if _in_define(clean, m.start()):
             continue
         at = m.end()
-        lb = _LAUNCH_BOUNDS.search(clean, at, at + 200)
         paren = clean.find("(", at)
-        while lb is not None and paren == lb.end() - 1:
+        # `__launch_bounds__(...)`, an attribute or an ALL_CAPS macro wrapping one may stand
+        # before or after the return type
+        while paren >= 0 and re.search(r"\b(__launch_bounds__|__attribute__|alignas|[A-Z][A-Z0-9_]*)\s*$", clean[at:paren]):
             at = _skip_parens(clean, paren)
             paren = clean.find("(", at)
-            lb = _LAUNCH_BOUNDS.search(clean, at, at + 200)
         if paren < 0:
             continue
         head = clean[at:paren]
