@@ -124,7 +124,10 @@ SELECTION: tuple[Project, ...] = (
         "mamba",
         "state-spaces/mamba",
         "main",
-        ("csrc/selective_scan/selective_scan_fwd_kernel.cuh", "csrc/selective_scan/selective_scan_bwd_kernel.cuh"),
+        (
+            "csrc/selective_scan/selective_scan_fwd_kernel.cuh",
+            "csrc/selective_scan/selective_scan_bwd_kernel.cuh",
+        ),
         ("csrc/selective_scan",),
         ("csrc/selective_scan",),
     ),
@@ -241,7 +244,9 @@ def find_kernels(text: str) -> list[str]:
         paren = clean.find("(", at)
         # `__launch_bounds__(...)`, an attribute or an ALL_CAPS macro wrapping one may stand
         # before or after the return type
-        while paren >= 0 and re.search(r"\b(__launch_bounds__|__attribute__|alignas|[A-Z][A-Z0-9_]*)\s*$", clean[at:paren]):
+        while paren >= 0 and re.search(
+            r"\b(__launch_bounds__|__attribute__|alignas|[A-Z][A-Z0-9_]*)\s*$", clean[at:paren]
+        ):
             at = _skip_parens(clean, paren)
             paren = clean.find("(", at)
         if paren < 0:
@@ -354,7 +359,9 @@ def rebuild(manifest: dict[str, Any], corpus: Path, mirror_root: Path, clone_roo
     for proj in manifest["projects"]:
         gd = mirror_dir(mirror_root, proj["repo"])
         if not gd.exists():
-            gd = clone(proj["repo"], proj["commit"], clone_root or Path(tempfile.mkdtemp(prefix="ktx-corpus-")))
+            gd = clone(
+                proj["repo"], proj["commit"], clone_root or Path(tempfile.mkdtemp(prefix="ktx-corpus-"))
+            )
         paths = list_paths(gd, proj["commit"])
         dirs = tuple(d.rstrip("/") + "/" for d in proj["context"])
         ctx = [p for p in paths if p.startswith(dirs) and p.endswith(HEADER_SUFFIXES)]
@@ -369,7 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--manifest", type=Path, default=MANIFEST, help="the manifest to read or write")
     p.add_argument("--mirror-root", type=Path, default=Path("/work/.mirror"), help="owner+name/repo git dirs")
     p.add_argument("--clone-root", type=Path, default=None, help="where to clone projects without a mirror")
-    p.add_argument("--select", action="store_true", help="select files from the mirrors and write the manifest")
+    p.add_argument(
+        "--select", action="store_true", help="select files from the mirrors and write the manifest"
+    )
     args = p.parse_args(argv)
     if args.select:
         manifest = select(args.mirror_root, args.corpus)
