@@ -15,7 +15,7 @@ the pipeline's *last* pass did (so ``coarsen,vectorize`` counts vectorize after 
 
 Refusal reasons are grouped with line numbers, paths and quoted code stripped, so that they
 aggregate. Where a rewrite applies, its widest feasible config is instantiated and compiled
-(``nvcc -arch=sm_90 -cubin``) with the project's include folders and the stub headers of
+(``nvcc -arch=sm_90 -ptx``, or ``--cubin``) with the project's include folders and the stub headers of
 ``scripts/corpus_stubs`` (torch, c10, pybind11); the original is compiled too (cached), and a
 rewrite is judged only where its original builds.
 
@@ -76,7 +76,6 @@ STATUSES = ("applied", "refused", "silent", "rolled back", "crashed")
 NVCC_FLAGS = (
     "-std=c++17",
     "-arch=sm_90",
-    "-cubin",
     "-x",
     "cu",
     "--expt-relaxed-constexpr",
@@ -111,7 +110,8 @@ class Case:
     knobs: tuple[str, ...] = ()
     reasons: tuple[str, ...] = ()  # normalised, one per refused site
     raw: tuple[str, ...] = ()  # the messages as ktx printed them (first few)
-    file_refused: bool = False  # the whole file failed to parse
+    kernel_refused: bool = False  # ktx refused the kernel itself (an error), before any pass ran
+    file_refused: bool = False  # ktx refused every kernel of the file (or the file did not parse)
     seconds: float = 0.0
     error: str = ""
     traceback: str = ""
@@ -287,12 +287,12 @@ def sweep_file(job: Job) -> list[Case]:
     signal.signal(signal.SIGALRM, _alarm)
     src = job.source
     base = Case(src.project, src.split, src.file, "", "", "")
-    text = Path(src.path).read_text(errors="replace")
+    data = Path(src.path).read_bytes()  # bytes: a file that is not UTF-8 is refused, as by ktx apply
     cases: list[Case] = []
     t0 = time.monotonic()
     try:
         _timed(job.timeout * 4)
-        module = parse(text, src.path)
+        module = parse(data, src.path)
     except (KtxError, CaseTimeout) as exc:
         why = "the file does not parse in the time limit" if isinstance(exc, CaseTimeout) else str(exc)
         for k in src.kernels:
@@ -339,13 +339,17 @@ def sweep_file(job: Job) -> list[Case]:
                 case = replace(case, status="crashed", error=f"timed out after {job.timeout:g} s")
             except KtxError as exc:
                 msg = str(exc)
-                case = replace(case, status="refused", reasons=(normalise(msg, kernel),), raw=(msg[:300],))
+                case = replace(
+                    case, status="refused", kernel_refused=True, reasons=(normalise(msg, kernel),), raw=(msg[:300],)
+                )
             except Exception as exc:
                 case = replace(case, status="crashed", error=f"{type(exc).__name__}: {exc}"[:300],
                                traceback=traceback.format_exc())  # fmt: skip
             finally:
                 _timed(0)
             cases.append(replace(case, seconds=round(time.monotonic() - t0 + parse_s / len(src.kernels), 3)))
+    if cases and all(c.kernel_refused for c in cases):
+        cases = [replace(c, file_refused=True) for c in cases]
     return cases
 
 
@@ -388,6 +392,12 @@ def init_file(job: Job) -> list[InitCase]:
 # -- compiling ---------------------------------------------------------------------------------------
 
 
+#: ``-ptx`` (front end and code generation, no ptxas) by default: the sweep asks whether a
+#: rewrite is valid CUDA, and ptxas roughly doubles the time on two shared cores; ``--cubin``
+#: runs ptxas too.
+OUTPUT_FLAG = ["-ptx"]
+
+
 def nvcc_command(path: Path, src: Source) -> list[str]:
     includes = [
         str(path.parent),
@@ -395,7 +405,7 @@ def nvcc_command(path: Path, src: Source) -> list[str]:
         str(STUBS),
         *([str(LLMC_STUBS)] if LLMC_STUBS.exists() else []),
     ]
-    cmd = ["nvcc", *NVCC_FLAGS, "-o", f"{path}.cubin", str(path)]
+    cmd = ["nvcc", *NVCC_FLAGS, *OUTPUT_FLAG, "-o", f"{path}.out", str(path)]
     cmd += [f"-I{d}" for d in includes] + [f"-D{d}" for d in src.defines]
     return cmd
 
@@ -416,7 +426,7 @@ def compile_cached(path: Path, src: Source, cache: Path, text: str) -> tuple[int
     except subprocess.TimeoutExpired:
         rc, err = 124, "nvcc timed out"
     finally:
-        Path(f"{path}.cubin").unlink(missing_ok=True)
+        Path(f"{path}.out").unlink(missing_ok=True)
     cache.mkdir(parents=True, exist_ok=True)
     hit.write_text(json.dumps({"rc": rc, "err": err}))
     return rc, err
@@ -624,8 +634,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--init", action="store_true", help="run `ktx init --print` per kernel instead of the passes"
     )
+    p.add_argument("--cubin", action="store_true", help="compile to a cubin (runs ptxas too) instead of PTX")
+    p.add_argument(
+        "--originals", action="store_true", help="only compile every original and list those that fail"
+    )
+    p.add_argument(
+        "--ktx-root", type=Path, help="measure the ktx of this checkout (e.g. a worktree of an old commit)"
+    )
     p.add_argument("--out", type=Path, help="write OUT.json and OUT.md")
     args = p.parse_args(argv)
+    if args.ktx_root and os.environ.get("KTX_SWEEP_ROOT") != str(args.ktx_root.resolve()):
+        _reexec_with(args.ktx_root.resolve(), sys.argv if argv is None else [sys.argv[0], *argv])
+    if args.cubin:
+        OUTPUT_FLAG[:] = ["-cubin"]
 
     if args.folder:
         sources = load_folder(args.folder, args.folder.name)
@@ -637,6 +658,8 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             p.error(f"{missing[0]} (and {len(missing) - 1} more) missing: run scripts/corpus_fetch.py")
     sources = limit_kernels(sources, args.limit)
+    if args.originals:
+        return check_originals(sources, args.cache, args.jobs)
     pipelines = list(args.pipeline or PIPELINES)
     if args.only:
         pipelines = [pl for pl in pipelines if focus_pass(pl) in set(args.only)]
@@ -677,6 +700,39 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(cases)} runs: " + ", ".join(f"{s} {sum(c.status == s for c in cases)}" for s in STATUSES)
           + f"; files refused whole {whole}; rewrites that do not build {failed}")  # fmt: skip
     return 1 if crashed or whole else 0
+
+
+def check_originals(sources: Sequence[Source], cache: Path, jobs: int) -> int:
+    """Compile every original file (the stub headers' own test): print those that fail."""
+
+    def build(s: Source) -> tuple[int, str]:
+        path = Path(s.path)
+        return compile_cached(path, s, cache, path.read_text(errors="replace"))
+
+    with ThreadPoolExecutor(max(1, jobs)) as ex:
+        results = list(ex.map(build, sources))
+    for s, (rc, err) in zip(sources, results, strict=True):
+        if rc:
+            print(f"FAIL {s.project}/{s.file}\n  " + err.replace("\n", "\n  "))
+    ok = sum(rc == 0 for rc, _ in results)
+    print(f"{ok}/{len(sources)} originals build")
+    return 0
+
+
+def _reexec_with(root: Path, argv: list[str]) -> None:
+    """Run this script again with ``root``'s ktx first on the path, laid out as installed
+    (``ktx/ir`` and ``ktx/passes`` are the top-level ``ir/`` and ``passes/`` folders)."""
+    layout = Path(tempfile.mkdtemp(prefix="ktx-root-"))
+    pkg = layout / "ktx"
+    pkg.mkdir()
+    for entry in (root / "ktx").iterdir():
+        if entry.name != "__pycache__":
+            (pkg / entry.name).symlink_to(entry)
+    (pkg / "ir").symlink_to(root / "ir")
+    (pkg / "passes").symlink_to(root / "passes")
+    env = {**os.environ, "KTX_SWEEP_ROOT": str(root)}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(layout), env.get("PYTHONPATH", "")]))
+    os.execve(sys.executable, [sys.executable, *argv], env)
 
 
 def _report_init(
