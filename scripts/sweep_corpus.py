@@ -340,7 +340,11 @@ def sweep_file(job: Job) -> list[Case]:
             except KtxError as exc:
                 msg = str(exc)
                 case = replace(
-                    case, status="refused", kernel_refused=True, reasons=(normalise(msg, kernel),), raw=(msg[:300],)
+                    case,
+                    status="refused",
+                    kernel_refused=True,
+                    reasons=(normalise(msg, kernel),),
+                    raw=(msg[:300],),
                 )
             except Exception as exc:
                 case = replace(case, status="crashed", error=f"{type(exc).__name__}: {exc}"[:300],

@@ -142,12 +142,16 @@ def test_a_kernel_ktx_does_not_find_is_refused_not_crashed(tmp_path: Path) -> No
     cu = tmp_path / "scale.cu"
     cu.write_text(ELEMENTWISE)
     src = sweep.Source("t", "main", "scale.cu", str(cu), ("scale", "missing"))
-    cases = {c.kernel: c for c in sweep.sweep_file(sweep.Job(src, ("block-size",), 60.0, str(tmp_path), False))}
+    cases = {
+        c.kernel: c for c in sweep.sweep_file(sweep.Job(src, ("block-size",), 60.0, str(tmp_path), False))
+    }
     assert cases["missing"].status == "refused" and cases["missing"].kernel_refused
     assert not cases["scale"].kernel_refused and not cases["missing"].file_refused
 
 
-def test_a_case_over_its_time_limit_is_reported_not_hung(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_case_over_its_time_limit_is_reported_not_hung(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import time
 
     import ktx.pipeline
