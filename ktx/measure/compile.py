@@ -286,24 +286,82 @@ def _demangle(names: list[str]) -> list[str]:
     return names
 
 
+_CAST = re.compile(r"\((?:(?:unsigned|signed|long|short)\s+)*(?:int|long|short|char|bool|__int128)\)")
+_LITERAL_SUFFIX = re.compile(r"(?<![\w.])(-?\d+)(?:[uU](?:ll|LL|l|L)?|(?:ll|LL|l|L)[uU]?)(?!\w)")
+
+
 def _normalise(text: str) -> str:
-    text = re.sub(r"\((?:unsigned |signed )?(?:int|long|short|char|bool)\)", "", text)
+    """One spelling for a template argument list, whichever demangler printed it: CUDA's
+    ``cu++filt`` writes a non-type argument with its cast (``(int)2``, ``(bool)1``), GNU
+    ``c++filt`` writes ``2``, ``true`` or ``2u``, and a spec writes what its author typed."""
+    text = _CAST.sub("", text)
+    text = _LITERAL_SUFFIX.sub(r"\1", text)
+    text = re.sub(r"\btrue\b", "1", re.sub(r"\bfalse\b", "0", text))
     return re.sub(r"\s+", "", text)
 
 
+def demangled_head(plain: str) -> str:
+    """``ns::k<T, (int)2>`` from a demangled kernel signature such as
+    ``void ns::k<T, (int)2>(T1 *, const T1 *, int)``: the text before the parameter list, found
+    at bracket depth 0 (a cast inside the template arguments opens a parenthesis too), without
+    the return type that a template function's demangling starts with."""
+    depth = 0
+    end = len(plain)
+    for i, ch in enumerate(plain):
+        if ch in "<[":
+            depth += 1
+        elif ch in ">]":
+            depth = max(0, depth - 1)
+        elif ch == "(":
+            if depth == 0:
+                end = i
+                break
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+    head = plain[:end].strip()
+    # The return type is separated from the name by a space at depth 0 ("void ns::k<...>").
+    depth = 0
+    cut = 0
+    for i, ch in enumerate(head):
+        if ch in "<([":
+            depth += 1
+        elif ch in ">)]":
+            depth = max(0, depth - 1)
+        elif ch == " " and depth == 0:
+            cut = i + 1
+    return head[cut:]
+
+
+def _names_match(head: str, name_expression: str) -> bool:
+    """Whether a demangled head names ``name_expression``; a namespace the expression leaves
+    out may precede it (``ns::k<..>`` for ``k<..>``), a longer identifier (``xk``) may not."""
+    have, want = _normalise(head), _normalise(name_expression).lstrip(":")
+    return have == want or have.endswith("::" + want)
+
+
+def pick_mangled(hits: Sequence[str], demangled: Sequence[str], name_expression: str) -> str | None:
+    """The mangled name among ``hits`` whose demangling (same order) is ``name_expression``."""
+    for mangled, plain in zip(hits, demangled, strict=False):
+        if _names_match(demangled_head(plain), name_expression):
+            return mangled
+    return None
+
+
 def mangled_name(cubin: bytes, name_expression: str) -> str:
-    """Find the kernel ``name_expression`` (``ns::k<T, 8>``) among the cubin's entry symbols."""
+    """Find the kernel ``name_expression`` (``ns::k<T, 8>``) among the cubin's entry symbols.
+    A cubin may hold several instantiations of one template (the one asked for and the one a
+    host launcher in the same file instantiates), so a template kernel is matched on its
+    demangled name, parsed by brackets, never by the first ``(``."""
     base = re.split(r"<", name_expression, maxsplit=1)[0].split("::")[-1].strip()
     funcs = [name for name, info, _ in elf_symbols(cubin) if info & 0xF == 2]  # STT_FUNC
     hits = [n for n in funcs if n == base or f"{len(base)}{base}" in n]
     if len(hits) == 1:
         return hits[0]
     if hits:
-        want = _normalise(name_expression)
-        for mangled, plain in zip(hits, _demangle(hits), strict=False):
-            head = plain.split("(")[0].replace("void ", "", 1)
-            if _normalise(head).endswith(want):
-                return mangled
+        found = pick_mangled(hits, _demangle(hits), name_expression)
+        if found is not None:
+            return found
     raise RuntimeError(f"kernel {name_expression!r} not found in the cubin (symbols: {', '.join(funcs)})")
 
 
