@@ -35,6 +35,7 @@ import numpy as np
 from ktx.expr import Value
 from ktx.measure.compile import CompileResult, cache_dir
 from ktx.measure.dtypes import decode, poison
+from ktx.measure.guards import GuardFault, is_spec_error, run_guarded
 from ktx.measure.occupancy import DeviceLimits, occupancy
 from ktx.measure.protocol import WorkerFailure
 from ktx.measure.refcache import Verdict, VerdictCache, spec_digest, verdict_key
@@ -413,31 +414,41 @@ def _args(spec: Spec, env: Mapping[str, Value], arrays: Mapping[str, Array]) -> 
 
 
 def _run_once(
-    spec: Spec, bound: _Bound, point: ShapePoint, pristine: Mapping[str, Array], stream: Any
+    spec: Spec,
+    bound: _Bound,
+    point: ShapePoint,
+    pristine: Mapping[str, Array],
+    stream: Any,
+    original: bool = False,
 ) -> dict[str, Array]:
-    """Launch on fresh copies of the inout and (poisoned) out arrays; the outputs, on the device.
-
-    Inputs are passed as they are: a kernel that writes to an ``in`` argument corrupts only
-    its own round (the reference ran first, on its own copies)."""
+    """Launch on guarded copies of the arrays (inout and poisoned out arrays fresh from
+    ``pristine``, inputs too); the outputs, on the device. A write outside a buffer changes its
+    guard (:mod:`ktx.measure.guards`), checked on the device after the launch: a
+    ``wrong_result`` for a candidate, a spec error for the ``original``."""
+    cp = _cupy()
     env = spec.env(point)
-    with stream:
-        device = {
-            a.name: pristine[a.name].copy() if a.is_output else pristine[a.name]
-            for a in spec.args
-            if a.is_array
-        }
-        _launch_checked(bound, _args(spec, env, device), stream)
+
+    def launch(arrays: dict[str, Array]) -> None:
+        _launch_checked(bound, _args(spec, env, arrays), stream)
         _sync(stream)
-    return {a.name: device[a.name] for a in spec.args if a.is_output}
+
+    with stream:
+        try:
+            return run_guarded(spec, point, pristine, launch, cp, original)
+        except GuardFault as exc:
+            raise _Fail(Status.WRONG_RESULT, exc.message, bound.resources) from None
 
 
 def _run_reference(
     spec: Spec, bound: _Bound, point: ShapePoint, pristine: Mapping[str, Array], stream: Any
 ) -> dict[str, Array]:
-    """The original kernel's outputs on ``pristine``; its failure is an infrastructure failure."""
+    """The original kernel's outputs on ``pristine``; its failure is an infrastructure failure,
+    except a write out of bounds, which is the spec's error (and fails the candidate too)."""
     try:
-        return _run_once(spec, bound, point, pristine, stream)
+        return _run_once(spec, bound, point, pristine, stream, original=True)
     except _Fail as exc:
+        if is_spec_error(exc.message):
+            raise WorkerFailure(Status.WRONG_RESULT.value, exc.message) from None
         raise WorkerFailure(Status.CRASH.value, f"reference failed: {exc.message}") from None
 
 
@@ -481,6 +492,18 @@ class _Verdict:
     shapes: tuple[str, ...]
 
 
+def checks_the_original(cand: Candidate, reference: Mapping[str, Any] | None) -> bool:
+    """Whether a request verifies the original kernel itself (against the Python reference, or
+    against a second run of itself): a guard violation then is the spec's error, not a
+    candidate's wrong result."""
+    if not reference:
+        return False
+    if reference.get("kind") == "python":
+        return bool(reference.get("original_digest") == cand.digest)
+    ref = reference.get("candidate")
+    return isinstance(ref, Mapping) and Candidate.from_dict(ref).digest == cand.digest
+
+
 def verify_shapes(
     spec: Spec, cand: Candidate, point: ShapePoint, opts: Options
 ) -> tuple[list[ShapePoint], list[ShapePoint]]:
@@ -504,6 +527,11 @@ class _Costs:
 
     def to_dict(self) -> dict[str, float]:
         return {k: round(v, 6) for k, v in self.__dict__.items()}
+
+
+#: Names how the original's cached verdicts were reached: with guard zones (verdicts cached
+#: before guards existed never saw an out-of-bounds write, so they are not reused).
+_GENERATOR = "cupy+guards"
 
 
 def _digest(spec: Spec) -> str:
@@ -576,7 +604,7 @@ def _verify(
             for shape in shapes
             for r in range(opts.rounds if shape == point or opts.odd_rounds <= 0 else opts.odd_rounds)
             if verdicts.get(_digest(spec), verdict_key(
-                _digest(spec), shape.name, round_seed(spec, shape, r), r, "cupy", device)) is None
+                _digest(spec), shape.name, round_seed(spec, shape, r), r, _GENERATOR, device)) is None
         ]  # fmt: skip
         if todo:
             pool = ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1, len(todo))))
@@ -584,7 +612,7 @@ def _verify(
     try:
         return _verify_rounds(
             spec, cand, modules, kind, ref_cand, ref_modules, verdicts, pending, shapes, point, opts,
-            limits, stream, costs, device,
+            limits, stream, costs, device, checks_the_original(cand, reference),
         )  # fmt: skip
     finally:
         if pool is not None:
@@ -629,6 +657,7 @@ def _verify_rounds(
     stream: Any,
     costs: _Costs,
     device: str,
+    is_self: bool,
 ) -> _Verdict:
     cp = _cupy()
     max_abs = 0.0
@@ -639,7 +668,7 @@ def _verify_rounds(
         count = opts.rounds if shape == point or opts.odd_rounds <= 0 else opts.odd_rounds
         for r in range(count):
             seed = round_seed(spec, shape, r)
-            vkey = verdict_key(_digest(spec), shape.name, seed, r, "cupy", device)
+            vkey = verdict_key(_digest(spec), shape.name, seed, r, _GENERATOR, device)
             if verdicts is not None:
                 cached = verdicts.get(_digest(spec), vkey)
                 if cached is not None and cached.ok:
@@ -664,7 +693,7 @@ def _verify_rounds(
             else:
                 want = _python_want(spec, shape, inputs_key, pristine, costs, stream)
                 stored = False
-            got = _run_once(spec, bound, shape, pristine, stream)
+            got = _run_once(spec, bound, shape, pristine, stream, original=is_self)
             round_abs = round_rel = 0.0
             with stream:
                 for arg in spec.args:

@@ -20,8 +20,9 @@ from typing import Any, Literal
 from ktx.errors import KtxError, Location, NoGpuError
 from ktx.measure.compile import CompilePool, CompileRequest, CompileResult
 from ktx.measure.gpu import Options, verify_shapes
+from ktx.measure.guards import is_spec_error
 from ktx.measure.occupancy import DeviceLimits
-from ktx.measure.protocol import DEFAULT_HANDLER, Supervisor
+from ktx.measure.protocol import DEFAULT_HANDLER, Outcome, Supervisor
 from ktx.measure.timeouts import TimeoutPolicy, request_cost
 from ktx.measure.types import Candidate, Measurement, Status, original_candidate
 from ktx.spec import ShapePoint, Spec, expand
@@ -84,6 +85,9 @@ class Harness:
         self.pool = CompilePool(compile_workers)
         self.original = original_candidate(spec)
         self._limits: DeviceLimits | None = None
+        #: Shapes where the original writes outside a buffer (guard zones): the spec is wrong
+        #: there, so no candidate is measured (or tuned) against it; the message says what to fix.
+        self.spec_errors: dict[str, str] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -202,6 +206,11 @@ class Harness:
             self._calibrated.add(point.name)
             if point.name not in self.original_cost:
                 self.measure(self.original, point)
+        if not self._is_original(candidate) and point.name in self.spec_errors:
+            return Measurement.failure(
+                self.spec, candidate, point.name, Status.WRONG_RESULT,
+                f"not measured: {self.spec_errors[point.name]}",
+            )  # fmt: skip
         timeout = self.timeout_for(candidate, point)
         self._warm_worker()
         outcome = self.supervisor.call("measure", job, timeout=timeout)
@@ -217,6 +226,15 @@ class Harness:
             costs = outcome.result.get("costs")
             cost = request_cost(outcome.seconds, costs if isinstance(costs, dict) else None)
             self.original_cost[point.name] = max(cost, self.original_cost.get(point.name, 0.0))
+        result = self._result(candidate, point, outcome, ref_kind)
+        if is_spec_error(result.message):  # the original's, or the original reference run's
+            self.spec_errors[point.name] = result.message
+        return result
+
+    def _result(
+        self, candidate: Candidate, point: ShapePoint, outcome: Outcome, ref_kind: str
+    ) -> Measurement:
+        """The measurement a worker's answer stands for (a failure keeps what the worker knew)."""
         if outcome.ok:
             measured = Measurement.from_dict(outcome.result)
             if ref_kind != "none" and measured.ok:
