@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from ktx.cli import main
 from ktx.measure.gpu import Options
 from ktx.measure.guards import is_spec_error
 from ktx.measure.harness import Harness
+from ktx.measure.sanitize import find_sanitizer, sanitize
 from ktx.measure.types import Status, original_candidate
 from ktx.spec import load_spec
 
@@ -105,3 +107,29 @@ def test_an_original_writing_past_its_extent_is_a_spec_error(tmp_path: Path) -> 
     assert "out: wrote past its end (first at element 4,088 + 0)" in orig.message
     assert "[[args]] out shape = [n - 8] = [4088] is too small" in orig.message
     assert cand.status is Status.WRONG_RESULT and cand.message.startswith("not measured: spec error")
+
+
+needs_sanitizer = pytest.mark.skipif(find_sanitizer()[0] is None, reason="no compute-sanitizer")
+
+
+@needs_sanitizer
+def test_run_sanitize_is_clean_on_a_suite_kernel(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["run", str(ROOT / "kernels" / "silu_and_mul"), "--sanitize", "--shape", "tokens=4,d=4096"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "memcheck   clean, 0 errors" in out and "racecheck  clean, 0 errors" in out, out
+
+
+@needs_sanitizer
+def test_sanitize_reports_the_pack_past_the_end() -> None:
+    spec = load_spec(ROOT / "kernels" / "silu_and_mul")
+    point = spec.find_point("tokens=4,d=4096")
+    oob = replace(
+        original_candidate(spec),
+        source=OOB_PACK.replace("PLANT", "true"),
+        config={"PLANT": 1},
+        label="oob-pack",
+    )
+    code, block = sanitize(spec, oob, point)
+    assert code == 1, block
+    assert "Invalid __global__ write of size 16 bytes" in block, block
