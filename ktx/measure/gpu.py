@@ -50,7 +50,7 @@ from ktx.measure.verify import (
     scalars,
     seeded_inputs,
 )
-from ktx.measure.warmup import stable_median, warm_up
+from ktx.measure.warmup import settle_seconds, steady_samples, warm_up
 from ktx.spec import ShapePoint, Spec, expand, load_spec
 
 Array = Any  # a cupy.ndarray; CuPy has no type stubs
@@ -87,6 +87,14 @@ class Options:
     max_batches: int = 5
     #: About how long one batch of graph replays may take (fewer samples for long kernels).
     graph_budget_s: float = 0.1
+    #: Untimed graph replays before the timed batches: this long normally...
+    settle_s: float = 0.02
+    #: ... and this long when the GPU timed nothing for ``idle_gap_s`` (the first timing of a
+    #: process always): see :func:`ktx.measure.warmup.settle_seconds`.
+    settle_idle_s: float = 0.25
+    idle_gap_s: float = 0.5
+    #: Timed graph batches dropped before the steady-state rule counts any.
+    discard_batches: int = 1
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Options:
@@ -763,23 +771,28 @@ def _time(
                 bound(sets[i % nsets], stream)
         finally:
             graph = stream.end_capture()
-        graph.launch(stream)  # instantiate and warm
+        graph.launch(stream)  # instantiate, upload and warm
         _sync(stream)
 
-        def batch() -> list[float]:
-            samples = []
-            for _ in range(replays):
-                s, e = cp.cuda.Event(), cp.cuda.Event()
-                s.record(stream)
-                graph.launch(stream)
-                e.record(stream)
-                _sync(stream)
-                samples.append(cp.cuda.get_elapsed_time(s, e) * 1e3 / launches)
-            return samples
+        def replay() -> float:
+            s, e = cp.cuda.Event(), cp.cuda.Event()
+            s.record(stream)
+            graph.launch(stream)
+            e.record(stream)
+            _sync(stream)
+            return float(cp.cuda.get_elapsed_time(s, e)) * 1e3 / launches
 
-        # Batches until two successive medians agree: the reported one is from steady state.
-        samples, _ = stable_median(batch, opts.stable_tolerance, opts.max_batches)
+        # Settle (longer after the GPU sat idle), drop the first batch, then batches until two
+        # successive medians agree: the reported one is from steady state (issue 18).
+        settle_s = settle_seconds(
+            _LAST_TIMED[0] if _LAST_TIMED else None, time.perf_counter(), opts.settle_s,
+            opts.settle_idle_s, opts.idle_gap_s,
+        )  # fmt: skip
+        samples, _ = steady_samples(
+            replay, replays, settle_s, opts.stable_tolerance, opts.max_batches, opts.discard_batches
+        )
         graph_timing = Timing.of(samples)
+    _LAST_TIMED[:] = [time.perf_counter()]
     del sets, flush, arrays
     return single, graph_timing
 
@@ -799,6 +812,8 @@ class _Arena:
 
 
 _ARENA = _Arena(_gb("KTX_TIMING_ARENA_GB", 8))
+#: When this process last finished timing a graph (perf_counter seconds); empty before.
+_LAST_TIMED: list[float] = []
 _FLUSH: list[Array] = []
 
 

@@ -4,6 +4,7 @@ fresh process's first measurement agrees with its later ones (warm-up)."""
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 from dataclasses import replace
@@ -121,3 +122,35 @@ def test_first_measurement_agrees_across_fresh_processes() -> None:
         ratios.append(first.graph_us / second.graph_us)
     middle = statistics.median(ratios)
     assert abs(middle - 1) <= 0.01, f"median ratio {middle:.4f}: {[round(r, 4) for r in ratios]}"
+
+
+def test_first_graph_measurement_of_ten_fresh_processes_agree() -> None:
+    """Issue 18: in 1 of 6 fresh processes the first graph measurement of fused_add_rmsnorm at
+    tokens=16, d=4096 was 12.6% low. Ten fresh worker processes, each measuring it first, must
+    agree within 1% of their median. (KTX_FIRST_TIMES: a file the times are written to.)"""
+    spec = load_spec(ROOT / "kernels" / "fused_add_rmsnorm")
+    point = spec.find_point("tokens=16,d=4096")
+    firsts: list[float] = []
+    for _ in range(10):
+        with Harness(spec) as h:  # a new worker process each time
+            m = h.measure(h.original, point)
+        assert m.ok and m.graph_us, m.message
+        firsts.append(m.graph_us)
+    middle = statistics.median(firsts)
+    spread = [round(f / middle - 1, 5) for f in firsts]
+    if os.environ.get("KTX_FIRST_TIMES"):
+        Path(os.environ["KTX_FIRST_TIMES"]).write_text(
+            json.dumps(
+                {
+                    "kernel": spec.name,
+                    "shape": point.name,
+                    "first_graph_us": firsts,
+                    "median_us": middle,
+                    "deviation": spread,
+                },
+                indent=1,
+            )
+        )
+    assert max(abs(d) for d in spread) <= 0.01, (
+        f"first graph times {firsts} µs; deviation from median {spread}"
+    )
