@@ -12,11 +12,13 @@ The findings of both tools come back as one block (:func:`render`).
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -163,16 +165,33 @@ def sanitize(spec: Spec, cand: Candidate, point: ShapePoint, timeout_s: float = 
                 sanitizer, "--tool", tool, "--target-processes", "application-only",
                 "--print-limit", "50", sys.executable, "-m", "ktx.measure.sanitize", str(path),
             ]  # fmt: skip
-            try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-                output, code = proc.stdout + proc.stderr, proc.returncode
-            except subprocess.TimeoutExpired as exc:
-                output = f"{exc.stdout or ''}{exc.stderr or ''}\n{MARK} timed out after {timeout_s:g} s"
-                code = 124
-            reports.append(parse(tool, output if isinstance(output, str) else str(output), code))
-    label = cand.label or json.dumps(dict(cand.config)) or "original"
+            output, code = _run(cmd, timeout_s)
+            reports.append(parse(tool, output, code))
+    label = cand.label or (json.dumps(dict(cand.config)) if cand.config else "original")
     block = render(reports, sanitizer, f"{spec.name} @ {point.name}, {label}")
     return (0 if all(r.clean for r in reports) else 1), block
+
+
+def _run(cmd: Sequence[str], timeout_s: float) -> tuple[str, int]:
+    """(stdout + stderr, exit status) of ``cmd``; past ``timeout_s`` its whole process group
+    (compute-sanitizer and the Python child it started) is killed and the status is 124."""
+    proc = subprocess.Popen(
+        list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+        return out + err, proc.returncode
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        return f"{_text(out)}{_text(err)}\n{MARK} timed out after {timeout_s:g} s", 124
+
+
+def _text(data: str | bytes | None) -> str:
+    if data is None:
+        return ""
+    return data.decode(errors="replace") if isinstance(data, bytes) else data
 
 
 # -- the child ----------------------------------------------------------------------------

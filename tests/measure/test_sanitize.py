@@ -131,3 +131,18 @@ def test_run_sanitize_prints_one_block(
     assert status == code, out
     assert out.startswith(f"compute-sanitizer ({found}) on silu_and_mul @ tokens=4,d=4096, original:")
     assert f"verdict: {verdict}" in out
+
+
+def test_a_hung_child_is_reported_not_raised(no_toolkit: Path) -> None:
+    from ktx.measure.sanitize import sanitize
+    from ktx.measure.types import original_candidate
+    from ktx.spec import load_spec
+
+    script = no_toolkit / "compute-sanitizer"
+    body = "import time\nprint('========= COMPUTE-SANITIZER', flush=True)\ntime.sleep(30)\n"
+    script.write_text(f"#!{sys.executable}\n{body}")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    spec = load_spec(ROOT / "kernels" / "silu_and_mul")
+    code, block = sanitize(spec, original_candidate(spec), spec.find_point("tokens=4,d=4096"), timeout_s=1.0)
+    assert code == 1
+    assert block.count("timed out after 1 s") == 2 and "no summary (exit 124)" in block
