@@ -731,6 +731,11 @@ def _time(
 ) -> tuple[Timing, Timing]:
     cp = _cupy()
     env = spec.env(point)
+    # Whether the GPU sat idle before this measurement (verification on the CPU, a new process)
+    settle_s = settle_seconds(
+        _LAST_TIMED[0] if _LAST_TIMED else None, time.perf_counter(), opts.settle_s,
+        opts.settle_idle_s, opts.idle_gap_s,
+    )  # fmt: skip
     with stream:
         arrays = _timing_arena(spec, point, opts, limits)
         sets = [_args(spec, env, a) for a in arrays]
@@ -784,10 +789,6 @@ def _time(
 
         # Settle (longer after the GPU sat idle), drop the first batch, then batches until two
         # successive medians agree: the reported one is from steady state (issue 18).
-        settle_s = settle_seconds(
-            _LAST_TIMED[0] if _LAST_TIMED else None, time.perf_counter(), opts.settle_s,
-            opts.settle_idle_s, opts.idle_gap_s,
-        )  # fmt: skip
         samples, _ = steady_samples(
             replay, replays, settle_s, opts.stable_tolerance, opts.max_batches, opts.discard_batches
         )
