@@ -35,7 +35,15 @@ import numpy as np
 from ktx.expr import Value
 from ktx.measure.compile import CompileResult, cache_dir
 from ktx.measure.dtypes import decode, poison
-from ktx.measure.guards import GuardFault, is_spec_error, run_guarded
+from ktx.measure.guards import (
+    GuardFault,
+    check,
+    guard_bytes,
+    guarded_copy,
+    is_spec_error,
+    pattern,
+    run_guarded,
+)
 from ktx.measure.occupancy import DeviceLimits, occupancy
 from ktx.measure.protocol import WorkerFailure
 from ktx.measure.refcache import Verdict, VerdictCache, spec_digest, verdict_key
@@ -968,6 +976,8 @@ def prime(spec: Spec, xp: Any = None) -> None:
         if not arg.is_array:
             continue
         values = draw(arg, dims, draws, cp)
+        guard = pattern(cp, guard_bytes())
+        check([guarded_copy(arg.name, values, guard, cp)], guard, cp)  # the guard zones' check
         if not arg.is_output:
             continue
         tol = spec.tolerance_for(arg.dtype)
