@@ -150,3 +150,64 @@ def test_an_original_writing_out_of_bounds_is_a_spec_error(cache: Path, referenc
     assert cand.status is Status.WRONG_RESULT and cand.message.startswith("not measured: spec error:")
     line = failure_line(spec, orig)
     assert "look at [[args]] shape" in line and "[tolerance]" not in line
+
+
+class _Stream:
+    """The worker's stream, for numpy: a context that has nothing to wait for."""
+
+    def __enter__(self) -> _Stream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def synchronize(self) -> None:
+        return None
+
+
+def test_the_worker_launch_path_checks_guards(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ktx.measure.gpu's own launch path (_run_once, _run_reference) with numpy standing in for
+    CuPy and a Python function for the kernel: one pack past the end of ``out``."""
+    from ktx.measure import gpu
+    from ktx.measure.protocol import WorkerFailure
+    from ktx.measure.types import Resources
+
+    monkeypatch.setattr(gpu, "_cupy", lambda: np)
+    spec = load_spec(ROOT / "kernels" / "silu_and_mul")
+    point = spec.find_point("tokens=2,d=64")
+    pristine = seeded_inputs(spec, point, 1, 0, np)
+    names = [a.name for a in spec.args]
+
+    def kernel(
+        grid: object, block: object, args: tuple[object, ...], shared_mem: int, stream: object
+    ) -> None:
+        out = args[names.index("out")]
+        assert isinstance(out, np.ndarray)
+        out[...] = 0
+        reach(out, out.size, out.size + 8)[...] = 1
+
+    res = Resources(32, 0, 0, 0, 1024, 64, 8, 1.0, "warps")
+    bound = gpu._Bound(kernel, (2, 1, 1), (64, 1, 1), 0, res)
+    with pytest.raises(gpu._Fail) as cand:
+        gpu._run_once(spec, bound, point, pristine, _Stream())
+    assert cand.value.status is Status.WRONG_RESULT and cand.value.resources is res
+    assert cand.value.message == "shape tokens=2,d=64: out: wrote past its end (first at element 128 + 0)"
+    with pytest.raises(WorkerFailure) as ref:
+        gpu._run_reference(spec, bound, point, pristine, _Stream())
+    assert ref.value.status == "wrong_result" and is_spec_error(ref.value.message) and not ref.value.fatal
+    # pristine arrays are never written: the launch saw guarded copies
+    assert (pristine["out"] == seeded_inputs(spec, point, 1, 0, np)["out"]).all()
+
+
+def test_which_requests_check_the_original() -> None:
+    from ktx.measure.gpu import checks_the_original
+    from ktx.measure.types import original_candidate
+
+    spec = load_spec(ROOT / "kernels" / "silu_and_mul")
+    orig = original_candidate(spec)
+    tuned = replace(orig, config={"X": 1})
+    python = {"kind": "python", "original_digest": orig.digest}
+    itself = {"kind": "original", "candidate": orig.to_dict()}
+    assert checks_the_original(orig, python) and checks_the_original(orig, itself)
+    assert not checks_the_original(tuned, python) and not checks_the_original(tuned, itself)
+    assert not checks_the_original(orig, None)
