@@ -74,3 +74,102 @@ def test_settle_is_short_while_the_gpu_keeps_timing() -> None:
         settle_seconds(10.0, 11.0, opts.settle_s, opts.settle_idle_s, opts.idle_gap_s) == opts.settle_idle_s
     )
     assert opts.settle_idle_s > 2 * opts.graph_replays * REPLAY_S  # longer than two batches
+
+
+class SimGpu:
+    """A simulated device for ``ktx.measure.gpu._time``: each launch advances its clock by the
+    kernel's time, LOW for the first ``low_runs`` launches of the process, STEADY after."""
+
+    def __init__(self, low_runs: int) -> None:
+        self.now = 0.0
+        self.runs = 0
+        self.low_runs = low_runs
+        self.capture: int | None = None
+
+    def kernel(self) -> None:
+        self.now += (LOW if self.runs < self.low_runs else STEADY) * 1e-6
+        self.runs += 1
+
+
+class SimEvent:
+    def __init__(self, gpu: SimGpu) -> None:
+        self.gpu, self.t = gpu, 0.0
+
+    def record(self, stream: object = None) -> None:
+        self.t = self.gpu.now
+
+
+class SimGraph:
+    def __init__(self, gpu: SimGpu, launches: int) -> None:
+        self.gpu, self.launches = gpu, launches
+
+    def launch(self, stream: object = None) -> None:
+        for _ in range(self.launches):
+            self.gpu.kernel()
+
+
+class SimStream:
+    def __init__(self, gpu: SimGpu) -> None:
+        self.gpu = gpu
+
+    def __enter__(self) -> SimStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def synchronize(self) -> None:
+        return None
+
+    def begin_capture(self) -> None:
+        self.gpu.capture = 0
+
+    def end_capture(self) -> SimGraph:
+        graph = SimGraph(self.gpu, self.gpu.capture or 0)
+        self.gpu.capture = None
+        return graph
+
+
+@pytest.mark.parametrize(("old_rule", "want"), [(True, LOW), (False, STEADY)])
+def test_the_workers_timing_path_on_a_simulated_device(
+    monkeypatch: pytest.MonkeyPatch, old_rule: bool, want: float
+) -> None:
+    """``ktx.measure.gpu._time`` itself, on a device that runs fast for its first 5,610
+    launches (warm-up, single launches, the graph's warm replay and two batches): without the
+    settle and the dropped batch (the old rule) the first measurement reports the transient;
+    with them, the steady time."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from ktx.measure import gpu
+    from ktx.measure.occupancy import DeviceLimits
+    from ktx.measure.types import Resources
+    from ktx.measure.verify import seeded_inputs
+    from ktx.spec import load_spec
+
+    from .test_guards import ROOT
+
+    sim = SimGpu(low_runs=10 + 500 + 100 + 2 * 20 * 100 + 1000)
+    cuda = SimpleNamespace(Event=lambda: SimEvent(sim), get_elapsed_time=lambda s, e: (e.t - s.t) * 1e3)
+    monkeypatch.setattr(gpu, "_cupy", lambda: SimpleNamespace(cuda=cuda))
+    monkeypatch.setattr(gpu, "_LAST_TIMED", [])
+    spec = load_spec(ROOT / "kernels" / "silu_and_mul")
+    point = spec.find_point("tokens=2,d=64")
+    sets = [seeded_inputs(spec, point, 1, 0, np) for _ in range(4)]
+    monkeypatch.setattr(gpu, "_timing_arena", lambda *a: sets)
+
+    def fn(grid: object, block: object, args: object, shared_mem: int, stream: object) -> None:
+        if sim.capture is not None:
+            sim.capture += 1
+        else:
+            sim.kernel()
+
+    bound = gpu._Bound(fn, (2, 1, 1), (64, 1, 1), 0, Resources(32, 0, 0, 0, 1024, 64, 8, 1.0, "warps"))
+    opts = Options(flush_l2=False)  # the defaults: settle after the idle start, drop a batch
+    if old_rule:
+        opts = Options(flush_l2=False, settle_s=0.0, settle_idle_s=0.0, discard_batches=0)
+    single, graph = gpu._time(spec, bound, point, opts, DeviceLimits(), SimStream(sim))
+    assert single.n == 500 and single.median_us == pytest.approx(LOW)
+    assert graph.median_us == pytest.approx(want)
+    assert gpu._LAST_TIMED  # the next measurement knows the GPU was just busy
