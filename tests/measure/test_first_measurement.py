@@ -7,6 +7,7 @@ report the steady state."""
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -148,13 +149,11 @@ def test_the_workers_timing_path_on_a_simulated_device(
     from ktx.measure.verify import seeded_inputs
     from ktx.spec import load_spec
 
-    from .test_guards import ROOT
-
     sim = SimGpu(low_runs=10 + 500 + 100 + 2 * 20 * 100 + 1000)
     cuda = SimpleNamespace(Event=lambda: SimEvent(sim), get_elapsed_time=lambda s, e: (e.t - s.t) * 1e3)
     monkeypatch.setattr(gpu, "_cupy", lambda: SimpleNamespace(cuda=cuda))
     monkeypatch.setattr(gpu, "_LAST_TIMED", [])
-    spec = load_spec(ROOT / "kernels" / "silu_and_mul")
+    spec = load_spec(Path(__file__).resolve().parents[2] / "kernels" / "silu_and_mul")
     point = spec.find_point("tokens=2,d=64")
     sets = [seeded_inputs(spec, point, 1, 0, np) for _ in range(4)]
     monkeypatch.setattr(gpu, "_timing_arena", lambda *a: sets)
