@@ -228,10 +228,14 @@ def _nvcc(req: CompileRequest, nvcc: str) -> tuple[bytes, str, str]:
     its address would be ambiguous where a host function shares its name (llm.c's
     ``fused_residual_forward2`` kernel and launcher), so it gets no instantiation."""
     stub = (
-        "\n// ktx: instantiate the requested kernel for nvcc -cubin\n"
-        "[[maybe_unused]] static void* __ktx_instantiate_kernel() {\n"
-        f"  return (void*)&{req.name_expression};\n}}\n"
-    ) if "<" in req.name_expression else ""
+        (
+            "\n// ktx: instantiate the requested kernel for nvcc -cubin\n"
+            "[[maybe_unused]] static void* __ktx_instantiate_kernel() {\n"
+            f"  return (void*)&{req.name_expression};\n}}\n"
+        )
+        if "<" in req.name_expression
+        else ""
+    )
     with tempfile.TemporaryDirectory(prefix="ktx-nvcc-") as tmp:
         src = Path(tmp) / "kernel.cu"
         out = Path(tmp) / "kernel.cubin"
@@ -333,6 +337,99 @@ def demangled_head(plain: str) -> str:
     return head[cut:]
 
 
+_BUILTIN = {
+    "v": "void", "b": "bool", "c": "char", "a": "signed char", "h": "unsigned char", "s": "short",
+    "t": "unsigned short", "i": "int", "j": "unsigned int", "l": "long", "m": "unsigned long",
+    "x": "long long", "y": "unsigned long long", "f": "float", "d": "double",
+}  # fmt: skip
+
+
+class _Mangled:
+    """A reader of the few Itanium-ABI productions a kernel's name uses: a plain or namespaced
+    name and template arguments that are builtin types, class names or integer literals. Anything
+    else (substitutions, pointers, function types) gives up (None): the demanglers handle those."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.pos = text, 0
+
+    def peek(self) -> str:
+        return self.text[self.pos : self.pos + 1]
+
+    def take(self, n: int = 1) -> str:
+        out = self.text[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def source_name(self) -> str | None:
+        digits = re.match(r"\d+", self.text[self.pos :])
+        if digits is None:
+            return None
+        self.pos += len(digits.group())
+        name = self.take(int(digits.group()))
+        return name if len(name) == int(digits.group()) else None
+
+    def name(self) -> str | None:
+        """``ns::k<args>``: an unscoped name or ``N ... E``, each part perhaps with ``I ... E``."""
+        nested = self.peek() == "N"
+        if nested:
+            self.take()
+        parts: list[str] = []
+        while True:
+            part = self.source_name()
+            if part is None:
+                return None
+            if self.peek() == "I":
+                args = self.template_args()
+                if args is None:
+                    return None
+                part += "<" + ", ".join(args) + ">"
+            parts.append(part)
+            if not nested:
+                break
+            if self.peek() == "E":
+                self.take()
+                break
+        return "::".join(parts)
+
+    def template_args(self) -> list[str] | None:
+        self.take()  # I
+        args: list[str] = []
+        while self.peek() and self.peek() != "E":
+            arg = self.template_arg()
+            if arg is None:
+                return None
+            args.append(arg)
+        return args if self.take() == "E" else None
+
+    def template_arg(self) -> str | None:
+        head = self.peek()
+        if head == "L":
+            self.take()
+            kind = self.take()
+            value = re.match(r"n?\d+", self.text[self.pos :])
+            if kind not in _BUILTIN or value is None:
+                return None
+            self.pos += len(value.group())
+            if self.take() != "E":
+                return None
+            return value.group().replace("n", "-")
+        if head in _BUILTIN:
+            return _BUILTIN[self.take()]
+        if head.isdigit() or head == "N":
+            return self.name()
+        return None
+
+
+def mangled_head(mangled: str) -> str | None:
+    """``ns::k<__nv_bfloat16, 2>`` read straight from ``_ZN2ns1kI13__nv_bfloat16Li2EEEv...``, for
+    when no demangler is installed; None where the name uses more of the ABI than this reads."""
+    if not mangled.startswith("_Z"):
+        return None
+    reader = _Mangled(mangled)
+    reader.pos = 2
+    return reader.name()
+
+
 def _names_match(head: str, name_expression: str) -> bool:
     """Whether a demangled head names ``name_expression``; a namespace the expression leaves
     out may precede it (``ns::k<..>`` for ``k<..>``), a longer identifier (``xk``) may not."""
@@ -343,7 +440,9 @@ def _names_match(head: str, name_expression: str) -> bool:
 def pick_mangled(hits: Sequence[str], demangled: Sequence[str], name_expression: str) -> str | None:
     """The mangled name among ``hits`` whose demangling (same order) is ``name_expression``."""
     for mangled, plain in zip(hits, demangled, strict=False):
-        if _names_match(demangled_head(plain), name_expression):
+        # a demangler that is missing (or failed) hands the mangled name back
+        head = mangled_head(mangled) if plain == mangled else demangled_head(plain)
+        if head is not None and _names_match(head, name_expression):
             return mangled
     return None
 

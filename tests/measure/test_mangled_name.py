@@ -19,6 +19,7 @@ from ktx.measure.compile import (
     demangled_head,
     elf_symbols,
     find_nvcc,
+    mangled_head,
     mangled_name,
     pick_mangled,
 )
@@ -88,17 +89,20 @@ def _fixture_request() -> CompileRequest:
 
 
 @pytest.mark.skipif(not find_nvcc(), reason="no nvcc")
-@pytest.mark.parametrize("style", ["cu++filt", "c++filt", "system"])
+@pytest.mark.parametrize("style", ["cu++filt", "c++filt", "none", "system"])
 def test_host_launcher_file_compiles_with_nvcc_and_finds_the_instantiation(
     style: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """The fixture keeps its launcher outside ``#ifndef __CUDACC_RTC__``: NVRTC (where present)
     refuses it, nvcc compiles it, and its cubin holds TOPK 2 and 4; the lookup must find 2
-    whichever demangler ktx runs (cu++filt's output is modelled where the tool is absent)."""
+    whichever demangler ktx runs (cu++filt's output is modelled where the tool is absent), and
+    with none at all (the mangled form is read)."""
     monkeypatch.setenv("KTX_CACHE_DIR", str(tmp_path))
     if style == "system" and not (shutil.which("cu++filt") or shutil.which("c++filt")):
         pytest.skip("no demangler here")
-    if style != "system":
+    if style == "none":
+        monkeypatch.setattr(compiler, "_demangle", lambda names: list(names))
+    elif style != "system":
         fake = {k.replace("moe_sum_kernel", "moe_sum_host_kernel").replace("14moe", "19moe"):
                 v.replace("moe_sum_kernel", "moe_sum_host_kernel")
                 for k, v in (CUFILT if style == "cu++filt" else GNUFILT).items()}  # fmt: skip
@@ -114,3 +118,27 @@ def test_host_launcher_file_compiles_with_nvcc_and_finds_the_instantiation(
     assert mangled_name(cubin, "moe_sum_host_kernel<__nv_bfloat16, 4>") == M4.replace(
         "14moe_sum_kernel", "19moe_sum_host_kernel"
     )
+
+
+@pytest.mark.parametrize(
+    ("mangled", "head"),
+    [
+        (M2, "moe_sum_kernel<__nv_bfloat16, 2>"),
+        ("_ZN2ns1kILi2EEEvi", "ns::k<2>"),
+        ("_Z1kILb1ELj3EEvv", "k<1, 3>"),
+        ("_Z1kILin3EEvv", "k<-3>"),
+        ("_ZN3a_b6kernelIfLi8EEEvPKT_PS2_i", "a_b::kernel<float, 8>"),
+        ("_Z3fooPfi", "foo"),
+        ("_Z1kIPfEvv", None),  # a pointer argument: left to the demanglers
+        ("foo", None),
+    ],
+)
+def test_mangled_head_reads_the_common_kernel_names(mangled: str, head: str | None) -> None:
+    assert mangled_head(mangled) == head
+
+
+def test_without_any_demangler_the_mangled_form_is_matched() -> None:
+    hits = [M4, M2]
+    assert pick_mangled(hits, hits, "moe_sum_kernel<__nv_bfloat16, 2>") == M2  # demangler gave names back
+    assert pick_mangled(hits, hits, "moe_sum_kernel<__nv_bfloat16, 4>") == M4
+    assert pick_mangled(["_Z1kILb1ELj3EEvv"], ["_Z1kILb1ELj3EEvv"], "k<true, 3u>") == "_Z1kILb1ELj3EEvv"
