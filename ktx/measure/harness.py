@@ -88,6 +88,8 @@ class Harness:
         #: Shapes where the original writes outside a buffer (guard zones): the spec is wrong
         #: there, so no candidate is measured (or tuned) against it; the message says what to fix.
         self.spec_errors: dict[str, str] = {}
+        #: The supervisor's start count when this harness last warmed its worker (-1: never).
+        self._warmed_start = -1
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -275,11 +277,19 @@ class Harness:
         )
 
     def _warm_worker(self) -> None:
-        """A worker about to start warms up first, outside any measurement's timeout."""
+        """A worker warms up before its first measurement, outside any measurement's timeout.
+
+        Keyed by the supervisor's start count, not by whether a worker is alive: the ``device``
+        request (made before anything compiles) starts the worker, so "not alive yet" never
+        held and the warm-up (with :func:`~ktx.measure.gpu.prime`, which compiles CuPy's
+        verification kernels) never ran as a request of its own (issue 18)."""
         worker = self.supervisor.worker
-        if not self.warm_workers or (worker is not None and worker.alive):
+        if not self.warm_workers:
+            return
+        if worker is not None and worker.alive and self._warmed_start == self.supervisor.starts:
             return
         self.supervisor.call("warmup", {"spec": str(self.spec.path)}, timeout=max(self.timeout_s, 120.0))
+        self._warmed_start = self.supervisor.starts
 
     def measure_paired(
         self, first: Candidate, second: Candidate, point: ShapePoint, pairs: int, timeout: float | None = None

@@ -69,6 +69,12 @@ def _guarded_verify(payload: dict[str, Any]) -> str | None:
 def handle(op: str, payload: Any) -> Any:
     if op == "device":
         return DeviceLimits().to_dict()
+    if op == "warmup":  # recorded where the test asks (KTX_TEST_WARMUP_LOG), one line per request
+        log = os.environ.get("KTX_TEST_WARMUP_LOG")
+        if log:
+            with open(log, "a") as f:
+                f.write(f"{os.getpid()}\n")
+        return {"fake": True}
     assert op == "measure"
     source = payload["candidate"]["source"]
     if "KTX_TEST_HANG" in source:

@@ -211,3 +211,23 @@ def test_which_requests_check_the_original() -> None:
     assert checks_the_original(orig, python) and checks_the_original(orig, itself)
     assert not checks_the_original(tuned, python) and not checks_the_original(tuned, itself)
     assert not checks_the_original(orig, None)
+
+
+@needs_nvcc
+def test_each_worker_warms_up_once_before_its_first_measurement(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ``device`` request starts the worker; its warm-up request must still come (issue 18:
+    it never did, so the first measurement of every process ran without prime)."""
+    log = cache / "warmups.txt"
+    monkeypatch.setenv("KTX_TEST_WARMUP_LOG", str(log))
+    spec = load_spec(ROOT / "kernels" / "silu_and_mul")
+    point = spec.find_point("tokens=4,d=4096")
+    with Harness(spec, handler=FAKE, timeout_s=60, warm_workers=True) as h:
+        h.device()  # starts the worker
+        assert h.measure(h.original, point).ok
+        assert h.measure(replace(h.original, config={"X": 1}), point).ok
+        worker = h.supervisor.worker
+        assert worker is not None
+        pid = worker.info["pid"]
+    assert log.read_text().split() == [str(pid)]  # once, in the worker that measured
