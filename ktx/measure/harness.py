@@ -175,6 +175,9 @@ class Harness:
         except KtxError as exc:
             return Measurement.failure(self.spec, candidate, point.name, Status.LAUNCH_ERROR, str(exc))
         del launch
+        refused = self._spec_error(candidate, point)  # known already: not even compiled
+        if refused is not None:
+            return refused
         self.prefetch(candidate, point)
         modules, failed = self._modules(candidate, point)
         if failed is not None:
@@ -208,11 +211,9 @@ class Harness:
             self._calibrated.add(point.name)
             if point.name not in self.original_cost:
                 self.measure(self.original, point)
-        if not self._is_original(candidate) and point.name in self.spec_errors:
-            return Measurement.failure(
-                self.spec, candidate, point.name, Status.WRONG_RESULT,
-                f"not measured: {self.spec_errors[point.name]}",
-            )  # fmt: skip
+        refused = self._spec_error(candidate, point)  # found by the calibration just now
+        if refused is not None:
+            return refused
         timeout = self.timeout_for(candidate, point)
         self._warm_worker()
         outcome = self.supervisor.call("measure", job, timeout=timeout)
@@ -232,6 +233,19 @@ class Harness:
         if is_spec_error(result.message):  # the original's, or the original reference run's
             self.spec_errors[point.name] = result.message
         return result
+
+    def _spec_error(self, candidate: Candidate, point: ShapePoint) -> Measurement | None:
+        """A candidate at a shape where the original writes out of bounds is not measured: the
+        spec is wrong there (:mod:`ktx.measure.guards`), and nothing may be tuned against it."""
+        if self._is_original(candidate) or point.name not in self.spec_errors:
+            return None
+        return Measurement.failure(
+            self.spec,
+            candidate,
+            point.name,
+            Status.WRONG_RESULT,
+            f"not measured: {self.spec_errors[point.name]}",
+        )
 
     def _result(
         self, candidate: Candidate, point: ShapePoint, outcome: Outcome, ref_kind: str

@@ -143,6 +143,9 @@ def test_an_original_writing_out_of_bounds_is_a_spec_error(cache: Path, referenc
     with Harness(spec, handler=FAKE, timeout_s=60, reference=reference) as h:  # type: ignore[arg-type]
         orig = h.measure(h.original, point)
         cand = h.measure(replace(h.original, config={"X": 1}, label="tuned"), point)
+        # refused before compiling: a source that cannot compile is not even tried
+        broken = h.measure(replace(h.original, source="#error planted\n", config={"Y": 1}), point)
+    assert broken.status is Status.WRONG_RESULT and broken.message.startswith("not measured: spec error")
     assert orig.status is Status.WRONG_RESULT and is_spec_error(orig.message), orig.message
     assert "[[args]] out shape = [tokens, d] = [4, 4096] is too small" in orig.message
     assert point.name in h.spec_errors
