@@ -178,6 +178,8 @@ for s in steps:
     if "first_times" in s:
         f = s["first_times"]
         what += f"; first graph µs {[round(x, 3) for x in f['first_graph_us']]}, median {f['median_us']:.3f}, worst deviation {max(abs(d) for d in f['deviation']):.2%}"
+        if f.get("second_graph_us"):
+            what += f"; the same code measured next in each process: {[round(x, 3) for x in f['second_graph_us']]}"
     if "block" in s:
         what = " <br> ".join(line.replace("|", "/") for line in s["block"])
     if not what or (s["rc"] not in ("0", "skipped") and "block" not in s):
