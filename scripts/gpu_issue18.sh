@@ -24,6 +24,7 @@
 #
 # Usage on the GPU host, repo root, with the wheelhouse carried as .whl (scripts/gpu_env.sh):
 #   OUT=/path bash scripts/gpu_issue18.sh            (BUDGET=330 seconds by default)
+# scripts/gpu_session6.sh runs it as its lane 3 (CUDA_VISIBLE_DEVICES=3) beside the test groups.
 # CPU dry run (GPU steps skip or fail fast, the summary is still written):
 #   KTX_SKIP_ENV=1 PY=.venv/bin/python OUT=/tmp/o18 bash scripts/gpu_issue18.sh
 set -u
@@ -46,9 +47,13 @@ cap() { local want=$1 l; l=$(left); [ "$l" -lt "$want" ] && want=$l; [ "$want" -
 STEPS="$WORK/steps.tsv"   # name, rc, seconds, detail file
 : >"$STEPS"
 record() { echo -e "$1\t$2\t$3\t$4" >>"$STEPS"; say "$1: rc=$2 ($3 s)"; }
+# nvidia-smi ignores CUDA_VISIBLE_DEVICES: ask about the GPU this script runs on (an index or a
+# UUID; gpu_session6.sh runs it as lane 3 of a four-GPU host)
+GPU_ID="${CUDA_VISIBLE_DEVICES:-0}"
+GPU_ID="${GPU_ID%%,*}"
 
 {
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1
+  nvidia-smi -i "$GPU_ID" --query-gpu=index,name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1
   "$PY" -c "import cupy; print('cupy', cupy.__version__)" 2>&1
   echo "nvcc: $(command -v nvcc || echo none)"
   echo "cu++filt: $(command -v cu++filt || ls /usr/local/cuda*/bin/cu++filt 2>/dev/null | head -1)"
@@ -89,7 +94,7 @@ done
 pytest_step guards 150 gpu tests/measure/test_gpu_guards.py -k "not run_sanitize_is_clean"
 
 # -- 4. ten fresh processes' first graph measurement --------------------------------------------
-nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu \
+nvidia-smi -i "$GPU_ID" --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu \
   --format=csv -lms 200 >"$WORK/clocks.csv" 2>&1 &
 SMI=$!
 export KTX_FIRST_TIMES="$WORK/first_times.json"
