@@ -57,24 +57,63 @@ class Export:
 
 def _run_info(run_dir: Path) -> tuple[Spec, str, Path]:
     """(spec, pipeline, folder with dispatch.json) of an optimize or a tune run folder."""
+    from ktx.commands._checks import read_json
+
+    hint = "the run folder is damaged: run ktx optimize or ktx tune again"
     state = run_dir / "optimize.json"
     if state.is_file():
-        data = json.loads(state.read_text(encoding="utf-8"))
-        spec_path = Path(str(data.get("spec", "")))
-        if not spec_path.is_file() and data.get("source_rel"):
-            spec_path = Path(str(data["source_rel"])).parent / "ktx.toml"
-        return load_spec(spec_path.parent), str(data.get("pipeline") or ""), run_dir / "final"
+        data = read_json(state, hint)
+        if not isinstance(data, dict):
+            raise KtxError("not a ktx optimize state (expected a JSON object)", Location(str(state)), hint)
+        recorded = [str(data.get("spec") or "")]
+        if data.get("source_rel"):
+            recorded.append(str(Path(str(data["source_rel"])).parent / "ktx.toml"))
+        spec_path = spec_of_run(run_dir, recorded, state)
+        return load_spec(spec_path), str(data.get("pipeline") or ""), run_dir / "final"
     log = run_dir / "log.jsonl"
     if log.is_file():
-        for line in log.read_text(encoding="utf-8").splitlines():
-            event = json.loads(line)
-            if event.get("event") == "start":
-                req = event.get("request", {})
-                return load_spec(req["kernel_dir"]), str(req.get("passes", "")), run_dir
+        for number, line in enumerate(log.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError as exc:
+                where = Location(str(log), number, exc.colno)
+                raise KtxError(f"corrupt JSON: {exc.msg}", where, hint) from None
+            if isinstance(event, dict) and event.get("event") == "start":
+                req = event.get("request")
+                if not isinstance(req, dict) or not req.get("kernel_dir"):
+                    raise KtxError("the start event names no kernel folder", Location(str(log), number), hint)
+                folder = str(req["kernel_dir"])
+                spec_path = spec_of_run(run_dir, [str(Path(folder) / "ktx.toml")], Location(str(log), number))
+                return load_spec(spec_path), str(req.get("passes", "")), run_dir
     raise KtxError(
         "not a run folder (no optimize.json or log.jsonl)",
         Location(str(run_dir)),
         "give the --out folder of ktx optimize or ktx tune",
+    )
+
+
+def spec_of_run(run_dir: Path, recorded: Sequence[str], where: Path | Location) -> Path:
+    """The spec a run folder names, found from any working directory.
+
+    New runs record absolute paths. Older ones recorded paths relative to the folder the run
+    was started in, which is not known; it is usually an ancestor of the run folder (the
+    default ``--out`` is ``.ktx/optimize/KERNEL`` under it), so each ancestor is tried, then
+    the working directory. The first existing ``ktx.toml`` wins."""
+    bases = [Path.cwd(), *run_dir.resolve().parents]
+    for text in recorded:
+        if not text:
+            continue
+        path = Path(text)
+        tries = [path] if path.is_absolute() else [base / path for base in bases]
+        for candidate in tries:
+            if candidate.is_file():
+                return candidate
+    loc = where if isinstance(where, Location) else Location(str(where))
+    names = ", ".join(repr(t) for t in dict.fromkeys(recorded) if t) or "none"
+    raise KtxError(
+        f"cannot find the run's spec (recorded: {names})",
+        loc,
+        "run ktx export from the folder the run was started in, or run it again",
     )
 
 
