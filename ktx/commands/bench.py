@@ -54,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
     if args.kernel:
         folders = [f for f in folders if f.name in set(args.kernel)]
     if not folders:
-        raise KtxError("no kernel folders with a ktx.toml found", Location(args.dir))
+        hint = "give a kernel folder, or a folder of them; ktx init FILE.cu drafts a ktx.toml"
+        raise KtxError("no kernel folders with a ktx.toml found", Location(args.dir), hint)
     specs = [load_checked_spec(f) for f in folders]
     for spec in specs:
         warn_tolerances(spec)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from ktx.ir import parse_file
 
-from ktx.commands._checks import kernel_syntax, output_folder
-from ktx.draft import check, draft
+from ktx.commands._checks import kernel_syntax, load_checked_spec, output_folder
+from ktx.draft import Blocker, check, draft
 from ktx.errors import KtxError, Location
 from ktx.spec import read_spec_text
 
@@ -66,7 +66,15 @@ def run_check(folder: Path) -> int:
     blockers = check(folder)
     for b in blockers:
         print(f"{spec}:{b.line}: blocks a run: {b.message}")
+    if not blockers:
+        # The spec loads; a kernel ktx cannot read would still fail every run.
+        try:
+            load_checked_spec(folder)
+        except KtxError as exc:
+            print(f"{exc.location}: blocks a run: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
+            blockers = [Blocker(exc.location.line if exc.location else 0, exc.message)]
     if blockers:
+        print(f"{spec}: not ready: {len(blockers)} problem(s) above block a run", file=sys.stderr)
         return 1
     print(f"{spec}: ready (the spec loads; ktx run {folder} verifies it on a GPU)")
     return 0
