@@ -103,8 +103,8 @@ def evaluate(node: ts.Node, env: Mapping[str, int], types: Mapping[str, str]) ->
         name = types.get(name, name)
         return SIZEOF.get(" ".join(name.replace("const", "").split()))
     if kind == "cast_expression":
-        value = node.child_by_field_name("value")
-        return evaluate(value, env, types) if value is not None else None
+        operand = node.child_by_field_name("value")
+        return evaluate(operand, env, types) if operand is not None else None
     return None
 
 
