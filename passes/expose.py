@@ -17,8 +17,16 @@ where).
 Refused, with the reason as a remark: warp-size constants (hardware), values computed from
 ``sizeof`` (pack widths tied to an element type), constants that map threads to work
 (``threadIdx.x / THREADS_PER_GROUP``: the shuffle masks assume them), host copies of a refused
-device constant, a 32 that is the warp the kernel shuffles over, and template parameters that
-take different values at different launch sites (they select behaviour, like ``TOPK``).
+device constant, a 32 that is the warp the kernel (or a device function it calls) shuffles over,
+and template parameters that take different values at different launch sites (they select
+behaviour, like ``TOPK``). Also refused, so that every value computes the same result: a
+constant computed from another (``NUM_WARPS = THREADS / 32`` follows ``THREADS``), one that lays
+out a buffer (``in + token * TOPK * d``), one the spec sets from a shape variable
+(``template_args = [..., "{topk}"]``) or names as one, and one fed to a ``static_assert`` ktx
+cannot evaluate; an assert it can evaluate narrows the domain to the values it accepts
+(``VEC * sizeof(T) <= 16``). A launch literal written twice in the expression it sets
+(``d < 1024 ? d : 1024``) changes in both places, and in the block's mapping only, so the
+launcher ships what is measured. See ``ktx/passes/_expose_checks.py``.
 """
 
 from __future__ import annotations
