@@ -38,7 +38,7 @@ TORCH_DTYPES: Mapping[str, str] = {
     "int16": "int16", "uint16": "uint16", "int32": "int32", "uint32": "uint32", "int64": "int64",
     "uint64": "uint64", "bool": "bool",
 }  # fmt: skip
-_INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"].*$", re.M)
+_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"].*$", re.M)  # one line each, blank lines kept
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,11 @@ def spec_of_run(run_dir: Path, recorded: Sequence[str], where: Path | Location) 
     )
 
 
-def _variants(spec: Spec, pipeline: str, table: Mapping[str, Any] | None) -> list[Variant]:
+def _variants(spec: Spec, pipeline: str, table: Mapping[str, Any] | None, final: Path) -> list[Variant]:
+    """The original and each dispatched variant, instantiated through the harness's own seam
+    (:func:`ktx.pipeline.candidate_from_template`), and checked byte for byte against the
+    source the run measured (``final/best/variant_N.cu``): an export ships what was verified,
+    or says why it cannot."""
     from ktx.pipeline import candidate, candidate_from_template, template_for_spec
 
     out = [Variant("ktx_original", candidate(spec, "", {}))]
@@ -125,8 +129,35 @@ def _variants(spec: Spec, pipeline: str, table: Mapping[str, Any] | None) -> lis
         template = template_for_spec(spec, pipeline)
         for i, config in enumerate(table["variants"]):
             full = {**dict(table.get("defaults", {})), **dict(config)}
-            out.append(Variant(f"ktx_v{i}", candidate_from_template(spec, template, full)))
+            cand = candidate_from_template(spec, template, full)
+            measured = measured_source(final / "best" / f"variant_{i}.cu")
+            if measured is not None and measured != cand.source:
+                raise KtxError(
+                    f"variant {i} ({', '.join(f'{k}={v}' for k, v in config.items())}) is not the "
+                    "source the run measured: the kernel file or ktx changed since the run",
+                    Location(str(final / "best" / f"variant_{i}.cu")),
+                    "run ktx optimize again, then export",
+                )
+            out.append(Variant(f"ktx_v{i}", cand))
     return out
+
+
+#: The first line ``ktx tune`` and ``ktx optimize`` write above a measured variant's source.
+VARIANT_HEADER = "// ktx tune: "
+
+
+def measured_source(path: Path) -> str | None:
+    """The instantiated source a run measured for one variant (its knob line removed), or None
+    when the run did not keep it."""
+    if not path.is_file():
+        return None
+    return without_knob_line(path.read_text(encoding="utf-8", errors="surrogateescape"))
+
+
+def without_knob_line(text: str) -> str:
+    """A variant file's text less the ``// ktx tune: K=V,...`` line above the source."""
+    first, newline, rest = text.partition("\n")
+    return rest if first.startswith(VARIANT_HEADER) and newline else text
 
 
 def _wrapped(namespace: str, source: str) -> tuple[list[str], str]:
@@ -400,8 +431,11 @@ def export_torch(run_dir: str | Path, out: str | Path | None = None) -> Export:
         raise KtxError("no such run folder", Location(str(run)), "give the --out folder of ktx optimize")
     spec, pipeline, final = _run_info(run)
     dispatch = final / "dispatch.json"
-    table = json.loads(dispatch.read_text(encoding="utf-8")) if dispatch.is_file() else None
-    variants = _variants(spec, pipeline, table)
+    from ktx.commands._checks import read_json
+
+    hint = "the run folder is damaged: run ktx optimize or ktx tune again"
+    table = read_json(dispatch, hint) if dispatch.is_file() else None
+    variants = _variants(spec, pipeline, table, final)
     folder = Path(out) if out is not None else run / "torch"
     folder.mkdir(parents=True, exist_ok=True)
     cu = folder / "kernels.cu"
