@@ -428,7 +428,8 @@ def export_torch(run_dir: str | Path, out: str | Path | None = None) -> Export:
     """Write the extension of ``run_dir``'s dispatched kernel into ``out`` (default RUN_DIR/torch)."""
     run = Path(run_dir)
     if not run.is_dir():
-        raise KtxError("no such run folder", Location(str(run)), "give the --out folder of ktx optimize")
+        what = "is a file, not a run folder" if run.exists() else "no such run folder"
+        raise KtxError(what, Location(str(run)), "give the --out folder of ktx optimize or ktx tune")
     spec, pipeline, final = _run_info(run)
     dispatch = final / "dispatch.json"
     from ktx.commands._checks import read_json

@@ -36,9 +36,8 @@ def output_folder(path: str | Path, option: str) -> Path:
     p = Path(path)
     for part in (p, *p.parents):
         if part.exists() and not part.is_dir():
-            raise KtxError(
-                f"{option}: {part} is a file, not a folder", Location(str(p)), "give a folder path"
-            )
+            what = "is a file" if part == p else f"is under {part}, a file"
+            raise KtxError(f"{option}: {what}, not a folder", Location(str(p)), "give a folder path")
         if part.exists():
             break
     return p

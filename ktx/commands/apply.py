@@ -69,11 +69,14 @@ def parse_config(items: list[str]) -> dict[str, int]:
                 continue
             name, eq, value = part.partition("=")
             if not eq or not name.strip():
-                raise KtxError(f"--config {part!r} is not NAME=VALUE")
+                raise KtxError(f"--config {part!r} is not NAME=VALUE", None, "e.g. --config BLOCK_X=64")
             try:
                 config[name.strip()] = int(value.strip(), 0)
             except ValueError:
-                raise KtxError(f"--config {part!r}: {value.strip()!r} is not an integer") from None
+                hint = "knob values are integers; ktx apply --knobs lists each knob's values"
+                raise KtxError(
+                    f"--config {part!r}: {value.strip()!r} is not an integer", None, hint
+                ) from None
     return config
 
 
