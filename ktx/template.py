@@ -43,7 +43,7 @@ from ktx.ir.edits import splice
 from ktx.errors import KtxError
 from ktx.expr import Expr, Value
 from ktx.launch import LaunchMapping
-from ktx.passbase import CONSTEXPR_PREFIX, MACRO_PREFIX, Knob, Outcome, outcome_from_json
+from ktx.passbase import CONSTEXPR_PREFIX, HELPERS, MACRO_PREFIX, Knob, Outcome, outcome_from_json
 
 HEADER_BEGIN = "// ktx:knobs begin"
 HEADER_END = "// ktx:knobs end"
@@ -404,7 +404,7 @@ class Template:
 def header(knobs: Sequence[Knob], source: str, kernel: str, pipeline: str, newline: str = "\n") -> str:
     """The guarded knob header that makes a template compile with every knob at its default."""
     ours = [k.macro for k in knobs] + [k.constexpr for k in knobs] + ["KTX_PICK", "KTX_CDIV"]
-    code = _user_code(source)
+    code = user_code(source)
     for name in ours:
         line = _user_definition(code, name)
         if line is not None:
@@ -439,10 +439,6 @@ def header(knobs: Sequence[Knob], source: str, kernel: str, pipeline: str, newli
         ]
     lines.append(HEADER_END)
     return newline.join(lines) + newline
-
-
-#: Helper macros a template may use besides its knobs (defined by its header).
-HELPERS = ("KTX_PICK", "KTX_CDIV")
 
 
 def placeholder_names(knobs: Sequence[Knob]) -> frozenset[str]:
@@ -500,7 +496,7 @@ def header_placeholders(source: str) -> frozenset[str] | None:
     return frozenset(names)
 
 
-def _user_code(source: str) -> str:
+def user_code(source: str) -> str:
     """``source`` with the knob header and comments blanked (offsets and lines kept)."""
     begin = HEADER_BEGIN_LINE.search(source)
     stop = HEADER_END_LINE.search(source, begin.end()) if begin is not None else None
