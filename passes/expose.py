@@ -133,7 +133,7 @@ class Expose(Pass[ConstSite]):
         if "WARP" in c.name.upper() and "WARPS" not in c.name.upper():
             return f"{c.name} is the warp size, fixed by the hardware"
         value_text = module.text(c.span)
-        if "KTX_" in value_text:
+        if target.placeholders_in(value_text):
             return f"{c.name} is already a knob"
         if "sizeof" in _declaration_text(module, c):
             return f"{c.name} is computed from sizeof: a pack width tied to the element type"
