@@ -43,6 +43,11 @@ from ktx.launch import LaunchMapping
 PASS_NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 KNOB_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 OPTION_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+
+#: Helper macros a template may use besides its knobs (its header defines them).
+HELPERS = ("KTX_PICK", "KTX_CDIV")
+
 #: Knob placeholders in template source: ``KTX_<NAME>``.
 MACRO_PREFIX = "KTX_"
 #: Identifiers of the namespace-scope ``constexpr int`` that ``#pragma unroll`` reads (pragmas
@@ -330,6 +335,25 @@ class Target:
     def loop(self, label: str) -> Loop | None:
         return next((lp for lp in self.loops if self.label(lp) == label), None)
 
+    # -- placeholders: exactly the template's own names, never a user's ``KTX_`` identifier --
+
+    @property
+    def placeholders(self) -> frozenset[str]:
+        """The identifiers the template so far writes for its knobs (``KTX_BLOCK_X``,
+        ``ktx_UNROLL_L0``) and its helpers; a user's ``#define KTX_HOLDOUT_WARP 32`` is code."""
+        names = [n for k in self.knobs.values() for n in (k.macro, k.constexpr)]
+        return frozenset([*names, *HELPERS])
+
+    def placeholders_in(self, text: str) -> list[str]:
+        """The placeholders ``text`` names, in order (what "is this already a knob?" asks)."""
+        ours = self.placeholders
+        return [m.group(0) for m in _IDENT.finditer(text) if m.group(0) in ours]
+
+    def knob_of(self, text: str) -> Knob | None:
+        """The knob whose placeholder ``text`` is (whitespace aside), or None."""
+        stripped = text.strip()
+        return next((k for k in self.knobs.values() if stripped in (k.macro, k.constexpr)), None)
+
     def text(self, span: Span) -> str:
         return self.module.text(span)
 
@@ -376,6 +400,16 @@ class Rewriter:
         if name in self.target.knobs or any(k.name == name for k in self.knobs):
             raise Refuse(f"knob {name} already exists in this template")
         knob = Knob(name, tuple(values), default, help, self.pass_name, self.site)
+        for placeholder in (knob.macro, knob.constexpr):
+            # The knob is new, so the name in the source is the user's: taking it would make
+            # the user's identifier a knob, or the knob the user's value.
+            found = re.search(rf"\b{re.escape(placeholder)}\b", _code_of(self.target.module))
+            if found is not None:
+                line = self.target.module.location(found.start()).line
+                raise Refuse(
+                    f"the knob's placeholder {placeholder} is a name of your source (line {line}); "
+                    f"rename yours to let {self.pass_name} expose {name}"
+                )
         self.knobs.append(knob)
         return knob.macro
 
@@ -399,6 +433,13 @@ class Rewriter:
             raise Refuse(f"the kernel has no template argument #{index}")
         args[index] = text
         self.template_args = tuple(args)
+
+
+def _code_of(module: Module) -> str:
+    """The module's text with comments blanked (a golden's CHECK lines name placeholders)."""
+    from ktx.template import user_code
+
+    return user_code(module.text_str)
 
 
 S = TypeVar("S", bound=Site)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ktx.commands._checks import load_checked_spec, output_file
 from ktx.commands._measure_common import (
     add_measure_options,
     configured_candidate,
@@ -29,7 +30,6 @@ from ktx.measure.replay import save_results
 from ktx.measure.sanitize import sanitize
 from ktx.measure.types import Measurement, config_key, original_candidate
 from ktx.registry import add_plugin_option, load_plugins
-from ktx.spec import load_spec
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,7 +48,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     load_plugins(args.plugin)
-    spec = load_spec(args.kernel_dir)
+    if args.json:
+        output_file(args.json, "--json")
+    spec = load_checked_spec(args.kernel_dir)
     warn_tolerances(spec)
     config = parse_config(args.config)
     candidate = configured_candidate(spec, args.passes, config)

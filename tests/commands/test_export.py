@@ -134,3 +134,33 @@ def test_export_needs_a_format_and_a_run(tmp_path: Path, capsys: pytest.CaptureF
     assert "say which format" in capsys.readouterr().err
     assert main(["export", str(tmp_path), "--torch"]) == 2
     assert "not a run folder" in capsys.readouterr().err
+
+
+def test_export_works_from_any_folder(
+    exported: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run made before paths were recorded absolute names its spec relative to the folder it
+    was started in; export finds it from the run folder's ancestors, wherever it is run from."""
+    import json
+
+    project = tmp_path / "project"
+    shutil.copytree(SILU, project / "kernels" / "silu_and_mul", ignore=shutil.ignore_patterns("recorded"))
+    run = project / ".ktx" / "optimize" / "silu_and_mul"
+    shutil.copytree(exported.parent / "run", run)
+    state = json.loads((run / "optimize.json").read_text())
+    assert Path(state["spec"]).is_absolute()  # what new runs record
+    state.update(spec="kernels/silu_and_mul/ktx.toml", source="kernels/silu_and_mul/kernel.cu")
+    state["source_rel"] = "kernels/silu_and_mul/kernel.cu"
+    (run / "optimize.json").write_text(json.dumps(state))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main(["export", str(run), "--torch", "-o", "out"]) == 0, capsys.readouterr().err
+    assert (elsewhere / "out" / "kernels.cu").read_text() == (exported / "kernels.cu").read_text()
+    (project / "kernels" / "silu_and_mul" / "ktx.toml").unlink()
+    assert main(["export", str(run), "--torch", "-o", "out2"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"{run / 'optimize.json'}: cannot find the run's spec (recorded: 'kernels/silu_and_mul/ktx.toml')"
+        in err
+    )
