@@ -39,7 +39,7 @@ import tree_sitter as ts
 from ktx.ir import Function, Module
 from ktx.ir.access import Root, element_size
 from ktx.ir.facts.kinds import LOAD_INTRINSICS, STORE_INTRINSICS, access_kind, intrinsic_of
-from ktx.ir.facts.writes import callee_name, pointer_root, read_only_problem
+from ktx.ir.facts.writes import callee_name, param_types, pointer_root, read_only_problem
 from ktx.passes._common import line_of
 from ktx.passes._device import LOAD_HINTS, STORE_HINTS, PreludeSite, insert_prelude, prelude_site
 
@@ -295,7 +295,7 @@ def _binds_reference(module: Module, use: ts.Node, parent: ts.Node) -> bool:
         if callee is None:
             return False
         index = [c.id for c in parent.named_children if c.type != "comment"].index(use.id)
-        for types in _param_types(module).get(_callee(module, callee), []):
+        for types in param_types(module).get(callee_name(module, callee), []):
             if index < len(types) and _mutable_reference(types[index]):
                 return True
     return False
