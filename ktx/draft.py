@@ -24,7 +24,9 @@ placeholder that the spec loader refuses, so a draft with TODOs never runs by ac
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import itertools
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -38,11 +40,13 @@ from ktx.ir.nodes import Function, Param
 
 from ktx import syntax
 from ktx.errors import KtxError, Location
+from ktx.expr import Expr, Value
 from ktx.launch import (
+    _EXPRESSIONS,
     Untranslatable,
     _Translator,
+    launch_dims,
     launcher_node,
-    mapping_from_file,
     substitute,
 )
 
@@ -56,6 +60,13 @@ DTYPES: Mapping[str, str] = {
     "uint32_t": "uint32", "long": "int64", "long long": "int64", "int64_t": "int64",
     "unsigned long long": "uint64", "uint64_t": "uint64", "size_t": "uint64", "bool": "bool",
 }  # fmt: skip
+#: Bytes per element of each spec dtype (for sizing default shapes).
+DTYPE_BYTES: Mapping[str, int] = {
+    "fp32": 4, "fp64": 8, "fp16": 2, "bf16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1, "int8": 1, "uint8": 1,
+    "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "bool": 1,
+}  # fmt: skip
+#: The most bytes of buffers a default shape point may need (the largest point of the product).
+SHAPE_BUDGET = 2 << 30
 #: Values a shape variable takes when the file gives none (a size; a block size).
 DEFAULT_SIZES = (4096, 1048576)
 DEFAULT_SIZES_2D = (64, 4096)
@@ -73,6 +84,9 @@ class Arg:
     name: str
     lines: tuple[str, ...]
     todos: tuple[str, ...] = ()
+    shape: str | None = None
+    """The drafted extent (``[n, d]``) of an array, None when it is a TODO or a scalar."""
+    elem_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -124,14 +138,95 @@ def _choose(module: Module, path: str, name: str | None) -> tuple[Function, Laun
             where,
             "add a host launcher (kernel<<<grid, block>>>(args)) so ktx can read the launch",
         )
-    site = sites[0]
-    if fn.template_params and not site.template_args:
-        raise KtxError(
-            f"template kernel {fn.name} has no instantiation at its launch",
-            Location(path, site.span.line, 1),
-            f"launch it as {fn.name}<TYPE><<<...>>>, naming the template arguments",
-        )
-    return fn, site
+    return fn, sites[0]
+
+
+@dataclass(frozen=True)
+class TemplateArgs:
+    """The kernel's template arguments at its launch: written there, or deduced.
+
+    ``values`` has one entry per template parameter (None: neither written nor deducible);
+    ``notes`` say where each deduced one came from."""
+
+    values: tuple[str | None, ...]
+    notes: tuple[str, ...]
+
+
+def deduce_template_args(module: Module, fn: Function, site: LaunchSite) -> TemplateArgs:
+    """``kernel<<<g, b>>>(out, in, n)`` with ``template <typename T> kernel(T* out, ...)``: T
+    is the element type of the launcher's ``out`` (as C++ deduces it from the call).
+
+    Written arguments come first; a type parameter not written is the element type of the
+    first argument passed where the kernel's parameter is ``T*``/``T`` (the launcher's
+    parameter or local, or a cast's target type); a value parameter falls back to its default.
+    """
+    written = [module.text(s) for s in site.template_arg_spans]
+    call_args = _call_args(module, site)
+    launcher = _launcher(module, site)
+    scope = launcher_node(module, site)
+    locals_ = syntax.local_declarations(module, scope, before=site.span.start) if scope is not None else {}
+    values: list[str | None] = []
+    notes: list[str] = []
+    for i, tp in enumerate(fn.template_params):
+        if i < len(written):
+            values.append(written[i])
+            continue
+        found: str | None = None
+        if tp.kind == "type":
+            for p, node in zip(fn.params, call_args, strict=False):
+                if p.base_type != tp.name:
+                    continue
+                found = _element_type(module, node, launcher, locals_, p.pointer_depth)
+                if found is not None:
+                    arg = " ".join(syntax.text(module, node).split())
+                    notes.append(f"{tp.name} = {found}: deduced from the argument {arg} (parameter {p.name})")
+                    break
+        if found is None and tp.default is not None:
+            found = tp.default
+            notes.append(f"{tp.name} = {found}: the template parameter's default")
+        values.append(found)
+    return TemplateArgs(tuple(values), tuple(notes))
+
+
+def _element_type(
+    module: Module,
+    node: ts.Node,
+    launcher: Function | None,
+    locals_: Mapping[str, syntax.LocalDecl],
+    depth: int,
+) -> str | None:
+    """The type an argument passes where the kernel takes ``T`` behind ``depth`` pointers."""
+    while node.type == "parenthesized_expression" and node.named_child_count == 1:
+        node = node.named_children[0]
+    written: str | None = None
+    if node.type == "identifier":
+        name = syntax.text(module, node)
+        param = launcher.param(name) if launcher is not None else None
+        if param is not None:
+            return param.base_type if param.pointer_depth == depth else None
+        local = locals_.get(name)
+        if local is not None:
+            written = local.type
+            decl = local.declaration.child_by_field_name("declarator")
+            stars = syntax.text(module, decl).split("=")[0].count("*") if decl is not None else 0
+            written += "*" * stars
+    elif node.type == "cast_expression":
+        target = node.child_by_field_name("type")
+        written = syntax.text(module, target) if target is not None else None
+    elif node.type == "call_expression":
+        fn = node.child_by_field_name("function")
+        args = node.child_by_field_name("arguments")
+        if fn is not None and fn.type == "template_function" and args is not None:
+            callee = fn.child_by_field_name("name")
+            targs = fn.child_by_field_name("arguments")
+            if callee is not None and targs is not None and syntax.text(module, callee).endswith("_cast"):
+                written = syntax.text(module, targs).strip()[1:-1]
+    if written is None:
+        return None
+    if written.count("*") != depth:
+        return None
+    base = " ".join(re.sub(r"\bconst\b|\bvolatile\b|__restrict__|\*", " ", written).split())
+    return base or None
 
 
 # -- the kernel's body: bounds, locals, derived pointers ---------------------------------------
@@ -159,13 +254,17 @@ def _read_kernel(module: Module, fn: Function) -> _Kernel:
                     continue
                 name = syntax.text(module, ident)
                 base = _pointer_base(module, value, params, k.pointers)
-                if base is not None and decl.child_by_field_name("declarator") is not None and (
-                    decl.child_by_field_name("declarator").type == "pointer_declarator"  # type: ignore[union-attr]
+                if (
+                    base is not None
+                    and decl.child_by_field_name("declarator") is not None
+                    and (
+                        decl.child_by_field_name("declarator").type == "pointer_declarator"  # type: ignore[union-attr]
+                    )
                 ):
                     k.pointers[name] = base
                 else:
                     k.locals_[name] = value
-        elif n.type == "for_statement":
+        elif n.type in ("for_statement", "while_statement"):
             cond = n.child_by_field_name("condition")
             if cond is not None:
                 _bounds_from(k, cond, k.bounds)
@@ -184,8 +283,13 @@ def _read_kernel(module: Module, fn: Function) -> _Kernel:
 
 
 def _grid_bounds(k: _Kernel, grid: Sequence[str]) -> None:
-    """``r = blockIdx.x`` ranges over the grid's x extent (the launch's, in spec variables)."""
+    """``r = blockIdx.x`` ranges over the grid's x extent (the launch's, in spec variables);
+    not when the kernel steps it (``r += gridDim.x``: a grid-stride walk that the grid does
+    not bound; its loop condition does)."""
+    stepped = syntax.assigned(k.module, k.body)
     for name, value in k.locals_.items():
+        if name in stepped:
+            continue
         m = re.fullmatch(r"(?:\(\w[\w\s]*\))?\s*blockIdx\.([xyz])", k.text(value))
         axis = "xyz".index(m.group(1)) if m else -1
         if m and axis < len(grid) and name not in k.bounds:
@@ -284,8 +388,10 @@ def _active_lines(text: str, defined: set[str]) -> Iterator[str]:
             continue
         kind, rest = d.groups()
         if kind in ("ifdef", "ifndef", "if"):
-            c = rest.strip() in defined if kind == "ifdef" else (
-                rest.strip() not in defined if kind == "ifndef" else cond(rest)
+            c = (
+                rest.strip() in defined
+                if kind == "ifdef"
+                else (rest.strip() not in defined if kind == "ifndef" else cond(rest))
             )
             stack.append((c, c))
         elif kind == "elif" and stack:
@@ -427,11 +533,146 @@ def _launcher(module: Module, site: LaunchSite) -> Function | None:
     return next((f for f in module.functions if f.name == site.function and f.body.contains(site.span)), None)
 
 
-def _translator(module: Module, site: LaunchSite, launcher: Function | None) -> _Translator:
+@dataclass
+class _DraftTranslator(_Translator):
+    """The launch translator, plus what a draft needs beyond it: ``block.y`` of a ``dim3``
+    local is its y component, and a local the launcher sets in several places (``int gpb = 1;
+    if (n % 16 == 0) gpb = 16; ...``) is a derived value (``derived``: its expression, or None
+    when ktx cannot follow it), never a shape variable."""
+
+    derived: dict[str, str | None] = field(default_factory=dict)
+    derived_lines: dict[str, int] = field(default_factory=dict)
+
+    def expr(self, node: ts.Node) -> str:
+        if node.type == "field_expression":
+            arg, fld = node.child_by_field_name("argument"), node.child_by_field_name("field")
+            if arg is not None and fld is not None and arg.type == "identifier":
+                local = self.locals.get(syntax.text(self.module, arg))
+                axis = "xyz".find(syntax.text(self.module, fld))
+                if local is not None and local.type == "dim3" and axis >= 0:
+                    comps = local.args or ((local.value,) if local.value is not None else ())
+                    if axis < len(comps):
+                        return f"({self.expr(comps[axis])})"
+                    if comps:
+                        return "1"
+        return super().expr(node)
+
+    def name(self, name: str) -> str:
+        local = self.locals.get(name)
+        if (
+            local is not None
+            and name not in self.params
+            and name not in self.used_vars
+            and syntax.reassigned_after(self.module, self.scope, name, local.declaration.end_byte)
+        ):
+            if name not in self.derived:
+                self.derived[name] = None  # cycle guard
+                self.derived_lines[name] = local.declaration.start_point[0] + 1
+                self.derived[name] = self._chosen(name, local)
+            return name
+        return super().name(name)
+
+    def _chosen(self, name: str, local: syntax.LocalDecl) -> str | None:
+        """``T x = a; if (c1) x = b; else if (c2) x = c;`` (the only writes, before the
+        launch, in one if-chain right in the launcher's body) as ``b if c1 else (c if c2 else a)``."""
+        writes = [w for w in syntax.assigned(self.module, self.scope).get(name, [])]
+        if local.value is None or not writes or any(w.start_byte > self.before for w in writes):
+            return None
+        chain = writes[0]
+        while chain.parent is not None and chain.parent.id != self.scope.id:
+            chain = chain.parent
+        if chain.type != "if_statement" or chain.parent is None:
+            return None
+        if syntax.in_loop_or_switch(chain, self.scope):
+            return None
+        used: list[int] = []
+        try:
+            text = self._branch(chain, name, local.value, used)
+        except Untranslatable:
+            return None
+        if text is None or sorted(used) != sorted(w.id for w in writes):
+            return None
+        return text
+
+    def _branch(self, node: ts.Node, name: str, fallback: ts.Node, used: list[int]) -> str | None:
+        if node.type == "else_clause":
+            inner = [c for c in node.named_children if c.type != "comment"]
+            return self._branch(inner[0], name, fallback, used) if len(inner) == 1 else None
+        if node.type == "if_statement":
+            cond = node.child_by_field_name("condition")
+            then = node.child_by_field_name("consequence")
+            other = node.child_by_field_name("alternative")
+            clause = [c for c in cond.named_children if c.type != "comment"] if cond is not None else []
+            if then is None or len(clause) != 1:
+                return None
+            value = self._branch(then, name, fallback, used)
+            rest = self._branch(other, name, fallback, used) if other is not None else self.expr(fallback)
+            if value is None or rest is None:
+                return None
+            return f"({value} if {self.expr(clause[0])} else {rest})"
+        if node.type == "compound_statement":
+            inner = [c for c in node.named_children if c.type != "comment"]
+            return self._branch(inner[0], name, fallback, used) if len(inner) == 1 else None
+        if node.type == "expression_statement" and node.named_child_count == 1:
+            assign = node.named_children[0]
+            left, right = assign.child_by_field_name("left"), assign.child_by_field_name("right")
+            op = assign.child_by_field_name("operator")
+            if (
+                assign.type == "assignment_expression" and left is not None and right is not None
+                and op is not None and op.type == "=" and syntax.text(self.module, left) == name
+            ):  # fmt: skip
+                used.append(assign.id)
+                return self.expr(right)
+        return None
+
+
+def _translator(module: Module, site: LaunchSite, launcher: Function | None) -> _DraftTranslator:
     scope = launcher_node(module, site)
     params = frozenset(p.name for p in launcher.params) if launcher else frozenset()
     locals_ = syntax.local_declarations(module, scope, before=site.span.start) if scope is not None else {}
-    return _Translator(module, scope or module.tree.root_node, site.span.start, locals_, params)
+    return _DraftTranslator(module, scope or module.tree.root_node, site.span.start, locals_, params)
+
+
+@dataclass(frozen=True)
+class _LaunchDraft:
+    """The launch as the draft writes it: each part an expression, or None (a TODO)."""
+
+    grid: tuple[str, ...] | None
+    block: tuple[str, ...] | None
+    shared: str | None
+    shared_text: str
+    notes: tuple[str, ...]
+
+
+def _launch(module: Module, site: LaunchSite, tr: _DraftTranslator) -> _LaunchDraft:
+    """Grid, block and dynamic shared memory, each translated on its own, so that one part
+    ktx cannot follow is a TODO for that part only (the shared bytes are never dropped)."""
+
+    def part(which: str) -> tuple[str, ...] | None:
+        try:
+            return tuple(
+                _canonical(_resolve(tr.expr(n), tr)) for n in launch_dims(module, site, which).components
+            )
+        except (Untranslatable, KtxError):
+            return None
+
+    grid, block = part("grid"), part("block")
+    shared: str | None = "0"
+    shared_text = ""
+    if site.shared is not None:
+        node = syntax.node_at(module, site.shared, _EXPRESSIONS) or module.node(site.shared)
+        shared_text = " ".join(syntax.text(module, node).split())
+        try:
+            shared = _canonical(_resolve(tr.expr(node), tr))
+        except (Untranslatable, KtxError):
+            shared = None
+    unknown = sorted(tr.free - tr.params - set(tr.locals))
+    notes = (
+        (f"launch names {', '.join(unknown)}, which the launcher computes in ways ktx does not follow",)
+        if unknown
+        else ()
+    )
+    return _LaunchDraft(grid, block, shared, shared_text, notes)
 
 
 def _resolve(text: str, tr: _Translator) -> str:
@@ -498,6 +739,154 @@ def _shape_values(var: str, found: Mapping[str, list[int]], count: int) -> tuple
     return list(DEFAULT_SIZES if count == 1 else DEFAULT_SIZES_2D), "default"
 
 
+# -- default shapes ----------------------------------------------------------------------------
+
+
+def _canonical(text: str) -> str:
+    return str(Expr.parse(text))
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """Default shape values: ``values`` per variable (a product), or, when the launch is invalid
+    at some points of that product, ``points``: the valid ones listed (empty: none is)."""
+
+    values: Mapping[str, list[int]]
+    points: list[dict[str, int]] | None
+    notes: tuple[str, ...]
+
+
+def size_shapes(
+    values: Mapping[str, list[int]],
+    free: Sequence[str],
+    arrays: Sequence[tuple[str, int]],
+    derived: Sequence[tuple[str, str | None]],
+    launch: _LaunchDraft,
+    budget: int = SHAPE_BUDGET,
+) -> Sizing:
+    """Shrink the default values of ``free`` variables until the largest point's buffers fit
+    ``budget`` bytes (a four-variable kernel at 4096 each needs terabytes), then keep only the
+    points where the launch is valid (grid > 0, 1 to 1024 threads a block).
+
+    ``arrays`` are (extent text, bytes per element); ``derived`` the ``[vars]`` in order.
+    """
+    current = {n: list(v) for n, v in values.items()}
+    notes: list[str] = []
+
+    def total(point: Mapping[str, int]) -> int | None:
+        env = _env(point, derived)
+        size = 0
+        for shape, width in arrays:
+            try:
+                dims = [Expr.parse(d).evaluate_int(env) for d in extent_dims(shape)]
+            except (KtxError, SyntaxError):
+                continue
+            count = 1
+            for d in dims:
+                count *= max(d, 0)
+            size += count * width
+        return size
+
+    shrunk: list[str] = []
+    for _ in range(256):
+        largest = max((total(p) or 0) for p in _product_points(current))
+        if largest <= budget:
+            break
+        movable = [n for n in free if max(current[n]) > 1]
+        if not movable:
+            break
+        name = max(movable, key=lambda n: max(current[n]))
+        top = max(current[name]) // 2
+        current[name] = sorted({min(v, top) for v in current[name]})
+        if name not in shrunk:
+            shrunk.append(name)
+    if shrunk:
+        notes.append(
+            f"{', '.join(shrunk)}: default sizes reduced so that the largest point's buffers stay "
+            f"under {budget >> 30} GiB"
+        )
+    # A variable the block size grows with (``block = n``): smaller until every point launches.
+    in_block = {n for b in launch.block or () for n in Expr.parse(b).names} & set(free)
+    capped: list[str] = []
+    for _ in range(64):
+        if all(launch_problem(p, derived, launch) is None for p in _product_points(current)):
+            break
+        movable = [n for n in in_block if max(current[n]) > 1]
+        if not movable:
+            break
+        name = max(movable, key=lambda n: max(current[n]))
+        top = max(current[name]) // 2
+        current[name] = sorted({min(v, top) for v in current[name]})
+        if name not in capped:
+            capped.append(name)
+    if capped:
+        notes.append(f"{', '.join(capped)}: default sizes reduced so that the block has at most 1024 threads")
+    points = list(_product_points(current))
+    valid: list[dict[str, int]] = []
+    bad: list[str] = []
+    for point in points:
+        why = launch_problem(point, derived, launch)
+        if why is None:
+            valid.append(point)
+        elif len(bad) < 3:
+            bad.append(f"{_point_name(point)}: {why}")
+    if len(valid) == len(points):
+        return Sizing(current, None, tuple(notes))
+    notes.append(f"{len(points) - len(valid)} of {len(points)} default points dropped: " + "; ".join(bad))
+    return Sizing(current, valid, tuple(notes))
+
+
+def extent_dims(shape: str) -> list[str]:
+    """``"[n, 2 * d]"`` -> ``["n", "2 * d"]`` (top-level commas only)."""
+    tree = ast.parse(shape.strip(), mode="eval").body
+    if not isinstance(tree, ast.List):
+        raise SyntaxError(shape)
+    return [ast.unparse(e) for e in tree.elts]
+
+
+def _product_points(values: Mapping[str, list[int]]) -> Iterator[dict[str, int]]:
+    names = list(values)
+    for combo in itertools.product(*(values[n] for n in names)):
+        yield dict(zip(names, combo, strict=True))
+
+
+def _point_name(point: Mapping[str, int]) -> str:
+    return ",".join(f"{n}={v}" for n, v in point.items())
+
+
+def _env(point: Mapping[str, int], derived: Sequence[tuple[str, str | None]]) -> dict[str, Value]:
+    env: dict[str, Value] = dict(point)
+    for name, text in derived:
+        if text is None:
+            continue
+        with contextlib.suppress(KtxError):
+            env[name] = Expr.parse(text).evaluate(env)
+    return env
+
+
+def launch_problem(
+    point: Mapping[str, int], derived: Sequence[tuple[str, str | None]], launch: _LaunchDraft
+) -> str | None:
+    """Why the launch is invalid at ``point`` (a grid of 0 blocks, over 1024 threads), or None
+    (also when a part cannot be evaluated: the TODO on it says so)."""
+    env = _env(point, derived)
+    try:
+        grid = [Expr.parse(g).evaluate_int(env) for g in launch.grid or ()]
+        block = [Expr.parse(b).evaluate_int(env) for b in launch.block or ()]
+    except KtxError:
+        return None
+    if any(g <= 0 for g in grid):
+        return f"grid {tuple(grid)} has no blocks"
+    if any(b <= 0 for b in block):
+        return f"block {tuple(block)} has no threads"
+    threads = 1
+    for b in block:
+        threads *= b
+    if threads > 1024:
+        return f"block {tuple(block)} is {threads} threads (at most 1024)"
+    return None
+
+
 # -- the draft ---------------------------------------------------------------------------------
 
 
@@ -526,18 +915,17 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             continue
         with contextlib.suppress(Untranslatable):
             bindings[p.name] = _resolve(tr.expr(node), tr)
-    mapping = mapping_from_file(module, fn.name)
+    launch = _launch(module, site, tr)
     launcher_vars: dict[str, str] = {}
     callers = _callers(module, launcher) if launcher is not None else None
     if callers:
         launcher_vars = {n: e for n, e in callers.items() if not re.fullmatch(re.escape(n), e)}
     env = {**dict(tr.used_vars), **bindings}
-    if mapping is not None:
-        resolved = mapping.resolved()
-        _grid_bounds(k, resolved.grid)
-        env.update({f"__grid{i}": g for i, g in enumerate(resolved.grid)})
-    template_args = [module.text(s) for s in site.template_arg_spans]
-    targ = dict(zip((t.name for t in fn.template_params), template_args, strict=False))
+    if launch.grid is not None:
+        _grid_bounds(k, launch.grid)
+        env.update({f"__grid{i}": g for i, g in enumerate(launch.grid)})
+    deduced = deduce_template_args(module, fn, site)
+    targ = {t.name: v for t, v in zip(fn.template_params, deduced.values, strict=False) if v is not None}
 
     args: list[Arg] = []
     for p in fn.params:
@@ -545,6 +933,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         dtype = _dtype(module, path, base)
         lines = ["[[args]]", f"name = {_toml_str(p.name)}"]
         arg_todos: list[str] = []
+        shape: str | None = None
         if dtype is None:
             why = f"element type {base!r} of {p.name}: not a scalar type ktx knows (looked at typedefs)"
             arg_todos.append(why)
@@ -561,6 +950,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 lines += [f"# {TODO}: {why}", f'shape = "[{TODO}]"']
             else:
                 lines.append(f"shape = {_toml_str(extent)}")
+                shape = extent
             if role is None:
                 why = f"role of {p.name}: the kernel neither subscripts nor reads it (in, out or inout?)"
                 arg_todos.append(why)
@@ -589,15 +979,20 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 lines += [f"# {TODO}: {why}", f'value = "{TODO}"']
             else:
                 lines.append(f"value = {_toml_str(value)}")
-        args.append(Arg(p.name, tuple(lines), tuple(arg_todos)))
+        args.append(Arg(p.name, tuple(lines), tuple(arg_todos), shape, DTYPE_BYTES.get(dtype or "", 0)))
         todos += arg_todos
+
+    # Launcher locals the launch or the scalars use, set in several places: derived values.
+    derived: dict[str, str | None] = {}
+    for name in sorted(tr.derived, key=lambda n: tr.derived_lines[n]):
+        value = tr.derived[name]
+        derived[name] = _canonical(_resolve(value, tr)) if value is not None else None
 
     # Shape variables: free names of the launch and of the scalar values and extents.
     used: list[str] = []
     texts = list(bindings.values())
-    if mapping is not None:
-        r = mapping.resolved()
-        texts += [*r.grid, *r.block, r.shared]
+    texts += [*(launch.grid or ()), *(launch.block or ()), launch.shared or ""]
+    texts += [v for v in derived.values() if v is not None]
     for arg in args:
         texts += [line.split("=", 1)[1] for line in arg.lines if line.startswith("shape =")]
     names: set[str] = set()
@@ -605,7 +1000,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         for name in re.findall(r"\b[A-Za-z_]\w*\b", text):
             if name not in names and name not in used and name not in _EXPR_WORDS and name != TODO:
                 used.append(name)
-    vars_: dict[str, str] = {}
+    vars_: dict[str, str | None] = {}
     for name in list(used):
         if name in launcher_vars:
             vars_[name] = launcher_vars[name]
@@ -613,21 +1008,56 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             for extra in re.findall(r"\b[A-Za-z_]\w*\b", launcher_vars[name]):
                 if extra not in used and extra not in _EXPR_WORDS:
                     used.append(extra)
+    for name, value in derived.items():
+        vars_[name] = value
+        if name in used:
+            used.remove(name)
     found = _main_values(module)
     points: dict[str, list[int]] = {}
     origins: dict[str, str] = {}
     for name in used:
         points[name], origins[name] = _shape_values(name, found, len(used))
+    sizing = size_shapes(
+        points,
+        [n for n in used if origins[n] == "default"],
+        [(a.shape, a.elem_bytes) for a in args if a.shape is not None],
+        [(n, v) for n, v in vars_.items()],
+        launch,
+    )
 
     lines = [
         f"# Drafted by `ktx init {path.name}` from {path}; check every line, then `ktx init --check`.",
         f"kernel = {_toml_str(fn.name)}",
         f"source = {_toml_str(_relative(path, out_dir))}",
     ]
-    if template_args:
-        lines.append("template_args = [" + ", ".join(_toml_str(t) for t in template_args) + "]")
+    if fn.template_params:
+        lines += [f"# note: {n}" for n in deduced.notes]
+        missing = [t.name for t, v in zip(fn.template_params, deduced.values, strict=False) if v is None]
+        if missing:
+            why = (
+                f"template argument {', '.join(missing)} of {fn.name}: not written at the launch at {where} "
+                "and not deducible from its arguments' declared types"
+            )
+            todos.append(why)
+            lines.append(f"# {TODO}: {why}")
+        values = [v if v is not None else TODO for v in deduced.values]
+        lines.append("template_args = [" + ", ".join(_toml_str(t) for t in values) + "]")
     if vars_:
-        lines += ["", "[vars]"] + [f"{n} = {_toml_str(e)}" for n, e in vars_.items()]
+        lines += ["", "[vars]"]
+        for n, e in vars_.items():
+            if e is None:
+                line = tr.derived_lines.get(n, site.span.line)
+                why = (
+                    f"{n}: the launcher's local (line {line}) is set in ways ktx does not follow; "
+                    "write it as an expression of the shape variables"
+                )
+                todos.append(why)
+                lines += [f"# {TODO}: {why}", f"{n} = {_toml_str(TODO)}"]
+            else:
+                if n in derived:
+                    line = tr.derived_lines[n]
+                    lines.append(f"# note: {n} is the launcher's local (line {line}), not a shape variable")
+                lines.append(f"{n} = {_toml_str(e)}")
     for arg in args:
         lines += ["", *arg.lines]
     lines += ["", "[shapes]"]
@@ -635,27 +1065,46 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         defaults = [n for n in used if origins[n] == "default"]
         if defaults:
             lines.append(f"# {', '.join(defaults)}: no value in the file's main(); default sizes")
-        product = ", ".join(f"{n} = {points[n]}" for n in used)
-        lines.append(f"default = {{ product = {{ {product} }} }}")
-        quick = ", ".join(f"{n} = {points[n][0]}" for n in used)
+        lines += [f"# note: {n}" for n in sizing.notes]
+        if sizing.points is None:
+            product = ", ".join(f"{n} = {sizing.values[n]}" for n in used)
+            lines.append(f"default = {{ product = {{ {product} }} }}")
+        elif sizing.points:
+            listed = ", ".join(
+                "{ " + ", ".join(f"{n} = {v}" for n, v in pt.items()) + " }" for pt in sizing.points
+            )
+            lines.append(f"default = [{listed}]")
+        else:
+            why = "shapes: at none of the default sizes is the launch valid (see the notes above)"
+            todos.append(why)
+            lines += [f"# {TODO}: {why}", f"default = [{{ {TODO} = 1 }}]"]
+        first = sizing.points[0] if sizing.points else {n: sizing.values[n][0] for n in used}
+        quick = ", ".join(f"{n} = {v}" for n, v in first.items())
         lines.append(f"quick = [{{ {quick} }}]")
     else:
         lines.append("default = [{}]")
     lines += ["", "[launch]"]
-    if mapping is None:
-        why = f"launch of {fn.name} at {where}: ktx cannot translate its grid/block expressions"
+    for which, dims in (("grid", launch.grid), ("block", launch.block)):
+        if dims is None:
+            why = f"{which} of the launch of {fn.name} at {where}: ktx cannot translate its expressions"
+            todos.append(why)
+            lines += [f"# {TODO}: {why}", f'{which} = ["{TODO}"]']
+        else:
+            lines.append(f"{which} = [" + ", ".join(_toml_str(g) for g in dims) + "]")
+    if launch.shared is None:
+        why = (
+            f"dynamic shared memory of the launch at {where}: ktx cannot translate "
+            f"{launch.shared_text!r} (bytes, as an expression of the shape variables)"
+        )
         todos.append(why)
-        lines += [f"# {TODO}: {why}", f'grid = ["{TODO}"]', f'block = ["{TODO}"]']
-    else:
-        lines.append("grid = [" + ", ".join(_toml_str(g) for g in mapping.resolved().grid) + "]")
-        lines.append("block = [" + ", ".join(_toml_str(b) for b in mapping.resolved().block) + "]")
-        if mapping.shared not in ("0", ""):
-            lines.append(f"shared = {_toml_str(mapping.resolved().shared)}")
-        lines += [f"# note: {n}" for n in mapping.notes]
+        lines += [f"# {TODO}: {why}", f"shared = {_toml_str(TODO)}"]
+    elif launch.shared not in ("0", ""):
+        lines.append(f"shared = {_toml_str(launch.shared)}")
+    lines += [f"# note: {n}" for n in launch.notes]
     lines += [
         "",
         "[compile]",
-        f'flags = [{", ".join(_toml_str(f) for f in DRAFT_FLAGS)}]',
+        f"flags = [{', '.join(_toml_str(f) for f in DRAFT_FLAGS)}]",
         "",
         "[reference]",
         "# Candidates are checked against the original kernel. To check the original too, write",
