@@ -1141,28 +1141,11 @@ class Blocker:
 
 
 def check(folder: str | Path) -> list[Blocker]:
-    """The TODOs left in ``folder/ktx.toml`` and, when none, whatever the spec loader refuses."""
-    from ktx.spec import load_spec
+    """What blocks a run of ``folder/ktx.toml``: TODOs left, else the loader's error, else an
+    unknown kernel, else what the static bounds check finds (see :mod:`ktx.check`)."""
+    from ktx.check import review
 
-    path = Path(folder) / "ktx.toml"
-    if not path.is_file():
-        raise KtxError("no ktx.toml here", Location(str(folder)), "run ktx init FILE.cu --out DIR first")
-    lines = path.read_text().splitlines()
-    # A TODO blocks while the line after its comment still holds the placeholder: replacing
-    # that one line is the whole edit (the comment may stay).
-    blockers = [
-        Blocker(i + 2, line.split(f"{TODO}:", 1)[1].strip())
-        for i, line in enumerate(lines)
-        if line.lstrip().startswith(f"# {TODO}:") and i + 1 < len(lines) and TODO in lines[i + 1]
-    ]
-    if blockers:
-        return blockers
-    try:
-        load_spec(folder)
-    except KtxError as exc:
-        line = exc.location.line if exc.location is not None else 0
-        return [Blocker(line, exc.message + (f" ({exc.hint})" if exc.hint else ""))]
-    return []
+    return list(review(folder).blockers)
 
 
 def todo_blocker(exc: KtxError) -> str | None:
