@@ -577,8 +577,11 @@ def _check_point(
         why = f"at {point.name}: the launch does not evaluate: {exc.message}"
         return [Finding("launch", why, Location(str(spec.path)), "", point.name)]
     static = _static_shared(module, fn, ix)
-    for why in launch_problems(launch, static, opt_in):
+    problems = launch_problems(launch, static, opt_in)
+    for why in problems:
         out.append(Finding("launch", f"at {point.name}: {why}", Location(str(spec.path)), "", point.name))
+    if any("no blocks" in p or "no threads" in p for p in problems):
+        return out  # nothing runs at this point
     extents: dict[str, int] = {}
     total = 0
     for arg in spec.args:

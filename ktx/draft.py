@@ -41,6 +41,7 @@ from ktx.ir.nodes import Function, Param
 from ktx import syntax
 from ktx.errors import KtxError, Location
 from ktx.expr import Expr, Value
+from ktx.spec import ShapePoint
 from ktx.launch import (
     _EXPRESSIONS,
     Untranslatable,
@@ -1114,7 +1115,56 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         '# python = "reference:' + fn.name + '"',
         'use = "original"',
     ]
+    if not todos:
+        lines, todos = _second_look(lines, path)
     return Draft(fn.name, "\n".join(lines) + "\n", tuple(todos))
+
+
+def _near(points: Sequence[ShapePoint]) -> list[ShapePoint]:
+    """The points and, for each variable, the point with it one less: default sizes are
+    powers of two, which hide an extent that is right only for multiples of the block."""
+    seen: dict[str, ShapePoint] = {}
+    for p in points:
+        seen.setdefault(p.name, p)
+        for name, value in p.values:
+            if value > 1:
+                q = ShapePoint(tuple((n, v - 1 if n == name else v) for n, v in p.values))
+                seen.setdefault(q.name, q)
+    return list(seen.values())
+
+
+def _second_look(lines: list[str], path: Path) -> tuple[list[str], list[str]]:
+    """A draft with no TODO is checked as ``--check`` would (:mod:`ktx.bounds`); an extent the
+    kernel provably reaches past becomes a TODO that says so, never a silently wrong line."""
+    from ktx.bounds import check_spec
+    from ktx.spec import parse_spec
+
+    probe = [f"source = {_toml_str(str(path.resolve()))}" if x.startswith("source = ") else x for x in lines]
+    try:
+        spec = parse_spec("\n".join(probe) + "\n", path.parent / "ktx.toml")
+        report = check_spec(spec, _near(spec.shape_set().points))
+    except KtxError:
+        return lines, []
+    todos: list[str] = []
+    out = list(lines)
+    done: set[str] = set()
+    for f in report.errors:
+        if f.kind != "out_of_bounds" or f.buffer in done:
+            continue
+        start = next((i for i, x in enumerate(out) if x == f"name = {_toml_str(f.buffer)}"), None)
+        at = next((i for i in range(start or 0, len(out)) if out[i].startswith("shape = ")), None)
+        if start is None or at is None:
+            continue
+        done.add(f.buffer)
+        guess = out[at].split("=", 1)[1].strip()
+        line = f.location.line if f.location is not None else 0
+        why = (
+            f"extent of {f.buffer}: the guess {guess} is too small: {path.name}:{line}: "
+            + f.message.split(" ", 1)[1]
+        )
+        todos.append(why)
+        out[at : at + 1] = [f"# {TODO}: {why}", f'shape = "[{TODO}]"']
+    return out, todos
 
 
 _EXPR_WORDS = frozenset({"min", "max", "ceil_div", "cdiv", "if", "else", "and", "or", "not"})

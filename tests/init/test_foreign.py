@@ -142,3 +142,24 @@ def _launch(grid: tuple[str, ...], block: tuple[str, ...]):  # type: ignore[no-u
     from ktx.draft import _LaunchDraft
 
     return _LaunchDraft(grid, block, "0", "", ())
+
+
+def test_an_extent_the_kernel_reaches_past_becomes_a_todo(tmp_path: Path) -> None:
+    # b[i] is outside the guard that bounds a[i]: the subscript heuristic says [n] for both;
+    # the bounds check sees b reach the whole grid and turns that line into a TODO.
+    src = tmp_path / "g.cu"
+    src.write_text(
+        "__global__ void k(float* a, float* b, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (i < n) a[i] = 1.f;\n"
+        "  b[i] = 2.f;\n}\n"
+        "void go(float* a, float* b, int n) { k<<<(n + 255) / 256, 256>>>(a, b, n); }\n"
+    )
+    result = draft(src, None, tmp_path)
+    assert 'name = "a"\ndtype = "fp32"\nshape = "[n]"' in result.text
+    want = (
+        '# TODO: extent of b: the guess "[n]" is too small: g.cu:4: b[i] can reach element 4,095 '
+        "but b has 4,095 elements (shape [n]) at n=4095"
+    )
+    assert want in result.text, result.text
+    assert result.todos and result.todos[0].startswith("extent of b: the guess")
