@@ -41,7 +41,6 @@ from ktx.ir.nodes import Function, Param
 from ktx import syntax
 from ktx.errors import KtxError, Location
 from ktx.expr import Expr, Value
-from ktx.spec import ShapePoint
 from ktx.launch import (
     _EXPRESSIONS,
     Untranslatable,
@@ -50,6 +49,7 @@ from ktx.launch import (
     launcher_node,
     substitute,
 )
+from ktx.spec import ShapePoint
 
 #: C/CUDA element types to spec dtypes.
 DTYPES: Mapping[str, str] = {
