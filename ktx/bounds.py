@@ -686,7 +686,7 @@ def _shape_text(spec: Spec, name: str) -> str:
     arg = next((a for a in spec.args if a.name == name), None)
     if arg is None:
         return " (its shared memory)"
-    return " (shape [" + ", ".join(e.text for e in arg.shape) + "])"
+    return " (shape [" + ", ".join(e.text.strip() for e in arg.shape) + "])"
 
 
 def _values(spec: Spec, fn: Function, env: Mapping[str, Value], launch: Launch) -> dict[str, Range]:
@@ -744,3 +744,45 @@ def check_folder(folder: str | Path) -> Report:
     from ktx.spec import load_spec
 
     return check_spec(load_spec(folder))
+
+
+def refuse_out_of_bounds(spec: Spec) -> None:
+    """At spec load: an access that can reach past its buffer at a shape point is an error.
+
+    Only that: launch limits depend on the device and are reported by ``ktx init --check`` and
+    at launch; accesses that cannot be bounded are left to verification's guard zones. A
+    kernel the analysis cannot find or read (defined in a header, a parse it does not follow)
+    is not checked here.
+    """
+    try:
+        text = (spec.folder / spec.source).read_text(errors="replace")
+    except OSError:
+        return
+    found = _first_out_of_bounds(spec, text)
+    if found is not None:
+        raise KtxError(found.message, found.location, found.hint)
+
+
+@dataclass(frozen=True)
+class _Refusal:
+    message: str
+    location: Location | None
+    hint: str
+
+
+@functools.lru_cache(maxsize=64)
+def _first_out_of_bounds(spec: Spec, source_text: str) -> _Refusal | None:
+    if not any(k.name == spec.kernel for k in parse_file(spec.folder / spec.source).kernels):
+        return None
+    report = check_spec(spec)
+    for f in report.errors:
+        if f.kind == "out_of_bounds":
+            arg = next((a for a in spec.args if a.name == f.buffer), None)
+            where = arg.shape[0].where if arg is not None and arg.shape else None
+            return _Refusal(
+                f"{f.location}: {f.message}" if where is not None else f.message,
+                where if where is not None else f.location,
+                f"make {f.buffer}'s shape cover what the kernel reaches, or change the shape point "
+                "(ktx init --check lists every such access)",
+            )
+    return None

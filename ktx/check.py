@@ -26,7 +26,7 @@ from ktx.ir import parse_file
 from ktx.bounds import Finding, check_spec
 from ktx.draft import TODO, Blocker
 from ktx.errors import KtxError, Location
-from ktx.spec import SPEC_FILE, ShapePoint, Spec, load_spec
+from ktx.spec import SPEC_FILE, ShapePoint, Spec, parse_spec
 from ktx.tomlpos import TomlPositions
 
 if sys.version_info >= (3, 11):
@@ -59,7 +59,9 @@ def review(folder: str | Path) -> Review:
     if blockers:
         return Review(tuple(blockers))
     try:
-        spec = load_spec(folder)
+        # parse_spec, not load_spec: load_spec stops at the first access out of bounds, and
+        # --check lists them all.
+        spec = parse_spec(text, path)
     except KtxError as exc:
         line = exc.location.line if exc.location is not None else 0
         return Review((Blocker(line, exc.message + (f" ({exc.hint})" if exc.hint else "")),))

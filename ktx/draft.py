@@ -36,6 +36,7 @@ from pathlib import Path
 import tree_sitter as ts
 from ktx.ir import LaunchSite, Module, parse_file
 from ktx.ir.access import _index_node, _kind, terms
+from ktx.ir.affine import Affine, kernel_index
 from ktx.ir.nodes import Function, Param
 
 from ktx import syntax
@@ -456,6 +457,83 @@ def _extent(k: _Kernel, p: Param, subs: Sequence[ts.Node], params: Mapping[str, 
         if dims is not None:
             return "[" + ", ".join(_in_shape_vars(d, env) for d in dims) + "]"
     return None
+
+
+def _affine_extent(
+    k: _Kernel, p: Param, env: Mapping[str, str], targ: Mapping[str, str], launch: _LaunchDraft
+) -> str | None:
+    """The extent from the index analysis (:mod:`ktx.ir.affine`) when the subscripts' text did
+    not give one: ``(t * TOPK + k) * d + i`` is ``2*d*t + d*k + i``; each term's varying
+    symbol (a loop or guard variable, a thread or block index) with its bound is a dimension,
+    the term's stride its pitch: ``[num_tokens, 2, d]``. Only dense chains (each stride the
+    product of the dimensions inside it) and a padded 2-D row are taken; the draft's bounds
+    check then tries the guess at every shape point."""
+    ix = kernel_index(k.module, k.fn)
+    names = {**env, **targ}
+    for axis, i in (("x", 0), ("y", 1), ("z", 2)):
+        if launch.grid is not None and i < len(launch.grid):
+            names[f"gridDim.{axis}"] = launch.grid[i]
+            names[f"blockIdx.{axis}"] = launch.grid[i]
+        if launch.block is not None and i < len(launch.block):
+            names[f"blockDim.{axis}"] = launch.block[i]
+            names[f"threadIdx.{axis}"] = launch.block[i]
+    varying = {n: b for n, b in k.bounds.items() if not b.startswith("__grid")}
+    for ref in ix.accesses():
+        if ref.root != p.name or ref.index is None or ref.index.atoms:
+            continue
+        dims = _chain(ref.index, varying, names)
+        if dims is not None:
+            return "[" + ", ".join(dims) + "]"
+    return None
+
+
+def _chain(index: Affine, bounds: Mapping[str, str], names: Mapping[str, str]) -> list[str] | None:
+    """Dimensions outermost first, or None."""
+    by_var: dict[str, tuple[str, str]] = {}  # var -> (stride text, bound text)
+    for monomial, coef in index.terms:
+        moving = [s for s in monomial if s in bounds or s.startswith(("threadIdx.", "blockIdx."))]
+        if not moving:
+            continue  # an offset inside the row (``+ d``): the bounds check sees whether it fits
+        if len(moving) != 1 or moving[0] in by_var:
+            return None
+        var = moving[0]
+        rest = [s for s in monomial if s != var]
+        if any(s not in names and not s.startswith(("blockDim.", "gridDim.")) for s in rest):
+            return None
+        stride = " * ".join([str(coef)] * (coef != 1) + [_paren(names.get(s, s)) for s in rest]) or "1"
+        bound = names[var] if var.startswith(("threadIdx.", "blockIdx.")) else bounds[var]
+        bound = _in_shape_vars(bound, names)
+        by_var[var] = (stride, bound)
+    if not by_var:
+        return None
+    free = sorted({n for stride, bound in by_var.values() for n in Expr.parse(f"{stride} + {bound}").names})
+    samples = [dict(zip(free, itertools.cycle(primes), strict=False)) for primes in _SAMPLES]
+    try:
+        strides = {v: [Expr.parse(s).evaluate_int(e) for e in samples] for v, (s, _) in by_var.items()}
+        sizes = {v: [Expr.parse(b).evaluate_int(e) for e in samples] for v, (_, b) in by_var.items()}
+        order = sorted(by_var, key=lambda v: (strides[v][0], sizes[v][0]))
+        dims: list[str] = []
+        inner = [1] * len(samples)
+        for v in order:
+            stride, bound = by_var[v]
+            if strides[v] != inner:
+                # ``r * pitch + j`` with ``pitch >= bound(j)``: a padded row, [bound(r), pitch].
+                wide = all(a >= b for a, b in zip(strides[v], inner, strict=True))
+                padded = len(order) == 2 and len(dims) == 1 and wide
+                return [bound, stride] if padded else None
+            dims.append(bound)
+            inner = [a * b for a, b in zip(inner, sizes[v], strict=True)]
+    except KtxError:
+        return None
+    return list(reversed(dims))
+
+
+#: Values tried for the shape variables when comparing a stride with a product of dimensions.
+_SAMPLES = ((3, 5, 7, 11, 13), (17, 19, 23, 29, 31))
+
+
+def _paren(text: str) -> str:
+    return text if re.fullmatch(r"\w+", text) else f"({text})"
 
 
 def offset_of(k: _Kernel, base: ts.Node) -> ts.Node | None:
@@ -943,7 +1021,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             lines.append(f"dtype = {_toml_str(dtype)}")
         if p.is_pointer:
             role, subs = _role(k, p)
-            extent = _extent(k, p, subs, env)
+            extent = _extent(k, p, subs, env) or _affine_extent(k, p, env, targ, launch)
             if extent is None:
                 seen = ", ".join(sorted({k.text(s) for s in subs})[:3]) or "no subscript"
                 why = f"extent of {p.name}: indexed as {seen} (looked at the kernel's subscripts and bounds)"

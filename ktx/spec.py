@@ -527,7 +527,11 @@ def load_spec(path: str | Path) -> Spec:
         raise KtxError(
             f"cannot read spec: {exc.strerror}", Location(str(p)), "every kernel folder needs a ktx.toml"
         ) from None
-    return parse_spec(text, p)
+    spec = parse_spec(text, p)
+    from ktx.bounds import refuse_out_of_bounds  # the bounds check reads the spec's types
+
+    refuse_out_of_bounds(spec)
+    return spec
 
 
 def parse_spec(text: str, path: Path) -> Spec:

@@ -15,7 +15,8 @@ from ktx.bounds import Launch, Range, _splits, check_spec, launch_problems
 from ktx.check import review
 from ktx.cli import main
 from ktx.draft import draft
-from ktx.spec import load_spec
+from ktx.errors import KtxError
+from ktx.spec import load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 FOREIGN = ROOT / "tests" / "init" / "foreign"
@@ -82,7 +83,7 @@ def test_a_grid_bounded_extent_under_a_grid_stride_loop_is_an_error(tmp_path: Pa
             'shape = "[num_tokens, 2 * d]"': f'shape = "[{wrong}, 2 * d]"',
         },
     )
-    report = check_spec(load_spec(out))
+    report = check_spec(parse_spec((out / "ktx.toml").read_text(), out / "ktx.toml"))
     errors = [f for f in report.errors if f.kind == "out_of_bounds"]
     assert {f.buffer for f in errors} == {"out", "input"}
     first = next(f for f in errors if f.buffer == "out")
@@ -90,6 +91,12 @@ def test_a_grid_bounded_extent_under_a_grid_stride_loop_is_an_error(tmp_path: Pa
     assert first.location.line == 14 and first.point == "num_tokens=4096,d=64"
     assert "store row[i] can reach element 262,143 but out has 16,384 elements" in first.message
     assert report.unproven == ()
+    # Loading the spec (every command) refuses it, at the buffer's shape line.
+    with pytest.raises(KtxError) as caught:
+        load_spec(out)
+    assert caught.value.location is not None and caught.value.location.line == 8
+    assert "moe_sum_while.cu:14:" in caught.value.message and "num_tokens=4096" in caught.value.message
+    assert main(["init", "--check", str(out)]) == 1
 
 
 def test_the_right_extent_is_ready(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
