@@ -171,7 +171,10 @@ def deduce_template_args(module: Module, fn: Function, site: LaunchSite) -> Temp
     notes: list[str] = []
     for i, tp in enumerate(fn.template_params):
         if i < len(written):
-            values.append(written[i])
+            why = _uncertain(module, launcher, written[i])
+            if why is not None:
+                notes.append(f"{tp.name}: the launch passes {written[i]!r}, {why}")
+            values.append(None if why is not None else _launcher_constants(module, launcher, written[i]))
             continue
         found: str | None = None
         if tp.kind == "type":
@@ -179,15 +182,88 @@ def deduce_template_args(module: Module, fn: Function, site: LaunchSite) -> Temp
                 if p.base_type != tp.name:
                     continue
                 found = _element_type(module, node, launcher, locals_, p.pointer_depth)
+                if found is not None and _uncertain(module, launcher, found) is not None:
+                    found = None
                 if found is not None:
                     arg = " ".join(syntax.text(module, node).split())
                     notes.append(f"{tp.name} = {found}: deduced from the argument {arg} (parameter {p.name})")
                     break
         if found is None and tp.default is not None:
-            found = tp.default
-            notes.append(f"{tp.name} = {found}: the template parameter's default")
+            # A default may name the parameters before it (``typename V = T``).
+            earlier = {t.name: v for t, v in zip(fn.template_params, values, strict=False)}
+            names = set(re.findall(r"\b[A-Za-z_]\w*\b", tp.default))
+            if all(earlier.get(n) is not None for n in names & earlier.keys()):
+                found = _substitute_names(tp.default, earlier)
+                if _uncertain(module, None, found) is None:
+                    notes.append(f"{tp.name} = {found}: the template parameter's default")
+                else:
+                    found = None
         values.append(found)
     return TemplateArgs(tuple(values), tuple(notes))
+
+
+#: Names a template argument may use with one meaning wherever the launch is: C++ and CUDA types.
+_TYPE_WORDS = frozenset(
+    {w for t in DTYPES for w in t.split()}
+    | {"true", "false", "void", "sizeof", "std", "uint2", "uint4", "int2", "int4", "float2", "float4",
+       "double2", "half2", "__half2", "__nv_bfloat162", "nv_bfloat162", "char2", "char4", "uchar4",
+       "short2", "ushort2", "longlong2", "ulonglong2", "int64_t", "uint64_t", "size_t", "at", "c10",
+       "Half", "BFloat16", "cutlass", "half_t", "bfloat16_t", "float_e4m3_t", "float_e5m2_t"}
+)  # fmt: skip
+
+
+def _uncertain(module: Module, launcher: Function | None, text: str) -> str | None:
+    """Why a template argument at the launch does not name one instantiation, or None.
+
+    ``kernel<T>`` inside ``template <typename T> void launch(...)``, or ``<HEAD_DIM>`` bound by
+    a dispatch macro, or ``<vec_size>`` a launcher local: the spec needs the value, and the
+    text alone would compile only where the launcher's scope gives it one."""
+    for name in re.findall(r"\b[A-Za-z_]\w*\b", text):
+        if name in _TYPE_WORDS:
+            continue
+        if launcher is not None and any(t.name == name for t in launcher.template_params):
+            return f"a template parameter of the launcher {launcher.name}: which instantiation?"
+        if launcher is not None and launcher.param(name) is not None:
+            return f"the launcher's parameter {name}: a template argument needs a constant"
+        if any(m.name == name and m.int_value is not None for m in module.macros):
+            continue
+        scopes = (None, launcher.name if launcher is not None else None)
+        if any(c.name == name and c.int_value is not None and c.function in scopes for c in module.constants):
+            continue
+        if _file_level_type(module, name):
+            continue
+        return f"and {name} has no one value in the file (a launcher local, a dispatch macro's name?)"
+    return None
+
+
+def _substitute_names(text: str, values: Mapping[str, str | None]) -> str:
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: values.get(m.group(0)) or m.group(0), text)
+
+
+def _launcher_constants(module: Module, launcher: Function | None, text: str) -> str:
+    """``V`` -> ``4`` for a ``constexpr int V = 4;`` of the launcher (not in scope elsewhere)."""
+    if launcher is None:
+        return text
+    values = {
+        c.name: str(c.int_value)
+        for c in module.constants
+        if c.function == launcher.name and c.int_value is not None
+    }
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: values.get(m.group(0), m.group(0)), text)
+
+
+def _file_level_type(module: Module, name: str) -> bool:
+    """``name`` is a struct, class, enum, typedef or alias declared outside every function."""
+    text = module.text_str
+    word = re.escape(name)
+    pattern = (
+        rf"\b(?:struct|class|enum|union)\s+{word}\b|\busing\s+{word}\s*=|\btypedef\b[^;{{}}]*\b{word}\s*;"
+    )
+    for m in re.finditer(pattern, text):
+        at = len(text[: m.start()].encode())
+        if not any(f.body.start <= at < f.body.end for f in module.functions):
+            return True
+    return False
 
 
 def _element_type(
@@ -501,14 +577,16 @@ def _chain(index: Affine, bounds: Mapping[str, str], names: Mapping[str, str]) -
         if any(s not in names and not s.startswith(("blockDim.", "gridDim.")) for s in rest):
             return None
         stride = " * ".join([str(coef)] * (coef != 1) + [_paren(names.get(s, s)) for s in rest]) or "1"
-        bound = names[var] if var.startswith(("threadIdx.", "blockIdx.")) else bounds[var]
+        bound = names.get(var) if var.startswith(("threadIdx.", "blockIdx.")) else bounds.get(var)
+        if bound is None:
+            return None  # a launch ktx could not translate
         bound = _in_shape_vars(bound, names)
         by_var[var] = (stride, bound)
     if not by_var:
         return None
-    free = sorted({n for stride, bound in by_var.values() for n in Expr.parse(f"{stride} + {bound}").names})
-    samples = [dict(zip(free, itertools.cycle(primes), strict=False)) for primes in _SAMPLES]
     try:
+        free = sorted({n for s, b in by_var.values() for n in Expr.parse(f"{s} + {b}").names})
+        samples = [dict(zip(free, itertools.cycle(primes), strict=False)) for primes in _SAMPLES]
         strides = {v: [Expr.parse(s).evaluate_int(e) for e in samples] for v, (s, _) in by_var.items()}
         sizes = {v: [Expr.parse(b).evaluate_int(e) for e in samples] for v, (_, b) in by_var.items()}
         order = sorted(by_var, key=lambda v: (strides[v][0], sizes[v][0]))
@@ -992,7 +1070,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     for p, node in zip(fn.params, call_args, strict=False):
         if p.is_pointer:
             continue
-        with contextlib.suppress(Untranslatable):
+        with contextlib.suppress(Untranslatable, KtxError):
             bindings[p.name] = _resolve(tr.expr(node), tr)
     launch = _launch(module, site, tr)
     launcher_vars: dict[str, str] = {}
@@ -1065,7 +1143,10 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     derived: dict[str, str | None] = {}
     for name in sorted(tr.derived, key=lambda n: tr.derived_lines[n]):
         value = tr.derived[name]
-        derived[name] = _canonical(_resolve(value, tr)) if value is not None else None
+        try:
+            derived[name] = _canonical(_resolve(value, tr)) if value is not None else None
+        except KtxError:
+            derived[name] = None
 
     # Shape variables: free names of the launch and of the scalar values and extents.
     used: list[str] = []
@@ -1110,13 +1191,16 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         f"source = {_toml_str(_relative(path, out_dir))}",
     ]
     if fn.template_params:
-        lines += [f"# note: {n}" for n in deduced.notes]
+        lines += [f"# note: {n}" for n in deduced.notes if "deduced" in n or "default" in n]
         missing = [t.name for t, v in zip(fn.template_params, deduced.values, strict=False) if v is None]
         if missing:
-            why = (
-                f"template argument {', '.join(missing)} of {fn.name}: not written at the launch at {where} "
-                "and not deducible from its arguments' declared types"
-            )
+            written = len(site.template_arg_spans)
+            unwritten = [n for n in missing if [t.name for t in fn.template_params].index(n) >= written]
+            parts = [f"template argument {', '.join(missing)} of {fn.name} at the launch at {where}"]
+            if unwritten:
+                parts.append(f"{', '.join(unwritten)}: not written, not deducible from the arguments' types")
+            parts += [n for n in deduced.notes if n.split(":", 1)[0] in missing]
+            why = "; ".join(parts)
             todos.append(why)
             lines.append(f"# {TODO}: {why}")
         values = [v if v is not None else TODO for v in deduced.values]

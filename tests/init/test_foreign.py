@@ -171,3 +171,21 @@ def test_an_extent_the_kernel_reaches_past_becomes_a_todo(tmp_path: Path) -> Non
     )
     assert want in result.text, result.text
     assert result.todos and result.todos[0].startswith("extent of b: the guess")
+
+
+def test_a_template_argument_the_launcher_leaves_open_is_a_todo(tmp_path: Path) -> None:
+    # kernel<T, V> inside template <typename T> void go(...): "T" would compile only there.
+    src = tmp_path / "t.cu"
+    src.write_text(
+        "template <typename T, int N, int M>\n"
+        "__global__ void k(T* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = N; }\n"
+        "template <typename T>\nvoid go(T* x, int n, int m) {\n  constexpr int V = 4;\n"
+        "  k<T, V, m><<<(n + 255) / 256, 256>>>(x, n);\n}\n"
+    )
+    result = draft(src, None, tmp_path)
+    # V is the launcher's constexpr: its value, which is in scope wherever the spec compiles.
+    assert 'template_args = ["TODO", "4", "TODO"]' in result.text
+    (todo,) = [t for t in result.todos if t.startswith("template argument")]
+    assert "T: the launch passes 'T', a template parameter of the launcher go: which instantiation?" in todo
+    assert "M: the launch passes 'm', the launcher's parameter m: a template argument needs a constant" in todo
+    assert 'dtype = "TODO"' in result.text, "x's element type is T: unknown too"
