@@ -783,6 +783,35 @@ class _DraftTranslator(_Translator):
         return None
 
 
+def _dim3_fields(tr: _DraftTranslator, comps: Sequence[ts.Node]) -> list[ts.Node] | None:
+    """``dim3 g; g.x = E;`` (each field set once, in the launcher's body before the launch):
+    the values of x, y, z as far as set (a grid of ``E`` blocks); None for any other form."""
+    if len(comps) != 1 or comps[0].type != "identifier":
+        return None
+    name = syntax.text(tr.module, comps[0])
+    local = tr.locals.get(name)
+    if local is None or local.type != "dim3" or local.value is not None or local.args:
+        return None
+    found: dict[str, ts.Node] = {}
+    for n in _walk(tr.scope):
+        if n.type != "assignment_expression" or n.start_byte >= tr.before:
+            continue
+        left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+        op = n.child_by_field_name("operator")
+        if left is None or right is None or left.type != "field_expression":
+            continue
+        arg, fld = left.child_by_field_name("argument"), left.child_by_field_name("field")
+        if arg is None or fld is None or syntax.text(tr.module, arg) != name:
+            continue
+        axis = syntax.text(tr.module, fld)
+        top = n.parent is not None and n.parent.parent is not None and n.parent.parent.id == tr.scope.id
+        if op is None or op.type != "=" or axis in found or axis not in ("x", "y", "z") or not top:
+            return None
+        found[axis] = right
+    axes = "".join(a for a in "xyz" if a in found)
+    return [found[a] for a in axes] if axes in ("x", "xy", "xyz") else None
+
+
 def _translator(module: Module, site: LaunchSite, launcher: Function | None) -> _DraftTranslator:
     scope = launcher_node(module, site)
     params = frozenset(p.name for p in launcher.params) if launcher else frozenset()
@@ -807,9 +836,10 @@ def _launch(module: Module, site: LaunchSite, tr: _DraftTranslator) -> _LaunchDr
 
     def part(which: str) -> tuple[str, ...] | None:
         try:
-            return tuple(
-                _canonical(_resolve(tr.expr(n), tr)) for n in launch_dims(module, site, which).components
-            )
+            comps = launch_dims(module, site, which).components
+            fields = _dim3_fields(tr, comps)
+            nodes = fields if fields is not None else comps
+            return tuple(_canonical(_resolve(tr.expr(n), tr)) for n in nodes)
         except (Untranslatable, KtxError):
             return None
 
@@ -868,6 +898,30 @@ def _callers(module: Module, launcher: Function) -> dict[str, str] | None:
                 except Untranslatable:
                     return None
             return out
+    return None
+
+
+def _header_value(path: Path, name: str, depth: int = 2) -> int | None:
+    """``#define NAME 32`` or ``constexpr int NAME = 32;`` in ``path`` or the local headers it
+    includes (``#include "..."``, two levels deep), the first found."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    word = re.escape(name)
+    m = re.search(
+        rf"^\s*#\s*define\s+{word}\s+\(?\s*(\d+)\s*\)?\s*(?://.*)?$"
+        rf"|\bconstexpr\s+(?:static\s+)?(?:const\s+)?\w+\s+{word}\s*=\s*(\d+)\s*;",
+        text,
+        re.M,
+    )
+    if m is not None:
+        return int(m.group(1) or m.group(2))
+    if depth > 0:
+        for inc in re.findall(r'#\s*include\s+"([^"]+)"', text):
+            found = _header_value(path.parent / inc, name, depth - 1)
+            if found is not None:
+                return found
     return None
 
 
@@ -1172,6 +1226,18 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         vars_[name] = value
         if name in used:
             used.remove(name)
+    # A name no function takes as a parameter (a header's macro, a global) is no shape variable:
+    # its value from the file's local headers, else a TODO.
+    parameters = {q.name for f in module.functions for q in f.params}
+    external: dict[str, str | None] = {}
+    for name in list(used):
+        if name not in parameters:
+            value = _header_value(path, name)
+            external[name] = str(value) if value is not None else None
+            used.remove(name)
+            if name in derived:
+                del vars_[name]
+    vars_ = {**external, **vars_}
     found = _main_values(module)
     points: dict[str, list[int]] = {}
     origins: dict[str, str] = {}
@@ -1208,7 +1274,14 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     if vars_:
         lines += ["", "[vars]"]
         for n, e in vars_.items():
-            if e is None:
+            if e is None and n in external:
+                why = (
+                    f"{n}: the launch or an extent names {n}, which is no parameter and has no value in "
+                    f"{path.name} or its local headers: write its value"
+                )
+                todos.append(why)
+                lines += [f"# {TODO}: {why}", f"{n} = {_toml_str(TODO)}"]
+            elif e is None:
                 line = tr.derived_lines.get(n, site.span.line)
                 why = (
                     f"{n}: the launcher's local (line {line}) is set in ways ktx does not follow; "
@@ -1217,6 +1290,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 todos.append(why)
                 lines += [f"# {TODO}: {why}", f"{n} = {_toml_str(TODO)}"]
             else:
+                if n in external:
+                    lines.append(f"# note: {n} is not a parameter: its value in the file's headers")
                 if n in derived:
                     line = tr.derived_lines[n]
                     lines.append(f"# note: {n} is the launcher's local (line {line}), not a shape variable")

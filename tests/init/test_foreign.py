@@ -178,7 +178,8 @@ def test_a_template_argument_the_launcher_leaves_open_is_a_todo(tmp_path: Path) 
     src = tmp_path / "t.cu"
     src.write_text(
         "template <typename T, int N, int M>\n"
-        "__global__ void k(T* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = N; }\n"
+        "__global__ void k(T* x, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = N; }\n"
         "template <typename T>\nvoid go(T* x, int n, int m) {\n  constexpr int V = 4;\n"
         "  k<T, V, m><<<(n + 255) / 256, 256>>>(x, n);\n}\n"
     )
@@ -187,5 +188,42 @@ def test_a_template_argument_the_launcher_leaves_open_is_a_todo(tmp_path: Path) 
     assert 'template_args = ["TODO", "4", "TODO"]' in result.text
     (todo,) = [t for t in result.todos if t.startswith("template argument")]
     assert "T: the launch passes 'T', a template parameter of the launcher go: which instantiation?" in todo
-    assert "M: the launch passes 'm', the launcher's parameter m: a template argument needs a constant" in todo
+    assert (
+        "M: the launch passes 'm', the launcher's parameter m: a template argument needs a constant" in todo
+    )
     assert 'dtype = "TODO"' in result.text, "x's element type is T: unknown too"
+
+
+def test_a_dim3_set_field_by_field_is_read_and_a_header_macro_is_no_shape_variable(tmp_path: Path) -> None:
+    (tmp_path / "consts.h").write_text("#pragma once\n#define THREADS 128\n")
+    src = tmp_path / "f.cu"
+    src.write_text(
+        '#include "consts.h"\n'
+        "__global__ void k(float* x, unsigned long long n) {\n"
+        "  unsigned long long i = (unsigned long long)blockIdx.x * THREADS + threadIdx.x;\n"
+        "  if (i >= n) return;\n  x[i] *= 2.f;\n}\n"
+        "void go(float* x, unsigned long long n) {\n  dim3 blocks, threads;\n"
+        "  threads.x = THREADS;\n  blocks.x = (n + THREADS - 1) / THREADS;\n"
+        "  k<<<blocks, threads>>>(x, n);\n}\n"
+    )
+    result = draft(src, None, tmp_path)
+    assert result.todos == ()
+    assert (
+        '[vars]\n# note: THREADS is not a parameter: its value in the file\'s headers\nTHREADS = "128"'
+        in result.text
+    )
+    assert 'grid = ["(n + THREADS - 1) // THREADS"]\nblock = ["THREADS"]' in result.text
+    assert "THREADS = [" not in result.text, "not a shape variable"
+
+
+def test_a_name_with_no_value_anywhere_is_a_todo_in_vars(tmp_path: Path) -> None:
+    src = tmp_path / "f.cu"
+    src.write_text(
+        '#include "missing.h"\n'
+        "__global__ void k(float* x, int n) {\n"
+        "  int i = blockIdx.x * TILE + threadIdx.x; if (i < n) x[i] = 0; }\n"
+        "void go(float* x, int n) { k<<<(n + TILE - 1) / TILE, TILE>>>(x, n); }\n"
+    )
+    result = draft(src, None, tmp_path)
+    assert "# TODO: TILE: the launch or an extent names TILE, which is no parameter" in result.text
+    assert '\nTILE = "TODO"\n' in result.text and "TILE = [" not in result.text
