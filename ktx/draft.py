@@ -1232,8 +1232,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     external: dict[str, str | None] = {}
     for name in list(used):
         if name not in parameters:
-            value = _header_value(path, name)
-            external[name] = str(value) if value is not None else None
+            number = _header_value(path, name)
+            external[name] = str(number) if number is not None else None
             used.remove(name)
             if name in derived:
                 del vars_[name]
