@@ -34,9 +34,10 @@ from pathlib import Path
 from typing import Literal
 
 import tree_sitter as ts
-from ktx.ir import Function, Module, parse, parse_file
+from ktx.ir import Function, Module, parse_file
 from ktx.ir.affine import Affine, KernelIndex, LoopShape, MemRef, _index_node, _kind, kernel_index
 from ktx.ir.consteval import SIZEOF, int_literal
+from ktx.ir.language import parse_tree
 from ktx.ir.syntax import text as node_text
 from ktx.ir.syntax import walk
 
@@ -341,8 +342,8 @@ def _text(module: Module | None, node: ts.Node | None) -> str:
 @functools.lru_cache(maxsize=4096)
 def _expression(text: str) -> ts.Node | None:
     """An atom's C text, parsed on its own (atoms keep their text, not their node)."""
-    module = parse(f"void __ktx_atom() {{ long __ktx_v = {text}; }}\n")
-    for n in walk(module.tree.root_node):
+    tree = parse_tree(f"void __ktx_atom() {{ long __ktx_v = {text}; }}\n".encode())
+    for n in walk(tree.root_node):
         if n.type == "init_declarator":
             return n.child_by_field_name("value")
     return None

@@ -1228,7 +1228,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             used.remove(name)
     # A name no function takes as a parameter (a header's macro, a global) is no shape variable:
     # its value from the file's local headers, else a TODO.
-    parameters = {q.name for f in module.functions for q in f.params}
+    parameters = {q.name for f in module.functions for q in f.params if "dim3" not in q.type}
     external: dict[str, str | None] = {}
     for name in list(used):
         if name not in parameters:
@@ -1275,8 +1275,11 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         lines += ["", "[vars]"]
         for n, e in vars_.items():
             if e is None and n in external:
+                dim3 = launcher is not None and launcher.param(n) is not None
                 why = (
-                    f"{n}: the launch or an extent names {n}, which is no parameter and has no value in "
+                    f"{n}: the launcher's dim3 parameter: write it as an expression of the shape variables"
+                    if dim3
+                    else f"{n}: the launch or an extent names {n}, which is no parameter and has no value in "
                     f"{path.name} or its local headers: write its value"
                 )
                 todos.append(why)
