@@ -613,6 +613,7 @@ def _check_point(
             if size is not None:
                 extents.setdefault(name, size)
     state = _Point(ix, _values(spec, fn, env, launch))
+    moved = _moved_pointers(ix)
     for ref in refs:
         if ref.root and ref.root in ix.locals and ref.root not in ix.shared:
             continue  # a local array: registers
@@ -623,6 +624,8 @@ def _check_point(
         where = Location(source, ref.line, ref.node.start_point[1] + 1)
         text = " ".join(node_text(module, ref.node).split())
         try:
+            if ref.root in moved:
+                raise Unknown(f"{ref.root} (the kernel moves the pointer at line {moved[ref.root]})")
             reach = state.reach(ref)
         except Unknown as exc:
             key = ("unproven", ref.line, text)
@@ -652,6 +655,25 @@ def _check_point(
                 )
             )
     return out
+
+
+def _moved_pointers(ix: KernelIndex) -> dict[str, int]:
+    """Pointer parameters the kernel reassigns (``x += row * d``), with the first line: an
+    index through them is relative to where they point then, which the analysis does not follow."""
+    moved: dict[str, int] = {}
+    for n in walk(ix.body):
+        target: ts.Node | None = None
+        if n.type == "assignment_expression":
+            target = n.child_by_field_name("left")
+        elif n.type == "update_expression":
+            target = n.child_by_field_name("argument")
+        if target is None or target.type != "identifier":
+            continue
+        name = node_text(ix.module, target)
+        param = ix.params.get(name)
+        if param is not None and param.is_pointer and name not in moved:
+            moved[name] = n.start_point[0] + 1
+    return moved
 
 
 def _shared_refs(ix: KernelIndex) -> list[MemRef]:

@@ -535,6 +535,13 @@ def _extent(k: _Kernel, p: Param, subs: Sequence[ts.Node], params: Mapping[str, 
     return None
 
 
+def _moved_line(k: _Kernel, p: Param) -> int | None:
+    """The first line where the kernel reassigns pointer parameter ``p`` (``p += row * d``):
+    its subscripts are then relative to a moving base."""
+    writes = syntax.assigned(k.module, k.body).get(p.name, [])
+    return min(w.start_point[0] + 1 for w in writes) if writes else None
+
+
 def _affine_extent(
     k: _Kernel, p: Param, env: Mapping[str, str], targ: Mapping[str, str], launch: _LaunchDraft
 ) -> str | None:
@@ -1153,8 +1160,13 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             lines.append(f"dtype = {_toml_str(dtype)}")
         if p.is_pointer:
             role, subs = _role(k, p)
-            extent = _extent(k, p, subs, env) or _affine_extent(k, p, env, targ, launch)
-            if extent is None:
+            moved = _moved_line(k, p)
+            extent = None if moved else _extent(k, p, subs, env) or _affine_extent(k, p, env, targ, launch)
+            if moved:
+                why = f"extent of {p.name}: the kernel moves the pointer ({p.name} set again at line {moved})"
+                arg_todos.append(why)
+                lines += [f"# {TODO}: {why}", f'shape = "[{TODO}]"']
+            elif extent is None:
                 seen = ", ".join(sorted({k.text(s) for s in subs})[:3]) or "no subscript"
                 why = f"extent of {p.name}: indexed as {seen} (looked at the kernel's subscripts and bounds)"
                 arg_todos.append(why)
@@ -1241,8 +1253,13 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     found = _main_values(module)
     points: dict[str, list[int]] = {}
     origins: dict[str, str] = {}
+    # A bool the kernel takes straight from a launcher parameter is a flag, not a size.
+    scalar_types = {q.name: _dtype(module, path, targ.get(q.base_type, q.base_type)) for q in fn.params}
+    flags = {bindings[n] for n, t in scalar_types.items() if t == "bool" and n in bindings}
     for name in used:
-        points[name], origins[name] = _shape_values(name, found, len(used))
+        points[name], origins[name] = (
+            ([1], "flag") if name in flags else _shape_values(name, found, len(used))
+        )
     sizing = size_shapes(
         points,
         [n for n in used if origins[n] == "default"],
@@ -1306,6 +1323,10 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         defaults = [n for n in used if origins[n] == "default"]
         if defaults:
             lines.append(f"# {', '.join(defaults)}: no value in the file's main(); default sizes")
+        flagged = [n for n in used if origins[n] == "flag"]
+        if flagged:
+            why = 'shape values are positive: for false, set value = "0"'
+            lines.append(f"# {', '.join(flagged)}: flags (bool), 1 = true ({why})")
         lines += [f"# note: {n}" for n in sizing.notes]
         if sizing.points is None:
             product = ", ".join(f"{n} = {sizing.values[n]}" for n in used)

@@ -181,3 +181,18 @@ def test_the_suite_specs_have_no_bounds_errors(name: str) -> None:
     # Where something is not proven, it names the access and why.
     for f in report.unproven:
         assert f.location is not None and f.location.line > 0 and "cannot bound" in f.message
+
+
+def test_a_pointer_the_kernel_moves_is_not_proven(tmp_path: Path) -> None:
+    # x += row * d: the subscript x[i] is relative to the moved base; not bounded as if it were not.
+    source = (
+        "__global__ void k(float* x, int d) {\n  x += blockIdx.x * d;\n"
+        "  for (int i = threadIdx.x; i < d; i += blockDim.x) x[i] *= 2.f;\n}\n"
+        "void go(float* x, int rows, int d) { k<<<rows, 256>>>(x, d); }\n"
+    )
+    todo = "# TODO: extent of x: the kernel moves the pointer (x set again at line 2)"
+    out = folder(tmp_path, "moved", {f'{todo}\nshape = "[TODO]"': 'shape = "[d]"'}, source)
+    result = review(out)
+    assert result.blockers == ()
+    (f,) = result.unproven
+    assert "cannot bound x (the kernel moves the pointer at line 2)" in f.message

@@ -227,3 +227,16 @@ def test_a_name_with_no_value_anywhere_is_a_todo_in_vars(tmp_path: Path) -> None
     result = draft(src, None, tmp_path)
     assert "# TODO: TILE: the launch or an extent names TILE, which is no parameter" in result.text
     assert '\nTILE = "TODO"\n' in result.text and "TILE = [" not in result.text
+
+
+def test_a_bool_flag_is_one_not_a_size_and_a_moved_pointer_is_a_todo(tmp_path: Path) -> None:
+    src = tmp_path / "f.cu"
+    src.write_text(
+        "__global__ void k(float* x, int d, bool scale) {\n  x += blockIdx.x * d;\n"
+        "  for (int i = threadIdx.x; i < d; i += blockDim.x) x[i] = scale ? 2.f * x[i] : x[i];\n}\n"
+        "void go(float* x, int rows, int d, bool scale) { k<<<rows, 256>>>(x, d, scale); }\n"
+    )
+    text = draft(src, None, tmp_path).text
+    assert '# scale: flags (bool), 1 = true (shape values are positive: for false, set value = "0")' in text
+    assert "scale = [1]" in text
+    assert "# TODO: extent of x: the kernel moves the pointer (x set again at line 2)" in text
