@@ -1181,6 +1181,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             else:
                 lines.append(f"role = {_toml_str(role)}")
         else:
+            if dtype is None:
+                bindings.pop(p.name, None)  # a struct passed by value: no shape variable of it
             value = bindings.get(p.name)
             if dtype in ("fp32", "fp64") and value is not None and re.fullmatch(r"[A-Za-z_]\w*", value):
                 # A float the launcher passes through is a constant, not a shape variable: an
