@@ -535,6 +535,15 @@ def _extent(k: _Kernel, p: Param, subs: Sequence[ts.Node], params: Mapping[str, 
     return None
 
 
+def _valid_extent(text: str) -> bool:
+    """Every dimension an expression the spec loader reads (a guess built from pieces can be
+    ``[()]`` when a piece did not translate)."""
+    try:
+        return all(Expr.parse(d) is not None for d in extent_dims(text))
+    except (KtxError, SyntaxError):
+        return False
+
+
 def _moved_line(k: _Kernel, p: Param) -> int | None:
     """The first line where the kernel reassigns pointer parameter ``p`` (``p += row * d``):
     its subscripts are then relative to a moving base."""
@@ -1138,7 +1147,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     callers = _callers(module, launcher) if launcher is not None else None
     if callers:
         launcher_vars = {n: e for n, e in callers.items() if not re.fullmatch(re.escape(n), e)}
-    env = {**dict(tr.used_vars), **bindings}
+    # used_vars keeps "" for a local whose value did not translate: not a value.
+    env = {**{n: v for n, v in tr.used_vars.items() if v}, **bindings}
     if launch.grid is not None:
         _grid_bounds(k, launch.grid)
         env.update({f"__grid{i}": g for i, g in enumerate(launch.grid)})
@@ -1162,6 +1172,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             role, subs = _role(k, p)
             moved = _moved_line(k, p)
             extent = None if moved else _extent(k, p, subs, env) or _affine_extent(k, p, env, targ, launch)
+            if extent is not None and not _valid_extent(extent):
+                extent = None
             if moved:
                 why = f"extent of {p.name}: the kernel moves the pointer ({p.name} set again at line {moved})"
                 arg_todos.append(why)

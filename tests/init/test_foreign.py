@@ -240,3 +240,19 @@ def test_a_bool_flag_is_one_not_a_size_and_a_moved_pointer_is_a_todo(tmp_path: P
     assert '# scale: flags (bool), 1 = true (shape values are positive: for false, set value = "0")' in text
     assert "scale = [1]" in text
     assert "# TODO: extent of x: the kernel moves the pointer (x set again at line 2)" in text
+
+
+def test_an_extent_from_a_local_that_did_not_translate_is_not_empty(tmp_path: Path) -> None:
+    # The launcher's size = t.size(0) does not translate; idx[start] with start < size must
+    # not become shape = "[()]".
+    src = tmp_path / "f.cu"
+    src.write_text(
+        "__global__ void k(float* out, const long* idx, long size) {\n"
+        "  int start = blockIdx.x * blockDim.y + threadIdx.y;\n"
+        "  if (start < size) out[start] = (float)idx[start];\n}\n"
+        "struct Tensor { long size(int) const; };\n"
+        "void go(float* out, const long* idx, const Tensor& t) {\n"
+        "  const long size = t.size(0);\n  k<<<(size + 7) / 8, dim3(32, 8)>>>(out, idx, size);\n}\n"
+    )
+    text = draft(src, None, tmp_path).text
+    assert "()" not in "".join(line for line in text.splitlines() if line.startswith("shape ="))
