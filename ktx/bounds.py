@@ -25,6 +25,7 @@ How a range is found (all sound over-approximations; what cannot be bounded is `
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -150,10 +151,38 @@ class _Point:
     ix: KernelIndex
     values: dict[str, Range]
     memo: dict[tuple[int, int], Range] = field(default_factory=dict)
+    facts: tuple[tuple[Affine, Affine], ...] = ()
+    """``lhs < bound`` facts at the access being bounded (its guards), applied to each local
+    and loop variable whose value is a fact's ``lhs`` (``b = i / T`` under ``if (i < B * T)``)."""
+    busy: set[str] = field(default_factory=set)
 
     # symbols and nodes
 
     def symbol(self, name: str, at: ts.Node) -> Range:
+        found = self._symbol(name, at)
+        if not self.facts or name in self.busy:
+            return found
+        local = self.ix.locals.get(name)
+        value = (
+            self.ix.affine(local.value)
+            if local is not None and local.value is not None and name not in self.ix.variables
+            else Affine.sym(name)
+        )
+        if value is None:
+            return found
+        self.busy.add(name)
+        try:
+            for lhs, upper in self.facts:
+                if lhs.equals(value):
+                    with contextlib.suppress(Unknown):
+                        top = self.affine(upper, at).hi - 1
+                        if top >= found.lo:
+                            found = Range(found.lo, min(found.hi, top))
+        finally:
+            self.busy.discard(name)
+        return found
+
+    def _symbol(self, name: str, at: ts.Node) -> Range:
         loop = _enclosing_loop(self.ix, name, at)
         if loop is not None:
             return self.loop_range(loop, at)
@@ -315,9 +344,11 @@ class _Point:
         if ref.index is None or ref.width is None:
             raise Unknown(f"the index of {ref.pointer}[...] (not an integer expression ktx reads)")
         at = ref.node
+        self.facts = tuple(_facts(self.ix, at))
+        self.memo = {}  # loop ranges may use this access's facts
         plain = self.affine(ref.index, at)
         lo, hi = plain.lo, plain.hi
-        for lhs, upper in _facts(self.ix, at):
+        for lhs, upper in self.facts:
             for c, rest in _splits(ref.index, lhs):
                 try:
                     limit = self.affine(lhs, at)

@@ -1390,9 +1390,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         '# python = "reference:' + fn.name + '"',
         'use = "original"',
     ]
-    if not todos:
-        lines, todos = _second_look(lines, path)
-    return Draft(fn.name, "\n".join(lines) + "\n", tuple(todos))
+    lines, more = _second_look(lines, path, fn)
+    return Draft(fn.name, "\n".join(lines) + "\n", (*todos, *more))
 
 
 def _near(points: Sequence[ShapePoint]) -> list[ShapePoint]:
@@ -1408,13 +1407,50 @@ def _near(points: Sequence[ShapePoint]) -> list[ShapePoint]:
     return list(seen.values())
 
 
-def _second_look(lines: list[str], path: Path) -> tuple[list[str], list[str]]:
-    """A draft with no TODO is checked as ``--check`` would (:mod:`ktx.bounds`); an extent the
-    kernel provably reaches past becomes a TODO that says so, never a silently wrong line."""
+#: Stand-ins for the placeholders that do not change where the kernel's accesses reach: an
+#: unknown extent as large as can be (never the one found too small), a dtype, a role.
+_STAND_INS = {
+    'shape = "[TODO]"': 'shape = "[1099511627776]"',
+    'dtype = "TODO"': 'dtype = "fp32"',
+    'role = "TODO"': 'role = "inout"',
+}
+
+
+def _probe(lines: list[str], path: Path, fn: Function) -> list[str] | None:
+    """The draft as a spec the bounds check can load: the TODOs that do not bear on where
+    accesses reach replaced by stand-ins, or None when one does (a scalar's value, a launch
+    dimension, a derived value, a template value argument)."""
+    out: list[str] = []
+    for line in lines:
+        if line.startswith("source = "):
+            out.append(f"source = {_toml_str(str(path.resolve()))}")
+        elif line.startswith("template_args = ") and TODO in line:
+            values = ast.literal_eval(line.split("=", 1)[1].strip())
+            kinds = [t.kind for t in fn.template_params]
+            if any(v == TODO and (i >= len(kinds) or kinds[i] != "type") for i, v in enumerate(values)):
+                return None
+            out.append(
+                "template_args = [" + ", ".join(_toml_str("float" if v == TODO else v) for v in values) + "]"
+            )
+        elif line in _STAND_INS:
+            out.append(_STAND_INS[line])
+        elif TODO in line and not line.lstrip().startswith("#"):
+            return None
+        else:
+            out.append(line)
+    return out
+
+
+def _second_look(lines: list[str], path: Path, fn: Function) -> tuple[list[str], list[str]]:
+    """The draft is checked as ``--check`` would (:mod:`ktx.bounds`), its TODOs stood in for
+    where they do not bear on it: an extent the kernel provably reaches past becomes a TODO
+    that says so, never a silently wrong line."""
     from ktx.bounds import check_spec
     from ktx.spec import parse_spec
 
-    probe = [f"source = {_toml_str(str(path.resolve()))}" if x.startswith("source = ") else x for x in lines]
+    probe = _probe(lines, path, fn)
+    if probe is None:
+        return lines, []
     try:
         spec = parse_spec("\n".join(probe) + "\n", path.parent / "ktx.toml")
         report = check_spec(spec, _near(spec.shape_set().points))
@@ -1428,7 +1464,7 @@ def _second_look(lines: list[str], path: Path) -> tuple[list[str], list[str]]:
             continue
         start = next((i for i, x in enumerate(out) if x == f"name = {_toml_str(f.buffer)}"), None)
         at = next((i for i in range(start or 0, len(out)) if out[i].startswith("shape = ")), None)
-        if start is None or at is None:
+        if start is None or at is None or TODO in out[at]:
             continue
         done.add(f.buffer)
         guess = out[at].split("=", 1)[1].strip()

@@ -196,3 +196,16 @@ def test_a_pointer_the_kernel_moves_is_not_proven(tmp_path: Path) -> None:
     assert result.blockers == ()
     (f,) = result.unproven
     assert "cannot bound x (the kernel moves the pointer at line 2)" in f.message
+
+
+def test_a_guard_bounds_the_variable_a_quotient_and_remainder_come_from(tmp_path: Path) -> None:
+    # llm.c's crossentropy: b = i / T, t = i % T under if (i < B * T): b * T + t < B * T.
+    source = (
+        "__global__ void k(float* out, const float* x, int B, int T) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (i < B * T) {\n    int b = i / T;\n    int t = i % T;\n"
+        "    out[b * T + t] = x[b * T + t];\n  }\n}\n"
+        "void go(float* out, const float* x, int B, int T) { k<<<(B * T + 255) / 256, 256>>>(out, x, B, T); }\n"
+    )
+    out = folder(tmp_path, "quotient", {"T = [64, 4096]": "T = [63, 4095]"}, source)
+    assert review(out).blockers == () and review(out).unproven == ()
