@@ -205,7 +205,8 @@ def test_a_guard_bounds_the_variable_a_quotient_and_remainder_come_from(tmp_path
         "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
         "  if (i < B * T) {\n    int b = i / T;\n    int t = i % T;\n"
         "    out[b * T + t] = x[b * T + t];\n  }\n}\n"
-        "void go(float* out, const float* x, int B, int T) { k<<<(B * T + 255) / 256, 256>>>(out, x, B, T); }\n"
+        "void go(float* out, const float* x, int B, int T) {\n"
+        "  k<<<(B * T + 255) / 256, 256>>>(out, x, B, T);\n}\n"
     )
     out = folder(tmp_path, "quotient", {"T = [64, 4096]": "T = [63, 4095]"}, source)
     assert review(out).blockers == () and review(out).unproven == ()
