@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import itertools
+import math
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -990,12 +991,16 @@ def size_shapes(
     derived: Sequence[tuple[str, str | None]],
     launch: _LaunchDraft,
     budget: int = SHAPE_BUDGET,
+    unknown: int = 0,
 ) -> Sizing:
     """Shrink the default values of ``free`` variables until the largest point's buffers fit
     ``budget`` bytes (a four-variable kernel at 4096 each needs terabytes), then keep only the
     points where the launch is valid (grid > 0, 1 to 1024 threads a block).
 
-    ``arrays`` are (extent text, bytes per element); ``derived`` the ``[vars]`` in order.
+    ``arrays`` are (extent text, bytes per element); ``derived`` the ``[vars]`` in order;
+    ``unknown`` the arrays whose extent is a TODO, each counted as 4-byte elements over the
+    three largest free variables (rope's ``[tokens, heads, head_size]``), so that filling the
+    TODOs in does not turn the defaults into hundreds of gigabytes.
     """
     current = {n: list(v) for n, v in values.items()}
     notes: list[str] = []
@@ -1003,6 +1008,9 @@ def size_shapes(
     def total(point: Mapping[str, int]) -> int | None:
         env = _env(point, derived)
         size = 0
+        if unknown and free:
+            largest = sorted((point[n] for n in free), reverse=True)[:3]
+            size += unknown * 4 * math.prod(largest)
         for shape, width in arrays:
             try:
                 dims = [Expr.parse(d).evaluate_int(env) for d in extent_dims(shape)]
@@ -1280,6 +1288,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         [(a.shape, a.elem_bytes) for a in args if a.shape is not None],
         [(n, v) for n, v in vars_.items()],
         launch,
+        unknown=sum(1 for a in args if any(line == f'shape = "[{TODO}]"' for line in a.lines)),
     )
 
     lines = [
