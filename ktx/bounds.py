@@ -46,8 +46,8 @@ from ktx.errors import KtxError, Location
 from ktx.expr import Value
 from ktx.spec import ShapePoint, Spec, expand
 
-#: Dynamic shared memory a launch gets without opting in (ktx's harness does not opt in);
-#: sm_90 allows up to 227 KiB with ``cudaFuncAttributeMaxDynamicSharedMemorySize``.
+#: Shared memory a block gets without opting in, and on sm_90 with it
+#: (``cudaFuncAttributeMaxDynamicSharedMemorySize``, which ktx's harness sets when needed).
 SHARED_DEFAULT = 48 * 1024
 SHARED_OPT_IN_SM90 = 227 * 1024
 #: Device memory assumed when the device is not known (an 80 GB H100), and the fraction of it
@@ -531,7 +531,7 @@ def launch_at(spec: Spec, env: Mapping[str, Value]) -> Launch:
     return Launch(grid, block, spec.launch.shared.evaluate_int(env))
 
 
-def launch_problems(launch: Launch, static_shared: int = 0, opt_in: bool = False) -> list[str]:
+def launch_problems(launch: Launch, static_shared: int = 0, opt_in: bool = True) -> list[str]:
     """Why a launch is invalid on sm_90: no blocks, no threads, over 1024 threads a block, a
     grid dimension past its limit, more shared memory than a launch gets."""
     out: list[str] = []
@@ -556,8 +556,12 @@ def launch_problems(launch: Launch, static_shared: int = 0, opt_in: bool = False
         what = f"{launch.shared:,} bytes of dynamic shared memory" + (
             f" and {static_shared:,} static" if static_shared else ""
         )
-        opt = "" if opt_in else f" without opting in (sm_90 allows {SHARED_OPT_IN_SM90 // 1024} KiB with it)"
-        out.append(f"{what}: over the {limit // 1024} KiB a launch gets{opt}")
+        opt = (
+            " on sm_90 (opted in)"
+            if opt_in
+            else f" without opting in (sm_90 allows {SHARED_OPT_IN_SM90 // 1024} KiB)"
+        )
+        out.append(f"{what}: over the {limit // 1024} KiB a block gets{opt}")
     return out
 
 
@@ -565,7 +569,7 @@ def check_spec(
     spec: Spec,
     points: Sequence[ShapePoint] | None = None,
     device_memory: int = DEVICE_MEMORY,
-    opt_in: bool = False,
+    opt_in: bool = True,
 ) -> Report:
     """Check every point of every shape set (or ``points``): accesses within their buffers,
     the launch valid, the buffers within a quarter of ``device_memory``."""
