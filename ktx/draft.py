@@ -24,7 +24,10 @@ placeholder that the spec loader refuses, so a draft with TODOs never runs by ac
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import itertools
+import math
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -34,18 +37,22 @@ from pathlib import Path
 import tree_sitter as ts
 from ktx.ir import LaunchSite, Module, parse_file
 from ktx.ir.access import _index_node, terms
+from ktx.ir.affine import Affine, kernel_index
 from ktx.ir.facts.kinds import access_kind as _kind
 from ktx.ir.nodes import Function, Param
 
 from ktx import syntax
 from ktx.errors import KtxError, Location
+from ktx.expr import Expr, Value
 from ktx.launch import (
+    _EXPRESSIONS,
     Untranslatable,
     _Translator,
+    launch_dims,
     launcher_node,
-    mapping_from_file,
     substitute,
 )
+from ktx.spec import ShapePoint
 
 #: C/CUDA element types to spec dtypes.
 DTYPES: Mapping[str, str] = {
@@ -57,6 +64,13 @@ DTYPES: Mapping[str, str] = {
     "uint32_t": "uint32", "long": "int64", "long long": "int64", "int64_t": "int64",
     "unsigned long long": "uint64", "uint64_t": "uint64", "size_t": "uint64", "bool": "bool",
 }  # fmt: skip
+#: Bytes per element of each spec dtype (for sizing default shapes).
+DTYPE_BYTES: Mapping[str, int] = {
+    "fp32": 4, "fp64": 8, "fp16": 2, "bf16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1, "int8": 1, "uint8": 1,
+    "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "bool": 1,
+}  # fmt: skip
+#: The most bytes of buffers a default shape point may need (the largest point of the product).
+SHAPE_BUDGET = 2 << 30
 #: Values a shape variable takes when the file gives none (a size; a block size).
 DEFAULT_SIZES = (4096, 1048576)
 DEFAULT_SIZES_2D = (64, 4096)
@@ -74,6 +88,9 @@ class Arg:
     name: str
     lines: tuple[str, ...]
     todos: tuple[str, ...] = ()
+    shape: str | None = None
+    """The drafted extent (``[n, d]``) of an array, None when it is a TODO or a scalar."""
+    elem_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -125,14 +142,171 @@ def _choose(module: Module, path: str, name: str | None) -> tuple[Function, Laun
             where,
             "add a host launcher (kernel<<<grid, block>>>(args)) so ktx can read the launch",
         )
-    site = sites[0]
-    if fn.template_params and not site.template_args:
-        raise KtxError(
-            f"template kernel {fn.name} has no instantiation at its launch",
-            Location(path, site.span.line, 1),
-            f"launch it as {fn.name}<TYPE><<<...>>>, naming the template arguments",
-        )
-    return fn, site
+    return fn, sites[0]
+
+
+@dataclass(frozen=True)
+class TemplateArgs:
+    """The kernel's template arguments at its launch: written there, or deduced.
+
+    ``values`` has one entry per template parameter (None: neither written nor deducible);
+    ``notes`` say where each deduced one came from."""
+
+    values: tuple[str | None, ...]
+    notes: tuple[str, ...]
+
+
+def deduce_template_args(module: Module, fn: Function, site: LaunchSite) -> TemplateArgs:
+    """``kernel<<<g, b>>>(out, in, n)`` with ``template <typename T> kernel(T* out, ...)``: T
+    is the element type of the launcher's ``out`` (as C++ deduces it from the call).
+
+    Written arguments come first; a type parameter not written is the element type of the
+    first argument passed where the kernel's parameter is ``T*``/``T`` (the launcher's
+    parameter or local, or a cast's target type); a value parameter falls back to its default.
+    """
+    written = [module.text(s) for s in site.template_arg_spans]
+    call_args = _call_args(module, site)
+    launcher = _launcher(module, site)
+    scope = launcher_node(module, site)
+    locals_ = syntax.local_declarations(module, scope, before=site.span.start) if scope is not None else {}
+    values: list[str | None] = []
+    notes: list[str] = []
+    for i, tp in enumerate(fn.template_params):
+        if i < len(written):
+            why = _uncertain(module, launcher, written[i])
+            if why is not None:
+                notes.append(f"{tp.name}: the launch passes {written[i]!r}, {why}")
+            values.append(None if why is not None else _launcher_constants(module, launcher, written[i]))
+            continue
+        found: str | None = None
+        if tp.kind == "type":
+            for p, node in zip(fn.params, call_args, strict=False):
+                if p.base_type != tp.name:
+                    continue
+                found = _element_type(module, node, launcher, locals_, p.pointer_depth)
+                if found is not None and _uncertain(module, launcher, found) is not None:
+                    found = None
+                if found is not None:
+                    arg = " ".join(syntax.text(module, node).split())
+                    notes.append(f"{tp.name} = {found}: deduced from the argument {arg} (parameter {p.name})")
+                    break
+        if found is None and tp.default is not None:
+            # A default may name the parameters before it (``typename V = T``).
+            earlier = {t.name: v for t, v in zip(fn.template_params, values, strict=False)}
+            names = set(re.findall(r"\b[A-Za-z_]\w*\b", tp.default))
+            if all(earlier.get(n) is not None for n in names & earlier.keys()):
+                found = _substitute_names(tp.default, earlier)
+                if _uncertain(module, None, found) is None:
+                    notes.append(f"{tp.name} = {found}: the template parameter's default")
+                else:
+                    found = None
+        values.append(found)
+    return TemplateArgs(tuple(values), tuple(notes))
+
+
+#: Names a template argument may use with one meaning wherever the launch is: C++ and CUDA types.
+_TYPE_WORDS = frozenset(
+    {w for t in DTYPES for w in t.split()}
+    | {"true", "false", "void", "sizeof", "std", "uint2", "uint4", "int2", "int4", "float2", "float4",
+       "double2", "half2", "__half2", "__nv_bfloat162", "nv_bfloat162", "char2", "char4", "uchar4",
+       "short2", "ushort2", "longlong2", "ulonglong2", "int64_t", "uint64_t", "size_t", "at", "c10",
+       "Half", "BFloat16", "cutlass", "half_t", "bfloat16_t", "float_e4m3_t", "float_e5m2_t"}
+)  # fmt: skip
+
+
+def _uncertain(module: Module, launcher: Function | None, text: str) -> str | None:
+    """Why a template argument at the launch does not name one instantiation, or None.
+
+    ``kernel<T>`` inside ``template <typename T> void launch(...)``, or ``<HEAD_DIM>`` bound by
+    a dispatch macro, or ``<vec_size>`` a launcher local: the spec needs the value, and the
+    text alone would compile only where the launcher's scope gives it one."""
+    for name in re.findall(r"\b[A-Za-z_]\w*\b", text):
+        if name in _TYPE_WORDS:
+            continue
+        if launcher is not None and any(t.name == name for t in launcher.template_params):
+            return f"a template parameter of the launcher {launcher.name}: which instantiation?"
+        if launcher is not None and launcher.param(name) is not None:
+            return f"the launcher's parameter {name}: a template argument needs a constant"
+        if any(m.name == name and m.int_value is not None for m in module.macros):
+            continue
+        scopes = (None, launcher.name if launcher is not None else None)
+        if any(c.name == name and c.int_value is not None and c.function in scopes for c in module.constants):
+            continue
+        if _file_level_type(module, name):
+            continue
+        return f"and {name} has no one value in the file (a launcher local, a dispatch macro's name?)"
+    return None
+
+
+def _substitute_names(text: str, values: Mapping[str, str | None]) -> str:
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: values.get(m.group(0)) or m.group(0), text)
+
+
+def _launcher_constants(module: Module, launcher: Function | None, text: str) -> str:
+    """``V`` -> ``4`` for a ``constexpr int V = 4;`` of the launcher (not in scope elsewhere)."""
+    if launcher is None:
+        return text
+    values = {
+        c.name: str(c.int_value)
+        for c in module.constants
+        if c.function == launcher.name and c.int_value is not None
+    }
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: values.get(m.group(0), m.group(0)), text)
+
+
+def _file_level_type(module: Module, name: str) -> bool:
+    """``name`` is a struct, class, enum, typedef or alias declared outside every function."""
+    text = module.text_str
+    word = re.escape(name)
+    pattern = (
+        rf"\b(?:struct|class|enum|union)\s+{word}\b|\busing\s+{word}\s*=|\btypedef\b[^;{{}}]*\b{word}\s*;"
+    )
+    for m in re.finditer(pattern, text):
+        at = len(text[: m.start()].encode())
+        if not any(f.body.start <= at < f.body.end for f in module.functions):
+            return True
+    return False
+
+
+def _element_type(
+    module: Module,
+    node: ts.Node,
+    launcher: Function | None,
+    locals_: Mapping[str, syntax.LocalDecl],
+    depth: int,
+) -> str | None:
+    """The type an argument passes where the kernel takes ``T`` behind ``depth`` pointers."""
+    while node.type == "parenthesized_expression" and node.named_child_count == 1:
+        node = node.named_children[0]
+    written: str | None = None
+    if node.type == "identifier":
+        name = syntax.text(module, node)
+        param = launcher.param(name) if launcher is not None else None
+        if param is not None:
+            return param.base_type if param.pointer_depth == depth else None
+        local = locals_.get(name)
+        if local is not None:
+            written = local.type
+            decl = local.declaration.child_by_field_name("declarator")
+            stars = syntax.text(module, decl).split("=")[0].count("*") if decl is not None else 0
+            written += "*" * stars
+    elif node.type == "cast_expression":
+        target = node.child_by_field_name("type")
+        written = syntax.text(module, target) if target is not None else None
+    elif node.type == "call_expression":
+        fn = node.child_by_field_name("function")
+        args = node.child_by_field_name("arguments")
+        if fn is not None and fn.type == "template_function" and args is not None:
+            callee = fn.child_by_field_name("name")
+            targs = fn.child_by_field_name("arguments")
+            if callee is not None and targs is not None and syntax.text(module, callee).endswith("_cast"):
+                written = syntax.text(module, targs).strip()[1:-1]
+    if written is None:
+        return None
+    if written.count("*") != depth:
+        return None
+    base = " ".join(re.sub(r"\bconst\b|\bvolatile\b|__restrict__|\*", " ", written).split())
+    return base or None
 
 
 # -- the kernel's body: bounds, locals, derived pointers ---------------------------------------
@@ -160,13 +334,17 @@ def _read_kernel(module: Module, fn: Function) -> _Kernel:
                     continue
                 name = syntax.text(module, ident)
                 base = _pointer_base(module, value, params, k.pointers)
-                if base is not None and decl.child_by_field_name("declarator") is not None and (
-                    decl.child_by_field_name("declarator").type == "pointer_declarator"  # type: ignore[union-attr]
+                if (
+                    base is not None
+                    and decl.child_by_field_name("declarator") is not None
+                    and (
+                        decl.child_by_field_name("declarator").type == "pointer_declarator"  # type: ignore[union-attr]
+                    )
                 ):
                     k.pointers[name] = base
                 else:
                     k.locals_[name] = value
-        elif n.type == "for_statement":
+        elif n.type in ("for_statement", "while_statement"):
             cond = n.child_by_field_name("condition")
             if cond is not None:
                 _bounds_from(k, cond, k.bounds)
@@ -185,8 +363,13 @@ def _read_kernel(module: Module, fn: Function) -> _Kernel:
 
 
 def _grid_bounds(k: _Kernel, grid: Sequence[str]) -> None:
-    """``r = blockIdx.x`` ranges over the grid's x extent (the launch's, in spec variables)."""
+    """``r = blockIdx.x`` ranges over the grid's x extent (the launch's, in spec variables);
+    not when the kernel steps it (``r += gridDim.x``: a grid-stride walk that the grid does
+    not bound; its loop condition does)."""
+    stepped = syntax.assigned(k.module, k.body)
     for name, value in k.locals_.items():
+        if name in stepped:
+            continue
         m = re.fullmatch(r"(?:\(\w[\w\s]*\))?\s*blockIdx\.([xyz])", k.text(value))
         axis = "xyz".index(m.group(1)) if m else -1
         if m and axis < len(grid) and name not in k.bounds:
@@ -285,8 +468,10 @@ def _active_lines(text: str, defined: set[str]) -> Iterator[str]:
             continue
         kind, rest = d.groups()
         if kind in ("ifdef", "ifndef", "if"):
-            c = rest.strip() in defined if kind == "ifdef" else (
-                rest.strip() not in defined if kind == "ifndef" else cond(rest)
+            c = (
+                rest.strip() in defined
+                if kind == "ifdef"
+                else (rest.strip() not in defined if kind == "ifndef" else cond(rest))
             )
             stack.append((c, c))
         elif kind == "elif" and stack:
@@ -350,6 +535,101 @@ def _extent(k: _Kernel, p: Param, subs: Sequence[ts.Node], params: Mapping[str, 
         if dims is not None:
             return "[" + ", ".join(_in_shape_vars(d, env) for d in dims) + "]"
     return None
+
+
+def _valid_extent(text: str) -> bool:
+    """Every dimension an expression the spec loader reads (a guess built from pieces can be
+    ``[()]`` when a piece did not translate)."""
+    try:
+        return all(Expr.parse(d) is not None for d in extent_dims(text))
+    except (KtxError, SyntaxError):
+        return False
+
+
+def _moved_line(k: _Kernel, p: Param) -> int | None:
+    """The first line where the kernel reassigns pointer parameter ``p`` (``p += row * d``):
+    its subscripts are then relative to a moving base."""
+    writes = syntax.assigned(k.module, k.body).get(p.name, [])
+    return min(w.start_point[0] + 1 for w in writes) if writes else None
+
+
+def _affine_extent(
+    k: _Kernel, p: Param, env: Mapping[str, str], targ: Mapping[str, str], launch: _LaunchDraft
+) -> str | None:
+    """The extent from the index analysis (:mod:`ktx.ir.affine`) when the subscripts' text did
+    not give one: ``(t * TOPK + k) * d + i`` is ``2*d*t + d*k + i``; each term's varying
+    symbol (a loop or guard variable, a thread or block index) with its bound is a dimension,
+    the term's stride its pitch: ``[num_tokens, 2, d]``. Only dense chains (each stride the
+    product of the dimensions inside it) and a padded 2-D row are taken; the draft's bounds
+    check then tries the guess at every shape point."""
+    ix = kernel_index(k.module, k.fn)
+    names = {**env, **targ}
+    for axis, i in (("x", 0), ("y", 1), ("z", 2)):
+        if launch.grid is not None and i < len(launch.grid):
+            names[f"gridDim.{axis}"] = launch.grid[i]
+            names[f"blockIdx.{axis}"] = launch.grid[i]
+        if launch.block is not None and i < len(launch.block):
+            names[f"blockDim.{axis}"] = launch.block[i]
+            names[f"threadIdx.{axis}"] = launch.block[i]
+    varying = {n: b for n, b in k.bounds.items() if not b.startswith("__grid")}
+    for ref in ix.accesses():
+        if ref.root != p.name or ref.index is None or ref.index.atoms:
+            continue
+        dims = _chain(ref.index, varying, names)
+        if dims is not None:
+            return "[" + ", ".join(dims) + "]"
+    return None
+
+
+def _chain(index: Affine, bounds: Mapping[str, str], names: Mapping[str, str]) -> list[str] | None:
+    """Dimensions outermost first, or None."""
+    by_var: dict[str, tuple[str, str]] = {}  # var -> (stride text, bound text)
+    for monomial, coef in index.terms:
+        moving = [s for s in monomial if s in bounds or s.startswith(("threadIdx.", "blockIdx."))]
+        if not moving:
+            continue  # an offset inside the row (``+ d``): the bounds check sees whether it fits
+        if len(moving) != 1 or moving[0] in by_var:
+            return None
+        var = moving[0]
+        rest = [s for s in monomial if s != var]
+        if any(s not in names and not s.startswith(("blockDim.", "gridDim.")) for s in rest):
+            return None
+        stride = " * ".join([str(coef)] * (coef != 1) + [_paren(names.get(s, s)) for s in rest]) or "1"
+        bound = names.get(var) if var.startswith(("threadIdx.", "blockIdx.")) else bounds.get(var)
+        if bound is None:
+            return None  # a launch ktx could not translate
+        bound = _in_shape_vars(bound, names)
+        by_var[var] = (stride, bound)
+    if not by_var:
+        return None
+    try:
+        free = sorted({n for s, b in by_var.values() for n in Expr.parse(f"{s} + {b}").names})
+        samples = [dict(zip(free, itertools.cycle(primes), strict=False)) for primes in _SAMPLES]
+        strides = {v: [Expr.parse(s).evaluate_int(e) for e in samples] for v, (s, _) in by_var.items()}
+        sizes = {v: [Expr.parse(b).evaluate_int(e) for e in samples] for v, (_, b) in by_var.items()}
+        order = sorted(by_var, key=lambda v: (strides[v][0], sizes[v][0]))
+        dims: list[str] = []
+        inner = [1] * len(samples)
+        for v in order:
+            stride, bound = by_var[v]
+            if strides[v] != inner:
+                # ``r * pitch + j`` with ``pitch >= bound(j)``: a padded row, [bound(r), pitch].
+                wide = all(a >= b for a, b in zip(strides[v], inner, strict=True))
+                padded = len(order) == 2 and len(dims) == 1 and wide
+                return [bound, stride] if padded else None
+            dims.append(bound)
+            inner = [a * b for a, b in zip(inner, sizes[v], strict=True)]
+    except KtxError:
+        return None
+    return list(reversed(dims))
+
+
+#: Values tried for the shape variables when comparing a stride with a product of dimensions.
+_SAMPLES = ((3, 5, 7, 11, 13), (17, 19, 23, 29, 31))
+
+
+def _paren(text: str) -> str:
+    return text if re.fullmatch(r"\w+", text) else f"({text})"
 
 
 def offset_of(k: _Kernel, base: ts.Node) -> ts.Node | None:
@@ -428,11 +708,176 @@ def _launcher(module: Module, site: LaunchSite) -> Function | None:
     return next((f for f in module.functions if f.name == site.function and f.body.contains(site.span)), None)
 
 
-def _translator(module: Module, site: LaunchSite, launcher: Function | None) -> _Translator:
+@dataclass
+class _DraftTranslator(_Translator):
+    """The launch translator, plus what a draft needs beyond it: ``block.y`` of a ``dim3``
+    local is its y component, and a local the launcher sets in several places (``int gpb = 1;
+    if (n % 16 == 0) gpb = 16; ...``) is a derived value (``derived``: its expression, or None
+    when ktx cannot follow it), never a shape variable."""
+
+    derived: dict[str, str | None] = field(default_factory=dict)
+    derived_lines: dict[str, int] = field(default_factory=dict)
+
+    def expr(self, node: ts.Node) -> str:
+        if node.type == "field_expression":
+            arg, fld = node.child_by_field_name("argument"), node.child_by_field_name("field")
+            if arg is not None and fld is not None and arg.type == "identifier":
+                local = self.locals.get(syntax.text(self.module, arg))
+                axis = "xyz".find(syntax.text(self.module, fld))
+                if local is not None and local.type == "dim3" and axis >= 0:
+                    comps = local.args or ((local.value,) if local.value is not None else ())
+                    if axis < len(comps):
+                        return f"({self.expr(comps[axis])})"
+                    if comps:
+                        return "1"
+        return super().expr(node)
+
+    def name(self, name: str) -> str:
+        local = self.locals.get(name)
+        if (
+            local is not None
+            and name not in self.params
+            and name not in self.used_vars
+            and syntax.reassigned_after(self.module, self.scope, name, local.declaration.end_byte)
+        ):
+            if name not in self.derived:
+                self.derived[name] = None  # cycle guard
+                self.derived_lines[name] = local.declaration.start_point[0] + 1
+                self.derived[name] = self._chosen(name, local)
+            return name
+        return super().name(name)
+
+    def _chosen(self, name: str, local: syntax.LocalDecl) -> str | None:
+        """``T x = a; if (c1) x = b; else if (c2) x = c;`` (the only writes, before the
+        launch, in one if-chain right in the launcher's body) as ``b if c1 else (c if c2 else a)``."""
+        writes = [w for w in syntax.assigned(self.module, self.scope).get(name, [])]
+        if local.value is None or not writes or any(w.start_byte > self.before for w in writes):
+            return None
+        chain = writes[0]
+        while chain.parent is not None and chain.parent.id != self.scope.id:
+            chain = chain.parent
+        if chain.type != "if_statement" or chain.parent is None:
+            return None
+        if syntax.in_loop_or_switch(chain, self.scope):
+            return None
+        used: list[int] = []
+        try:
+            text = self._branch(chain, name, local.value, used)
+        except Untranslatable:
+            return None
+        if text is None or sorted(used) != sorted(w.id for w in writes):
+            return None
+        return text
+
+    def _branch(self, node: ts.Node, name: str, fallback: ts.Node, used: list[int]) -> str | None:
+        if node.type == "else_clause":
+            inner = [c for c in node.named_children if c.type != "comment"]
+            return self._branch(inner[0], name, fallback, used) if len(inner) == 1 else None
+        if node.type == "if_statement":
+            cond = node.child_by_field_name("condition")
+            then = node.child_by_field_name("consequence")
+            other = node.child_by_field_name("alternative")
+            clause = [c for c in cond.named_children if c.type != "comment"] if cond is not None else []
+            if then is None or len(clause) != 1:
+                return None
+            value = self._branch(then, name, fallback, used)
+            rest = self._branch(other, name, fallback, used) if other is not None else self.expr(fallback)
+            if value is None or rest is None:
+                return None
+            return f"({value} if {self.expr(clause[0])} else {rest})"
+        if node.type == "compound_statement":
+            inner = [c for c in node.named_children if c.type != "comment"]
+            return self._branch(inner[0], name, fallback, used) if len(inner) == 1 else None
+        if node.type == "expression_statement" and node.named_child_count == 1:
+            assign = node.named_children[0]
+            left, right = assign.child_by_field_name("left"), assign.child_by_field_name("right")
+            op = assign.child_by_field_name("operator")
+            if (
+                assign.type == "assignment_expression" and left is not None and right is not None
+                and op is not None and op.type == "=" and syntax.text(self.module, left) == name
+            ):  # fmt: skip
+                used.append(assign.id)
+                return self.expr(right)
+        return None
+
+
+def _dim3_fields(tr: _DraftTranslator, comps: Sequence[ts.Node]) -> list[ts.Node] | None:
+    """``dim3 g; g.x = E;`` (each field set once, in the launcher's body before the launch):
+    the values of x, y, z as far as set (a grid of ``E`` blocks); None for any other form."""
+    if len(comps) != 1 or comps[0].type != "identifier":
+        return None
+    name = syntax.text(tr.module, comps[0])
+    local = tr.locals.get(name)
+    if local is None or local.type != "dim3" or local.value is not None or local.args:
+        return None
+    found: dict[str, ts.Node] = {}
+    for n in _walk(tr.scope):
+        if n.type != "assignment_expression" or n.start_byte >= tr.before:
+            continue
+        left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+        op = n.child_by_field_name("operator")
+        if left is None or right is None or left.type != "field_expression":
+            continue
+        arg, fld = left.child_by_field_name("argument"), left.child_by_field_name("field")
+        if arg is None or fld is None or syntax.text(tr.module, arg) != name:
+            continue
+        axis = syntax.text(tr.module, fld)
+        top = n.parent is not None and n.parent.parent is not None and n.parent.parent.id == tr.scope.id
+        if op is None or op.type != "=" or axis in found or axis not in ("x", "y", "z") or not top:
+            return None
+        found[axis] = right
+    axes = "".join(a for a in "xyz" if a in found)
+    return [found[a] for a in axes] if axes in ("x", "xy", "xyz") else None
+
+
+def _translator(module: Module, site: LaunchSite, launcher: Function | None) -> _DraftTranslator:
     scope = launcher_node(module, site)
     params = frozenset(p.name for p in launcher.params) if launcher else frozenset()
     locals_ = syntax.local_declarations(module, scope, before=site.span.start) if scope is not None else {}
-    return _Translator(module, scope or module.tree.root_node, site.span.start, locals_, params)
+    return _DraftTranslator(module, scope or module.tree.root_node, site.span.start, locals_, params)
+
+
+@dataclass(frozen=True)
+class _LaunchDraft:
+    """The launch as the draft writes it: each part an expression, or None (a TODO)."""
+
+    grid: tuple[str, ...] | None
+    block: tuple[str, ...] | None
+    shared: str | None
+    shared_text: str
+    notes: tuple[str, ...]
+
+
+def _launch(module: Module, site: LaunchSite, tr: _DraftTranslator) -> _LaunchDraft:
+    """Grid, block and dynamic shared memory, each translated on its own, so that one part
+    ktx cannot follow is a TODO for that part only (the shared bytes are never dropped)."""
+
+    def part(which: str) -> tuple[str, ...] | None:
+        try:
+            comps = launch_dims(module, site, which).components
+            fields = _dim3_fields(tr, comps)
+            nodes = fields if fields is not None else comps
+            return tuple(_canonical(_resolve(tr.expr(n), tr)) for n in nodes)
+        except (Untranslatable, KtxError):
+            return None
+
+    grid, block = part("grid"), part("block")
+    shared: str | None = "0"
+    shared_text = ""
+    if site.shared is not None:
+        node = syntax.node_at(module, site.shared, _EXPRESSIONS) or module.node(site.shared)
+        shared_text = " ".join(syntax.text(module, node).split())
+        try:
+            shared = _canonical(_resolve(tr.expr(node), tr))
+        except (Untranslatable, KtxError):
+            shared = None
+    unknown = sorted(tr.free - tr.params - set(tr.locals))
+    notes = (
+        (f"launch names {', '.join(unknown)}, which the launcher computes in ways ktx does not follow",)
+        if unknown
+        else ()
+    )
+    return _LaunchDraft(grid, block, shared, shared_text, notes)
 
 
 def _resolve(text: str, tr: _Translator) -> str:
@@ -474,6 +919,30 @@ def _callers(module: Module, launcher: Function) -> dict[str, str] | None:
     return None
 
 
+def _header_value(path: Path, name: str, depth: int = 2) -> int | None:
+    """``#define NAME 32`` or ``constexpr int NAME = 32;`` in ``path`` or the local headers it
+    includes (``#include "..."``, two levels deep), the first found."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    word = re.escape(name)
+    m = re.search(
+        rf"^\s*#\s*define\s+{word}\s+\(?\s*(\d+)\s*\)?\s*(?://.*)?$"
+        rf"|\bconstexpr\s+(?:static\s+)?(?:const\s+)?\w+\s+{word}\s*=\s*(\d+)\s*;",
+        text,
+        re.M,
+    )
+    if m is not None:
+        return int(m.group(1) or m.group(2))
+    if depth > 0:
+        for inc in re.findall(r'#\s*include\s+"([^"]+)"', text):
+            found = _header_value(path.parent / inc, name, depth - 1)
+            if found is not None:
+                return found
+    return None
+
+
 def _main_values(module: Module) -> dict[str, list[int]]:
     """Integer locals of ``main`` (``int C = 768;``) and arrays (``int block_sizes[] = {...}``)."""
     main = next((f for f in module.functions if f.name == "main"), None)
@@ -497,6 +966,161 @@ def _shape_values(var: str, found: Mapping[str, list[int]], count: int) -> tuple
             return ([DEFAULT_BLOCK] if DEFAULT_BLOCK in arrays[0] else arrays[0][:1]), "main"
         return [DEFAULT_BLOCK], "default"
     return list(DEFAULT_SIZES if count == 1 else DEFAULT_SIZES_2D), "default"
+
+
+# -- default shapes ----------------------------------------------------------------------------
+
+
+def _canonical(text: str) -> str:
+    return str(Expr.parse(text))
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """Default shape values: ``values`` per variable (a product), or, when the launch is invalid
+    at some points of that product, ``points``: the valid ones listed (empty: none is)."""
+
+    values: Mapping[str, list[int]]
+    points: list[dict[str, int]] | None
+    notes: tuple[str, ...]
+
+
+def size_shapes(
+    values: Mapping[str, list[int]],
+    free: Sequence[str],
+    arrays: Sequence[tuple[str, int]],
+    derived: Sequence[tuple[str, str | None]],
+    launch: _LaunchDraft,
+    budget: int = SHAPE_BUDGET,
+    unknown: int = 0,
+) -> Sizing:
+    """Shrink the default values of ``free`` variables until the largest point's buffers fit
+    ``budget`` bytes (a four-variable kernel at 4096 each needs terabytes), then keep only the
+    points where the launch is valid (grid > 0, 1 to 1024 threads a block).
+
+    ``arrays`` are (extent text, bytes per element); ``derived`` the ``[vars]`` in order;
+    ``unknown`` the arrays whose extent is a TODO, each counted as 4-byte elements over the
+    three largest free variables (rope's ``[tokens, heads, head_size]``), so that filling the
+    TODOs in does not turn the defaults into hundreds of gigabytes.
+    """
+    current = {n: list(v) for n, v in values.items()}
+    notes: list[str] = []
+
+    def total(point: Mapping[str, int]) -> int | None:
+        env = _env(point, derived)
+        size = 0
+        if unknown and free:
+            largest = sorted((point[n] for n in free), reverse=True)[:3]
+            size += unknown * 4 * math.prod(largest)
+        for shape, width in arrays:
+            try:
+                dims = [Expr.parse(d).evaluate_int(env) for d in extent_dims(shape)]
+            except (KtxError, SyntaxError):
+                continue
+            count = 1
+            for d in dims:
+                count *= max(d, 0)
+            size += count * width
+        return size
+
+    shrunk: list[str] = []
+    for _ in range(256):
+        largest = max((total(p) or 0) for p in _product_points(current))
+        if largest <= budget:
+            break
+        movable = [n for n in free if max(current[n]) > 1]
+        if not movable:
+            break
+        name = max(movable, key=lambda n: max(current[n]))
+        top = max(current[name]) // 2
+        current[name] = sorted({min(v, top) for v in current[name]})
+        if name not in shrunk:
+            shrunk.append(name)
+    if shrunk:
+        notes.append(
+            f"{', '.join(shrunk)}: default sizes reduced so that the largest point's buffers stay "
+            f"under {budget >> 30} GiB"
+        )
+    # A variable the block size grows with (``block = n``): smaller until every point launches.
+    in_block = {n for b in launch.block or () for n in Expr.parse(b).names} & set(free)
+    capped: list[str] = []
+    for _ in range(64):
+        if all(launch_problem(p, derived, launch) is None for p in _product_points(current)):
+            break
+        movable = [n for n in in_block if max(current[n]) > 1]
+        if not movable:
+            break
+        name = max(movable, key=lambda n: max(current[n]))
+        top = max(current[name]) // 2
+        current[name] = sorted({min(v, top) for v in current[name]})
+        if name not in capped:
+            capped.append(name)
+    if capped:
+        notes.append(f"{', '.join(capped)}: default sizes reduced so that the block has at most 1024 threads")
+    points = list(_product_points(current))
+    valid: list[dict[str, int]] = []
+    bad: list[str] = []
+    for point in points:
+        why = launch_problem(point, derived, launch)
+        if why is None:
+            valid.append(point)
+        elif len(bad) < 3:
+            bad.append(f"{_point_name(point)}: {why}")
+    if len(valid) == len(points):
+        return Sizing(current, None, tuple(notes))
+    notes.append(f"{len(points) - len(valid)} of {len(points)} default points dropped: " + "; ".join(bad))
+    return Sizing(current, valid, tuple(notes))
+
+
+def extent_dims(shape: str) -> list[str]:
+    """``"[n, 2 * d]"`` -> ``["n", "2 * d"]`` (top-level commas only)."""
+    tree = ast.parse(shape.strip(), mode="eval").body
+    if not isinstance(tree, ast.List):
+        raise SyntaxError(shape)
+    return [ast.unparse(e) for e in tree.elts]
+
+
+def _product_points(values: Mapping[str, list[int]]) -> Iterator[dict[str, int]]:
+    names = list(values)
+    for combo in itertools.product(*(values[n] for n in names)):
+        yield dict(zip(names, combo, strict=True))
+
+
+def _point_name(point: Mapping[str, int]) -> str:
+    return ",".join(f"{n}={v}" for n, v in point.items())
+
+
+def _env(point: Mapping[str, int], derived: Sequence[tuple[str, str | None]]) -> dict[str, Value]:
+    env: dict[str, Value] = dict(point)
+    for name, text in derived:
+        if text is None:
+            continue
+        with contextlib.suppress(KtxError):
+            env[name] = Expr.parse(text).evaluate(env)
+    return env
+
+
+def launch_problem(
+    point: Mapping[str, int], derived: Sequence[tuple[str, str | None]], launch: _LaunchDraft
+) -> str | None:
+    """Why the launch is invalid at ``point`` (a grid of 0 blocks, over 1024 threads), or None
+    (also when a part cannot be evaluated: the TODO on it says so)."""
+    env = _env(point, derived)
+    try:
+        grid = [Expr.parse(g).evaluate_int(env) for g in launch.grid or ()]
+        block = [Expr.parse(b).evaluate_int(env) for b in launch.block or ()]
+    except KtxError:
+        return None
+    if any(g <= 0 for g in grid):
+        return f"grid {tuple(grid)} has no blocks"
+    if any(b <= 0 for b in block):
+        return f"block {tuple(block)} has no threads"
+    threads = 1
+    for b in block:
+        threads *= b
+    if threads > 1024:
+        return f"block {tuple(block)} is {threads} threads (at most 1024)"
+    return None
 
 
 # -- the draft ---------------------------------------------------------------------------------
@@ -525,20 +1149,20 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     for p, node in zip(fn.params, call_args, strict=False):
         if p.is_pointer:
             continue
-        with contextlib.suppress(Untranslatable):
+        with contextlib.suppress(Untranslatable, KtxError):
             bindings[p.name] = _resolve(tr.expr(node), tr)
-    mapping = mapping_from_file(module, fn.name)
+    launch = _launch(module, site, tr)
     launcher_vars: dict[str, str] = {}
     callers = _callers(module, launcher) if launcher is not None else None
     if callers:
         launcher_vars = {n: e for n, e in callers.items() if not re.fullmatch(re.escape(n), e)}
-    env = {**dict(tr.used_vars), **bindings}
-    if mapping is not None:
-        resolved = mapping.resolved()
-        _grid_bounds(k, resolved.grid)
-        env.update({f"__grid{i}": g for i, g in enumerate(resolved.grid)})
-    template_args = [module.text(s) for s in site.template_arg_spans]
-    targ = dict(zip((t.name for t in fn.template_params), template_args, strict=False))
+    # used_vars keeps "" for a local whose value did not translate: not a value.
+    env = {**{n: v for n, v in tr.used_vars.items() if v}, **bindings}
+    if launch.grid is not None:
+        _grid_bounds(k, launch.grid)
+        env.update({f"__grid{i}": g for i, g in enumerate(launch.grid)})
+    deduced = deduce_template_args(module, fn, site)
+    targ = {t.name: v for t, v in zip(fn.template_params, deduced.values, strict=False) if v is not None}
 
     args: list[Arg] = []
     for p in fn.params:
@@ -546,6 +1170,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         dtype = _dtype(module, path, base)
         lines = ["[[args]]", f"name = {_toml_str(p.name)}"]
         arg_todos: list[str] = []
+        shape: str | None = None
         if dtype is None:
             why = f"element type {base!r} of {p.name}: not a scalar type ktx knows (looked at typedefs)"
             arg_todos.append(why)
@@ -554,14 +1179,22 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             lines.append(f"dtype = {_toml_str(dtype)}")
         if p.is_pointer:
             role, subs = _role(k, p)
-            extent = _extent(k, p, subs, env)
-            if extent is None:
+            moved = _moved_line(k, p)
+            extent = None if moved else _extent(k, p, subs, env) or _affine_extent(k, p, env, targ, launch)
+            if extent is not None and not _valid_extent(extent):
+                extent = None
+            if moved:
+                why = f"extent of {p.name}: the kernel moves the pointer ({p.name} set again at line {moved})"
+                arg_todos.append(why)
+                lines += [f"# {TODO}: {why}", f'shape = "[{TODO}]"']
+            elif extent is None:
                 seen = ", ".join(sorted({k.text(s) for s in subs})[:3]) or "no subscript"
                 why = f"extent of {p.name}: indexed as {seen} (looked at the kernel's subscripts and bounds)"
                 arg_todos.append(why)
                 lines += [f"# {TODO}: {why}", f'shape = "[{TODO}]"']
             else:
                 lines.append(f"shape = {_toml_str(extent)}")
+                shape = extent
             if role is None:
                 why = f"role of {p.name}: the kernel neither subscripts nor reads it (in, out or inout?)"
                 arg_todos.append(why)
@@ -569,6 +1202,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             else:
                 lines.append(f"role = {_toml_str(role)}")
         else:
+            if dtype is None:
+                bindings.pop(p.name, None)  # a struct passed by value: no shape variable of it
             value = bindings.get(p.name)
             if dtype in ("fp32", "fp64") and value is not None and re.fullmatch(r"[A-Za-z_]\w*", value):
                 # A float the launcher passes through is a constant, not a shape variable: an
@@ -590,15 +1225,23 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 lines += [f"# {TODO}: {why}", f'value = "{TODO}"']
             else:
                 lines.append(f"value = {_toml_str(value)}")
-        args.append(Arg(p.name, tuple(lines), tuple(arg_todos)))
+        args.append(Arg(p.name, tuple(lines), tuple(arg_todos), shape, DTYPE_BYTES.get(dtype or "", 0)))
         todos += arg_todos
+
+    # Launcher locals the launch or the scalars use, set in several places: derived values.
+    derived: dict[str, str | None] = {}
+    for name in sorted(tr.derived, key=lambda n: tr.derived_lines[n]):
+        value = tr.derived[name]
+        try:
+            derived[name] = _canonical(_resolve(value, tr)) if value is not None else None
+        except KtxError:
+            derived[name] = None
 
     # Shape variables: free names of the launch and of the scalar values and extents.
     used: list[str] = []
     texts = list(bindings.values())
-    if mapping is not None:
-        r = mapping.resolved()
-        texts += [*r.grid, *r.block, r.shared]
+    texts += [*(launch.grid or ()), *(launch.block or ()), launch.shared or ""]
+    texts += [v for v in derived.values() if v is not None]
     for arg in args:
         texts += [line.split("=", 1)[1] for line in arg.lines if line.startswith("shape =")]
     names: set[str] = set()
@@ -606,7 +1249,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         for name in re.findall(r"\b[A-Za-z_]\w*\b", text):
             if name not in names and name not in used and name not in _EXPR_WORDS and name != TODO:
                 used.append(name)
-    vars_: dict[str, str] = {}
+    vars_: dict[str, str | None] = {}
     for name in list(used):
         if name in launcher_vars:
             vars_[name] = launcher_vars[name]
@@ -614,21 +1257,89 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             for extra in re.findall(r"\b[A-Za-z_]\w*\b", launcher_vars[name]):
                 if extra not in used and extra not in _EXPR_WORDS:
                     used.append(extra)
+    for name, value in derived.items():
+        vars_[name] = value
+        if name in used:
+            used.remove(name)
+    # A name no function takes as a parameter (a header's macro, a global) is no shape variable:
+    # its value from the file's local headers, else a TODO.
+    parameters = {q.name for f in module.functions for q in f.params if "dim3" not in q.type}
+    external: dict[str, str | None] = {}
+    for name in list(used):
+        if name not in parameters:
+            number = _header_value(path, name)
+            external[name] = str(number) if number is not None else None
+            used.remove(name)
+            if name in derived:
+                del vars_[name]
+    vars_ = {**external, **vars_}
     found = _main_values(module)
     points: dict[str, list[int]] = {}
     origins: dict[str, str] = {}
+    # A bool the kernel takes straight from a launcher parameter is a flag, not a size.
+    scalar_types = {q.name: _dtype(module, path, targ.get(q.base_type, q.base_type)) for q in fn.params}
+    flags = {bindings[n] for n, t in scalar_types.items() if t == "bool" and n in bindings}
     for name in used:
-        points[name], origins[name] = _shape_values(name, found, len(used))
+        points[name], origins[name] = (
+            ([1], "flag") if name in flags else _shape_values(name, found, len(used))
+        )
+    sizing = size_shapes(
+        points,
+        [n for n in used if origins[n] == "default"],
+        [(a.shape, a.elem_bytes) for a in args if a.shape is not None],
+        [(n, v) for n, v in vars_.items()],
+        launch,
+        unknown=sum(1 for a in args if any(line == f'shape = "[{TODO}]"' for line in a.lines)),
+    )
 
     lines = [
         f"# Drafted by `ktx init {path.name}` from {path}; check every line, then `ktx init --check`.",
         f"kernel = {_toml_str(fn.name)}",
         f"source = {_toml_str(_relative(path, out_dir))}",
     ]
-    if template_args:
-        lines.append("template_args = [" + ", ".join(_toml_str(t) for t in template_args) + "]")
+    if fn.template_params:
+        lines += [f"# note: {n}" for n in deduced.notes if "deduced" in n or "default" in n]
+        missing = [t.name for t, v in zip(fn.template_params, deduced.values, strict=False) if v is None]
+        if missing:
+            written = len(site.template_arg_spans)
+            unwritten = [n for n in missing if [t.name for t in fn.template_params].index(n) >= written]
+            parts = [f"template argument {', '.join(missing)} of {fn.name} at the launch at {where}"]
+            if unwritten:
+                parts.append(f"{', '.join(unwritten)}: not written, not deducible from the arguments' types")
+            parts += [n for n in deduced.notes if n.split(":", 1)[0] in missing]
+            why = "; ".join(parts)
+            todos.append(why)
+            lines.append(f"# {TODO}: {why}")
+        values = [v if v is not None else TODO for v in deduced.values]
+        lines.append("template_args = [" + ", ".join(_toml_str(t) for t in values) + "]")
     if vars_:
-        lines += ["", "[vars]"] + [f"{n} = {_toml_str(e)}" for n, e in vars_.items()]
+        lines += ["", "[vars]"]
+        for n, e in vars_.items():
+            if e is None and n in external:
+                dim3 = launcher is not None and launcher.param(n) is not None
+                why = (
+                    f"{n}: the launcher's dim3 parameter: write it as an expression of the shape variables"
+                    if dim3
+                    else f"{n}: the launch or an extent names {n}, which is no parameter and has no value in "
+                    f"{path.name} or its local headers: write its value"
+                )
+                todos.append(why)
+                lines += [f"# {TODO}: {why}", f"{n} = {_toml_str(TODO)}"]
+            elif e is None:
+                line = tr.derived_lines.get(n, site.span.line)
+                why = (
+                    f"{n}: the launcher's local (line {line}) is set in ways ktx does not follow; "
+                    "write it as an expression of the shape variables"
+                )
+                todos.append(why)
+                lines += [f"# {TODO}: {why}", f"{n} = {_toml_str(TODO)}"]
+            else:
+                if n in external:
+                    lines.append(f"# note: {n} is not a parameter: its value in the file's headers")
+                if n in derived:
+                    line = tr.derived_lines[n]
+                    lines.append(f"# note: {n} is the launcher's local (line {line}), not a shape variable")
+                lines.append(f"{n} = {_toml_str(e)}")
     for arg in args:
         lines += ["", *arg.lines]
     lines += ["", "[shapes]"]
@@ -636,27 +1347,50 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         defaults = [n for n in used if origins[n] == "default"]
         if defaults:
             lines.append(f"# {', '.join(defaults)}: no value in the file's main(); default sizes")
-        product = ", ".join(f"{n} = {points[n]}" for n in used)
-        lines.append(f"default = {{ product = {{ {product} }} }}")
-        quick = ", ".join(f"{n} = {points[n][0]}" for n in used)
+        flagged = [n for n in used if origins[n] == "flag"]
+        if flagged:
+            why = 'shape values are positive: for false, set value = "0"'
+            lines.append(f"# {', '.join(flagged)}: flags (bool), 1 = true ({why})")
+        lines += [f"# note: {n}" for n in sizing.notes]
+        if sizing.points is None:
+            product = ", ".join(f"{n} = {sizing.values[n]}" for n in used)
+            lines.append(f"default = {{ product = {{ {product} }} }}")
+        elif sizing.points:
+            listed = ", ".join(
+                "{ " + ", ".join(f"{n} = {v}" for n, v in pt.items()) + " }" for pt in sizing.points
+            )
+            lines.append(f"default = [{listed}]")
+        else:
+            why = "shapes: at none of the default sizes is the launch valid (see the notes above)"
+            todos.append(why)
+            lines += [f"# {TODO}: {why}", f"default = [{{ {TODO} = 1 }}]"]
+        first = sizing.points[0] if sizing.points else {n: sizing.values[n][0] for n in used}
+        quick = ", ".join(f"{n} = {v}" for n, v in first.items())
         lines.append(f"quick = [{{ {quick} }}]")
     else:
         lines.append("default = [{}]")
     lines += ["", "[launch]"]
-    if mapping is None:
-        why = f"launch of {fn.name} at {where}: ktx cannot translate its grid/block expressions"
+    for which, dims in (("grid", launch.grid), ("block", launch.block)):
+        if dims is None:
+            why = f"{which} of the launch of {fn.name} at {where}: ktx cannot translate its expressions"
+            todos.append(why)
+            lines += [f"# {TODO}: {why}", f'{which} = ["{TODO}"]']
+        else:
+            lines.append(f"{which} = [" + ", ".join(_toml_str(g) for g in dims) + "]")
+    if launch.shared is None:
+        why = (
+            f"dynamic shared memory of the launch at {where}: ktx cannot translate "
+            f"{launch.shared_text!r} (bytes, as an expression of the shape variables)"
+        )
         todos.append(why)
-        lines += [f"# {TODO}: {why}", f'grid = ["{TODO}"]', f'block = ["{TODO}"]']
-    else:
-        lines.append("grid = [" + ", ".join(_toml_str(g) for g in mapping.resolved().grid) + "]")
-        lines.append("block = [" + ", ".join(_toml_str(b) for b in mapping.resolved().block) + "]")
-        if mapping.shared not in ("0", ""):
-            lines.append(f"shared = {_toml_str(mapping.resolved().shared)}")
-        lines += [f"# note: {n}" for n in mapping.notes]
+        lines += [f"# {TODO}: {why}", f"shared = {_toml_str(TODO)}"]
+    elif launch.shared not in ("0", ""):
+        lines.append(f"shared = {_toml_str(launch.shared)}")
+    lines += [f"# note: {n}" for n in launch.notes]
     lines += [
         "",
         "[compile]",
-        f'flags = [{", ".join(_toml_str(f) for f in DRAFT_FLAGS)}]',
+        f"flags = [{', '.join(_toml_str(f) for f in DRAFT_FLAGS)}]",
         "",
         "[reference]",
         "# Candidates are checked against the original kernel. To check the original too, write",
@@ -666,7 +1400,92 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         '# python = "reference:' + fn.name + '"',
         'use = "original"',
     ]
-    return Draft(fn.name, "\n".join(lines) + "\n", tuple(todos))
+    lines, more = _second_look(lines, path, fn)
+    return Draft(fn.name, "\n".join(lines) + "\n", (*todos, *more))
+
+
+def _near(points: Sequence[ShapePoint]) -> list[ShapePoint]:
+    """The points and, for each variable, the point with it one less: default sizes are
+    powers of two, which hide an extent that is right only for multiples of the block."""
+    seen: dict[str, ShapePoint] = {}
+    for p in points:
+        seen.setdefault(p.name, p)
+        for name, value in p.values:
+            if value > 1:
+                q = ShapePoint(tuple((n, v - 1 if n == name else v) for n, v in p.values))
+                seen.setdefault(q.name, q)
+    return list(seen.values())
+
+
+#: Stand-ins for the placeholders that do not change where the kernel's accesses reach: an
+#: unknown extent as large as can be (never the one found too small), a dtype, a role.
+_STAND_INS = {
+    'shape = "[TODO]"': 'shape = "[1099511627776]"',
+    'dtype = "TODO"': 'dtype = "fp32"',
+    'role = "TODO"': 'role = "inout"',
+}
+
+
+def _probe(lines: list[str], path: Path, fn: Function) -> list[str] | None:
+    """The draft as a spec the bounds check can load: the TODOs that do not bear on where
+    accesses reach replaced by stand-ins, or None when one does (a scalar's value, a launch
+    dimension, a derived value, a template value argument)."""
+    out: list[str] = []
+    for line in lines:
+        if line.startswith("source = "):
+            out.append(f"source = {_toml_str(str(path.resolve()))}")
+        elif line.startswith("template_args = ") and TODO in line:
+            values = ast.literal_eval(line.split("=", 1)[1].strip())
+            kinds = [t.kind for t in fn.template_params]
+            if any(v == TODO and (i >= len(kinds) or kinds[i] != "type") for i, v in enumerate(values)):
+                return None
+            out.append(
+                "template_args = [" + ", ".join(_toml_str("float" if v == TODO else v) for v in values) + "]"
+            )
+        elif line in _STAND_INS:
+            out.append(_STAND_INS[line])
+        elif TODO in line and not line.lstrip().startswith("#"):
+            return None
+        else:
+            out.append(line)
+    return out
+
+
+def _second_look(lines: list[str], path: Path, fn: Function) -> tuple[list[str], list[str]]:
+    """The draft is checked as ``--check`` would (:mod:`ktx.bounds`), its TODOs stood in for
+    where they do not bear on it: an extent the kernel provably reaches past becomes a TODO
+    that says so, never a silently wrong line."""
+    from ktx.bounds import check_spec
+    from ktx.spec import parse_spec
+
+    probe = _probe(lines, path, fn)
+    if probe is None:
+        return lines, []
+    try:
+        spec = parse_spec("\n".join(probe) + "\n", path.parent / "ktx.toml")
+        report = check_spec(spec, _near(spec.shape_set().points))
+    except KtxError:
+        return lines, []
+    todos: list[str] = []
+    out = list(lines)
+    done: set[str] = set()
+    for f in report.errors:
+        if f.kind != "out_of_bounds" or f.buffer in done:
+            continue
+        start = next((i for i, x in enumerate(out) if x == f"name = {_toml_str(f.buffer)}"), None)
+        at = next((i for i in range(start or 0, len(out)) if out[i].startswith("shape = ")), None)
+        if start is None or at is None or TODO in out[at]:
+            continue
+        done.add(f.buffer)
+        guess = out[at].split("=", 1)[1].strip()
+        line = f.location.line if f.location is not None else 0
+        why = (
+            f"extent of {f.buffer}: the guess {guess} is too small: {path.name}:{line}: "
+            + f.message.split(" ", 1)[1]
+        )
+        todos.append(why)
+        out[at : at + 1] = [f"# {TODO}: {why}", f'shape = "[{TODO}]"']
+    return out, todos
 
 
 _EXPR_WORDS = frozenset({"min", "max", "ceil_div", "cdiv", "if", "else", "and", "or", "not"})
@@ -693,28 +1512,11 @@ class Blocker:
 
 
 def check(folder: str | Path) -> list[Blocker]:
-    """The TODOs left in ``folder/ktx.toml`` and, when none, whatever the spec loader refuses."""
-    from ktx.spec import load_spec
+    """What blocks a run of ``folder/ktx.toml``: TODOs left, else the loader's error, else an
+    unknown kernel, else what the static bounds check finds (see :mod:`ktx.check`)."""
+    from ktx.check import review
 
-    path = Path(folder) / "ktx.toml"
-    if not path.is_file():
-        raise KtxError("no ktx.toml here", Location(str(folder)), "run ktx init FILE.cu --out DIR first")
-    lines = path.read_text().splitlines()
-    # A TODO blocks while the line after its comment still holds the placeholder: replacing
-    # that one line is the whole edit (the comment may stay).
-    blockers = [
-        Blocker(i + 2, line.split(f"{TODO}:", 1)[1].strip())
-        for i, line in enumerate(lines)
-        if line.lstrip().startswith(f"# {TODO}:") and i + 1 < len(lines) and TODO in lines[i + 1]
-    ]
-    if blockers:
-        return blockers
-    try:
-        load_spec(folder)
-    except KtxError as exc:
-        line = exc.location.line if exc.location is not None else 0
-        return [Blocker(line, exc.message + (f" ({exc.hint})" if exc.hint else ""))]
-    return []
+    return list(review(folder).blockers)
 
 
 def todo_blocker(exc: KtxError) -> str | None:

@@ -521,7 +521,11 @@ def load_spec(path: str | Path) -> Spec:
     p = Path(path)
     if p.is_dir():
         p = p / SPEC_FILE
-    return parse_spec(read_spec_text(p), p)
+    spec = parse_spec(read_spec_text(p), p)
+    from ktx.bounds import refuse_out_of_bounds  # the bounds check reads the spec's types
+
+    refuse_out_of_bounds(spec)
+    return spec
 
 
 def read_spec_text(p: Path) -> str:

@@ -3,7 +3,10 @@
 The draft reads the kernel's signature, what it reads and writes, how it is indexed and how the
 host code launches it (see :mod:`ktx.draft`). Whatever it cannot tell is a ``# TODO:`` line
 naming what is missing and where it looked; ``ktx init --check DIR`` lists the ones that still
-block a run (exit 1), or says the spec loads (exit 0). ``source`` points at FILE where it lives,
+block a run (exit 1): the TODOs, then the loader's error, a kernel the file does not define,
+accesses that reach past their buffer at some shape point, invalid launches (see
+:mod:`ktx.check`); or says the spec is ready (exit 0), or, when some access could not be
+bounded, lists those instead of saying ready (exit 0). ``source`` points at FILE where it lives,
 so the user keeps one copy. Bad input (no kernel, several kernels and no ``--kernel``, no launch
 site, a template kernel never instantiated) is one line with the location and exit 2.
 """
@@ -16,8 +19,9 @@ from pathlib import Path
 
 from ktx.ir import parse_file
 
+from ktx.check import review
 from ktx.commands._checks import kernel_syntax, load_checked_spec, output_folder
-from ktx.draft import Blocker, check, draft
+from ktx.draft import Blocker, draft
 from ktx.errors import KtxError, Location
 from ktx.spec import read_spec_text
 
@@ -63,7 +67,8 @@ def run_check(folder: Path) -> int:
     spec = folder / "ktx.toml"
     if spec.is_file():
         read_spec_text(spec)  # not UTF-8 is one line at the offending byte, not a traceback
-    blockers = check(folder)
+    result = review(folder)
+    blockers = list(result.blockers)
     for b in blockers:
         print(f"{spec}:{b.line}: blocks a run: {b.message}")
     if not blockers:
@@ -76,5 +81,17 @@ def run_check(folder: Path) -> int:
     if blockers:
         print(f"{spec}: not ready: {len(blockers)} problem(s) above block a run", file=sys.stderr)
         return 1
-    print(f"{spec}: ready (the spec loads; ktx run {folder} verifies it on a GPU)")
+    for f in result.unproven:
+        print(f"{spec}: not proven in bounds: {f}")
+    if result.unproven:
+        print(
+            f"{spec}: the spec loads and no access was found out of bounds at its {result.points} shape "
+            f"points, but {len(result.unproven)} could not be bounded (listed above); ktx run {folder} "
+            "verifies it on a GPU"
+        )
+        return 0
+    print(
+        f"{spec}: ready (the spec loads; every access is in bounds at its {result.points} shape points; "
+        f"ktx run {folder} verifies it on a GPU)"
+    )
     return 0

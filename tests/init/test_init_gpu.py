@@ -13,6 +13,7 @@ import pytest
 from ktx.cli import main
 from ktx.draft import draft
 
+from .test_foreign import FOREIGN, FOREIGN_READY
 from .test_init import LLMC, LLMC_KERNELS, READY, ROOT
 
 try:
@@ -47,3 +48,10 @@ def test_llmc_draft_runs(name: str, tmp_path: Path) -> None:
     if not source.is_file():
         pytest.skip("no llm.c")
     assert run_draft(tmp_path, source, LLMC_KERNELS[name], STUBS) == 0
+
+
+@pytest.mark.parametrize("name", FOREIGN_READY)
+def test_foreign_draft_runs(name: str, tmp_path: Path) -> None:
+    # Deduced template arguments, the dynamic shared memory, [vars] for the launcher's locals
+    # and grid-stride extents: the original kernel compiles, launches and runs clean.
+    assert run_draft(tmp_path, FOREIGN / f"{name}.cu", None) == 0

@@ -1,0 +1,258 @@
+"""``ktx init`` on kernels written the way other projects write them (issue 18's five cases):
+template arguments deduced at the launch, dynamic shared memory carried, grid-stride loops
+bounding extents, launcher locals as derived values, default shapes that fit and launch.
+
+The kernels are in ``tests/init/foreign/``; goldens in ``tests/init/golden/`` (regenerate with
+``KTX_UPDATE_GOLDEN=1``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ktx.draft import check, draft, size_shapes
+from ktx.spec import load_spec
+from tests.init.test_init import compare
+
+FOREIGN = Path(__file__).parent / "foreign"
+KERNELS = sorted(p.stem for p in FOREIGN.glob("*.cu"))
+#: Issue 18's kinds of kernel whose drafts need no edit (rope_neox's three extents do).
+FOREIGN_READY = (
+    "gelu_and_mul",
+    "group_quant_int8",
+    "moe_sum_grid_stride",
+    "moe_sum_while",
+    "rmsnorm_dyn_smem",
+)
+
+
+def stage(tmp_path: Path, name: str, text: str | None = None) -> Path:
+    out = tmp_path / "k"
+    out.mkdir()
+    (out / "ktx.toml").write_text(text if text is not None else draft(FOREIGN / f"{name}.cu", None, out).text)
+    return out
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_foreign_kernel_draft(name: str, tmp_path: Path) -> None:
+    compare(name, draft(FOREIGN / f"{name}.cu", None, tmp_path).text)
+
+
+def test_template_type_is_deduced_from_the_pointer_argument() -> None:
+    text = draft(FOREIGN / "gelu_and_mul.cu").text
+    assert 'template_args = ["__nv_bfloat16"]' in text
+    assert "# note: T = __nv_bfloat16: deduced from the argument out (parameter out)" in text
+
+
+def test_a_value_parameter_that_cannot_be_deduced_is_a_todo(tmp_path: Path) -> None:
+    src = tmp_path / "t.cu"
+    src.write_text(
+        "template <typename T, int N>\n__global__ void a(T* x, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = N; }\n"
+        "void go(float* x, int n) { a<<<(n + 255) / 256, 256>>>(x, n); }\n"
+    )
+    result = draft(src)
+    assert 'template_args = ["float", "TODO"]' in result.text
+    assert any("template argument N of a" in t for t in result.todos)
+
+
+def test_dynamic_shared_memory_from_a_dim3_field_is_carried() -> None:
+    text = draft(FOREIGN / "rmsnorm_dyn_smem.cu").text
+    assert 'block = ["32", "min(max(d // 256, 1), 32)"]' in text
+    assert 'shared = "min(max(d // 256, 1), 32) * 4"' in text
+
+
+def test_shared_memory_ktx_cannot_read_is_a_todo_not_dropped(tmp_path: Path) -> None:
+    src = tmp_path / "s.cu"
+    src.write_text(
+        "__global__ void a(float* x, int n) { extern __shared__ float s[]; int i = threadIdx.x;\n"
+        "  if (i < n) { s[i] = x[i]; x[i] = s[n - 1 - i]; } }\n"
+        "int smem_bytes(int n);\n"
+        "void go(float* x, int n) { a<<<1, n, smem_bytes(n)>>>(x, n); }\n"
+    )
+    result = draft(src)
+    want = "# TODO: dynamic shared memory of the launch at s.cu:4: ktx cannot translate 'smem_bytes(n)'"
+    assert want in result.text
+    assert 'shared = "TODO"' in result.text
+
+
+@pytest.mark.parametrize("name", ["moe_sum_while", "moe_sum_grid_stride"])
+def test_a_grid_stride_token_loop_bounds_the_extent_not_the_grid(name: str) -> None:
+    text = draft(FOREIGN / f"{name}.cu").text
+    assert 'shape = "[num_tokens, d]"' in text
+    assert "256" not in "".join(line for line in text.splitlines() if line.startswith("shape ="))
+
+
+def test_a_launcher_local_is_a_derived_value_not_a_shape_variable(tmp_path: Path) -> None:
+    result = draft(FOREIGN / "group_quant_int8.cu", None, tmp_path / "k")
+    assert "# note: gpb is the launcher's local (line 32), not a shape variable" in result.text
+    assert 'gpb = "16 if num_tokens * hidden // group_size % 16 == 0 else 8 if' in result.text
+    out = stage(tmp_path, "group_quant_int8", result.text)
+    spec = load_spec(out)
+    assert "gpb" not in spec.variables
+    for point in spec.shape_set("default").points:
+        grid, block = (
+            spec.launch.grid[0].evaluate_int(spec.env(point)),
+            spec.launch.block[0].evaluate_int(spec.env(point)),
+        )
+        assert grid > 0 and 0 < block <= 1024, (point, grid, block)
+
+
+def test_a_local_set_in_a_loop_is_a_todo_in_vars(tmp_path: Path) -> None:
+    src = tmp_path / "l.cu"
+    src.write_text(
+        "__global__ void a(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (i < n) x[i] = 0; }\n"
+        "void go(float* x, int n) {\n  int t = 32;\n  while (t < n && t < 1024) t *= 2;\n"
+        "  a<<<(n + t - 1) / t, t>>>(x, n); }\n"
+    )
+    result = draft(src)
+    assert "# TODO: t: the launcher's local (line 4) is set in ways ktx does not follow" in result.text
+    assert '\nt = "TODO"\n' in result.text
+    assert "t = [" not in result.text, "t is not a shape variable"
+
+
+def test_default_shapes_fit_the_memory_budget() -> None:
+    sizing = size_shapes(
+        {v: [64, 4096] for v in "abcd"},
+        list("abcd"),
+        [("[a, b, c, d]", 4), ("[a, d]", 2)],
+        [],
+        _launch(("a",), ("min(d, 1024)",)),
+    )
+    assert sizing.points is None
+    largest = 1
+    for values in sizing.values.values():
+        largest *= max(values)
+    assert largest * 4 <= 2 << 30 < 4096**4 * 4
+    assert all(min(v) == 64 for v in sizing.values.values()), sizing.values
+    assert "default sizes reduced" in sizing.notes[0]
+
+
+def test_default_shapes_launch_at_every_point() -> None:
+    sizing = size_shapes({"n": [4096, 1048576]}, ["n"], [("[n]", 4)], [], _launch(("1",), ("n",)))
+    assert sizing.values["n"] == [1024] and sizing.points is None
+    # Invalid whatever the value: only the valid points are listed.
+    bad = size_shapes({"n": [64, 4096]}, [], [("[n]", 4)], [], _launch(("n - 64",), ("32",)))
+    assert bad.points == [{"n": 4096}] and "grid (0,) has no blocks" in bad.notes[-1]
+
+
+def test_drafts_without_todos_load(tmp_path: Path) -> None:
+    for name in FOREIGN_READY:
+        out = tmp_path / name
+        out.mkdir()
+        (out / "ktx.toml").write_text(draft(FOREIGN / f"{name}.cu", None, out).text)
+        assert check(out) == [], name
+
+
+def _launch(grid: tuple[str, ...], block: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    from ktx.draft import _LaunchDraft
+
+    return _LaunchDraft(grid, block, "0", "", ())
+
+
+def test_an_extent_the_kernel_reaches_past_becomes_a_todo(tmp_path: Path) -> None:
+    # b[i] is outside the guard that bounds a[i]: the subscript heuristic says [n] for both;
+    # the bounds check sees b reach the whole grid and turns that line into a TODO.
+    src = tmp_path / "g.cu"
+    src.write_text(
+        "__global__ void k(float* a, float* b, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (i < n) a[i] = 1.f;\n"
+        "  b[i] = 2.f;\n}\n"
+        "void go(float* a, float* b, int n) { k<<<(n + 255) / 256, 256>>>(a, b, n); }\n"
+    )
+    result = draft(src, None, tmp_path)
+    assert 'name = "a"\ndtype = "fp32"\nshape = "[n]"' in result.text
+    want = (
+        '# TODO: extent of b: the guess "[n]" is too small: g.cu:4: b[i] can reach element 4,095 '
+        "but b has 4,095 elements (shape [n]) at n=4095"
+    )
+    assert want in result.text, result.text
+    assert result.todos and result.todos[0].startswith("extent of b: the guess")
+
+
+def test_a_template_argument_the_launcher_leaves_open_is_a_todo(tmp_path: Path) -> None:
+    # kernel<T, V> inside template <typename T> void go(...): "T" would compile only there.
+    src = tmp_path / "t.cu"
+    src.write_text(
+        "template <typename T, int N, int M>\n"
+        "__global__ void k(T* x, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = N; }\n"
+        "template <typename T>\nvoid go(T* x, int n, int m) {\n  constexpr int V = 4;\n"
+        "  k<T, V, m><<<(n + 255) / 256, 256>>>(x, n);\n}\n"
+    )
+    result = draft(src, None, tmp_path)
+    # V is the launcher's constexpr: its value, which is in scope wherever the spec compiles.
+    assert 'template_args = ["TODO", "4", "TODO"]' in result.text
+    (todo,) = [t for t in result.todos if t.startswith("template argument")]
+    assert "T: the launch passes 'T', a template parameter of the launcher go: which instantiation?" in todo
+    assert (
+        "M: the launch passes 'm', the launcher's parameter m: a template argument needs a constant" in todo
+    )
+    assert 'dtype = "TODO"' in result.text, "x's element type is T: unknown too"
+
+
+def test_a_dim3_set_field_by_field_is_read_and_a_header_macro_is_no_shape_variable(tmp_path: Path) -> None:
+    (tmp_path / "consts.h").write_text("#pragma once\n#define THREADS 128\n")
+    src = tmp_path / "f.cu"
+    src.write_text(
+        '#include "consts.h"\n'
+        "__global__ void k(float* x, unsigned long long n) {\n"
+        "  unsigned long long i = (unsigned long long)blockIdx.x * THREADS + threadIdx.x;\n"
+        "  if (i >= n) return;\n  x[i] *= 2.f;\n}\n"
+        "void go(float* x, unsigned long long n) {\n  dim3 blocks, threads;\n"
+        "  threads.x = THREADS;\n  blocks.x = (n + THREADS - 1) / THREADS;\n"
+        "  k<<<blocks, threads>>>(x, n);\n}\n"
+    )
+    result = draft(src, None, tmp_path)
+    assert result.todos == ()
+    assert (
+        '[vars]\n# note: THREADS is not a parameter: its value in the file\'s headers\nTHREADS = "128"'
+        in result.text
+    )
+    assert 'grid = ["(n + THREADS - 1) // THREADS"]\nblock = ["THREADS"]' in result.text
+    assert "THREADS = [" not in result.text, "not a shape variable"
+
+
+def test_a_name_with_no_value_anywhere_is_a_todo_in_vars(tmp_path: Path) -> None:
+    src = tmp_path / "f.cu"
+    src.write_text(
+        '#include "missing.h"\n'
+        "__global__ void k(float* x, int n) {\n"
+        "  int i = blockIdx.x * TILE + threadIdx.x; if (i < n) x[i] = 0; }\n"
+        "void go(float* x, int n) { k<<<(n + TILE - 1) / TILE, TILE>>>(x, n); }\n"
+    )
+    result = draft(src, None, tmp_path)
+    assert "# TODO: TILE: the launch or an extent names TILE, which is no parameter" in result.text
+    assert '\nTILE = "TODO"\n' in result.text and "TILE = [" not in result.text
+
+
+def test_a_bool_flag_is_one_not_a_size_and_a_moved_pointer_is_a_todo(tmp_path: Path) -> None:
+    src = tmp_path / "f.cu"
+    src.write_text(
+        "__global__ void k(float* x, int d, bool scale) {\n  x += blockIdx.x * d;\n"
+        "  for (int i = threadIdx.x; i < d; i += blockDim.x) x[i] = scale ? 2.f * x[i] : x[i];\n}\n"
+        "void go(float* x, int rows, int d, bool scale) { k<<<rows, 256>>>(x, d, scale); }\n"
+    )
+    text = draft(src, None, tmp_path).text
+    assert '# scale: flags (bool), 1 = true (shape values are positive: for false, set value = "0")' in text
+    assert "scale = [1]" in text
+    assert "# TODO: extent of x: the kernel moves the pointer (x set again at line 2)" in text
+
+
+def test_an_extent_from_a_local_that_did_not_translate_is_not_empty(tmp_path: Path) -> None:
+    # The launcher's size = t.size(0) does not translate; idx[start] with start < size must
+    # not become shape = "[()]".
+    src = tmp_path / "f.cu"
+    src.write_text(
+        "__global__ void k(float* out, const long* idx, long size) {\n"
+        "  int start = blockIdx.x * blockDim.y + threadIdx.y;\n"
+        "  if (start < size) out[start] = (float)idx[start];\n}\n"
+        "struct Tensor { long size(int) const; };\n"
+        "void go(float* out, const long* idx, const Tensor& t) {\n"
+        "  const long size = t.size(0);\n  k<<<(size + 7) / 8, dim3(32, 8)>>>(out, idx, size);\n}\n"
+    )
+    text = draft(src, None, tmp_path).text
+    assert "()" not in "".join(line for line in text.splitlines() if line.startswith("shape ="))

@@ -1,0 +1,215 @@
+"""Static bounds (:mod:`ktx.bounds`) and ``ktx init --check``: issue 18's wrong specs are
+errors naming the access's line, the buffer and the shape point; what cannot be bounded is
+listed as not proven; invalid launches and oversized points are flagged; the suite's own
+specs check clean."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from ktx.ir.affine import Affine
+
+from ktx.bounds import Launch, Range, _splits, check_spec, launch_problems
+from ktx.check import review
+from ktx.cli import main
+from ktx.draft import draft
+from ktx.errors import KtxError
+from ktx.spec import load_spec, parse_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+FOREIGN = ROOT / "tests" / "init" / "foreign"
+
+
+def folder(tmp_path: Path, name: str, edits: dict[str, str] | None = None, source: str = "") -> Path:
+    """A kernel folder with ``name``'s draft (``source`` given: a new kernel file), edited."""
+    out = tmp_path / name
+    out.mkdir()
+    src = FOREIGN / f"{name}.cu"
+    if source:
+        src = out / "kernel.cu"
+        src.write_text(source)
+    text = draft(src, None, out).text
+    for old, new in (edits or {}).items():
+        assert old in text, old
+        text = text.replace(old, new)
+    (out / "ktx.toml").write_text(text)
+    return out
+
+
+# -- intervals ---------------------------------------------------------------------------------
+
+
+def test_interval_division_and_remainder_are_c_semantics() -> None:
+    assert Range(0, 4095).div(Range(64, 64)) == Range(0, 63)
+    assert Range(-7, 7).div(Range(2, 2)) == Range(-3, 3)
+    assert Range(0, 10).div(Range(-1, 1)) is None
+    assert Range(0, 4095).mod(Range(64, 64)) == Range(0, 63)
+    assert Range(0, 5).mod(Range(64, 64)) == Range(0, 5)
+    assert Range(-5, 5).mod(Range(4, 4)) == Range(-3, 3)
+    assert Range(2, 3) * Range(-1, 4) == Range(-3, 12)
+
+
+def test_an_index_splits_around_a_guarded_part_with_a_symbolic_multiple() -> None:
+    i = Affine.sym("blockDim.x") * Affine.sym("blockIdx.x") + Affine.sym("threadIdx.x")
+    index = Affine.sym("C") * i + Affine.sym("j")
+    found = [(str(c), str(rest)) for c, rest in _splits(index, i)]
+    assert ("C", "j") in found
+
+
+def test_launch_limits() -> None:
+    assert launch_problems(Launch((4,), (256,), 0)) == []
+    assert launch_problems(Launch((0,), (256,), 0)) == ["grid (0,) has no blocks"]
+    assert launch_problems(Launch((4,), (4096, 16), 0)) == [
+        "block (4096, 16) is 65,536 threads (at most 1024)"
+    ]
+    # ktx's harness opts in past 48 KiB: sm_90's 227 KiB is the limit.
+    assert launch_problems(Launch((4,), (256,), 64 * 1024)) == []
+    (smem,) = launch_problems(Launch((4,), (256,), 240 * 1024))
+    assert smem == "245,760 bytes of dynamic shared memory: over the 227 KiB a block gets on sm_90 (opted in)"
+    (smem,) = launch_problems(Launch((4,), (256,), 64 * 1024), opt_in=False)
+    assert "65,536 bytes of dynamic shared memory: over the 48 KiB a block gets without opting in" in smem
+
+
+# -- issue 18's wrong specs ------------------------------------------------------------------
+
+
+def test_a_grid_bounded_extent_under_a_grid_stride_loop_is_an_error(tmp_path: Path) -> None:
+    # The issue's draft: out and input sized by the grid (256 rows) while the loop walks 4096.
+    wrong = "(num_tokens if num_tokens < 256 else 256)"
+    out = folder(
+        tmp_path,
+        "moe_sum_while",
+        {
+            'shape = "[num_tokens, d]"': f'shape = "[{wrong}, d]"',
+            'shape = "[num_tokens, 2 * d]"': f'shape = "[{wrong}, 2 * d]"',
+        },
+    )
+    report = check_spec(parse_spec((out / "ktx.toml").read_text(), out / "ktx.toml"))
+    errors = [f for f in report.errors if f.kind == "out_of_bounds"]
+    assert {f.buffer for f in errors} == {"out", "input"}
+    first = next(f for f in errors if f.buffer == "out")
+    assert first.location is not None and first.location.path.endswith("moe_sum_while.cu")
+    assert first.location.line == 14 and first.point == "num_tokens=4096,d=64"
+    assert "store row[i] can reach element 262,143 but out has 16,384 elements" in first.message
+    assert report.unproven == ()
+    # Loading the spec (every command) refuses it, at the buffer's shape line.
+    with pytest.raises(KtxError) as caught:
+        load_spec(out)
+    assert caught.value.location is not None and caught.value.location.line == 8
+    assert "moe_sum_while.cu:14:" in caught.value.message and "num_tokens=4096" in caught.value.message
+    assert main(["init", "--check", str(out)]) == 1
+
+
+def test_the_right_extent_is_ready(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = folder(tmp_path, "moe_sum_while")
+    assert main(["init", "--check", str(out)]) == 0
+    assert "ready (the spec loads; every access is in bounds at its 4 shape points" in capsys.readouterr().out
+
+
+def test_dynamic_shared_memory_dropped_is_an_error(tmp_path: Path) -> None:
+    out = folder(tmp_path, "rmsnorm_dyn_smem", {'shared = "min(max(d // 256, 1), 32) * 4"': 'shared = "0"'})
+    errors = review(out).blockers
+    assert errors and all("red[" in b.message for b in errors), errors
+    assert "can reach element 0 but red has 0 elements (its shared memory)" in errors[0].message
+
+
+def test_a_launcher_local_taken_for_a_shape_variable_gives_invalid_launches(tmp_path: Path) -> None:
+    edits = {
+        'gpb = "16 if': 'gpx = "16 if',
+        'value = "gpb"': 'value = "gpb"',
+        "hidden = [64, 4096] }": "hidden = [64, 4096], gpb = [64, 4096] }",
+        "hidden = 64 }": "hidden = 64, gpb = 64 }",
+    }
+    out = folder(tmp_path, "group_quant_int8", edits)
+    messages = [b.message for b in review(out).blockers]
+    assert any("is 65,536 threads (at most 1024)" in m for m in messages), messages
+    assert any("has no blocks" in m for m in messages), messages
+
+
+def test_a_data_dependent_index_is_not_proven_and_not_ready(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = (
+        "__global__ void gather(float* out, const float* table, const int* idx, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (i < n) out[i] = table[idx[i]];\n}\n"
+        "void go(float* out, const float* table, const int* idx, int n) {\n"
+        "  gather<<<(n + 255) / 256, 256>>>(out, table, idx, n);\n}\n"
+    )
+    todo = "# TODO: extent of table: indexed as table[idx[i]] (looked at the kernel's subscripts and bounds)"
+    out = folder(tmp_path, "gather", {f'{todo}\nshape = "[TODO]"': 'shape = "[n]"'}, source)
+    result = review(out)
+    assert result.blockers == ()
+    assert [f.buffer for f in result.unproven] == ["table"]
+    assert main(["init", "--check", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "not proven in bounds: " in text and "kernel.cu:3:23: table[idx[i]]: cannot bound" in text
+    assert "ready" not in text
+
+
+def test_buffers_over_a_quarter_of_device_memory_are_flagged(tmp_path: Path) -> None:
+    out = folder(tmp_path, "gelu_and_mul", {"num_tokens = [64, 4096]": "num_tokens = [64, 4194304]"})
+    report = check_spec(load_spec(out))
+    (memory,) = [f for f in report.errors if f.kind == "memory"]
+    assert memory.point == "d=4096,num_tokens=4194304"
+    assert "the buffers take 103.1 GB, over a quarter of the device's 80 GB" in memory.message
+
+
+def test_check_names_a_kernel_the_file_does_not_define(tmp_path: Path) -> None:
+    out = folder(tmp_path, "gelu_and_mul", {'kernel = "gelu_and_mul_kernel"': 'kernel = "gelu_kernel"'})
+    (blocker,) = review(out).blockers
+    assert blocker.line == 2
+    assert re.fullmatch(
+        r"kernel 'gelu_kernel' is not a __global__ function of .*gelu_and_mul\.cu "
+        r"\(kernels: gelu_and_mul_kernel\)",
+        blocker.message,
+    ), blocker.message
+
+
+def test_check_refuses_an_integer_shape(tmp_path: Path) -> None:
+    out = folder(tmp_path, "gelu_and_mul", {'shape = "[num_tokens, d]"': "shape = 5"})
+    (blocker,) = review(out).blockers
+    assert blocker.line == 10
+    assert (
+        blocker.message == 'args.out.shape is a int (5) where a list of extents belongs (write shape = "[5]")'
+    )
+
+
+@pytest.mark.parametrize("name", sorted(p.parent.name for p in (ROOT / "kernels").glob("*/ktx.toml")))
+def test_the_suite_specs_have_no_bounds_errors(name: str) -> None:
+    report = check_spec(load_spec(ROOT / "kernels" / name))
+    assert report.errors == (), [str(f) for f in report.errors]
+    # Where something is not proven, it names the access and why.
+    for f in report.unproven:
+        assert f.location is not None and f.location.line > 0 and "cannot bound" in f.message
+
+
+def test_a_pointer_the_kernel_moves_is_not_proven(tmp_path: Path) -> None:
+    # x += row * d: the subscript x[i] is relative to the moved base; not bounded as if it were not.
+    source = (
+        "__global__ void k(float* x, int d) {\n  x += blockIdx.x * d;\n"
+        "  for (int i = threadIdx.x; i < d; i += blockDim.x) x[i] *= 2.f;\n}\n"
+        "void go(float* x, int rows, int d) { k<<<rows, 256>>>(x, d); }\n"
+    )
+    todo = "# TODO: extent of x: the kernel moves the pointer (x set again at line 2)"
+    out = folder(tmp_path, "moved", {f'{todo}\nshape = "[TODO]"': 'shape = "[d]"'}, source)
+    result = review(out)
+    assert result.blockers == ()
+    (f,) = result.unproven
+    assert "cannot bound x (the kernel moves the pointer at line 2)" in f.message
+
+
+def test_a_guard_bounds_the_variable_a_quotient_and_remainder_come_from(tmp_path: Path) -> None:
+    # llm.c's crossentropy: b = i / T, t = i % T under if (i < B * T): b * T + t < B * T.
+    source = (
+        "__global__ void k(float* out, const float* x, int B, int T) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (i < B * T) {\n    int b = i / T;\n    int t = i % T;\n"
+        "    out[b * T + t] = x[b * T + t];\n  }\n}\n"
+        "void go(float* out, const float* x, int B, int T) {\n"
+        "  k<<<(B * T + 255) / 256, 256>>>(out, x, B, T);\n}\n"
+    )
+    out = folder(tmp_path, "quotient", {"T = [64, 4096]": "T = [63, 4095]"}, source)
+    assert review(out).blockers == () and review(out).unproven == ()
