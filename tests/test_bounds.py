@@ -162,8 +162,8 @@ def test_check_names_a_kernel_the_file_does_not_define(tmp_path: Path) -> None:
     (blocker,) = review(out).blockers
     assert blocker.line == 2
     assert re.fullmatch(
-        r"kernel 'gelu_kernel' is not a __global__ function of .*gelu_and_mul\.cu "
-        r"\(kernels: gelu_and_mul_kernel\)",
+        r"kernel: .*gelu_and_mul\.cu defines no kernel 'gelu_kernel' "
+        r"\(kernels in .*gelu_and_mul\.cu: gelu_and_mul_kernel\)",
         blocker.message,
     ), blocker.message
 
