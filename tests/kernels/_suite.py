@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import glob
+import hashlib
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -96,6 +99,33 @@ def _run_nvcc(args: list[str]) -> Compile:
     return Compile(proc.returncode, proc.stdout, proc.stderr)
 
 
+@functools.cache
+def _nvcc_version() -> str:
+    nvcc = nvcc_path()
+    assert nvcc is not None
+    return nvcc + "\n" + subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+
+
+def _run_nvcc_cached(args: list[str], tmp: str, source: Path, cache: Path | None) -> Compile:
+    """``_run_nvcc``, its result kept under ``cache`` when it succeeds, keyed by the toolchain,
+    the flags (the per-run output folder taken out) and the source's bytes: the tests read only
+    the exit status and the ``ptxas -v`` text, and the suite kernels include toolkit headers
+    alone, which the toolchain's version covers. A failure is compiled again each time."""
+    if cache is None:
+        return _run_nvcc(args)
+    flags = [a.replace(tmp, "<tmp>") for a in args]
+    blob = json.dumps([_nvcc_version(), flags, source.read_text()])
+    entry = cache / (hashlib.sha256(blob.encode()).hexdigest()[:32] + ".json")
+    if entry.is_file():
+        data = json.loads(entry.read_text())
+        return Compile(0, data["stdout"], data["stderr"])
+    result = _run_nvcc(args)
+    if result.returncode == 0:
+        cache.mkdir(parents=True, exist_ok=True)
+        entry.write_text(json.dumps({"stdout": result.stdout, "stderr": result.stderr}))
+    return result
+
+
 def parse_ptxas(text: str) -> dict[str, EntryInfo]:
     """Entry functions reported by ``-Xptxas -v``, keyed by mangled name."""
     entries: dict[str, EntryInfo] = {}
@@ -119,8 +149,9 @@ def parse_ptxas(text: str) -> dict[str, EntryInfo]:
     return entries
 
 
-def build_suite(tmp: str) -> SuiteBuild:
-    """Compile every kernel.cu: -c -Xptxas -v, --device-c, and -c with fast math; in parallel."""
+def build_suite(tmp: str, cache: Path | None = None) -> SuiteBuild:
+    """Compile every kernel.cu: -c -Xptxas -v, --device-c, and -c with fast math; in parallel.
+    With ``cache``, unchanged sources reuse earlier successful results (see _run_nvcc_cached)."""
     build = SuiteBuild()
     jobs: dict[tuple[str, str], list[str]] = {}
     for name in KERNEL_NAMES:
@@ -133,7 +164,10 @@ def build_suite(tmp: str) -> SuiteBuild:
         jobs[("fm", name)] = [*NVCC_BASE, *FAST_MATH, "-c", "-Xptxas", "-v", "-o", fm, src]
     workers = max(2, os.cpu_count() or 2)
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {key: pool.submit(_run_nvcc, args) for key, args in jobs.items()}
+        futures = {
+            key: pool.submit(_run_nvcc_cached, args, tmp, KERNELS_DIR / key[1] / "kernel.cu", cache)
+            for key, args in jobs.items()
+        }
         for (kind, name), fut in futures.items():
             targets = {"obj": build.objects, "dc": build.device_c, "fm": build.fast_math}
             targets[kind][name] = fut.result()
