@@ -49,3 +49,43 @@ def test_every_tested_pipeline_resolves_as_recorded() -> None:
         "if the move is intended, regenerate: python3 scripts/pipeline_orders.py "
         "--table tests/pipeline_orders.tsv > /tmp/t && mv /tmp/t tests/pipeline_orders.tsv"
     )
+
+
+def test_no_finer_order_of_phases_keeps_the_tested_orders() -> None:
+    """What :class:`ktx.passbase.Phase` says: run edges derived from an order of phases would put
+    each pair of passes in different phases in one order in every pipeline, so the tested orders
+    (a pair written both ways) and the hand-written edges bound how fine such phases can be. The
+    finest is their condensation: expose, then 14 passes that must share a phase, then
+    cluster-rows, then early-loads. When this changes, update the Phase docstring."""
+    import itertools
+
+    import networkx as nx
+
+    from ktx.registry import default_registry
+
+    reg = default_registry()
+    graph: nx.DiGraph[str] = nx.DiGraph()
+    graph.add_nodes_from(reg.names())
+    graph.add_edges_from((dep, cls.name) for cls in reg for dep in (*cls.requires, *cls.after))
+    for _, resolved in _rows():
+        if not resolved.startswith("error"):
+            names = [n.lstrip("+") for n in resolved.split(",")]
+            graph.add_edges_from(itertools.combinations(names, 2))
+    dag = nx.condensation(graph)
+    groups = [sorted(dag.nodes[n]["members"]) for n in nx.topological_sort(dag)]
+    assert [len(g) for g in groups] == [1, 14, 1, 1]
+    assert (groups[0], groups[2], groups[3]) == (["expose"], ["cluster-rows"], ["early-loads"])
+    # the pairs the Phase docstring names, each written in both orders by a tested pipeline
+    both = [
+        ("split", "vectorize"),
+        ("block-size", "vectorize"),
+        ("unroll", "vectorize"),
+        ("row-owner", "vectorize"),
+    ]
+    order = {w: r.split(",") for w, r in _rows() if not r.startswith("error")}
+    for a, b in both:
+        runs = [r for r in order.values() if a in r and b in r]
+        assert any(r.index(a) < r.index(b) for r in runs) and any(r.index(b) < r.index(a) for r in runs), (
+            a,
+            b,
+        )
