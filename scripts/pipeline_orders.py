@@ -11,7 +11,10 @@ scheduled with the default registry is logged (the rules planner's tries and pro
 ``--table FILE`` keeps the pipelines of an earlier output (``tests/pipeline_orders.tsv`` holds
 the planner's logged ones). ``--all`` also searches ``results/`` and ``scripts/`` (recorded GPU
 sessions, GPU scripts: written, not tested). ``--pairs`` adds every ordered pair and triple of
-registered passes, to count how many unwritten orders a change moves.
+registered passes, to count how many unwritten orders a change moves. ``--phases "expose|a b|c"``
+asks what-if: run edges derived from that order of phases (an earlier group runs first; inside a
+group only the existing edges), and prints the rows of ``--table`` that would move and how many
+edges would be left inside groups.
 
 Each line is ``written<TAB>resolved``: the scheduled order, a required pass that was added marked
 ``+name``, or ``error: ...`` where the pipeline is refused (a conflict, a bad option).
@@ -94,14 +97,83 @@ def resolve(pipeline: str) -> str:
     return ",".join(("+" if s.reason != "pipeline" else "") + s.pass_.name for s in order)
 
 
+def what_if(phases: str, table: Path) -> int:
+    """Print the rows of ``table`` that edges derived from ``phases`` would move; 1 if any do."""
+    import networkx as nx
+
+    from ktx.errors import KtxError
+    from ktx.pipeline import instantiate_specs, parse_pipeline
+    from ktx.registry import default_registry
+
+    reg = default_registry()
+    rank = {name: i for i, group in enumerate(phases.split("|")) for name in group.split()}
+    missing = sorted(set(reg.names()) - set(rank))
+    if missing:
+        raise SystemExit(f"--phases places no phase for {', '.join(missing)}")
+
+    def edges(name: str) -> tuple[str, ...]:
+        return (*reg.get(name).requires, *reg.get(name).after)
+
+    def order(text: str) -> str:
+        try:
+            specs = instantiate_specs(parse_pipeline(text), reg)
+        except KtxError:
+            return "error"
+        key: dict[str, tuple[float, int]] = {p.name: (float(i), 0) for i, p in enumerate(specs)}
+        added: dict[str, bool] = dict.fromkeys(key, False)
+        queue = list(key)
+        while queue:
+            name = queue.pop(0)
+            for req in reg.get(name).requires:
+                if req not in key:
+                    key[req], added[req] = (key[name][0] - 0.5, len(key)), True
+                    queue.append(req)
+        if any(other in key for name in key for other in reg.get(name).conflicts):
+            return "error"
+        graph: nx.DiGraph[str] = nx.DiGraph()
+        graph.add_nodes_from(key)
+        for a, b in itertools.permutations(key, 2):
+            if rank[a] < rank[b] or (rank[a] == rank[b] and a in edges(b)):
+                graph.add_edge(a, b)
+        if not nx.is_directed_acyclic_graph(graph):
+            return "error: cycle"
+        for name in key:
+            for dep in reg.get(name).prefer_after:
+                if dep in key and not graph.has_edge(dep, name) and not nx.has_path(graph, name, dep):
+                    graph.add_edge(dep, name)
+        return ",".join(
+            ("+" if added[n] else "") + n for n in nx.lexicographical_topological_sort(graph, key.get)
+        )
+
+    all_edges = [(d, c.name) for c in reg for d in c.after]
+    reversed_ = [f"{d}->{c}" for d, c in all_edges if rank[d] > rank[c]]
+    inside = sum(1 for d, c in all_edges if rank[d] == rank[c])
+    moved = 0
+    for line in table.read_text().splitlines():
+        written_, resolved = line.split("\t")
+        now = order(written_)
+        if now != resolved and not (now.startswith("error") and resolved.startswith("error")):
+            moved += 1
+            print(f"moved\t{written_}\t{resolved}\t{now}")
+    print(
+        f"{moved} moved; {inside} of {len(all_edges)} after-edges left inside phases; reversed: {reversed_}"
+    )
+    return 1 if moved else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--log", action="append", default=[], help="file of run-time pipelines, one a line")
     ap.add_argument("--pairs", action="store_true", help="also every ordered pair and triple of passes")
     ap.add_argument("--all", action="store_true", help="also results/ and scripts/ (untested pipelines)")
     ap.add_argument("--table", action="append", default=[], help="a previous output: keep its pipelines")
+    ap.add_argument("--phases", help="what-if: an order of phases, groups split by |, names by spaces")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
+    if args.phases:
+        return what_if(
+            args.phases, Path(args.table[0] if args.table else ROOT / "tests" / "pipeline_orders.tsv")
+        )
     pipelines = written(WHERE + MORE if args.all else WHERE)
     for log in args.log:
         pipelines |= {line.strip() for line in Path(log).read_text().splitlines() if line.strip()}

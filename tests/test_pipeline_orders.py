@@ -13,6 +13,8 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = Path(__file__).with_name("pipeline_orders.tsv")
 
@@ -89,3 +91,23 @@ def test_no_finer_order_of_phases_keeps_the_tested_orders() -> None:
             a,
             b,
         )
+
+
+def test_the_planners_phases_as_run_phases_would_move_tested_pipelines(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Why the pipeline keeps its edges: run edges derived from the planner's phases (the
+    ``phase`` attribute, in :class:`~ktx.passbase.Phase` order) move tested pipelines, among
+    them the llm.c layernorm one; the condensation of the test above moves none."""
+    from ktx.passbase import Phase
+    from ktx.registry import default_registry
+
+    what_if = _script().what_if
+    reg = default_registry()
+    planner = "|".join(" ".join(cls.name for cls in reg if cls.phase == phase) for phase in Phase)
+    assert what_if(planner, TABLE) == 1
+    assert "\tvectorize,block-size,unroll,rows-per-block\t" in capsys.readouterr().out
+    finest = "expose|" + " ".join(
+        n for n in reg.names() if n not in ("expose", "cluster-rows", "early-loads")
+    )
+    assert what_if(finest + "|cluster-rows|early-loads", TABLE) == 0
