@@ -16,10 +16,12 @@ The order is a topological sort that is stable with respect to the user's order
 the constraints runs exactly as written. A cycle fails and names the passes on it.
 
 A pass's :class:`~ktx.passbase.Phase` (ownership, vector width, block size, unrolling, hints)
-orders the planner's tries, not this graph: the run order the edges encode crosses the phases
-(``expose``, a hint, runs first; ``vectorize`` runs before ``split``; the llm.c layernorm
-pipeline unrolls before ``vectorize``), so edges derived from phases would reorder tested and
-benchmarked pipelines. See :class:`~ktx.passbase.Phase`.
+orders the planner's tries, not this graph. No order of phases reproduces the run order that
+tests and benchmarks rely on: the edges leave pairs such as vectorize/block-size, vectorize/split
+and vectorize/unroll to the written order, and tested pipelines use both orders of each
+(:class:`~ktx.passbase.Phase` lists them). ``tests/pipeline_orders.tsv`` records the resolved
+order of every tested pipeline (``scripts/pipeline_orders.py``); a change to these edges that
+moves one fails ``tests/test_pipeline_orders.py``.
 
 Passes run one after another, each on the module the previous one produced (a later pass sees
 an earlier pass's loops and knobs). Each site is a transaction: its edits, knobs and launch
