@@ -42,6 +42,10 @@ SHOWN = 14
 #: kernel's own memory accesses and shared-memory races) is reported either way, and a launch
 #: that fails still shows as the child's ``failed:`` line and exit status.
 OPTIONS = ("--target-processes", "application-only", "--print-limit", "50", "--report-api-errors", "no")
+#: memcheck only: a tracked red zone after every allocation. Exact-size cudaMallocs may sit back
+#: to back, and a store just past one buffer's end into its neighbour is no error to memcheck
+#: without one (the same reach as the guard zones).
+TOOL_OPTIONS = {"memcheck": ("--padding", "4096")}
 MARK = "ktx-sanitize:"
 #: Toolkits installed side by side (the GPU hosts have CUDA 13.0's under /usr/local/cuda-13.0).
 CUDA_GLOB = "/usr/local/cuda*/bin"
@@ -168,7 +172,8 @@ def sanitize(spec: Spec, cand: Candidate, point: ShapePoint, timeout_s: float = 
         path.write_text(json.dumps(job))
         for tool in TOOLS:
             child = [sys.executable, "-m", "ktx.measure.sanitize", str(path)]
-            output, code = _run([sanitizer, "--tool", tool, *OPTIONS, *child], timeout_s)
+            options = (*OPTIONS, *TOOL_OPTIONS.get(tool, ()))
+            output, code = _run([sanitizer, "--tool", tool, *options, *child], timeout_s)
             reports.append(parse(tool, output, code))
     label = cand.label or (json.dumps(dict(cand.config)) if cand.config else "original")
     block = render(reports, sanitizer, f"{spec.name} @ {point.name}, {label}")

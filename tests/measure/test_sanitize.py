@@ -152,7 +152,8 @@ def test_a_hung_child_is_reported_not_raised(no_toolkit: Path) -> None:
 def test_the_tools_leave_api_errors_out_and_run_the_child_on_the_job(no_toolkit: Path) -> None:
     """CUDA's runtime and Python GPU stacks make driver calls that fail by design; counted as
     errors they would make a clean kernel's block say FINDINGS. Each tool gets
-    ``--report-api-errors no`` and the child ``python -m ktx.measure.sanitize JOB``."""
+    ``--report-api-errors no`` (memcheck also a padding after each allocation) and the child
+    ``python -m ktx.measure.sanitize JOB``."""
     from ktx.measure.sanitize import sanitize
     from ktx.measure.types import original_candidate
     from ktx.spec import load_spec
@@ -176,4 +177,7 @@ def test_the_tools_leave_api_errors_out_and_run_the_child_on_the_job(no_toolkit:
         options = argv[2:child]
         assert options[options.index("--report-api-errors") + 1] == "no", argv
         assert options[options.index("--target-processes") + 1] == "application-only", argv
+        # memcheck pads each allocation: a store just past an exact-size buffer is seen even
+        # where the next allocation starts right there
+        assert ("--padding" in options) == (tool == "memcheck"), argv
         assert argv[child + 1 : child + 3] == ["-m", "ktx.measure.sanitize"] and argv[-1].endswith("job.json")
