@@ -27,9 +27,14 @@ git log -1 --format='%H %s' 2>/dev/null | cut -c1-120 | tee -a "$OUT/device.txt"
 LANE_BUDGET=$(( BUDGET - ($(date +%s) - T0) - 10 ))
 echo "lanes: ${LANE_BUDGET} s each (install took $(( $(date +%s) - T0 )) s)" | tee -a "$OUT/device.txt"
 pids=()
+# Lane 3 (issue 18) runs the ten-fresh-process first-measurement test with clock samples; the
+# measure lane leaves it out rather than spend a sixth of its budget on it a second time.
+TEN=tests/measure/test_gpu_verify.py::test_first_graph_measurement_of_ten_fresh_processes_agree
 for lane in 0 1 2; do
   group=$( [ $lane = 0 ] && echo passes || { [ $lane = 1 ] && echo measure || echo other; } )
-  CUDA_VISIBLE_DEVICES=$lane OUT="$OUT" bash scripts/gpu_tests.sh "$group" "$LANE_BUDGET" \
+  extra=""
+  [ $lane = 1 ] && [ -f scripts/gpu_issue18.sh ] && extra="--deselect $TEN"
+  KTX_PYTEST_ARGS="$extra" CUDA_VISIBLE_DEVICES=$lane OUT="$OUT" bash scripts/gpu_tests.sh "$group" "$LANE_BUDGET" \
     >"$OUT/lane$lane.txt" 2>&1 &
   pids+=($!)
 done
