@@ -2,6 +2,8 @@
 # Every gpu-marked test file, in groups that each fit one 10-minute device call.
 #   OUT=/path bash scripts/gpu_tests.sh passes|measure|other|all [BUDGET_SECONDS]
 #   KTX_TEST_FILES='tests/a.py tests/b.py' OUT=/path bash scripts/gpu_tests.sh files [BUDGET_SECONDS]
+# KTX_PYTEST_ARGS: more pytest arguments for every file (e.g. a --deselect of a test another
+# lane runs).
 # A file starts only while at least 60 s of the budget (default 540 s) are left; the ones left
 # out are named in the summary, so a short call never passes for a complete one. Per-file pytest
 # output, a junit XML and the 15 slowest tests land in $OUT/tests-<group>.tar.gz; the last lines
@@ -66,8 +68,9 @@ for f in "${FILES[@]}"; do
     continue
   fi
   t0=$(date +%s)
+  # shellcheck disable=SC2086  # KTX_PYTEST_ARGS is split into words on purpose
   timeout "$left" python3 -m pytest -q -m gpu -p no:cacheprovider "$f" -rs --durations=15 \
-    --junitxml "$DIR/$name.xml" >"$DIR/$name.txt" 2>&1
+    --junitxml "$DIR/$name.xml" ${KTX_PYTEST_ARGS:-} >"$DIR/$name.txt" 2>&1
   rc=$?
   [ "$rc" -ne 0 ] && status=1
   summary=$(grep -E "passed|failed|error|skipped" "$DIR/$name.txt" | tail -1)

@@ -4,6 +4,7 @@ stand-in compute-sanitizer script that prints what the real one prints."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import sys
@@ -146,3 +147,37 @@ def test_a_hung_child_is_reported_not_raised(no_toolkit: Path) -> None:
     code, block = sanitize(spec, original_candidate(spec), spec.find_point("tokens=4,d=4096"), timeout_s=1.0)
     assert code == 1
     assert block.count("timed out after 1 s") == 2 and "no summary (exit 124)" in block
+
+
+def test_the_tools_leave_api_errors_out_and_run_the_child_on_the_job(no_toolkit: Path) -> None:
+    """CUDA's runtime and Python GPU stacks make driver calls that fail by design; counted as
+    errors they would make a clean kernel's block say FINDINGS. Each tool gets
+    ``--report-api-errors no`` (memcheck also a padding after each allocation) and the child
+    ``python -m ktx.measure.sanitize JOB``."""
+    from ktx.measure.sanitize import sanitize
+    from ktx.measure.types import original_candidate
+    from ktx.spec import load_spec
+
+    (no_toolkit / "memcheck.txt").write_text(MEMCHECK_CLEAN)
+    (no_toolkit / "racecheck.txt").write_text(RACECHECK_CLEAN)
+    script = no_toolkit / "compute-sanitizer"
+    script.write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"open('{no_toolkit}/argv-' + sys.argv[2], 'w').write(json.dumps(sys.argv[1:]))\n"
+        f"sys.stdout.write(open(f'{no_toolkit}/{{sys.argv[2]}}.txt').read())\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    spec = load_spec(ROOT / "kernels" / "silu_and_mul")
+    code, block = sanitize(spec, original_candidate(spec), spec.find_point("tokens=4,d=4096"))
+    assert code == 0, block
+    for tool in ("memcheck", "racecheck"):
+        argv = json.loads((no_toolkit / f"argv-{tool}").read_text())
+        child = argv.index(sys.executable)
+        assert argv[:2] == ["--tool", tool]
+        options = argv[2:child]
+        assert options[options.index("--report-api-errors") + 1] == "no", argv
+        assert options[options.index("--target-processes") + 1] == "application-only", argv
+        # memcheck pads each allocation: a store just past an exact-size buffer is seen even
+        # where the next allocation starts right there
+        assert ("--padding" in options) == (tool == "memcheck"), argv
+        assert argv[child + 1 : child + 3] == ["-m", "ktx.measure.sanitize"] and argv[-1].endswith("job.json")
