@@ -794,10 +794,22 @@ class _DraftTranslator(_Translator):
             op = assign.child_by_field_name("operator")
             if (
                 assign.type == "assignment_expression" and left is not None and right is not None
-                and op is not None and op.type == "=" and syntax.text(self.module, left) == name
+                and op is not None and syntax.text(self.module, left) == name
             ):  # fmt: skip
-                used.append(assign.id)
-                return self.expr(right)
+                value = self.expr(right)
+                before = self.expr(fallback)
+                # ``x <<= 1`` in a branch: from the value before the chain (each branch is one of
+                # several exclusive ones).
+                forms = {
+                    "=": value, "+=": f"({before}) + ({value})", "-=": f"({before}) - ({value})",
+                    "*=": f"({before}) * ({value})", "<<=": f"({before}) * 2 ** ({value})",
+                    ">>=": f"({before}) // 2 ** ({value})",
+                }  # fmt: skip
+                if op.type in forms:
+                    used.append(assign.id)
+                    return forms[op.type]
+        if node.type == "throw_statement":
+            return self.expr(fallback)  # no launch on this branch: any value
         return None
 
 

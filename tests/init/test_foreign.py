@@ -256,3 +256,24 @@ def test_an_extent_from_a_local_that_did_not_translate_is_not_empty(tmp_path: Pa
     )
     text = draft(src, None, tmp_path).text
     assert "()" not in "".join(line for line in text.splitlines() if line.startswith("shape ="))
+
+
+def test_a_launcher_local_doubled_in_an_if_chain_is_derived(tmp_path: Path) -> None:
+    # DeepSpeed's layer norm launchers: threads <<= 1 or <<= 2 by hidden size, else throw.
+    src = tmp_path / "f.cu"
+    src.write_text(
+        "__global__ void k(float* x, int d) {\n"
+        "  for (int i = threadIdx.x; i < d; i += blockDim.x) x[blockIdx.x * d + i] = 0.f;\n}\n"
+        "void go(float* x, int rows, int d) {\n  int threads = 128;\n"
+        "  if (d > 4096 && d <= 8192)\n    threads <<= 1;\n  else if (d > 8192 && d <= 16384)\n"
+        "    threads <<= 2;\n  else if (d > 16384)\n    throw 1;\n"
+        "  k<<<rows, threads>>>(x, d);\n}\n"
+    )
+    result = draft(src, None, tmp_path)
+    assert result.todos == ()
+    want = (
+        'threads = "128 * 2 ** 1 if d > 4096 and d <= 8192 else 128 * 2 ** 2 '
+        'if d > 8192 and d <= 16384 else 128 if d > 16384 else 128"'
+    )
+    assert want in result.text, result.text
+    assert 'block = ["threads"]' in result.text
