@@ -41,10 +41,12 @@ _OPEN_BLOCK = re.compile(rb"[ \t]*(?://[^\n]*)?\s*\{")
 _LONE_MACRO = re.compile(
     rb"^[ \t]*([A-Z_][A-Z0-9_]*)[ \t]*\r?\n(?=[ \t]*(?:for|while|do|if|switch|#)\b)", re.M
 )
-#: ``INSTANTIATE_LAUNCH(float)`` alone on a line at file scope, with no ``;``: a macro that
+#: ``INSTANTIATE_LAUNCH(float)``, ``MAKE_kQuantize(half, 64)`` alone on a line at file scope,
+#: with no ``;`` (an all-caps name, or a capitalised one with an underscore): a macro that
 #: expands to declarations (explicit instantiations); the grammar glues it onto what follows.
 _FILE_SCOPE_MACRO = re.compile(
-    rb"^([A-Z_][A-Z0-9_]*[ \t]*\([^;{}\n]*\))[ \t]*(?://[^\n]*)?$(?![\s]*[{;])", re.M
+    rb"^((?:[A-Z_][A-Z0-9_]*|[A-Z][A-Za-z0-9]*_\w*)[ \t]*\([^;{}\n]*\))[ \t]*(?://[^\n]*)?$(?![\s]*[{;])",
+    re.M,
 )
 #: ``typename K::BlockScanT(smem).InclusiveScan(...)`` starting a statement or an operand.
 _TYPENAME_CAST = re.compile(

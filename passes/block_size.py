@@ -174,6 +174,11 @@ class BlockSize(Pass[KernelSite]):
                 continue
             name = f"BLOCK_{AXES[axis]}"
             current = self._constant(target, mapping, axis)
+            if axis > 0 and current == 1 and not _reads_axis(module, body, AXES[axis].lower()):
+                # ``dim3 block(BLOCKSIZE_X, 1)`` for a kernel that never reads threadIdx.y: y is
+                # not a dimension of its work, so it stays 1 (no knob, nothing to keep in step).
+                thread_terms.append("1")
+                continue
             if x_is_warp:
                 values = set(powers_of_two(1, hi // 32))
             elif ndims == 1:
@@ -322,7 +327,12 @@ class BlockSize(Pass[KernelSite]):
                 literal = str(current)  # ``<<<(n + 255) / 256, BS>>>``: the grid does not follow BS
             if literal is not None:
                 grid = launch_dims(module, site, "grid")
-                grid_text = " ".join(syntax.text(module, g) for g in grid.components)
+                comps = grid.components
+                if len(dims.components) > 1:
+                    # A 2-D block: grid y does not derive from block x (``dim3 grid(n, 1)`` beside
+                    # ``dim3 block(32, 1)``); each axis is compared with its own grid dimension.
+                    comps = comps[axis : axis + 1]
+                grid_text = " ".join(syntax.text(module, g) for g in comps)
                 if literal in re.split(r"[^\w]+", grid_text):
                     raise Refuse(
                         f"the grid repeats the block's literal {literal} (line {site.span.line}); name it "
@@ -411,6 +421,15 @@ def _stride_macro(target: Target) -> str | None:
         elif name in _GRID_STRIDE_MACROS:
             return name
     return None
+
+
+def _reads_axis(module: Module, body: ts.Node, axis: str) -> bool:
+    """Whether the kernel reads ``threadIdx.<axis>`` or ``blockDim.<axis>``."""
+    wanted = (f"threadIdx.{axis}", f"blockDim.{axis}")
+    return any(
+        n.type == "field_expression" and "".join(syntax.text(module, n).split()) in wanted
+        for n in syntax.walk(body)
+    )
 
 
 def _template_index(target: Target, alias: BlockAlias) -> int:

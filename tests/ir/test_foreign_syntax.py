@@ -82,8 +82,17 @@ def test_a_broken_kernel_is_listed_alone_with_its_line() -> None:
         (b"  v = typename K::Reduce(smem).Sum(v);\n", b"  v =          K::Reduce(smem).Sum(v);\n"),
         (b"__global__ BOUNDS(256) void k(", b"__global__             void k("),
         (b"INSTANTIATE(__half)\n\ntemplate <typename T>\n", b" " * 19 + b"\n\ntemplate <typename T>\n"),
+        (b"MAKE_kQuant(half, 64)\nMAKE_kQuant(float, 64)\n", b" " * 21 + b"\n" + b" " * 22 + b"\n"),
     ],
-    ids=["loop-macro", "pragma-macro", "typename-cast", "typename-operand", "signature-macro", "file-macro"],
+    ids=[
+        "loop-macro",
+        "pragma-macro",
+        "typename-cast",
+        "typename-operand",
+        "signature-macro",
+        "file-macro",
+        "file-macro-mixed-case",
+    ],
 )
 def test_foreign_statements_are_masked(code: bytes, masked: bytes) -> None:
     assert mask_foreign_syntax(code)[0] == masked
@@ -96,6 +105,8 @@ def test_foreign_statements_are_masked(code: bytes, masked: bytes) -> None:
         b"TEST(a, b) {\n",  # a file-scope definition macro (not indented)
         b"DEFINE_KERNEL(k)\n{\n",  # a definition whose body follows on the next line
         b"REGISTER(k);\n",
+        b"Kernel(int a)\n{\n",  # a definition split over lines
+        b"Foo_bar(int a);\n",
         b"template <typename T> void f(typename T::X a) {}\n",
         b"  x = A\n    + b;\n",  # a lone word continuing an expression, not before a loop
     ],

@@ -1,10 +1,13 @@
 // RUN: ktx apply --passes block-size %s --kernel scale_ns --config BLOCK_X=128 --diff 2>&1 | filecheck %s --match-full-lines --check-prefix=NS
 // RUN: ktx apply --passes block-size %s --kernel softcap --config BLOCK_X=128 --diff 2>&1 | filecheck %s --match-full-lines --check-prefix=FIELDS
 // RUN: ktx apply --passes block-size %s --kernel add2 --config BLOCK_X=128 --diff 2>&1 | filecheck %s --match-full-lines --check-prefix=LOOP
+// RUN: ktx apply --passes block-size %s --kernel col_scale --config BLOCK_X=64 --diff 2>&1 | filecheck %s --match-full-lines --check-prefix=COLS
 // How projects name the block size without blockDim, each read as the launch's block size:
 // a namespace-qualified constexpr (dim3 block(opt::threads, 1, 1)), a macro assigned to a
 // default-constructed dim3 field by field (block.x = NUM_THREADS), and a grid-stride loop
 // macro from a header (CUDA_1D_KERNEL_LOOP, whose expansion reads blockDim and gridDim).
+// A 2-D block dim3(BLOCKSIZE_X, 1) for a kernel that never reads threadIdx.y keeps y = 1 and
+// makes x the knob; the grid's x, written with the same name, follows it.
 namespace opt {
 constexpr int threads = 256;
 constexpr int per_block = threads * 4;
@@ -48,13 +51,26 @@ void launch_add2(float* out, const float* a, const float* b, int n, int sms) {
   add2<<<sms * 4, block_dim>>>(out, a, b, n);
 }
 
-// NS: {{.*}}: remark: [block-size] scale_ns: rewritten: exposed BLOCK_X {0, 32, 64, 128, 256, 512, 1024}; threads (constexpr, line 9) is the launch's block size and the kernel's: its value is the knob, so the grid, the block and the kernel follow it
+#define BLOCKSIZE_X 128
+
+__global__ void col_scale(float* w, int columns, float s) {
+  int column = blockIdx.x * blockDim.x + threadIdx.x;
+  if (column < columns) w[column] *= s;
+}
+
+void launch_col_scale(float* w, int columns, float s) {
+  dim3 threads(BLOCKSIZE_X, 1);
+  dim3 blocks(DIVIDE(columns, BLOCKSIZE_X), 1);
+  col_scale<<<blocks, threads>>>(w, columns, s);
+}
+
+// NS: {{.*}}: remark: [block-size] scale_ns: rewritten: exposed BLOCK_X {0, 32, 64, 128, 256, 512, 1024}; threads (constexpr, line 12) is the launch's block size and the kernel's: its value is the knob, so the grid, the block and the kernel follow it
 // NS: +// ktx: `block-size` instantiated with BLOCK_X=128
 // NS: -constexpr int threads = 256;
 // NS: +constexpr int threads = 128;
 // NS: -__global__ void scale_ns(float* y, int n) {
 // NS: +__global__ void __launch_bounds__(128) scale_ns(float* y, int n) {
-// FIELDS: {{.*}}: remark: [block-size] softcap: rewritten: exposed BLOCK_X {0, 32, 64, 128, 256, 512, 1024}; NUM_THREADS (define, line 25) is the launch's block size and the kernel's: its value is the knob, so the grid, the block and the kernel follow it; launch mapping: 256 -> BLOCK_X in grid[0], block[0]
+// FIELDS: {{.*}}: remark: [block-size] softcap: rewritten: exposed BLOCK_X {0, 32, 64, 128, 256, 512, 1024}; NUM_THREADS (define, line 28) is the launch's block size and the kernel's: its value is the knob, so the grid, the block and the kernel follow it; launch mapping: 256 -> BLOCK_X in grid[0], block[0]
 // FIELDS: -#define NUM_THREADS 256
 // FIELDS: +// ktx: `block-size` instantiated with BLOCK_X=128
 // FIELDS: +#define NUM_THREADS 128
@@ -66,3 +82,11 @@ void launch_add2(float* out, const float* a, const float* b, int n, int sms) {
 // LOOP: +__global__ void __launch_bounds__(128) add2(float* out, const float* a, const float* b, int n) {
 // LOOP: -  dim3 block_dim = 512;
 // LOOP: +  dim3 block_dim = 128;
+// COLS: {{.*}}: remark: [block-size] col_scale: rewritten: exposed BLOCK_X {0, 32, 64, 128, 256, 512, 1024}
+// COLS: -__global__ void col_scale(float* w, int columns, float s) {
+// COLS: +// ktx: `block-size` instantiated with BLOCK_X=64
+// COLS: +__global__ void __launch_bounds__(64) col_scale(float* w, int columns, float s) {
+// COLS: -  dim3 threads(BLOCKSIZE_X, 1);
+// COLS: -  dim3 blocks(DIVIDE(columns, BLOCKSIZE_X), 1);
+// COLS: +  dim3 threads(64, 1);
+// COLS: +  dim3 blocks(DIVIDE(columns, 64), 1);
