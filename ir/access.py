@@ -190,19 +190,13 @@ def _names(module: Module, node: ts.Node) -> list[str]:
 
 
 def assigned_names(module: Module, node: ts.Node) -> dict[str, list[ts.Node]]:
-    """Plain variables written under ``node`` (``x = ...``, ``x += ...``, ``++x``), by name."""
-    found: dict[str, list[ts.Node]] = {}
-    for n in _walk(node):
-        target: ts.Node | None = None
-        if n.type == "assignment_expression":
-            target = n.child_by_field_name("left")
-        elif n.type == "update_expression":
-            target = n.child_by_field_name("argument")
-        if target is not None:
-            target = _strip_parens(target)
-            if target.type == "identifier":
-                found.setdefault(_text(module, target), []).append(n)
-    return found
+    """Plain variables written under ``node`` (``x = ...``, ``x += ...``, ``++x``), by name.
+
+    The one walker is :func:`ktx.ir.facts.assign.assigned` (imported here when called: the
+    facts package imports this module)."""
+    from ktx.ir.facts.assign import assigned
+
+    return assigned(module, node)
 
 
 def declared_names(module: Module, node: ts.Node) -> set[str]:

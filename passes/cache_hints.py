@@ -39,12 +39,12 @@ import tree_sitter as ts
 from ktx.ir import Function, Module
 from ktx.ir.access import Root, element_size
 from ktx.ir.facts.kinds import LOAD_INTRINSICS, STORE_INTRINSICS, access_kind, intrinsic_of
-from ktx.ir.facts.writes import callee_name, pointer_root, read_only_problem
+from ktx.ir.facts.writes import callee_name, param_types, pointer_root, read_only_problem
 from ktx.passes._common import line_of
 from ktx.passes._device import LOAD_HINTS, STORE_HINTS, PreludeSite, insert_prelude, prelude_site
 
 from ktx import syntax
-from ktx.passbase import KnobSpec, Option, OptionValue, Pass, Refuse, Rewriter, Site, Skip, Target
+from ktx.passbase import KnobSpec, Option, OptionValue, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
 _WIDTHS = (1, 2, 4, 8, 16)
 
@@ -64,6 +64,7 @@ class HintSite(Site):
 
 class CacheHints(Pass[HintSite | PreludeSite]):
     name = "cache-hints"
+    phase = Phase.HINTS
     summary = (
         "knobs for the cache policy of read-only loads (__ldg, ld.global.nc) and streaming stores (__stcs)"
     )
@@ -123,6 +124,13 @@ class CacheHints(Pass[HintSite | PreludeSite]):
             elif n.type == "call_expression":
                 _packed(module, n, known, loads, stores)
                 _intrinsic(module, fn, target, n, known, loads, stores, odd)
+        for name, line in _volatile_roots(module, fn, known).items():
+            for direction in ("load", "store"):
+                odd.setdefault(
+                    f"{name}:{direction}",
+                    f"{direction}s of {name} go through a volatile pointer (line {line}): a cache "
+                    "policy would drop volatile (every access must reach memory as written)",
+                )
         refused: set[str] = set()
         for key, why in sorted(odd.items()):
             refused.add(key)
@@ -251,10 +259,13 @@ def _direct(
     size = element_size(module, root.element_type, fn, target.template_args)
     if size not in _WIDTHS:
         return
-    parent = sub.parent
+    # ``(p[i]) = v``, ``&(p[i])``: the parentheses do not change what the subscript is used for.
+    use, parent = sub, sub.parent
+    while parent is not None and parent.type == "parenthesized_expression":
+        use, parent = parent, parent.parent
     if parent is None:
         return
-    if parent.type == "assignment_expression" and parent.child_by_field_name("left") == sub:
+    if parent.type == "assignment_expression" and parent.child_by_field_name("left") == use:
         op = parent.child_by_field_name("operator")
         outer = parent.parent
         if op is not None and op.type == "=" and outer is not None and outer.type == "expression_statement":
@@ -264,7 +275,54 @@ def _direct(
     # intrinsic's argument is handled with the intrinsic, ``(p[i]) = v`` is no plain load
     if access_kind(sub) != "load" or intrinsic_of(sub) or _inside_call_of(module, sub, "ld"):
         return
+    if _binds_reference(module, use, parent):
+        return
     loads.setdefault(root.name, []).append(sub)
+
+
+def _binds_reference(module: Module, use: ts.Node, parent: ts.Node) -> bool:
+    """Whether ``use`` (an element) is bound to a non-const reference, so it must stay an lvalue.
+
+    ``float& r = p[i];`` and ``helper(p[i])`` where the file's ``helper`` takes ``float&``:
+    ``ktx::ld(&p[i])`` is a value, and binding it would not compile (nor write through).
+    """
+    if parent.type == "init_declarator" and parent.child_by_field_name("value") == use:
+        declarator = parent.child_by_field_name("declarator")
+        return declarator is not None and declarator.type == "reference_declarator"
+    call = parent.parent
+    if parent.type == "argument_list" and call is not None and call.type == "call_expression":
+        callee = call.child_by_field_name("function")
+        if callee is None:
+            return False
+        index = [c.id for c in parent.named_children if c.type != "comment"].index(use.id)
+        for types in param_types(module).get(callee_name(module, callee), []):
+            if index < len(types) and _mutable_reference(types[index]):
+                return True
+    return False
+
+
+def _mutable_reference(type_text: str) -> bool:
+    """``float&`` (not ``const float&``, nor ``float&&``, nor a pointer)."""
+    head, amp, _ = type_text.partition("&")
+    return bool(amp) and "&&" not in type_text and "*" not in head and "const" not in head.split()
+
+
+def _volatile_roots(module: Module, fn: Function, known: dict[str, Root]) -> dict[str, int]:
+    """Roots reached through a ``volatile`` pointer (parameter or local), with the line that says so."""
+    found: dict[str, int] = {}
+    for p in fn.params:
+        if re.search(r"\bvolatile\b", p.type) and p.name in known and known[p.name].name:
+            found.setdefault(known[p.name].name, p.span.line)
+    for node in syntax.walk(module.node(fn.body)):
+        if node.type != "declaration" or not re.search(r"\bvolatile\b", syntax.text(module, node)):
+            continue
+        for decl in node.children_by_field_name("declarator"):
+            named = decl.child_by_field_name("declarator") if decl.type == "init_declarator" else decl
+            for ident in syntax.identifiers(named) if named is not None else []:
+                root = known.get(syntax.text(module, ident))
+                if root is not None and root.name:
+                    found.setdefault(root.name, line_of(node))
+    return found
 
 
 #: Intrinsics the knobs can reproduce, with the knob value that does.

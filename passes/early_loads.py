@@ -45,7 +45,7 @@ from ktx.passes._common import kernel_node, line_of
 from ktx.passes._variants import insert_after_line, line_bounds, wrap_lines
 
 from ktx import syntax
-from ktx.passbase import KnobSpec, Option, Pass, Refuse, Rewriter, Site, Skip, Target
+from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
 COND = "KTX_PREFETCH > 0"
 
@@ -91,6 +91,7 @@ class EarlySite(Site):
 
 class EarlyLoads(Pass[EarlySite]):
     name = "early-loads"
+    phase = Phase.UNROLL
     summary = "issue the loads of the loop after a reduction before the reduction (knob PREFETCH)"
     description = __doc__ or ""
     knobs = (

@@ -40,7 +40,7 @@ from ktx.passes._common import first_call_after, kernel_node, line_of, powers_of
 
 from ktx import syntax
 from ktx.launch import launch_dims
-from ktx.passbase import KnobSpec, Option, Pass, Refuse, Rewriter, Site, Skip, Target
+from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
 SYNC = syntax.BARRIERS | syntax.SHUFFLES
 
@@ -62,6 +62,7 @@ class SplitSite(Site):
 
 class Split(Pass[SplitSite]):
     name = "split"
+    phase = Phase.OWNERSHIP
     summary = "split a one-row-per-block kernel's row loops over gridDim.y blocks (knob SPLIT)"
     description = __doc__ or ""
     knobs = (

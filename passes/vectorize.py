@@ -121,7 +121,7 @@ from ktx.passes._common import LoopSite, shrink_grid
 from ktx.passes._device import PreludeSite, insert_prelude, prelude_site
 
 from ktx import syntax
-from ktx.passbase import KnobSpec, Option, OptionValue, Pass, Refuse, Rewriter, Site, Skip, Target
+from ktx.passbase import KnobSpec, Option, OptionValue, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 from ktx.syntax import text as _text
 
 #: The one width knob of ``vectorize{tie=true}``.
@@ -145,6 +145,7 @@ class ElemSite(Site):
 
 class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
     name = "vectorize"
+    phase = Phase.VECTORIZE
     summary = "contiguous scalar loads and stores of a loop become packed 2- to 16-byte accesses"
     description = __doc__ or ""
     knobs = (

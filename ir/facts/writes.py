@@ -24,7 +24,7 @@ def written_roots(module: Module, fn: Function, known: dict[str, Root]) -> set[s
     """
     body = module.node(fn.body)
     out: set[str] = set()
-    params_of = _param_types(module)
+    params_of = param_types(module)
     for n in syntax.walk(body):
         target: ts.Node | None = None
         if n.type == "assignment_expression":
@@ -96,7 +96,7 @@ def _const_pointer(type_text: str) -> bool:
     return "*" in type_text and "const" in head.split()
 
 
-def _param_types(module: Module) -> dict[str, list[list[str]]]:
+def param_types(module: Module) -> dict[str, list[list[str]]]:
     out: dict[str, list[list[str]]] = {}
     for f in module.functions:
         out.setdefault(f.name, []).append([p.type for p in f.params])

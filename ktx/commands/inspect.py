@@ -35,15 +35,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def check_module(module: Module) -> None:
-    """Fail on what makes a file useless to ktx: no kernel, or a syntax error inside one."""
-    errors = [d for d in module.diagnostics if d.severity == "error"]
-    if errors:
-        d = errors[0]
-        raise KtxError(
-            d.message,
-            Location(module.path, d.span.line, d.span.col),
-            "fix the syntax there (ktx rewrites only kernels it can parse)",
-        )
+    """Fail on what makes a file useless to ktx: no kernel, or a syntax error inside every one.
+
+    A kernel that does not parse is skipped alone (listed with its line); the file is refused
+    only when no kernel is left.
+    """
+    broken = module.broken_kernels()
+    if module.kernels and len(broken) == len(module.kernels):
+        module.require_parsed(broken[0][0])
     if not module.kernels:
         raise KtxError(
             "no __global__ kernel found",
@@ -58,8 +57,14 @@ def summary(module: Module) -> dict[str, Any]:
     def span(s: Any) -> Any:
         return None if s is None else {"line": s.line, "col": s.col, "start": s.start, "end": s.end}
 
-    kernels = []
+    kernels: list[dict[str, Any]] = []
+    broken = dict((k.name, d) for k, d in module.broken_kernels())
     for k in module.kernels:
+        if k.name in broken:
+            d = broken[k.name]
+            reason = f"syntax error at line {d.span.line}: {d.message}"
+            kernels.append({"name": k.name, "line": k.span.line, "skipped": reason})
+            continue
         index = kernel_index(module, k)
         t = index.thread_index()
         shapes = {lp.id: index.loop_shape(lp) for lp in module.loops_in(k)}
@@ -176,6 +181,9 @@ _STRIDE_WORDS = {
 def render_text(info: dict[str, Any]) -> str:
     lines = [f"{info['file']}"]
     for k in info["kernels"]:
+        if "skipped" in k:
+            lines.append(f"  kernel {k['name']} (line {k['line']}): skipped, {k['skipped']}")
+            continue
         tps = ", ".join(
             f"{t['kind']} {t['name']}" + (f"={t['default']}" if t["default"] else "")
             for t in k["template_params"]

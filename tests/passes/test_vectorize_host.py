@@ -251,6 +251,7 @@ PIPELINES = ("vectorize", "vectorize{peel=true}", "vectorize{tie=true,peel=true}
 @pytest.mark.skipif(GXX is None, reason="no host C++ compiler")
 @pytest.mark.parametrize("pipeline", PIPELINES)
 @pytest.mark.parametrize("name", sorted(KERNELS))
+@pytest.mark.slow
 def test_every_width_takes_every_element_once_on_the_host(tmp_path: Path, name: str, pipeline: str) -> None:
     assert GXX is not None
     t = apply(KERNELS[name], pipeline)
