@@ -328,6 +328,9 @@ def _rewrite(
     inner = indent + unit if braces else indent
     packs_name = f"ktx_packs_{label}"
     bound = em.text(plan.bound)
+    if plan.limit is not None:  # `if (i >= N) break;` first in the body: packs stop at min(bound, N)
+        n = em.text(plan.limit)
+        bound = f"({bound}) < ({n}) ? ({bound}) : ({n})"
     bound_text = bound if re.fullmatch(r"[\w.]+", bound) else f"({bound})"
     lines: list[str] = [f"#if {vec} > 1"]
     if braces:
@@ -367,6 +370,10 @@ def _rewrite(
             raise Refuse(
                 f"aliasing: {conflict_text(a, b)}; only a run-time check can tell, and tail=false has none"
             )
+        if plan.limit is not None:
+            raise Refuse(
+                "tail=false: the loop stops at a `break` on a second bound, which needs the scalar tail"
+            )
         if peel:
             rw.note("peel=true applies with tail=true only: with tail=false every row must start on a pack")
         assumed = _assumptions(rw, plan, name)
@@ -383,7 +390,8 @@ def _rewrite(
     start = em.text(plan.start)
     step_update = "++ktx_p" if plan.step == "1" else f"ktx_p += {plan.step}"
     lines.append(f"{inner}for ({plan.var_type} ktx_p = {start}; ktx_p < {packs_name}; {step_update}) {{")
-    lines.extend(_renderstatements(em, statements(plan.body), inner + unit))
+    body = [st for st in statements(plan.body) if plan.limit_stmt is None or st.id != plan.limit_stmt.id]
+    lines.extend(_render_list(em, body, inner + unit))
     lines.append(f"{inner}}}")
     if pragma and tail:
         lines.append(pragma)
@@ -512,6 +520,9 @@ def _checks(em: _Emit) -> list[str]:
     module, plan = em.module, em.plan
     out: list[str] = []
     bound = em.text(plan.bound)
+    if plan.limit is not None:  # `if (i >= N) break;` first in the body: packs stop at min(bound, N)
+        n = em.text(plan.limit)
+        bound = f"({bound}) < ({n}) ? ({bound}) : ({n})"
     pairs: set[frozenset[str]] = set()
     for a, b in plan.apart:
         off = _offset_text(module, a, {})
@@ -567,7 +578,7 @@ def _is_product(node: ts.Node) -> bool:
     return op is not None and op.type == "*"
 
 
-def _renderstatements(em: _Emit, stmts: list[ts.Node], indent: str) -> list[str]:
+def _render_list(em: _Emit, stmts: list[ts.Node], indent: str) -> list[str]:
     lines: list[str] = []
     for group in groups(stmts, em.plan.opened):
         if isinstance(group, ts.Node):
@@ -587,7 +598,7 @@ def _render_open_loop(em: _Emit, loop: ts.Node, indent: str) -> list[str]:
         lines.append(_text(module, prev).strip())
     head = module.source[loop.start_byte : body.start_byte].decode("utf-8", "replace").rstrip()
     lines.append(f"{indent}{head} {{")
-    lines.extend(_renderstatements(em, statements(body), indent + em.indent_unit))
+    lines.extend(_render_list(em, statements(body), indent + em.indent_unit))
     lines.append(f"{indent}}}")
     return lines
 
@@ -807,7 +818,7 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
     for s in eb.between:
         lines.extend(_reindent(em.text(s), indent, indent))
     lines.append(f"{indent}if ({(' &&' + chr(10) + pad).join(checks)}) {{")
-    lines.extend(_renderstatements(em, list(eb.stmts), indent + unit))
+    lines.extend(_render_list(em, list(eb.stmts), indent + unit))
     lines.append(f"{indent}}} else {{")
     lines.append(f"{indent}{unit}for (int ktx_j = 0; ktx_j < {vec}; ++ktx_j) {{")
     lines.append(f"{indent}{unit}{unit}const {eb.var_type} {eb.var} = ktx_p * {vec} + ktx_j;")

@@ -86,6 +86,10 @@ class Plan:
     disjoint: frozenset[frozenset[str]] = field(default=frozenset())
     """Of those, the pairs that must be disjoint: the body reaches an element through one after
     the other wrote it, which separate packs would not see."""
+    limit: ts.Node | None = None
+    """``N`` of a leading ``if (i >= N) break;``: packs run while ``i < min(bound, N)``."""
+    limit_stmt: ts.Node | None = None
+    """That ``if`` statement: left out of the packed body (the scalar loops keep it)."""
 
 
 
@@ -197,8 +201,9 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
         return header
     var, var_type, start, bound, step, step_node, update = header
     fn_body = module.node(fn.body)
+    limit_stmt, limit = _break_bound(module, body, var)
     for n in syntax.walk(body):
-        if n.type in _EXITS:
+        if n.type in _EXITS and not (limit_stmt is not None and _inside(n, limit_stmt)):
             return f"the body has a `{_text(module, n).split()[0].rstrip(';')}`: packs cannot stop mid-way"
         if n.type in ("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif"):
             return "the body has preprocessor conditionals"
@@ -210,6 +215,8 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
     if var in info.assigned:
         return f"the body writes the loop variable {var}"
     header_names = syntax.names_in(module, bound) | syntax.names_in(module, start)
+    if limit is not None:
+        header_names |= syntax.names_in(module, limit)
     if step_node is not None:
         header_names |= syntax.names_in(module, step_node)
     moving = sorted(header_names & (info.assigned | info.declared))
@@ -323,7 +330,47 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
             for a, b in apart
             if not _same_address_ok(info.accesses, a.pointer, b.pointer)
         ),
+        limit,
+        limit_stmt,
     )
+
+
+def _break_bound(module: Module, body: ts.Node, var: str) -> tuple[ts.Node | None, ts.Node | None]:
+    """``(statement, N)`` when the body starts with ``if (var >= N) break;`` (or ``N <= var``).
+
+    With a positive step the variable only grows, so the first ``var >= N`` ends the loop for
+    good: the loop is ``var < min(bound, N)``. ``N`` must be a plain expression (no call, no
+    memory access) the body does not change (checked with the header's names).
+    """
+    stmts = statements(body)
+    first = stmts[0] if stmts else None
+    if first is None or first.type != "if_statement" or first.child_by_field_name("alternative") is not None:
+        return None, None
+    cond = first.child_by_field_name("condition")
+    then = first.child_by_field_name("consequence")
+    inner = statements(then) if then is not None and then.type == "compound_statement" else [then]
+    if cond is None or len(inner) != 1 or inner[0] is None or inner[0].type != "break_statement":
+        return None, None
+    c = cond.named_children[0] if cond.type == "condition_clause" and cond.named_child_count == 1 else cond
+    while c.type == "parenthesized_expression" and c.named_child_count == 1:
+        c = c.named_children[0]
+    op, left, right = (c.child_by_field_name(f) for f in ("operator", "left", "right"))
+    if c.type != "binary_expression" or op is None or left is None or right is None:
+        return None, None
+    if op.type == ">=" and _text(module, left).strip() == var:
+        limit = right
+    elif op.type == "<=" and _text(module, right).strip() == var:
+        limit = left
+    else:
+        return None, None
+    if any(n.type in ("call_expression", "subscript_expression", "assignment_expression", "update_expression")
+           for n in syntax.walk(limit)):  # fmt: skip
+        return None, None
+    return first, limit
+
+
+def _inside(node: ts.Node, outer: ts.Node) -> bool:
+    return outer.start_byte <= node.start_byte and node.end_byte <= outer.end_byte
 
 
 def _evaluated_at(a: Access) -> int:

@@ -157,3 +157,26 @@ __global__ void y(float* __restrict__ out, const float* __restrict__ in, int n) 
     )
     assert not isinstance(loop_plan(yk, m.loops[1], 16), str)
     assert not isinstance(loop_plan(k, m.loops[0], 16), Plan)
+
+
+def test_a_leading_break_is_a_second_bound() -> None:
+    bodies = [
+        "if (c >= ncols) break; o[c] = x[c];",
+        "o[c] = x[c]; if (c >= ncols) break;",
+        "if (ncols <= c) { break; } o[c] = x[c]; ncols++;",
+        "if (x[c] >= 0.f) break; o[c] = x[c];",
+    ]
+    src = "\n".join(
+        f"__global__ void k{i}(float* __restrict__ o, const float* __restrict__ x, int cols, int ncols) {{\n"
+        f"  for (int c = threadIdx.x; c < cols; c += blockDim.x) {{ {b} }}\n}}"
+        for i, b in enumerate(bodies)
+    )
+    m = parse(src)
+    plans = [loop_plan(m.facts(f"k{i}"), lp, 16) for i, lp in enumerate(m.loops)]
+    first = plans[0]
+    assert isinstance(first, Plan) and first.limit is not None and first.limit.text == b"ncols"
+    assert plans[1:] == [
+        "the body has a `break`: packs cannot stop mid-way",  # not first: statements ran before it
+        "the loop bounds use ncols, which the body changes",
+        "the body has a `break`: packs cannot stop mid-way",  # a data-dependent exit
+    ]

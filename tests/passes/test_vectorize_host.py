@@ -100,6 +100,15 @@ int main() {
 """
 
 CASES = {
+    "capped": r"""
+  for (int cols : {0, 1, 5, 64, 67}) for (int ncols : {-1, 0, 3, 5, 66, 100}) for (int a = 0; a < 4; ++a) {
+    std::vector<float> m1(400), m2(400); fill(m1); fill(m2);
+    auto run = [&](auto k, std::vector<float>& m) {
+      float* in = m.data() + 8 + a; float* out = m.data() + 200 + a;  // both on or both off a pack
+      launch(1, 8, [&] { k(out, in, cols, ncols); });
+    };
+    run(orig::capped, m1); run(cand::capped, m2); check("capped", m1, m2, cols, ncols, a);
+  }""",
     "workers": r"""
   for (int n : {0, 1, 3, 5, 33, 67}) for (int a = 0; a < 4; ++a) for (int b = 0; b < 3; ++b) {
     std::vector<float> m1(400), m2(400); fill(m1); fill(m2);
@@ -215,7 +224,19 @@ __global__ void blocks(float* __restrict__ out, const float* __restrict__ in, in
 }
 """
 
+#: a second bound written as a break (llama.cpp-style `if (col >= ncols) break;`): packs stop
+#: at the smaller of the two bounds, the scalar tail keeps the break
+CAPPED = """\
+__global__ void capped(float* __restrict__ out, const float* __restrict__ in, int cols, int ncols) {
+  for (int col = threadIdx.x; col < cols; col += blockDim.x) {
+    if (col >= ncols) break;
+    out[col] = in[col] * 2.f + 1.f;
+  }
+}
+"""
+
 KERNELS = {
+    "capped": CAPPED,
     "workers": WORKERS,
     "blocks": BLOCKS,
     "shift_add": SHIFT,
