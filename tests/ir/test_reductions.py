@@ -155,7 +155,9 @@ def test_counter_and_locals_are_not_reductions() -> None:
 
 
 def test_nested_loops_carry_over_both() -> None:
-    m = _kernel("float s = 0.f;\nfor (int r = 0; r < n; r++) {\n  for (int c = 0; c < n; c++) s += x[r * n]; }")
+    m = _kernel(
+        "float s = 0.f;\nfor (int r = 0; r < n; r++) {\n  for (int c = 0; c < n; c++) s += x[r * n]; }"
+    )
     outer, inner = reductions(m, "k")
     assert outer.loop.start_point[0] + 1 == 3 and inner.loop.start_point[0] + 1 == 4
     assert reductions(m, "k", inner.loop) == (inner,)
