@@ -228,7 +228,10 @@ def _cases() -> list[Case]:
             contains="empty element",
         ),
         Case(
-            "apply-unclosed-option", ("apply", "--passes", "tile{sizes=16", kernel), "", contains="unclosed '{'"
+            "apply-unclosed-option",
+            ("apply", "--passes", "tile{sizes=16", kernel),
+            "",
+            contains="unclosed '{'",
         ),
         Case("optimize-unknown-backend", ("optimize", good, "--backend", "bogus"), "", contains="'bogus'"),
         Case("optimize-recording-not-json", ("optimize", good, "--backend", "replay:{w}/afile"), "afile"),
