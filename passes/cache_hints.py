@@ -104,7 +104,7 @@ class CacheHints(Pass[HintSite | PreludeSite]):
         self._rewritten = []
         module, fn = target.module, target.kernel
         facts = module.facts(fn, target.template_args)
-        known = dict(facts.roots)
+        known = facts.roots
         body = module.node(fn.body)
         written = facts.written_roots
         loads: dict[str, list[ts.Node]] = {}

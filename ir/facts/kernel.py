@@ -16,16 +16,16 @@ facts (nothing to invalidate).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Literal
+from typing import Literal
 
 import tree_sitter as ts
 from ktx.ir.access import LoopAccesses, Root, analyze_loop, roots
 from ktx.ir.affine import BlockAlias, KernelIndex, LoopShape, MemRef, ThreadIndex, kernel_index
 from ktx.ir.facts.owners import splits_exactly
+from ktx.ir.facts.reductions import Reduction, reductions
 from ktx.ir.facts.types import type_size
 from ktx.ir.facts.writes import written_roots
 from ktx.ir.module import Module
@@ -169,19 +169,11 @@ class Facts:
 
     @cached_property
     def written_roots(self) -> frozenset[str]:
-        """Roots the kernel may write: stores, updates, addresses taken, and pointers passed to
-        functions that may write through them (:func:`ktx.ir.facts.writes.written_roots`)."""
-        refs = {
-            f.ref.root for f in self.refs if f.ref.writes and f.ref.root and not self._const_address(f.ref)
-        }
+        """Roots the kernel may write: stores, updates, and pointers passed to functions or
+        locals that may write through them (:func:`ktx.ir.facts.writes.written_roots`; an address
+        kept in a pointer to const, ``const float* p = &in[i]``, is no write)."""
+        refs = {f.ref.root for f in self.refs if f.ref.kind in ("store", "update") and f.ref.root}
         return frozenset(refs | written_roots(self.module, self.fn, self.roots))
-
-    def _const_address(self, ref: MemRef) -> bool:
-        """An address taken of const memory (``&(in[i])`` with ``const float* in``): a write
-        through it would first have to cast const away, so it is not counted as one (a
-        pointer it is stored in that is not const is still followed by written_roots)."""
-        root = self.roots.get(ref.root)
-        return ref.kind == "address" and root is not None and root.const
 
     def element_size(self, type_text: str) -> int | None:
         """``sizeof(type_text)``, template parameters bound (:func:`ktx.ir.facts.types.type_size`)."""
@@ -226,22 +218,10 @@ class Facts:
 
     # -- reductions ----------------------------------------------------------------------------
 
-    def reductions(self, scope: ts.Node | None = None) -> tuple[Any, ...]:
-        """The reductions under ``scope`` (the kernel body by default).
-
-        Delegates to the one recogniser, :func:`ktx.ir.facts.reductions.reductions` (written
-        beside this module by another change). Until it is present, the carried updates that
-        ``vectorize`` accepts (:func:`ktx.ir.facts.packing.carried_updates`) stand in: an
-        adapter, marked as such, so that callers are written against the final entry point.
-        """
-        try:
-            recogniser = importlib.import_module("ktx.ir.facts.reductions")
-        except ImportError:
-            from ktx.ir.facts.packing import carried_updates  # adapter until reductions.py lands
-
-            return tuple(carried_updates(self.module, scope if scope is not None else self.body))
-        found: tuple[Any, ...] = recogniser.reductions(self.module, self.fn, scope)
-        return found
+    def reductions(self, scope: ts.Node | None = None) -> tuple[Reduction, ...]:
+        """The reductions under ``scope`` (the kernel body by default; a loop's body stands for
+        its loop), from the one recogniser, :func:`ktx.ir.facts.reductions.reductions`."""
+        return reductions(self.module, self.fn, scope)
 
     # -- launch --------------------------------------------------------------------------------
 

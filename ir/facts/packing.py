@@ -19,7 +19,7 @@ Every refusal is a sentence naming the construct, which the pass reports with th
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import tree_sitter as ts
@@ -46,6 +46,7 @@ from ktx.ir.facts.elements import (
 from ktx.ir.facts.kernel import Facts
 from ktx.ir.facts.kinds import access_kind
 from ktx.ir.facts.owners import across_blocks, splits_exactly
+from ktx.ir.facts.reductions import unreorderable
 from ktx.ir.facts.types import type_size
 from ktx.ir.module import Module
 from ktx.ir.nodes import Loop
@@ -55,7 +56,6 @@ from ktx import syntax
 from ktx.syntax import text as _text
 
 _EXITS = frozenset({"break_statement", "continue_statement", "return_statement", "goto_statement"})
-_REDUCE_CALLS = frozenset({"fmaxf", "fminf", "max", "min", "fmax", "fmin", "__hmax", "__hmin"})
 
 
 # -- loops ---------------------------------------------------------------------------------------
@@ -419,80 +419,23 @@ def _checkable_alias(module: Module, a: Access, b: Access, info: LoopAccesses) -
 def _carried(module: Module, info: LoopAccesses, body: ts.Node, sequential: bool = False) -> str:
     """Why a value is carried from one iteration to the next (other than a reduction), or ''.
 
-    A reduction's running value may be read only by its own updates, unless the loop is one
+    Asks the one reduction recogniser (:func:`ktx.ir.facts.reductions.unreorderable`): a
+    reduction's running value may be read only by its own updates, unless the loop is one
     thread's own (``sequential``: packs keep its order): threads of a strided loop take other
     elements under packs, and a running value read elsewhere (``o[i] = m;`` after
     ``if (x[i] > m) m = x[i];``) would change."""
-    for name, writes in assigned_names(module, body).items():
-        if name in info.declared:
-            continue
-        spans: list[tuple[int, int]] = []
-        for w in writes:
-            spans.append((w.start_byte, w.end_byte))
-            if w.type == "update_expression":
-                continue
-            op = w.child_by_field_name("operator")
-            if op is not None and op.type in ("+=", "-=", "*=", "|=", "&=", "^="):
-                continue
-            right = w.child_by_field_name("right")
-            if right is not None and is_reduction(module, right, name):
-                continue
-            guard = _guarded_extremum(module, w, name)
-            if guard is not None:
-                spans.append((guard.start_byte, guard.end_byte))
-                continue
-            return (
-                f"the body assigns {name}, declared outside the loop, from one iteration to the next "
-                f"(line {w.start_point[0] + 1}); only reductions (+=, fmaxf(...)) can be reordered"
-            )
-        if sequential:
-            continue
-        for n in syntax.walk(body):
-            if (
-                n.type == "identifier"
-                and _text(module, n) == name
-                and not any(a <= n.start_byte < b for a, b in spans)
-            ):
-                return (
-                    f"the body reads {name}, a running reduction, outside its update (line "
-                    f"{n.start_point[0] + 1}): threads would see other partial values under packs"
-                )
-    return ""
-
-
-def _guarded_extremum(module: Module, assign: ts.Node, name: str) -> ts.Node | None:
-    """``if (e > m) m = e;`` (or ``<``, ``>=``, ``<=``, either side; no ``else``): a max or min
-    reduction written as a branch, as first drafts write softmax's row maximum. Any order of the
-    elements gives the same extremum (NaN never wins a comparison, in any order)."""
-    if assign.type != "assignment_expression":
-        return None
-    op = assign.child_by_field_name("operator")
-    right = assign.child_by_field_name("right")
-    stmt = assign.parent
-    if op is None or op.type != "=" or right is None or stmt is None or stmt.type != "expression_statement":
-        return None
-    branch = stmt.parent
-    if branch is not None and branch.type == "compound_statement" and branch.named_child_count == 1:
-        branch = branch.parent
-    if branch is None or branch.type != "if_statement" or branch.child_by_field_name("alternative"):
-        return None
-    cond = branch.child_by_field_name("condition")
-    while cond is not None and cond.type in ("condition_clause", "parenthesized_expression"):
-        inner = [c for c in cond.named_children if c.type != "comment"]
-        cond = inner[0] if len(inner) == 1 else None
-    if cond is None or cond.type != "binary_expression":
-        return None
-    cop = cond.child_by_field_name("operator")
-    a, b = cond.child_by_field_name("left"), cond.child_by_field_name("right")
-    if cop is None or cop.type not in ("<", ">", "<=", ">=") or a is None or b is None:
-        return None
-    value = _text(module, right).split()
-    sides = (_text(module, a).split(), _text(module, b).split())
-    if name in syntax.names_in(module, right):
-        return None  # `if (m + x > m) m = m + x;` is no extremum
-    if (sides[0] == [name] and sides[1] == value) or (sides[1] == [name] and sides[0] == value):
-        return branch
-    return None
+    carried = unreorderable(module, body, set(info.declared), sequential)
+    if carried is None:
+        return ""
+    if carried.problem == "not-a-reduction":
+        return (
+            f"the body assigns {carried.name}, declared outside the loop, from one iteration to the next "
+            f"(line {carried.line}); only reductions (+=, fmaxf(...)) can be reordered"
+        )
+    return (
+        f"the body reads {carried.name}, a running reduction, outside its update (line "
+        f"{carried.line}): threads would see other partial values under packs"
+    )
 
 
 def _openable(module: Module, info: LoopAccesses, body: ts.Node, var: str) -> tuple[set[int], dict[int, str]]:
@@ -723,55 +666,6 @@ def groups(stmts: list[ts.Node], opened: set[int] | frozenset[int]) -> list[ts.N
 
 def pragma_of(pragma: ts.Node, loop: ts.Node) -> bool:
     return pragma.end_byte <= loop.start_byte and (pragma.text or b"").lstrip().startswith(b"#pragma")
-
-
-# -- reductions ------------------------------------------------------------------------------------
-
-
-def carried_updates(module: Module, scope: ts.Node) -> Iterator[ts.Node]:
-    """Assignments under ``scope`` that fold a value into their target (``s += x``, ``m = fmaxf(m, x)``).
-
-    An adapter standing in for :func:`ktx.ir.facts.reductions.reductions` until that lands.
-    """
-    for n in syntax.walk(scope):
-        if n.type != "assignment_expression":
-            continue
-        left, right, op = (n.child_by_field_name(f) for f in ("left", "right", "operator"))
-        if left is None or right is None or op is None or left.type != "identifier":
-            continue
-        parent = n.parent
-        if parent is not None and parent.type == "for_statement" and _is_step(parent, n):
-            continue  # the loop's own step
-        name = _text(module, left)
-        folds = op.type in ("+=", "*=", "|=", "&=", "^=")
-        if folds or (op.type == "=" and is_reduction(module, right, name)):
-            yield n
-
-
-def is_reduction(module: Module, node: ts.Node, name: str) -> bool:
-    """Whether ``node``, assigned to ``name``, folds a value into it: ``name + x``, ``fmaxf(name, x)``."""
-    n = node
-    while n.type == "parenthesized_expression" and n.named_child_count == 1:
-        n = n.named_children[0]
-    if n.type == "call_expression":
-        fn = n.child_by_field_name("function")
-        args = n.child_by_field_name("arguments")
-        if fn is None or args is None or _text(module, fn) not in _REDUCE_CALLS:
-            return False
-        named = [a for a in args.named_children if a.type != "comment"]
-        return len(named) == 2 and any(_text(module, a).strip() == name for a in named)
-    if n.type == "binary_expression":
-        op = n.child_by_field_name("operator")
-        left = n.child_by_field_name("left")
-        right = n.child_by_field_name("right")
-        if op is None or left is None or right is None or op.type not in ("+", "*", "|", "&", "^"):
-            return False
-        return _text(module, left).strip() == name or _text(module, right).strip() == name
-    return False
-
-
-def _is_step(loop: ts.Node, node: ts.Node) -> bool:
-    return loop.child_by_field_name("update") == node
 
 
 # -- row offsets as expressions of size parameters (tail=false) --------------------------------

@@ -8,15 +8,13 @@ analysis saw (MLIR's analysis printers, ``-test-print-...``, serve the same purp
       element: i = blockDim.x*blockIdx.x + threadIdx.x (int), guard `if (i < n)` line 3
       loop L0 line 4: i from threadIdx.x step blockDim.x while i < n; owner block, partitions
       ref line 5: store y[i] root y index i elt float 4B unconditional alias restrict:y loop L0
-      reduction line 6: s (+)
+      reduction: sum s over the loop at line 4 (line 6)
       pack L0: y, x (4B)
 
 Node ids, byte offsets and anything else that moves with unrelated edits are left out.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import tree_sitter as ts
 from ktx.ir.facts.kernel import Facts
@@ -70,7 +68,7 @@ def render(facts: Facts) -> str:
             f"{'conditional' if rf.conditional else 'unconditional'} alias {rf.alias}{where}"
         )
     for red in facts.reductions():
-        lines.append(f"  reduction {_reduction(red)}")
+        lines.append(f"  reduction: {red.describe()}")
     plan = element_plan(facts, _MAX_BYTES, True)
     if isinstance(plan, Refusal):
         lines.append(f"  pack element: no, {plan.reason}")
@@ -80,17 +78,6 @@ def render(facts: Facts) -> str:
         p = loop_plan(facts, lf.loop, _MAX_BYTES)
         lines.append(f"  pack {lf.label}: " + (f"no, {p}" if isinstance(p, str) else _sizes(p.sizes)))
     return "\n".join(lines)
-
-
-def _reduction(red: Any) -> str:
-    """A reduction, whichever recogniser produced it (:meth:`Facts.reductions`)."""
-    if isinstance(red, ts.Node):
-        return f"line {red.start_point[0] + 1}: {_flat(_text(red))}"
-    carried = ", ".join(getattr(red, "carried", ()) or ())
-    op = getattr(red, "op", "?")
-    node = getattr(red, "loop", None)
-    line = f"line {node.start_point[0] + 1}: " if isinstance(node, ts.Node) else ""
-    return f"{line}{carried} ({op})"
 
 
 def _sizes(sizes: tuple[tuple[str, int], ...]) -> str:

@@ -90,9 +90,5 @@ __global__ void k(float* __restrict__ out, const float* __restrict__ in, volatil
     text = t.instantiate()
     assert "slots[0] = &(out[i]);" in text
     assert "flag[i] = 1;" in text
-    why = (
-        "flag:store: stores of flag go through a volatile pointer (line 1): a cache policy would drop "
-        "volatile (every access must reach memory as written)"
-    )
-    assert why in remarks(t)
+    assert any(r.startswith("flag:store: stores of flag go through a volatile pointer") for r in remarks(t))
     assert [k.name for k in t.knobs] == ["CACHE_LD_IN", "CACHE_ST_OUT"]

@@ -30,7 +30,7 @@ void go(__half* y, const __half* x, float* o, const float* p, int rows, int d, i
 // CHECK:   ref line 10: store out[blockIdx.x * d + i] root out index blockIdx.x*d + i elt __half 2B unconditional alias restrict:out loop L0
 // CHECK:   ref line 10: load row[i] root in index blockIdx.x*d + i elt __half 2B unconditional alias restrict:in loop L0
 // CHECK:   ref line 12: store out[blockIdx.x] root out index blockIdx.x elt __half 2B conditional alias restrict:out
-// CHECK:   reduction line 9: s += (float)row[i]
+// CHECK:   reduction: sum s over the loop at line 8 (line 9)
 // CHECK:   pack L0: no, out is also accessed at line 12 with no __syncthreads() in between; packs change which thread owns each element
 // CHECK: kernel copy4 (line 15)
 // CHECK:   launch: line 22 <<<132, 256>>>
