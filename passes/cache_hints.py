@@ -104,15 +104,7 @@ class CacheHints(Pass[HintSite | PreludeSite]):
         self._rewritten = []
         module, fn = target.module, target.kernel
         facts = module.facts(fn, target.template_args)
-        # a volatile pointer keeps its accesses as written: the hint's cast would drop the qualifier
-        volatile = [p for p in fn.params if p.is_pointer and "volatile" in p.type.split()]
-        for p in volatile:
-            yield Skip(
-                f"{p.name} is a volatile pointer (line {p.span.line}): its accesses keep their cache policy",
-                f"{p.name}:volatile",
-                p.span,
-            )
-        known = {n: r for n, r in facts.roots.items() if r.name not in {p.name for p in volatile}}
+        known = dict(facts.roots)
         body = module.node(fn.body)
         written = facts.written_roots
         loads: dict[str, list[ts.Node]] = {}

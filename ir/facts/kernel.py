@@ -171,8 +171,17 @@ class Facts:
     def written_roots(self) -> frozenset[str]:
         """Roots the kernel may write: stores, updates, addresses taken, and pointers passed to
         functions that may write through them (:func:`ktx.ir.facts.writes.written_roots`)."""
-        refs = {f.ref.root for f in self.refs if f.ref.writes and f.ref.root}
+        refs = {
+            f.ref.root for f in self.refs if f.ref.writes and f.ref.root and not self._const_address(f.ref)
+        }
         return frozenset(refs | written_roots(self.module, self.fn, self.roots))
+
+    def _const_address(self, ref: MemRef) -> bool:
+        """An address taken of const memory (``&(in[i])`` with ``const float* in``): a write
+        through it would first have to cast const away, so it is not counted as one (a
+        pointer it is stored in that is not const is still followed by written_roots)."""
+        root = self.roots.get(ref.root)
+        return ref.kind == "address" and root is not None and root.const
 
     def element_size(self, type_text: str) -> int | None:
         """``sizeof(type_text)``, template parameters bound (:func:`ktx.ir.facts.types.type_size`)."""
