@@ -302,7 +302,11 @@ class _Translator:
         raise Untranslatable(text)
 
     def name(self, name: str) -> str:
-        if name.startswith(KNOB_PREFIX):
+        # A knob's placeholder; a user's own ``#define KTX_HOLDOUT_WARP 32`` is a macro like any.
+        user = any(m.name == name for m in self.module.macros) or any(
+            c.name == name for c in self.module.constants
+        )
+        if name.startswith(KNOB_PREFIX) and not user:
             return name[len(KNOB_PREFIX) :]
         if name in self.params:
             self.free.add(name)

@@ -224,7 +224,7 @@ class BlockSize(Pass[KernelSite]):
         if value_span is None or alias.value is None:
             raise Refuse(f"cannot find the value of {alias.name}, the block size")
         old = module.text(value_span)
-        if "KTX_" in old:
+        if rw.target.placeholders_in(old):
             raise Refuse(f"the block size {alias.name} is already a knob ({old.strip()})")
         for other in module.kernels:
             if other.name == rw.target.kernel.name:
@@ -320,8 +320,8 @@ class BlockSize(Pass[KernelSite]):
                 continue
             done.add(node.start_byte)
             text = syntax.text(module, node)
-            if re.fullmatch(r"\s*KTX_[A-Z0-9_]+\s*", text):
-                raise Refuse(f"the block size is already the knob {text.strip()[4:]}")
+            if (knob_here := rw.target.knob_of(text)) is not None:  # the template's, not a user's KTX_
+                raise Refuse(f"the block size is already the knob {knob_here.name}")
             literal = text.strip() if local is None and int_literal(text) is not None else None
             if literal is None and current is not None and axis == 0:
                 literal = str(current)  # ``<<<(n + 255) / 256, BS>>>``: the grid does not follow BS
@@ -382,7 +382,7 @@ class BlockSize(Pass[KernelSite]):
         bounds = fn.launch_bounds
         if bounds is not None and bounds.args:
             old = rw.target.module.text(bounds.args[0])
-            if "KTX_" in old:
+            if rw.target.placeholders_in(old):
                 raise Refuse(f"__launch_bounds__ already names a knob ({old})")
             rw.replace(bounds.args[0], f"KTX_PICK({threads}, ({old}))")
             return

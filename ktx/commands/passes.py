@@ -46,6 +46,9 @@ arguments; and they leave the kernel's signature and name expression unchanged.
 `#pragma unroll` does not expand macros, so it names a `constexpr` mirror (`ktx_UNROLL_L0`).
 `ktx apply --config NAME=VALUE` instantiates plain CUDA: values substituted, helpers
 (`KTX_PICK`, `KTX_CDIV`) lowered, zero `__launch_bounds__` dropped, the header removed.
+Only the template's own names are placeholders: a `#define KTX_HOLDOUT_WARP 32` of yours stays
+code, and a knob whose placeholder is already a name in your code is refused at its site, with
+the line.
 
 **Defaults.** Every knob's default reproduces the original kernel. Knobs that replace a choice
 the original makes from the shape use 0 for "as the original does it" (`BLOCK_X = 0`: the
