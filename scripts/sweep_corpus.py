@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import hashlib
 import json
 import multiprocessing
@@ -81,6 +82,8 @@ NVCC_FLAGS = (
     "--expt-relaxed-constexpr",
     "--expt-extended-lambda",
     "-w",
+    "-Xcicc",
+    "-O0",
 )
 
 
@@ -396,9 +399,10 @@ def init_file(job: Job) -> list[InitCase]:
 # -- compiling ---------------------------------------------------------------------------------------
 
 
-#: ``-ptx`` (front end and code generation, no ptxas) by default: the sweep asks whether a
-#: rewrite is valid CUDA, and ptxas roughly doubles the time on two shared cores; ``--cubin``
-#: runs ptxas too.
+#: ``-ptx`` (front end and code generation, no ptxas) by default, and ``-Xcicc -O0`` above:
+#: the sweep asks whether a rewrite is valid CUDA, and optimising and ptxas triple the time of
+#: a heavily templated file (causal-conv1d's backward took over 10 minutes) on two shared
+#: cores; ``--cubin`` runs ptxas too.
 OUTPUT_FLAG = ["-ptx"]
 
 
@@ -414,12 +418,22 @@ def nvcc_command(path: Path, src: Source) -> list[str]:
     return cmd
 
 
+@functools.cache
+def stubs_digest() -> str:
+    """A hash of the stub headers, part of every cache key: a stub fixed is a stub recompiled."""
+    h = hashlib.sha256()
+    for f in sorted(STUBS.rglob("*")):
+        if f.is_file():
+            h.update(f.relative_to(STUBS).as_posix().encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
 def compile_cached(path: Path, src: Source, cache: Path, text: str) -> tuple[int, str]:
     """nvcc's exit code and first error lines for ``path`` (whose content is ``text``), cached
     by content, flags and include folders (the headers are those of a pinned commit)."""
     cmd = nvcc_command(path, src)
     key_cmd = [c.replace(str(path), "<file>") for c in cmd]
-    key = hashlib.sha256(("\0".join(key_cmd) + "\0" + text).encode()).hexdigest()
+    key = hashlib.sha256(("\0".join(key_cmd) + "\0" + stubs_digest() + "\0" + text).encode()).hexdigest()
     hit = cache / f"{key}.json"
     if hit.exists():
         data = json.loads(hit.read_text())
