@@ -205,7 +205,7 @@ def limit_kernels(sources: list[Source], limit: int | None) -> list[Source]:
 _BACKTICK = re.compile(r"`[^`]*`")
 _QUOTED = re.compile(r"'[^'\n]{1,80}'")
 _LINE = re.compile(r"\b(lines?|line)\s+\d+(\s*(-|–|and|,)\s*\d+)*")
-_FILE_LINE = re.compile(r"[\w./+-]+\.(cu|cuh|h|hpp|toml)(:\d+)?(:\d+)?")
+_FILE_LINE = re.compile(r"[\w./+-]+\.(cuh|cu|hpp|h|toml)\b(:\d+)?(:\d+)?")
 _NUMBER_COLON = re.compile(r":\d+\b")
 
 
@@ -375,7 +375,9 @@ def init_file(job: Job) -> list[InitCase]:
             _timed(job.timeout)
             with tempfile.TemporaryDirectory(prefix="ktx-init-") as tmp:
                 d = draft(src.path, kernel, tmp)
-                todo_lines = tuple(ln.strip() for ln in d.text.splitlines() if "TODO" in ln)
+                todo_lines = tuple(
+                    ln.strip() for ln in d.text.splitlines() if ln.lstrip().startswith("# TODO")
+                )
                 (Path(tmp) / "ktx.toml").write_text(d.text)
                 try:
                     blockers = tuple(normalise(b.message, kernel) for b in check(tmp))
@@ -575,7 +577,7 @@ def init_table(cases: Sequence[InitCase], title: str) -> list[str]:
     lines = [
         f"### {title}",
         "",
-        "| kernels | drafted | refused | crashed | TODO lines (total) | TODO lines per draft (mean / max) "
+        "| kernels | drafted | refused | crashed | TODOs (total) | TODOs per draft (mean / max) "
         "| drafts with 0 TODO | `--check` says ready |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|",
         f"| {len(cases)} | {n['drafted']} | {n['refused']} | {n['crashed']} | {sum(todos)} | "
@@ -593,7 +595,9 @@ def init_table(cases: Sequence[InitCase], title: str) -> list[str]:
     tcount: collections.Counter[str] = collections.Counter()
     for c in drafted:
         for t in c.todo_lines:
-            tcount[normalise(t.split("TODO", 1)[1].lstrip(": "), c.kernel)[:140]] += 1
+            what = re.sub(r"\bof \w+", "of <name>", t.split("TODO", 1)[1].lstrip(": "))
+            what = re.sub(r"indexed as .+ \(looked", "indexed as … (looked", what)
+            tcount[normalise(what, c.kernel)[:140]] += 1
     for t, k in tcount.most_common(15):
         lines.append(f"| {k} | {t.replace('|', '/')} |")
     crashed = [c for c in cases if c.status == "crashed"]
