@@ -27,10 +27,78 @@
 #include <ostream>
 
 #define KTX_STUB_TORCH 1
+#define TORCH_VERSION_MAJOR 2
+#define TORCH_VERSION_MINOR 5
+#define TORCH_VERSION_PATCH 0
 
 namespace c10 {
-using Half = __half;
-using BFloat16 = __nv_bfloat16;
+// Half and BFloat16 convert to and from float and CUDA's own types, and define their mixed
+// arithmetic explicitly (as c10 does), so that `h + 1.0f` is not ambiguous.
+#define KTX_STUB_HALF_LIKE(NAME, CUDA_T, TO_F, FROM_F)                                              \
+  struct alignas(2) NAME {                                                                         \
+    unsigned short x = 0;                                                                          \
+    NAME() = default;                                                                              \
+    __host__ __device__ NAME(float f) { CUDA_T h = FROM_F(f); x = *reinterpret_cast<unsigned short*>(&h); } \
+    __host__ __device__ NAME(const CUDA_T& h) { x = *reinterpret_cast<const unsigned short*>(&h); } \
+    __host__ __device__ operator float() const { return TO_F(*reinterpret_cast<const CUDA_T*>(&x)); } \
+    __host__ __device__ operator CUDA_T() const { return *reinterpret_cast<const CUDA_T*>(&x); }  \
+  };                                                                                               \
+  inline __host__ __device__ NAME operator+(NAME a, NAME b) { return float(a) + float(b); }          \
+  inline __host__ __device__ NAME operator-(NAME a, NAME b) { return float(a) - float(b); }          \
+  inline __host__ __device__ NAME operator*(NAME a, NAME b) { return float(a) * float(b); }          \
+  inline __host__ __device__ NAME operator/(NAME a, NAME b) { return float(a) / float(b); }          \
+  inline __host__ __device__ NAME operator-(NAME a) { return -float(a); }                            \
+  inline __host__ __device__ NAME& operator+=(NAME& a, NAME b) { return a = a + b; }                 \
+  inline __host__ __device__ NAME& operator-=(NAME& a, NAME b) { return a = a - b; }                 \
+  inline __host__ __device__ NAME& operator*=(NAME& a, NAME b) { return a = a * b; }                 \
+  inline __host__ __device__ NAME& operator/=(NAME& a, NAME b) { return a = a / b; }                 \
+  inline __host__ __device__ bool operator<(NAME a, NAME b) { return float(a) < float(b); }          \
+  inline __host__ __device__ bool operator>(NAME a, NAME b) { return float(a) > float(b); }          \
+  inline __host__ __device__ bool operator==(NAME a, NAME b) { return float(a) == float(b); }        \
+  KTX_STUB_MIXED(NAME, float, float) KTX_STUB_MIXED(NAME, double, double)                          \
+  KTX_STUB_MIXED(NAME, int, float) KTX_STUB_MIXED(NAME, int64_t, float)
+#define KTX_STUB_MIXED(NAME, OTHER, R)                                                             \
+  inline __host__ __device__ R operator+(NAME a, OTHER b) { return R(float(a)) + R(b); }           \
+  inline __host__ __device__ R operator-(NAME a, OTHER b) { return R(float(a)) - R(b); }           \
+  inline __host__ __device__ R operator*(NAME a, OTHER b) { return R(float(a)) * R(b); }           \
+  inline __host__ __device__ R operator/(NAME a, OTHER b) { return R(float(a)) / R(b); }           \
+  inline __host__ __device__ R operator+(OTHER a, NAME b) { return R(a) + R(float(b)); }           \
+  inline __host__ __device__ R operator-(OTHER a, NAME b) { return R(a) - R(float(b)); }           \
+  inline __host__ __device__ R operator*(OTHER a, NAME b) { return R(a) * R(float(b)); }           \
+  inline __host__ __device__ R operator/(OTHER a, NAME b) { return R(a) / R(float(b)); }           \
+  inline __host__ __device__ bool operator<(NAME a, OTHER b) { return R(float(a)) < R(b); }        \
+  inline __host__ __device__ bool operator>(NAME a, OTHER b) { return R(float(a)) > R(b); }        \
+  inline __host__ __device__ bool operator<(OTHER a, NAME b) { return R(a) < R(float(b)); }        \
+  inline __host__ __device__ bool operator>(OTHER a, NAME b) { return R(a) > R(float(b)); }
+KTX_STUB_HALF_LIKE(Half, __half, __half2float, __float2half)
+KTX_STUB_HALF_LIKE(BFloat16, __nv_bfloat16, __bfloat162float, __float2bfloat16)
+
+template <class T> struct complex {
+  T real_ = T(), imag_ = T();
+  constexpr __host__ __device__ complex(T re = T(), T im = T()) : real_(re), imag_(im) {}
+  constexpr __host__ __device__ T real() const { return real_; }
+  constexpr __host__ __device__ T imag() const { return imag_; }
+  __host__ __device__ complex& operator+=(const complex& o) { real_ += o.real_; imag_ += o.imag_; return *this; }
+  __host__ __device__ complex& operator*=(const complex& o) { return *this = *this * o; }
+  friend __host__ __device__ complex operator+(complex a, complex b) { return {a.real_ + b.real_, a.imag_ + b.imag_}; }
+  friend __host__ __device__ complex operator-(complex a, complex b) { return {a.real_ - b.real_, a.imag_ - b.imag_}; }
+  friend __host__ __device__ complex operator*(complex a, complex b) {
+    return {a.real_ * b.real_ - a.imag_ * b.imag_, a.real_ * b.imag_ + a.imag_ * b.real_};
+  }
+  friend __host__ __device__ complex operator*(complex a, T b) { return {a.real_ * b, a.imag_ * b}; }
+  friend __host__ __device__ complex operator*(T a, complex b) { return {a * b.real_, a * b.imag_}; }
+};
+template <class T> __host__ __device__ complex<T> exp(const complex<T>& z) {
+  T e = ::exp(z.real_);
+  return {e * ::cos(z.imag_), e * ::sin(z.imag_)};
+}
+template <class T> __host__ __device__ complex<T> conj(const complex<T>& z) { return {z.real_, -z.imag_}; }
+}  // namespace c10
+namespace std {  // c10 lets std::conj and std::exp take its complex
+using c10::conj;
+using c10::exp;
+}  // namespace std
+namespace c10 {
 template <class T> using optional = std::optional<T>;
 using std::nullopt;
 struct Float8_e4m3fn { unsigned char x; };
@@ -118,6 +186,8 @@ struct TypeMeta {
   std::string name() const { return "dtype"; }
   bool operator==(ScalarType o) const { return t == o; }
   bool operator!=(ScalarType o) const { return t != o; }
+  bool operator==(const TypeMeta& o) const { return t == o.t; }
+  bool operator!=(const TypeMeta& o) const { return t != o.t; }
 };
 
 struct Storage { void* data() const { return nullptr; } size_t nbytes() const { return 0; } };
@@ -131,6 +201,7 @@ class Tensor {
   template <class T = void> const T* const_data_ptr() const { return nullptr; }
   template <class T = void> T* mutable_data_ptr() const { return nullptr; }
   template <class T> T item() const { return T(); }
+  template <class T> T* data() const { return nullptr; }
   Scalar item() const { return {}; }
   int64_t size(int64_t) const { return 1; }
   int64_t stride(int64_t) const { return 1; }
@@ -144,6 +215,7 @@ class Tensor {
   size_t nbytes() const { return 4; }
   int64_t storage_offset() const { return 0; }
   ScalarType scalar_type() const { return ScalarType::Float; }
+  ScalarType scalarType() const { return ScalarType::Float; }
   TypeMeta dtype() const { return {}; }
   TensorOptions options() const { return {}; }
   Device device() const { return {}; }
@@ -207,6 +279,7 @@ class Tensor {
   std::string toString() const { return "Tensor"; }
 };
 using TensorList = ArrayRef<Tensor>;
+inline std::optional<Device> device_of(const Tensor&) { return Device(); }
 using OptionalTensorRef = const std::optional<Tensor>&;
 
 struct Stream {
@@ -269,14 +342,16 @@ constexpr ScalarType kInt8 = ScalarType::Char;
 constexpr ScalarType kFloat8_e4m3fn = ScalarType::Float8_e4m3fn;
 constexpr ScalarType kFloat8_e5m2 = ScalarType::Float8_e5m2;
 
-template <class... A> Tensor empty(A&&...) { return {}; }
-template <class... A> Tensor zeros(A&&...) { return {}; }
-template <class... A> Tensor ones(A&&...) { return {}; }
-template <class... A> Tensor full(A&&...) { return {}; }
-template <class... A> Tensor empty_like(A&&...) { return {}; }
-template <class... A> Tensor zeros_like(A&&...) { return {}; }
-template <class... A> Tensor ones_like(A&&...) { return {}; }
-template <class... A> Tensor empty_strided(A&&...) { return {}; }
+// The size comes first and may be a braced list: a non-deduced first parameter takes it.
+template <class... A> Tensor empty(IntArrayRef, A&&...) { return {}; }
+template <class... A> Tensor zeros(IntArrayRef, A&&...) { return {}; }
+template <class... A> Tensor ones(IntArrayRef, A&&...) { return {}; }
+template <class... A> Tensor full(IntArrayRef, A&&...) { return {}; }
+template <class... A> Tensor randn(IntArrayRef, A&&...) { return {}; }
+template <class... A> Tensor empty_strided(IntArrayRef, IntArrayRef, A&&...) { return {}; }
+template <class... A> Tensor empty_like(const Tensor&, A&&...) { return {}; }
+template <class... A> Tensor zeros_like(const Tensor&, A&&...) { return {}; }
+template <class... A> Tensor ones_like(const Tensor&, A&&...) { return {}; }
 template <class... A> Tensor arange(A&&...) { return {}; }
 template <class... A> Tensor cat(A&&...) { return {}; }
 template <class... A> Tensor stack(A&&...) { return {}; }
@@ -296,15 +371,15 @@ template <class T> struct numeric_limits {
   static __host__ __device__ T min() { return std::numeric_limits<T>::min(); }
   static __host__ __device__ T infinity() { return std::numeric_limits<T>::infinity(); }
 };
-template <> struct numeric_limits<__half> {
-  static __host__ __device__ __half lowest() { return __ushort_as_half(0xfbff); }
-  static __host__ __device__ __half max() { return __ushort_as_half(0x7bff); }
-  static __host__ __device__ __half infinity() { return __ushort_as_half(0x7c00); }
+template <> struct numeric_limits<Half> {
+  static __host__ __device__ Half lowest() { return __ushort_as_half(0xfbff); }
+  static __host__ __device__ Half max() { return __ushort_as_half(0x7bff); }
+  static __host__ __device__ Half infinity() { return __ushort_as_half(0x7c00); }
 };
-template <> struct numeric_limits<__nv_bfloat16> {
-  static __host__ __device__ __nv_bfloat16 lowest() { return __ushort_as_bfloat16(0xff7f); }
-  static __host__ __device__ __nv_bfloat16 max() { return __ushort_as_bfloat16(0x7f7f); }
-  static __host__ __device__ __nv_bfloat16 infinity() { return __ushort_as_bfloat16(0x7f80); }
+template <> struct numeric_limits<BFloat16> {
+  static __host__ __device__ BFloat16 lowest() { return __ushort_as_bfloat16(0xff7f); }
+  static __host__ __device__ BFloat16 max() { return __ushort_as_bfloat16(0x7f7f); }
+  static __host__ __device__ BFloat16 infinity() { return __ushort_as_bfloat16(0x7f80); }
 };
 
 struct PhiloxCudaState {
@@ -313,7 +388,7 @@ struct PhiloxCudaState {
   uint64_t seed_ = 0, offset_ = 0;
 };
 struct CUDAGeneratorImpl {
-  std::mutex* mutex_ = nullptr;
+  std::mutex mutex_;
   PhiloxCudaState philox_cuda_state(uint64_t) { return {}; }
   std::pair<uint64_t, uint64_t> philox_engine_inputs(uint64_t) { return {0, 0}; }
 };
@@ -345,12 +420,31 @@ inline Generator getDefaultCUDAGenerator(int = -1) { return {}; }
 namespace philox {
 inline __host__ __device__ std::tuple<uint64_t, uint64_t> unpack(PhiloxCudaState s) { return {s.seed_, s.offset_}; }
 }  // namespace philox
-template <class T> __device__ inline void gpuAtomicAdd(T* p, T v) { atomicAdd(p, v); }
 }  // namespace cuda
 using cuda::OptionalCUDAGuard;
-template <class T> __device__ inline T gpuAtomicAdd(T* p, T v) { return atomicAdd(p, v); }
 namespace native {}
 }  // namespace at
+
+// ATen/cuda/Atomic.cuh and DeviceUtils.cuh define these at global scope.
+template <class T, class U> __device__ inline void gpuAtomicAdd(T* p, U v) { atomicAdd(p, static_cast<T>(v)); }
+__device__ inline void gpuAtomicAdd(c10::Half* p, c10::Half v) { atomicAdd(reinterpret_cast<__half*>(p), __half(v)); }
+__device__ inline void gpuAtomicAdd(c10::BFloat16* p, c10::BFloat16 v) {
+  atomicAdd(reinterpret_cast<__nv_bfloat16*>(p), __nv_bfloat16(v));
+}
+template <class T, class U> __device__ inline void fastAtomicAdd(T* p, int64_t i, int64_t, U v, bool) { gpuAtomicAdd(p + i, v); }
+template <class T> __device__ inline T WARP_SHFL(T v, int lane, int width = 32, unsigned mask = 0xffffffffu) {
+  return __shfl_sync(mask, v, lane, width);
+}
+template <class T> __device__ inline T WARP_SHFL_XOR(T v, int m, int width = 32, unsigned mask = 0xffffffffu) {
+  return __shfl_xor_sync(mask, v, m, width);
+}
+template <class T> __device__ inline T WARP_SHFL_DOWN(T v, unsigned d, int width = 32, unsigned mask = 0xffffffffu) {
+  return __shfl_down_sync(mask, v, d, width);
+}
+template <class T> __device__ inline T WARP_SHFL_UP(T v, unsigned d, int width = 32, unsigned mask = 0xffffffffu) {
+  return __shfl_up_sync(mask, v, d, width);
+}
+__device__ inline unsigned WARP_BALLOT(int p, unsigned mask = 0xffffffffu) { return __ballot_sync(mask, p); }
 
 namespace c10 { namespace cuda {
 using at::cuda::CUDAStream;
