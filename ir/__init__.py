@@ -7,7 +7,8 @@
 ('k', ['N'], 'i')
 """
 
-from ktx.ir.clang import ClangFacts, KernelFacts, ParamFacts, facts
+from ktx.ir.clang import ClangFacts, KernelFacts, ParamFacts
+from ktx.ir.clang import facts as clang_facts
 from ktx.ir.edits import Applied, Edit, EditError, EditSet, apply, splice
 from ktx.ir.module import Module, ParseError, parse, parse_file
 from ktx.ir.nodes import (
@@ -51,7 +52,7 @@ __all__ = [
     "Span",
     "TemplateParam",
     "apply",
-    "facts",
+    "clang_facts",
     "parse",
     "parse_file",
     "splice",

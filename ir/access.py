@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 import tree_sitter as ts
-from ktx.ir.affine import intrinsic_kind
 from ktx.ir.consteval import SIZEOF
+from ktx.ir.facts.kinds import STORE_INTRINSICS, AccessKind, access_kind, intrinsic_call, intrinsic_of
 from ktx.ir.module import Module
 from ktx.ir.nodes import Function, Loop
 from ktx.ir.source import Span
@@ -42,7 +42,6 @@ from ktx.ir.syntax import text as _text
 from ktx.ir.syntax import walk as _walk
 
 Space = Literal["global", "shared", "local", "unknown"]
-AccessKind = Literal["load", "store", "update", "address"]
 
 _ASSIGN = ("=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=")
 _CONDITIONAL = frozenset(
@@ -191,19 +190,13 @@ def _names(module: Module, node: ts.Node) -> list[str]:
 
 
 def assigned_names(module: Module, node: ts.Node) -> dict[str, list[ts.Node]]:
-    """Plain variables written under ``node`` (``x = ...``, ``x += ...``, ``++x``), by name."""
-    found: dict[str, list[ts.Node]] = {}
-    for n in _walk(node):
-        target: ts.Node | None = None
-        if n.type == "assignment_expression":
-            target = n.child_by_field_name("left")
-        elif n.type == "update_expression":
-            target = n.child_by_field_name("argument")
-        if target is not None:
-            target = _strip_parens(target)
-            if target.type == "identifier":
-                found.setdefault(_text(module, target), []).append(n)
-    return found
+    """Plain variables written under ``node`` (``x = ...``, ``x += ...``, ``++x``), by name.
+
+    The one walker is :func:`ktx.ir.facts.assign.assigned` (imported here when called: the
+    facts package imports this module)."""
+    from ktx.ir.facts.assign import assigned
+
+    return assigned(module, node)
 
 
 def declared_names(module: Module, node: ts.Node) -> set[str]:
@@ -242,9 +235,9 @@ def element_size(module: Module, type_text: str, fn: Function, template_args: Se
     size = SIZEOF.get(resolved)
     if size is not None:
         return size
-    facts = module.facts
-    if facts is not None and facts.available:
-        return facts.sizeof(resolved)
+    clang = module.clang
+    if clang is not None and clang.available:
+        return clang.sizeof(resolved)
     return None
 
 
@@ -386,8 +379,11 @@ class Access:
 
     ``kind``: ``load`` (read, also ``__ldg(&p[i])`` and the other load intrinsics, whose
     ``node`` and ``span`` are then the whole call: replacing it replaces the load), ``store``
-    (``p[i] = e``), ``update`` (``p[i] += e``, ``++p[i]``: read and written) or ``address``
-    (any other ``&p[i]``, ``__stcs(&p[i], v)`` included: treat as read and written).
+    (``p[i] = e``, and ``__stcs(&p[i], v)``: ``via`` then names the intrinsic), ``update``
+    (``p[i] += e``, ``++p[i]``: read and written) or ``address`` (any other ``&p[i]``: treat as
+    read and written). The kind is :func:`ktx.ir.facts.kinds.access_kind`'s, as everywhere.
+    A store through an intrinsic cannot be moved by rewriting its subscript alone (the
+    intrinsic's hint would be lost): :attr:`pinned` says so, and it counts as read too.
     :mod:`ktx.ir.affine` answers the same questions kernel-wide, as affine forms.
     ``stride`` is the coefficient of the loop variable in the index (1: contiguous; 0: the same
     element every iteration; None: not linear). When ``stride == 1`` and the rest of the index
@@ -408,10 +404,18 @@ class Access:
     """Under an ``if``, ``?:``, ``&&``, ``||``, ``switch`` or a nested while/do loop."""
     loops: tuple[ts.Node, ...]
     """The ``for`` loops between the analysed loop and the access, outermost first."""
+    via: str = ""
+    """The intrinsic whose address argument this subscript is (``__ldg``, ``__stcs``), or ''."""
+
+    @property
+    def pinned(self) -> bool:
+        """The subscript's address is used as such (``&p[i]``, ``__stcs(&p[i], v)``): a
+        rewrite may not replace the element alone."""
+        return self.kind == "address" or self.via in STORE_INTRINSICS
 
     @property
     def reads(self) -> bool:
-        return self.kind in ("load", "update", "address")
+        return self.kind in ("load", "update", "address") or self.pinned
 
     @property
     def writes(self) -> bool:
@@ -491,41 +495,6 @@ def _index_node(sub: ts.Node) -> ts.Node | None:
     return indices
 
 
-def _kind(sub: ts.Node) -> AccessKind:
-    parent = sub.parent
-    child = sub
-    while parent is not None and parent.type == "parenthesized_expression":
-        child, parent = parent, parent.parent
-    if parent is None:
-        return "load"
-    if parent.type == "assignment_expression" and parent.child_by_field_name("left") == child:
-        op = parent.child_by_field_name("operator")
-        return "store" if op is not None and op.type == "=" else "update"
-    if parent.type == "update_expression":
-        return "update"
-    if parent.type == "pointer_expression":
-        op = parent.child_by_field_name("operator")
-        if op is not None and op.type == "&":
-            # ``__ldg(&p[i])`` reads p[i]: a load (its ``node`` is then the whole call), not an
-            # escape. ``__stcs(&p[i], v)`` stays an address here: a rewrite of the subscript
-            # alone would lose the store (ktx.ir.affine reports it as a store).
-            return "load" if intrinsic_kind(parent) == "load" else "address"
-    return "load"
-
-
-def _intrinsic_call(sub: ts.Node) -> ts.Node | None:
-    """The ``__ldg(&p[i])`` call around a subscript whose address a load intrinsic reads."""
-    node = sub.parent
-    while node is not None and node.type == "parenthesized_expression":
-        node = node.parent
-    if node is None or node.type != "pointer_expression" or intrinsic_kind(node) != "load":
-        return None
-    call = node.parent
-    while call is not None and call.type != "call_expression":
-        call = call.parent
-    return call
-
-
 def _context(sub: ts.Node, stop: ts.Node) -> tuple[bool, tuple[ts.Node, ...]]:
     conditional = False
     loops: list[ts.Node] = []
@@ -601,8 +570,8 @@ def analyze_loop(
                         offset_terms = tuple(rest)
                         offset = _join(module, rest)
             conditional, loops = _context(n, body)
-            kind = _kind(n)
-            whole = _intrinsic_call(n) if kind == "load" else None
+            kind = access_kind(n)
+            whole = intrinsic_call(n) if kind == "load" else None
             at = whole if whole is not None else n
             accesses.append(
                 Access(
@@ -617,6 +586,7 @@ def analyze_loop(
                     offset_terms,
                     conditional,
                     loops,
+                    intrinsic_of(n),
                 )
             )
         elif n.type in ("assignment_expression", "update_expression"):

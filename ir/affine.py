@@ -68,7 +68,10 @@ from typing import Literal
 
 import tree_sitter as ts
 from ktx.ir.consteval import SIZEOF, const_eval, int_literal
+from ktx.ir.facts.kinds import LOAD_INTRINSICS, STORE_INTRINSICS, AccessKind, intrinsic_kind
+from ktx.ir.facts.kinds import access_kind as _kind
 from ktx.ir.index import eval_int_text
+from ktx.ir.launchmap import dim3_field_assignments
 from ktx.ir.module import Module
 from ktx.ir.nodes import Function, Loop
 from ktx.ir.syntax import text as _text
@@ -84,10 +87,6 @@ BUILTINS = frozenset({"threadIdx", "blockIdx", "blockDim", "gridDim"})
 #: Builtins that differ between the threads of one launch.
 THREAD_VARYING = frozenset({TID_X, TID_Y, TID_Z, BID_X, BID_Y, BID_Z})
 
-#: Load intrinsics: ``__ldg(&p[i])`` reads ``p[i]``; the address is not an escape.
-LOAD_INTRINSICS = frozenset({"__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu", "__ldcv"})
-#: Store intrinsics: ``__stcs(&p[i], v)`` writes ``p[i]``.
-STORE_INTRINSICS = frozenset({"__stcs", "__stcg", "__stwb", "__stwt"})
 _WIDE = frozenset(
     {"size_t", "int64_t", "uint64_t", "long", "long long", "unsigned long", "unsigned long long", "ptrdiff_t"}
 )
@@ -361,9 +360,6 @@ class LoopShape:
         if self.stride == "grid-blocks":
             return tid.equals(ZERO) and bid.equals(Affine.of(1))
         return False
-
-
-AccessKind = Literal["load", "store", "update", "address"]
 
 
 @dataclass(frozen=True)
@@ -1066,49 +1062,6 @@ def _index_node(sub: ts.Node) -> ts.Node | None:
     return indices
 
 
-def _kind(node: ts.Node) -> AccessKind:
-    parent, child = node.parent, node
-    while parent is not None and parent.type == "parenthesized_expression":
-        child, parent = parent, parent.parent
-    if parent is None:
-        return "load"
-    if parent.type == "assignment_expression" and parent.child_by_field_name("left") == child:
-        op = parent.child_by_field_name("operator")
-        return "store" if op is not None and op.type == "=" else "update"
-    if parent.type == "update_expression":
-        return "update"
-    if parent.type == "pointer_expression":
-        op = parent.child_by_field_name("operator")
-        if op is not None and op.type == "&":
-            return intrinsic_kind(parent) or "address"
-    return "load"
-
-
-def intrinsic_kind(address: ts.Node) -> Literal["load", "store"] | None:
-    """``load``/``store`` when ``address`` (``&p[i]``, ``p + i``) is what an intrinsic accesses.
-
-    ``__ldg(&p[i])`` reads ``p[i]`` and ``__stcs(&p[i], v)`` writes it: the address does not
-    escape. None when ``address`` is anything else (then ``&p[i]`` may be used in any order).
-    """
-    node = address
-    while node.parent is not None and node.parent.type in ("parenthesized_expression", "cast_expression"):
-        node = node.parent
-    args = node.parent
-    if args is None or args.type != "argument_list":
-        return None
-    named = [c for c in args.named_children if c.type != "comment"]
-    if not named or named[0].id != node.id:
-        return None
-    call = args.parent
-    fn = call.child_by_field_name("function") if call is not None else None
-    name = (fn.text or b"").decode() if fn is not None else ""
-    if name in LOAD_INTRINSICS:
-        return "load"
-    if name in STORE_INTRINSICS:
-        return "store"
-    return None
-
-
 def _comparison(module: Module, cond: ts.Node, var: str) -> tuple[str, ts.Node] | None:
     """``(op, bound)`` with ``var`` on the left of ``var OP bound`` (mirrored when written right)."""
     c = _strip(_condition(cond))
@@ -1155,14 +1108,11 @@ def _only_return(node: ts.Node) -> bool:
 
 
 def _assignments(module: Module, scope: ts.Node, var: str) -> Iterator[ts.Node]:
-    for n in _walk(scope):
-        target: ts.Node | None = None
-        if n.type == "assignment_expression":
-            target = n.child_by_field_name("left")
-        elif n.type == "update_expression":
-            target = n.child_by_field_name("argument")
-        if target is not None and _is_name(module, target, var):
-            yield n
+    """The writes of ``var`` under ``scope``: :func:`ktx.ir.facts.assign.assignments`, the one
+    walker (imported here when called: the facts package imports this module)."""
+    from ktx.ir.facts.assign import assignments
+
+    return assignments(module, scope, var)
 
 
 def _top_level_in(node: ts.Node, body: ts.Node) -> bool:
@@ -1217,6 +1167,10 @@ def _block_aliases(module: Module, fn: Function, env: Mapping[str, int]) -> dict
         word = _block_word(module, site.function, block, site.span.start)
         if word is None:
             return {}
+        # REACH (launch layer): ``dim3 block(ns::threads)`` names the file's constexpr ``threads``.
+        last = "".join(word.split()).rsplit("::", 1)[-1]
+        if "::" in word and last in constexprs:
+            word = last
         values.add(eval_int_text(word, dict(env)))
         mine_names = {word} if word.isidentifier() else set()
         names = mine_names if names is None else names & mine_names
@@ -1298,7 +1252,7 @@ def _block_word(module: Module, host: str | None, block: str, at: int) -> str | 
                     if ident is not None and value is not None and _text(module, ident) == block:
                         inner = value
                         if value.type in ("argument_list", "initializer_list"):
-                            named = [c for c in value.named_children if c.type != "comment"]
+                            named = _unit_trimmed(module, value)
                             if len(named) != 1:
                                 return None
                             inner = named[0]
@@ -1308,15 +1262,27 @@ def _block_word(module: Module, host: str | None, block: str, at: int) -> str | 
                     declared = n.child_by_field_name("declarator")
                     params = n.child_by_field_name("parameters")
                     if declared is not None and params is not None and _text(module, declared) == block:
-                        named = [c for c in params.named_children if c.type != "comment"]
+                        named = _unit_trimmed(module, params)
                         if len(named) != 1:
                             return None
                         return " ".join(_text(module, named[0]).split())
+            # REACH (launch layer): ``dim3 b; b.x = EXPR;`` assigns the block field by field.
+            fields = dim3_field_assignments(module.source, body, block, at)
+            if "x" in fields and all(_text(module, fields[k]).strip() == "1" for k in fields if k != "x"):
+                return " ".join(_text(module, fields["x"]).split())
         return block
     if block.startswith("dim3(") and block.endswith(")"):
         arg = block[5:-1].strip()
         return None if "," in arg else arg
     return block
+
+
+def _unit_trimmed(module: Module, args: ts.Node) -> list[ts.Node]:
+    """REACH (launch layer): ``dim3 block(X, 1, 1)`` is the 1-D block ``X``: trailing 1s dropped."""
+    named = [c for c in args.named_children if c.type != "comment"]
+    while len(named) > 1 and _text(module, named[-1]).strip() == "1":
+        named.pop()
+    return named
 
 
 # -- entry points --------------------------------------------------------------------------------

@@ -7,12 +7,14 @@ themselves become diagnostics in :mod:`ktx.ir.module`.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 
 import tree_sitter as ts
 from ktx.ir.consteval import const_eval
 from ktx.ir.language import captures, parse_tree
+from ktx.ir.launchmap import Host, OpaqueLaunch, opaque_launches, wrapper_sites
 from ktx.ir.nodes import (
     Constant,
     Function,
@@ -106,6 +108,25 @@ def function_declarator(fn: ts.Node) -> ts.Node | None:
     return node
 
 
+@functools.lru_cache(maxsize=64)
+def macro_body_tree(source: bytes, define_start: int, value_start: int, value_end: int) -> ts.Tree | None:
+    """A ``#define`` body parsed as the body of a function, at its own byte offsets in ``source``.
+
+    The body is opaque text to the file's tree. The copy parsed is blank except for the body,
+    with the ``#define NAME(...)`` head overwritten by a function header, so that every node's
+    offsets point into the original file (edits and spans work unchanged). None when the head
+    is too short to hold that header. Cached: passes ask for the same launch's tree repeatedly.
+    """
+    head = _MACRO_WRAPPER_HEAD
+    if value_start - define_start < len(head):
+        return None
+    copy = bytearray(b" " * len(source))
+    copy[define_start : define_start + len(head)] = head
+    copy[value_start:value_end] = source[value_start:value_end]
+    copy += b"\n;}\n"
+    return parse_tree(bytes(copy))
+
+
 class Indexer:
     """Collects IR records from one parsed file."""
 
@@ -115,12 +136,16 @@ class Indexer:
         tree: ts.Tree,
         lines: LineIndex,
         attribute_macros: dict[str, tuple[str, ...]] | None = None,
+        restrict_macros: frozenset[str] = frozenset(),
     ) -> None:
         self.source = source
         self.attribute_macros = attribute_macros or {}
+        #: Macros that stand for ``__restrict__`` (masked before parsing, so the tree lacks them).
+        self.restrict_macros = restrict_macros
         self.tree = tree
         self.lines = lines
         self.root = tree.root_node
+        self.opaque_launches: tuple[OpaqueLaunch, ...] = ()
 
     def span(self, node: ts.Node) -> Span:
         return self.lines.span(node.start_byte, node.end_byte)
@@ -291,6 +316,8 @@ class Indexer:
                 type_text = type_bytes.decode("utf-8", "replace").strip()
             else:
                 type_text = self.text(p)
+            if self.restrict_macros and not restrict:
+                restrict = any(w in self.restrict_macros for w in _IDENTIFIER.findall(self.text(p)))
             result.append(
                 Param(
                     name=name,
@@ -431,6 +458,11 @@ class Indexer:
             if site is not None:
                 result.append(site)
         result.extend(self._macro_sites())
+        host = Host(self.source, self.span, self._kernel_ref, function_name)
+        functions = self.functions()
+        result.extend(wrapper_sites(self.root, functions, result, host))
+        #: Kernels handed to launching helpers whose launch the call does not write.
+        self.opaque_launches = opaque_launches(self.root, functions, result, host)
         return sorted(result, key=lambda s: s.span.start)
 
     def _kernel_ref(self, callee: ts.Node, fn: ts.Node | None) -> tuple[str, list[ts.Node]] | None:
@@ -596,14 +628,9 @@ class Indexer:
             name = self.text(define.child_by_field_name("name"))
             if value is None or b"<<<" not in self.source[value.start_byte : value.end_byte]:
                 continue
-            head = _MACRO_WRAPPER_HEAD
-            if value.start_byte - define.start_byte < len(head):
+            tree = macro_body_tree(self.source, define.start_byte, value.start_byte, value.end_byte)
+            if tree is None:
                 continue
-            copy = bytearray(b" " * len(self.source))
-            copy[define.start_byte : define.start_byte + len(head)] = head
-            copy[value.start_byte : value.end_byte] = self.source[value.start_byte : value.end_byte]
-            copy += b"\n;}\n"
-            tree = parse_tree(bytes(copy))
             fn = enclosing_function(define)
             host = function_name(fn) if fn is not None else None
             for node in captures("launches", tree.root_node).get("launch", []):

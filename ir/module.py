@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import tree_sitter as ts
+from ktx.ir.foreign import IsolatedBody, isolate_broken_bodies, mask_foreign_syntax
 from ktx.ir.index import Indexer
 from ktx.ir.language import captures, parse_tree
+from ktx.ir.launchmap import OpaqueLaunch
 from ktx.ir.mask import describe_hidden, mask
 from ktx.ir.nodes import (
     Constant,
@@ -30,7 +32,10 @@ from ktx.ir.source import LineIndex, Span
 from ktx.errors import KtxError, Location
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ktx.ir.clang import ClangFacts
+    from ktx.ir.facts.kernel import Facts
 
 #: How many diagnostics of one file are kept in full; the rest are counted.
 MAX_DIAGNOSTICS = 200
@@ -56,21 +61,30 @@ class Module:
         self.source = source
         self.path = path
         masked = mask(source)
-        #: Attribute macros (``#define FLASHINFER_INLINE inline __device__``) hidden from the parser.
-        self.attribute_macros = masked.attribute_macros
+        text, guessed = mask_foreign_syntax(masked.text)
+        #: Attribute macros (``#define FLASHINFER_INLINE inline __device__``) hidden from the parser,
+        #: with the undefined ones guessed from their place (``float* MY_RESTRICT p``).
+        self.attribute_macros = {**guessed, **masked.attribute_macros}
         #: Byte ranges of unparseable text blanked so that the kernels after it could be read.
         self.skipped: tuple[Span, ...] = ()
         #: ``#if`` groups inside functions parsed with one branch only (see :mod:`ktx.ir.mask`).
         self.hidden_branches = masked.hidden
         self.lines = LineIndex(source)
+        #: Function bodies blanked because they do not parse (see :mod:`ktx.ir.foreign`).
+        self.isolated: tuple[IsolatedBody, ...] = ()
         if tree is None:
-            tree, skipped = recover_declarations(masked.text)
+            tree, skipped = recover_declarations(text)
             self.skipped = tuple(self.lines.span(a, b) for a, b in skipped)
+            if tree.root_node.has_error:
+                _, tree, self.isolated = isolate_broken_bodies(text, tree)
         self.tree = tree
-        indexer = Indexer(source, self.tree, self.lines, masked.attribute_macros)
+        restrict = frozenset(n for n, q in guessed.items() if "__restrict__" in q) | _restrict_defines(source)
+        indexer = Indexer(source, self.tree, self.lines, self.attribute_macros, restrict)
         self.functions: tuple[Function, ...] = tuple(indexer.functions())
         self.loops: tuple[Loop, ...] = tuple(indexer.loops())
         self.launch_sites: tuple[LaunchSite, ...] = tuple(indexer.launch_sites())
+        #: Kernels passed to a helper that launches them with a block the call does not write.
+        self.opaque_launches: tuple[OpaqueLaunch, ...] = indexer.opaque_launches
         self.macros: tuple[Macro, ...] = tuple(indexer.macros())
         known = {m.name: m.int_value for m in self.macros if m.int_value is not None}
         constants, shared = indexer.constants_and_shared(known)
@@ -89,16 +103,30 @@ class Module:
         return tuple(f for f in self.functions if f.is_device)
 
     @cached_property
-    def facts(self) -> ClangFacts | None:
-        """libclang's facts (element types and sizes, macro values), computed on first use.
+    def clang(self) -> ClangFacts | None:
+        """libclang's view of the file (element types and sizes, macro values), on first use.
 
-        Optional by design: ``facts.available`` is False, with a reason, where libclang is
+        Optional by design: ``clang.available`` is False, with a reason, where libclang is
         missing or cannot parse the file, and the rest of the IR works the same. See
         :mod:`ktx.ir.clang`.
         """
         from ktx.ir.clang import facts
 
         return facts(self)
+
+    def facts(
+        self, kernel: Function | str | None = None, template_args: Sequence[str] | None = None
+    ) -> Facts:
+        """The facts of ``kernel`` (name or function; the only kernel by default), kept per module.
+
+        The one entry point passes ask (:mod:`ktx.ir.facts`): loops and who owns them, memory
+        references, reductions, the launch mapping. A method, not a property, because facts
+        belong to a kernel and may bind its template parameters; the same as
+        :func:`ktx.ir.facts.facts_of`.
+        """
+        from ktx.ir.facts.kernel import facts_of
+
+        return facts_of(self, kernel, template_args)
 
     @property
     def text_str(self) -> str:
@@ -153,6 +181,32 @@ class Module:
     def errors_in(self, span: Span) -> tuple[Diagnostic, ...]:
         return tuple(d for d in self.diagnostics if span.overlaps(d.span) or d.span.start == span.start)
 
+    def kernel_errors(self, fn: Function) -> tuple[Diagnostic, ...]:
+        """The syntax errors inside kernel ``fn``: a kernel with any is skipped alone."""
+        return tuple(d for d in self.errors_in(fn.span) if d.severity == "error")
+
+    def broken_kernels(self) -> tuple[tuple[Function, Diagnostic], ...]:
+        """Each kernel that does not parse, with its first error (file:line); the others work."""
+        found = ((k, self.kernel_errors(k)) for k in self.kernels)
+        return tuple((k, errors[0]) for k, errors in found if errors)
+
+    def require_parsed(self, fn: Function) -> None:
+        """Raise a :class:`KtxError` at the first syntax error inside ``fn``, if it has one.
+
+        A command about one kernel (``ktx apply``, ``ktx init``) calls this: rewriting or
+        drafting a kernel that tree-sitter could not read would silently leave it unchanged,
+        so the user gets the line to fix instead (exit 2). Other kernels of the file do not
+        matter here; a file is never refused for a kernel it was not asked about.
+        """
+        errors = self.kernel_errors(fn)
+        if errors:
+            d = errors[0]
+            raise KtxError(
+                d.message,
+                Location(self.path, d.span.line, d.span.col),
+                "fix the syntax there (ktx rewrites only kernels it can parse)",
+            )
+
     def with_source(self, source: bytes) -> Module:
         """A new module over ``source`` (the result of edits), with the same path."""
         return Module(source, self.path)
@@ -184,6 +238,10 @@ class Module:
             lines = f" (lines {span.line}-{last})" if last > span.line else ""
             what = f"tree-sitter could not parse {snippet!r}{lines}, which hid the declaration after it"
             found.append((span, what))
+        for body in self.isolated:
+            span = self.lines.span(body.error, body.error)
+            what = f"tree-sitter could not parse {body.snippet!r}; this function's body is skipped alone"
+            found.append((span, what))
         for match in _CONFLICT_MARKER.finditer(self.source):
             span = self.lines.span(match.start(), match.end())
             marker = match.group(1).decode()
@@ -212,6 +270,16 @@ class Module:
             )
             result = [*result[:MAX_DIAGNOSTICS], summary]
         return result
+
+
+_RESTRICT_DEFINE = re.compile(
+    rb"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+__restrict(?:__)?[ \t]*$", re.M
+)
+
+
+def _restrict_defines(source: bytes) -> frozenset[str]:
+    """Macros the file defines as ``__restrict__`` (``#define MY_RESTRICT __restrict__``)."""
+    return frozenset(m.group(1).decode() for m in _RESTRICT_DEFINE.finditer(source))
 
 
 #: Line starts that begin a new declaration: where indexing can pick up after garbage.

@@ -164,6 +164,10 @@ class LaunchSite:
     """The ``#define`` whose body holds this launch (``LAUNCH_KERNEL(T)`` dispatch macros)."""
     api: str | None = None
     """``None`` for ``<<<...>>>``; else the runtime call (``cudaLaunchKernelEx``, ``cudaLaunchKernel``)."""
+    wrapper: str | None = None
+    """The project's launch helper this call goes through (``launch(k, grid, block, args...)``):
+    the site is the call, its grid and block the arguments the helper forwards (see
+    :mod:`ktx.ir.launchmap`)."""
 
 
 @dataclass(frozen=True)

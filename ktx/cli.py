@@ -52,11 +52,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"ktx: error: {todo_blocker(exc) or exc}", file=sys.stderr)
         return 2
+    except (OSError, UnicodeDecodeError) as exc:
+        # A file the user named that no check above caught (a folder vanished, a disk full, a
+        # permission): still one line naming the path, not a traceback.
+        if args.debug:
+            traceback.print_exc()
+        print(f"ktx: error: {os_error_line(exc)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("ktx: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
+
+
+def os_error_line(exc: OSError | UnicodeDecodeError) -> str:
+    """``path: reason (hint)`` for an operating-system or decoding error."""
+    if isinstance(exc, UnicodeDecodeError):
+        where = f"{exc.reason} at byte {exc.start}"
+        return f"a file is not UTF-8 text ({where}) (save it as UTF-8; --debug shows which)"
+    path = exc.filename if exc.filename is not None else "<file>"
+    reason = exc.strerror or type(exc).__name__
+    return f"{path}: {reason} (check the path and its permissions; --debug shows where)"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -36,8 +36,9 @@ from pathlib import Path
 
 import tree_sitter as ts
 from ktx.ir import LaunchSite, Module, parse_file
-from ktx.ir.access import _index_node, _kind, terms
+from ktx.ir.access import _index_node, terms
 from ktx.ir.affine import Affine, kernel_index
+from ktx.ir.facts.kinds import access_kind as _kind
 from ktx.ir.nodes import Function, Param
 
 from ktx import syntax

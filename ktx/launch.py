@@ -17,13 +17,16 @@ pass rewrites the launcher and the mapping in step.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import tree_sitter as ts
-from ktx.ir import LaunchSite, Module
+from ktx.ir import LaunchSite, Module, Span
 from ktx.ir.consteval import SIZEOF, int_literal
+from ktx.ir.index import macro_body_tree
+from ktx.ir.launchmap import dim3_field_assignments
 
 from ktx import syntax
 from ktx.errors import KtxError
@@ -345,6 +348,10 @@ class LaunchDims:
     container: ts.Node | None
     launch_arg: ts.Node
     decl: syntax.LocalDecl | None
+    whole_dim3: bool = False
+    """The argument names a ``dim3`` whose components are not written here (a launcher
+    parameter ``dim3 grid``, a local ``dim3 g = make_grid(n)``): ``components`` is the name
+    itself, which must be read through ``.x``/``.y``/``.z``, never as a number."""
 
 
 def launcher_node(module: Module, site: LaunchSite) -> ts.Node | None:
@@ -355,15 +362,30 @@ def launcher_node(module: Module, site: LaunchSite) -> ts.Node | None:
 def launch_dims(module: Module, site: LaunchSite, which: str) -> LaunchDims:
     """The components of the ``grid`` or ``block`` argument of ``site``, through a ``dim3`` local."""
     where = site.grid if which == "grid" else site.block
-    arg = syntax.node_at(module, where, _EXPRESSIONS) or module.node(where)
+    arg = _argument_node(module, site, where)
     scope = launcher_node(module, site)
-    if arg.type == "identifier" and scope is not None:
-        local = syntax.local_declarations(module, scope, before=site.span.start).get(syntax.text(module, arg))
-        if local is not None and local.type == "dim3" and local.args:
+    if arg.type == "identifier":
+        name = syntax.text(module, arg)
+        local = None
+        if scope is not None:
+            local = syntax.local_declarations(module, scope, before=site.span.start).get(name)
+        # ``auto g = dim3(a, b)`` keeps its constructor arguments as ``args`` like ``dim3 g(a, b)``.
+        if local is not None and local.type in ("dim3", "auto") and local.args:
             container = local.args[0].parent
             return LaunchDims(local.args, container, arg, local)
         if local is not None and local.type == "dim3" and local.value is not None:
-            return LaunchDims((local.value,), None, arg, local)
+            value = local.value
+            if value.type == "identifier" or value.type == "call_expression":
+                return LaunchDims((arg,), None, arg, local, whole_dim3=True)
+            return LaunchDims((value,), None, arg, local)
+        if local is not None and local.type == "dim3" and local.value is None and scope is not None:
+            # ``dim3 block; block.x = NUM_THREADS;``: the fields assigned before the launch.
+            fields = dim3_field_assignments(module.source, scope, name, site.span.start)
+            comps = tuple(fields[k] for k in ("x", "y", "z") if k in fields)
+            if comps and set(fields) == set("xyz"[: len(comps)]):
+                return LaunchDims(comps, None, arg, local)
+        if local is None and (_is_dim3_parameter(module, site, name) or _declared_dim3(module, name)):
+            return LaunchDims((arg,), None, arg, None, whole_dim3=True)
     if arg.type == "call_expression":
         fn = arg.child_by_field_name("function")
         arguments = arg.child_by_field_name("arguments")
@@ -371,6 +393,63 @@ def launch_dims(module: Module, site: LaunchSite, which: str) -> LaunchDims:
             comps = tuple(c for c in arguments.named_children if c.type != "comment")
             return LaunchDims(comps, arguments, arg, None)
     return LaunchDims((arg,), None, arg, None)
+
+
+def _argument_node(module: Module, site: LaunchSite, where: Span) -> ts.Node:
+    """The expression node spanning ``where``; for a launch in a ``#define`` body, from the body's tree.
+
+    The file's tree holds a macro body as one opaque text node: taking that as the launch's
+    grid would make a pass rewrite the whole body (``KTX_CDIV(k<<<...>>>(...), C)``).
+    """
+    if site.macro is not None:
+        root = _macro_root(module, site)
+        if root is not None:
+            node: ts.Node | None = root.descendant_for_byte_range(where.start, where.end)
+            while node is not None:
+                covers = node.start_byte <= where.start and where.end <= node.end_byte
+                if node.type in _EXPRESSIONS and covers:
+                    return node
+                node = node.parent
+    return syntax.node_at(module, where, _EXPRESSIONS) or module.node(where)
+
+
+def _macro_root(module: Module, site: LaunchSite) -> ts.Node | None:
+    node: ts.Node | None = module.node(site.span)
+    while node is not None and node.type not in ("preproc_function_def", "preproc_def"):
+        node = node.parent
+    value = node.child_by_field_name("value") if node is not None else None
+    if node is None or value is None:
+        return None
+    tree = macro_body_tree(module.source, node.start_byte, value.start_byte, value.end_byte)
+    return tree.root_node if tree is not None else None
+
+
+def _declared_dim3(module: Module, name: str) -> bool:
+    """Whether the file declares ``dim3 name`` somewhere (a launch macro's grid argument)."""
+    return re.search(rb"\bdim3\s+" + re.escape(name.encode()) + rb"\b", module.source) is not None
+
+
+def _is_dim3_parameter(module: Module, site: LaunchSite, name: str) -> bool:
+    functions = module.functions
+    launcher = next((f for f in functions if f.name == site.function and f.body.contains(site.span)), None)
+    param = next((p for p in launcher.params if p.name == name), None) if launcher is not None else None
+    return param is not None and param.pointer_depth == 0 and param.base_type.split("::")[-1] == "dim3"
+
+
+def divide_grid_x(module: Module, site: LaunchSite, divisor: str) -> tuple[int, int, str]:
+    """The edit ``(start, end, text)`` that divides, rounding up, the grid's x of ``site`` by ``divisor``.
+
+    A number or a written component becomes ``KTX_CDIV(x, divisor)``; a ``dim3`` whose
+    components are not written at the launch (a parameter ``dim3 grid``) is rebuilt as
+    ``dim3(KTX_CDIV(grid.x, divisor), grid.y, grid.z)``, since ``(grid + d - 1) / d`` on a dim3
+    does not compile.
+    """
+    dims = launch_dims(module, site, "grid")
+    x = dims.components[0]
+    text = syntax.text(module, x)
+    if dims.whole_dim3:
+        return x.start_byte, x.end_byte, f"dim3(KTX_CDIV({text}.x, {divisor}), {text}.y, {text}.z)"
+    return x.start_byte, x.end_byte, f"KTX_CDIV({text}, {divisor})"
 
 
 _EXPRESSIONS = (
@@ -475,3 +554,114 @@ def expression_of(module: Module, node: ts.Node) -> str | None:
     except Untranslatable:
         return None
     return None if tr.free else text
+
+
+# -- template argument deduction at a launch ------------------------------------------------------
+
+_QUALIFIER_WORDS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "typename"}
+_CAST = re.compile(r"^\s*(?:static_cast|reinterpret_cast|const_cast)\s*<\s*(.+?)\s*>\s*\(")
+_C_CAST = re.compile(r"^\s*\(\s*((?:const\s+)?[A-Za-z_][\w:<>, ]*?\s*\*+)\s*\)")
+_DATA_PTR = re.compile(
+    r"\.\s*(?:data_ptr|data|mutable_data_ptr|const_data_ptr)\s*<\s*(.+?)\s*>\s*\(\s*\)\s*$"
+)
+
+
+def _split_type(text: str) -> tuple[str, int] | None:
+    """``const float* __restrict__`` -> ``("float", 1)``: the element type and pointer depth."""
+    depth = text.count("*")
+    words = [w for w in re.split(r"[\s*&]+", text) if w and w not in _QUALIFIER_WORDS]
+    if not words or "auto" in words:
+        return None
+    return " ".join(words), depth
+
+
+def expression_type(module: Module, site: LaunchSite, text: str) -> tuple[str, int] | None:
+    """The element type and pointer depth of a launch argument, where the launcher declares it.
+
+    Reads casts (``reinterpret_cast<half*>(p)``, ``(float*)p``), ``t.data_ptr<float>()``, and
+    names declared as the launcher's parameters or locals, also behind ``&p[i]`` or ``p + k``.
+    None when ktx cannot tell (``auto`` locals, calls, members).
+    """
+    cast = _CAST.match(text) or _C_CAST.match(text)
+    if cast is not None:
+        return _split_type(cast.group(1))
+    data = _DATA_PTR.search(text)
+    if data is not None:
+        found = _split_type(data.group(1))
+        return (found[0], found[1] + 1) if found is not None else None
+    expr = text.strip()
+    address = re.fullmatch(r"&\s*([A-Za-z_]\w*)\s*\[.*\]", expr, re.S)
+    if address is not None:
+        return _declared_type(module, site, address.group(1))
+    offset = re.fullmatch(r"([A-Za-z_]\w*)\s*[+-].*", expr, re.S)
+    name = offset.group(1) if offset is not None else expr
+    if not name.isidentifier():
+        return None
+    return _declared_type(module, site, name)
+
+
+def _declared_type(module: Module, site: LaunchSite, name: str) -> tuple[str, int] | None:
+    scope = launcher_node(module, site)
+    found = _local_declaration(module, scope, name, site.span.start) if scope is not None else None
+    if found is not None:
+        declaration, declarator = found
+        type_node = declaration.child_by_field_name("type")
+        head = re.match(rf"(.*?)\b{re.escape(name)}\b", syntax.text(module, declarator), re.S)
+        stars = head.group(1).count("*") if head is not None else 0
+        return _split_type(syntax.text(module, type_node) + "*" * stars) if type_node is not None else None
+    launcher = next(
+        (f for f in module.functions if f.name == site.function and f.body.contains(site.span)), None
+    )
+    param = next((p for p in launcher.params if p.name == name), None) if launcher is not None else None
+    return _split_type(param.type) if param is not None else None
+
+
+def _local_declaration(
+    module: Module, scope: ts.Node, name: str, before: int
+) -> tuple[ts.Node, ts.Node] | None:
+    """The last declaration of ``name`` in ``scope`` before ``before``, and its declarator."""
+    found: tuple[ts.Node, ts.Node] | None = None
+    for node in syntax.walk(scope):
+        if node.type != "declaration" or node.start_byte >= before:
+            continue
+        for decl in node.children_by_field_name("declarator"):
+            inner: ts.Node | None = decl
+            while inner is not None and inner.type != "identifier":
+                inner = inner.child_by_field_name("declarator")
+            if inner is not None and syntax.text(module, inner) == name:
+                found = (node, decl)
+    return found
+
+
+def deduce_template_args(module: Module, site: LaunchSite) -> tuple[str, ...] | None:
+    """The kernel's template arguments at ``site``, as C++ would take them, or None if unknown.
+
+    Written arguments come first (``k<float, 4><<<...>>>``); the rest are deduced as the
+    compiler does from the call's arguments: a kernel parameter ``const T* x`` given ``out``
+    declared ``float* out`` binds ``T = float``. Then defaults. A parameter neither written,
+    deduced nor defaulted (or two arguments that disagree) gives None: the caller (``ktx
+    init``) says so instead of guessing.
+    """
+    fn = next((f for f in module.kernels if f.name == site.kernel), None)
+    if fn is None:
+        return None
+    params = [tp for tp in fn.template_params if not tp.variadic]
+    found: dict[str, str] = {tp.name: arg for tp, arg in zip(params, site.template_args, strict=False)}
+    names = {tp.name for tp in params}
+    deduced: dict[str, str] = {}
+    for p, arg in zip(fn.params, site.args, strict=False):
+        declared = _split_type(p.type)
+        if declared is None or declared[0] not in names or declared[0] in found:
+            continue
+        actual = expression_type(module, site, arg)
+        if actual is None or actual[1] != declared[1]:
+            continue
+        if deduced.setdefault(declared[0], actual[0]) != actual[0]:
+            return None  # ``T`` deduced as two types: the call would not compile as read
+    found.update(deduced)
+    for tp in params:
+        if tp.name not in found and tp.default:
+            found[tp.name] = tp.default
+    if any(tp.name not in found for tp in params):
+        return None
+    return tuple(found[tp.name] for tp in params)

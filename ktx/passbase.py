@@ -10,9 +10,12 @@ is registered, in the style of MLIR's pass registry and libcst's codemods):
   declared once as ``UNROLL_<loop>`` and created per site as ``UNROLL_L3``);
 * ``options``: typed :class:`Option` entries with defaults and help
   (``unroll{max=8,loops=L0|L2}``);
+* ``phase``: a :class:`Phase`, what kind of change the pass makes; the planner tries passes
+  phase by phase (ownership, then vector width, then block size, then unrolling, then hints);
 * ``requires`` (added to the pipeline when missing), ``after`` (ordering only),
   ``prefer_after`` (ordering when it closes no cycle) and ``conflicts`` (a pipeline holding
-  both fails).
+  both fails): the order in which passes *run*, which is not the phase order (see
+  :class:`Phase`).
 
 Two methods do the work. :meth:`Pass.sites` looks at a :class:`Target` (the module, the kernel,
 its launch mapping) and yields :class:`Site` objects or :class:`Skip` remarks (a skipped site is
@@ -28,6 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import ClassVar, Generic, Literal, TypeVar
 
 from ktx.ir import Edit, Function, LaunchSite, Loop, Module, Span
@@ -39,6 +43,11 @@ from ktx.launch import LaunchMapping
 PASS_NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 KNOB_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 OPTION_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+
+#: Helper macros a template may use besides its knobs (its header defines them).
+HELPERS = ("KTX_PICK", "KTX_CDIV")
+
 #: Knob placeholders in template source: ``KTX_<NAME>``.
 MACRO_PREFIX = "KTX_"
 #: Identifiers of the namespace-scope ``constexpr int`` that ``#pragma unroll`` reads (pragmas
@@ -50,6 +59,44 @@ OptionValue = int | bool | str | tuple[int, ...] | tuple[str, ...]
 
 
 # -- declarations ------------------------------------------------------------------------------
+
+
+class Phase(IntEnum):
+    """What kind of change a pass makes, in the order the planner tries such changes.
+
+    Changes that compose are tried first: who owns a row decides what a thread's loop is, the
+    vector width decides how much each thread moves, the block size is best chosen for that
+    work, unrolling for the final loops, and hints last. A new pass is placed in the planner by
+    this one attribute (:func:`ktx.agent.rules.phases` groups the registered passes by it).
+
+    The *run* order of a pipeline is a different fact, kept by ``after``/``prefer_after``:
+    ``expose`` (a hint) runs first so that later passes see knobs, ``hoist`` before
+    ``vectorize``, ``vectorize`` before ``split`` (an H200 finding: split first left vectorize
+    no contiguous loop), ``unroll`` before ``rows-per-block`` and ``vectorize`` in the llm.c
+    layernorm pipeline (the other way round its knob space grows from 8 to 14 knobs). No order
+    of these five phases is consistent with those edges, so the pipeline does not derive run
+    edges from phases.
+    """
+
+    OWNERSHIP = 0
+    """Which threads own a row or a reduction: row-owner, warp-reduce, split, cluster-rows,
+    rows-per-block."""
+    VECTORIZE = 1
+    """How wide each thread's accesses are and how many items it handles: vectorize, coarsen."""
+    BLOCK = 2
+    """The launch's block size: block-size."""
+    UNROLL = 3
+    """The shape of each thread's loops and where its loads sit: unroll, tile, early-loads,
+    loads-first."""
+    HINTS = 4
+    """Hints and enablers that change no mapping: hoist, cache-hints, launch-bounds, expose,
+    fast-math."""
+
+    @property
+    def label(self) -> str:
+        """``ownership``, ``vectorize``, ... (docs and listings)."""
+        return self.name.lower()
+
 
 
 @dataclass(frozen=True)
@@ -288,6 +335,25 @@ class Target:
     def loop(self, label: str) -> Loop | None:
         return next((lp for lp in self.loops if self.label(lp) == label), None)
 
+    # -- placeholders: exactly the template's own names, never a user's ``KTX_`` identifier --
+
+    @property
+    def placeholders(self) -> frozenset[str]:
+        """The identifiers the template so far writes for its knobs (``KTX_BLOCK_X``,
+        ``ktx_UNROLL_L0``) and its helpers; a user's ``#define KTX_HOLDOUT_WARP 32`` is code."""
+        names = [n for k in self.knobs.values() for n in (k.macro, k.constexpr)]
+        return frozenset([*names, *HELPERS])
+
+    def placeholders_in(self, text: str) -> list[str]:
+        """The placeholders ``text`` names, in order (what "is this already a knob?" asks)."""
+        ours = self.placeholders
+        return [m.group(0) for m in _IDENT.finditer(text) if m.group(0) in ours]
+
+    def knob_of(self, text: str) -> Knob | None:
+        """The knob whose placeholder ``text`` is (whitespace aside), or None."""
+        stripped = text.strip()
+        return next((k for k in self.knobs.values() if stripped in (k.macro, k.constexpr)), None)
+
     def text(self, span: Span) -> str:
         return self.module.text(span)
 
@@ -334,6 +400,16 @@ class Rewriter:
         if name in self.target.knobs or any(k.name == name for k in self.knobs):
             raise Refuse(f"knob {name} already exists in this template")
         knob = Knob(name, tuple(values), default, help, self.pass_name, self.site)
+        for placeholder in (knob.macro, knob.constexpr):
+            # The knob is new, so the name in the source is the user's: taking it would make
+            # the user's identifier a knob, or the knob the user's value.
+            found = re.search(rf"\b{re.escape(placeholder)}\b", _code_of(self.target.module))
+            if found is not None:
+                line = self.target.module.location(found.start()).line
+                raise Refuse(
+                    f"the knob's placeholder {placeholder} is a name of your source (line {line}); "
+                    f"rename yours to let {self.pass_name} expose {name}"
+                )
         self.knobs.append(knob)
         return knob.macro
 
@@ -359,6 +435,13 @@ class Rewriter:
         self.template_args = tuple(args)
 
 
+def _code_of(module: Module) -> str:
+    """The module's text with comments blanked (a golden's CHECK lines name placeholders)."""
+    from ktx.template import user_code
+
+    return user_code(module.text_str)
+
+
 S = TypeVar("S", bound=Site)
 
 
@@ -373,6 +456,8 @@ class Pass(Generic[S]):
     description: ClassVar[str] = ""
     knobs: ClassVar[tuple[KnobSpec, ...]] = ()
     options: ClassVar[tuple[Option, ...]] = ()
+    #: What kind of change the pass makes (the planner's order); every built-in pass sets it.
+    phase: ClassVar[Phase] = Phase.HINTS
     requires: ClassVar[tuple[str, ...]] = ()
     after: ClassVar[tuple[str, ...]] = ()
     #: Soft ordering: run after these when present, unless a hard edge (``requires``/``after``)

@@ -15,6 +15,12 @@ The order is a topological sort that is stable with respect to the user's order
 (``lexicographical_topological_sort`` keyed by position), so a pipeline that already respects
 the constraints runs exactly as written. A cycle fails and names the passes on it.
 
+A pass's :class:`~ktx.passbase.Phase` (ownership, vector width, block size, unrolling, hints)
+orders the planner's tries, not this graph: the run order the edges encode crosses the phases
+(``expose``, a hint, runs first; ``vectorize`` runs before ``split``; the llm.c layernorm
+pipeline unrolls before ``vectorize``), so edges derived from phases would reorder tested and
+benchmarked pipelines. See :class:`~ktx.passbase.Phase`.
+
 Passes run one after another, each on the module the previous one produced (a later pass sees
 an earlier pass's loops and knobs). Each site is a transaction: its edits, knobs and launch
 changes are kept together, or dropped together with a remark.

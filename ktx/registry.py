@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ktx.errors import KtxError, Location
-from ktx.passbase import KNOB_NAME, OPTION_NAME, PASS_NAME, Pass
+from ktx.passbase import KNOB_NAME, OPTION_NAME, PASS_NAME, Pass, Phase
 
 PassClass = type[Pass[Any]]
 ENTRY_POINT_GROUP = "ktx.passes"
@@ -51,6 +51,9 @@ def check_pass(cls: PassClass) -> None:
         raise fail("summary must be one line of at most 120 characters")
     if cls.sites is Pass.sites or cls.rewrite is Pass.rewrite:
         raise fail("must implement sites() and rewrite()")
+    if not isinstance(cls.phase, Phase):
+        phases = ", ".join(f"Phase.{p.name}" for p in Phase)
+        raise fail(f"phase must be one of {phases}, not {cls.phase!r}")
     seen: set[str] = set()
     for opt in cls.options:
         if not OPTION_NAME.match(opt.name) or opt.name in seen:

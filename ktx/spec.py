@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ktx.dtypes import DTYPES, DType, lookup
 from ktx.errors import KtxError, Location
 from ktx.expr import Expr, Value
-from ktx.measure.dtypes import DTYPES, DType, lookup
 from ktx.tomlpos import KeyPath, TomlPositions
 
 if sys.version_info >= (3, 11):
@@ -521,17 +521,31 @@ def load_spec(path: str | Path) -> Spec:
     p = Path(path)
     if p.is_dir():
         p = p / SPEC_FILE
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise KtxError(
-            f"cannot read spec: {exc.strerror}", Location(str(p)), "every kernel folder needs a ktx.toml"
-        ) from None
-    spec = parse_spec(text, p)
+    spec = parse_spec(read_spec_text(p), p)
     from ktx.bounds import refuse_out_of_bounds  # the bounds check reads the spec's types
 
     refuse_out_of_bounds(spec)
     return spec
+
+
+def read_spec_text(p: Path) -> str:
+    """The spec's text; missing, a folder or not UTF-8 is a KtxError at the offending byte."""
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise KtxError(
+            f"cannot read spec: {exc.strerror}", Location(str(p)), "every kernel folder needs a ktx.toml"
+        ) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise KtxError(
+            f"the spec is not UTF-8 text (byte 0x{data[exc.start]:02x})",
+            Location(str(p), line, col),
+            "TOML files are UTF-8; save it as UTF-8",
+        ) from None
 
 
 def parse_spec(text: str, path: Path) -> Spec:
@@ -613,6 +627,7 @@ def parse_spec(text: str, path: Path) -> Spec:
     )  # fmt: skip
     _check_names(spec, top)
     _check_points(spec, top)
+    _check_kernel_defined(spec, top)
     return spec
 
 
@@ -769,6 +784,7 @@ def _args(top: _Table, pos: TomlPositions) -> tuple[Arg, ...]:
             continue
         if not t.has("shape"):
             raise t.error(None, f"argument {name!r} needs a 'shape' (array) or a 'value' (scalar)")
+        _shape_is_a_list(t, name)
         shape = t.exprs("shape", required=True)
         role = t.string("role", "in")
         if role not in ("in", "out", "inout"):
@@ -794,6 +810,49 @@ def _args(top: _Table, pos: TomlPositions) -> tuple[Arg, ...]:
         t.done(("name", "dtype", "shape", "role", "dist", *allowed))
         args.append(Arg(name, dtype, role, shape, None, Dist(kind, tuple(params)), t.loc()))
     return tuple(args)
+
+
+def _shape_is_a_list(t: _Table, name: str) -> None:
+    """``shape`` is one dimension per axis: an array or ``"[...]"``. A bare ``shape = 5`` or
+    ``shape = "n"`` would load as a 1-D buffer, which is rarely what was meant (a scalar takes
+    ``value``), so it is refused rather than guessed."""
+    value = t.data.get("shape")
+    if isinstance(value, list) or (isinstance(value, str) and value.strip().startswith("[")):
+        return
+    shown = f"{type(value).__name__} {value!r}"
+    raise t.error(
+        "shape",
+        f"expected an array of dimensions, got {shown}",
+        f'write shape = "[{value}]" for a 1-D buffer, or value = "..." for scalar {name!r}',
+    )
+
+
+def _check_kernel_defined(spec: Spec, top: _Table) -> None:
+    """The kernel the spec names is a ``__global__`` function of its source file: a typo here
+    would otherwise load, and fail only when the first candidate is compiled."""
+    from ktx.ir import parse
+
+    try:
+        module = parse(spec.source_text(), str(spec.folder / spec.source))
+    except KtxError:
+        return  # an unreadable source is reported where it is read, with its own location
+    names = [k.name for k in module.kernels]
+    if spec.kernel in names:
+        return
+    # A kernel defined in a local header, or one tree-sitter did not see as a kernel (built by
+    # a macro, say), still has its name in a text: only a name none of them has is wrong.
+    word = re.compile(rf"\b{re.escape(spec.kernel)}\b")
+    if not names and word.search(module.text_str):
+        return
+    for include in re.findall(r'^\s*#\s*include\s*"([^"]+)"', module.text_str, re.M):
+        for folder in spec.include_dirs:
+            header = Path(folder) / include
+            if header.is_file() and word.search(header.read_text(errors="replace")):
+                return
+    known = ", ".join(names) or "none found"
+    raise top.error(
+        "kernel", f"{spec.source} defines no kernel {spec.kernel!r}", f"kernels in {spec.source}: {known}"
+    )
 
 
 def _reference(top: _Table, path: Path) -> Reference:

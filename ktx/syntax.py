@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 from ktx.ir import Function, Module, Span
+from ktx.ir.facts.assign import assigned as assigned  # the one "who assigns x" walker
 from ktx.ir.syntax import exclusive as exclusive
 from ktx.ir.syntax import text as text  # re-exported: the canonical copy lives below ktx
 from ktx.ir.syntax import walk as walk
@@ -113,23 +114,6 @@ def uses_builtin(module: Module, node: ts.Node, name: str) -> bool:
         elif n.type == "identifier" and not field and text(module, n) == base:
             return True
     return False
-
-
-def assigned(module: Module, node: ts.Node) -> dict[str, list[ts.Node]]:
-    """Variables written under ``node`` (``x = ...``, ``x += ...``, ``++x``), by name.
-
-    Only plain identifiers count: ``a[i] = ...`` writes memory, not a variable.
-    """
-    found: dict[str, list[ts.Node]] = {}
-    for n in walk(node):
-        target: ts.Node | None = None
-        if n.type == "assignment_expression":
-            target = n.child_by_field_name("left")
-        elif n.type == "update_expression":
-            target = n.child_by_field_name("argument")
-        if target is not None and target.type == "identifier":
-            found.setdefault(text(module, target), []).append(n)
-    return found
 
 
 def memory_writes(module: Module, node: ts.Node) -> list[ts.Node]:

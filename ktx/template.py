@@ -43,7 +43,7 @@ from ktx.ir.edits import splice
 from ktx.errors import KtxError
 from ktx.expr import Expr, Value
 from ktx.launch import LaunchMapping
-from ktx.passbase import CONSTEXPR_PREFIX, MACRO_PREFIX, Knob, Outcome, outcome_from_json
+from ktx.passbase import CONSTEXPR_PREFIX, HELPERS, MACRO_PREFIX, Knob, Outcome, outcome_from_json
 
 HEADER_BEGIN = "// ktx:knobs begin"
 HEADER_END = "// ktx:knobs end"
@@ -318,7 +318,14 @@ class Template:
     def instantiate(self, config: Config | None = None) -> str:
         """Concrete CUDA for ``config`` (missing knobs take defaults); checks domains and constraints."""
         full = self.space.check(config or {})
-        return lower(self.source, full, self.pipeline)
+        return lower(self.source, full, self.pipeline, self.placeholders)
+
+    @property
+    def placeholders(self) -> frozenset[str]:
+        """Exactly the identifiers this template wrote for its knobs (``KTX_BLOCK_X``,
+        ``ktx_UNROLL_L0``) and the helpers (``KTX_PICK``, ``KTX_CDIV``): every other ``KTX_``
+        name in the source is the user's own code, left as written."""
+        return placeholder_names(self.space.knobs)
 
     def name_expression(self, config: Config | None = None) -> str:
         """``kernel<args>`` for the instantiated kernel; knob placeholders ``{NAME}`` filled in.
@@ -350,7 +357,7 @@ class Template:
                 "the file has no launch of the kernel; pass the spec's mapping",
             )
         return {
-            "source": lower(self.source, full, self.pipeline),
+            "source": lower(self.source, full, self.pipeline, self.placeholders),
             "name_expression": self.name_expression(full),
             "grid": launch.grid,
             "block": launch.block,
@@ -397,7 +404,7 @@ class Template:
 def header(knobs: Sequence[Knob], source: str, kernel: str, pipeline: str, newline: str = "\n") -> str:
     """The guarded knob header that makes a template compile with every knob at its default."""
     ours = [k.macro for k in knobs] + [k.constexpr for k in knobs] + ["KTX_PICK", "KTX_CDIV"]
-    code = _user_code(source)
+    code = user_code(source)
     for name in ours:
         line = _user_definition(code, name)
         if line is not None:
@@ -434,12 +441,22 @@ def header(knobs: Sequence[Knob], source: str, kernel: str, pipeline: str, newli
     return newline.join(lines) + newline
 
 
-def lower(source: str, values: Mapping[str, int], pipeline: str = "") -> str:
+def placeholder_names(knobs: Sequence[Knob]) -> frozenset[str]:
+    """The identifiers a template with ``knobs`` writes as placeholders, and nothing else."""
+    return frozenset([*(k.macro for k in knobs), *(k.constexpr for k in knobs), *HELPERS])
+
+
+def lower(
+    source: str, values: Mapping[str, int], pipeline: str = "", placeholders: frozenset[str] | None = None
+) -> str:
     """Template source -> concrete source for ``values`` (every knob must have one).
 
     Only code is rewritten: comments that mention a placeholder are left as written.
+    ``placeholders`` are the template's own names (:attr:`Template.placeholders`); a user's
+    ``#define KTX_HOLDOUT_WARP 32`` is not among them and stays code. Without them the knob
+    header's names are used, or, for a source with no header, every ``KTX_`` name.
     """
-    declared = header_placeholders(source)
+    declared = placeholders if placeholders is not None else header_placeholders(source)
     text = _drop_header(source, values, pipeline)
     text = _lower_conditionals(text, values)
     text = _lower_calls(text, values)
@@ -479,7 +496,7 @@ def header_placeholders(source: str) -> frozenset[str] | None:
     return frozenset(names)
 
 
-def _user_code(source: str) -> str:
+def user_code(source: str) -> str:
     """``source`` with the knob header and comments blanked (offsets and lines kept)."""
     begin = HEADER_BEGIN_LINE.search(source)
     stop = HEADER_END_LINE.search(source, begin.end()) if begin is not None else None

@@ -38,7 +38,7 @@ TORCH_DTYPES: Mapping[str, str] = {
     "int16": "int16", "uint16": "uint16", "int32": "int32", "uint32": "uint32", "int64": "int64",
     "uint64": "uint64", "bool": "bool",
 }  # fmt: skip
-_INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"].*$", re.M)
+_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"].*$", re.M)  # one line each, blank lines kept
 
 
 @dataclass(frozen=True)
@@ -57,20 +57,34 @@ class Export:
 
 def _run_info(run_dir: Path) -> tuple[Spec, str, Path]:
     """(spec, pipeline, folder with dispatch.json) of an optimize or a tune run folder."""
+    from ktx.commands._checks import read_json
+
+    hint = "the run folder is damaged: run ktx optimize or ktx tune again"
     state = run_dir / "optimize.json"
     if state.is_file():
-        data = json.loads(state.read_text(encoding="utf-8"))
-        spec_path = Path(str(data.get("spec", "")))
-        if not spec_path.is_file() and data.get("source_rel"):
-            spec_path = Path(str(data["source_rel"])).parent / "ktx.toml"
-        return load_spec(spec_path.parent), str(data.get("pipeline") or ""), run_dir / "final"
+        data = read_json(state, hint)
+        if not isinstance(data, dict):
+            raise KtxError("not a ktx optimize state (expected a JSON object)", Location(str(state)), hint)
+        recorded = [str(data.get("spec") or "")]
+        if data.get("source_rel"):
+            recorded.append(str(Path(str(data["source_rel"])).parent / "ktx.toml"))
+        spec_path = spec_of_run(run_dir, recorded, state)
+        return load_spec(spec_path), str(data.get("pipeline") or ""), run_dir / "final"
     log = run_dir / "log.jsonl"
     if log.is_file():
-        for line in log.read_text(encoding="utf-8").splitlines():
-            event = json.loads(line)
-            if event.get("event") == "start":
-                req = event.get("request", {})
-                return load_spec(req["kernel_dir"]), str(req.get("passes", "")), run_dir
+        for number, line in enumerate(log.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError as exc:
+                where = Location(str(log), number, exc.colno)
+                raise KtxError(f"corrupt JSON: {exc.msg}", where, hint) from None
+            if isinstance(event, dict) and event.get("event") == "start":
+                req = event.get("request")
+                if not isinstance(req, dict) or not req.get("kernel_dir"):
+                    raise KtxError("the start event names no kernel folder", Location(str(log), number), hint)
+                folder = str(req["kernel_dir"])
+                spec_path = spec_of_run(run_dir, [str(Path(folder) / "ktx.toml")], Location(str(log), number))
+                return load_spec(spec_path), str(req.get("passes", "")), run_dir
     raise KtxError(
         "not a run folder (no optimize.json or log.jsonl)",
         Location(str(run_dir)),
@@ -78,7 +92,36 @@ def _run_info(run_dir: Path) -> tuple[Spec, str, Path]:
     )
 
 
-def _variants(spec: Spec, pipeline: str, table: Mapping[str, Any] | None) -> list[Variant]:
+def spec_of_run(run_dir: Path, recorded: Sequence[str], where: Path | Location) -> Path:
+    """The spec a run folder names, found from any working directory.
+
+    New runs record absolute paths. Older ones recorded paths relative to the folder the run
+    was started in, which is not known; it is usually an ancestor of the run folder (the
+    default ``--out`` is ``.ktx/optimize/KERNEL`` under it), so each ancestor is tried, then
+    the working directory. The first existing ``ktx.toml`` wins."""
+    bases = [Path.cwd(), *run_dir.resolve().parents]
+    for text in recorded:
+        if not text:
+            continue
+        path = Path(text)
+        tries = [path] if path.is_absolute() else [base / path for base in bases]
+        for candidate in tries:
+            if candidate.is_file():
+                return candidate
+    loc = where if isinstance(where, Location) else Location(str(where))
+    names = ", ".join(repr(t) for t in dict.fromkeys(recorded) if t) or "none"
+    raise KtxError(
+        f"cannot find the run's spec (recorded: {names})",
+        loc,
+        "run ktx export from the folder the run was started in, or run it again",
+    )
+
+
+def _variants(spec: Spec, pipeline: str, table: Mapping[str, Any] | None, final: Path) -> list[Variant]:
+    """The original and each dispatched variant, instantiated through the harness's own seam
+    (:func:`ktx.pipeline.candidate_from_template`), and checked byte for byte against the
+    source the run measured (``final/best/variant_N.cu``): an export ships what was verified,
+    or says why it cannot."""
     from ktx.pipeline import candidate, candidate_from_template, template_for_spec
 
     out = [Variant("ktx_original", candidate(spec, "", {}))]
@@ -86,8 +129,35 @@ def _variants(spec: Spec, pipeline: str, table: Mapping[str, Any] | None) -> lis
         template = template_for_spec(spec, pipeline)
         for i, config in enumerate(table["variants"]):
             full = {**dict(table.get("defaults", {})), **dict(config)}
-            out.append(Variant(f"ktx_v{i}", candidate_from_template(spec, template, full)))
+            cand = candidate_from_template(spec, template, full)
+            measured = measured_source(final / "best" / f"variant_{i}.cu")
+            if measured is not None and measured != cand.source:
+                raise KtxError(
+                    f"variant {i} ({', '.join(f'{k}={v}' for k, v in config.items())}) is not the "
+                    "source the run measured: the kernel file or ktx changed since the run",
+                    Location(str(final / "best" / f"variant_{i}.cu")),
+                    "run ktx optimize again, then export",
+                )
+            out.append(Variant(f"ktx_v{i}", cand))
     return out
+
+
+#: The first line ``ktx tune`` and ``ktx optimize`` write above a measured variant's source.
+VARIANT_HEADER = "// ktx tune: "
+
+
+def measured_source(path: Path) -> str | None:
+    """The instantiated source a run measured for one variant (its knob line removed), or None
+    when the run did not keep it."""
+    if not path.is_file():
+        return None
+    return without_knob_line(path.read_text(encoding="utf-8", errors="surrogateescape"))
+
+
+def without_knob_line(text: str) -> str:
+    """A variant file's text less the ``// ktx tune: K=V,...`` line above the source."""
+    first, newline, rest = text.partition("\n")
+    return rest if first.startswith(VARIANT_HEADER) and newline else text
 
 
 def _wrapped(namespace: str, source: str) -> tuple[list[str], str]:
@@ -358,11 +428,15 @@ def export_torch(run_dir: str | Path, out: str | Path | None = None) -> Export:
     """Write the extension of ``run_dir``'s dispatched kernel into ``out`` (default RUN_DIR/torch)."""
     run = Path(run_dir)
     if not run.is_dir():
-        raise KtxError("no such run folder", Location(str(run)), "give the --out folder of ktx optimize")
+        what = "is a file, not a run folder" if run.exists() else "no such run folder"
+        raise KtxError(what, Location(str(run)), "give the --out folder of ktx optimize or ktx tune")
     spec, pipeline, final = _run_info(run)
     dispatch = final / "dispatch.json"
-    table = json.loads(dispatch.read_text(encoding="utf-8")) if dispatch.is_file() else None
-    variants = _variants(spec, pipeline, table)
+    from ktx.commands._checks import read_json
+
+    hint = "the run folder is damaged: run ktx optimize or ktx tune again"
+    table = read_json(dispatch, hint) if dispatch.is_file() else None
+    variants = _variants(spec, pipeline, table, final)
     folder = Path(out) if out is not None else run / "torch"
     folder.mkdir(parents=True, exist_ok=True)
     cu = folder / "kernels.cu"

@@ -9,7 +9,7 @@ import tree_sitter as ts
 from ktx.ir import Loop, Module
 
 from ktx import syntax
-from ktx.launch import LaunchMapping, launch_dims
+from ktx.launch import LaunchMapping, divide_grid_x
 from ktx.passbase import Rewriter, Site, Target
 
 
@@ -107,13 +107,11 @@ def shrink_grid(rw: Rewriter, macro: str, knob: str) -> None:
     module = rw.target.module
     done: set[int] = set()
     for launch in rw.target.launches:
-        dims = launch_dims(module, launch, "grid")
-        x = dims.components[0]
-        if x.start_byte in done:
+        start, end, text = divide_grid_x(module, launch, macro)
+        if start in done:
             continue
-        done.add(x.start_byte)
-        text = syntax.text(module, x)
-        rw.replace_bytes(x.start_byte, x.end_byte, f"KTX_CDIV({text}, {macro})")
+        done.add(start)
+        rw.replace_bytes(start, end, text)
     mapping = rw.mapping
     if mapping is not None:
         grid = (f"ceil_div({mapping.grid[0]}, {knob})", *mapping.grid[1:])

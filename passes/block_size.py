@@ -38,20 +38,22 @@ import re
 from collections.abc import Iterator
 
 import tree_sitter as ts
-from ktx.ir import Module
+from ktx.ir import LaunchSite, Module
 from ktx.ir.affine import BlockAlias, kernel_index
 from ktx.ir.consteval import int_literal
+from ktx.ir.index import eval_int_text
 from ktx.passes._common import KernelSite, kernel_node, powers_of_two, replace_literal, uses_shuffles
 
 from ktx import syntax
 from ktx.launch import LaunchMapping, is_constant, launch_dims, local_value, substitute
-from ktx.passbase import KnobSpec, Option, Pass, Refuse, Rewriter, Skip, Target
+from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
 AXES = "XYZ"
 
 
 class BlockSize(Pass[KernelSite]):
     name = "block-size"
+    phase = Phase.BLOCK
     summary = "block dimensions become knobs; __launch_bounds__ and the launch mapping follow"
     description = __doc__ or ""
     knobs = (
@@ -78,11 +80,15 @@ class BlockSize(Pass[KernelSite]):
         fn = target.kernel
         body = kernel_node(target)
         alias = _block_alias(target)
-        if alias is not None and alias.kind in ("template", "param"):
-            what = "template parameter" if alias.kind == "template" else "parameter"
+        if alias is not None and alias.kind == "template":
+            why = _template_refusal(target, alias)
+            if why is not None:
+                yield Skip(why, fn.name, fn.span)
+                return
+        if alias is not None and alias.kind == "param":
             yield Skip(
-                f"the kernel reads its block size as the {what} {alias.name}, which every launch also "
-                "passes as the block: the launcher's value would have to follow the knob",
+                f"the kernel reads its block size as the parameter {alias.name}, which every launch "
+                "also passes as the block: the launcher's value would have to follow the knob",
                 fn.name,
                 fn.span,
             )
@@ -97,7 +103,8 @@ class BlockSize(Pass[KernelSite]):
                 fn.span,
             )
             return
-        if alias is None and not syntax.uses_builtin(target.module, body, "blockDim"):
+        reads = syntax.uses_builtin(target.module, body, "blockDim") or _stride_macro(target) is not None
+        if alias is None and not reads:
             yield Skip(
                 "the kernel never reads blockDim: its work mapping assumes the launch's block size",
                 fn.name,
@@ -119,6 +126,16 @@ class BlockSize(Pass[KernelSite]):
                 fn.span,
             )
             return
+        opaque = [o for o in target.module.opaque_launches if o.kernel == fn.name]
+        if opaque:
+            o = opaque[0]
+            yield Skip(
+                f"{fn.name} is also launched through {o.helper}() (line {o.span.line}), which sets the "
+                "block inside the helper: that launch would not follow the knob",
+                fn.name,
+                fn.span,
+            )
+            return
         if target.mapping is None and not target.launches:
             yield Skip(
                 f"no launch of {fn.name} in this file and no launch mapping given (pass the spec's)",
@@ -133,6 +150,9 @@ class BlockSize(Pass[KernelSite]):
         module = target.module
         body = kernel_node(target)
         alias = _block_alias(target)
+        if alias is not None and alias.kind == "template":
+            self._rewrite_template(rw, alias, body)
+            return
         if alias is not None:
             self._rewrite_named(rw, alias, body)
             return
@@ -229,6 +249,40 @@ class BlockSize(Pass[KernelSite]):
             rw.set_mapping(self._edit_mapping(rw, mapping, 0, name, alias.value))
         self._launch_bounds(rw, knob, body)
 
+    def _rewrite_template(self, rw: Rewriter, alias: BlockAlias, body: ts.Node) -> None:
+        """``template <int BS> __global__ k`` launched ``k<256><<<g, 256>>>``: ``BS`` is blockDim.x.
+
+        The knob goes in both places at every launch (the template argument and the block), so
+        the kernel's strides and the shared arrays ``BS`` sizes follow. A template argument
+        cannot be "0: as the original", so this knob has no 0: its default is the original size.
+        """
+        target = rw.target
+        index = _template_index(target, alias)
+        current = _template_value(target, index)
+        if current is None:
+            raise Refuse(f"the template argument {alias.name} is not an integer constant at its launch")
+        lo, hi = max(1, self.int_option("min")), self.int_option("max")
+        name = "BLOCK_X"
+        values = sorted(set(powers_of_two(lo, hi)) | {current})
+        macro = rw.knob(
+            name, values, current, f"threads per block along x, and the kernel's {alias.name} (was {current})"
+        )
+        _check_literal_in_kernel(rw, current)
+        for site in target.launches:
+            rw.replace(site.template_arg_spans[index], macro)
+        self._edit_launchers(rw, 0, macro, current)
+        rw.set_template_arg(index, "{" + name + "}")
+        mapping = rw.mapping
+        if mapping is not None:
+            new, places = replace_literal(mapping, current, name)
+            rw.set_mapping(new)
+            rw.note(f"launch mapping: {current} -> {name} in {', '.join(places) or 'nothing'}")
+        rw.note(
+            f"{alias.name} (template parameter) is the launch's block size: the template argument and "
+            "the block both take the knob"
+        )
+        self._launch_bounds(rw, macro, body)
+
     def _x_is_32(self, target: Target, mapping: LaunchMapping | None) -> bool:
         if mapping is not None:
             return is_constant(mapping.resolved().block[0]) == 32
@@ -263,17 +317,27 @@ class BlockSize(Pass[KernelSite]):
             text = syntax.text(module, node)
             if re.fullmatch(r"\s*KTX_[A-Z0-9_]+\s*", text):
                 raise Refuse(f"the block size is already the knob {text.strip()[4:]}")
-            if local is None and int_literal(text) is not None:
+            literal = text.strip() if local is None and int_literal(text) is not None else None
+            if literal is None and current is not None and axis == 0:
+                literal = str(current)  # ``<<<(n + 255) / 256, BS>>>``: the grid does not follow BS
+            if literal is not None:
                 grid = launch_dims(module, site, "grid")
                 grid_text = " ".join(syntax.text(module, g) for g in grid.components)
-                if text in grid_text.replace("(", " ").replace(")", " ").split():
+                if literal in re.split(r"[^\w]+", grid_text):
                     raise Refuse(
-                        f"the grid repeats the block's literal {text} (line {site.span.line}); name it "
+                        f"the grid repeats the block's literal {literal} (line {site.span.line}); name it "
                         "(a constexpr) or run expose first, so both follow the knob"
                     )
             if current is not None:
                 _check_literal_in_kernel(rw, current)
-            rw.replace_bytes(node.start_byte, node.end_byte, f"KTX_PICK({macro}, ({text}))")
+            picked = f"KTX_PICK({macro}, ({text}))"
+            rw.replace_bytes(node.start_byte, node.end_byte, picked)
+            if local is None and node.type == "identifier" and axis == 0:
+                # ``<<<(n + BS - 1) / BS, BS>>>``: the grid follows the block, as the mapping does.
+                for use in _uses_in_grid(module, site, text):
+                    if use.start_byte not in done:
+                        done.add(use.start_byte)
+                        rw.replace_bytes(use.start_byte, use.end_byte, picked)
 
     def _edit_mapping(
         self, rw: Rewriter, mapping: LaunchMapping, axis: int, name: str, current: int | None
@@ -316,6 +380,83 @@ class BlockSize(Pass[KernelSite]):
         if declarator is None:
             raise Refuse("cannot find the kernel's declarator to attach __launch_bounds__")
         rw.insert(declarator.start_byte, f"__launch_bounds__({threads}) ")
+
+
+#: Loop macros that projects take from Caffe2/PyTorch: a grid-stride loop over ``n`` items
+#: (``for (i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)``),
+#: usually defined in a header the file includes.
+_GRID_STRIDE_MACROS = (
+    "CUDA_1D_KERNEL_LOOP",
+    "CUDA_KERNEL_LOOP",
+    "CUDA_KERNEL_LOOP_TYPE",
+    "CUDA_1D_KERNEL_LOOP_T",
+)
+
+
+def _stride_macro(target: Target) -> str | None:
+    """A loop macro the kernel runs its work in whose expansion reads blockDim, or None.
+
+    Either one of the well-known grid-stride loop macros, or a function-like macro the file
+    defines with ``blockDim`` in its body. Work in a grid-stride loop does not depend on the
+    block size, so the knob may change it.
+    """
+    module = target.module
+    text = module.text(target.kernel.body)
+    defined = {m.name: m.value for m in module.macros if m.params is not None}
+    for match in re.finditer(r"\b([A-Z_][A-Z0-9_]*)\s*\(", text):
+        name = match.group(1)
+        if name in defined:
+            if "blockDim" in defined[name] and "gridDim" in defined[name]:
+                return name
+        elif name in _GRID_STRIDE_MACROS:
+            return name
+    return None
+
+
+def _template_index(target: Target, alias: BlockAlias) -> int:
+    return next(i for i, p in enumerate(target.kernel.template_params) if p.name == alias.name)
+
+
+def _template_value(target: Target, index: int) -> int | None:
+    """The integer every launch passes for template parameter ``index`` (through macros/constexprs)."""
+    module = target.module
+    env = kernel_index(module, target.kernel).env
+    values = {
+        eval_int_text(site.template_args[index], dict(env)) if index < len(site.template_args) else None
+        for site in target.launches
+    }
+    return next(iter(values)) if len(values) == 1 else None
+
+
+def _template_refusal(target: Target, alias: BlockAlias) -> str | None:
+    """Why a block size read as a template parameter cannot become the knob, or None."""
+    index = _template_index(target, alias)
+    if not target.launches:
+        return f"the block size is the template parameter {alias.name}, and no launch in the file sets it"
+    for site in target.launches:
+        if index >= len(site.template_arg_spans):
+            return (
+                f"the launch at line {site.span.line} does not write the template argument {alias.name} "
+                "(deduced or defaulted): the knob has nowhere to go"
+            )
+        if site.macro is not None:
+            return f"the launch at line {site.span.line} sits in the macro {site.macro}, shared by other uses"
+    if _template_value(target, index) is None:
+        return f"the launches pass {alias.name} values that are not one integer constant"
+    return None
+
+
+def _uses_in_grid(module: Module, site: LaunchSite, name: str) -> list[ts.Node]:
+    """The identifiers ``name`` in the grid of ``site`` (a named block size the grid divides by)."""
+    grid = launch_dims(module, site, "grid")
+    if grid.whole_dim3:
+        return []
+    return [
+        n
+        for comp in grid.components
+        for n in syntax.walk(comp)
+        if n.type == "identifier" and syntax.text(module, n) == name
+    ]
 
 
 def _block_alias(target: Target) -> BlockAlias | None:

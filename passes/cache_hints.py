@@ -37,13 +37,14 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 from ktx.ir import Function, Module
-from ktx.ir.access import Root, element_size, roots
-from ktx.ir.affine import LOAD_INTRINSICS, STORE_INTRINSICS
+from ktx.ir.access import Root, element_size
+from ktx.ir.facts.kinds import LOAD_INTRINSICS, STORE_INTRINSICS, access_kind, intrinsic_of
+from ktx.ir.facts.writes import callee_name, param_types, pointer_root, read_only_problem
 from ktx.passes._common import line_of
 from ktx.passes._device import LOAD_HINTS, STORE_HINTS, PreludeSite, insert_prelude, prelude_site
 
 from ktx import syntax
-from ktx.passbase import KnobSpec, Option, OptionValue, Pass, Refuse, Rewriter, Site, Skip, Target
+from ktx.passbase import KnobSpec, Option, OptionValue, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
 _WIDTHS = (1, 2, 4, 8, 16)
 
@@ -63,6 +64,7 @@ class HintSite(Site):
 
 class CacheHints(Pass[HintSite | PreludeSite]):
     name = "cache-hints"
+    phase = Phase.HINTS
     summary = (
         "knobs for the cache policy of read-only loads (__ldg, ld.global.nc) and streaming stores (__stcs)"
     )
@@ -101,9 +103,18 @@ class CacheHints(Pass[HintSite | PreludeSite]):
     def sites(self, target: Target) -> Iterator[HintSite | PreludeSite | Skip]:
         self._rewritten = []
         module, fn = target.module, target.kernel
-        known = roots(module, fn)
+        facts = module.facts(fn, target.template_args)
+        # a volatile pointer keeps its accesses as written: the hint's cast would drop the qualifier
+        volatile = [p for p in fn.params if p.is_pointer and "volatile" in p.type.split()]
+        for p in volatile:
+            yield Skip(
+                f"{p.name} is a volatile pointer (line {p.span.line}): its accesses keep their cache policy",
+                f"{p.name}:volatile",
+                p.span,
+            )
+        known = {n: r for n, r in facts.roots.items() if r.name not in {p.name for p in volatile}}
         body = module.node(fn.body)
-        written = written_roots(module, fn, known)
+        written = facts.written_roots
         loads: dict[str, list[ts.Node]] = {}
         stores: dict[str, list[ts.Node]] = {}
         odd: dict[str, str] = {}
@@ -113,6 +124,13 @@ class CacheHints(Pass[HintSite | PreludeSite]):
             elif n.type == "call_expression":
                 _packed(module, n, known, loads, stores)
                 _intrinsic(module, fn, target, n, known, loads, stores, odd)
+        for name, line in _volatile_roots(module, fn, known).items():
+            for direction in ("load", "store"):
+                odd.setdefault(
+                    f"{name}:{direction}",
+                    f"{direction}s of {name} go through a volatile pointer (line {line}): a cache "
+                    "policy would drop volatile (every access must reach memory as written)",
+                )
         refused: set[str] = set()
         for key, why in sorted(odd.items()):
             refused.add(key)
@@ -220,122 +238,6 @@ def _knob_stem(subject: str) -> str:
 # -- legality ------------------------------------------------------------------------------------
 
 
-def written_roots(module: Module, fn: Function, known: dict[str, Root]) -> set[str]:
-    """Roots the kernel may write: subscript and dereference stores, pointers passed to writers.
-
-    A pointer passed to a call counts as written unless the callee's matching parameter is a
-    pointer to const (the file's helpers), or the callee is a known read-only intrinsic.
-    """
-    body = module.node(fn.body)
-    out: set[str] = set()
-    params_of = _param_types(module)
-    for n in syntax.walk(body):
-        target: ts.Node | None = None
-        if n.type == "assignment_expression":
-            target = n.child_by_field_name("left")
-        elif n.type == "update_expression":
-            target = n.child_by_field_name("argument")
-        if target is not None:
-            for ident in syntax.identifiers(target):
-                root = known.get(syntax.text(module, ident))
-                if root is not None and root.name and target.type != "identifier":
-                    out.add(root.name)
-        if n.type == "call_expression":
-            callee = n.child_by_field_name("function")
-            args = n.child_by_field_name("arguments")
-            if callee is None or args is None:
-                continue
-            text = syntax.text(module, callee)
-            if text.startswith(("ktx::load", "ktx::ld", "__ld")):
-                continue  # reads
-            types = params_of.get(_callee(module, callee))
-            for i, arg in enumerate(a for a in args.named_children if a.type != "comment"):
-                root = _pointer_root(module, arg, known)
-                if root is None:
-                    continue
-                if types is not None and all(i < len(t) and _const_pointer(t[i]) for t in types):
-                    continue
-                out.add(root.name)
-    return out
-
-
-def _pointer_root(module: Module, node: ts.Node, known: dict[str, Root]) -> Root | None:
-    """The root of a pointer-valued expression (``p``, ``p + k``, ``&p[i]``, casts of those)."""
-    n = node
-    while n.type == "parenthesized_expression" and n.named_child_count == 1:
-        n = n.named_children[0]
-    if n.type == "identifier":
-        root = known.get(syntax.text(module, n))
-        return root if root is not None and root.name else None
-    if n.type == "binary_expression":
-        op = n.child_by_field_name("operator")
-        if op is not None and op.type in ("+", "-"):
-            for side in ("left", "right"):
-                child = n.child_by_field_name(side)
-                found = _pointer_root(module, child, known) if child is not None else None
-                if found is not None:
-                    return found
-        return None
-    if n.type == "pointer_expression":
-        op = n.child_by_field_name("operator")
-        arg = n.child_by_field_name("argument")
-        if op is not None and op.type == "&" and arg is not None and arg.type == "subscript_expression":
-            base = arg.child_by_field_name("argument")
-            return _pointer_root(module, base, known) if base is not None else None
-        return None
-    if n.type == "cast_expression":
-        value = n.child_by_field_name("value")
-        return _pointer_root(module, value, known) if value is not None else None
-    if n.type == "call_expression":
-        callee = n.child_by_field_name("function")
-        args = n.child_by_field_name("arguments")
-        if callee is not None and "_cast" in syntax.text(module, callee) and args is not None:
-            named = [a for a in args.named_children if a.type != "comment"]
-            return _pointer_root(module, named[0], known) if len(named) == 1 else None
-    return None
-
-
-def _const_pointer(type_text: str) -> bool:
-    head = type_text.split("*")[0]
-    return "*" in type_text and "const" in head.split()
-
-
-def _param_types(module: Module) -> dict[str, list[list[str]]]:
-    out: dict[str, list[list[str]]] = {}
-    for f in module.functions:
-        out.setdefault(f.name, []).append([p.type for p in f.params])
-    return out
-
-
-def _callee(module: Module, callee: ts.Node) -> str:
-    if callee.type == "template_function":
-        name = callee.child_by_field_name("name")
-        callee = name if name is not None else callee
-    if callee.type == "field_expression":
-        field = callee.child_by_field_name("field")
-        return syntax.text(module, field) if field is not None else ""
-    if callee.type == "qualified_identifier":
-        name = callee.child_by_field_name("name")
-        if name is not None:
-            return _callee(module, name)
-    return syntax.text(module, callee).split("::")[-1].strip()
-
-
-def read_only_problem(root: Root, written: set[str], known: dict[str, Root]) -> str:
-    """Why loads of ``root`` may not take the read-only path, or '' when they may."""
-    if root.space != "global" or not root.name:
-        return "not global memory"
-    if root.name in written:
-        return "the kernel writes it"
-    if not root.const:
-        return "not declared const"
-    if not root.restrict:
-        others = sorted(w for w in written if known.get(w, root).space == "global")
-        if others:
-            return f"not __restrict__, and the kernel writes {', '.join(others)}, which may alias it"
-    return ""
-
-
 # -- finding accesses ----------------------------------------------------------------------------
 
 
@@ -357,18 +259,70 @@ def _direct(
     size = element_size(module, root.element_type, fn, target.template_args)
     if size not in _WIDTHS:
         return
-    parent = sub.parent
+    # ``(p[i]) = v``, ``&(p[i])``: the parentheses do not change what the subscript is used for.
+    use, parent = sub, sub.parent
+    while parent is not None and parent.type == "parenthesized_expression":
+        use, parent = parent, parent.parent
     if parent is None:
         return
-    if parent.type == "assignment_expression" and parent.child_by_field_name("left") == sub:
+    if parent.type == "assignment_expression" and parent.child_by_field_name("left") == use:
         op = parent.child_by_field_name("operator")
         outer = parent.parent
         if op is not None and op.type == "=" and outer is not None and outer.type == "expression_statement":
             stores.setdefault(root.name, []).append(parent)
         return
-    if parent.type in ("update_expression", "pointer_expression") or _inside_call_of(module, sub, "ld"):
+    # the one classifier: ``&(p[i])`` is an address (wrapping it in a load would not build), an
+    # intrinsic's argument is handled with the intrinsic, ``(p[i]) = v`` is no plain load
+    if access_kind(sub) != "load" or intrinsic_of(sub) or _inside_call_of(module, sub, "ld"):
+        return
+    if _binds_reference(module, use, parent):
         return
     loads.setdefault(root.name, []).append(sub)
+
+
+def _binds_reference(module: Module, use: ts.Node, parent: ts.Node) -> bool:
+    """Whether ``use`` (an element) is bound to a non-const reference, so it must stay an lvalue.
+
+    ``float& r = p[i];`` and ``helper(p[i])`` where the file's ``helper`` takes ``float&``:
+    ``ktx::ld(&p[i])`` is a value, and binding it would not compile (nor write through).
+    """
+    if parent.type == "init_declarator" and parent.child_by_field_name("value") == use:
+        declarator = parent.child_by_field_name("declarator")
+        return declarator is not None and declarator.type == "reference_declarator"
+    call = parent.parent
+    if parent.type == "argument_list" and call is not None and call.type == "call_expression":
+        callee = call.child_by_field_name("function")
+        if callee is None:
+            return False
+        index = [c.id for c in parent.named_children if c.type != "comment"].index(use.id)
+        for types in param_types(module).get(callee_name(module, callee), []):
+            if index < len(types) and _mutable_reference(types[index]):
+                return True
+    return False
+
+
+def _mutable_reference(type_text: str) -> bool:
+    """``float&`` (not ``const float&``, nor ``float&&``, nor a pointer)."""
+    head, amp, _ = type_text.partition("&")
+    return bool(amp) and "&&" not in type_text and "*" not in head and "const" not in head.split()
+
+
+def _volatile_roots(module: Module, fn: Function, known: dict[str, Root]) -> dict[str, int]:
+    """Roots reached through a ``volatile`` pointer (parameter or local), with the line that says so."""
+    found: dict[str, int] = {}
+    for p in fn.params:
+        if re.search(r"\bvolatile\b", p.type) and p.name in known and known[p.name].name:
+            found.setdefault(known[p.name].name, p.span.line)
+    for node in syntax.walk(module.node(fn.body)):
+        if node.type != "declaration" or not re.search(r"\bvolatile\b", syntax.text(module, node)):
+            continue
+        for decl in node.children_by_field_name("declarator"):
+            named = decl.child_by_field_name("declarator") if decl.type == "init_declarator" else decl
+            for ident in syntax.identifiers(named) if named is not None else []:
+                root = known.get(syntax.text(module, ident))
+                if root is not None and root.name:
+                    found.setdefault(root.name, line_of(node))
+    return found
 
 
 #: Intrinsics the knobs can reproduce, with the knob value that does.
@@ -407,7 +361,7 @@ def _intrinsic(
     named = [a for a in args.named_children if a.type != "comment"] if args is not None else []
     if not named:
         return
-    root = _pointer_root(module, named[0], known)
+    root = pointer_root(module, named[0], known)
     if root is None or root.space != "global":
         return
     direction = "load" if name in LOAD_INTRINSICS else "store"
@@ -463,7 +417,12 @@ def _packed(
 
 
 def _helpers(
-    module: Module, fn: Function, known: dict[str, Root], written: set[str], do_loads: bool, do_stores: bool
+    module: Module,
+    fn: Function,
+    known: dict[str, Root],
+    written: frozenset[str],
+    do_loads: bool,
+    do_stores: bool,
 ) -> Iterator[HintSite | Skip]:
     """Device functions called from the kernel that dereference one of their pointer parameters."""
     body = module.node(fn.body)
@@ -471,7 +430,7 @@ def _helpers(
     for call in syntax.calls(module, body):
         callee = call.child_by_field_name("function")
         if callee is not None:
-            called.setdefault(_callee(module, callee), []).append(call)
+            called.setdefault(callee_name(module, callee), []).append(call)
     for helper in module.functions:
         if not helper.is_device or helper.name not in called:
             continue

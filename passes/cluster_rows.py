@@ -47,13 +47,15 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 from ktx.ir import Module
+from ktx.ir.facts.assign import assigned
+from ktx.ir.facts.reductions import update_of
 from ktx.passes._common import kernel_node, line_of, powers_of_two
 from ktx.passes._variants import Variants, insert_after_line, insert_before_line, line_bounds
 from ktx.passes.split import RowLoop, _row_loop
 
 from ktx import syntax
 from ktx.launch import launch_dims
-from ktx.passbase import KnobSpec, Option, Pass, Refuse, Rewriter, Site, Skip, Target
+from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
 COND = "KTX_CLUSTER > 1"
 RANK = "blockIdx.y"
@@ -83,6 +85,7 @@ class ClusterSite(Site):
 
 class ClusterRows(Pass[ClusterSite]):
     name = "cluster-rows"
+    phase = Phase.OWNERSHIP
     summary = "split a one-block-per-row reduction over a thread-block cluster (knob CLUSTER, sm_90)"
     description = __doc__ or ""
     knobs = (
@@ -148,7 +151,7 @@ class ClusterRows(Pass[ClusterSite]):
                 )
                 return
         try:
-            reduction = _reduction(module, body, rows)
+            reduction = _block_reduction(module, body, rows)
         except Refuse as refusal:
             yield Skip(refusal.reason, fn.name, fn.span)
             return
@@ -357,18 +360,19 @@ class ClusterRows(Pass[ClusterSite]):
 
 
 # -- analysis --------------------------------------------------------------------------------
-# Syntactic for now; the seam for the shared index analysis (ir/affine) is _reduction: it
-# answers "which loops accumulate what, where does the block total land, who reads it".
+# Which row loops accumulate and how their updates combine come from the one reduction
+# recogniser (ktx.ir.facts.reductions); this pass adds where the block total lands and who
+# reads it (_block_reduction).
 
 
-def _reduction(module: Module, body: ts.Node, rows: list[RowLoop]) -> Reduction:
+def _block_reduction(module: Module, body: ts.Node, rows: list[RowLoop]) -> Reduction:
     """The block reduction that follows the accumulating row loops, or Refuse saying what is missing."""
     accumulating: list[tuple[RowLoop, ts.Node, list[str]]] = []
     for row in rows:
         stmt = _top_statement(module.node(row.loop.span), body)
         assert stmt is not None
         local = syntax.declared_names(module, stmt) | {row.loop.var or ""}
-        carried = sorted(set(syntax.assigned(module, stmt)) - local)
+        carried = sorted(set(assigned(module, stmt)) - local)
         if carried:
             accumulating.append((row, stmt, carried))
     if not accumulating:
@@ -430,27 +434,20 @@ def _reduction(module: Module, body: ts.Node, rows: list[RowLoop]) -> Reduction:
 
 
 def _combine(module: Module, loops: list[tuple[ts.Node, list[str]]]) -> str:
-    """How the accumulators combine: ``+`` for ``acc += x``, the function for ``acc = f(acc, x)``."""
+    """How the accumulators combine: ``+`` for a sum (``acc += x``), the function for
+    ``acc = f(acc, x)``; each write must be an update that :mod:`ktx.ir.facts.reductions` knows."""
     kinds: set[str] = set()
     for stmt, names in loops:
-        for name, writes in syntax.assigned(module, stmt).items():
+        for name, writes in assigned(module, stmt).items():
             if name not in names:
                 continue
             for w in writes:
-                op = w.child_by_field_name("operator")
-                right = w.child_by_field_name("right")
-                op_text = syntax.text(module, op) if op is not None else ""
-                if op_text == "+=":
+                update = update_of(module, w, name)
+                if update is not None and update.op == "sum" and not update.negated:
                     kinds.add("+")
                     continue
-                fn = (
-                    right.child_by_field_name("function")
-                    if right is not None and right.type == "call_expression"
-                    else None
-                )
-                fn_name = syntax.text(module, fn) if fn is not None else ""
-                if op_text == "=" and fn_name in COMBINES:
-                    kinds.add(fn_name)
+                if update is not None and update.op in ("max", "min") and update.call in COMBINES:
+                    kinds.add(update.call)
                     continue
                 raise Refuse(
                     f"line {line_of(w)}: {syntax.text(module, w)} is neither acc += x nor "

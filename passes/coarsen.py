@@ -47,7 +47,7 @@ from ktx.passes._common import indent_lines, kernel_node, line_of, powers_of_two
 from ktx.passes._per_thread import derived_locals, runs_before
 
 from ktx import syntax
-from ktx.passbase import KnobSpec, Option, Pass, Refuse, Rewriter, Site, Skip, Target
+from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
 SYNC = syntax.BARRIERS | syntax.SHUFFLES
 
@@ -65,6 +65,7 @@ class CoarsenSite(Site):
 
 class Coarsen(Pass[CoarsenSite]):
     name = "coarsen"
+    phase = Phase.VECTORIZE
     summary = "each thread handles COARSEN items; the grid is divided by COARSEN, bounds checks kept"
     description = __doc__ or ""
     knobs = (

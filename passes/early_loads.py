@@ -41,12 +41,11 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 from ktx.ir import Loop, Module
-from ktx.ir.access import roots
 from ktx.passes._common import kernel_node, line_of
 from ktx.passes._variants import insert_after_line, line_bounds, wrap_lines
 
 from ktx import syntax
-from ktx.passbase import KnobSpec, Option, Pass, Refuse, Rewriter, Site, Skip, Target
+from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
 COND = "KTX_PREFETCH > 0"
 
@@ -92,6 +91,7 @@ class EarlySite(Site):
 
 class EarlyLoads(Pass[EarlySite]):
     name = "early-loads"
+    phase = Phase.UNROLL
     summary = "issue the loads of the loop after a reduction before the reduction (knob PREFETCH)"
     description = __doc__ or ""
     knobs = (
@@ -252,7 +252,7 @@ class EarlyLoads(Pass[EarlySite]):
         label: str,
     ) -> tuple[HoistedLoad, ...]:
         module = target.module
-        rts = roots(module, target.kernel)
+        rts = module.facts(target.kernel, target.template_args).roots
         locals_ = syntax.local_declarations(module, loop_body)
         found: list[HoistedLoad] = []
         why: list[str] = []

@@ -17,25 +17,43 @@ where).
 Refused, with the reason as a remark: warp-size constants (hardware), values computed from
 ``sizeof`` (pack widths tied to an element type), constants that map threads to work
 (``threadIdx.x / THREADS_PER_GROUP``: the shuffle masks assume them), host copies of a refused
-device constant, a 32 that is the warp the kernel shuffles over, and template parameters that
-take different values at different launch sites (they select behaviour, like ``TOPK``).
+device constant, a 32 that is the warp the kernel (or a device function it calls) shuffles over,
+and template parameters that take different values at different launch sites (they select
+behaviour, like ``TOPK``). Also refused, so that every value computes the same result: a
+constant computed from another (``NUM_WARPS = THREADS / 32`` follows ``THREADS``), one that lays
+out a buffer (``in + token * TOPK * d``), one the spec sets from a shape variable
+(``template_args = [..., "{topk}"]``) or names as one, and one fed to a ``static_assert`` ktx
+cannot evaluate; an assert it can evaluate narrows the domain to the values it accepts
+(``VEC * sizeof(T) <= 16``). A launch literal written twice in the expression it sets
+(``d < 1024 ? d : 1024``) changes in both places, and in the block's mapping only, so the
+launcher ships what is measured. See ``ktx/passes/_expose_checks.py``.
 """
 
 from __future__ import annotations
 
+import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import tree_sitter as ts
 from ktx.ir import Function, Module, Span
 from ktx.ir.analysis import PerfConstant, perf_constants
 from ktx.ir.consteval import int_literal
-from ktx.passes._common import around, replace_literal, uses_shuffles
+from ktx.passes._common import around, replace_literal
+from ktx.passes._expose_checks import (
+    allowed_by_asserts,
+    derived_from,
+    named_like_a_variable,
+    region_literals,
+    sizes_the_data,
+    spec_selected,
+    warp_sized_callees,
+)
 
 from ktx import syntax
 from ktx.launch import LaunchMapping, substitute
-from ktx.passbase import KnobSpec, Option, Pass, Rewriter, Site, Skip, Target
+from ktx.passbase import KnobSpec, Option, Pass, Phase, Rewriter, Site, Skip, Target
 
 #: Names of constants that size a block (not ``MAX_BLOCKS``, a number of blocks).
 _BLOCKISH = re.compile(r"THREAD|BLOCK(?!S)|WARPS", re.I)
@@ -49,6 +67,7 @@ class ConstSite(Site):
 
 class Expose(Pass[ConstSite]):
     name = "expose"
+    phase = Phase.HINTS
     summary = "lift the compile-time performance constants a kernel already has into knobs"
     description = __doc__ or ""
     knobs = (
@@ -80,14 +99,27 @@ class Expose(Pass[ConstSite]):
             for site in target.launches
             for lit in _tied_literals(module, site.config, c.value)
         }
+        # A launch literal written twice in the expression it sets (``d < 1024 ? d : 1024``) is
+        # one knob; its copies follow it, or are refused with it.
+        copies: dict[int, tuple[str, str | None]] = {}
         for c in consts:
             knob = _knob_name(module, c)
             if c.kind == "launch-literal" and c.span.start in tied:
                 yield Skip(f"{c.value} follows the kernel's template parameter of that value", knob, c.span)
                 continue
+            if c.span.start in copies:
+                first, why = copies[c.span.start]
+                text = f"{c.value} follows {first}, the same literal in the same expression"
+                yield Skip(text if why is None else f"{text}, which is refused: {why}", knob, c.span)
+                continue
             if wanted and knob not in wanted and c.name.upper() not in wanted:
                 continue
             reason = self._refusal(target, c, refused)
+            if c.kind == "launch-literal":
+                for lit in _copies(module, c)[1:]:
+                    copies[lit.start_byte] = (knob, reason)
+            if reason is None:
+                reason = self._domain(target, c, knob)[1]
             if reason is not None:
                 refused.add(c.name)
                 yield Skip(reason, c.name if c.kind != "launch-literal" else knob, c.span)
@@ -102,23 +134,77 @@ class Expose(Pass[ConstSite]):
         if "WARP" in c.name.upper() and "WARPS" not in c.name.upper():
             return f"{c.name} is the warp size, fixed by the hardware"
         value_text = module.text(c.span)
-        if "KTX_" in value_text:
+        if target.placeholders_in(value_text):
             return f"{c.name} is already a knob"
         if "sizeof" in _declaration_text(module, c):
             return f"{c.name} is computed from sizeof: a pack width tied to the element type"
         if c.name in refused:
             return f"{c.name} must stay equal to the device-side {c.name}, which is not exposed"
+        if c.kind in ("constexpr", "define"):
+            bases = derived_from(module, c.name, c.span)
+            if bases:
+                return (
+                    f"{c.name} is computed from {', '.join(bases)} ({value_text.strip()}): it follows "
+                    f"{bases[0]}, so it is no knob of its own (expose {bases[0]} instead)"
+                )
+        if c.kind in ("constexpr", "define"):
+            selects = self._selects_what_is_computed(target, body, c)
+            if selects is not None:
+                return selects
         mapping = _thread_mapping_use(module, body, c.name)
         if mapping is not None:
             return (
                 f"{c.name} maps threads to work ({mapping}); changing it needs matching shuffle "
                 "masks and index math"
             )
-        if c.kind == "launch-literal" and c.value == 32 and uses_shuffles(module, body):
-            return "32 is the warp width the kernel's shuffles assume"
+        if c.kind == "launch-literal" and c.value == 32:
+            shuffle = warp_sized_callees(module, target.kernel)
+            if shuffle is not None:
+                return (
+                    f"32 is the warp width the kernel's shuffles assume ({shuffle}: whole warps "
+                    "along x, blockDim.x == warpSize)"
+                )
         if c.kind == "template-int":
-            return self._template_refusal(target, c)
+            return self._template_refusal(target, c) or self._selects_what_is_computed(target, body, c)
         return None
+
+    def _selects_what_is_computed(self, target: Target, body: ts.Node, c: PerfConstant) -> str | None:
+        """Why ``c`` selects *what* the kernel computes (not how fast), or None."""
+        why = "it selects what is computed, not how fast, and the spec and the reference depend on it"
+        if c.kind == "template-int":
+            index = next(i for i, p in enumerate(target.kernel.template_params) if p.name == c.name)
+            if index < len(target.template_args) and spec_selected(target.template_args[index]):
+                return f"{c.name} is set by the spec from {target.template_args[index]}: {why}"
+        if target.mapping is not None and target.mapping.origin == "spec":
+            # A spec's launch names its shape variables; a file's launcher also names constants.
+            var = named_like_a_variable(c.name, _shape_variables(target.mapping))
+            if var is not None:
+                return f"{c.name} is the shape variable {var} of the launch mapping: {why}"
+        product = sizes_the_data(target.module, body, target.kernel, c.name)
+        if product is not None:
+            return f"{c.name} sizes the data ({product}): {why}"
+        return None
+
+    def _domain(self, target: Target, c: PerfConstant, knob: str) -> tuple[tuple[int, ...], str | None]:
+        """The knob's values, less those the kernel's ``static_assert``s reject; or a refusal."""
+        assert c.value is not None
+        block_like = bool(_BLOCKISH.search(c.name) or _BLOCKISH.search(knob)) or c.kind == "launch-literal"
+        spread = max(2, self.int_option("spread"))
+        values = (
+            around(c.value, 32, 1024, spread)
+            if block_like and c.value >= 32
+            else around(c.value, 1, max(c.value * spread, 1), spread)
+        )
+        if c.kind == "launch-literal":
+            return tuple(values), None
+        kept, refusal = allowed_by_asserts(target.module, c.name, values, _type_arguments(target))
+        if refusal is not None:
+            return (), refusal
+        if len(kept) < len(values) and c.value not in kept:
+            return (), f"the kernel's static_assert rejects {c.name} = {c.value}, its own value"
+        if len(kept) <= 1:
+            return (), f"the kernel's static_assert allows {c.name} only its value {c.value}"
+        return kept, None
 
     def _template_refusal(self, target: Target, c: PerfConstant) -> str | None:
         index = next(i for i, p in enumerate(target.kernel.template_params) if p.name == c.name)
@@ -141,16 +227,10 @@ class Expose(Pass[ConstSite]):
     def rewrite(self, site: ConstSite, rw: Rewriter) -> None:
         c = site.const
         assert c.value is not None
-        block_like = (
-            bool(_BLOCKISH.search(c.name) or _BLOCKISH.search(site.knob)) or c.kind == "launch-literal"
-        )
-        spread = max(2, self.int_option("spread"))
-        values = (
-            around(c.value, 32, 1024, spread)
-            if block_like and c.value >= 32
-            else around(c.value, 1, max(c.value * spread, 1), spread)
-        )
+        values, _ = self._domain(rw.target, c, site.knob)
         macro = rw.knob(site.knob, values, c.value, f"{_kind_text(c)} {c.name} (was {c.value})")
+        if c.kind != "launch-literal" and set(values) != set(_unfiltered(self, c, site.knob)):
+            rw.note(f"the kernel's static_assert limits {site.knob} to {{{', '.join(map(str, values))}}}")
         if c.kind == "template-int":
             index = next(i for i, p in enumerate(rw.target.kernel.template_params) if p.name == c.name)
             tied: list[str] = []
@@ -164,6 +244,15 @@ class Expose(Pass[ConstSite]):
                 rw.note(f"the launch's literal {c.value} ({', '.join(tied)}) follows {site.knob}")
                 if rw.mapping is not None:
                     rw.set_mapping(replace_literal(rw.mapping, c.value, site.knob)[0])
+        elif c.kind == "launch-literal":
+            # Every copy of the literal in the expression it sets, so that the launcher ships
+            # the mapping ktx measures (min(d, BLOCK), not d < BLOCK ? d : 1024).
+            lits = _copies(rw.target.module, c)
+            for lit in lits:
+                rw.replace_bytes(lit.start_byte, lit.end_byte, macro)
+            if len(lits) > 1:
+                cols = ", ".join(f"col {lit.start_point[1] + 1}" for lit in lits)
+                rw.note(f"all {len(lits)} copies of {c.value} in that expression ({cols}) follow {site.knob}")
         else:
             rw.replace(c.span, macro)
         mapping = rw.mapping
@@ -175,7 +264,10 @@ class Expose(Pass[ConstSite]):
             return
         if c.kind == "template-int" or not _launch_use(c):
             return
-        new, places = replace_literal(mapping, c.value, site.knob)
+        if c.kind == "launch-literal":  # the block's expressions only, as in the source
+            new, places = replace_in_block(mapping, c.value, site.knob)
+        else:
+            new, places = replace_literal(mapping, c.value, site.knob)
         if places:
             rw.set_mapping(new)
             rw.note(f"launch mapping: {c.value} -> {site.knob} in {', '.join(places)}")
@@ -184,6 +276,73 @@ class Expose(Pass[ConstSite]):
                 f"the launch mapping has no literal {c.value}: {site.knob} changes the file's launcher "
                 "only (give the mapping its vars, ktx.launch.mapping_from_spec)"
             )
+
+
+def _copies(module: Module, c: PerfConstant) -> list[ts.Node]:
+    """A launch literal and its copies in the expression it sets (the literal first)."""
+    assert c.value is not None
+    return region_literals(module, c.span, c.uses[0].span, c.value)
+
+
+def _unfiltered(p: Expose, c: PerfConstant, knob: str) -> tuple[int, ...]:
+    """The domain before the static_asserts (for the note saying they narrowed it)."""
+    assert c.value is not None
+    block_like = bool(_BLOCKISH.search(c.name) or _BLOCKISH.search(knob))
+    spread = max(2, p.int_option("spread"))
+    if block_like and c.value >= 32:
+        return tuple(around(c.value, 32, 1024, spread))
+    return tuple(around(c.value, 1, max(c.value * spread, 1), spread))
+
+
+def _type_arguments(target: Target) -> Mapping[str, str]:
+    """Template type parameters and the types they are instantiated with (for ``sizeof(T)``)."""
+    params = target.kernel.template_params
+    return {
+        p.name: arg
+        for p, arg in zip(params, target.template_args, strict=False)
+        if p.kind == "type" and "{" not in arg
+    }
+
+
+def _shape_variables(mapping: LaunchMapping) -> set[str]:
+    """The free names of a launch mapping: its shape variables (not its vars, not functions)."""
+    names: set[str] = set()
+    for text in (*mapping.grid, *mapping.block, mapping.shared, *(e for _, e in mapping.vars)):
+        try:
+            tree = ast.parse(text.strip(), mode="eval")
+        except SyntaxError:
+            continue
+        calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        names |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in calls}
+    return names - {name for name, _ in mapping.vars}
+
+
+def replace_in_block(mapping: LaunchMapping, value: int, name: str) -> tuple[LaunchMapping, list[str]]:
+    """Replace the literal ``value`` by ``name`` in the block's expressions and the vars they
+    read, not in the grid or the shared bytes: a launch literal of the source sets the block,
+    and the source's grid keeps its own literals, so the mapping must too."""
+    reads: set[str] = set()
+    todo = list(mapping.block)
+    defs = dict(mapping.vars)
+    while todo:
+        for node in ast.walk(ast.parse(todo.pop().strip(), mode="eval")):
+            if isinstance(node, ast.Name) and node.id in defs and node.id not in reads:
+                reads.add(node.id)
+                todo.append(defs[node.id])
+    block_only = LaunchMapping(
+        ("1",), mapping.block, "0", tuple((n, e) for n, e in mapping.vars if n in reads), mapping.origin
+    )
+    new, places = replace_literal(block_only, value, name)
+    changed = dict(new.vars)
+    result = LaunchMapping(
+        mapping.grid,
+        new.block,
+        mapping.shared,
+        tuple((n, changed.get(n, e)) for n, e in mapping.vars),
+        mapping.origin,
+        mapping.notes,
+    )
+    return result, places
 
 
 def _rename(mapping: LaunchMapping, old: str, new: str) -> LaunchMapping:

@@ -40,7 +40,7 @@ from ktx.ir import Function, Module
 from ktx.passes._common import KernelSite
 
 from ktx import syntax
-from ktx.passbase import KnobSpec, Option, Pass, Refuse, Rewriter, Skip, Target
+from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
 #: Single-precision functions and their SFU intrinsics (level 1 and up).
 INTRINSICS = {
@@ -106,6 +106,7 @@ _INT_TYPES = frozenset(
 
 class FastMath(Pass[KernelSite]):
     name = "fast-math"
+    phase = Phase.HINTS
     summary = "a precision knob per kernel: __expf and friends, __fdividef or reciprocal-multiply, rsqrtf"
     description = __doc__ or ""
     knobs = (

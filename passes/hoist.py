@@ -38,7 +38,7 @@ from ktx.passes import fast_math
 from ktx.passes._common import KernelSite
 
 from ktx import syntax
-from ktx.passbase import Option, Pass, Refuse, Rewriter, Skip, Target
+from ktx.passbase import Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
 TRANSCENDENTAL = frozenset(
     {
@@ -124,6 +124,7 @@ class Candidate:
 
 class Hoist(Pass[KernelSite]):
     name = "hoist"
+    phase = Phase.HINTS
     summary = "loop-invariant, side-effect-free expressions move out of loops, expensive math first"
     description = __doc__ or ""
     knobs = ()

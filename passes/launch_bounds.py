@@ -21,11 +21,12 @@ from ktx.passes._common import KernelSite
 
 from ktx import syntax
 from ktx.launch import expression_of
-from ktx.passbase import KnobSpec, Option, Pass, Refuse, Rewriter, Skip, Target
+from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
 
 class LaunchBounds(Pass[KernelSite]):
     name = "launch-bounds"
+    phase = Phase.HINTS
     summary = "a knob for the minimum resident blocks per SM (__launch_bounds__'s second argument)"
     description = __doc__ or ""
     knobs = (

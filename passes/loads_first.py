@@ -39,7 +39,7 @@ from ktx.passes._common import kernel_node, line_of
 from ktx.passes._variants import Variants, insert_after_line
 
 from ktx import syntax
-from ktx.passbase import KnobSpec, Pass, Rewriter, Site, Skip, Target
+from ktx.passbase import KnobSpec, Pass, Phase, Rewriter, Site, Skip, Target
 
 COND = "KTX_LOADS_FIRST"
 
@@ -61,6 +61,7 @@ class LoadsFirstSite(Site):
 
 class LoadsFirst(Pass[LoadsFirstSite]):
     name = "loads-first"
+    phase = Phase.UNROLL
     summary = "issue a kernel's straight-line loads as soon as their addresses are known (knob LOADS_FIRST)"
     description = __doc__ or ""
     knobs = (

@@ -50,18 +50,22 @@ from dataclasses import dataclass, field
 import tree_sitter as ts
 from ktx.ir import Module
 from ktx.ir.affine import Affine, KernelIndex, MemRef, kernel_index
+from ktx.ir.facts.assign import assigned
+from ktx.ir.facts.reductions import coupled, reads_outside, update_of
 from ktx.passes._common import KernelSite, kernel_node, line_of
 from ktx.passes._variants import line_bounds
 
 from ktx import syntax
-from ktx.passbase import KnobSpec, Option, Pass, Refuse, Rewriter, Skip, Target
+from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
 KNOB = "THREADS_PER_ROW"
 MACRO = "KTX_" + KNOB
 VALUES = (1, 32, 64, 128, 256, 512, 1024)
 _LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
-_MAX_CALLS = frozenset({"fmaxf", "fmax", "max"})
-_MIN_CALLS = frozenset({"fminf", "fmin", "min"})
+#: The reductions ktx_row_reduce combines (see HELPERS), and the max/min calls it may stand for
+#: (``''``: the branch form ``if (e > m) m = e``).
+_COMBINED = frozenset({"sum", "max", "min"})
+_CALLS = frozenset({"", "fmaxf", "fmax", "max", "fminf", "fmin", "min"})
 _HOLDERS = frozenset({"compound_statement", "else_clause", "if_statement", *_LOOPS})
 _ZERO = frozenset({"0", "0.0", "0.0f", "0.f", "0.0F", "0.F", "0.0d"})
 
@@ -105,6 +109,7 @@ __device__ __forceinline__ V ktx_row_reduce(V v, Op op) {{
 
 class RowOwner(Pass[KernelSite]):
     name = "row-owner"
+    phase = Phase.OWNERSHIP
     summary = "a thread-per-row kernel gives each row to THREADS_PER_ROW threads (a warp or a block)"
     description = __doc__ or ""
     knobs = (
@@ -359,7 +364,7 @@ def _statement(index: KernelIndex, stmt: ts.Node, decl: ts.Node, state: _State) 
         if writes:
             if stmt.type != "expression_statement":
                 raise _Refusal(f"line {line_of(stmt)}: a store inside a {stmt.type.replace('_', ' ')}")
-            sets = sorted(syntax.assigned(module, stmt))
+            sets = sorted(assigned(module, stmt))
             if sets:
                 raise _Refusal(
                     f"line {line_of(stmt)}: `{_statement_text(module, stmt)}` stores to memory and sets "
@@ -417,7 +422,7 @@ def _row_loop(index: KernelIndex, loop: ts.Node) -> RowLoop:
         raise _Refusal(
             f"line {line}: the loop's condition `{syntax.text(module, cond)}` is not `{var} < bound`"
         )
-    written = syntax.assigned(module, body)
+    written = assigned(module, body)
     if var in written:
         raise _Refusal(f"line {line_of(written[var][0])}: the loop body writes the loop variable {var}")
     changed = sorted(syntax.names_in(module, bound) & set(written))
@@ -477,9 +482,9 @@ def _carried(
     line = line_of(loop)
     out: list[tuple[str, str]] = []
     resets: list[str] = []
-    coupled = _coupled(module, body, written, local)
-    if coupled is not None:
-        a, b, at = coupled
+    pair = coupled(module, body, written, local)
+    if pair is not None:
+        a, b, at = pair
         raise _Refusal(
             f"line {line_of(at)}: the update of {a} reads {b}, which the row loop at line {line} also "
             "carries: a coupled pair such as the online softmax's running max and rescaled sum is not "
@@ -491,28 +496,26 @@ def _carried(
         ops: set[str] = set()
         owned: list[ts.Node] = []
         for node in nodes:
-            op, stmt, rhs = _reduction(module, node, name)
-            if op is None or stmt is None or rhs is None:
+            update = update_of(module, node, name)
+            if update is None or update.op not in _COMBINED or update.call not in _CALLS:
                 raise _Refusal(
                     f"line {line_of(node)}: `{_statement_text(module, node)}` carries "
                     f"{name} from one iteration of the row loop at line {line} to the next, and is not a "
                     "reduction this pass knows (s += e, s = s + e, m = fmaxf(m, e), max/min, "
                     "if (e > m) m = e)"
                 )
-            ops.add(op)
-            owned.append(stmt)
+            ops.add(update.op)
+            owned.append(update.statement)
         if len(ops) != 1:
             raise _Refusal(
                 f"line {line}: {name} is updated with different operators ({', '.join(sorted(ops))})"
             )
-        for n in syntax.walk(body):
-            if n.type != "identifier" or syntax.text(module, n) != name:
-                continue
-            if not any(s.start_byte <= n.start_byte < s.end_byte for s in owned):
-                raise _Refusal(
-                    f"line {line_of(n)}: the row loop at line {line} reads {name} between its updates: "
-                    "a lane would see only its own partial value"
-                )
+        read = reads_outside(module, body, name, owned)
+        if read is not None:
+            raise _Refusal(
+                f"line {line_of(read)}: the row loop at line {line} reads {name} between its updates: "
+                "a lane would see only its own partial value"
+            )
         op = ops.pop()
         out.append((name, op))
         if op == "sum" and not _zero_on_entry(index, loop, name):
@@ -540,108 +543,6 @@ def _statement_text(module: Module, node: ts.Node) -> str:
     while cur.parent is not None and cur.parent.type not in _HOLDERS:
         cur = cur.parent
     return " ".join(syntax.text(module, cur).split())
-
-
-def _coupled(
-    module: Module, body: ts.Node, written: dict[str, list[ts.Node]], local: set[str]
-) -> tuple[str, str, ts.Node] | None:
-    """(a, b, where) when the update of carried ``a`` reads carried ``b``, directly or through a
-    local of the loop body initialised from it (``float prev = maxval;``), or under a condition
-    on it (``if (x > maxval) sum = ...``)."""
-    carried = {n for n in written if n not in local}
-    copies: dict[str, set[str]] = {}
-    for d in syntax.local_declarations(module, body).values():
-        if d.value is not None:
-            copies[d.name] = syntax.names_in(module, d.value) & carried
-    for name in sorted(carried):
-        for node in written[name]:
-            seen = syntax.names_in(module, node)
-            holder = node.parent
-            while holder is not None and holder.id != body.id:
-                if holder.type == "if_statement":
-                    cond = holder.child_by_field_name("condition")
-                    if cond is not None:
-                        seen |= syntax.names_in(module, cond)
-                holder = holder.parent
-            reads = set(seen & carried)
-            for n in seen & set(copies):
-                reads |= copies[n]
-            others = sorted(reads - {name})
-            if others:
-                return name, others[0], node
-    return None
-
-
-def _reduction(module: Module, node: ts.Node, name: str) -> tuple[str | None, ts.Node | None, ts.Node | None]:
-    """(operator, the statement that is the update, the combined expression) or Nones."""
-    if node.type != "assignment_expression":
-        return None, None, None
-    op = node.child_by_field_name("operator")
-    right = node.child_by_field_name("right")
-    if op is None or right is None:
-        return None, None, None
-    stmt = node.parent
-    if stmt is None or stmt.type != "expression_statement":
-        return None, None, None
-    r = right
-    while r.type == "parenthesized_expression" and r.named_children:
-        r = r.named_children[0]
-    if op.type in ("+=", "-="):
-        if name in syntax.names_in(module, right):
-            return None, None, None
-        return "sum", stmt, right
-    if op.type != "=":
-        return None, None, None
-    if r.type == "binary_expression":
-        bop = r.child_by_field_name("operator")
-        a, b = r.child_by_field_name("left"), r.child_by_field_name("right")
-        if bop is not None and bop.type == "+" and a is not None and b is not None:
-            for mine, other in ((a, b), (b, a)):
-                if syntax.text(module, mine).strip() == name and name not in syntax.names_in(module, other):
-                    return "sum", stmt, other
-    if r.type == "call_expression":
-        fn = r.child_by_field_name("function")
-        args = r.child_by_field_name("arguments")
-        named = [c for c in args.named_children if c.type != "comment"] if args is not None else []
-        fname = syntax.text(module, fn) if fn is not None else ""
-        if fname in _MAX_CALLS | _MIN_CALLS and len(named) == 2:
-            kind = "max" if fname in _MAX_CALLS else "min"
-            for mine, other in ((named[0], named[1]), (named[1], named[0])):
-                if syntax.text(module, mine).strip() == name and name not in syntax.names_in(module, other):
-                    return kind, stmt, other
-    # ``if (e > m) m = e;`` (braces allowed): the if statement is the update.
-    holder = stmt.parent
-    if holder is not None and holder.type == "compound_statement":
-        inner = [c for c in holder.named_children if c.type != "comment"]
-        holder = holder.parent if len(inner) == 1 else None
-    if (
-        holder is None
-        or holder.type != "if_statement"
-        or holder.child_by_field_name("alternative") is not None
-    ):
-        return None, None, None
-    cond = holder.child_by_field_name("condition")
-    c = cond
-    while c is not None and c.type in ("parenthesized_expression", "condition_clause") and c.named_children:
-        c = c.named_children[0]
-    if c is None or c.type != "binary_expression":
-        return None, None, None
-    cop = c.child_by_field_name("operator")
-    a, b = c.child_by_field_name("left"), c.child_by_field_name("right")
-    if cop is None or a is None or b is None:
-        return None, None, None
-    e = " ".join(syntax.text(module, right).split())
-    at, bt = " ".join(syntax.text(module, a).split()), " ".join(syntax.text(module, b).split())
-    if name in syntax.names_in(module, right):
-        return None, None, None
-    found: str | None = None
-    if at == e and bt == name:
-        found = {">": "max", ">=": "max", "<": "min", "<=": "min"}.get(cop.type)
-    elif at == name and bt == e:
-        found = {"<": "max", "<=": "max", ">": "min", ">=": "min"}.get(cop.type)
-    if found is None:
-        return None, None, None
-    return found, holder, right
 
 
 def _zero_on_entry(index: KernelIndex, loop: ts.Node, name: str) -> bool:

@@ -28,13 +28,14 @@ from ktx.passes._common import KernelSite, kernel_node, powers_of_two, uses_shuf
 
 from ktx import syntax
 from ktx.launch import launch_dims, local_value
-from ktx.passbase import KnobSpec, Option, Pass, Refuse, Rewriter, Skip, Target
+from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
 ROW = "(blockIdx.x * KTX_ROWS + threadIdx.y)"
 
 
 class RowsPerBlock(Pass[KernelSite]):
     name = "rows-per-block"
+    phase = Phase.OWNERSHIP
     summary = "a one-row-per-block kernel processes ROWS rows per block; the grid is divided by ROWS"
     description = __doc__ or ""
     knobs = (

@@ -35,12 +35,12 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 from ktx.ir import Loop, Module
-from ktx.ir.affine import KernelIndex, kernel_index
+from ktx.ir.affine import KernelIndex
 from ktx.passes._common import first_call_after, kernel_node, line_of, powers_of_two
 
 from ktx import syntax
 from ktx.launch import launch_dims
-from ktx.passbase import KnobSpec, Option, Pass, Refuse, Rewriter, Site, Skip, Target
+from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
 SYNC = syntax.BARRIERS | syntax.SHUFFLES
 
@@ -62,6 +62,7 @@ class SplitSite(Site):
 
 class Split(Pass[SplitSite]):
     name = "split"
+    phase = Phase.OWNERSHIP
     summary = "split a one-row-per-block kernel's row loops over gridDim.y blocks (knob SPLIT)"
     description = __doc__ or ""
     knobs = (
@@ -95,7 +96,7 @@ class Split(Pass[SplitSite]):
             return
         rows: list[RowLoop] = []
         refusals: list[str] = []
-        index = kernel_index(module, fn)
+        index = module.facts(fn, target.template_args).index
         for loop in target.loops:
             if not _outermost_row_level(index, target.loops, loop):
                 continue

@@ -33,7 +33,7 @@ from ktx.ir import Loop, Module
 from ktx.passes._common import indent_lines, line_of
 
 from ktx import syntax
-from ktx.passbase import KnobSpec, Option, Pass, Rewriter, Site, Skip, Target
+from ktx.passbase import KnobSpec, Option, Pass, Phase, Rewriter, Site, Skip, Target
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,7 @@ class TileSite(Site):
 
 class Tile(Pass[TileSite]):
     name = "tile"
+    phase = Phase.UNROLL
     summary = "strip-mine a loop by a tile-size knob; the inner loop over one tile is unrolled"
     description = __doc__ or ""
     knobs = (

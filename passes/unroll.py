@@ -23,11 +23,12 @@ from ktx.ir.consteval import int_literal
 from ktx.passes._common import LoopSite, powers_of_two
 
 from ktx import syntax
-from ktx.passbase import CONSTEXPR_PREFIX, KnobSpec, Option, Pass, Refuse, Rewriter, Skip, Target
+from ktx.passbase import CONSTEXPR_PREFIX, KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
 
 class Unroll(Pass[LoopSite]):
     name = "unroll"
+    phase = Phase.UNROLL
     summary = "one unroll-factor knob per loop, written as #pragma unroll N"
     description = __doc__ or ""
     knobs = (

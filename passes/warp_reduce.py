@@ -36,11 +36,12 @@ from dataclasses import dataclass
 import tree_sitter as ts
 from ktx.ir import Module
 from ktx.ir.access import roots
+from ktx.ir.facts.reductions import update_in
 from ktx.passes._common import LoopSite
 
 from ktx import syntax
 from ktx.launch import is_constant
-from ktx.passbase import KnobSpec, Option, Pass, Refuse, Rewriter, Skip, Target
+from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
 _CALLS = {"fmaxf": "max", "fminf": "min", "max": "max", "min": "min", "fmax": "max", "fmin": "min"}
 
@@ -66,6 +67,7 @@ class TreeSite(LoopSite):
 
 class WarpReduce(Pass[TreeSite]):
     name = "warp-reduce"
+    phase = Phase.OWNERSHIP
     summary = "a shared-memory tree reduction becomes warp shuffles plus one cross-warp step"
     description = __doc__ or ""
     knobs = (
@@ -240,8 +242,7 @@ def _recognise(module: Module, target: Target, node: ts.Node, known: Mapping[str
         return f"{tid} is not threadIdx.x"
     update = branch.child_by_field_name("consequence")
     assert update is not None
-    text = _compact(module, update).strip("{}").rstrip(";")
-    parsed = _update(text, tid, var)
+    parsed = _update(module, update, tid, var)
     if parsed is None:
         return f"`{syntax.text(module, update).strip()}` is not sdata[tid] = sdata[tid] OP sdata[tid + {var}]"
     array, op, call = parsed
@@ -276,21 +277,26 @@ def _is_thread_x(module: Module, target: Target, name: str, at: int) -> bool:
     return value.strip("()") == "threadIdx.x"
 
 
-def _update(text: str, tid: str, var: str) -> tuple[str, str, str] | None:
-    """(array, op, call) of ``a[t] += a[t + s]``, ``a[t] = a[t] + a[t + s]``, ``fmaxf(a[t], a[t + s])``."""
-    head = re.match(rf"(\w+)\[{re.escape(tid)}\]", text)
-    if head is None:
+def _update(module: Module, update: ts.Node, tid: str, var: str) -> tuple[str, str, str] | None:
+    """(array, op, call) of ``a[t] += a[t + s]``, ``a[t] = a[t] + a[t + s]``, ``fmaxf(a[t], a[t + s])``.
+
+    The update is one statement (braces allowed) that the reduction recogniser reads as a sum,
+    max or min of ``a[t]`` with ``a[t + s]``; a difference (``a[t] -= a[t + s]``) is no tree sum.
+    """
+    found = update_in(module, update)
+    head = re.fullmatch(rf"(\w+)\[{re.escape(tid)}\]", found.name) if found is not None else None
+    if found is None or head is None or found.operand is None or found.negated:
         return None
-    a = re.escape(head.group(1))
-    t, s = re.escape(tid), re.escape(var)
-    me = rf"{a}\[{t}\]"
-    other = rf"{a}\[(?:{t}\+{s}|{s}\+{t})\]"
-    if re.fullmatch(rf"{me}\+={other}", text) or re.fullmatch(rf"{me}=(?:{me}\+{other}|{other}\+{me})", text):
-        return head.group(1), "sum", ""
-    m = re.fullmatch(rf"{me}=(\w+)\((?:{me},{other}|{other},{me})\)", text)
-    if m and m.group(1) in _CALLS:
-        return head.group(1), _CALLS[m.group(1)], m.group(1)
-    return None
+    if found.op not in ("sum", "max", "min"):
+        return None
+    a = head.group(1)
+    if _compact(module, found.operand) not in (f"{a}[{tid}+{var}]", f"{a}[{var}+{tid}]"):
+        return None
+    if found.op == "sum":
+        return a, "sum", ""
+    if _CALLS.get(found.call) != found.op:
+        return None
+    return a, found.op, found.call
 
 
 def _replacement(tree: Tree, name: str, indent: str) -> list[str]:

@@ -1,8 +1,16 @@
-"""Shared test fixtures. ``gpu``: skip unless CuPy sees a CUDA device."""
+"""Shared test fixtures and selection rules.
+
+* ``gpu``: tests marked so skip unless CuPy sees a CUDA device.
+* ``slow``: tests marked so (nvcc sweeps, end-to-end CLI runs, mypy) are left out of a run over
+  directories, so the README's ``pytest -q`` stays a few minutes on two cores; ``pytest -m slow``
+  runs them (``.ci/run`` does, after the main command). A run that chooses its own tests keeps
+  them: any ``-m`` or ``-k`` expression, or a file or node id named on the command line.
+"""
 
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import pytest
 
@@ -26,8 +34,36 @@ def gpu() -> None:
         pytest.skip(reason)
 
 
+#: How many slow tests this run left out, for the closing summary.
+_SLOW_LEFT_OUT = pytest.StashKey[int]()
+
+
+def _named_files(config: pytest.Config) -> set[Path]:
+    """Test files named on the command line (alone or in a node id), as absolute paths."""
+    files: set[Path] = set()
+    for arg in config.args:
+        path = Path(config.invocation_params.dir, arg.split("::", 1)[0]).resolve()
+        if path.is_file():
+            files.add(path)
+    return files
+
+
+def _deselect_slow(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave ``slow`` tests out unless the command line chose tests itself (see the docstring)."""
+    if config.option.markexpr or config.option.keyword:
+        return
+    named = _named_files(config)
+    slow = [item for item in items if item.get_closest_marker("slow") and item.path.resolve() not in named]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        gone = {id(item) for item in slow}
+        items[:] = [item for item in items if id(item) not in gone]
+        config.stash[_SLOW_LEFT_OUT] = len(slow)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``gpu`` skip themselves on machines without one."""
+    """Slow tests leave a directory run; tests marked ``gpu`` skip themselves without one."""
+    _deselect_slow(config, items)
     marked = [item for item in items if item.get_closest_marker("gpu")]
     if not marked:
         return
@@ -35,3 +71,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if reason:
         for item in marked:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """Say how to run what ``slow`` left out, so a green run is not mistaken for all of it."""
+    left_out = config.stash.get(_SLOW_LEFT_OUT, 0)
+    if left_out:
+        terminalreporter.write_line(f"{left_out} slow tests left out; run them with: pytest -m slow")

@@ -5,7 +5,6 @@ specs check clean."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -158,14 +157,11 @@ def test_buffers_over_a_quarter_of_device_memory_are_flagged(tmp_path: Path) -> 
 
 
 def test_check_names_a_kernel_the_file_does_not_define(tmp_path: Path) -> None:
+    # The spec loader refuses it (and names the kernels there are); --check passes that on.
     out = folder(tmp_path, "gelu_and_mul", {'kernel = "gelu_and_mul_kernel"': 'kernel = "gelu_kernel"'})
     (blocker,) = review(out).blockers
     assert blocker.line == 2
-    assert re.fullmatch(
-        r"kernel 'gelu_kernel' is not a __global__ function of .*gelu_and_mul\.cu "
-        r"\(kernels: gelu_and_mul_kernel\)",
-        blocker.message,
-    ), blocker.message
+    assert "defines no kernel 'gelu_kernel'" in blocker.message and "gelu_and_mul_kernel" in blocker.message
 
 
 def test_check_refuses_an_integer_shape(tmp_path: Path) -> None:

@@ -7,7 +7,16 @@ import importlib
 
 import pytest
 
-MODULES = ["ktx.template", "ktx.launch", "ktx.pipeline", "ktx.passbase", "ktx.passes._common"]
+MODULES = [
+    "ktx.template",
+    "ktx.launch",
+    "ktx.pipeline",
+    "ktx.passbase",
+    "ktx.passes._common",
+    "ktx.ir.facts",
+    "ktx.ir.facts.kinds",
+    "ktx.ir.facts.owners",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)

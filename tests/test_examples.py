@@ -22,6 +22,7 @@ def test_custom_pass_from_python_and_in_process_cli() -> None:
     assert "+  dim3 block(256);" in proc.stdout
 
 
+@pytest.mark.slow
 def test_custom_pass_through_the_ktx_command() -> None:
     cmd = [
         sys.executable,
@@ -45,6 +46,7 @@ def test_custom_pass_through_the_ktx_command() -> None:
 LIBRARY = ROOT / "examples" / "library_use.py"
 
 
+@pytest.mark.slow
 def test_library_use_runs_on_the_replay_backend(tmp_path: Path) -> None:
     # PYTHONPATH: the checkout's ktx, a regular package (an editable install made before
     # ktx/__init__.py existed maps ``ktx`` as a namespace package until it is reinstalled).

@@ -173,3 +173,24 @@ def test_empty_pipeline_is_the_identity() -> None:
     assert t.source == KERNEL
     assert t.instantiate() == KERNEL
     assert t.trace.steps == ()
+
+
+def test_a_users_ktx_names_are_code_not_placeholders() -> None:
+    """A template knows exactly its placeholders: a user's ``#define KTX_HOLDOUT_WARP 32`` is
+    neither a knob with no value (instantiating a template without knobs used to fail on it)
+    nor a knob of the template."""
+    from ktx.pipeline import run
+
+    src = (
+        "#define KTX_HOLDOUT_WARP 32\n"
+        "__global__ void k(float* x, int n) {\n"
+        "  for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = KTX_HOLDOUT_WARP;\n"
+        "}\n"
+        "void launch(float* x, int n) { k<<<1, KTX_HOLDOUT_WARP>>>(x, n); }\n"
+    )
+    bare = run(src, "hoist")  # nothing to hoist: no knobs, no header
+    assert not bare.knobs and "KTX_HOLDOUT_WARP" not in bare.placeholders
+    assert bare.instantiate({}) == src
+    with pytest.raises(KtxError, match="placeholder KTX_X has no value"):
+        lower("int a = KTX_X; int b = KTX_HOLDOUT_WARP;", {}, "p", frozenset({"KTX_X"}))
+    assert lower("int b = KTX_HOLDOUT_WARP;", {}, "p", frozenset({"KTX_X"})) == "int b = KTX_HOLDOUT_WARP;"

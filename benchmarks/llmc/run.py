@@ -292,7 +292,7 @@ def run_kernel(
     """
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        env["CUDA_VISIBLE_DEVICES"] = lane_device(gpu, os.environ.get("CUDA_VISIBLE_DEVICES"))
     ktx = args.ktx.split() if args.ktx else [sys.executable, "-m", "ktx"]
     log = work / "logs" / f"{ladder.name}.log"
     notes: list[str] = []
@@ -415,6 +415,22 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         "device kind) instead of benching them again; rows match on kernel, "
                         "shape and metric")  # fmt: skip
     return p.parse_args(argv)
+
+
+def lane_device(lane: int, visible: str | None) -> str:
+    """The device a lane runs on: the lane-th entry of the caller's ``CUDA_VISIBLE_DEVICES``
+    when it names devices, else the lane number itself. Two ladders can then share one host
+    side by side (``CUDA_VISIBLE_DEVICES=2,3 run.py --gpus 2``) without both taking GPUs 0, 1.
+
+    >>> lane_device(1, "2,3"), lane_device(1, None), lane_device(0, "")
+    ('3', '1', '0')
+    """
+    names = [v.strip() for v in (visible or "").split(",") if v.strip()]
+    if not names:
+        return str(lane)
+    if lane >= len(names):
+        raise SystemExit(f"error: lane {lane} but CUDA_VISIBLE_DEVICES names only {visible!r}")
+    return names[lane]
 
 
 def lanes(ladders: Sequence[Ladder], n: int) -> list[list[Ladder]]:

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ktx.passbase import OptionKind, OptionValue
+from ktx.passbase import OptionKind, OptionValue, Phase
 from ktx.registry import Registry
 
 
@@ -75,6 +75,8 @@ class PassInfo:
     requires: tuple[str, ...] = ()
     after: tuple[str, ...] = ()
     conflicts: tuple[str, ...] = ()
+    phase: Phase | None = None
+    """What kind of change the pass makes: the rules planner tries passes in phase order."""
 
     def option(self, name: str) -> OptionInfo | None:
         return next((o for o in self.options if o.name == name), None)
@@ -113,6 +115,7 @@ class Catalog:
                     tuple(cls.requires),
                     tuple(cls.after),
                     tuple(cls.conflicts),
+                    cls.phase,
                 )
             )
         return Catalog(tuple(sorted(infos, key=lambda p: p.name)))

@@ -382,8 +382,8 @@ class Optimizer:
                 "format": FORMAT,
                 "state": state,
                 "kernel": self.spec.name,
-                "spec": str(self.spec.path),
-                "source": str(self.spec.folder / self.spec.source),
+                "spec": str(self.spec.path.resolve()),  # export and report work from any folder
+                "source": str((self.spec.folder / self.spec.source).resolve()),
                 "source_rel": source_relpath(self.spec.folder / self.spec.source),
                 "request": self.request.to_json(),
                 "device": self.device.__dict__,

@@ -37,7 +37,7 @@ The rules, highest priority first (each says why in the plan's rationale):
     error budget leaves room (the candidates are still verified against the original).
 
 When no rule proposes a pass, the planner still tries every pass whose probe found a site in the
-kernel, in the order that composes (:data:`PHASES`: who owns a row, then vector width, then
+kernel, in the order that composes (:func:`phases`: who owns a row, then vector width, then
 block size, then unrolling, then the rest), before it stops. "Tried" is relative to the current
 pipeline: a pass that gained nothing on the original is tried again once another pass (say the
 row ownership change) has landed, since it then rewrites different code. The stop message lists
@@ -51,19 +51,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ktx.agent.analysis import Analysis
+from ktx.agent.catalog import Catalog
 from ktx.agent.plan import PassChoice, Plan
 from ktx.agent.planner import PlanContext, PlanOutcome, Probe, _names
-from ktx.passbase import OptionValue
+from ktx.passbase import OptionValue, Phase
+from ktx.registry import Registry
 
-#: The order in which passes with a site are tried once no rule fires: the changes that compose
-#: (ownership, then vector width, then block size, then unrolling) before the rest.
-PHASES: tuple[tuple[str, ...], ...] = (
-    ("row-owner", "warp-reduce", "split", "cluster-rows", "rows-per-block"),
-    ("vectorize", "coarsen"),
-    ("block-size",),
-    ("unroll", "tile", "early-loads", "loads-first"),
-    ("hoist", "cache-hints", "launch-bounds", "expose", "fast-math"),
-)
+
+def phases(registry: Registry | None = None) -> tuple[tuple[str, ...], ...]:
+    """The order in which passes with a site are tried once no rule fires: the registered passes
+    grouped by their :attr:`~ktx.passbase.Pass.phase` (ownership, then vector width, then block
+    size, then unrolling, then hints), names sorted within a phase. A new pass is placed here by
+    that one attribute.
+
+    >>> phases()[0]
+    ('cluster-rows', 'row-owner', 'rows-per-block', 'split', 'warp-reduce')
+    """
+    from ktx.registry import default_registry
+
+    reg = registry if registry is not None else default_registry()
+    return tuple(tuple(sorted(cls.name for cls in reg if cls.phase == phase)) for phase in Phase)
 
 
 #: Options the planner gives a pass it adds. ``vectorize{tie=true}``: one width for every loop of
@@ -357,12 +364,20 @@ def tried_on(context: PlanContext) -> frozenset[str]:
     return frozenset(out)
 
 
-def _phase(name: str) -> int:
-    return next((i for i, names in enumerate(PHASES) if name in names), len(PHASES))
+def _phase(catalog: Catalog, name: str) -> int:
+    """``name``'s phase: from the catalog (built from the registry), else from the registered
+    class (a hand-made catalog), else after every phase."""
+    info = catalog.get(name)
+    if info is not None and info.phase is not None:
+        return int(info.phase)
+    from ktx.registry import default_registry
+
+    reg = default_registry()
+    return int(reg.get(name).phase) if name in reg else len(Phase)
 
 
 class RulesPlanner:
-    """Deterministic planning from :data:`RULES`, then from the probes' sites (:data:`PHASES`)."""
+    """Deterministic planning from :data:`RULES`, then from the probes' sites (:func:`phases`)."""
 
     def __init__(self, rules: tuple[Rule, ...] = RULES) -> None:
         self.rules = rules
@@ -410,10 +425,10 @@ class RulesPlanner:
         return out
 
     def sites(self, context: PlanContext) -> list[Probe]:
-        """Passes whose probe rewrites a site and that may be added now, in :data:`PHASES` order."""
+        """Passes whose probe rewrites a site and that may be added now, in :func:`phases` order."""
         tried = tried_on(context)
         ok = [p for p in context.probes if p.applies and self._verdict(context, p.name, tried) == "propose"]
-        return sorted(ok, key=lambda p: (_phase(p.name), p.name))
+        return sorted(ok, key=lambda p: (_phase(context.catalog, p.name), p.name))
 
     def plan(self, context: PlanContext) -> PlanOutcome:
         cands = self.candidates(context)

@@ -42,7 +42,8 @@ def parse_config(items: Sequence[str]) -> dict[str, int]:
         try:
             config[key.strip()] = int(value)
         except ValueError:
-            raise KtxError(f"--config {item!r}: value must be an integer", None) from None
+            hint = "knob values are integers; ktx apply --knobs lists each knob's values"
+            raise KtxError(f"--config {item!r}: value must be an integer", None, hint) from None
     return config
 
 
@@ -58,7 +59,7 @@ def configured_candidate(spec: Spec, passes: str | None, config: Mapping[str, in
 def options(args: argparse.Namespace, spec: Spec, odd_rounds: int = 0) -> Options:
     rounds = args.rounds if args.rounds is not None else spec.verify.rounds
     if rounds < 3:
-        raise KtxError(f"--rounds {rounds}: at least 3 rounds are needed", None)
+        raise KtxError(f"--rounds {rounds}: at least 3 rounds are needed", None, "give --rounds 3 or more")
     return Options(rounds=rounds, odd=not args.no_odd, odd_rounds=odd_rounds)
 
 

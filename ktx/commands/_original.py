@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
+from ktx.measure.guards import is_spec_error
 from ktx.measure.types import Measurement, Status
 from ktx.spec import Spec
 
@@ -53,7 +54,9 @@ def failure_line(spec: Spec, m: Measurement) -> str:
             first = f"{first}: {diag}"
     where = LOOK_AT.get(m.status, "the spec")
     section = where
-    if m.status is Status.WRONG_RESULT:
+    if is_spec_error(m.message):  # guard zones: the original writes past a buffer's extent
+        section = "[[args]] shape (the extent named above is too small)"
+    elif m.status is Status.WRONG_RESULT:
         dtypes = sorted({a.dtype.name for a in spec.args if a.is_output})
         section = " or ".join(f"[tolerance] {d}" for d in dtypes) + " and [reference] python"
     return (

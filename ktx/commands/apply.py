@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ktx.ir import parse_file
 
+from ktx.commands._checks import kernel_syntax, output_file
 from ktx.errors import KtxError, Location
 from ktx.pipeline import run as run_pipeline
 from ktx.registry import add_plugin_option, load_plugins
@@ -68,11 +69,14 @@ def parse_config(items: list[str]) -> dict[str, int]:
                 continue
             name, eq, value = part.partition("=")
             if not eq or not name.strip():
-                raise KtxError(f"--config {part!r} is not NAME=VALUE")
+                raise KtxError(f"--config {part!r} is not NAME=VALUE", None, "e.g. --config BLOCK_X=64")
             try:
                 config[name.strip()] = int(value.strip(), 0)
             except ValueError:
-                raise KtxError(f"--config {part!r}: {value.strip()!r} is not an integer") from None
+                hint = "knob values are integers; ktx apply --knobs lists each knob's values"
+                raise KtxError(
+                    f"--config {part!r}: {value.strip()!r} is not an integer", None, hint
+                ) from None
     return config
 
 
@@ -119,7 +123,13 @@ def split_file_from_config(file: str | None, items: list[str]) -> tuple[str, lis
 def run(args: argparse.Namespace) -> int:
     load_plugins(args.plugin)
     args.file, args.config = split_file_from_config(args.file, args.config)
+    # Every path is checked before the work, so a typo in -o costs no pipeline run.
+    if args.output:
+        output_file(args.output, "-o")
+    if args.trace:
+        output_file(args.trace, "--trace")
     module = parse_file(args.file)
+    kernel_syntax(module, args.kernel)
     template = run_pipeline(module, args.passes, kernel=args.kernel)
     if not args.quiet:
         for line in remarks(template, args.file):

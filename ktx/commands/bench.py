@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ktx.commands._checks import load_checked_spec, output_file
 from ktx.commands._measure_common import (
     add_measure_options,
     configured_candidate,
@@ -29,7 +30,7 @@ from ktx.measure.protocol import Supervisor
 from ktx.measure.replay import save_results
 from ktx.measure.types import Measurement
 from ktx.registry import add_plugin_option, load_plugins
-from ktx.spec import find_specs, load_spec
+from ktx.spec import find_specs
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -47,12 +48,15 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     load_plugins(args.plugin)
+    if args.json:
+        output_file(args.json, "--json")
     folders = find_specs(args.dir)
     if args.kernel:
         folders = [f for f in folders if f.name in set(args.kernel)]
     if not folders:
-        raise KtxError("no kernel folders with a ktx.toml found", Location(args.dir))
-    specs = [load_spec(f) for f in folders]
+        hint = "give a kernel folder, or a folder of them; ktx init FILE.cu drafts a ktx.toml"
+        raise KtxError("no kernel folders with a ktx.toml found", Location(args.dir), hint)
+    specs = [load_checked_spec(f) for f in folders]
     for spec in specs:
         warn_tolerances(spec)
     config = parse_config(args.config)

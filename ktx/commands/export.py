@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from ktx.commands._checks import output_folder
 from ktx.errors import KtxError
 
 
@@ -26,6 +27,8 @@ def run(args: argparse.Namespace) -> int:
         raise KtxError("say which format", None, "ktx export RUN_DIR --torch")
     from ktx.torch_export import export_torch
 
+    if args.out is not None:
+        output_folder(args.out, "-o")
     result = export_torch(args.run_dir, args.out)
     for path in result.files:
         print(f"wrote {path}")

@@ -17,9 +17,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from ktx.ir import parse_file
+
 from ktx.check import review
-from ktx.draft import draft
+from ktx.commands._checks import kernel_syntax, load_checked_spec, output_folder
+from ktx.draft import Blocker, draft
 from ktx.errors import KtxError, Location
+from ktx.spec import read_spec_text
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,6 +41,9 @@ def run(args: argparse.Namespace) -> int:
     if args.check:
         return run_check(Path(args.file))
     out = Path(args.out) if args.out else Path(args.file).parent
+    if not args.print:
+        output_folder(out, "--out")
+    kernel_syntax(parse_file(args.file), args.kernel)
     result = draft(args.file, args.kernel, out)
     if args.print:
         sys.stdout.write(result.text)
@@ -57,11 +64,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_check(folder: Path) -> int:
-    result = review(folder)
     spec = folder / "ktx.toml"
-    for b in result.blockers:
+    if spec.is_file():
+        read_spec_text(spec)  # not UTF-8 is one line at the offending byte, not a traceback
+    result = review(folder)
+    blockers = list(result.blockers)
+    for b in blockers:
         print(f"{spec}:{b.line}: blocks a run: {b.message}")
-    if result.blockers:
+    if not blockers:
+        # The spec loads; a kernel ktx cannot read would still fail every run.
+        try:
+            load_checked_spec(folder)
+        except KtxError as exc:
+            print(f"{exc.location}: blocks a run: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
+            blockers = [Blocker(exc.location.line if exc.location else 0, exc.message)]
+    if blockers:
+        print(f"{spec}: not ready: {len(blockers)} problem(s) above block a run", file=sys.stderr)
         return 1
     for f in result.unproven:
         print(f"{spec}: not proven in bounds: {f}")

@@ -1,4 +1,4 @@
-"""``ktx inspect FILE... [--json]``: what the IR sees in CUDA files.
+"""``ktx inspect FILE... [--json] [--facts [--kernel K]]``: what the IR sees in CUDA files.
 
 The first thing a user runs on their kernel: if ktx indexes it wrongly, nothing after
 can be trusted, so the listing is complete (kernels, parameters, loops, launch sites,
@@ -24,19 +24,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("inspect", help="list kernels, loops, launch sites and performance constants")
     p.add_argument("files", nargs="+", metavar="FILE", help="CUDA source files (.cu, .cuh)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument(
+        "--facts",
+        action="store_true",
+        help="print what the facts layer (ktx.ir.facts) knows of each kernel: loops and owners, memory "
+        "references, reductions, launch mapping, and why vectorize would or would not pack each loop",
+    )
+    p.add_argument("--kernel", metavar="K", help="with --facts: only this kernel")
     p.set_defaults(func=run)
 
 
 def check_module(module: Module) -> None:
-    """Fail on what makes a file useless to ktx: no kernel, or a syntax error inside one."""
-    errors = [d for d in module.diagnostics if d.severity == "error"]
-    if errors:
-        d = errors[0]
-        raise KtxError(
-            d.message,
-            Location(module.path, d.span.line, d.span.col),
-            "fix the syntax there (ktx rewrites only kernels it can parse)",
-        )
+    """Fail on what makes a file useless to ktx: no kernel, or a syntax error inside every one.
+
+    A kernel that does not parse is skipped alone (listed with its line); the file is refused
+    only when no kernel is left.
+    """
+    broken = module.broken_kernels()
+    if module.kernels and len(broken) == len(module.kernels):
+        module.require_parsed(broken[0][0])
     if not module.kernels:
         raise KtxError(
             "no __global__ kernel found",
@@ -51,8 +57,14 @@ def summary(module: Module) -> dict[str, Any]:
     def span(s: Any) -> Any:
         return None if s is None else {"line": s.line, "col": s.col, "start": s.start, "end": s.end}
 
-    kernels = []
+    kernels: list[dict[str, Any]] = []
+    broken = dict((k.name, d) for k, d in module.broken_kernels())
     for k in module.kernels:
+        if k.name in broken:
+            d = broken[k.name]
+            reason = f"syntax error at line {d.span.line}: {d.message}"
+            kernels.append({"name": k.name, "line": k.span.line, "skipped": reason})
+            continue
         index = kernel_index(module, k)
         t = index.thread_index()
         shapes = {lp.id: index.loop_shape(lp) for lp in module.loops_in(k)}
@@ -169,6 +181,9 @@ _STRIDE_WORDS = {
 def render_text(info: dict[str, Any]) -> str:
     lines = [f"{info['file']}"]
     for k in info["kernels"]:
+        if "skipped" in k:
+            lines.append(f"  kernel {k['name']} (line {k['line']}): skipped, {k['skipped']}")
+            continue
         tps = ", ".join(
             f"{t['kind']} {t['name']}" + (f"={t['default']}" if t["default"] else "")
             for t in k["template_params"]
@@ -229,7 +244,22 @@ def render_text(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def run_facts(args: argparse.Namespace) -> int:
+    from ktx.ir.facts.text import render
+
+    blocks = []
+    for path in args.files:
+        module = parse_file(path)
+        check_module(module)
+        kernels = [module.kernel(args.kernel)] if args.kernel else list(module.kernels)
+        blocks += [render(module.facts(k)) for k in kernels]
+    print("\n\n".join(blocks))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.facts:
+        return run_facts(args)
     infos = []
     for path in args.files:
         module = parse_file(path)

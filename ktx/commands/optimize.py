@@ -18,10 +18,10 @@ from typing import Any
 
 from ktx import offline
 from ktx.agent.loop import PLANNERS, OptimizeRequest, OptimizeResult, optimize
+from ktx.commands._checks import load_checked_spec, output_folder
 from ktx.commands._original import report_failed_originals, warn_tolerances
 from ktx.registry import add_plugin_option, run_plugins
 from ktx.report.data import dispatched_config, dispatched_fast_math, fast_math_on
-from ktx.spec import load_spec
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -168,7 +168,9 @@ _DEFAULTS: dict[str, object] = {
 
 
 def run(args: argparse.Namespace) -> int:
-    spec = load_spec(args.kernel_dir)
+    if args.out is not None:
+        output_folder(args.out, "--out")
+    spec = load_checked_spec(args.kernel_dir)
     warn_tolerances(spec)
     name = spec.name
     auto = args.backend == "auto"

@@ -32,6 +32,12 @@ list values separated by `|`. Unknown passes and options fail and list the valid
 contradict the others (then it is dropped), `conflicts` rejects a pipeline holding both. The
 order is a topological sort stable with respect to the order written.
 
+**Phases.** Each pass declares the kind of change it makes: `ownership` (who owns a row or a
+reduction), `vectorize` (how wide and how many items per thread), `block` (the block size),
+`unroll` (each thread's loops and loads), `hints` (changes of no mapping). The rules planner
+tries passes with a site in that order. The run order above is a separate fact: `expose` (a hint)
+runs first so that every later pass sees knobs, `vectorize` runs before `split` and `coarsen`.
+
 **Placeholders.** Knobs appear in the template as `KTX_<NAME>` macros, with a guarded header that
 gives each its default, so the template compiles as it is and `-DKTX_NAME=value` selects a
 config. Macros reach what C++ template parameters cannot reach without rewriting every caller:
@@ -95,8 +101,7 @@ def text(registry: Registry) -> str:
             for field in ("requires", "after", "prefer_after", "conflicts")
             if getattr(cls, field)
         ]
-        if order:
-            out.append("  " + "; ".join(order))
+        out.append("  " + "; ".join([*order, f"phase {cls.phase.label}"]))
         out.append("")
     return "\n".join(out)
 
@@ -107,14 +112,15 @@ def markdown(registry: Registry) -> str:
         INTRO,
         "## Passes",
         "",
-        "| pass | summary | knobs | requires | after | prefer after | conflicts |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| pass | phase | summary | knobs | requires | after | prefer after | conflicts |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     classes: list[type[Pass[Any]]] = list(registry)
     for cls in classes:
         knobs = ", ".join(f"`{k.name}`" for k in cls.knobs) or "-"
         out.append(
-            f"| [`{cls.name}`](#{cls.name}) | {_cell(cls.summary)} | {knobs} | {_list(cls.requires)} | "
+            f"| [`{cls.name}`](#{cls.name}) | {cls.phase.label} | {_cell(cls.summary)} | {knobs} | "
+            f"{_list(cls.requires)} | "
             f"{_list(cls.after)} | {_list(cls.prefer_after)} | {_list(cls.conflicts)} |"
         )
     for cls in classes:

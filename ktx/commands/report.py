@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ktx.commands._checks import output_folder
 from ktx.errors import KtxError, Location
 
 
@@ -27,7 +28,10 @@ def run(args: argparse.Namespace) -> int:
 
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
-        raise KtxError("no such run folder", Location(str(run_dir)), "give the --out folder of ktx optimize")
+        what = "is a file, not a run folder" if run_dir.exists() else "no such run folder"
+        raise KtxError(what, Location(str(run_dir)), "give the --out folder of ktx optimize")
+    if args.out is not None:
+        output_folder(args.out, "--out")
     files = make_report(run_dir, args.out)
     print(f"wrote {files.markdown}")
     print(f"wrote {files.html}")

@@ -2,7 +2,8 @@
 
 Without ``--passes``/``--config`` the original kernel itself is verified (against the Python
 reference when the spec has one, else against a second run of itself) and timed. Needs a GPU;
-without one it fails with exit status 2 and says so.
+without one it fails with exit status 2 and says so. ``--sanitize`` runs the config once under
+compute-sanitizer's memcheck and racecheck instead (:mod:`ktx.measure.sanitize`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ktx.commands._checks import load_checked_spec, output_file
 from ktx.commands._measure_common import (
     add_measure_options,
     configured_candidate,
@@ -25,15 +27,20 @@ from ktx.commands._measure_common import (
 from ktx.commands._original import failure_line, warn_tolerances
 from ktx.measure.harness import Harness
 from ktx.measure.replay import save_results
-from ktx.measure.types import Measurement, config_key
+from ktx.measure.sanitize import sanitize
+from ktx.measure.types import Measurement, config_key, original_candidate
 from ktx.registry import add_plugin_option, load_plugins
-from ktx.spec import load_spec
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", help="verify and time one configuration of a kernel on the GPU")
     p.add_argument("kernel_dir", metavar="KERNEL_DIR", help="a folder with kernel.cu and ktx.toml")
     p.add_argument("--shape", metavar="NAME", help="a shape set (its first shape) or NAME=VALUE,...")
+    p.add_argument(
+        "--sanitize",
+        action="store_true",
+        help="run the config once under compute-sanitizer (memcheck and racecheck) instead of timing it",
+    )
     add_measure_options(p)
     add_plugin_option(p)
     p.set_defaults(func=run)
@@ -41,11 +48,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     load_plugins(args.plugin)
-    spec = load_spec(args.kernel_dir)
+    if args.json:
+        output_file(args.json, "--json")
+    spec = load_checked_spec(args.kernel_dir)
     warn_tolerances(spec)
     config = parse_config(args.config)
     candidate = configured_candidate(spec, args.passes, config)
     point = spec.find_point(args.shape) if args.shape else spec.shape_set().points[0]
+    if args.sanitize:  # ktx.measure.sanitize: exit 2 when compute-sanitizer is missing
+        code, block = sanitize(spec, candidate or original_candidate(spec), point, max(args.timeout, 300.0))
+        print(block)
+        return code
     opts = options(args, spec)
     with Harness(spec, reference=args.reference or "auto", options=opts, timeout_s=args.timeout) as harness:
         meta = provenance(harness, opts)

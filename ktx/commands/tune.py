@@ -11,13 +11,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ktx.commands._checks import load_checked_spec, output_folder
 from ktx.commands._original import report_failed_originals, warn_tolerances
 from ktx.errors import KtxError
 from ktx.registry import add_plugin_option, run_plugins
 from ktx.search.evaluate import METRICS
 from ktx.search.runner import TuneRequest, run_tune
 from ktx.search.study import SAMPLERS
-from ktx.spec import load_spec
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -104,7 +104,9 @@ def parse_shapes(text: str) -> tuple[str, ...]:
 def run(args: argparse.Namespace) -> int:
     if args.trials < 1:
         raise KtxError(f"--trials {args.trials}: need at least 1")
-    spec = load_spec(args.kernel_dir)
+    if args.out is not None:
+        output_folder(args.out, "--out")
+    spec = load_checked_spec(args.kernel_dir)
     warn_tolerances(spec)
     run_dir = args.out or Path(".ktx") / "runs" / spec.name
     run_plugins(args.plugin, run_dir, args.backend)

@@ -228,10 +228,14 @@ def _nvcc(req: CompileRequest, nvcc: str) -> tuple[bytes, str, str]:
     its address would be ambiguous where a host function shares its name (llm.c's
     ``fused_residual_forward2`` kernel and launcher), so it gets no instantiation."""
     stub = (
-        "\n// ktx: instantiate the requested kernel for nvcc -cubin\n"
-        "[[maybe_unused]] static void* __ktx_instantiate_kernel() {\n"
-        f"  return (void*)&{req.name_expression};\n}}\n"
-    ) if "<" in req.name_expression else ""
+        (
+            "\n// ktx: instantiate the requested kernel for nvcc -cubin\n"
+            "[[maybe_unused]] static void* __ktx_instantiate_kernel() {\n"
+            f"  return (void*)&{req.name_expression};\n}}\n"
+        )
+        if "<" in req.name_expression
+        else ""
+    )
     with tempfile.TemporaryDirectory(prefix="ktx-nvcc-") as tmp:
         src = Path(tmp) / "kernel.cu"
         out = Path(tmp) / "kernel.cubin"
@@ -286,24 +290,177 @@ def _demangle(names: list[str]) -> list[str]:
     return names
 
 
+_CAST = re.compile(r"\((?:(?:unsigned|signed|long|short)\s+)*(?:int|long|short|char|bool|__int128)\)")
+_LITERAL_SUFFIX = re.compile(r"(?<![\w.])(-?\d+)(?:[uU](?:ll|LL|l|L)?|(?:ll|LL|l|L)[uU]?)(?!\w)")
+
+
 def _normalise(text: str) -> str:
-    text = re.sub(r"\((?:unsigned |signed )?(?:int|long|short|char|bool)\)", "", text)
+    """One spelling for a template argument list, whichever demangler printed it: CUDA's
+    ``cu++filt`` writes a non-type argument with its cast (``(int)2``, ``(bool)1``), GNU
+    ``c++filt`` writes ``2``, ``true`` or ``2u``, and a spec writes what its author typed."""
+    text = _CAST.sub("", text)
+    text = _LITERAL_SUFFIX.sub(r"\1", text)
+    text = re.sub(r"\btrue\b", "1", re.sub(r"\bfalse\b", "0", text))
     return re.sub(r"\s+", "", text)
 
 
+def demangled_head(plain: str) -> str:
+    """``ns::k<T, (int)2>`` from a demangled kernel signature such as
+    ``void ns::k<T, (int)2>(T1 *, const T1 *, int)``: the text before the parameter list, found
+    at bracket depth 0 (a cast inside the template arguments opens a parenthesis too), without
+    the return type that a template function's demangling starts with."""
+    depth = 0
+    end = len(plain)
+    for i, ch in enumerate(plain):
+        if ch in "<[":
+            depth += 1
+        elif ch in ">]":
+            depth = max(0, depth - 1)
+        elif ch == "(":
+            if depth == 0:
+                end = i
+                break
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+    head = plain[:end].strip()
+    # The return type is separated from the name by a space at depth 0 ("void ns::k<...>").
+    depth = 0
+    cut = 0
+    for i, ch in enumerate(head):
+        if ch in "<([":
+            depth += 1
+        elif ch in ">)]":
+            depth = max(0, depth - 1)
+        elif ch == " " and depth == 0:
+            cut = i + 1
+    return head[cut:]
+
+
+_BUILTIN = {
+    "v": "void", "b": "bool", "c": "char", "a": "signed char", "h": "unsigned char", "s": "short",
+    "t": "unsigned short", "i": "int", "j": "unsigned int", "l": "long", "m": "unsigned long",
+    "x": "long long", "y": "unsigned long long", "f": "float", "d": "double",
+}  # fmt: skip
+
+
+class _Mangled:
+    """A reader of the few Itanium-ABI productions a kernel's name uses: a plain or namespaced
+    name and template arguments that are builtin types, class names or integer literals. Anything
+    else (substitutions, pointers, function types) gives up (None): the demanglers handle those."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.pos = text, 0
+
+    def peek(self) -> str:
+        return self.text[self.pos : self.pos + 1]
+
+    def take(self, n: int = 1) -> str:
+        out = self.text[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def source_name(self) -> str | None:
+        digits = re.match(r"\d+", self.text[self.pos :])
+        if digits is None:
+            return None
+        self.pos += len(digits.group())
+        name = self.take(int(digits.group()))
+        return name if len(name) == int(digits.group()) else None
+
+    def name(self) -> str | None:
+        """``ns::k<args>``: an unscoped name or ``N ... E``, each part perhaps with ``I ... E``."""
+        nested = self.peek() == "N"
+        if nested:
+            self.take()
+        parts: list[str] = []
+        while True:
+            part = self.source_name()
+            if part is None:
+                return None
+            if self.peek() == "I":
+                args = self.template_args()
+                if args is None:
+                    return None
+                part += "<" + ", ".join(args) + ">"
+            parts.append(part)
+            if not nested:
+                break
+            if self.peek() == "E":
+                self.take()
+                break
+        return "::".join(parts)
+
+    def template_args(self) -> list[str] | None:
+        self.take()  # I
+        args: list[str] = []
+        while self.peek() and self.peek() != "E":
+            arg = self.template_arg()
+            if arg is None:
+                return None
+            args.append(arg)
+        return args if self.take() == "E" else None
+
+    def template_arg(self) -> str | None:
+        head = self.peek()
+        if head == "L":
+            self.take()
+            kind = self.take()
+            value = re.match(r"n?\d+", self.text[self.pos :])
+            if kind not in _BUILTIN or value is None:
+                return None
+            self.pos += len(value.group())
+            if self.take() != "E":
+                return None
+            return value.group().replace("n", "-")
+        if head in _BUILTIN:
+            return _BUILTIN[self.take()]
+        if head.isdigit() or head == "N":
+            return self.name()
+        return None
+
+
+def mangled_head(mangled: str) -> str | None:
+    """``ns::k<__nv_bfloat16, 2>`` read straight from ``_ZN2ns1kI13__nv_bfloat16Li2EEEv...``, for
+    when no demangler is installed; None where the name uses more of the ABI than this reads."""
+    if not mangled.startswith("_Z"):
+        return None
+    reader = _Mangled(mangled)
+    reader.pos = 2
+    return reader.name()
+
+
+def _names_match(head: str, name_expression: str) -> bool:
+    """Whether a demangled head names ``name_expression``; a namespace the expression leaves
+    out may precede it (``ns::k<..>`` for ``k<..>``), a longer identifier (``xk``) may not."""
+    have, want = _normalise(head), _normalise(name_expression).lstrip(":")
+    return have == want or have.endswith("::" + want)
+
+
+def pick_mangled(hits: Sequence[str], demangled: Sequence[str], name_expression: str) -> str | None:
+    """The mangled name among ``hits`` whose demangling (same order) is ``name_expression``."""
+    for mangled, plain in zip(hits, demangled, strict=False):
+        # a demangler that is missing (or failed) hands the mangled name back
+        head = mangled_head(mangled) if plain == mangled else demangled_head(plain)
+        if head is not None and _names_match(head, name_expression):
+            return mangled
+    return None
+
+
 def mangled_name(cubin: bytes, name_expression: str) -> str:
-    """Find the kernel ``name_expression`` (``ns::k<T, 8>``) among the cubin's entry symbols."""
+    """Find the kernel ``name_expression`` (``ns::k<T, 8>``) among the cubin's entry symbols.
+    A cubin may hold several instantiations of one template (the one asked for and the one a
+    host launcher in the same file instantiates), so a template kernel is matched on its
+    demangled name, parsed by brackets, never by the first ``(``."""
     base = re.split(r"<", name_expression, maxsplit=1)[0].split("::")[-1].strip()
     funcs = [name for name, info, _ in elf_symbols(cubin) if info & 0xF == 2]  # STT_FUNC
     hits = [n for n in funcs if n == base or f"{len(base)}{base}" in n]
     if len(hits) == 1:
         return hits[0]
     if hits:
-        want = _normalise(name_expression)
-        for mangled, plain in zip(hits, _demangle(hits), strict=False):
-            head = plain.split("(")[0].replace("void ", "", 1)
-            if _normalise(head).endswith(want):
-                return mangled
+        found = pick_mangled(hits, _demangle(hits), name_expression)
+        if found is not None:
+            return found
     raise RuntimeError(f"kernel {name_expression!r} not found in the cubin (symbols: {', '.join(funcs)})")
 
 

@@ -32,9 +32,18 @@ from typing import Any
 
 import numpy as np
 
+from ktx.dtypes import decode, poison
 from ktx.expr import Value
 from ktx.measure.compile import CompileResult, cache_dir
-from ktx.measure.dtypes import decode, poison
+from ktx.measure.guards import (
+    GuardFault,
+    check,
+    guard_bytes,
+    guarded_copy,
+    is_spec_error,
+    pattern,
+    run_guarded,
+)
 from ktx.measure.occupancy import DeviceLimits, occupancy
 from ktx.measure.protocol import WorkerFailure
 from ktx.measure.refcache import Verdict, VerdictCache, spec_digest, verdict_key
@@ -49,7 +58,7 @@ from ktx.measure.verify import (
     scalars,
     seeded_inputs,
 )
-from ktx.measure.warmup import stable_median, warm_up
+from ktx.measure.warmup import settle_seconds, steady_samples, warm_up
 from ktx.spec import ShapePoint, Spec, expand, load_spec
 
 Array = Any  # a cupy.ndarray; CuPy has no type stubs
@@ -86,6 +95,14 @@ class Options:
     max_batches: int = 5
     #: About how long one batch of graph replays may take (fewer samples for long kernels).
     graph_budget_s: float = 0.1
+    #: Untimed graph replays before the timed batches: this long normally...
+    settle_s: float = 0.02
+    #: ... and this long when the GPU timed nothing for ``idle_gap_s`` (the first timing of a
+    #: process always): see :func:`ktx.measure.warmup.settle_seconds`.
+    settle_idle_s: float = 0.25
+    idle_gap_s: float = 0.5
+    #: Timed graph batches dropped before the steady-state rule counts any.
+    discard_batches: int = 1
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Options:
@@ -413,31 +430,41 @@ def _args(spec: Spec, env: Mapping[str, Value], arrays: Mapping[str, Array]) -> 
 
 
 def _run_once(
-    spec: Spec, bound: _Bound, point: ShapePoint, pristine: Mapping[str, Array], stream: Any
+    spec: Spec,
+    bound: _Bound,
+    point: ShapePoint,
+    pristine: Mapping[str, Array],
+    stream: Any,
+    original: bool = False,
 ) -> dict[str, Array]:
-    """Launch on fresh copies of the inout and (poisoned) out arrays; the outputs, on the device.
-
-    Inputs are passed as they are: a kernel that writes to an ``in`` argument corrupts only
-    its own round (the reference ran first, on its own copies)."""
+    """Launch on guarded copies of the arrays (inout and poisoned out arrays fresh from
+    ``pristine``, inputs too); the outputs, on the device. A write outside a buffer changes its
+    guard (:mod:`ktx.measure.guards`), checked on the device after the launch: a
+    ``wrong_result`` for a candidate, a spec error for the ``original``."""
+    cp = _cupy()
     env = spec.env(point)
-    with stream:
-        device = {
-            a.name: pristine[a.name].copy() if a.is_output else pristine[a.name]
-            for a in spec.args
-            if a.is_array
-        }
-        _launch_checked(bound, _args(spec, env, device), stream)
+
+    def launch(arrays: dict[str, Array]) -> None:
+        _launch_checked(bound, _args(spec, env, arrays), stream)
         _sync(stream)
-    return {a.name: device[a.name] for a in spec.args if a.is_output}
+
+    with stream:
+        try:
+            return run_guarded(spec, point, pristine, launch, cp, original)
+        except GuardFault as exc:
+            raise _Fail(Status.WRONG_RESULT, exc.message, bound.resources) from None
 
 
 def _run_reference(
     spec: Spec, bound: _Bound, point: ShapePoint, pristine: Mapping[str, Array], stream: Any
 ) -> dict[str, Array]:
-    """The original kernel's outputs on ``pristine``; its failure is an infrastructure failure."""
+    """The original kernel's outputs on ``pristine``; its failure is an infrastructure failure,
+    except a write out of bounds, which is the spec's error (and fails the candidate too)."""
     try:
-        return _run_once(spec, bound, point, pristine, stream)
+        return _run_once(spec, bound, point, pristine, stream, original=True)
     except _Fail as exc:
+        if is_spec_error(exc.message):
+            raise WorkerFailure(Status.WRONG_RESULT.value, exc.message) from None
         raise WorkerFailure(Status.CRASH.value, f"reference failed: {exc.message}") from None
 
 
@@ -481,6 +508,18 @@ class _Verdict:
     shapes: tuple[str, ...]
 
 
+def checks_the_original(cand: Candidate, reference: Mapping[str, Any] | None) -> bool:
+    """Whether a request verifies the original kernel itself (against the Python reference, or
+    against a second run of itself): a guard violation then is the spec's error, not a
+    candidate's wrong result."""
+    if not reference:
+        return False
+    if reference.get("kind") == "python":
+        return bool(reference.get("original_digest") == cand.digest)
+    ref = reference.get("candidate")
+    return isinstance(ref, Mapping) and Candidate.from_dict(ref).digest == cand.digest
+
+
 def verify_shapes(
     spec: Spec, cand: Candidate, point: ShapePoint, opts: Options
 ) -> tuple[list[ShapePoint], list[ShapePoint]]:
@@ -504,6 +543,11 @@ class _Costs:
 
     def to_dict(self) -> dict[str, float]:
         return {k: round(v, 6) for k, v in self.__dict__.items()}
+
+
+#: Names how the original's cached verdicts were reached: with guard zones (verdicts cached
+#: before guards existed never saw an out-of-bounds write, so they are not reused).
+_GENERATOR = "cupy+guards"
 
 
 def _digest(spec: Spec) -> str:
@@ -576,7 +620,7 @@ def _verify(
             for shape in shapes
             for r in range(opts.rounds if shape == point or opts.odd_rounds <= 0 else opts.odd_rounds)
             if verdicts.get(_digest(spec), verdict_key(
-                _digest(spec), shape.name, round_seed(spec, shape, r), r, "cupy", device)) is None
+                _digest(spec), shape.name, round_seed(spec, shape, r), r, _GENERATOR, device)) is None
         ]  # fmt: skip
         if todo:
             pool = ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1, len(todo))))
@@ -584,7 +628,7 @@ def _verify(
     try:
         return _verify_rounds(
             spec, cand, modules, kind, ref_cand, ref_modules, verdicts, pending, shapes, point, opts,
-            limits, stream, costs, device,
+            limits, stream, costs, device, checks_the_original(cand, reference),
         )  # fmt: skip
     finally:
         if pool is not None:
@@ -629,6 +673,7 @@ def _verify_rounds(
     stream: Any,
     costs: _Costs,
     device: str,
+    is_self: bool,
 ) -> _Verdict:
     cp = _cupy()
     max_abs = 0.0
@@ -639,7 +684,7 @@ def _verify_rounds(
         count = opts.rounds if shape == point or opts.odd_rounds <= 0 else opts.odd_rounds
         for r in range(count):
             seed = round_seed(spec, shape, r)
-            vkey = verdict_key(_digest(spec), shape.name, seed, r, "cupy", device)
+            vkey = verdict_key(_digest(spec), shape.name, seed, r, _GENERATOR, device)
             if verdicts is not None:
                 cached = verdicts.get(_digest(spec), vkey)
                 if cached is not None and cached.ok:
@@ -664,7 +709,7 @@ def _verify_rounds(
             else:
                 want = _python_want(spec, shape, inputs_key, pristine, costs, stream)
                 stored = False
-            got = _run_once(spec, bound, shape, pristine, stream)
+            got = _run_once(spec, bound, shape, pristine, stream, original=is_self)
             round_abs = round_rel = 0.0
             with stream:
                 for arg in spec.args:
@@ -694,6 +739,11 @@ def _time(
 ) -> tuple[Timing, Timing]:
     cp = _cupy()
     env = spec.env(point)
+    # Whether the GPU sat idle before this measurement (verification on the CPU, a new process)
+    settle_s = settle_seconds(
+        _LAST_TIMED[0] if _LAST_TIMED else None, time.perf_counter(), opts.settle_s,
+        opts.settle_idle_s, opts.idle_gap_s,
+    )  # fmt: skip
     with stream:
         arrays = _timing_arena(spec, point, opts, limits)
         sets = [_args(spec, env, a) for a in arrays]
@@ -734,23 +784,24 @@ def _time(
                 bound(sets[i % nsets], stream)
         finally:
             graph = stream.end_capture()
-        graph.launch(stream)  # instantiate and warm
+        graph.launch(stream)  # instantiate, upload and warm
         _sync(stream)
 
-        def batch() -> list[float]:
-            samples = []
-            for _ in range(replays):
-                s, e = cp.cuda.Event(), cp.cuda.Event()
-                s.record(stream)
-                graph.launch(stream)
-                e.record(stream)
-                _sync(stream)
-                samples.append(cp.cuda.get_elapsed_time(s, e) * 1e3 / launches)
-            return samples
+        def replay() -> float:
+            s, e = cp.cuda.Event(), cp.cuda.Event()
+            s.record(stream)
+            graph.launch(stream)
+            e.record(stream)
+            _sync(stream)
+            return float(cp.cuda.get_elapsed_time(s, e)) * 1e3 / launches
 
-        # Batches until two successive medians agree: the reported one is from steady state.
-        samples, _ = stable_median(batch, opts.stable_tolerance, opts.max_batches)
+        # Settle (longer after the GPU sat idle), drop the first batch, then batches until two
+        # successive medians agree: the reported one is from steady state (issue 18).
+        samples, _ = steady_samples(
+            replay, replays, settle_s, opts.stable_tolerance, opts.max_batches, opts.discard_batches
+        )
         graph_timing = Timing.of(samples)
+    _LAST_TIMED[:] = [time.perf_counter()]
     del sets, flush, arrays
     return single, graph_timing
 
@@ -770,6 +821,8 @@ class _Arena:
 
 
 _ARENA = _Arena(_gb("KTX_TIMING_ARENA_GB", 8))
+#: When this process last finished timing a graph (perf_counter seconds); empty before.
+_LAST_TIMED: list[float] = []
 _FLUSH: list[Array] = []
 
 
@@ -923,6 +976,8 @@ def prime(spec: Spec, xp: Any = None) -> None:
         if not arg.is_array:
             continue
         values = draw(arg, dims, draws, cp)
+        guard = pattern(cp, guard_bytes())
+        check([guarded_copy(arg.name, values, guard, cp)], guard, cp)  # the guard zones' check
         if not arg.is_output:
             continue
         tol = spec.tolerance_for(arg.dtype)

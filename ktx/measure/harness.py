@@ -20,8 +20,9 @@ from typing import Any, Literal
 from ktx.errors import KtxError, Location, NoGpuError
 from ktx.measure.compile import CompilePool, CompileRequest, CompileResult
 from ktx.measure.gpu import Options, verify_shapes
+from ktx.measure.guards import is_spec_error
 from ktx.measure.occupancy import DeviceLimits
-from ktx.measure.protocol import DEFAULT_HANDLER, Supervisor
+from ktx.measure.protocol import DEFAULT_HANDLER, Outcome, Supervisor
 from ktx.measure.timeouts import TimeoutPolicy, request_cost
 from ktx.measure.types import Candidate, Measurement, Status, original_candidate
 from ktx.spec import ShapePoint, Spec, expand
@@ -84,6 +85,11 @@ class Harness:
         self.pool = CompilePool(compile_workers)
         self.original = original_candidate(spec)
         self._limits: DeviceLimits | None = None
+        #: Shapes where the original writes outside a buffer (guard zones): the spec is wrong
+        #: there, so no candidate is measured (or tuned) against it; the message says what to fix.
+        self.spec_errors: dict[str, str] = {}
+        #: The supervisor's start count when this harness last warmed its worker (-1: never).
+        self._warmed_start = -1
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -169,6 +175,9 @@ class Harness:
         except KtxError as exc:
             return Measurement.failure(self.spec, candidate, point.name, Status.LAUNCH_ERROR, str(exc))
         del launch
+        refused = self._spec_error(candidate, point)  # known already: not even compiled
+        if refused is not None:
+            return refused
         self.prefetch(candidate, point)
         modules, failed = self._modules(candidate, point)
         if failed is not None:
@@ -202,6 +211,9 @@ class Harness:
             self._calibrated.add(point.name)
             if point.name not in self.original_cost:
                 self.measure(self.original, point)
+        refused = self._spec_error(candidate, point)  # found by the calibration just now
+        if refused is not None:
+            return refused
         timeout = self.timeout_for(candidate, point)
         self._warm_worker()
         outcome = self.supervisor.call("measure", job, timeout=timeout)
@@ -217,6 +229,28 @@ class Harness:
             costs = outcome.result.get("costs")
             cost = request_cost(outcome.seconds, costs if isinstance(costs, dict) else None)
             self.original_cost[point.name] = max(cost, self.original_cost.get(point.name, 0.0))
+        result = self._result(candidate, point, outcome, ref_kind)
+        if is_spec_error(result.message):  # the original's, or the original reference run's
+            self.spec_errors[point.name] = result.message
+        return result
+
+    def _spec_error(self, candidate: Candidate, point: ShapePoint) -> Measurement | None:
+        """A candidate at a shape where the original writes out of bounds is not measured: the
+        spec is wrong there (:mod:`ktx.measure.guards`), and nothing may be tuned against it."""
+        if self._is_original(candidate) or point.name not in self.spec_errors:
+            return None
+        return Measurement.failure(
+            self.spec,
+            candidate,
+            point.name,
+            Status.WRONG_RESULT,
+            f"not measured: {self.spec_errors[point.name]}",
+        )
+
+    def _result(
+        self, candidate: Candidate, point: ShapePoint, outcome: Outcome, ref_kind: str
+    ) -> Measurement:
+        """The measurement a worker's answer stands for (a failure keeps what the worker knew)."""
         if outcome.ok:
             measured = Measurement.from_dict(outcome.result)
             if ref_kind != "none" and measured.ok:
@@ -257,11 +291,19 @@ class Harness:
         )
 
     def _warm_worker(self) -> None:
-        """A worker about to start warms up first, outside any measurement's timeout."""
+        """A worker warms up before its first measurement, outside any measurement's timeout.
+
+        Keyed by the supervisor's start count, not by whether a worker is alive: the ``device``
+        request (made before anything compiles) starts the worker, so "not alive yet" never
+        held and the warm-up (with :func:`~ktx.measure.gpu.prime`, which compiles CuPy's
+        verification kernels) never ran as a request of its own (issue 18)."""
         worker = self.supervisor.worker
-        if not self.warm_workers or (worker is not None and worker.alive):
+        if not self.warm_workers:
+            return
+        if worker is not None and worker.alive and self._warmed_start == self.supervisor.starts:
             return
         self.supervisor.call("warmup", {"spec": str(self.spec.path)}, timeout=max(self.timeout_s, 120.0))
+        self._warmed_start = self.supervisor.starts
 
     def measure_paired(
         self, first: Candidate, second: Candidate, point: ShapePoint, pairs: int, timeout: float | None = None

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ktx.dtypes import decode, encode, fp8_order, poison
 from ktx.errors import KtxError, Location
 from ktx.expr import Value
-from ktx.measure.dtypes import decode, encode, fp8_order, poison
 from ktx.spec import Arg, ShapePoint, Spec, Tolerance
 
 Array = npt.NDArray[Any]

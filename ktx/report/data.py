@@ -106,12 +106,9 @@ class RunData:
 
 
 def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise KtxError(f"cannot read {path.name}: {exc.strerror}", Location(str(path))) from None
-    except ValueError as exc:
-        raise KtxError(f"{path.name} is not JSON: {exc}", Location(str(path))) from None
+    from ktx.commands._checks import read_json
+
+    return read_json(path, "the run folder is damaged: run ktx optimize again")
 
 
 def _rounds(run_dir: Path) -> list[dict[str, Any]]:
@@ -119,7 +116,7 @@ def _rounds(run_dir: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             out.append(json.loads(line))
         except ValueError:
@@ -234,7 +231,11 @@ def load_run(run_dir: Path) -> RunData:
         )
     state = _read_json(state_path)
     if not isinstance(state, dict) or state.get("format") != "ktx.optimize/1":
-        raise KtxError("optimize.json is not a ktx.optimize/1 file", Location(str(state_path)))
+        raise KtxError(
+            "optimize.json is not a ktx.optimize/1 file",
+            Location(str(state_path)),
+            "give the --out of ktx optimize, or run it again",
+        )
     rounds = tuple(_round_row(r) for r in _rounds(run_dir))
     original_path = run_dir / "original.cu"
     if original_path.exists():

@@ -273,12 +273,27 @@ def _optimize(
             try:
                 study.optimize(objective, n_jobs=settings.jobs, timeout=timeout, callbacks=[callback])
                 return
-            except optuna.exceptions.UpdateFinishedTrialError:
+            except (optuna.exceptions.UpdateFinishedTrialError, ValueError) as exc:
                 # Another process on the same SQLite file ran the same queued trial first; its
-                # result stands (and the cache holds the measurement). Carry on.
+                # result stands (and the cache holds the measurement). Carry on. Optuna 5 reports
+                # this race from its tell as a ValueError ("Cannot tell a COMPLETE trial.")
+                # rather than UpdateFinishedTrialError; any other ValueError is a real error.
+                if isinstance(exc, ValueError) and not finished_trial_race(exc):
+                    raise
                 if done(study_stats(study)) or (deadline is not None and time.monotonic() >= deadline):
                     return
                 timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+def finished_trial_race(exc: ValueError) -> bool:
+    """Whether Optuna refused to tell a trial that another worker had already finished.
+
+    >>> finished_trial_race(ValueError("Cannot tell a COMPLETE trial."))
+    True
+    >>> finished_trial_race(ValueError("bad value"))
+    False
+    """
+    return str(exc).startswith("Cannot tell a ") and str(exc).rstrip(".").endswith(" trial")
 
 
 def search_shape(

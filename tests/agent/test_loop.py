@@ -136,6 +136,7 @@ class PairedModel(ModelBackend):
         return [(self.measure(first, shape), self.measure(second, shape)) for _ in range(pairs)]
 
 
+@pytest.mark.slow
 def test_final_checks_a_round_could_not_fit_run_with_the_budget_left(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

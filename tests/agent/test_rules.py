@@ -210,3 +210,67 @@ def test_a_pass_is_tried_again_on_a_new_row_owner(catalog: Catalog) -> None:
     # on the original it stays tried
     plan = choose(context(make_analysis(facts, ms), cat, history=history[:1], probes=probes))
     assert "vectorize" not in plan.names
+
+
+# -- issue 17: the planner's order comes from each pass's declared phase ------------------------
+
+
+def test_phases_group_the_registered_passes_by_their_attribute() -> None:
+    from ktx.agent.rules import phases
+    from ktx.passbase import Phase
+    from ktx.registry import default_registry
+
+    groups = phases()
+    assert len(groups) == len(Phase)
+    assert groups[Phase.OWNERSHIP] == ("cluster-rows", "row-owner", "rows-per-block", "split", "warp-reduce")
+    assert groups[Phase.VECTORIZE] == ("coarsen", "vectorize")
+    assert groups[Phase.BLOCK] == ("block-size",)
+    assert groups[Phase.UNROLL] == ("early-loads", "loads-first", "tile", "unroll")
+    assert groups[Phase.HINTS] == ("cache-hints", "expose", "fast-math", "hoist", "launch-bounds")
+    # every built-in pass states its phase itself (none falls back to the base class's default)
+    assert [cls.name for cls in default_registry() if "phase" not in vars(cls)] == []
+
+
+def test_a_new_pass_is_placed_by_its_phase_alone() -> None:
+    from typing import Any, ClassVar
+
+    from ktx.agent.rules import phases
+    from ktx.passbase import Pass, Phase, Site
+    from ktx.registry import Registry, default_registry
+
+    class Widen(Pass[Any]):
+        name = "widen"
+        phase: ClassVar[Phase] = Phase.VECTORIZE
+        summary = "a pass placed by one attribute"
+
+        def sites(self, target: Any) -> Any:
+            return iter(())
+
+        def rewrite(self, site: Site, rw: Any) -> None:
+            raise AssertionError
+
+    reg = Registry()
+    for cls in (*default_registry(), Widen):
+        reg.register(cls)
+    assert phases(reg)[Phase.VECTORIZE] == ("coarsen", "vectorize", "widen")
+
+
+def test_a_pass_without_a_phase_is_rejected_at_registration() -> None:
+    import pytest
+
+    from ktx.passbase import Pass, Site
+    from ktx.registry import PassDefinitionError, Registry
+
+    class Loose(Pass[Site]):
+        name = "loose"
+        phase = "early"  # type: ignore[assignment]
+        summary = "names no Phase"
+
+        def sites(self, target: object) -> object:  # type: ignore[override]
+            return iter(())
+
+        def rewrite(self, site: Site, rw: object) -> None:  # type: ignore[override]
+            raise AssertionError
+
+    with pytest.raises(PassDefinitionError, match=r"phase must be one of Phase\.OWNERSHIP"):
+        Registry().register(Loose)

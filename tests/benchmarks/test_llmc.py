@@ -53,6 +53,7 @@ def test_every_version_has_a_spec() -> None:
 
 
 @pytest.mark.parametrize(("lad", "version"), VERSIONS, ids=[f"{lad.name}-{v}" for lad, v in VERSIONS])
+@pytest.mark.slow
 def test_spec_loads_and_kernel_compiles(lad: Any, version: str, tmp_path: Path) -> None:
     cuda = _llmc()
     folder = run.stage(lad, version, cuda, tmp_path)
@@ -253,6 +254,14 @@ def test_lanes_balance_the_weights_and_keep_softmax_last() -> None:
     assert len(run.lanes(run.LADDERS[:2], 4)) == 2
 
 
+def test_lane_device_takes_the_callers_visible_devices() -> None:
+    assert run.lane_device(0, "2,3") == "2"
+    assert run.lane_device(1, "2, 3") == "3"
+    assert run.lane_device(3, None) == "3"
+    with pytest.raises(SystemExit, match="names only"):
+        run.lane_device(2, "2,3")
+
+
 @pytest.mark.gpu
 def test_every_version_runs_and_matches_the_reference_on_the_gpu(tmp_path: Path) -> None:
     """Each staged version at its ``quick`` shape (llm.c's launch, block 256 for the hand ones)
@@ -283,6 +292,7 @@ PIPELINES = {
 
 
 @pytest.mark.parametrize("lad", run.LADDERS, ids=[lad.name for lad in run.LADDERS])
+@pytest.mark.slow
 def test_rewritten_naive_kernels_compile_in_the_staged_folder(lad: Any, tmp_path: Path) -> None:
     """ktx's rewrites of the unmodified llm.c files (largest knob values) compile for sm_90 with
     nvcc, ``common.h`` and the cuBLAS stubs found through the staged folder: what every candidate
@@ -309,6 +319,7 @@ ROW_KERNELS = ["encoder_forward", "layernorm_forward", "fused_residual_forward",
 
 
 @pytest.mark.parametrize("name", ROW_KERNELS)
+@pytest.mark.slow
 def test_row_owner_then_vectorize_compiles_on_the_thread_per_row_kernels(name: str, tmp_path: Path) -> None:
     """The combination the rules planner tries first on llm.c's thread-per-row kernels (a warp or
     a block per row, then vector width) compiles for sm_90 at 32 and 256 threads per row."""

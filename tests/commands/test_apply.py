@@ -108,3 +108,30 @@ def test_errors_exit_2_with_one_line(
 def test_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run(capsys, "apply", "--passes", "unroll", str(tmp_path / "none.cu"))
     assert code == 2 and "no such file" in err
+
+
+TWO_KERNELS = (
+    b"__global__ void good(float* y, int n) {\n"
+    b"  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = 1.f;\n}\n"
+    b"__global__ void bad(float* y) {\n  y[0] = = 2.f;\n}\n"
+    b"void go(float* y, int n) { good<<<(n + 127) / 128, 128>>>(y, n); }\n"
+)
+
+
+def test_syntax_error_in_the_kernel_asked_for_is_exit_2_with_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "two.cu"
+    path.write_bytes(TWO_KERNELS)
+    code, out, err = run(capsys, "apply", "--passes", "coarsen", "--kernel", "bad", str(path))
+    assert code == 2 and out == ""
+    assert f"{path}:6:" in err and "inside kernel 'bad'" in err
+
+
+def test_another_kernels_syntax_error_does_not_refuse_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "two.cu"
+    path.write_bytes(TWO_KERNELS)
+    code, out, _ = run(capsys, "apply", "--passes", "coarsen", "--kernel", "good", "--knobs", "-q", str(path))
+    assert code == 0 and [k["name"] for k in json.loads(out)["knobs"]] == ["COARSEN"]

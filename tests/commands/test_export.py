@@ -33,6 +33,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base / "torch"
 
 
+@pytest.mark.slow
 def test_files(exported: Path) -> None:
     names = sorted(p.name for p in exported.iterdir())
     assert names == ["README.md", "kernels.cu", "silu_and_mul_torch.py"]
@@ -49,6 +50,7 @@ def test_files(exported: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
+@pytest.mark.slow
 def test_the_cuda_compiles_with_nvcc_alone(exported: Path, tmp_path: Path) -> None:
     lib = tmp_path / "k.so"
     cmd = ["nvcc", "-shared", "-Xcompiler", "-fPIC", "-arch=sm_90", "-std=c++17", "--expt-relaxed-constexpr",
@@ -100,6 +102,7 @@ def wrapper(exported: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[
     return module, calls
 
 
+@pytest.mark.slow
 def test_dispatch_and_launch(wrapper: tuple[Any, list[tuple[str, tuple[Any, ...]]]]) -> None:
     module, calls = wrapper
     module.silu_and_mul(FakeTensor((1, 4096)), FakeTensor((1, 8192)))
@@ -114,6 +117,7 @@ def test_dispatch_and_launch(wrapper: tuple[Any, list[tuple[str, tuple[Any, ...]
     ]
 
 
+@pytest.mark.slow
 def test_tensors_are_checked(wrapper: tuple[Any, list[tuple[str, tuple[Any, ...]]]]) -> None:
     module, calls = wrapper
     with pytest.raises(TypeError, match=r"out: dtype float16, expected torch.bfloat16"):
@@ -130,3 +134,33 @@ def test_export_needs_a_format_and_a_run(tmp_path: Path, capsys: pytest.CaptureF
     assert "say which format" in capsys.readouterr().err
     assert main(["export", str(tmp_path), "--torch"]) == 2
     assert "not a run folder" in capsys.readouterr().err
+
+
+def test_export_works_from_any_folder(
+    exported: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run made before paths were recorded absolute names its spec relative to the folder it
+    was started in; export finds it from the run folder's ancestors, wherever it is run from."""
+    import json
+
+    project = tmp_path / "project"
+    shutil.copytree(SILU, project / "kernels" / "silu_and_mul", ignore=shutil.ignore_patterns("recorded"))
+    run = project / ".ktx" / "optimize" / "silu_and_mul"
+    shutil.copytree(exported.parent / "run", run)
+    state = json.loads((run / "optimize.json").read_text())
+    assert Path(state["spec"]).is_absolute()  # what new runs record
+    state.update(spec="kernels/silu_and_mul/ktx.toml", source="kernels/silu_and_mul/kernel.cu")
+    state["source_rel"] = "kernels/silu_and_mul/kernel.cu"
+    (run / "optimize.json").write_text(json.dumps(state))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main(["export", str(run), "--torch", "-o", "out"]) == 0, capsys.readouterr().err
+    assert (elsewhere / "out" / "kernels.cu").read_text() == (exported / "kernels.cu").read_text()
+    (project / "kernels" / "silu_and_mul" / "ktx.toml").unlink()
+    assert main(["export", str(run), "--torch", "-o", "out2"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"{run / 'optimize.json'}: cannot find the run's spec (recorded: 'kernels/silu_and_mul/ktx.toml')"
+        in err
+    )

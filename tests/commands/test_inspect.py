@@ -89,3 +89,21 @@ def test_syntax_error_position_is_line_and_column(tmp_path: Path, capsys: pytest
 def test_debug_shows_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "--debug", "inspect", str(tmp_path / "nope.cu"))
     assert code == 2 and "Traceback" in err
+
+
+def test_a_kernel_that_does_not_parse_is_skipped_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "two.cu"
+    path.write_bytes(
+        b"__global__ void good(float* y, int n) { if (threadIdx.x < n) y[threadIdx.x] = 1.f; }\n"
+        b"__global__ void bad(float* y) {\n  y[0] = = 2.f;\n}\n"
+    )
+    code, out, _ = run(capsys, "inspect", str(path))
+    assert code == 0
+    assert "  kernel good (line 1)\n    param y: float*  [ptr]" in out
+    assert "  kernel bad (line 2): skipped, syntax error at line 3:" in out
+    code, out, _ = run(capsys, "inspect", "--json", str(path))
+    info = json.loads(out)
+    skipped = [k.get("skipped", "").startswith("syntax error at line 3") for k in info["kernels"]]
+    assert skipped == [False, True]

@@ -31,6 +31,7 @@ def test_the_readme_starts_with_the_main_job() -> None:
     assert re.search(r"\.venv/bin/ktx optimize kernels/\w+", first), first
 
 
+@pytest.mark.slow
 def test_main_job_replays_on_a_cpu(tmp_path: Path) -> None:
     # The ktx part of the README's first command, with CuPy made blind (no GPU, as on a laptop).
     ktx_part = readme_first_command().split("&&")[-1].strip()

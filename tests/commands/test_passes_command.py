@@ -25,3 +25,10 @@ def test_markdown_reference(capsys: pytest.CaptureFixture[str]) -> None:
     assert "| [`split`](#split) |" in out
     assert "\n## tile\n" in out
     assert "| `sizes` | ints | `2\\|4\\|8` |" in out
+
+
+def test_the_listing_and_reference_show_each_pass_phase(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["passes"]) == 0
+    assert "  after expose; phase block\n" in capsys.readouterr().out
+    assert main(["passes", "--markdown"]) == 0
+    assert "| [`row-owner`](#row-owner) | ownership |" in capsys.readouterr().out

@@ -66,6 +66,7 @@ def tune_argv(rec: Path, out: Path, *extra: str) -> list[str]:
             "--quiet", "--holdout", "none", "--out", str(out), "--seed", "1", *extra, str(SILU)]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_tune_with_a_plugin_records_it_and_a_resume_reloads_it(tmp_path: Path) -> None:
     rec = warps_recording(tmp_path / "rec" / "warps.json")
     out = tmp_path / "run"
@@ -84,6 +85,7 @@ def test_tune_with_a_plugin_records_it_and_a_resume_reloads_it(tmp_path: Path) -
     assert len(bare.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_workers_load_the_plugin(tmp_path: Path) -> None:
     rec = warps_recording(tmp_path / "warps.json")
     out = tmp_path / "run"

@@ -97,10 +97,11 @@ def test_load_intrinsics_read_and_do_not_escape() -> None:
 }"""
     )
     info = analyze_loop(m, m.kernel(), m.loops[0])
-    rows = [(a.kind, a.pointer, a.reads, a.writes, a.node.type) for a in info.accesses]
+    rows = [(a.kind, a.pointer, a.reads, a.writes, a.pinned, a.node.type) for a in info.accesses]
     assert rows == [
-        ("load", "in", True, False, "call_expression"),  # the whole __ldg(...) is the load
-        ("load", "in", True, False, "call_expression"),
-        ("address", "out", True, True, "subscript_expression"),  # a store intrinsic stays opaque here
+        ("load", "in", True, False, False, "call_expression"),  # the whole __ldg(...) is the load
+        ("load", "in", True, False, False, "call_expression"),
+        # a store, as every model says; pinned: rewriting the subscript alone would drop the hint
+        ("store", "out", True, True, True, "subscript_expression"),
     ]
     assert m.text(info.accesses[0].span) == "__ldg(&in[i])"

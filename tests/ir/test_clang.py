@@ -186,14 +186,14 @@ def test_cached_by_source_hash_and_on_the_module() -> None:
     m1 = parse("__global__ void cached(float* x) {}", "c.cu")
     m2 = parse("__global__ void cached(float* x) {}", "c.cu")
     assert facts(m1) is facts(m2)
-    assert m1.facts is m1.facts
+    assert m1.clang is m1.clang
     other = parse("__global__ void cached(double* x) {}", "c.cu")
     assert facts(other) is not facts(m1)
 
 
-def test_module_facts_property() -> None:
+def test_module_clang_property() -> None:
     m = parse("__global__ void k(const __half* x, float4* y) {}")
-    f = m.facts
+    f = m.clang
     assert f is not None and f.available
     k = f.kernel("k")
     assert k is not None

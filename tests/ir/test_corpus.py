@@ -7,8 +7,9 @@ the first comment line of each file says what it exercises (``// CORPUS: ...``).
 ``kernels``         kernel names in source order (``-`` for none)
 ``device``          device function names in source order
 ``loops``           number of loops; ``launches``: number of launch sites
-``launch_kernels``  kernel named by each launch site; ``launch_macros`` / ``launch_apis``:
-                    the ``#define`` holding it / the runtime call (``-`` for none)
+``launch_kernels``  kernel named by each launch site; ``launch_macros`` / ``launch_apis`` /
+                    ``launch_wrappers``: the ``#define`` holding it / the runtime call /
+                    the project's launch helper it goes through (``-`` for none)
 ``warnings``        number of warnings (``warnings>=N`` for a lower bound); ``errors`` too
 ``error_in``        the kernel every error diagnostic names
 ``defines``         ``NAME:value`` (``none``: not an integer) for ``#define``s
@@ -74,6 +75,8 @@ def actual(m: Module, key: str) -> object:
         return [dash(s.macro) for s in m.launch_sites]
     if key == "launch_apis":
         return [dash(s.api) for s in m.launch_sites]
+    if key == "launch_wrappers":
+        return [dash(s.wrapper) for s in m.launch_sites]
     if key == "warnings":
         return sum(d.severity == "warning" for d in m.diagnostics)
     if key == "errors":

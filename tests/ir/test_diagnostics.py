@@ -58,11 +58,12 @@ def test_multi_line_error_region_says_its_lines() -> None:
 
 
 def test_garbage_that_swallows_a_kernel_is_blanked_and_reported() -> None:
-    src = "REGISTER_KERNEL(k, float)\n\n__global__ void k(float* x) { x[0] = 1.f; }\n"
+    # (an all-caps REGISTER_KERNEL(k, float) line is masked as a macro before parsing: ktx.ir.foreign)
+    src = "register_kernel(k, float)\n\n__global__ void k(float* x) { x[0] = 1.f; }\n"
     m = parse(src)
     assert [k.name for k in m.kernels] == ["k"] and not m.kernel("k").has_error
     (d,) = m.diagnostics
-    assert d.severity == "warning" and "REGISTER_KERNEL(k, float)" in d.message
+    assert d.severity == "warning" and "register_kernel(k, float)" in d.message
     assert "hid the declaration after it" in d.message
     assert m.skipped and m.print() == src  # the source itself is untouched
 

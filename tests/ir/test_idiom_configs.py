@@ -146,6 +146,7 @@ def device_code(source: str) -> str:
     return data.decode()
 
 
+@pytest.mark.slow
 def test_every_config_compiles_for_sm90() -> None:
     if NVCC is None:
         pytest.skip("nvcc is not on PATH")

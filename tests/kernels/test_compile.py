@@ -80,6 +80,7 @@ def test_folder_layout(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", KERNEL_NAMES)
+@pytest.mark.slow
 def test_nvcc_object(suite_build: SuiteBuild, name: str) -> None:
     result = suite_build.objects[name]
     assert result.returncode == 0, f"nvcc -c failed for {name}:\n{result.stderr}"
@@ -87,6 +88,7 @@ def test_nvcc_object(suite_build: SuiteBuild, name: str) -> None:
 
 
 @pytest.mark.parametrize("name", KERNEL_NAMES)
+@pytest.mark.slow
 def test_nvcc_device_c(suite_build: SuiteBuild, name: str) -> None:
     result = suite_build.device_c[name]
     assert result.returncode == 0, f"nvcc --device-c failed for {name}:\n{result.stderr}"
@@ -113,6 +115,7 @@ def test_launcher_behind_rtc_guard(name: str) -> None:
 
 @pytest.mark.parametrize("flags", ["default", "fast_math"])
 @pytest.mark.parametrize("name", KERNEL_NAMES)
+@pytest.mark.slow
 def test_ptxas_no_spills(suite_build: SuiteBuild, name: str, flags: str) -> None:
     result = (suite_build.objects if flags == "default" else suite_build.fast_math)[name]
     assert result.returncode == 0, result.stderr
@@ -139,6 +142,7 @@ def test_name_expressions_cover_the_specs(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", SPEC_KERNELS)
+@pytest.mark.slow
 def test_ktx_compile_path(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each suite kernel through ``ktx.measure.compile.compile_kernel`` (nvcc), as the harness
     compiles it: the spec's source, flags, include folder and name expressions."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ktx.measure.dtypes import POISON_BYTES, bf16_encode, decode, encode, fp8_encode, poison, poison_byte
+from ktx.dtypes import POISON_BYTES, bf16_encode, decode, encode, fp8_encode, poison, poison_byte
 from ktx.measure.refcache import Verdict, VerdictCache, spec_digest, verdict_key
 from ktx.measure.verify import compare, seeded_inputs
 from ktx.spec import DEFAULT_TOLERANCE, Arg, Tolerance, load_spec
@@ -26,7 +26,7 @@ def arg_of(dtype: str) -> Arg:
 
     spec = load_spec(ROOT / "kernels" / "silu_and_mul")
     out = next(a for a in spec.args if a.name == "out")
-    from ktx.measure.dtypes import DTYPES
+    from ktx.dtypes import DTYPES
 
     return replace(out, dtype=DTYPES[dtype])
 

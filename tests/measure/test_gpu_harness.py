@@ -68,6 +68,18 @@ def test_planted_failures_each_recorded_and_run_goes_on(
             Status.TIMEOUT,
             "",
         ),
+        (
+            # one 16-byte pack (8 bf16) stored from the first element past the end of out: only
+            # the guard zones see it (issue 18)
+            planted(
+                base,
+                "one-pack-past-the-end",
+                STORE + " if (t == gridDim.x - 1 && i == d - 1) "
+                "*reinterpret_cast<uint4*>(out + (t + 1) * d) = make_uint4(0u, 0u, 0u, 0u);",
+            ),
+            Status.WRONG_RESULT,
+            "out: wrote past its end (first at element 16,384 + 0)",
+        ),
         (planted(base, "slightly-wrong", "r *= 1.03f; " + STORE), Status.WRONG_RESULT, "elements differ"),
         (
             planted(base, "odd-only", "if (d % 8 != 0 && i == d - 1) r += 1.f; " + STORE),

@@ -4,6 +4,7 @@ fresh process's first measurement agrees with its later ones (warm-up)."""
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 from dataclasses import replace
@@ -121,3 +122,40 @@ def test_first_measurement_agrees_across_fresh_processes() -> None:
         ratios.append(first.graph_us / second.graph_us)
     middle = statistics.median(ratios)
     assert abs(middle - 1) <= 0.01, f"median ratio {middle:.4f}: {[round(r, 4) for r in ratios]}"
+
+
+def test_first_graph_measurement_of_ten_fresh_processes_agree() -> None:
+    """Issue 18: in 1 of 6 fresh processes the first graph measurement of fused_add_rmsnorm at
+    tokens=16, d=4096 was 12.6% low. Ten fresh worker processes, each measuring it first, must
+    agree within 1% of their median. (KTX_FIRST_TIMES: a file the times are written to.)"""
+    spec = load_spec(ROOT / "kernels" / "fused_add_rmsnorm")
+    point = spec.find_point("tokens=16,d=4096")
+    firsts: list[float] = []
+    seconds: list[float] = []  # identical code measured next in the same process, for the record
+    same = replace(original_candidate(spec), config={"SAME": 0}, label="identical")
+    for _ in range(10):
+        with Harness(spec) as h:  # a new worker process each time
+            m = h.measure(h.original, point)
+            again = h.measure(same, point)
+        assert m.ok and m.graph_us, m.message
+        firsts.append(m.graph_us)
+        seconds.append(again.graph_us or 0.0)
+    middle = statistics.median(firsts)
+    spread = [round(f / middle - 1, 5) for f in firsts]
+    if os.environ.get("KTX_FIRST_TIMES"):
+        Path(os.environ["KTX_FIRST_TIMES"]).write_text(
+            json.dumps(
+                {
+                    "kernel": spec.name,
+                    "shape": point.name,
+                    "first_graph_us": firsts,
+                    "second_graph_us": seconds,
+                    "median_us": middle,
+                    "deviation": spread,
+                },
+                indent=1,
+            )
+        )
+    assert max(abs(d) for d in spread) <= 0.01, (
+        f"first graph times {firsts} µs; deviation from median {spread}"
+    )

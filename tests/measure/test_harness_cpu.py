@@ -119,6 +119,7 @@ def test_compile_error_is_a_result() -> None:
 
 
 @needs_compiler
+@pytest.mark.slow
 def test_harness_plumbing_and_failures() -> None:
     spec = load_spec(ROOT / "kernels" / "moe_sum")
     with Harness(spec, handler=FAKE, timeout_s=20) as h:

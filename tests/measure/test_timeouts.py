@@ -39,6 +39,7 @@ def test_request_cost_leaves_out_one_off_costs() -> None:
 
 
 @pytest.mark.skipif(not find_nvcc(), reason="no nvcc here")
+@pytest.mark.slow
 def test_a_hang_costs_seconds_once_the_original_is_measured(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ktx.dtypes import bf16_decode, bf16_encode, decode, encode, fp8_table, poison
 from ktx.errors import KtxError
-from ktx.measure.dtypes import bf16_decode, bf16_encode, decode, encode, fp8_table, poison
 from ktx.measure.occupancy import DeviceLimits, occupancy
 from ktx.measure.replay import ReplayBackend, save_results
 from ktx.measure.types import (

@@ -70,3 +70,26 @@ def test_options() -> None:
 def test_applies_where_pinned() -> None:
     found = {p.name for p in spec_dirs() if build(load(p.name), "cache-hints").knobs}
     assert found == APPLIES["cache-hints"]
+
+
+def test_an_address_stays_an_address_and_volatile_stays_as_written() -> None:
+    # found by the sweep on foreign code: `&(p[i])` became `&(ktx::ld<...>(...))`, and a store
+    # through a `volatile int*` lost its qualifier in the hint's cast; neither built
+    src = """\
+__global__ void k(float* __restrict__ out, const float* __restrict__ in, volatile int* flag, float** slots,
+                  int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    slots[0] = &(out[i]);
+    out[i] = in[i] * 2.f;
+    flag[i] = 1;
+  }
+}
+"""
+    t = apply(src, "cache-hints")
+    text = t.instantiate()
+    assert "slots[0] = &(out[i]);" in text
+    assert "flag[i] = 1;" in text
+    why = "flag:volatile: flag is a volatile pointer (line 1): its accesses keep their cache policy"
+    assert why in remarks(t)
+    assert [k.name for k in t.knobs] == ["CACHE_LD_IN", "CACHE_ST_OUT"]

@@ -160,6 +160,7 @@ def _ptx(source: str, name_expression: str, tmp: Path) -> str:
 
 @needs_nvcc
 @pytest.mark.parametrize("name", ["rmsnorm", "fused_add_rmsnorm"])
+@pytest.mark.slow
 def test_every_cluster_compiles_for_sm90(name: str, tmp_path: Path) -> None:
     t = suite(name)
     for value in t.knobs[0].values:
@@ -173,6 +174,7 @@ def test_every_cluster_compiles_for_sm90(name: str, tmp_path: Path) -> None:
 
 
 @needs_nvcc
+@pytest.mark.slow
 def test_tuned_file_and_dispatch_header_launch_a_cluster_variant(tmp_path: Path) -> None:
     """The patch's file: the original, variant 0 (CLUSTER=4) and the launcher that dispatches."""
     t = suite("rmsnorm")
@@ -264,3 +266,10 @@ def test_every_cluster_and_prefetch_verifies_on_the_gpu(name: str) -> None:
                 failures.append(f"{dict(cand.config)} @ {point.name}: {m.status.value}: {m.message[:300]}")
     assert not failures, "\n".join(failures)
     assert verified == {p.name for p in points}
+
+
+def test_a_combine_call_must_fold_the_accumulator() -> None:
+    """``m = fmaxf(a, b)`` without ``m`` in it overwrites m: no reduction to combine (the shared
+    recogniser says so; the pass's own check used to look at the callee alone)."""
+    overwrite = ROW_MAX.replace("m = fmaxf(m, x[", "m = fmaxf(-1e30f, x[")
+    assert "is neither acc += x nor" in remarks(apply(overwrite, "cluster-rows"))[0]

@@ -154,6 +154,7 @@ def _check_kernel(jobs: list[Job]) -> list[dict[str, object]]:
     return rows
 
 
+@pytest.mark.slow
 def test_sampled_configs_compile(record_property: pytest.RecordProperty) -> None:
     per_kernel = [_jobs(path) for path in SUITE]
     assert sum(len(jobs) for jobs in per_kernel) >= 30

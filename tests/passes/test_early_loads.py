@@ -146,6 +146,7 @@ def _ptxas(source: str, name_expression: str, tmp: Path) -> str:
         ("fused_add_rmsnorm", "cluster-rows,early-loads"),
     ],
 )
+@pytest.mark.slow
 def test_every_prefetch_compiles_for_sm90_without_spills(name: str, pipeline: str, tmp_path: Path) -> None:
     t = suite(name, pipeline)
     configs = [{"PREFETCH": p} for p in (1, 2, 4)]

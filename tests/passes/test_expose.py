@@ -72,3 +72,48 @@ def test_refusals_say_why() -> None:
 def test_names_option_selects() -> None:
     t = apply(TEMPLATED, "expose{names=ITEMS}")
     assert [k.name for k in t.knobs] == ["ITEMS"]
+
+
+GROUPED = """\
+template <typename T, int GROUP>
+__global__ void scale_groups(T* out, const T* in, float* scales, int n) {
+  int g = blockIdx.x * blockDim.x + threadIdx.x;
+  float s = 0.f;
+  for (int j = 0; j < GROUP; ++j) s = fmaxf(s, fabsf(float(in[g * GROUP + j])));
+  scales[g] = s;
+}
+void launch(float* out, const float* in, float* scales, int groups) {
+  scale_groups<float, 128><<<(groups + 255) / 256, 256>>>(out, in, scales, groups);
+}
+"""
+
+
+def test_a_template_argument_the_spec_sets_from_a_shape_is_refused() -> None:
+    """The spec's ``template_args = [..., "{group}"]`` makes GROUP part of the problem: the
+    reference and the buffers' extents follow it, so no value but the spec's is right."""
+    from ktx.ir import parse
+
+    from ktx.launch import LaunchMapping
+    from ktx.pipeline import run
+
+    spec_mapping = LaunchMapping(("cdiv(groups, 256)",), ("256",), "0", (), "spec")
+    t = run(parse(GROUPED), "expose", template_args=("float", "{group}"), mapping=spec_mapping)
+    assert "GROUP" not in {k.name for k in t.knobs}
+    (why,) = [o.message for o in t.outcomes if o.site == "GROUP"]
+    assert why.startswith("GROUP is set by the spec from {group}: it selects what is computed")
+    # From the file alone GROUP is a literal at its one launch, and nothing in the kernel says
+    # it is a dimension of a buffer (g * GROUP has no scalar parameter): it stays a knob.
+    assert "GROUP" in {k.name for k in apply(GROUPED, "expose").knobs}
+
+
+def test_a_constant_named_as_a_spec_shape_variable_is_refused() -> None:
+    from ktx.ir import parse
+
+    from ktx.launch import LaunchMapping
+    from ktx.pipeline import run
+
+    source = "#define TOPK 2\n" + GROUPED.replace("j < GROUP", "j < GROUP * TOPK")
+    spec_mapping = LaunchMapping(("cdiv(groups, 256)", "topk"), ("256",), "0", (), "spec")
+    t = run(parse(source), "expose", template_args=("float", "128"), mapping=spec_mapping)
+    (why,) = [o.message for o in t.outcomes if o.site == "TOPK"]
+    assert why.startswith("TOPK is the shape variable topk of the launch mapping")

@@ -148,6 +148,16 @@ def test_reduction_forms() -> None:
     assert "    if (ktx_lane != 0) s = 0;\n    for (int i = ktx_lane;" in out
 
 
+def test_the_shared_recogniser_decides_what_is_a_reduction() -> None:
+    """Forms come from ktx.ir.facts.reductions; the pass keeps those ktx_row_reduce combines."""
+    counted = LN.replace("s += xr[i];", "if (xr[i] > 0.f) ++s;")
+    assert "ktx_row_sum()" in apply(counted, "row-owner").instantiate({"THREADS_PER_ROW": 32})
+    minus = LN.replace("s += xr[i];", "s = s - xr[i];")
+    assert "ktx_row_sum()" in apply(minus, "row-owner").instantiate({"THREADS_PER_ROW": 32})
+    for body in ("s *= xr[i];", "s += s * xr[i];", "s = __hmax(s, xr[i]);"):
+        assert "is not a reduction this pass knows" in _skip(LN.replace("s += xr[i];", body)), body
+
+
 def test_a_store_in_a_braceless_branch_keeps_its_else() -> None:
     src = LN.replace("mu[row] = m;", "if (m > 0.f) mu[row] = m; else mu[row] = -m;")
     out = apply(src, "row-owner").instantiate({"THREADS_PER_ROW": 32})
@@ -299,6 +309,7 @@ def _jobs(tmp_path: Path) -> list[tuple[str, Path, Any, dict[str, int]]]:
 
 @needs_llmc
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not on PATH")
+@pytest.mark.slow
 def test_llmc_every_config_compiles_for_sm90_without_spills(tmp_path: Path) -> None:
     jobs = _jobs(tmp_path)
     assert len(jobs) >= 4 * 6 + 2 * 2 * 2

@@ -66,6 +66,7 @@ def _jobs() -> list[list[Job]]:
     return chunks
 
 
+@pytest.mark.slow
 def test_every_semantic_config_compiles(record_property: pytest.RecordProperty) -> None:
     chunks = _jobs()
     assert sum(len(c) for c in chunks) >= 100

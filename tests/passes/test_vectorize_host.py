@@ -76,6 +76,12 @@ static void launch(unsigned grid, unsigned block, auto&& body) {
   for (unsigned b = 0; b < grid; ++b)
     for (unsigned t = 0; t < block; ++t) { blockIdx.x = b; threadIdx.x = t; body(); }
 }
+static void launch_xy(unsigned grid, unsigned bx, unsigned by, auto&& body) {
+  gridDim.x = grid; blockDim.x = bx; blockDim.y = by;
+  for (unsigned b = 0; b < grid; ++b)
+    for (unsigned ty = 0; ty < by; ++ty)
+      for (unsigned tx = 0; tx < bx; ++tx) { blockIdx.x = b; threadIdx.x = tx; threadIdx.y = ty; body(); }
+}
 static void fill(std::vector<float>& m) {
   for (size_t i = 0; i < m.size(); ++i) m[i] = float((i * 37) % 101) * 0.25f - 7.f;
 }
@@ -94,6 +100,24 @@ int main() {
 """
 
 CASES = {
+    "workers": r"""
+  for (int n : {0, 1, 3, 5, 33, 67}) for (int a = 0; a < 4; ++a) for (int b = 0; b < 3; ++b) {
+    std::vector<float> m1(400), m2(400); fill(m1); fill(m2);
+    auto run = [&](auto k, std::vector<float>& m) {
+      float* in = m.data() + 8 + a; float* out = m.data() + 200 + b;  // on and off pack boundaries
+      launch_xy(3, 2, 4, [&] { k(out, in, n); });
+    };
+    run(orig::workers, m1); run(cand::workers, m2); check("workers", m1, m2, n, a, b);
+  }""",
+    "blocks": r"""
+  for (int n : {0, 1, 3, 5, 33, 67}) for (int a = 0; a < 4; ++a) {
+    std::vector<float> m1(400), m2(400); fill(m1); fill(m2);
+    auto run = [&](auto k, std::vector<float>& m) {
+      float* in = m.data() + 8 + a; float* out = m.data() + 200;
+      launch(3, 4, [&] { k(out, in, n); });
+    };
+    run(orig::blocks, m1); run(cand::blocks, m2); check("blocks", m1, m2, n, a, 0);
+  }""",
     "again": r"""
   for (int n : {1, 5, 64, 67}) for (int a = 0; a < 4; ++a) for (int b = 0; b < 3; ++b) {
     std::vector<float> m1(400), m2(400); fill(m1); fill(m2);
@@ -175,7 +199,25 @@ __global__ void guarded(float* __restrict__ o, const float* __restrict__ x, floa
 }
 """
 
+#: a worker per row of a block's warps (flashinfer's norm): start and step read from y and the
+#: block, not the usual x pairs; the threads along x take the same elements
+WORKERS = """\
+__global__ void workers(float* __restrict__ out, const float* __restrict__ in, int n) {
+  for (int i = blockIdx.x * blockDim.y + threadIdx.y; i < n; i += blockDim.y * gridDim.x) {
+    out[i] = in[i] * 3.f + 1.f;
+  }
+}
+"""
+#: blocks walk the elements (row += gridDim.x), every thread of a block alike
+BLOCKS = """\
+__global__ void blocks(float* __restrict__ out, const float* __restrict__ in, int n) {
+  for (int r = blockIdx.x; r < n; r += gridDim.x) out[r] = in[r] - 2.f;
+}
+"""
+
 KERNELS = {
+    "workers": WORKERS,
+    "blocks": BLOCKS,
     "shift_add": SHIFT,
     "twice": TWICE,
     "rowmax": ROWMAX,
@@ -188,6 +230,7 @@ PIPELINES = ("vectorize", "vectorize{peel=true}", "vectorize{tie=true,peel=true}
 @pytest.mark.skipif(GXX is None, reason="no host C++ compiler")
 @pytest.mark.parametrize("pipeline", PIPELINES)
 @pytest.mark.parametrize("name", sorted(KERNELS))
+@pytest.mark.slow
 def test_every_width_takes_every_element_once_on_the_host(tmp_path: Path, name: str, pipeline: str) -> None:
     assert GXX is not None
     t = apply(KERNELS[name], pipeline)

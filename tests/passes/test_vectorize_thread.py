@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 from ktx.ir import parse
-from ktx.passes._per_thread import element_body, type_size
+from ktx.ir.facts.elements import element_body
+from ktx.ir.facts.types import type_size
 from passtest import ROOT, apply, remarks
 from test_vectorize import lines, without_machinery
 
@@ -276,6 +277,7 @@ def _golden_sources() -> list[tuple[str, str]]:
 
 
 @needs_nvcc
+@pytest.mark.slow
 def test_every_config_of_the_goldens_compiles_with_packed_accesses(tmp_path: Path) -> None:
     jobs = _golden_sources()
     assert len(jobs) >= 10
@@ -314,6 +316,7 @@ def _llmc_jobs(tmp_path: Path) -> list[tuple[str, str]]:
 
 @needs_nvcc
 @pytest.mark.skipif(not (LLMC / "common.h").is_file(), reason="llm.c is not at ../shared/llmc")
+@pytest.mark.slow
 def test_llmc_kernel1_files_in_place_every_config_compiles(tmp_path: Path) -> None:
     stubs = tmp_path / "stubs"
     stubs.mkdir()

@@ -69,3 +69,13 @@ def test_trees_it_cannot_prove() -> None:
 def test_applies_where_pinned() -> None:
     found = {p.name for p in spec_dirs() if build(load(p.name), "warp-reduce").knobs}
     assert found == APPLIES["warp-reduce"]
+
+
+def test_a_difference_is_no_tree_sum() -> None:
+    """The shared recogniser reads ``a[t] -= a[t + k]`` as a sum of negations: right for a loop
+    over elements, wrong for a tree whose operand is another partial; the pass refuses it."""
+    for update in ("s[tid] -= s[tid + k];", "s[tid] = s[tid] - s[tid + k];"):
+        (remark,) = remarks(apply(TREE.replace("s[tid] += s[tid + k];", update), "warp-reduce"))
+        assert remark.endswith("is not sdata[tid] = sdata[tid] OP sdata[tid + k]"), update
+    braced = TREE.replace("s[tid] += s[tid + k];", "{ s[tid] += s[tid + k]; }")
+    assert apply(braced, "warp-reduce").knobs

@@ -136,6 +136,7 @@ def single_variant_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_single_variant_patch_keeps_the_original(single_variant_run: Path, tmp_path: Path) -> None:
     """Regression: with one variant the patch replaced the whole file (the original launcher
     included) by it, while the dispatch table still answers -1 (the original) for other shapes."""
@@ -260,6 +261,7 @@ def test_html_renders_in_headless_chromium(report: Path, tmp_path: Path) -> None
     assert done.returncode == 0 and shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 20_000
 
 
+@pytest.mark.slow
 def test_fast_math_and_configs_come_from_the_dispatched_configs(tmp_path: Path) -> None:
     """Regression: ``ktx optimize`` printed no config and no word of fast math, and the report's
     fast-math line read only the pipeline, not the configs the dispatch table runs."""

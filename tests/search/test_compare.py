@@ -18,6 +18,7 @@ def test_reading_curves() -> None:
     assert fraction_curve(curve, 2.0, (1, 2, 3, 5, 10)) == [0.0, 0.4, pytest.approx(2 / 3), 1.0, 1.0]
 
 
+@pytest.mark.slow
 def test_compare_reports_every_sampler(recording: Recording) -> None:
     shape = "tokens=16,d=4096"
     best = optimum(recording, shape)

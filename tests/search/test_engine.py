@@ -256,6 +256,7 @@ def test_constraint_text_errors_are_refusals_not_crashes(recording: Recording) -
     assert outcome.status == "infeasible" and "division by zero" in outcome.reason
 
 
+@pytest.mark.slow
 def test_grid_with_trials_in_flight_on_sqlite(recording: Recording, tmp_path: Path) -> None:
     """Enqueued (grid) trials popped by several threads: SQLite has no row locks."""
     log = RunLog(None)
@@ -266,3 +267,13 @@ def test_grid_with_trials_in_flight_on_sqlite(recording: Recording, tmp_path: Pa
     assert study.user_attrs["sampler"] == "grid"
     keys = [e["key"] for e in measured(log)]
     assert len(keys) == len(set(keys)) == 60 == study_stats(study).evaluations
+
+
+def test_finished_trial_race_is_told_apart_from_other_value_errors() -> None:
+    """Optuna 5 reports a trial another worker finished first as a ValueError from its tell."""
+    from ktx.search.engine import finished_trial_race
+
+    assert finished_trial_race(ValueError("Cannot tell a COMPLETE trial."))
+    assert finished_trial_race(ValueError("Cannot tell a FAIL trial."))
+    assert not finished_trial_race(ValueError("Cannot tell anything"))
+    assert not finished_trial_race(ValueError("invalid literal for int()"))

@@ -30,6 +30,7 @@ def measures(out: Path) -> list[dict[str, object]]:
     return [e for e in read_log(out / "log.jsonl") if e["event"] == "measure"]
 
 
+@pytest.mark.slow
 def test_outputs(tmp_path: Path, recording_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run"
     code, stdout, _ = tune(capsys, recording_path, out)
@@ -75,6 +76,7 @@ def test_outputs(tmp_path: Path, recording_path: Path, capsys: pytest.CaptureFix
     assert {"start", "measure", "shape_done", "holdout", "finished"} <= events
 
 
+@pytest.mark.slow
 def test_second_run_measures_nothing_again(
     tmp_path: Path, recording_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -102,6 +104,7 @@ def test_joint(tmp_path: Path, recording_path: Path, capsys: pytest.CaptureFixtu
     assert summary["holdout"] == []
 
 
+@pytest.mark.slow
 def test_workers_share_one_sqlite_study(
     tmp_path: Path, recording_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -4,6 +4,8 @@ CuPy has no bfloat16 or fp8 dtypes, so such buffers live on the device as raw bi
 and ``uint8``): bf16 by round-to-nearest-even from float32, fp8 e4m3/e5m2 through a 256-entry
 decode table and a nearest-even, saturating encoder. The converters take the array module
 (``xp``): cupy encodes and decodes on the device, numpy runs the same code in CPU tests.
+The module sits beside ``ktx.spec`` rather than under ``ktx.measure`` because a dtype is part of
+a kernel's spec (``[[args]] dtype``); measurement only uses the encoders.
 
 >>> decode(encode(np.array([1.0, -2.5, 3.140625]), "bf16"), "bf16").tolist()
 [1.0, -2.5, 3.140625]

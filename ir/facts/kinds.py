@@ -1,0 +1,109 @@
+"""The one load/store classifier: what a subscript, ``*p`` or intrinsic address does to memory.
+
+Every model of memory in ktx (:class:`ktx.ir.affine.MemRef`, :class:`ktx.ir.access.Access`,
+the per-thread body of :mod:`ktx.ir.facts.elements`, ``ktx draft``) asks :func:`access_kind`,
+so that they cannot disagree. Earlier, three copies did: ``__stcs(&p[i], v)`` was a store to
+one and an escaping address to the others.
+
+* ``p[i] = v``: ``store``; ``p[i] += v``, ``++p[i]``: ``update`` (read and written);
+* ``__ldg(&p[i])`` and the other load intrinsics: ``load``; ``__stcs(&p[i], v)`` and the other
+  store intrinsics: ``store`` (the address is what the intrinsic accesses, it does not escape);
+* any other ``&p[i]``: ``address`` (it may be used in any order: read and written);
+* everything else: ``load``.
+
+A store through an intrinsic is still a store a rewrite of the subscript alone cannot move
+(``ktx_out[j]`` inside ``__stcs(&...)`` would drop the streaming hint): models that rewrite
+subscripts ask :func:`intrinsic_of` and keep such a store in place.
+
+>>> from ktx.ir import parse
+>>> m = parse("__global__ void k(float* o, const float* x) { __stcs(&o[0], __ldg(&x[0])); o[1] += x[1]; }")
+>>> from ktx.ir.syntax import walk
+>>> [(n.text.decode(), access_kind(n), intrinsic_of(n))
+...  for n in walk(m.tree.root_node) if n.type == "subscript_expression"]
+[('o[0]', 'store', '__stcs'), ('x[0]', 'load', '__ldg'), ('o[1]', 'update', ''), ('x[1]', 'load', '')]
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import tree_sitter as ts
+
+AccessKind = Literal["load", "store", "update", "address"]
+
+#: Load intrinsics: ``__ldg(&p[i])`` reads ``p[i]``; the address is not an escape.
+LOAD_INTRINSICS = frozenset({"__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu", "__ldcv"})
+#: Store intrinsics: ``__stcs(&p[i], v)`` writes ``p[i]``.
+STORE_INTRINSICS = frozenset({"__stcs", "__stcg", "__stwb", "__stwt"})
+
+
+def access_kind(node: ts.Node) -> AccessKind:
+    """What the access ``node`` (a subscript or ``*p``) does, from the expression around it."""
+    parent, child = node.parent, node
+    while parent is not None and parent.type == "parenthesized_expression":
+        child, parent = parent, parent.parent
+    if parent is None:
+        return "load"
+    if parent.type == "assignment_expression" and parent.child_by_field_name("left") == child:
+        op = parent.child_by_field_name("operator")
+        return "store" if op is not None and op.type == "=" else "update"
+    if parent.type == "update_expression":
+        return "update"
+    if parent.type == "pointer_expression":
+        op = parent.child_by_field_name("operator")
+        if op is not None and op.type == "&":
+            return intrinsic_kind(parent) or "address"
+    return "load"
+
+
+def intrinsic_kind(address: ts.Node) -> Literal["load", "store"] | None:
+    """``load``/``store`` when ``address`` (``&p[i]``, ``p + i``) is what an intrinsic accesses.
+
+    ``__ldg(&p[i])`` reads ``p[i]`` and ``__stcs(&p[i], v)`` writes it: the address does not
+    escape. None when ``address`` is anything else (then ``&p[i]`` may be used in any order).
+    """
+    name = _intrinsic_name(address)
+    if name in LOAD_INTRINSICS:
+        return "load"
+    if name in STORE_INTRINSICS:
+        return "store"
+    return None
+
+
+def intrinsic_of(node: ts.Node) -> str:
+    """The intrinsic (``__ldg``, ``__stcs``...) whose address argument is ``&node``, else ''."""
+    parent = node.parent
+    while parent is not None and parent.type == "parenthesized_expression":
+        parent = parent.parent
+    if parent is None or parent.type != "pointer_expression":
+        return ""
+    op = parent.child_by_field_name("operator")
+    if op is None or op.type != "&":
+        return ""
+    name = _intrinsic_name(parent)
+    return name if name in LOAD_INTRINSICS or name in STORE_INTRINSICS else ""
+
+
+def intrinsic_call(node: ts.Node) -> ts.Node | None:
+    """The intrinsic call around ``&node`` (``__ldg(&p[i])``), or None."""
+    if not intrinsic_of(node):
+        return None
+    call = node.parent
+    while call is not None and call.type != "call_expression":
+        call = call.parent
+    return call
+
+
+def _intrinsic_name(address: ts.Node) -> str:
+    node = address
+    while node.parent is not None and node.parent.type in ("parenthesized_expression", "cast_expression"):
+        node = node.parent
+    args = node.parent
+    if args is None or args.type != "argument_list":
+        return ""
+    named = [c for c in args.named_children if c.type != "comment"]
+    if not named or named[0].id != node.id:
+        return ""
+    call = args.parent
+    fn = call.child_by_field_name("function") if call is not None else None
+    return (fn.text or b"").decode() if fn is not None else ""

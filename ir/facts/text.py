@@ -1,0 +1,109 @@
+"""The facts of a kernel as stable text: what ``ktx inspect --facts`` prints and goldens check.
+
+One line per fact, in source order, so that a refusal can be debugged by reading what the
+analysis saw (MLIR's analysis printers, ``-test-print-...``, serve the same purpose)::
+
+    kernel k (line 1)
+      launch: line 9 <<<(n + 255) / 256, 256>>>
+      element: i = blockDim.x*blockIdx.x + threadIdx.x (int), guard `if (i < n)` line 3
+      loop L0 line 4: i from threadIdx.x step blockDim.x while i < n; owner block, partitions
+      ref line 5: store y[i] root y index i elt float 4B unconditional alias restrict:y loop L0
+      reduction line 6: s (+)
+      pack L0: y, x (4B)
+
+Node ids, byte offsets and anything else that moves with unrelated edits are left out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tree_sitter as ts
+from ktx.ir.facts.kernel import Facts
+from ktx.ir.facts.packing import Refusal, element_plan, loop_plan
+
+_MAX_BYTES = 16
+
+
+def render(facts: Facts) -> str:
+    """Every fact of ``facts`` as text, one line each."""
+    m, fn = facts.module, facts.fn
+    lines = [f"kernel {fn.name} (line {fn.span.line})"]
+    for site in facts.launch.launches:
+        lines.append(
+            f"  launch: line {site.span.line} <<<{_flat(m.text(site.grid))}, {_flat(m.text(site.block))}>>>"
+            + (f" template <{', '.join(site.template_args)}>" if site.template_args else "")
+        )
+    for alias in facts.launch.block_aliases:
+        value = "" if alias.value is None else f" = {alias.value}"
+        lines.append(f"  block alias: {alias.name} is blockDim.{alias.axis} ({alias.kind}{value})")
+    for name, number in facts.launch.template_values:
+        lines.append(f"  template value: {name} = {number}")
+    if facts.template_args:
+        lines.append(f"  template args: {', '.join(facts.template_args)}")
+    t = facts.element
+    if t is not None:
+        guard = "no guard"
+        if t.guard is not None:
+            op = "<=" if t.guard.inclusive else "<"
+            how = "if" if t.guard.kind == "if" else "return unless"
+            guard = f"guard {how} {t.var} {op} {t.guard.bound_text} (line {t.guard.line})"
+        lines.append(f"  element: {t.var} = {t.form} ({_flat(t.type) or 'int'}), {guard}")
+    for lf in facts.loops:
+        s = lf.shape
+        if s is None or s.var is None:
+            desc = f"{lf.loop.kind}, shape unknown"
+        else:
+            desc = f"{s.var} from {_opt(s.start)} step {_opt(s.step)} while {s.var} {s.cmp} {_opt(s.bound)}"
+        owned = f"owner {lf.owner}" + (", partitions" if lf.partitions else "")
+        lines.append(f"  loop {lf.label} line {lf.loop.span.line} depth {lf.depth}: {desc}; {owned}")
+    for rf in facts.refs:
+        r = rf.ref
+        where = f" loop {rf.loop}" if rf.loop else ""
+        size = f" {rf.element_size}B" if rf.element_size is not None else " size?"
+        via = f" via {r.via}" if r.via not in ("subscript", "deref") else ""
+        if r.unit_type and r.unit_type != rf.element_type and r.width != 1:
+            via += f" unit {r.unit_type} x{_opt(r.width)}"
+        lines.append(
+            f"  ref line {r.line}: {r.kind} {_flat(_text(r.node))} root {r.root or '?'} index {_opt(r.index)}"
+            f" elt {rf.element_type or '?'}{size}{via} "
+            f"{'conditional' if rf.conditional else 'unconditional'} alias {rf.alias}{where}"
+        )
+    for red in facts.reductions():
+        lines.append(f"  reduction {_reduction(red)}")
+    plan = element_plan(facts, _MAX_BYTES, True)
+    if isinstance(plan, Refusal):
+        lines.append(f"  pack element: no, {plan.reason}")
+    elif plan is not None:
+        lines.append(f"  pack element: {_sizes(plan.sizes)}")
+    for lf in facts.loops:
+        p = loop_plan(facts, lf.loop, _MAX_BYTES)
+        lines.append(f"  pack {lf.label}: " + (f"no, {p}" if isinstance(p, str) else _sizes(p.sizes)))
+    return "\n".join(lines)
+
+
+def _reduction(red: Any) -> str:
+    """A reduction, whichever recogniser produced it (:meth:`Facts.reductions`)."""
+    if isinstance(red, ts.Node):
+        return f"line {red.start_point[0] + 1}: {_flat(_text(red))}"
+    carried = ", ".join(getattr(red, "carried", ()) or ())
+    op = getattr(red, "op", "?")
+    node = getattr(red, "loop", None)
+    line = f"line {node.start_point[0] + 1}: " if isinstance(node, ts.Node) else ""
+    return f"{line}{carried} ({op})"
+
+
+def _sizes(sizes: tuple[tuple[str, int], ...]) -> str:
+    return ", ".join(f"{p} ({s}B)" for p, s in sizes)
+
+
+def _opt(x: object) -> str:
+    return "?" if x is None else str(x)
+
+
+def _text(node: ts.Node) -> str:
+    return (node.text or b"").decode("utf-8", "replace")
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
