@@ -36,8 +36,9 @@ from typing import Literal
 
 import tree_sitter as ts
 from ktx.ir import Function, Module, parse_file
-from ktx.ir.affine import Affine, KernelIndex, LoopShape, MemRef, _index_node, _kind, kernel_index
+from ktx.ir.affine import Affine, KernelIndex, LoopShape, MemRef, _index_node, kernel_index
 from ktx.ir.consteval import SIZEOF, int_literal
+from ktx.ir.facts.kinds import access_kind as _kind
 from ktx.ir.language import parse_tree
 from ktx.ir.syntax import text as node_text
 from ktx.ir.syntax import walk
