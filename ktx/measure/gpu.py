@@ -103,6 +103,8 @@ class Options:
     idle_gap_s: float = 0.5
     #: Timed graph batches dropped before the steady-state rule counts any.
     discard_batches: int = 1
+    #: The first graph a process times is captured and measured twice, the first dropped.
+    first_graph_twice: bool = True
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Options:
@@ -778,28 +780,43 @@ def _time(
         launches = max(opts.graph_launches, nsets if nsets > 1 else 0)
         launches = min(launches, max(opts.graph_launches, opts.max_sets))
         launches, replays = graph_shape(launches, opts.graph_replays, nsets, estimate_us, opts.graph_budget_s)
-        stream.begin_capture()
-        try:
-            for i in range(launches):
-                bound(sets[i % nsets], stream)
-        finally:
-            graph = stream.end_capture()
-        graph.launch(stream)  # instantiate, upload and warm
-        _sync(stream)
 
-        def replay() -> float:
-            s, e = cp.cuda.Event(), cp.cuda.Event()
-            s.record(stream)
-            graph.launch(stream)
-            e.record(stream)
+        def graph_samples() -> list[float]:
+            stream.begin_capture()
+            try:
+                for i in range(launches):
+                    bound(sets[i % nsets], stream)
+            finally:
+                graph = stream.end_capture()
+            graph.launch(stream)  # instantiate, upload and warm
             _sync(stream)
-            return float(cp.cuda.get_elapsed_time(s, e)) * 1e3 / launches
 
-        # Settle (longer after the GPU sat idle), drop the first batch, then batches until two
-        # successive medians agree: the reported one is from steady state (issue 18).
-        samples, _ = steady_samples(
-            replay, replays, settle_s, opts.stable_tolerance, opts.max_batches, opts.discard_batches
-        )
+            def replay() -> float:
+                s, e = cp.cuda.Event(), cp.cuda.Event()
+                s.record(stream)
+                graph.launch(stream)
+                e.record(stream)
+                _sync(stream)
+                return float(cp.cuda.get_elapsed_time(s, e)) * 1e3 / launches
+
+            # Settle (longer after the GPU sat idle), drop the first batch, then batches until
+            # two successive medians agree: the reported one is from steady state (issue 18).
+            got, _ = steady_samples(
+                replay, replays, settle_s, opts.stable_tolerance, opts.max_batches, opts.discard_batches
+            )
+            return got
+
+        samples = graph_samples()
+        if opts.first_graph_twice and first_graph_of_process():
+            # The first graph a process times is measured again from a fresh capture, and only
+            # the second counts. On an H200 (2026-11-26) one fresh process in ten still read its
+            # first graph 12.8% *low* after the settle and the dropped batch (2.405 vs 2.758 µs,
+            # fused_add_rmsnorm tokens=16,d=4096), with the SM clock at its 1980 MHz maximum
+            # throughout, while the identical code measured next in the same process, on the
+            # same arena addresses, agreed with the other nine within 0.5%. Not clocks (a low
+            # time at maximum clock), not placement (same addresses), not a transient in time
+            # (the settle did not remove it): something of the process's first captured graph.
+            samples = graph_samples()
         graph_timing = Timing.of(samples)
     _LAST_TIMED[:] = [time.perf_counter()]
     del sets, flush, arrays
@@ -823,6 +840,11 @@ class _Arena:
 _ARENA = _Arena(_gb("KTX_TIMING_ARENA_GB", 8))
 #: When this process last finished timing a graph (perf_counter seconds); empty before.
 _LAST_TIMED: list[float] = []
+
+
+def first_graph_of_process() -> bool:
+    """Whether no graph has been timed in this process yet (see :func:`_time`)."""
+    return not _LAST_TIMED
 _FLUSH: list[Array] = []
 
 
