@@ -540,8 +540,8 @@ def table(cases: Sequence[Case], pipelines: Sequence[str], title: str) -> list[s
     for c in cases:
         for r in set(c.reasons):
             counts[(c.pipeline, r)] += 1
-    for (p, r), n in counts.most_common(25):
-        lines.append(f"| {n} | {p} | {r.replace('|', '/')} |")
+    for (p, r), k in counts.most_common(25):
+        lines.append(f"| {k} | {p} | {r.replace('|', '/')} |")
     crashed = [c for c in cases if c.status == "crashed"]
     if crashed:
         lines += ["", "Crashes:", ""]
@@ -696,7 +696,7 @@ def main(argv: list[str] | None = None) -> int:
     work = tempfile.mkdtemp(prefix="ktx-sweep-")
     ctx = multiprocessing.get_context("fork")
     jobs = list(_files(sources, pipelines, args.timeout, work, not args.no_compile))
-    header = {
+    header: dict[str, Any] = {
         "ktx": commit,
         "manifest": str(args.manifest) if not args.folder else None,
         "folder": str(args.folder) if args.folder else None,
