@@ -408,14 +408,17 @@ def init_file(job: Job) -> list[InitCase]:
 OUTPUT_FLAG = ["-ptx"]
 
 
-def nvcc_command(path: Path, src: Source) -> list[str]:
+def nvcc_command(path: Path, src: Source, beside: Path | None = None) -> list[str]:
+    """nvcc for ``path``; ``beside``: the original's folder, when the rewrite could not be
+    written next to it (a read-only corpus), so that its quoted includes still resolve."""
     includes = [
         str(path.parent),
+        *([str(beside)] if beside is not None else []),
         *src.includes,
         str(STUBS),
         *([str(LLMC_STUBS)] if LLMC_STUBS.exists() else []),
     ]
-    cmd = ["nvcc", *NVCC_FLAGS, *OUTPUT_FLAG, "-o", f"{path}.out", str(path)]
+    cmd = ["nvcc", *NVCC_FLAGS, *OUTPUT_FLAG, "-o", os.devnull, str(path)]
     cmd += [f"-I{d}" for d in includes] + [f"-D{d}" for d in src.defines]
     return cmd
 
@@ -430,10 +433,12 @@ def stubs_digest() -> str:
     return h.hexdigest()
 
 
-def compile_cached(path: Path, src: Source, cache: Path, text: str) -> tuple[int, str]:
+def compile_cached(
+    path: Path, src: Source, cache: Path, text: str, beside: Path | None = None
+) -> tuple[int, str]:
     """nvcc's exit code and first error lines for ``path`` (whose content is ``text``), cached
     by content, flags and include folders (the headers are those of a pinned commit)."""
-    cmd = nvcc_command(path, src)
+    cmd = nvcc_command(path, src, beside)
     key_cmd = [c.replace(str(path), "<file>") for c in cmd]
     key = hashlib.sha256(("\0".join(key_cmd) + "\0" + stubs_digest() + "\0" + text).encode()).hexdigest()
     hit = cache / f"{key}.json"
@@ -445,8 +450,6 @@ def compile_cached(path: Path, src: Source, cache: Path, text: str) -> tuple[int
         rc, err = r.returncode, _errors(r.stdout + r.stderr)
     except subprocess.TimeoutExpired:
         rc, err = 124, "nvcc timed out"
-    finally:
-        Path(f"{path}.out").unlink(missing_ok=True)
     cache.mkdir(parents=True, exist_ok=True)
     hit.write_text(json.dumps({"rc": rc, "err": err}))
     return rc, err
@@ -476,7 +479,10 @@ def compile_phase(
         orig = Path(src.path)
         beside = orig.with_name(f"{orig.stem}.ktx-{instance.stem}{orig.suffix}")
         text = instance.read_text()
-        beside.write_text(text)
+        try:
+            beside.write_text(text)
+        except OSError:  # a read-only corpus (CI's shared/): compile where it was written
+            return compile_cached(instance, src, cache, text, orig.parent)
         try:
             return compile_cached(beside, src, cache, text)
         finally:
@@ -534,8 +540,8 @@ def table(cases: Sequence[Case], pipelines: Sequence[str], title: str) -> list[s
     for c in cases:
         for r in set(c.reasons):
             counts[(c.pipeline, r)] += 1
-    for (p, r), n in counts.most_common(25):
-        lines.append(f"| {n} | {p} | {r.replace('|', '/')} |")
+    for (p, r), k in counts.most_common(25):
+        lines.append(f"| {k} | {p} | {r.replace('|', '/')} |")
     crashed = [c for c in cases if c.status == "crashed"]
     if crashed:
         lines += ["", "Crashes:", ""]
@@ -690,7 +696,7 @@ def main(argv: list[str] | None = None) -> int:
     work = tempfile.mkdtemp(prefix="ktx-sweep-")
     ctx = multiprocessing.get_context("fork")
     jobs = list(_files(sources, pipelines, args.timeout, work, not args.no_compile))
-    header = {
+    header: dict[str, Any] = {
         "ktx": commit,
         "manifest": str(args.manifest) if not args.folder else None,
         "folder": str(args.folder) if args.folder else None,

@@ -192,11 +192,15 @@ def test_llmc_rewrites_compile_where_the_original_does(tmp_path: Path) -> None:
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc is not on PATH")
     cuda = _llmc()
+    folder = tmp_path / "cuda"  # two elementwise kernels, read in place through links
+    folder.mkdir()
+    for name in ("gelu_forward.cu", "residual_forward.cu", "common.h"):
+        (folder / name).symlink_to(cuda / name)
     out = tmp_path / "llmc"
-    argv = ["--folder", str(cuda), "--only", "vectorize", "--limit", "4", "--jobs", "2"]
+    argv = ["--folder", str(folder), "--only", "vectorize", "--jobs", "2"]
     sweep.main([*argv, "--cache", str(tmp_path / "cache"), "--out", str(out)])
     cases = json.loads(out.with_suffix(".json").read_text())["cases"]
     compiled = [c for c in cases if c["compile"]]
-    assert compiled, "no rewrite applied on the first llm.c kernels"
+    assert compiled, "vectorize applied to no llm.c elementwise kernel"
     assert [c for c in compiled if c["compile"] == "failed"] == []
     assert any(c["compile"] == "ok" for c in compiled)
