@@ -26,7 +26,7 @@ out a buffer (``in + token * TOPK * d``), one the spec sets from a shape variabl
 cannot evaluate; an assert it can evaluate narrows the domain to the values it accepts
 (``VEC * sizeof(T) <= 16``). A launch literal written twice in the expression it sets
 (``d < 1024 ? d : 1024``) changes in both places, and in the block's mapping only, so the
-launcher ships what is measured. See ``ktx/passes/_expose_checks.py``.
+launcher ships what is measured. See ``ktx/ir/facts/constants.py``.
 """
 
 from __future__ import annotations
@@ -40,8 +40,7 @@ import tree_sitter as ts
 from ktx.ir import Function, Module, Span
 from ktx.ir.analysis import PerfConstant, perf_constants
 from ktx.ir.consteval import int_literal
-from ktx.passes._common import around, replace_literal
-from ktx.passes._expose_checks import (
+from ktx.ir.facts.constants import (
     allowed_by_asserts,
     derived_from,
     named_like_a_variable,
@@ -50,6 +49,7 @@ from ktx.passes._expose_checks import (
     spec_selected,
     warp_sized_callees,
 )
+from ktx.passes._common import around, replace_literal
 
 from ktx import syntax
 from ktx.launch import LaunchMapping, substitute
