@@ -29,6 +29,7 @@ CASES = [
     ("block_size/macro_launch.cu", "block-size", {"BLOCK_X": 128}),
     ("cache_hints/lvalues.cu", "cache-hints", {"CACHE_LD_IN": 1, "CACHE_ST_OUT": 1}),
     ("block_size/template_block.cu", "block-size", {"BLOCK_X": 128}),
+    ("block_size/warp_constant.cu", "block-size", {"BLOCK_Y": 8}),
 ]
 
 
