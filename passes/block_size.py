@@ -41,7 +41,7 @@ import tree_sitter as ts
 from ktx.ir import LaunchSite, Module
 from ktx.ir.affine import BlockAlias, kernel_index
 from ktx.ir.consteval import int_literal
-from ktx.ir.facts.constants import warp_sized_callees
+from ktx.ir.facts.constants import assumes_warp_x
 from ktx.ir.index import eval_int_text
 from ktx.passes._common import KernelSite, kernel_node, powers_of_two, replace_literal
 
@@ -164,7 +164,8 @@ class BlockSize(Pass[KernelSite]):
             if mapping is not None
             else len(launch_dims(module, sites[0], "block").components)
         )
-        warp_why = _assumes_warp_x(module, target, body) if ndims >= 2 and self._x_is_32(target, mapping) else None
+        two_d_warp = ndims >= 2 and self._x_is_32(target, mapping)
+        warp_why = assumes_warp_x(module, target.kernel) if two_d_warp else None
         x_is_warp = warp_why is not None
         lo, hi = max(1, self.int_option("min")), self.int_option("max")
         thread_terms: list[str] = []
@@ -499,22 +500,6 @@ def _value_alias(target: Target) -> BlockAlias | None:
 def _sized_by(dims: tuple[str, ...], name: str) -> bool:
     """Whether every dimension of a shared array is an expression of ``name`` alone."""
     return all(re.fullmatch(rf"[\s()]*{re.escape(name)}[\s()+*/0-9-]*", d) is not None for d in dims)
-
-
-def _assumes_warp_x(module: Module, target: Target, body: ts.Node) -> str | None:
-    """Whether a kernel launched with a block x of 32 assumes x is one warp, so x stays 32.
-
-    It does when it (or a function it calls) shuffles across lanes, or when its body writes the
-    literal 32 (``constexpr uint32_t warp_size = 32; thread_id = tx + ty * warp_size``): keeping
-    x at the original 32 is always sound, and y alone becomes the knob.
-    """
-    shuffle = warp_sized_callees(module, target.kernel)
-    if shuffle is not None:
-        return "the kernel shuffles across the lanes of a warp along x"
-    for n in syntax.walk(body):
-        if n.type == "number_literal" and int_literal(syntax.text(module, n)) == 32:
-            return f"the kernel writes the warp size 32 (line {n.start_point[0] + 1}): it assumes x is one warp"
-    return None
 
 
 def _check_literal_in_kernel(rw: Rewriter, value: int) -> None:

@@ -31,8 +31,9 @@ def _files() -> list[Path]:
 
 def _dump(pipeline: str) -> dict[str, str]:
     """Every kernel's ``ktx apply`` output (stdout, then stderr, then the exit code)."""
-    from ktx.cli import main
     from ktx.ir import ParseError, parse_file
+
+    from ktx.cli import main
 
     out: dict[str, str] = {}
     for path in _files():

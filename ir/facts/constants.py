@@ -291,6 +291,23 @@ def warp_sized_callees(module: Module, fn: Function) -> str | None:
     return None
 
 
+def assumes_warp_x(module: Module, fn: Function) -> str | None:
+    """Why a kernel launched with a block x of 32 assumes that x is one warp, or None.
+
+    It does when it (or a function it calls) shuffles across lanes, or when its body writes the
+    literal 32 (``constexpr uint32_t warp_size = 32; thread_id = tx + ty * warp_size``, with the
+    shuffles in a header's helper ktx cannot read). Keeping x at the original 32 is then the
+    only sound choice; a block-size knob may still vary y.
+    """
+    if warp_sized_callees(module, fn) is not None:
+        return "the kernel shuffles across the lanes of a warp along x"
+    for n in syntax.walk(module.node(fn.body)):
+        if n.type == "number_literal" and int_literal(syntax.text(module, n)) == 32:
+            line = n.start_point[0] + 1
+            return f"the kernel writes the warp size 32 (line {line}): it assumes x is one warp"
+    return None
+
+
 def region_literals(module: Module, literal: Span, block_arg: Span, value: int) -> list[ts.Node]:
     """Every integer literal equal to ``value`` in the expression a launch literal sets: the
     initializer of the local it sits in (``int t = d < 1024 ? d : 1024``), one argument of a
