@@ -170,6 +170,7 @@ class BlockSize(Pass[KernelSite]):
         lo, hi = max(1, self.int_option("min")), self.int_option("max")
         thread_terms: list[str] = []
         knob_names: list[str] = []
+        pinned = 1  # the product of the dimensions kept because the kernel assumes them
         for axis in range(ndims):
             if axis == 0 and x_is_warp:
                 thread_terms.append("32")
@@ -182,12 +183,28 @@ class BlockSize(Pass[KernelSite]):
                 # not a dimension of its work, so it stays 1 (no knob, nothing to keep in step).
                 thread_terms.append("1")
                 continue
+            if ndims >= 2 and axis == 0 and not syntax.uses_builtin(module, body, "blockDim.x"):
+                # ``<<<g, {16, 16, 1}>>>`` for a kernel that reads threadIdx.x but never blockDim.x
+                # (16 lanes of float4 cover a row of 64): it assumes this size, which stays.
+                ax = AXES[axis].lower()
+                if current is None:
+                    raise Refuse(
+                        f"the kernel never reads blockDim.{ax}, so it may assume the block's {ax}, "
+                        f"which the launch at line {sites[0].span.line} does not write as a constant"
+                    )
+                pinned *= current
+                thread_terms.append(str(current))
+                rw.note(
+                    f"{ax} stays {current}: the kernel never reads blockDim.{ax}, so it may assume that size"
+                )
+                continue
             if x_is_warp:
                 values = set(powers_of_two(1, hi // 32))
             elif ndims == 1:
                 values = set(powers_of_two(lo, hi))
             else:
                 values = set(powers_of_two(lo if axis == 0 else 1, hi))
+            values = {v for v in values if v * pinned <= hi}
             was = f"now {current}" if current is not None else "now shape-dependent"
             macro = rw.knob(
                 name,
@@ -209,6 +226,9 @@ class BlockSize(Pass[KernelSite]):
             zero = " == 0) == (".join(knob_names)
             rw.constraint(f"({zero} == 0)")
             rw.constraint(f"{product} <= {hi} and ({product}) % 32 == 0")
+        if pinned > 1:
+            product = " * ".join(knob_names)
+            rw.constraint(f"{product} * {pinned} <= {hi}")
         self._launch_bounds(rw, " * ".join(thread_terms), body)
 
     # -- pieces ------------------------------------------------------------------------------

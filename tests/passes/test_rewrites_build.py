@@ -30,6 +30,8 @@ CASES = [
     ("cache_hints/lvalues.cu", "cache-hints", {"CACHE_LD_IN": 1, "CACHE_ST_OUT": 1}),
     ("block_size/template_block.cu", "block-size", {"BLOCK_X": 128}),
     ("block_size/warp_constant.cu", "block-size", {"BLOCK_Y": 8}),
+    ("block_size/braced_block.cu", "block-size", {"BLOCK_Y": 4}),
+    ("block_size/braced_block_xy.cu", "block-size", {"BLOCK_X": 64, "BLOCK_Y": 2}),
 ]
 
 
