@@ -188,9 +188,11 @@ class BlockSize(Pass[KernelSite]):
                 # (16 lanes of float4 cover a row of 64): it assumes this size, which stays.
                 ax = AXES[axis].lower()
                 if current is None:
+                    written = self._written(target, axis)
                     raise Refuse(
-                        f"the kernel never reads blockDim.{ax}, so it may assume the block's {ax}, "
-                        f"which the launch at line {sites[0].span.line} does not write as a constant"
+                        f"the kernel never reads blockDim.{ax}, so it may assume the block's {ax} "
+                        f"({written}, launch at line {sites[0].span.line}), which is not a constant: "
+                        "x cannot stay as written while y varies within the hardware limit"
                     )
                 pinned *= current
                 thread_terms.append(str(current))
@@ -316,6 +318,12 @@ class BlockSize(Pass[KernelSite]):
             return is_constant(mapping.resolved().block[0]) == 32
         comps = launch_dims(target.module, target.launches[0], "block").components
         return int_literal(syntax.text(target.module, comps[0])) == 32
+
+    def _written(self, target: Target, axis: int) -> str:
+        """The block's ``axis`` as the first launch writes it (through a ``dim3`` local)."""
+        module = target.module
+        comps = launch_dims(module, target.launches[0], "block").components if target.launches else ()
+        return f"`{syntax.text(module, comps[axis]).strip()}`" if axis < len(comps) else "not written here"
 
     def _constant(self, target: Target, mapping: LaunchMapping | None, axis: int) -> int | None:
         if mapping is not None:

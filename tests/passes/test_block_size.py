@@ -90,3 +90,32 @@ def test_refusals() -> None:
     assert "the kernel body uses the literal 128" in remarks(apply(literal, "block-size"))[0]
     quant = apply(suite_source("per_token_group_quant_fp8"), "block-size")
     assert quant.source == quant.original
+
+
+ROPE = """\
+template <int bdx>
+__global__ void rope(float* x, int rows) {
+  const int row = blockIdx.x * blockDim.y + threadIdx.y;
+  if (row < rows) x[row * 4 * bdx + threadIdx.x * 4] *= 2.f;
+}
+template <int HEAD_DIM>
+void launch(float* x, int rows, int threads) {
+  constexpr int bdx = HEAD_DIM / 4;
+  int bdy = threads / bdx;
+  dim3 nthrs(bdx, bdy);
+  rope<bdx><<<(rows + bdy - 1) / bdy, nthrs>>>(x, rows);
+}
+"""
+
+
+def test_an_x_the_kernel_assumes_stays_or_refuses() -> None:
+    """A 2-D block whose x the kernel never reads as blockDim.x (here through the template
+    parameter ``bdx``): x may not vary. A shape-dependent x refuses, naming it; a constant one
+    stays and bounds y."""
+    (why,) = remarks(apply(ROPE, "block-size"))
+    assert why.startswith("rope: the kernel never reads blockDim.x, so it may assume the block's x (`bdx`")
+    fixed = ROPE.replace("constexpr int bdx = HEAD_DIM / 4;", "constexpr int bdx = 16;")
+    t = apply(fixed, "block-size")
+    (knob,) = t.knobs
+    assert (knob.name, knob.values) == ("BLOCK_Y", (0, 1, 2, 4, 8, 16, 32, 64))
+    assert "x stays 16: the kernel never reads blockDim.x" in remarks(t)[0]
