@@ -41,9 +41,9 @@ import tree_sitter as ts
 from ktx.ir import LaunchSite, Module
 from ktx.ir.affine import BlockAlias, kernel_index
 from ktx.ir.consteval import int_literal
-from ktx.ir.facts.constants import assumes_warp_x
+from ktx.ir.facts.constants import assumes_warp_x, ceil_divide_literals
 from ktx.ir.index import eval_int_text
-from ktx.passes._common import KernelSite, kernel_node, powers_of_two, replace_literal
+from ktx.passes._common import KernelSite, kernel_node, powers_of_two, replace_literal, round_up_follows
 
 from ktx import syntax
 from ktx.launch import LaunchMapping, is_constant, launch_dims, local_value, substitute
@@ -353,6 +353,7 @@ class BlockSize(Pass[KernelSite]):
             text = syntax.text(module, node)
             if (knob_here := rw.target.knob_of(text)) is not None:  # the template's, not a user's KTX_
                 raise Refuse(f"the block size is already the knob {knob_here.name}")
+            grid_edits: list[tuple[int, int, str]] = []
             literal = text.strip() if local is None and int_literal(text) is not None else None
             if literal is None and current is not None and axis == 0:
                 literal = str(current)  # ``<<<(n + 255) / 256, BS>>>``: the grid does not follow BS
@@ -365,14 +366,33 @@ class BlockSize(Pass[KernelSite]):
                     comps = comps[axis : axis + 1]
                 grid_text = " ".join(syntax.text(module, g) for g in comps)
                 if literal in re.split(r"[^\w]+", grid_text):
-                    raise Refuse(
-                        f"the grid repeats the block's literal {literal} (line {site.span.line}); name it "
-                        "(a constexpr) or run expose first, so both follow the knob"
-                    )
+                    # Only a block written as the literal itself: a named block (``BS``) beside a
+                    # grid of literals is the user's to name consistently.
+                    as_literal = current is not None and int_literal(text) is not None
+                    rounded = ceil_divide_literals(module, comps, int(literal)) if as_literal else None
+                    if rounded is None:
+                        raise Refuse(
+                            f"the grid repeats the block's literal {literal} (line {site.span.line}); name "
+                            "it (a constexpr) or run expose first, so both follow the knob"
+                        )
+                    # ``(n + 255) / 256`` beside a block of 256: the grid's copies follow the knob.
+                    whole, minus_one = rounded
+                    for lit in whole:
+                        grid_edits.append((lit.start_byte, lit.end_byte, f"KTX_PICK({macro}, ({literal}))"))
+                    for lit in minus_one:
+                        grid_edits.append(
+                            (lit.start_byte, lit.end_byte, f"(KTX_PICK({macro}, ({literal})) - 1)")
+                        )
             if current is not None:
                 _check_literal_in_kernel(rw, current)
             picked = f"KTX_PICK({macro}, ({text}))"
             rw.replace_bytes(node.start_byte, node.end_byte, picked)
+            for start, end, new_text in grid_edits:
+                if start not in done:
+                    done.add(start)
+                    rw.replace_bytes(start, end, new_text)
+            if grid_edits:
+                rw.note(f"the grid's rounding up by {current} follows the knob (line {site.span.line})")
             if local is None and node.type == "identifier" and axis == 0:
                 # ``<<<(n + BS - 1) / BS, BS>>>``: the grid follows the block, as the mapping does.
                 for use in _uses_in_grid(module, site, text):
@@ -386,7 +406,11 @@ class BlockSize(Pass[KernelSite]):
         comp = mapping.block[axis].strip()
         if current is not None and mapping.var(comp) is None and is_constant(comp) is not None:
             picked = f"({name} if {name} else {current})"
-            new, places = replace_literal(mapping, current, picked)
+            # ``(n + 255) // 256``: 255 becomes a placeholder minus one before 256 is replaced.
+            rounded = round_up_follows(mapping, current, "_ktx_block")
+            new, places = replace_literal(rounded, current, picked)
+            if rounded != mapping:
+                new = new.with_grid(tuple(substitute(g, {"_ktx_block": picked}) for g in new.grid))
             rw.note(f"launch mapping: {current} -> {name} in {', '.join(places)}")
             return new
         var = mapping.var(comp)

@@ -25,3 +25,25 @@ def test_a_kernel_assumes_x_is_a_warp_when_it_shuffles_or_writes_32() -> None:
     )
     # Only the body counts: a bound of 32 in the signature is not the kernel's own assumption.
     assert assumes_warp_x(module, fns["neither"]) is None
+
+
+def test_ceil_divide_literals_round_up_or_refuse() -> None:
+    from ktx.ir.facts.constants import ceil_divide_literals
+    from ktx.ir.syntax import walk
+
+    module = parse(
+        "void f(int n) { int a = (n + 255) / 256; int b = (n + 256 - 1) / 256; int c = (n - 1) / 256 + 1;"
+        " int d = n / 256; int e = (n + 255) / 256 + 256; }"
+    )
+    inits = [x for x in walk(module.tree.root_node) if x.type == "init_declarator"]
+    values = [x.child_by_field_name("value") for x in inits]
+    texts = []
+    for v in values:
+        assert v is not None
+        found = ceil_divide_literals(module, [v], 256)
+        texts.append(
+            None
+            if found is None
+            else ([module.text(module.span(n.start_byte, n.end_byte)) for n in found[0]], len(found[1]))
+        )
+    assert texts == [(["256"], 1), (["256", "256"], 0), (["256"], 0), None, None]

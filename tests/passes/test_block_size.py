@@ -82,7 +82,7 @@ def test_refusals() -> None:
     ]
     shared = ONE_D.replace("{\n  for", "{\n  __shared__ float s[256];\n  for")
     assert "fixed-size __shared__ array s[256]" in remarks(apply(shared, "block-size"))[0]
-    repeated = ONE_D.replace("k<<<rows, block>>>", "k<<<(n + 255) / 256, 256>>>")
+    repeated = ONE_D.replace("k<<<rows, block>>>", "k<<<n / 256, 256>>>")  # does not round up
     assert "the grid repeats the block's literal 256" in remarks(apply(repeated, "block-size"))[0]
     literal = ONE_D.replace("dim3 block(std::min(n, 256));", "dim3 block(128);").replace(
         "x[i] = 0.f", "x[i] = i % 128"
@@ -119,3 +119,19 @@ def test_an_x_the_kernel_assumes_stays_or_refuses() -> None:
     (knob,) = t.knobs
     assert (knob.name, knob.values) == ("BLOCK_Y", (0, 1, 2, 4, 8, 16, 32, 64))
     assert "x stays 16: the kernel never reads blockDim.x" in remarks(t)[0]
+
+
+def test_a_grid_rounding_up_by_the_literal_block_follows_the_knob() -> None:
+    """``<<<(n + 255) / 256, 256>>>``: the grid's 256 and 255 follow the knob, in the source
+    and in the launch mapping, so blocks of 512 still cover n (and blocks of 64 all of it)."""
+    src = ONE_D.replace("k<<<rows, block>>>", "k<<<(n + 255) / 256, 256>>>")
+    src = src.replace("i < n; i += blockDim.x", "i < n; i += blockDim.x * gridDim.x").replace(
+        "int i = threadIdx.x", "int i = blockIdx.x * blockDim.x + threadIdx.x"
+    )
+    t = apply(src, "block-size")
+    assert [k.name for k in t.knobs] == ["BLOCK_X"]
+    launch = t.launch()
+    assert launch is not None
+    assert launch.grid == ("(n + ((BLOCK_X if BLOCK_X else 256) - 1)) // (BLOCK_X if BLOCK_X else 256)",)
+    out = t.instantiate({"BLOCK_X": 512})
+    assert "k<<<(n + (512 - 1)) / 512, 512>>>(x, n);" in out
