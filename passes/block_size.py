@@ -25,11 +25,19 @@ of :mod:`ktx.ir.affine` reads such a name as ``blockDim.x``) is the knob itself:
 becomes ``KTX_PICK(KTX_BLOCK_X, (128))``, so the grid, the block, the kernel's strides and the
 shared arrays it sizes all follow.
 
+A block written in braces (``<<<g, {x, y, 1}>>>``) is a 2-D block like ``dim3(x, y, 1)``. In a 2-D
+block, x stays as written when the kernel assumes it: it is 32 and the kernel (or a function
+it calls) shuffles or writes the warp size 32, or the kernel never reads ``blockDim.x`` (16
+lanes of ``float4`` covering a row of 64); then y alone is the knob, with x * y within the
+limit. A literal block whose grid rounds up a division by the same literal
+(``(n + 255) / 256``, ``(n - 1) / 256 + 1``) rewrites the grid's copies too (255 as the knob
+minus one), in the source and in the launch mapping.
+
 The pass refuses kernels that read neither ``blockDim`` nor such a name (their work mapping is
 tied to the launch's block size in ways a knob would break), kernels with fixed-size shared
 arrays not sized by that name, kernels that read their block size as a template parameter or
-parameter, and launches whose grid repeats the block's literal (``<<<(n + 255) / 256, 256>>>``:
-run expose first, or name the constant).
+parameter, and launches whose grid repeats the block's literal other than to round up
+(``<<<n / 256, 256>>>``: run expose first, or name the constant).
 """
 
 from __future__ import annotations

@@ -92,10 +92,12 @@ def main() -> int:
         parser.error("--base DIR is needed")
     mine, base = _run(HERE, args.passes), _run(args.base.resolve(), args.passes)
     differ = sorted(k for k in set(mine) | set(base) if mine.get(k) != base.get(k))
-    applied = sum("rewritten" in v for v in mine.values())
-    print(f"{len(mine)} kernels ({applied} rewritten here), {len(differ)} differ from {args.base}")
+    here, there = (sum("rewritten:" in v for v in out.values()) for out in (mine, base))
+    print(f"{len(mine)} kernels; rewritten here {here}, in {args.base} {there}; {len(differ)} differ")
     for key in differ:
-        print(f"  differs: {key}")
+        was = "rewritten" if "rewritten:" in base.get(key, "") else "skipped"
+        now = "rewritten" if "rewritten:" in mine.get(key, "") else "skipped"
+        print(f"  differs ({was} there, {now} here): {key}")
     return 1 if differ else 0
 
 
