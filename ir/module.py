@@ -364,12 +364,27 @@ def _error_bytes(root: ts.Node) -> int:
     return sum(n.end_byte - n.start_byte for n in error_nodes(root))
 
 
+def _braced_launch_dim(node: ts.Node) -> bool:
+    """``k<<<g, {x, y, 1}>>>``: C++ builds a ``dim3`` from the braces; tree-sitter-cuda reads
+    them as a compound literal whose type is MISSING. That is valid code, not an error."""
+    parent = node.parent
+    return (
+        node.type == "type_identifier"
+        and parent is not None
+        and parent.type == "compound_literal_expression"
+        and parent.parent is not None
+        and parent.parent.type == "kernel_call_syntax"
+    )
+
+
 def error_nodes(root: ts.Node) -> list[ts.Node]:
-    """Outermost ERROR and MISSING nodes, in source order."""
+    """Outermost ERROR and MISSING nodes, in source order (not a launch's braced dim3)."""
     found: list[ts.Node] = []
     stack = [root]
     while stack:
         node = stack.pop()
+        if node.is_missing and _braced_launch_dim(node):
+            continue
         if node.is_error or node.is_missing:
             found.append(node)
             continue

@@ -390,6 +390,10 @@ def launch_dims(module: Module, site: LaunchSite, which: str) -> LaunchDims:
                 return LaunchDims(comps, None, arg, local)
         if local is None and (_is_dim3_parameter(module, site, name) or _declared_dim3(module, name)):
             return LaunchDims((arg,), None, arg, None, whole_dim3=True)
+    braced = _braced_dim3(arg)
+    if braced is not None:
+        # ``<<<g, {x, y, 1}>>>``: the braces build the dim3 in place, as ``dim3(x, y, 1)`` would.
+        return LaunchDims(tuple(c for c in braced.named_children if c.type != "comment"), braced, arg, None)
     if arg.type == "call_expression":
         fn = arg.child_by_field_name("function")
         arguments = arg.child_by_field_name("arguments")
@@ -397,6 +401,18 @@ def launch_dims(module: Module, site: LaunchSite, which: str) -> LaunchDims:
             comps = tuple(c for c in arguments.named_children if c.type != "comment")
             return LaunchDims(comps, arguments, arg, None)
     return LaunchDims((arg,), None, arg, None)
+
+
+def _braced_dim3(arg: ts.Node) -> ts.Node | None:
+    """The ``{x, y, z}`` list of a launch's braced dim3 (tree-sitter reads a compound literal
+    whose type is missing), or None."""
+    node = arg
+    if node.type == "compound_literal_expression":
+        typ = node.child_by_field_name("type")
+        if typ is not None and typ.end_byte > typ.start_byte:
+            return None
+        node = node.child_by_field_name("value") or node
+    return node if node.type == "initializer_list" else None
 
 
 def _argument_node(module: Module, site: LaunchSite, where: Span) -> ts.Node:
@@ -464,6 +480,7 @@ _EXPRESSIONS = (
     "parenthesized_expression",
     "conditional_expression",
     "cast_expression",
+    "compound_literal_expression",
 )
 
 

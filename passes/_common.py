@@ -59,6 +59,40 @@ def uses_shuffles(module: Module, node: ts.Node) -> bool:
     return any(True for _ in syntax.calls(module, node, syntax.SHUFFLES))
 
 
+def round_up_follows(mapping: LaunchMapping, value: int, name: str) -> LaunchMapping:
+    """``(n + 255) // 256`` in a mapping's grid, for a block of ``value`` = 256 becoming ``name``:
+    the 255 becomes ``(name) - 1`` so that, once :func:`replace_literal` replaces the 256, the
+    grid still rounds up. Other expressions are kept."""
+
+    class _Sub(ast.NodeTransformer):
+        def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+            self.generic_visit(node)
+            left = node.left
+            if (
+                isinstance(node.op, ast.FloorDiv)
+                and isinstance(node.right, ast.Constant)
+                and node.right.value == value
+                and isinstance(left, ast.BinOp)
+                and isinstance(left.op, ast.Add)
+                and isinstance(left.right, ast.Constant)
+                and left.right.value == value - 1
+            ):
+                left.right = ast.parse(f"({name}) - 1", mode="eval").body
+            return node
+
+    def sub(text: str) -> str:
+        return ast.unparse(_Sub().visit(ast.parse(text.strip(), mode="eval")))
+
+    return LaunchMapping(
+        tuple(sub(g) for g in mapping.grid),
+        mapping.block,
+        mapping.shared,
+        mapping.vars,
+        mapping.origin,
+        mapping.notes,
+    )
+
+
 def replace_literal(mapping: LaunchMapping, value: int, name: str) -> tuple[LaunchMapping, list[str]]:
     """Replace every integer literal ``value`` in the mapping's expressions by ``name`` (an expression).
 

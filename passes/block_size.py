@@ -25,11 +25,19 @@ of :mod:`ktx.ir.affine` reads such a name as ``blockDim.x``) is the knob itself:
 becomes ``KTX_PICK(KTX_BLOCK_X, (128))``, so the grid, the block, the kernel's strides and the
 shared arrays it sizes all follow.
 
+A block written in braces (``<<<g, {x, y, 1}>>>``) is a 2-D block like ``dim3(x, y, 1)``. In a 2-D
+block, x stays as written when the kernel assumes it: it is 32 and the kernel (or a function
+it calls) shuffles or writes the warp size 32, or the kernel never reads ``blockDim.x`` (16
+lanes of ``float4`` covering a row of 64); then y alone is the knob, with x * y within the
+limit. A literal block whose grid rounds up a division by the same literal
+(``(n + 255) / 256``, ``(n - 1) / 256 + 1``) rewrites the grid's copies too (255 as the knob
+minus one), in the source and in the launch mapping.
+
 The pass refuses kernels that read neither ``blockDim`` nor such a name (their work mapping is
 tied to the launch's block size in ways a knob would break), kernels with fixed-size shared
 arrays not sized by that name, kernels that read their block size as a template parameter or
-parameter, and launches whose grid repeats the block's literal (``<<<(n + 255) / 256, 256>>>``:
-run expose first, or name the constant).
+parameter, and launches whose grid repeats the block's literal other than to round up
+(``<<<n / 256, 256>>>``: run expose first, or name the constant).
 """
 
 from __future__ import annotations
@@ -41,8 +49,9 @@ import tree_sitter as ts
 from ktx.ir import LaunchSite, Module
 from ktx.ir.affine import BlockAlias, kernel_index
 from ktx.ir.consteval import int_literal
+from ktx.ir.facts.constants import assumes_warp_x, ceil_divide_literals
 from ktx.ir.index import eval_int_text
-from ktx.passes._common import KernelSite, kernel_node, powers_of_two, replace_literal, uses_shuffles
+from ktx.passes._common import KernelSite, kernel_node, powers_of_two, replace_literal, round_up_follows
 
 from ktx import syntax
 from ktx.launch import LaunchMapping, is_constant, launch_dims, local_value, substitute
@@ -163,14 +172,17 @@ class BlockSize(Pass[KernelSite]):
             if mapping is not None
             else len(launch_dims(module, sites[0], "block").components)
         )
-        x_is_warp = ndims >= 2 and uses_shuffles(module, body) and self._x_is_32(target, mapping)
+        two_d_warp = ndims >= 2 and self._x_is_32(target, mapping)
+        warp_why = assumes_warp_x(module, target.kernel) if two_d_warp else None
+        x_is_warp = warp_why is not None
         lo, hi = max(1, self.int_option("min")), self.int_option("max")
         thread_terms: list[str] = []
         knob_names: list[str] = []
+        pinned = 1  # the product of the dimensions kept because the kernel assumes them
         for axis in range(ndims):
             if axis == 0 and x_is_warp:
                 thread_terms.append("32")
-                rw.note("x stays 32: the kernel shuffles across the lanes of a warp along x")
+                rw.note(f"x stays 32: {warp_why}")
                 continue
             name = f"BLOCK_{AXES[axis]}"
             current = self._constant(target, mapping, axis)
@@ -179,12 +191,30 @@ class BlockSize(Pass[KernelSite]):
                 # not a dimension of its work, so it stays 1 (no knob, nothing to keep in step).
                 thread_terms.append("1")
                 continue
+            if ndims >= 2 and axis == 0 and not syntax.uses_builtin(module, body, "blockDim.x"):
+                # ``<<<g, {16, 16, 1}>>>`` for a kernel that reads threadIdx.x but never blockDim.x
+                # (16 lanes of float4 cover a row of 64): it assumes this size, which stays.
+                ax = AXES[axis].lower()
+                if current is None:
+                    written = self._written(target, axis)
+                    raise Refuse(
+                        f"the kernel never reads blockDim.{ax}, so it may assume the block's {ax} "
+                        f"({written}, launch at line {sites[0].span.line}), which is not a constant: "
+                        "x cannot stay as written while y varies within the hardware limit"
+                    )
+                pinned *= current
+                thread_terms.append(str(current))
+                rw.note(
+                    f"{ax} stays {current}: the kernel never reads blockDim.{ax}, so it may assume that size"
+                )
+                continue
             if x_is_warp:
                 values = set(powers_of_two(1, hi // 32))
             elif ndims == 1:
                 values = set(powers_of_two(lo, hi))
             else:
                 values = set(powers_of_two(lo if axis == 0 else 1, hi))
+            values = {v for v in values if v * pinned <= hi}
             was = f"now {current}" if current is not None else "now shape-dependent"
             macro = rw.knob(
                 name,
@@ -206,6 +236,9 @@ class BlockSize(Pass[KernelSite]):
             zero = " == 0) == (".join(knob_names)
             rw.constraint(f"({zero} == 0)")
             rw.constraint(f"{product} <= {hi} and ({product}) % 32 == 0")
+        if pinned > 1:
+            product = " * ".join(knob_names)
+            rw.constraint(f"{product} * {pinned} <= {hi}")
         self._launch_bounds(rw, " * ".join(thread_terms), body)
 
     # -- pieces ------------------------------------------------------------------------------
@@ -294,6 +327,12 @@ class BlockSize(Pass[KernelSite]):
         comps = launch_dims(target.module, target.launches[0], "block").components
         return int_literal(syntax.text(target.module, comps[0])) == 32
 
+    def _written(self, target: Target, axis: int) -> str:
+        """The block's ``axis`` as the first launch writes it (through a ``dim3`` local)."""
+        module = target.module
+        comps = launch_dims(module, target.launches[0], "block").components if target.launches else ()
+        return f"`{syntax.text(module, comps[axis]).strip()}`" if axis < len(comps) else "not written here"
+
     def _constant(self, target: Target, mapping: LaunchMapping | None, axis: int) -> int | None:
         if mapping is not None:
             return is_constant(mapping.resolved().block[axis])
@@ -322,6 +361,7 @@ class BlockSize(Pass[KernelSite]):
             text = syntax.text(module, node)
             if (knob_here := rw.target.knob_of(text)) is not None:  # the template's, not a user's KTX_
                 raise Refuse(f"the block size is already the knob {knob_here.name}")
+            grid_edits: list[tuple[int, int, str]] = []
             literal = text.strip() if local is None and int_literal(text) is not None else None
             if literal is None and current is not None and axis == 0:
                 literal = str(current)  # ``<<<(n + 255) / 256, BS>>>``: the grid does not follow BS
@@ -334,14 +374,33 @@ class BlockSize(Pass[KernelSite]):
                     comps = comps[axis : axis + 1]
                 grid_text = " ".join(syntax.text(module, g) for g in comps)
                 if literal in re.split(r"[^\w]+", grid_text):
-                    raise Refuse(
-                        f"the grid repeats the block's literal {literal} (line {site.span.line}); name it "
-                        "(a constexpr) or run expose first, so both follow the knob"
-                    )
+                    # Only a block written as the literal itself: a named block (``BS``) beside a
+                    # grid of literals is the user's to name consistently.
+                    as_literal = current is not None and int_literal(text) is not None
+                    rounded = ceil_divide_literals(module, comps, int(literal)) if as_literal else None
+                    if rounded is None:
+                        raise Refuse(
+                            f"the grid repeats the block's literal {literal} (line {site.span.line}); name "
+                            "it (a constexpr) or run expose first, so both follow the knob"
+                        )
+                    # ``(n + 255) / 256`` beside a block of 256: the grid's copies follow the knob.
+                    whole, minus_one = rounded
+                    for lit in whole:
+                        grid_edits.append((lit.start_byte, lit.end_byte, f"KTX_PICK({macro}, ({literal}))"))
+                    for lit in minus_one:
+                        grid_edits.append(
+                            (lit.start_byte, lit.end_byte, f"(KTX_PICK({macro}, ({literal})) - 1)")
+                        )
             if current is not None:
                 _check_literal_in_kernel(rw, current)
             picked = f"KTX_PICK({macro}, ({text}))"
             rw.replace_bytes(node.start_byte, node.end_byte, picked)
+            for start, end, new_text in grid_edits:
+                if start not in done:
+                    done.add(start)
+                    rw.replace_bytes(start, end, new_text)
+            if grid_edits:
+                rw.note(f"the grid's rounding up by {current} follows the knob (line {site.span.line})")
             if local is None and node.type == "identifier" and axis == 0:
                 # ``<<<(n + BS - 1) / BS, BS>>>``: the grid follows the block, as the mapping does.
                 for use in _uses_in_grid(module, site, text):
@@ -355,7 +414,11 @@ class BlockSize(Pass[KernelSite]):
         comp = mapping.block[axis].strip()
         if current is not None and mapping.var(comp) is None and is_constant(comp) is not None:
             picked = f"({name} if {name} else {current})"
-            new, places = replace_literal(mapping, current, picked)
+            # ``(n + 255) // 256``: 255 becomes a placeholder minus one before 256 is replaced.
+            rounded = round_up_follows(mapping, current, "_ktx_block")
+            new, places = replace_literal(rounded, current, picked)
+            if rounded != mapping:
+                new = new.with_grid(tuple(substitute(g, {"_ktx_block": picked}) for g in new.grid))
             rw.note(f"launch mapping: {current} -> {name} in {', '.join(places)}")
             return new
         var = mapping.var(comp)

@@ -291,6 +291,23 @@ def warp_sized_callees(module: Module, fn: Function) -> str | None:
     return None
 
 
+def assumes_warp_x(module: Module, fn: Function) -> str | None:
+    """Why a kernel launched with a block x of 32 assumes that x is one warp, or None.
+
+    It does when it (or a function it calls) shuffles across lanes, or when its body writes the
+    literal 32 (``constexpr uint32_t warp_size = 32; thread_id = tx + ty * warp_size``, with the
+    shuffles in a header's helper ktx cannot read). Keeping x at the original 32 is then the
+    only sound choice; a block-size knob may still vary y.
+    """
+    if warp_sized_callees(module, fn) is not None:
+        return "the kernel shuffles across the lanes of a warp along x"
+    for n in syntax.walk(module.node(fn.body)):
+        if n.type == "number_literal" and int_literal(syntax.text(module, n)) == 32:
+            line = n.start_point[0] + 1
+            return f"the kernel writes the warp size 32 (line {line}): it assumes x is one warp"
+    return None
+
+
 def region_literals(module: Module, literal: Span, block_arg: Span, value: int) -> list[ts.Node]:
     """Every integer literal equal to ``value`` in the expression a launch literal sets: the
     initializer of the local it sits in (``int t = d < 1024 ? d : 1024``), one argument of a
@@ -318,3 +335,79 @@ def region_literals(module: Module, literal: Span, block_arg: Span, value: int) 
         if n.type == "number_literal" and int_literal((n.text or b"").decode()) == value
     ]
     return [node, *(n for n in same if n.start_byte != node.start_byte)]
+
+
+def ceil_divide_literals(
+    module: Module, grid: Sequence[ts.Node], value: int
+) -> tuple[list[ts.Node], list[ts.Node]] | None:
+    """The literals of a grid that round up a division by the block's literal ``value``.
+
+    ``<<<(n + 255) / 256, 256>>>``, ``(n + 256 - 1) / 256`` and ``(n - 1) / 256 + 1`` count
+    the blocks of 256 threads that cover ``n``: for a knob on the block, each literal 256
+    (first list) must become the knob, and a 255 written as one literal (second list) the knob
+    minus one, so the grid still covers ``n``. Returns None when a literal ``value`` in the grid
+    is anything else (``padded / 16`` does not round up; a grid of ``256`` blocks is not a
+    division), since then the grid would not follow the block.
+    """
+    whole: list[ts.Node] = []
+    minus_one: list[ts.Node] = []
+    used: set[int] = set()
+    for comp in grid:
+        for n in syntax.walk(comp):
+            if n.type != "binary_expression" or _op(n) != "/":
+                continue
+            right = n.child_by_field_name("right")
+            if right is None or _int(module, right) != value:
+                continue
+            left = _unparen(n.child_by_field_name("left"))
+            if left is None or left.type != "binary_expression":
+                continue
+            if _op(left) == "+" and _int(module, left.child_by_field_name("right")) == value - 1:
+                # ``(n + 255) / 256``
+                lit = left.child_by_field_name("right")
+                assert lit is not None
+                whole.append(right)
+                minus_one.append(lit)
+                used |= {right.start_byte, lit.start_byte}
+            elif _op(left) == "-" and _int(module, left.child_by_field_name("right")) == 1:
+                inner = _unparen(left.child_by_field_name("left"))
+                parent = n.parent
+                grows = (
+                    parent is not None
+                    and parent.type == "binary_expression"
+                    and _op(parent) == "+"
+                    and _int(module, parent.child_by_field_name("right")) == 1
+                )
+                if inner is not None and inner.type == "binary_expression" and _op(inner) == "+":
+                    # ``(n + 256 - 1) / 256``
+                    lit = inner.child_by_field_name("right")
+                    if lit is not None and _int(module, lit) == value:
+                        whole += [right, lit]
+                        used |= {right.start_byte, lit.start_byte}
+                elif grows:
+                    # ``(n - 1) / 256 + 1``
+                    whole.append(right)
+                    used.add(right.start_byte)
+    for comp in grid:
+        for n in syntax.walk(comp):
+            if n.type == "number_literal" and _int(module, n) == value and n.start_byte not in used:
+                return None
+    return (whole, minus_one) if whole else None
+
+
+def _op(node: ts.Node) -> str:
+    op = node.child_by_field_name("operator")
+    return (op.text or b"").decode() if op is not None else ""
+
+
+def _int(module: Module, node: ts.Node | None) -> int | None:
+    if node is None or node.type != "number_literal":
+        return None
+    return int_literal(syntax.text(module, node))
+
+
+def _unparen(node: ts.Node | None) -> ts.Node | None:
+    while node is not None and node.type == "parenthesized_expression":
+        inner = [c for c in node.named_children if c.type != "comment"]
+        node = inner[0] if len(inner) == 1 else None
+    return node

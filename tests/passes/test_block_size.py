@@ -82,7 +82,7 @@ def test_refusals() -> None:
     ]
     shared = ONE_D.replace("{\n  for", "{\n  __shared__ float s[256];\n  for")
     assert "fixed-size __shared__ array s[256]" in remarks(apply(shared, "block-size"))[0]
-    repeated = ONE_D.replace("k<<<rows, block>>>", "k<<<(n + 255) / 256, 256>>>")
+    repeated = ONE_D.replace("k<<<rows, block>>>", "k<<<n / 256, 256>>>")  # does not round up
     assert "the grid repeats the block's literal 256" in remarks(apply(repeated, "block-size"))[0]
     literal = ONE_D.replace("dim3 block(std::min(n, 256));", "dim3 block(128);").replace(
         "x[i] = 0.f", "x[i] = i % 128"
@@ -90,3 +90,48 @@ def test_refusals() -> None:
     assert "the kernel body uses the literal 128" in remarks(apply(literal, "block-size"))[0]
     quant = apply(suite_source("per_token_group_quant_fp8"), "block-size")
     assert quant.source == quant.original
+
+
+ROPE = """\
+template <int bdx>
+__global__ void rope(float* x, int rows) {
+  const int row = blockIdx.x * blockDim.y + threadIdx.y;
+  if (row < rows) x[row * 4 * bdx + threadIdx.x * 4] *= 2.f;
+}
+template <int HEAD_DIM>
+void launch(float* x, int rows, int threads) {
+  constexpr int bdx = HEAD_DIM / 4;
+  int bdy = threads / bdx;
+  dim3 nthrs(bdx, bdy);
+  rope<bdx><<<(rows + bdy - 1) / bdy, nthrs>>>(x, rows);
+}
+"""
+
+
+def test_an_x_the_kernel_assumes_stays_or_refuses() -> None:
+    """A 2-D block whose x the kernel never reads as blockDim.x (here through the template
+    parameter ``bdx``): x may not vary. A shape-dependent x refuses, naming it; a constant one
+    stays and bounds y."""
+    (why,) = remarks(apply(ROPE, "block-size"))
+    assert why.startswith("rope: the kernel never reads blockDim.x, so it may assume the block's x (`bdx`")
+    fixed = ROPE.replace("constexpr int bdx = HEAD_DIM / 4;", "constexpr int bdx = 16;")
+    t = apply(fixed, "block-size")
+    (knob,) = t.knobs
+    assert (knob.name, knob.values) == ("BLOCK_Y", (0, 1, 2, 4, 8, 16, 32, 64))
+    assert "x stays 16: the kernel never reads blockDim.x" in remarks(t)[0]
+
+
+def test_a_grid_rounding_up_by_the_literal_block_follows_the_knob() -> None:
+    """``<<<(n + 255) / 256, 256>>>``: the grid's 256 and 255 follow the knob, in the source
+    and in the launch mapping, so blocks of 512 still cover n (and blocks of 64 all of it)."""
+    src = ONE_D.replace("k<<<rows, block>>>", "k<<<(n + 255) / 256, 256>>>")
+    src = src.replace("i < n; i += blockDim.x", "i < n; i += blockDim.x * gridDim.x").replace(
+        "int i = threadIdx.x", "int i = blockIdx.x * blockDim.x + threadIdx.x"
+    )
+    t = apply(src, "block-size")
+    assert [k.name for k in t.knobs] == ["BLOCK_X"]
+    launch = t.launch()
+    assert launch is not None
+    assert launch.grid == ("(n + ((BLOCK_X if BLOCK_X else 256) - 1)) // (BLOCK_X if BLOCK_X else 256)",)
+    out = t.instantiate({"BLOCK_X": 512})
+    assert "k<<<(n + (512 - 1)) / 512, 512>>>(x, n);" in out

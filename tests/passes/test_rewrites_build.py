@@ -29,6 +29,11 @@ CASES = [
     ("block_size/macro_launch.cu", "block-size", {"BLOCK_X": 128}),
     ("cache_hints/lvalues.cu", "cache-hints", {"CACHE_LD_IN": 1, "CACHE_ST_OUT": 1}),
     ("block_size/template_block.cu", "block-size", {"BLOCK_X": 128}),
+    ("block_size/warp_constant.cu", "block-size", {"BLOCK_Y": 8}),
+    ("block_size/braced_block.cu", "block-size", {"BLOCK_Y": 4}),
+    ("block_size/braced_block_xy.cu", "block-size", {"BLOCK_X": 64, "BLOCK_Y": 2}),
+    ("block_size/grid_ceil_literal.cu::add_one", "block-size", {"BLOCK_X": 512}),
+    ("block_size/grid_ceil_literal.cu::add_two", "block-size", {"BLOCK_X": 64}),
 ]
 
 
@@ -37,7 +42,8 @@ CASES = [
 def test_instantiated_rewrite_compiles(
     tmp_path: Path, golden: str, pipeline: str, config: dict[str, int]
 ) -> None:
-    template = run(parse_file(GOLDEN / golden), pipeline)
+    path, _, kernel = golden.partition("::")  # ``file.cu::kernel`` where a file has several
+    template = run(parse_file(GOLDEN / path), pipeline, kernel=kernel or None)
     assert set(config) <= {k.name for k in template.space.knobs}, "the pass exposes the knobs"
     source = tmp_path / "case.cu"
     source.write_text(template.instantiate(config) + "\n")

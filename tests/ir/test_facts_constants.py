@@ -1,0 +1,49 @@
+"""Facts of constants in the source that block-size asks (``ktx.ir.facts.constants``)."""
+
+from __future__ import annotations
+
+from ktx.ir import parse
+from ktx.ir.facts.constants import assumes_warp_x
+
+SRC = """
+__device__ float lanes(float v) { return __shfl_xor_sync(0xffffffffu, v, 16); }
+__global__ void shuffles(float* y) { y[threadIdx.y] = lanes(y[threadIdx.x]); }
+__global__ void warp_word(float* y) {
+  constexpr int warp_size = 32;
+  y[threadIdx.y * warp_size + threadIdx.x] = 0.f;
+}
+__global__ __launch_bounds__(32) void neither(float* y) { y[threadIdx.y * blockDim.x + threadIdx.x] = 0.f; }
+"""
+
+
+def test_a_kernel_assumes_x_is_a_warp_when_it_shuffles_or_writes_32() -> None:
+    module = parse(SRC)
+    fns = {f.name: f for f in module.functions}
+    assert assumes_warp_x(module, fns["shuffles"]) == "the kernel shuffles across the lanes of a warp along x"
+    assert assumes_warp_x(module, fns["warp_word"]) == (
+        "the kernel writes the warp size 32 (line 5): it assumes x is one warp"
+    )
+    # Only the body counts: a bound of 32 in the signature is not the kernel's own assumption.
+    assert assumes_warp_x(module, fns["neither"]) is None
+
+
+def test_ceil_divide_literals_round_up_or_refuse() -> None:
+    from ktx.ir.facts.constants import ceil_divide_literals
+    from ktx.ir.syntax import walk
+
+    module = parse(
+        "void f(int n) { int a = (n + 255) / 256; int b = (n + 256 - 1) / 256; int c = (n - 1) / 256 + 1;"
+        " int d = n / 256; int e = (n + 255) / 256 + 256; }"
+    )
+    inits = [x for x in walk(module.tree.root_node) if x.type == "init_declarator"]
+    values = [x.child_by_field_name("value") for x in inits]
+    texts = []
+    for v in values:
+        assert v is not None
+        found = ceil_divide_literals(module, [v], 256)
+        texts.append(
+            None
+            if found is None
+            else ([module.text(module.span(n.start_byte, n.end_byte)) for n in found[0]], len(found[1]))
+        )
+    assert texts == [(["256"], 1), (["256", "256"], 0), (["256"], 0), None, None]
