@@ -1005,6 +1005,7 @@ def size_shapes(
     launch: _LaunchDraft,
     budget: int = SHAPE_BUDGET,
     unknown: int = 0,
+    sizes: Sequence[tuple[str, str]] = (),
 ) -> Sizing:
     """Shrink the default values of ``free`` variables until the largest point's buffers fit
     ``budget`` bytes (a four-variable kernel at 4096 each needs terabytes), then keep only the
@@ -1013,7 +1014,9 @@ def size_shapes(
     ``arrays`` are (extent text, bytes per element); ``derived`` the ``[vars]`` in order;
     ``unknown`` the arrays whose extent is a TODO, each counted as 4-byte elements over the
     three largest free variables (rope's ``[tokens, heads, head_size]``), so that filling the
-    TODOs in does not turn the defaults into hundreds of gigabytes.
+    TODOs in does not turn the defaults into hundreds of gigabytes. ``sizes`` are the integer
+    scalars (name, value) the kernel uses as sizes: a point where one is 0 or less (a group size
+    ``total_count // group_num`` with more groups than elements) runs no work, so it is dropped.
     """
     current = {n: list(v) for n, v in values.items()}
     notes: list[str] = []
@@ -1073,7 +1076,7 @@ def size_shapes(
     valid: list[dict[str, int]] = []
     bad: list[str] = []
     for point in points:
-        why = launch_problem(point, derived, launch)
+        why = launch_problem(point, derived, launch) or _empty_size(point, derived, sizes)
         if why is None:
             valid.append(point)
         elif len(bad) < 3:
@@ -1110,6 +1113,21 @@ def _env(point: Mapping[str, int], derived: Sequence[tuple[str, str | None]]) ->
         with contextlib.suppress(KtxError):
             env[name] = Expr.parse(text).evaluate(env)
     return env
+
+
+def _empty_size(
+    point: Mapping[str, int], derived: Sequence[tuple[str, str | None]], sizes: Sequence[tuple[str, str]]
+) -> str | None:
+    """Which size scalar is 0 or less at ``point`` (the kernel would do no work), or None."""
+    env = _env(point, derived)
+    for name, text in sizes:
+        try:
+            value = Expr.parse(text).evaluate_int(env)
+        except KtxError:
+            continue
+        if value <= 0:
+            return f"{name} = {text} is {value}"
+    return None
 
 
 def launch_problem(
@@ -1240,6 +1258,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         args.append(Arg(p.name, tuple(lines), tuple(arg_todos), shape, DTYPE_BYTES.get(dtype or "", 0)))
         todos += arg_todos
 
+    _not_sizes(k, args, bindings, todos, launch, tr.derived)
+
     # Launcher locals the launch or the scalars use, set in several places: derived values.
     derived: dict[str, str | None] = {}
     for name in sorted(tr.derived, key=lambda n: tr.derived_lines[n]):
@@ -1302,6 +1322,11 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         [(n, v) for n, v in vars_.items()],
         launch,
         unknown=sum(1 for a in args if any(line == f'shape = "[{TODO}]"' for line in a.lines)),
+        sizes=[
+            (n, v)
+            for n, v in bindings.items()
+            if scalar_types.get(n) in _INT_DTYPES and size_use(k, n) is not None
+        ],
     )
 
     lines = [
@@ -1414,6 +1439,102 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     ]
     lines, more = _second_look(lines, path, fn)
     return Draft(fn.name, "\n".join(lines) + "\n", (*todos, *more))
+
+
+_RELATIONAL = frozenset({"<", "<=", ">", ">=", "==", "!="})
+_INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
+
+
+def size_use(k: _Kernel, name: str) -> ts.Node | None:
+    """Where the kernel uses the scalar ``name`` as a size, else None.
+
+    A size is compared (a bound, a loop limit), reaches a subscript or offsets a pointer
+    (``query + token * head_size``), directly or through a local computed from it by
+    arithmetic. A shift's amount (``1 << num_bits``) passes nothing on: a bit count is no size
+    even when its result is later compared.
+    """
+    sized = {name}
+    # Every declaration, not ``k.locals_`` (one per name): two loops may each declare a
+    # ``token_head``, one from this scalar, one from another.
+    decls: list[tuple[str, ts.Node]] = []
+    for n in _walk(k.body):
+        if n.type == "init_declarator":
+            ident, value = syntax.declarator_identifier(n), n.child_by_field_name("value")
+            if ident is not None and value is not None:
+                decls.append((syntax.text(k.module, ident), value))
+    changed = True
+    while changed:  # locals computed from a size, to a fixed point
+        changed = False
+        for local, value in decls:
+            if local not in sized and _carries(k, value, sized):
+                sized.add(local)
+                changed = True
+    pointers = {p.name for p in k.fn.params if p.is_pointer} | set(k.pointers)
+    for n in _walk(k.body):
+        if n.type == "binary_expression":
+            op = n.child_by_field_name("operator")
+            if op is not None and op.type in _RELATIONAL and _carries(k, n, sized):
+                return n
+            if op is not None and op.type in ("+", "-") and _carries(k, n, sized):
+                base = _pointer_base(k.module, n, pointers, {})
+                if base is not None and base[1] is not None and _carries(k, base[1], sized):
+                    return n
+        elif n.type == "subscript_expression":
+            index = _index_node(n)
+            if index is not None and _carries(k, index, sized):
+                return n
+    return None
+
+
+def _carries(k: _Kernel, node: ts.Node, names: set[str]) -> bool:
+    """Whether ``node`` mentions one of ``names`` outside a shift's amount."""
+    if node.type == "identifier":
+        return syntax.text(k.module, node) in names
+    if node.type == "binary_expression":
+        op = node.child_by_field_name("operator")
+        if op is not None and op.type in ("<<", ">>"):
+            left = node.child_by_field_name("left")
+            return left is not None and _carries(k, left, names)
+    return any(_carries(k, c, names) for c in node.children)
+
+
+def _not_sizes(
+    k: _Kernel,
+    args: list[Arg],
+    bindings: dict[str, str],
+    todos: list[str],
+    launch: _LaunchDraft,
+    derived: Mapping[str, str | None],
+) -> None:
+    """An integer the launcher passes through but the kernel never uses as a size (a bit
+    count, a mode, a seed) gets a TODO: a shape variable's default sizes {64, 4096} would be
+    silently wrong for it (``1 << 4096``). Only names nothing else of the draft uses: an extent
+    or the launch that names it makes it a size whatever the kernel does with it."""
+    elsewhere: list[str] = [*(launch.grid or ()), *(launch.block or ()), launch.shared or ""]
+    elsewhere += [v for v in derived.values() if v is not None]
+    elsewhere += [a.shape for a in args if a.shape is not None]
+    for i, arg in enumerate(args):
+        value = bindings.get(arg.name)
+        line = f"value = {_toml_str(value)}" if value is not None else ""
+        if value is None or not re.fullmatch(r"[A-Za-z_]\w*", value) or line not in arg.lines:
+            continue
+        dtypes = [ln.split("=", 1)[1].strip().strip('"') for ln in arg.lines if ln.startswith("dtype =")]
+        if not dtypes or dtypes[0] not in _INT_DTYPES:
+            continue
+        others = [*elsewhere, *(v for n, v in bindings.items() if n != arg.name)]
+        if any(re.search(rf"\b{re.escape(value)}\b", t) for t in others):
+            continue
+        if size_use(k, arg.name) is not None:
+            continue
+        why = (
+            f"value of {arg.name}: the launcher passes its parameter {value} through, and the kernel "
+            f"never compares it or indexes with it (no size): write the value it takes"
+        )
+        del bindings[arg.name]
+        todos.append(why)
+        at = arg.lines.index(line)
+        lines = (*arg.lines[:at], f"# {TODO}: {why}", f'value = "{TODO}"', *arg.lines[at + 1 :])
+        args[i] = Arg(arg.name, lines, (*arg.todos, why), arg.shape, arg.elem_bytes)
 
 
 def _near(points: Sequence[ShapePoint]) -> list[ShapePoint]:

@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ktx.ir import parse_file
 
-from ktx.draft import check, draft, size_shapes
+from ktx.draft import _read_kernel, check, draft, size_shapes, size_use
 from ktx.spec import load_spec
 from tests.init.test_init import compare
 
@@ -277,3 +278,43 @@ def test_a_launcher_local_doubled_in_an_if_chain_is_derived(tmp_path: Path) -> N
     )
     assert want in result.text, result.text
     assert 'block = ["threads"]' in result.text
+
+
+def test_an_integer_the_kernel_only_shifts_by_is_a_todo_not_a_shape_variable() -> None:
+    result = draft(FOREIGN / "group_fake_quant_bits.cu")
+    want = "value of num_bits: the launcher passes its parameter num_bits"
+    assert any(t.startswith(want) for t in result.todos)
+    assert "num_bits =" not in result.text.split("[shapes]")[1].split("[launch]")[0]
+    # group_size is compared (a loop bound): a size, drafted from the launch.
+    assert 'value = "total_count // group_num"' in result.text
+
+
+def test_a_point_where_a_size_scalar_is_zero_is_dropped() -> None:
+    text = draft(FOREIGN / "group_fake_quant_bits.cu").text
+    assert "total_count=64,group_num=4096: group_size = total_count // group_num is 0" in text
+    assert "{ total_count = 64, group_num = 4096 }" not in text
+
+
+@pytest.mark.parametrize(
+    ("use", "is_size"),
+    [
+        ("if (i < n) x[i] = 0.f;", True),  # compared
+        ("x[i * n] = 0.f;", True),  # indexes
+        ("float* row = x + blockIdx.x * n; row[i] = 0.f;", True),  # offsets a pointer
+        ("int m = n * 2; if (i < m) x[i] = 0.f;", True),  # through a local
+        ("x[i] = (float)(1 << n);", False),  # a shift's amount
+        ("int top = (1 << n) - 1; if (i < top) x[i] = 0.f;", False),  # a bit count, compared after
+        ("x[i] = n;", False),  # a value written
+    ],
+)
+def test_size_use(use: str, is_size: bool, tmp_path: Path) -> None:
+    src = tmp_path / "u.cu"
+    src.write_text(
+        f"__global__ void a(float* x, int n) {{ int i = threadIdx.x; {use} }}\n"
+        "void go(float* x, int n) { a<<<1, 32>>>(x, n); }\n"
+    )
+    module = parse_file(src)
+    k = _read_kernel(module, next(f for f in module.functions if f.name == "a"))
+    assert (size_use(k, "n") is not None) == is_size
+    todo = any(t.startswith("value of n:") for t in draft(src).todos)
+    assert todo == (not is_size)
