@@ -176,7 +176,11 @@ def deduce_template_args(module: Module, fn: Function, site: LaunchSite) -> Temp
             why = _uncertain(module, launcher, written[i])
             if why is not None:
                 notes.append(f"{tp.name}: the launch passes {written[i]!r}, {why}")
-            values.append(None if why is not None else _launcher_constants(module, launcher, written[i]))
+            values.append(
+                None
+                if why is not None
+                else _launcher_constants(module, launcher, written[i], site.span.start)
+            )
             continue
         found: str | None = None
         if tp.kind == "type":
@@ -238,20 +242,91 @@ def _uncertain(module: Module, launcher: Function | None, text: str) -> str | No
     return None
 
 
+def _branch_picked(module: Module, site: LaunchSite, kernel: str, shape_vars: set[str]) -> str | None:
+    """Why the launch's written template arguments are not the draft's to pick, or None: the
+    launcher launches the kernel under several conditions on a shape variable, with different
+    arguments (DeepSpeed's softmax: ``<2, 64, 2>`` when ``sequence_length <= 8`` ...
+    ``<32, 1, 128>`` above 512), so the first launch's arguments hold only where the shapes
+    meet its condition. A switch on a value the draft does not vary (moe_sum's ``topk``) picks
+    one consistent instantiation: no TODO."""
+    guard = _guard(module, site)
+    if (
+        not site.template_arg_spans
+        or guard is None
+        or not set(re.findall(r"\b[A-Za-z_]\w*\b", guard)) & shape_vars
+    ):
+        return None
+    scope = launcher_node(module, site)
+    if scope is None:
+        return None
+    launcher = _launcher(module, site)
+    sites = [
+        s
+        for s in module.launches_of(kernel)
+        if s.template_arg_spans and scope.start_byte <= s.span.start < scope.end_byte
+    ]
+
+    def written(s: LaunchSite) -> str:
+        texts = (" ".join(module.text(a).split()) for a in s.template_arg_spans)
+        return ", ".join(_launcher_constants(module, launcher, t, s.span.start) for t in texts)
+
+    if len({written(s) for s in sites}) < 2:
+        return None
+    shown: list[str] = []
+    for s in sites[:3]:
+        args = written(s)
+        cond = _guard(module, s)
+        shown.append(f"<{args}>" + (f" if {cond}" if cond else ""))
+    more = f", ... ({len(sites)} launches)" if len(sites) > 3 else ""
+    return (
+        f"the launcher picks them by condition ({'; '.join(shown)}{more}); write the ones "
+        "the [shapes] take (and keep the shapes within that condition)"
+    )
+
+
+def _guard(module: Module, site: LaunchSite) -> str | None:
+    """The condition of the innermost ``if`` whose then-branch holds ``site``."""
+    node: ts.Node | None = module.node(site.span)
+    while node is not None and node.parent is not None:
+        parent = node.parent
+        if parent.type == "if_statement" and parent.child_by_field_name("consequence") == node:
+            cond = parent.child_by_field_name("condition")
+            return " ".join(syntax.text(module, cond).split()).strip("()") if cond is not None else None
+        node = parent
+    return None
+
+
 def _substitute_names(text: str, values: Mapping[str, str | None]) -> str:
     return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: values.get(m.group(0)) or m.group(0), text)
 
 
-def _launcher_constants(module: Module, launcher: Function | None, text: str) -> str:
-    """``V`` -> ``4`` for a ``constexpr int V = 4;`` of the launcher (not in scope elsewhere)."""
+def _launcher_constants(module: Module, launcher: Function | None, text: str, at: int | None = None) -> str:
+    """``V`` -> ``4`` for a ``constexpr int V = 4;`` of the launcher (not in scope elsewhere).
+
+    With ``at`` (the launch's offset), only the declarations in scope there: a launcher that
+    declares ``threads = 128`` and, in a later ``else`` block, ``threads = 256`` launches its
+    first branches with 128 (DeepSpeed's softmax)."""
     if launcher is None:
         return text
-    values = {
-        c.name: str(c.int_value)
-        for c in module.constants
-        if c.function == launcher.name and c.int_value is not None
-    }
+    values: dict[str, str] = {}
+    for c in sorted(module.constants, key=lambda c: c.span.start):
+        if c.function != launcher.name or c.int_value is None:
+            continue
+        if at is not None and not _in_scope(module, c.span.start, at):
+            continue
+        values[c.name] = str(c.int_value)
     return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: values.get(m.group(0), m.group(0)), text)
+
+
+def _in_scope(module: Module, declared: int, at: int) -> bool:
+    """A declaration at offset ``declared`` is visible at offset ``at``: it comes first, and
+    the block that holds it holds ``at`` too."""
+    if declared >= at:
+        return False
+    node: ts.Node | None = module.tree.root_node.descendant_for_byte_range(declared, declared)
+    while node is not None and node.type != "compound_statement":
+        node = node.parent
+    return node is None or node.start_byte <= at < node.end_byte
 
 
 def _file_level_type(module: Module, name: str) -> bool:
@@ -1348,6 +1423,12 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             todos.append(why)
             lines.append(f"# {TODO}: {why}")
         values = [v if v is not None else TODO for v in deduced.values]
+        picked = _branch_picked(module, site, fn.name, set(used))
+        if picked is not None and not missing:
+            why = f"template arguments of {fn.name} at {where}: {picked}"
+            todos.append(why)
+            lines.append(f"# {TODO}: {why}")
+            values = [TODO]
         lines.append("template_args = [" + ", ".join(_toml_str(t) for t in values) + "]")
     if vars_:
         lines += ["", "[vars]"]

@@ -318,3 +318,23 @@ def test_size_use(use: str, is_size: bool, tmp_path: Path) -> None:
     assert (size_use(k, "n") is not None) == is_size
     todo = any(t.startswith("value of n:") for t in draft(src).todos)
     assert todo == (not is_size)
+
+
+def test_template_arguments_picked_by_a_shape_condition_are_a_todo() -> None:
+    result = draft(FOREIGN / "softmax_branches.cu")
+    assert 'template_args = ["TODO"]' in result.text
+    why = next(t for t in result.todos if t.startswith("template arguments of row_softmax"))
+    # Each launch's arguments with its condition, and the launcher's `threads` as in scope there.
+    assert "<1, (128 / 32)> if cols <= 32; <8, (128 / 32)> if cols <= 1024; <32, (256 / 32)>" in why
+
+
+def test_a_launcher_constant_is_read_where_the_launch_sees_it(tmp_path: Path) -> None:
+    src = tmp_path / "c.cu"
+    src.write_text(
+        "template <int W> __global__ void k(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] = W; }\n"
+        "void go(float* x, int n) {\n  const int threads = 128;\n  k<(threads / 2)><<<1, threads>>>(x, n);\n"
+        "  { const int threads = 256; k<(threads / 2)><<<1, threads>>>(x, n); }\n}\n"
+    )
+    text = draft(src).text
+    # One launch outside any condition: its arguments, with the threads declared before it.
+    assert 'template_args = ["(128 / 2)"]' in text
