@@ -889,17 +889,24 @@ class _DraftTranslator(_Translator):
 
 
 def _dim3_fields(tr: _DraftTranslator, comps: Sequence[ts.Node]) -> list[ts.Node] | None:
-    """``dim3 g; g.x = E;`` (each field set once, in the launcher's body before the launch):
-    the values of x, y, z as far as set (a grid of ``E`` blocks); None for any other form."""
+    """``dim3 g; g.x = E;`` (each field set once, in the block that declares ``g``, before the
+    launch): the values of x, y, z as far as set (a grid of ``E`` blocks); None when ``comps``
+    is not such a local. A ``dim3`` local declared without a value whose fields are set in any
+    other way raises :class:`Untranslatable`: read as a name it would be a 1-D launch of a
+    shape variable ``gridDim`` (exllamav2's ``h_add``, which declares ``dim3 blockDim,
+    gridDim;`` in each branch and sets ``.x`` and ``.y``)."""
     if len(comps) != 1 or comps[0].type != "identifier":
         return None
     name = syntax.text(tr.module, comps[0])
     local = tr.locals.get(name)
     if local is None or local.type != "dim3" or local.value is not None or local.args:
         return None
+    block = local.declaration.parent or tr.scope
     found: dict[str, ts.Node] = {}
-    for n in _walk(tr.scope):
+    for n in _walk(block):
         if n.type != "assignment_expression" or n.start_byte >= tr.before:
+            continue
+        if n.start_byte < local.declaration.end_byte:
             continue
         left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
         op = n.child_by_field_name("operator")
@@ -909,12 +916,14 @@ def _dim3_fields(tr: _DraftTranslator, comps: Sequence[ts.Node]) -> list[ts.Node
         if arg is None or fld is None or syntax.text(tr.module, arg) != name:
             continue
         axis = syntax.text(tr.module, fld)
-        top = n.parent is not None and n.parent.parent is not None and n.parent.parent.id == tr.scope.id
+        top = n.parent is not None and n.parent.parent is not None and n.parent.parent.id == block.id
         if op is None or op.type != "=" or axis in found or axis not in ("x", "y", "z") or not top:
-            return None
+            raise Untranslatable(f"{name}.{axis} set in a way ktx does not follow")
         found[axis] = right
     axes = "".join(a for a in "xyz" if a in found)
-    return [found[a] for a in axes] if axes in ("x", "xy", "xyz") else None
+    if axes not in ("x", "xy", "xyz"):
+        raise Untranslatable(f"the fields of dim3 {name} set as {axes or 'nothing'}")
+    return [found[a] for a in axes]
 
 
 def _translator(module: Module, site: LaunchSite, launcher: Function | None) -> _DraftTranslator:

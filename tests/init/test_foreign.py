@@ -338,3 +338,36 @@ def test_a_launcher_constant_is_read_where_the_launch_sees_it(tmp_path: Path) ->
     text = draft(src).text
     # One launch outside any condition: its arguments, with the threads declared before it.
     assert 'template_args = ["(128 / 2)"]' in text
+
+
+def test_dim3_fields_are_read_in_the_block_that_declares_the_local(tmp_path: Path) -> None:
+    src = tmp_path / "d.cu"
+    src.write_text(
+        "__global__ void add(float* d, const float* s, int h, int w) {\n"
+        "  int x = blockIdx.x * 32 + threadIdx.x; int y = blockIdx.y;\n"
+        "  if (x < w && y < h) d[y * w + x] += s[x]; }\n"
+        "__global__ void other(float* d, int h, int w) { d[0] = h + w; }\n"
+        "void go(float* d, const float* s, int h, int w) {\n"
+        "  if (w % 8 == 0) { dim3 block, grid; block.x = 64; grid.x = 1; other<<<grid, block>>>(d, h, w); }\n"
+        "  else { dim3 block, grid; block.x = 32; grid.x = (w + 31) / 32; grid.y = h;\n"
+        "    add<<<grid, block>>>(d, s, h, w); }\n}\n"
+    )
+    text = draft(src, "add").text
+    assert 'grid = ["(w + 31) // 32", "h"]' in text
+    assert 'block = ["32"]' in text
+    assert "[vars]" not in text  # no shape variable named grid or block
+
+
+def test_dim3_fields_ktx_cannot_follow_are_a_grid_todo_not_a_name(tmp_path: Path) -> None:
+    src = tmp_path / "e.cu"
+    src.write_text(
+        "__global__ void add(float* d, int h, int w) {\n"
+        "  int x = blockIdx.x * 32 + threadIdx.x; if (x < w) d[blockIdx.y * w + x] = h; }\n"
+        "void go(float* d, int h, int w) {\n  if (w > 0) {\n"
+        "    dim3 grid; grid.x = (w + 31) / 32; if (h > 1) grid.y = h; else grid.y = 1;\n"
+        "    add<<<grid, 32>>>(d, h, w); }\n}\n"
+    )
+    text = draft(src).text
+    assert "# TODO: grid of the launch of add at e.cu:6" in text
+    assert 'grid = ["TODO"]' in text
+    assert 'grid = ["grid"]' not in text
