@@ -1576,6 +1576,10 @@ def size_use(k: _Kernel, name: str) -> ts.Node | None:
     return None
 
 
+def _mentions(k: _Kernel, name: str) -> bool:
+    return any(n.type == "identifier" and syntax.text(k.module, n) == name for n in _walk(k.body))
+
+
 def _carries(k: _Kernel, node: ts.Node, names: set[str]) -> bool:
     """Whether ``node`` mentions one of ``names`` outside a shift's amount."""
     if node.type == "identifier":
@@ -1614,8 +1618,9 @@ def _not_sizes(
         others = [*elsewhere, *(v for n, v in bindings.items() if n != arg.name)]
         if any(re.search(rf"\b{re.escape(value)}\b", t) for t in others):
             continue
-        if size_use(k, arg.name) is not None:
-            continue
+        if size_use(k, arg.name) is not None or not _mentions(k, arg.name):
+            continue  # a size; or unused (DeepSpeed softmax's heads): any value, and a TODO'd
+            # grid or extent may still need the name
         why = (
             f"value of {arg.name}: the launcher passes its parameter {value} through, and the kernel "
             f"never compares it or indexes with it (no size): write the value it takes"
