@@ -1576,6 +1576,32 @@ def size_use(k: _Kernel, name: str) -> ts.Node | None:
     return None
 
 
+def _passed_to(k: _Kernel, name: str) -> str | None:
+    """The first function the kernel hands ``name`` to (as an argument), other than casts and
+    math: what it does with the value is out of sight, so the TODO must not say "no size"."""
+    for n in _walk(k.body):
+        if n.type != "call_expression":
+            continue
+        fn, arguments = n.child_by_field_name("function"), n.child_by_field_name("arguments")
+        if fn is None or arguments is None:
+            continue
+        callee = syntax.text(
+            k.module, fn.child_by_field_name("name") or fn if fn.type == "template_function" else fn
+        )
+        if callee.split("::")[-1] in _PLAIN_CALLS:
+            continue
+        if any(_carries(k, a, {name}) for a in arguments.named_children):
+            return " ".join(callee.split())
+    return None
+
+
+#: Calls whose arguments are values, not sizes ktx would have to follow.
+_PLAIN_CALLS = frozenset(
+    {"static_cast", "reinterpret_cast", "const_cast", "min", "max", "fminf", "fmaxf", "abs", "fabsf", "float",
+     "int", "powf", "exp2f", "__shfl_sync", "__shfl_xor_sync", "__shfl_down_sync", "printf", "assert"}
+)  # fmt: skip
+
+
 def _mentions(k: _Kernel, name: str) -> bool:
     return any(n.type == "identifier" and syntax.text(k.module, n) == name for n in _walk(k.body))
 
@@ -1621,9 +1647,13 @@ def _not_sizes(
         if size_use(k, arg.name) is not None or not _mentions(k, arg.name):
             continue  # a size; or unused (DeepSpeed softmax's heads): any value, and a TODO'd
             # grid or extent may still need the name
+        callee = _passed_to(k, arg.name)
         why = (
-            f"value of {arg.name}: the launcher passes its parameter {value} through, and the kernel "
-            f"never compares it or indexes with it (no size): write the value it takes"
+            f"value of {arg.name}: the kernel passes it to {callee}, which ktx does not read "
+            "(a size, a stride, a count?): write the value it takes"
+            if callee is not None
+            else f"value of {arg.name}: the launcher passes its parameter {value} through, and the kernel "
+            "never compares it or indexes with it (no size): write the value it takes"
         )
         del bindings[arg.name]
         todos.append(why)

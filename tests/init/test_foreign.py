@@ -371,3 +371,19 @@ def test_dim3_fields_ktx_cannot_follow_are_a_grid_todo_not_a_name(tmp_path: Path
     assert "# TODO: grid of the launch of add at e.cu:6" in text
     assert 'grid = ["TODO"]' in text
     assert 'grid = ["grid"]' not in text
+
+
+def test_an_integer_handed_to_a_helper_is_a_todo_that_does_not_claim_no_size(tmp_path: Path) -> None:
+    # llm-awq's rope hands its strides to a device function ktx does not read: the value is out
+    # of sight, so the TODO asks instead of saying "no size" (and no default {64, 4096} stride).
+    src = tmp_path / "h.cu"
+    src.write_text(
+        "__device__ void row(float* x, int stride, int j) { x[j * stride] = 0.f; }\n"
+        "__global__ void a(float* x, int stride) { row(x, stride, threadIdx.x); }\n"
+        "void go(float* x, int stride) { a<<<1, 32>>>(x, stride); }\n"
+    )
+    result = draft(src)
+    want = (
+        "value of stride: the kernel passes it to row, which ktx does not read (a size, a stride, a count?)"
+    )
+    assert any(t.startswith(want) for t in result.todos), result.todos
