@@ -284,6 +284,26 @@ def _branch_picked(module: Module, site: LaunchSite, kernel: str, shape_vars: se
     )
 
 
+def _redeclared(module: Module, site: LaunchSite, which: str) -> int | None:
+    """The line of another declaration, in the launcher, of the local the launch passes as its
+    ``grid`` or ``block`` (``dim3 block_dim(...)`` declared again in a later ``else``), or None."""
+    scope = launcher_node(module, site)
+    span = site.grid if which == "grid" else site.block
+    node = syntax.node_at(module, span, _EXPRESSIONS) or module.node(span)
+    if scope is None or node.type != "identifier":
+        return None
+    name = syntax.text(module, node)
+    seen = syntax.local_declarations(module, scope, before=site.span.start).get(name)
+    for n in _walk(scope):
+        if n.type != "declaration" or (seen is not None and n.id == seen.declaration.id):
+            continue
+        for decl in n.children_by_field_name("declarator"):
+            ident = syntax.declarator_identifier(decl)
+            if ident is not None and syntax.text(module, ident) == name:
+                return n.start_point[0] + 1
+    return None
+
+
 def _guard(module: Module, site: LaunchSite) -> str | None:
     """The condition of the innermost ``if`` whose then-branch holds ``site``."""
     node: ts.Node | None = module.node(site.span)
@@ -1418,6 +1438,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         f"kernel = {_toml_str(fn.name)}",
         f"source = {_toml_str(_relative(path, out_dir))}",
     ]
+    picked: str | None = None
     if fn.template_params:
         lines += [f"# note: {n}" for n in deduced.notes if "deduced" in n or "default" in n]
         missing = [t.name for t, v in zip(fn.template_params, deduced.values, strict=False) if v is None]
@@ -1498,8 +1519,20 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         lines.append("default = [{}]")
     lines += ["", "[launch]"]
     for which, dims in (("grid", launch.grid), ("block", launch.block)):
+        again = _redeclared(module, site, which) if picked is not None and dims is not None else None
         if dims is None:
             why = f"{which} of the launch of {fn.name} at {where}: ktx cannot translate its expressions"
+            todos.append(why)
+            lines += [f"# {TODO}: {why}", f'{which} = ["{TODO}"]']
+        elif again is not None:
+            # The launcher picks the launch by a shape condition and declares this launch's
+            # dim3 again for other branches (DeepSpeed softmax: threads 128, then 256).
+            drafted = ", ".join(dims)
+            why = (
+                f"{which} of the launch at {where}: [{drafted}] for the branches that see this "
+                f"declaration; the launcher declares it again at line {again} for others: write "
+                "the one of the branch the [shapes] take"
+            )
             todos.append(why)
             lines += [f"# {TODO}: {why}", f'{which} = ["{TODO}"]']
         else:

@@ -326,6 +326,12 @@ def test_template_arguments_picked_by_a_shape_condition_are_a_todo() -> None:
     why = next(t for t in result.todos if t.startswith("template arguments of row_softmax"))
     # Each launch's arguments with its condition, and the launcher's `threads` as in scope there.
     assert "<1, (128 / 32)> if cols <= 32; <8, (128 / 32)> if cols <= 1024; <32, (256 / 32)>" in why
+    # The block is `threads`, which the last branch declares again (256): a TODO, not 128 for all.
+    block = next(t for t in result.todos if t.startswith("block of the launch"))
+    assert (
+        "[128] for the branches that see this declaration; the launcher declares it again at line 18" in block
+    )
+    assert 'block = ["TODO"]' in result.text
 
 
 def test_a_launcher_constant_is_read_where_the_launch_sees_it(tmp_path: Path) -> None:
