@@ -176,7 +176,11 @@ def deduce_template_args(module: Module, fn: Function, site: LaunchSite) -> Temp
             why = _uncertain(module, launcher, written[i])
             if why is not None:
                 notes.append(f"{tp.name}: the launch passes {written[i]!r}, {why}")
-            values.append(None if why is not None else _launcher_constants(module, launcher, written[i]))
+            values.append(
+                None
+                if why is not None
+                else _launcher_constants(module, launcher, written[i], site.span.start)
+            )
             continue
         found: str | None = None
         if tp.kind == "type":
@@ -238,20 +242,111 @@ def _uncertain(module: Module, launcher: Function | None, text: str) -> str | No
     return None
 
 
+def _branch_picked(module: Module, site: LaunchSite, kernel: str, shape_vars: set[str]) -> str | None:
+    """Why the launch's written template arguments are not the draft's to pick, or None: the
+    launcher launches the kernel under several conditions on a shape variable, with different
+    arguments (DeepSpeed's softmax: ``<2, 64, 2>`` when ``sequence_length <= 8`` ...
+    ``<32, 1, 128>`` above 512), so the first launch's arguments hold only where the shapes
+    meet its condition. A switch on a value the draft does not vary (moe_sum's ``topk``) picks
+    one consistent instantiation: no TODO."""
+    guard = _guard(module, site)
+    if (
+        not site.template_arg_spans
+        or guard is None
+        or not set(re.findall(r"\b[A-Za-z_]\w*\b", guard)) & shape_vars
+    ):
+        return None
+    scope = launcher_node(module, site)
+    if scope is None:
+        return None
+    launcher = _launcher(module, site)
+    sites = [
+        s
+        for s in module.launches_of(kernel)
+        if s.template_arg_spans and scope.start_byte <= s.span.start < scope.end_byte
+    ]
+
+    def written(s: LaunchSite) -> str:
+        texts = (" ".join(module.text(a).split()) for a in s.template_arg_spans)
+        return ", ".join(_launcher_constants(module, launcher, t, s.span.start) for t in texts)
+
+    if len({written(s) for s in sites}) < 2:
+        return None
+    shown: list[str] = []
+    for s in sites[:3]:
+        args = written(s)
+        cond = _guard(module, s)
+        shown.append(f"<{args}>" + (f" if {cond}" if cond else ""))
+    more = f", ... ({len(sites)} launches)" if len(sites) > 3 else ""
+    return (
+        f"the launcher picks them by condition ({'; '.join(shown)}{more}); write the ones "
+        "the [shapes] take (and keep the shapes within that condition)"
+    )
+
+
+def _redeclared(module: Module, site: LaunchSite, which: str) -> int | None:
+    """The line of another declaration, in the launcher, of the local the launch passes as its
+    ``grid`` or ``block`` (``dim3 block_dim(...)`` declared again in a later ``else``), or None."""
+    scope = launcher_node(module, site)
+    span = site.grid if which == "grid" else site.block
+    node = syntax.node_at(module, span, _EXPRESSIONS) or module.node(span)
+    if scope is None or node.type != "identifier":
+        return None
+    name = syntax.text(module, node)
+    seen = syntax.local_declarations(module, scope, before=site.span.start).get(name)
+    for n in _walk(scope):
+        if n.type != "declaration" or (seen is not None and n.id == seen.declaration.id):
+            continue
+        for decl in n.children_by_field_name("declarator"):
+            ident = syntax.declarator_identifier(decl)
+            if ident is not None and syntax.text(module, ident) == name:
+                return n.start_point[0] + 1
+    return None
+
+
+def _guard(module: Module, site: LaunchSite) -> str | None:
+    """The condition of the innermost ``if`` whose then-branch holds ``site``."""
+    node: ts.Node | None = module.node(site.span)
+    while node is not None and node.parent is not None:
+        parent = node.parent
+        if parent.type == "if_statement" and parent.child_by_field_name("consequence") == node:
+            cond = parent.child_by_field_name("condition")
+            return " ".join(syntax.text(module, cond).split()).strip("()") if cond is not None else None
+        node = parent
+    return None
+
+
 def _substitute_names(text: str, values: Mapping[str, str | None]) -> str:
     return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: values.get(m.group(0)) or m.group(0), text)
 
 
-def _launcher_constants(module: Module, launcher: Function | None, text: str) -> str:
-    """``V`` -> ``4`` for a ``constexpr int V = 4;`` of the launcher (not in scope elsewhere)."""
+def _launcher_constants(module: Module, launcher: Function | None, text: str, at: int | None = None) -> str:
+    """``V`` -> ``4`` for a ``constexpr int V = 4;`` of the launcher (not in scope elsewhere).
+
+    With ``at`` (the launch's offset), only the declarations in scope there: a launcher that
+    declares ``threads = 128`` and, in a later ``else`` block, ``threads = 256`` launches its
+    first branches with 128 (DeepSpeed's softmax)."""
     if launcher is None:
         return text
-    values = {
-        c.name: str(c.int_value)
-        for c in module.constants
-        if c.function == launcher.name and c.int_value is not None
-    }
+    values: dict[str, str] = {}
+    for c in sorted(module.constants, key=lambda c: c.span.start):
+        if c.function != launcher.name or c.int_value is None:
+            continue
+        if at is not None and not _in_scope(module, c.span.start, at):
+            continue
+        values[c.name] = str(c.int_value)
     return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: values.get(m.group(0), m.group(0)), text)
+
+
+def _in_scope(module: Module, declared: int, at: int) -> bool:
+    """A declaration at offset ``declared`` is visible at offset ``at``: it comes first, and
+    the block that holds it holds ``at`` too."""
+    if declared >= at:
+        return False
+    node: ts.Node | None = module.tree.root_node.descendant_for_byte_range(declared, declared)
+    while node is not None and node.type != "compound_statement":
+        node = node.parent
+    return node is None or node.start_byte <= at < node.end_byte
 
 
 def _file_level_type(module: Module, name: str) -> bool:
@@ -814,17 +909,24 @@ class _DraftTranslator(_Translator):
 
 
 def _dim3_fields(tr: _DraftTranslator, comps: Sequence[ts.Node]) -> list[ts.Node] | None:
-    """``dim3 g; g.x = E;`` (each field set once, in the launcher's body before the launch):
-    the values of x, y, z as far as set (a grid of ``E`` blocks); None for any other form."""
+    """``dim3 g; g.x = E;`` (each field set once, in the block that declares ``g``, before the
+    launch): the values of x, y, z as far as set (a grid of ``E`` blocks); None when ``comps``
+    is not such a local. A ``dim3`` local declared without a value whose fields are set in any
+    other way raises :class:`Untranslatable`: read as a name it would be a 1-D launch of a
+    shape variable ``gridDim`` (exllamav2's ``h_add``, which declares ``dim3 blockDim,
+    gridDim;`` in each branch and sets ``.x`` and ``.y``)."""
     if len(comps) != 1 or comps[0].type != "identifier":
         return None
     name = syntax.text(tr.module, comps[0])
     local = tr.locals.get(name)
     if local is None or local.type != "dim3" or local.value is not None or local.args:
         return None
+    block = local.declaration.parent or tr.scope
     found: dict[str, ts.Node] = {}
-    for n in _walk(tr.scope):
+    for n in _walk(block):
         if n.type != "assignment_expression" or n.start_byte >= tr.before:
+            continue
+        if n.start_byte < local.declaration.end_byte:
             continue
         left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
         op = n.child_by_field_name("operator")
@@ -834,12 +936,14 @@ def _dim3_fields(tr: _DraftTranslator, comps: Sequence[ts.Node]) -> list[ts.Node
         if arg is None or fld is None or syntax.text(tr.module, arg) != name:
             continue
         axis = syntax.text(tr.module, fld)
-        top = n.parent is not None and n.parent.parent is not None and n.parent.parent.id == tr.scope.id
+        top = n.parent is not None and n.parent.parent is not None and n.parent.parent.id == block.id
         if op is None or op.type != "=" or axis in found or axis not in ("x", "y", "z") or not top:
-            return None
+            raise Untranslatable(f"{name}.{axis} set in a way ktx does not follow")
         found[axis] = right
     axes = "".join(a for a in "xyz" if a in found)
-    return [found[a] for a in axes] if axes in ("x", "xy", "xyz") else None
+    if axes not in ("x", "xy", "xyz"):
+        raise Untranslatable(f"the fields of dim3 {name} set as {axes or 'nothing'}")
+    return [found[a] for a in axes]
 
 
 def _translator(module: Module, site: LaunchSite, launcher: Function | None) -> _DraftTranslator:
@@ -1005,6 +1109,7 @@ def size_shapes(
     launch: _LaunchDraft,
     budget: int = SHAPE_BUDGET,
     unknown: int = 0,
+    sizes: Sequence[tuple[str, str]] = (),
 ) -> Sizing:
     """Shrink the default values of ``free`` variables until the largest point's buffers fit
     ``budget`` bytes (a four-variable kernel at 4096 each needs terabytes), then keep only the
@@ -1013,7 +1118,9 @@ def size_shapes(
     ``arrays`` are (extent text, bytes per element); ``derived`` the ``[vars]`` in order;
     ``unknown`` the arrays whose extent is a TODO, each counted as 4-byte elements over the
     three largest free variables (rope's ``[tokens, heads, head_size]``), so that filling the
-    TODOs in does not turn the defaults into hundreds of gigabytes.
+    TODOs in does not turn the defaults into hundreds of gigabytes. ``sizes`` are the integer
+    scalars (name, value) the kernel uses as sizes: a point where one is 0 or less (a group size
+    ``total_count // group_num`` with more groups than elements) runs no work, so it is dropped.
     """
     current = {n: list(v) for n, v in values.items()}
     notes: list[str] = []
@@ -1073,7 +1180,7 @@ def size_shapes(
     valid: list[dict[str, int]] = []
     bad: list[str] = []
     for point in points:
-        why = launch_problem(point, derived, launch)
+        why = launch_problem(point, derived, launch) or _empty_size(point, derived, sizes)
         if why is None:
             valid.append(point)
         elif len(bad) < 3:
@@ -1110,6 +1217,21 @@ def _env(point: Mapping[str, int], derived: Sequence[tuple[str, str | None]]) ->
         with contextlib.suppress(KtxError):
             env[name] = Expr.parse(text).evaluate(env)
     return env
+
+
+def _empty_size(
+    point: Mapping[str, int], derived: Sequence[tuple[str, str | None]], sizes: Sequence[tuple[str, str]]
+) -> str | None:
+    """Which size scalar is 0 or less at ``point`` (the kernel would do no work), or None."""
+    env = _env(point, derived)
+    for name, text in sizes:
+        try:
+            value = Expr.parse(text).evaluate_int(env)
+        except KtxError:
+            continue
+        if value <= 0:
+            return f"{name} = {text} is {value}"
+    return None
 
 
 def launch_problem(
@@ -1240,6 +1362,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         args.append(Arg(p.name, tuple(lines), tuple(arg_todos), shape, DTYPE_BYTES.get(dtype or "", 0)))
         todos += arg_todos
 
+    _not_sizes(k, args, bindings, todos, launch, tr.derived)
+
     # Launcher locals the launch or the scalars use, set in several places: derived values.
     derived: dict[str, str | None] = {}
     for name in sorted(tr.derived, key=lambda n: tr.derived_lines[n]):
@@ -1302,6 +1426,11 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         [(n, v) for n, v in vars_.items()],
         launch,
         unknown=sum(1 for a in args if any(line == f'shape = "[{TODO}]"' for line in a.lines)),
+        sizes=[
+            (n, v)
+            for n, v in bindings.items()
+            if scalar_types.get(n) in _INT_DTYPES and size_use(k, n) is not None
+        ],
     )
 
     lines = [
@@ -1309,6 +1438,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         f"kernel = {_toml_str(fn.name)}",
         f"source = {_toml_str(_relative(path, out_dir))}",
     ]
+    picked: str | None = None
     if fn.template_params:
         lines += [f"# note: {n}" for n in deduced.notes if "deduced" in n or "default" in n]
         missing = [t.name for t, v in zip(fn.template_params, deduced.values, strict=False) if v is None]
@@ -1323,6 +1453,12 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             todos.append(why)
             lines.append(f"# {TODO}: {why}")
         values = [v if v is not None else TODO for v in deduced.values]
+        picked = _branch_picked(module, site, fn.name, set(used))
+        if picked is not None and not missing:
+            why = f"template arguments of {fn.name} at {where}: {picked}"
+            todos.append(why)
+            lines.append(f"# {TODO}: {why}")
+            values = [TODO]
         lines.append("template_args = [" + ", ".join(_toml_str(t) for t in values) + "]")
     if vars_:
         lines += ["", "[vars]"]
@@ -1383,8 +1519,20 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         lines.append("default = [{}]")
     lines += ["", "[launch]"]
     for which, dims in (("grid", launch.grid), ("block", launch.block)):
+        again = _redeclared(module, site, which) if picked is not None and dims is not None else None
         if dims is None:
             why = f"{which} of the launch of {fn.name} at {where}: ktx cannot translate its expressions"
+            todos.append(why)
+            lines += [f"# {TODO}: {why}", f'{which} = ["{TODO}"]']
+        elif again is not None:
+            # The launcher picks the launch by a shape condition and declares this launch's
+            # dim3 again for other branches (DeepSpeed softmax: threads 128, then 256).
+            drafted = ", ".join(dims)
+            why = (
+                f"{which} of the launch at {where}: [{drafted}] for the branches that see this "
+                f"declaration; the launcher declares it again at line {again} for others: write "
+                "the one of the branch the [shapes] take"
+            )
             todos.append(why)
             lines += [f"# {TODO}: {why}", f'{which} = ["{TODO}"]']
         else:
@@ -1414,6 +1562,137 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     ]
     lines, more = _second_look(lines, path, fn)
     return Draft(fn.name, "\n".join(lines) + "\n", (*todos, *more))
+
+
+_RELATIONAL = frozenset({"<", "<=", ">", ">=", "==", "!="})
+_INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
+
+
+def size_use(k: _Kernel, name: str) -> ts.Node | None:
+    """Where the kernel uses the scalar ``name`` as a size, else None.
+
+    A size is compared (a bound, a loop limit), reaches a subscript or offsets a pointer
+    (``query + token * head_size``), directly or through a local computed from it by
+    arithmetic. A shift's amount (``1 << num_bits``) passes nothing on: a bit count is no size
+    even when its result is later compared.
+    """
+    sized = {name}
+    # Every declaration, not ``k.locals_`` (one per name): two loops may each declare a
+    # ``token_head``, one from this scalar, one from another.
+    decls: list[tuple[str, ts.Node]] = []
+    for n in _walk(k.body):
+        if n.type == "init_declarator":
+            ident, value = syntax.declarator_identifier(n), n.child_by_field_name("value")
+            if ident is not None and value is not None:
+                decls.append((syntax.text(k.module, ident), value))
+    changed = True
+    while changed:  # locals computed from a size, to a fixed point
+        changed = False
+        for local, value in decls:
+            if local not in sized and _carries(k, value, sized):
+                sized.add(local)
+                changed = True
+    pointers = {p.name for p in k.fn.params if p.is_pointer} | set(k.pointers)
+    for n in _walk(k.body):
+        if n.type == "binary_expression":
+            op = n.child_by_field_name("operator")
+            if op is not None and op.type in _RELATIONAL and _carries(k, n, sized):
+                return n
+            if op is not None and op.type in ("+", "-") and _carries(k, n, sized):
+                base = _pointer_base(k.module, n, pointers, {})
+                if base is not None and base[1] is not None and _carries(k, base[1], sized):
+                    return n
+        elif n.type == "subscript_expression":
+            index = _index_node(n)
+            if index is not None and _carries(k, index, sized):
+                return n
+    return None
+
+
+def _passed_to(k: _Kernel, name: str) -> str | None:
+    """The first function the kernel hands ``name`` to (as an argument), other than casts and
+    math: what it does with the value is out of sight, so the TODO must not say "no size"."""
+    for n in _walk(k.body):
+        if n.type != "call_expression":
+            continue
+        fn, arguments = n.child_by_field_name("function"), n.child_by_field_name("arguments")
+        if fn is None or arguments is None:
+            continue
+        callee = syntax.text(
+            k.module, fn.child_by_field_name("name") or fn if fn.type == "template_function" else fn
+        )
+        if callee.split("::")[-1] in _PLAIN_CALLS:
+            continue
+        if any(_carries(k, a, {name}) for a in arguments.named_children):
+            return " ".join(callee.split())
+    return None
+
+
+#: Calls whose arguments are values, not sizes ktx would have to follow.
+_PLAIN_CALLS = frozenset(
+    {"static_cast", "reinterpret_cast", "const_cast", "min", "max", "fminf", "fmaxf", "abs", "fabsf", "float",
+     "int", "powf", "exp2f", "__shfl_sync", "__shfl_xor_sync", "__shfl_down_sync", "printf", "assert"}
+)  # fmt: skip
+
+
+def _mentions(k: _Kernel, name: str) -> bool:
+    return any(n.type == "identifier" and syntax.text(k.module, n) == name for n in _walk(k.body))
+
+
+def _carries(k: _Kernel, node: ts.Node, names: set[str]) -> bool:
+    """Whether ``node`` mentions one of ``names`` outside a shift's amount."""
+    if node.type == "identifier":
+        return syntax.text(k.module, node) in names
+    if node.type == "binary_expression":
+        op = node.child_by_field_name("operator")
+        if op is not None and op.type in ("<<", ">>"):
+            left = node.child_by_field_name("left")
+            return left is not None and _carries(k, left, names)
+    return any(_carries(k, c, names) for c in node.children)
+
+
+def _not_sizes(
+    k: _Kernel,
+    args: list[Arg],
+    bindings: dict[str, str],
+    todos: list[str],
+    launch: _LaunchDraft,
+    derived: Mapping[str, str | None],
+) -> None:
+    """An integer the launcher passes through but the kernel never uses as a size (a bit
+    count, a mode, a seed) gets a TODO: a shape variable's default sizes {64, 4096} would be
+    silently wrong for it (``1 << 4096``). Only names nothing else of the draft uses: an extent
+    or the launch that names it makes it a size whatever the kernel does with it."""
+    elsewhere: list[str] = [*(launch.grid or ()), *(launch.block or ()), launch.shared or ""]
+    elsewhere += [v for v in derived.values() if v is not None]
+    elsewhere += [a.shape for a in args if a.shape is not None]
+    for i, arg in enumerate(args):
+        value = bindings.get(arg.name)
+        line = f"value = {_toml_str(value)}" if value is not None else ""
+        if value is None or not re.fullmatch(r"[A-Za-z_]\w*", value) or line not in arg.lines:
+            continue
+        dtypes = [ln.split("=", 1)[1].strip().strip('"') for ln in arg.lines if ln.startswith("dtype =")]
+        if not dtypes or dtypes[0] not in _INT_DTYPES:
+            continue
+        others = [*elsewhere, *(v for n, v in bindings.items() if n != arg.name)]
+        if any(re.search(rf"\b{re.escape(value)}\b", t) for t in others):
+            continue
+        if size_use(k, arg.name) is not None or not _mentions(k, arg.name):
+            continue  # a size; or unused (DeepSpeed softmax's heads): any value, and a TODO'd
+            # grid or extent may still need the name
+        callee = _passed_to(k, arg.name)
+        why = (
+            f"value of {arg.name}: the kernel passes it to {callee}, which ktx does not read "
+            "(a size, a stride, a count?): write the value it takes"
+            if callee is not None
+            else f"value of {arg.name}: the launcher passes its parameter {value} through, and the kernel "
+            "never compares it or indexes with it (no size): write the value it takes"
+        )
+        del bindings[arg.name]
+        todos.append(why)
+        at = arg.lines.index(line)
+        lines = (*arg.lines[:at], f"# {TODO}: {why}", f'value = "{TODO}"', *arg.lines[at + 1 :])
+        args[i] = Arg(arg.name, lines, (*arg.todos, why), arg.shape, arg.elem_bytes)
 
 
 def _near(points: Sequence[ShapePoint]) -> list[ShapePoint]:

@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ktx.ir import parse_file
 
-from ktx.draft import check, draft, size_shapes
+from ktx.draft import _read_kernel, check, draft, size_shapes, size_use
 from ktx.spec import load_spec
 from tests.init.test_init import compare
 
@@ -277,3 +278,118 @@ def test_a_launcher_local_doubled_in_an_if_chain_is_derived(tmp_path: Path) -> N
     )
     assert want in result.text, result.text
     assert 'block = ["threads"]' in result.text
+
+
+def test_an_integer_the_kernel_only_shifts_by_is_a_todo_not_a_shape_variable() -> None:
+    result = draft(FOREIGN / "group_fake_quant_bits.cu")
+    want = "value of num_bits: the launcher passes its parameter num_bits"
+    assert any(t.startswith(want) for t in result.todos)
+    assert "num_bits =" not in result.text.split("[shapes]")[1].split("[launch]")[0]
+    # group_size is compared (a loop bound): a size, drafted from the launch.
+    assert 'value = "total_count // group_num"' in result.text
+
+
+def test_a_point_where_a_size_scalar_is_zero_is_dropped() -> None:
+    text = draft(FOREIGN / "group_fake_quant_bits.cu").text
+    assert "total_count=64,group_num=4096: group_size = total_count // group_num is 0" in text
+    assert "{ total_count = 64, group_num = 4096 }" not in text
+
+
+@pytest.mark.parametrize(
+    ("use", "is_size", "todo"),
+    [
+        ("if (i < n) x[i] = 0.f;", True, False),  # compared
+        ("x[i * n] = 0.f;", True, False),  # indexes
+        ("float* row = x + blockIdx.x * n; row[i] = 0.f;", True, False),  # offsets a pointer
+        ("int m = n * 2; if (i < m) x[i] = 0.f;", True, False),  # through a local
+        ("x[i] = (float)(1 << n);", False, True),  # a shift's amount
+        ("int top = (1 << n) - 1; if (i < top) x[i] = 0.f;", False, True),  # a bit count, compared after
+        ("x[i] = n;", False, True),  # a value written
+        ("x[i] = 0.f;", False, False),  # unused: any value does, no TODO
+    ],
+)
+def test_size_use(use: str, is_size: bool, todo: bool, tmp_path: Path) -> None:
+    src = tmp_path / "u.cu"
+    src.write_text(
+        f"__global__ void a(float* x, int n) {{ int i = threadIdx.x; {use} }}\n"
+        "void go(float* x, int n) { a<<<1, 32>>>(x, n); }\n"
+    )
+    module = parse_file(src)
+    k = _read_kernel(module, next(f for f in module.functions if f.name == "a"))
+    assert (size_use(k, "n") is not None) == is_size
+    assert any(t.startswith("value of n:") for t in draft(src).todos) == todo
+
+
+def test_template_arguments_picked_by_a_shape_condition_are_a_todo() -> None:
+    result = draft(FOREIGN / "softmax_branches.cu")
+    assert 'template_args = ["TODO"]' in result.text
+    why = next(t for t in result.todos if t.startswith("template arguments of row_softmax"))
+    # Each launch's arguments with its condition, and the launcher's `threads` as in scope there.
+    assert "<1, (128 / 32)> if cols <= 32; <8, (128 / 32)> if cols <= 1024; <32, (256 / 32)>" in why
+    # The block is `threads`, which the last branch declares again (256): a TODO, not 128 for all.
+    block = next(t for t in result.todos if t.startswith("block of the launch"))
+    assert (
+        "[128] for the branches that see this declaration; the launcher declares it again at line 18" in block
+    )
+    assert 'block = ["TODO"]' in result.text
+
+
+def test_a_launcher_constant_is_read_where_the_launch_sees_it(tmp_path: Path) -> None:
+    src = tmp_path / "c.cu"
+    src.write_text(
+        "template <int W> __global__ void k(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] = W; }\n"
+        "void go(float* x, int n) {\n  const int threads = 128;\n  k<(threads / 2)><<<1, threads>>>(x, n);\n"
+        "  { const int threads = 256; k<(threads / 2)><<<1, threads>>>(x, n); }\n}\n"
+    )
+    text = draft(src).text
+    # One launch outside any condition: its arguments, with the threads declared before it.
+    assert 'template_args = ["(128 / 2)"]' in text
+
+
+def test_dim3_fields_are_read_in_the_block_that_declares_the_local(tmp_path: Path) -> None:
+    src = tmp_path / "d.cu"
+    src.write_text(
+        "__global__ void add(float* d, const float* s, int h, int w) {\n"
+        "  int x = blockIdx.x * 32 + threadIdx.x; int y = blockIdx.y;\n"
+        "  if (x < w && y < h) d[y * w + x] += s[x]; }\n"
+        "__global__ void other(float* d, int h, int w) { d[0] = h + w; }\n"
+        "void go(float* d, const float* s, int h, int w) {\n"
+        "  if (w % 8 == 0) { dim3 block, grid; block.x = 64; grid.x = 1; other<<<grid, block>>>(d, h, w); }\n"
+        "  else { dim3 block, grid; block.x = 32; grid.x = (w + 31) / 32; grid.y = h;\n"
+        "    add<<<grid, block>>>(d, s, h, w); }\n}\n"
+    )
+    text = draft(src, "add").text
+    assert 'grid = ["(w + 31) // 32", "h"]' in text
+    assert 'block = ["32"]' in text
+    assert "[vars]" not in text  # no shape variable named grid or block
+
+
+def test_dim3_fields_ktx_cannot_follow_are_a_grid_todo_not_a_name(tmp_path: Path) -> None:
+    src = tmp_path / "e.cu"
+    src.write_text(
+        "__global__ void add(float* d, int h, int w) {\n"
+        "  int x = blockIdx.x * 32 + threadIdx.x; if (x < w) d[blockIdx.y * w + x] = h; }\n"
+        "void go(float* d, int h, int w) {\n  if (w > 0) {\n"
+        "    dim3 grid; grid.x = (w + 31) / 32; if (h > 1) grid.y = h; else grid.y = 1;\n"
+        "    add<<<grid, 32>>>(d, h, w); }\n}\n"
+    )
+    text = draft(src).text
+    assert "# TODO: grid of the launch of add at e.cu:6" in text
+    assert 'grid = ["TODO"]' in text
+    assert 'grid = ["grid"]' not in text
+
+
+def test_an_integer_handed_to_a_helper_is_a_todo_that_does_not_claim_no_size(tmp_path: Path) -> None:
+    # llm-awq's rope hands its strides to a device function ktx does not read: the value is out
+    # of sight, so the TODO asks instead of saying "no size" (and no default {64, 4096} stride).
+    src = tmp_path / "h.cu"
+    src.write_text(
+        "__device__ void row(float* x, int stride, int j) { x[j * stride] = 0.f; }\n"
+        "__global__ void a(float* x, int stride) { row(x, stride, threadIdx.x); }\n"
+        "void go(float* x, int stride) { a<<<1, 32>>>(x, stride); }\n"
+    )
+    result = draft(src)
+    want = (
+        "value of stride: the kernel passes it to row, which ktx does not read (a size, a stride, a count?)"
+    )
+    assert any(t.startswith(want) for t in result.todos), result.todos
