@@ -32,6 +32,9 @@ def type_size(
         size = _C_SIZES.get(" ".join(type_text.split()))
     if size is not None:
         return size, ""
+    launched = _launched_sizes(module, fn, template_args, type_text)
+    if launched is not None:
+        return launched
     defined = set(re.findall(rb"(?m)^\s*#\s*define\s+(\w+)", module.source))
     texts = [module.source.decode("utf-8", "replace")]
     if module.path:
@@ -49,6 +52,80 @@ def type_size(
         return None
     best = max(known)
     return best[0], f"{type_text} is {best[1]}"
+
+
+def _launched_sizes(
+    module: Module, fn: Function, template_args: tuple[str, ...], type_text: str
+) -> tuple[int, str] | None:
+    """The widest size a type template parameter takes over every instantiation the file shows.
+
+    DeepSpeed launches ``k<T><<<...>>>`` from ``template <typename T> void launch_k(...)`` and
+    instantiates ``launch_k`` explicitly (``template void launch_k<float>(...);``,
+    ``launch_k<__half>``). Each instantiation gives the kernel's ``T`` a size; packs sized for
+    the widest are legal for every other one (the pack's bytes shrink, its alignment is checked
+    at run time with the real ``sizeof``). Unknown (None) unless every launch of the kernel in
+    this file names the parameter, and every name it passes resolves: a concrete type, or a type
+    parameter of the launching function whose every other mention in the file is ``f<types>``.
+    """
+    name = " ".join(type_text.split())
+    params = [tp for tp in fn.template_params if not tp.variadic]
+    pos = next((i for i, tp in enumerate(params) if tp.kind == "type" and tp.name == name), None)
+    if pos is None or any(tp.variadic for tp in fn.template_params):
+        return None
+    if pos < len(template_args) and " ".join(template_args[pos].split()) != name:
+        return None  # bound to another name (a spec's, or the first launch's): not ours to guess
+    launches = module.launches_of(fn.name)
+    if not launches:
+        return None
+    found: set[str] = set()
+    for site in launches:
+        if len(site.template_args) <= pos:
+            return None
+        arg = " ".join(site.template_args[pos].split())
+        hosts = (f for f in module.functions if f.name == site.function and f.span.contains(site.span))
+        host = next(hosts, None)
+        host_pos = None
+        if host is not None:
+            host_pos = next(
+                (i for i, tp in enumerate(host.template_params) if tp.kind == "type" and tp.name == arg), None
+            )
+        if host is None or host_pos is None:
+            found.add(arg)
+            continue
+        if any(tp.variadic for tp in host.template_params):
+            return None
+        bound = _instantiations(module, host.name, host_pos)
+        if not bound:
+            return None
+        found |= bound
+    sizes: list[tuple[int, str]] = []
+    for t in sorted(found):
+        size = SIZEOF.get(t) or _C_SIZES.get(t)
+        if size is None or size & (size - 1):
+            return None
+        sizes.append((size, t))
+    best = max(sizes)
+    return best[0], f"{name} is {' or '.join(sorted(found))} at the launches"
+
+
+def _instantiations(module: Module, host: str, pos: int) -> set[str] | None:
+    """The types ``host<...>`` names at position ``pos`` wherever the file mentions ``host``
+    other than where it is defined; None where one mention does not name them plainly."""
+    source = module.source
+    spans = [(f.span.start, f.span.end) for f in module.functions if f.name == host]
+    out: set[str] = set()
+    for m in re.finditer(rb"\b" + re.escape(host.encode()) + rb"\b", source):
+        rest = source[m.end() : m.end() + 400].decode("utf-8", "replace")
+        if re.match(r"\s*\(", rest) and any(a <= m.start() < b for a, b in spans):
+            continue  # the definition's own declarator
+        args = re.match(r"\s*<([^<>;(){}]*)>", rest)
+        if args is None:
+            return None
+        parts = [" ".join(a.split()) for a in args.group(1).split(",")]
+        if len(parts) <= pos or not parts[pos]:
+            return None
+        out.add(parts[pos])
+    return out
 
 
 #: C and <stdint.h> integer types that :data:`ktx.ir.consteval.SIZEOF` may not list.

@@ -1,0 +1,53 @@
+"""ir/facts/types.py: a template element type sized from the instantiations the file shows."""
+
+from __future__ import annotations
+
+from ktx.ir import parse
+from ktx.ir.facts.types import type_size
+
+KERNEL = """
+template <typename T>
+__global__ void k(T* out, const T* in, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = in[i];
+}
+"""
+LAUNCHER = """
+template <typename T>
+void launch_k(T* out, const T* in, int n) { k<T><<<1, 128>>>(out, in, n); }
+"""
+
+
+def _size(source: str) -> tuple[int, str] | None:
+    m = parse(source)
+    return type_size(m, m.kernel("k"), ("T",) if "k<" in source else (), "T")
+
+
+def test_widest_of_every_explicit_instantiation_and_direct_launch() -> None:
+    got = _size(KERNEL + LAUNCHER + "template void launch_k<__half>(__half*, const __half*, int);\n"
+                "template void launch_k<float>(float*, const float*, int);\n")  # fmt: skip
+    assert got is not None and got[0] == 4 and "__half or float" in got[1]
+    direct = KERNEL + "void go(double* o, const double* i) { k<double><<<1, 32>>>(o, i, 4); }\n"
+    m = parse(direct)
+    assert type_size(m, m.kernel("k"), (), "T") == (8, "T is double at the launches")
+
+
+def test_unknown_where_one_instantiation_cannot_be_read() -> None:
+    # a call that deduces T names no type: T stays unknown
+    deduced = (
+        KERNEL
+        + LAUNCHER
+        + "template void launch_k<float>(float*, const float*, int);\n"
+        + ("void go(__half* o, const __half* i) { launch_k(o, i, 4); }\n")
+    )
+    assert _size(deduced) is None
+    # a type whose size is not known, or no instantiation at all
+    assert _size(KERNEL + LAUNCHER + "template void launch_k<my_t>(my_t*, const my_t*, int);\n") is None
+    assert _size(KERNEL + LAUNCHER) is None
+    # a launch without template arguments, or no launch
+    m = parse(KERNEL + "void go(float* o, const float* i) { k<<<1, 32>>>(o, i, 4); }\n")
+    assert type_size(m, m.kernel("k"), (), "T") is None
+    m = parse(KERNEL)
+    assert type_size(m, m.kernel("k"), (), "T") is None
+    # T bound to a different name by the caller (a spec): not guessed
+    m = parse(KERNEL + LAUNCHER + "template void launch_k<float>(float*, const float*, int);\n")
+    assert type_size(m, m.kernel("k"), ("U",), "T") is None
