@@ -72,11 +72,16 @@ def _launched_sizes(
     pos = next((i for i, tp in enumerate(params) if tp.kind == "type" and tp.name == name), None)
     if pos is None or any(tp.variadic for tp in fn.template_params):
         return None
-    if pos < len(template_args) and " ".join(template_args[pos].split()) != name:
-        return None  # bound to another name (a spec's, or the first launch's): not ours to guess
     launches = module.launches_of(fn.name)
     if not launches:
         return None
+    if pos < len(template_args):
+        given = " ".join(template_args[pos].split())
+        from_launch = any(
+            len(s.template_args) > pos and " ".join(s.template_args[pos].split()) == given for s in launches
+        )
+        if given != name and not from_launch:
+            return None  # bound to another name by a spec: not ours to guess
     found: set[str] = set()
     for site in launches:
         if len(site.template_args) <= pos:
@@ -90,7 +95,8 @@ def _launched_sizes(
                 (i for i, tp in enumerate(host.template_params) if tp.kind == "type" and tp.name == arg), None
             )
         if host is None or host_pos is None:
-            found.add(arg)
+            dispatched = _dispatched(module, site.span.start, arg)
+            found |= dispatched if dispatched is not None else {arg}
             continue
         if any(tp.variadic for tp in host.template_params):
             return None
@@ -100,7 +106,7 @@ def _launched_sizes(
         found |= bound
     sizes: list[tuple[int, str]] = []
     for t in sorted(found):
-        size = SIZEOF.get(t) or _C_SIZES.get(t)
+        size = SIZEOF.get(t) or _C_SIZES.get(t) or _TORCH_SIZES.get(t)
         if size is None or size & (size - 1):
             return None
         sizes.append((size, t))
@@ -126,6 +132,104 @@ def _instantiations(module: Module, host: str, pos: int) -> set[str] | None:
             return None
         out.add(parts[pos])
     return out
+
+
+#: PyTorch's element types, as its dispatch macros name them.
+_TORCH_SIZES = {"at::Half": 2, "c10::Half": 2, "at::BFloat16": 2, "c10::BFloat16": 2}
+
+
+def _dispatched(module: Module, at: int, alias: str) -> set[str] | None:
+    """The types ``alias`` stands for where a launch sits inside a dispatch macro defined in the
+    file or its local headers (apex's ``DISPATCH_FLOAT_AND_HALF(TYPE, LEVEL, NAME, ...)``, whose
+    cases say ``using scalar_t_##LEVEL = float;``); None where no enclosing macro defines it."""
+    macros = _dispatch_macros(module)
+    if not macros:
+        return None
+    source = module.source
+    for name, (params, usings) in macros.items():
+        for m in re.finditer(rb"\b" + re.escape(name.encode()) + rb"\s*\(", source[:at]):
+            args = _call_args(source, m.end(), at)
+            if args is None:
+                continue
+            types = set()
+            for prefix, pasted, type_text in usings:
+                value = prefix
+                if pasted:
+                    if pasted not in params or params.index(pasted) >= len(args):
+                        return None
+                    value += args[params.index(pasted)]
+                if value == alias:
+                    types.add(type_text)
+            if types:
+                return types
+    return None
+
+
+def _call_args(source: bytes, start: int, inside: int) -> list[str] | None:
+    """The top-level arguments of the call whose ``(`` ends at ``start``, if it encloses ``inside``."""
+    depth, args, last = 1, [], start
+    i = start
+    while i < len(source):
+        c = source[i : i + 1]
+        if c in (b'"', b"'"):
+            end = source.find(c, i + 1)
+            while end > 0 and source[end - 1 : end] == b"\\":
+                end = source.find(c, end + 1)
+            if end < 0:
+                return None
+            i = end + 1
+            continue
+        if c in (b"(", b"[", b"{"):
+            depth += 1
+        elif c in (b")", b"]", b"}"):
+            depth -= 1
+            if depth == 0:
+                if i < inside:
+                    return None
+                args.append(source[last:i].decode("utf-8", "replace").strip())
+                return args
+        elif c == b"," and depth == 1:
+            args.append(source[last:i].decode("utf-8", "replace").strip())
+            last = i + 1
+        i += 1
+    return None
+
+
+def _dispatch_macros(module: Module) -> dict[str, tuple[list[str], list[tuple[str, str, str]]]]:
+    """Function-like macros whose body declares ``using PREFIX[##PARAM] = TYPE;``."""
+    out: dict[str, tuple[list[str], list[tuple[str, str, str]]]] = {}
+    for text in _local_texts(module):
+        lines = text.splitlines()
+        i = 0
+        while i < len(lines):
+            m = re.match(r"\s*#\s*define\s+(\w+)\(([^)]*)\)(.*)", lines[i])
+            i += 1
+            if m is None:
+                continue
+            body = m.group(3)
+            while body.rstrip().endswith("\\") and i < len(lines):
+                body = body.rstrip()[:-1] + " " + lines[i]
+                i += 1
+            usings = [
+                (u.group(1), u.group(2) or "", " ".join(u.group(3).split()))
+                for u in re.finditer(r"\busing\s+(\w+?)(?:\s*##\s*(\w+))?\s*=\s*([\w:\s]+?)\s*;", body)
+            ]
+            if usings:
+                params = [p.strip() for p in m.group(2).split(",")]
+                out[m.group(1)] = (params, usings)
+    return out
+
+
+def _local_texts(module: Module) -> list[str]:
+    """The module's source and the local headers it includes (``#include "..."``), as text."""
+    texts = [module.source.decode("utf-8", "replace")]
+    if module.path:
+        folder = Path(module.path).parent
+        for inc in re.findall(rb'(?m)^\s*#\s*include\s+"([^"]+)"', module.source):
+            path = folder / inc.decode("utf-8", "replace")
+            if path.is_file():
+                texts.append(path.read_text(errors="replace"))
+    return texts
 
 
 #: C and <stdint.h> integer types that :data:`ktx.ir.consteval.SIZEOF` may not list.

@@ -51,3 +51,31 @@ def test_unknown_where_one_instantiation_cannot_be_read() -> None:
     # T bound to a different name by the caller (a spec): not guessed
     m = parse(KERNEL + LAUNCHER + "template void launch_k<float>(float*, const float*, int);\n")
     assert type_size(m, m.kernel("k"), ("U",), "T") is None
+
+
+DISPATCH = r"""
+#define DISPATCH_FLOAT_AND_HALF(TYPE, LEVEL, NAME, ...) \
+  switch (TYPE) {                                      \
+    case 0: { using scalar_t_##LEVEL = float; __VA_ARGS__; break; } \
+    case 1: { using scalar_t_##LEVEL = at::Half; __VA_ARGS__; break; } \
+  }
+template <typename T>
+__global__ void k(T* out, const T* in, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = in[i];
+}
+void go(int t, void* o, const void* i) {
+  DISPATCH_FLOAT_AND_HALF(t, 0, "go",
+      k<scalar_t_0><<<1, 32>>>((scalar_t_0*)o, (const scalar_t_0*)i, 4););
+}
+"""
+
+
+def test_a_dispatch_macro_of_the_file_names_the_types() -> None:
+    m = parse(DISPATCH)
+    assert type_size(m, m.kernel("k"), ("scalar_t_0",), "T") == (4, "T is at::Half or float at the launches")
+    # the alias of another level is not the one the macro declares here
+    other = parse(DISPATCH.replace("k<scalar_t_0>", "k<scalar_t_1>"))
+    assert type_size(other, other.kernel("k"), ("scalar_t_1",), "T") is None
+    # a launch outside the macro's parentheses names an alias nothing declares
+    outside = parse(DISPATCH.replace('"go",\n      k<', '"go", ;);\n      k<').replace("4););", "4);"))
+    assert type_size(outside, outside.kernel("k"), ("scalar_t_0",), "T") is None
