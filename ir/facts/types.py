@@ -67,6 +67,8 @@ def _launched_sizes(
     this file names the parameter, and every name it passes resolves: a concrete type, or a type
     parameter of the launching function whose every other mention in the file is ``f<types>``.
     """
+    if module.path and Path(module.path).suffix.lower() in _HEADER_SUFFIXES:
+        return None  # a header's template is instantiated by files we do not see
     name = " ".join(type_text.split())
     params = [tp for tp in fn.template_params if not tp.variadic]
     pos = next((i for i, tp in enumerate(params) if tp.kind == "type" and tp.name == name), None)
@@ -133,6 +135,8 @@ def _instantiations(module: Module, host: str, pos: int) -> set[str] | None:
         out.add(parts[pos])
     return out
 
+
+_HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl", ".inc"})
 
 #: PyTorch's element types, as its dispatch macros name them.
 _TORCH_SIZES = {"at::Half": 2, "c10::Half": 2, "at::BFloat16": 2, "c10::BFloat16": 2}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ktx.ir import parse
+from pathlib import Path
+
+from ktx.ir import parse, parse_file
 from ktx.ir.facts.types import type_size
 
 KERNEL = """
@@ -79,3 +81,15 @@ def test_a_dispatch_macro_of_the_file_names_the_types() -> None:
     # a launch outside the macro's parentheses names an alias nothing declares
     outside = parse(DISPATCH.replace('"go",\n      k<', '"go", ;);\n      k<').replace("4););", "4);"))
     assert type_size(outside, outside.kernel("k"), ("scalar_t_0",), "T") is None
+
+
+def test_a_header_template_stays_unknown(tmp_path: Path) -> None:
+    """Other files that include a header may instantiate its kernel with wider types."""
+    source = KERNEL + LAUNCHER + "template void launch_k<float>(float*, const float*, int);\n"
+    header, unit = tmp_path / "k.cuh", tmp_path / "k.cu"
+    header.write_text(source)
+    unit.write_text(source)
+    m = parse_file(str(header))
+    assert type_size(m, m.kernel("k"), ("T",), "T") is None
+    m = parse_file(str(unit))
+    assert type_size(m, m.kernel("k"), ("T",), "T") == (4, "T is float at the launches")
