@@ -999,9 +999,15 @@ def _builtin(module: Module, node: ts.Node) -> str | None:
 
 #: What a cooperative-groups ``thread_block`` method returns, as the builtin it equals: CUDA
 #: defines ``thread_block::thread_index()`` as ``threadIdx`` and ``group_index()`` as ``blockIdx``
-#: (``dim_threads()`` as ``blockDim``). Only a ``thread_block``: ``grid_group::thread_index()``
-#: is a global index, so the receiver's declaration must say ``thread_block``.
-_BLOCK_METHODS = {"thread_index": "threadIdx", "group_index": "blockIdx", "dim_threads": "blockDim"}
+#: (``dim_threads()``, formerly ``group_dim()``, as ``blockDim``). Only a ``thread_block``:
+#: ``grid_group::thread_index()`` is a global index, so the receiver's declaration must say
+#: ``thread_block``.
+_BLOCK_METHODS = {
+    "thread_index": "threadIdx",
+    "group_index": "blockIdx",
+    "dim_threads": "blockDim",
+    "group_dim": "blockDim",
+}
 _THREAD_BLOCK_TYPE = re.compile(r"^(?:const\s+)?(?:(?:cooperative_groups|cg)\s*::\s*)?thread_block$")
 _THIS_THREAD_BLOCK = re.compile(r"^(?:(?:cooperative_groups|cg)\s*::\s*)?this_thread_block\s*\(\s*\)$")
 

@@ -288,7 +288,7 @@ __global__ void block_rows(float* out, const float* in, int n) {
 }
 __global__ void auto_block(float* out, int n) {
   auto tb = cooperative_groups::this_thread_block();
-  for (int i = tb.thread_index().x; i < n; i += blockDim.x) out[i] = 0.f;
+  for (int i = tb.thread_index().x; i < n; i += tb.group_dim().x) out[i] = 0.f;
 }
 __global__ void grid_rows(float* out, int n) {
   cg::grid_group g = cg::this_grid();
@@ -311,7 +311,7 @@ def test_thread_block_indices_are_the_builtins_and_nothing_else_is() -> None:
     assert s is not None and s.start == Affine.sym(TID_X) and s.step == Affine.sym(BDIM_X)
     assert s.stride == "block" and s.partitions
     t = loop_shape(m, auto, m.loops_in(auto)[0])
-    assert t is not None and t.start == Affine.sym(TID_X) and t.partitions
+    assert t is not None and t.start == Affine.sym(TID_X) and t.step == Affine.sym(BDIM_X) and t.partitions
     for fn in (grid, other):
         u = loop_shape(m, fn, m.loops_in(fn)[0])
         assert u is None or (u.start != Affine.sym(TID_X) and not u.partitions)
