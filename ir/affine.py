@@ -61,6 +61,7 @@ is ``None`` and callers refuse.
 
 from __future__ import annotations
 
+import re
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -988,8 +989,65 @@ def _builtin(module: Module, node: ts.Node) -> str | None:
     if arg is None or fld is None:
         return None
     base, f = _text(module, arg).strip(), _text(module, fld).strip()
-    if base in BUILTINS and f in ("x", "y", "z"):
+    if f not in ("x", "y", "z"):
+        return None
+    if base in BUILTINS:
         return f"{base}.{f}"
+    group = _block_group_builtin(module, _strip(arg))
+    return f"{group}.{f}" if group is not None else None
+
+
+#: What a cooperative-groups ``thread_block`` method returns, as the builtin it equals: CUDA
+#: defines ``thread_block::thread_index()`` as ``threadIdx`` and ``group_index()`` as ``blockIdx``
+#: (``dim_threads()``, formerly ``group_dim()``, as ``blockDim``). Only a ``thread_block``:
+#: ``grid_group::thread_index()`` is a global index, so the receiver's declaration must say
+#: ``thread_block``.
+_BLOCK_METHODS = {
+    "thread_index": "threadIdx",
+    "group_index": "blockIdx",
+    "dim_threads": "blockDim",
+    "group_dim": "blockDim",
+}
+_THREAD_BLOCK_TYPE = re.compile(r"^(?:const\s+)?(?:(?:cooperative_groups|cg)\s*::\s*)?thread_block$")
+_THIS_THREAD_BLOCK = re.compile(r"^(?:(?:cooperative_groups|cg)\s*::\s*)?this_thread_block\s*\(\s*\)$")
+
+
+def _block_group_builtin(module: Module, call: ts.Node) -> str | None:
+    """``tb.thread_index()`` -> ``threadIdx`` where ``tb`` is declared in the enclosing function
+    as ``cg::thread_block tb = cg::this_thread_block();`` (or ``auto tb = ...``); else None."""
+    if call.type != "call_expression":
+        return None
+    fn, args = call.child_by_field_name("function"), call.child_by_field_name("arguments")
+    if fn is None or fn.type != "field_expression" or args is None or args.named_child_count:
+        return None
+    receiver, method = fn.child_by_field_name("argument"), fn.child_by_field_name("field")
+    if receiver is None or method is None or receiver.type != "identifier":
+        return None
+    builtin = _BLOCK_METHODS.get(_text(module, method).strip())
+    if builtin is None or _text(module, fn).count(".") != 1:
+        return None
+    scope = call.parent
+    while scope is not None and scope.type != "function_definition":
+        scope = scope.parent
+    if scope is None:
+        return None
+    name = _text(module, receiver).strip()
+    for decl in _walk(scope):
+        if decl.type != "declaration":
+            continue
+        kind = decl.child_by_field_name("type")
+        type_text = " ".join(_text(module, kind).split()) if kind is not None else ""
+        qualifiers = " ".join(_text(module, c) for c in decl.children if c.type == "type_qualifier")
+        for init in decl.children_by_field_name("declarator"):
+            ident = init.child_by_field_name("declarator") if init.type == "init_declarator" else None
+            if ident is None or ident.type != "identifier" or _text(module, ident).strip() != name:
+                continue
+            value = init.child_by_field_name("value")
+            if value is None or not _THIS_THREAD_BLOCK.match(" ".join(_text(module, value).split())):
+                return None
+            if type_text == "auto" or _THREAD_BLOCK_TYPE.match(f"{qualifiers} {type_text}".strip()):
+                return builtin
+            return None
     return None
 
 

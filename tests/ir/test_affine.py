@@ -277,3 +277,43 @@ def test_loop_accesses_are_those_of_the_body() -> None:
     first = ix.loop_accesses(inner[0])
     assert [(r.kind, r.root) for r in first] == [("store", "out"), ("load", "inp")]
     assert len(ix.loop_accesses(m.loops_in(k)[0])) == 4  # the while loop holds all four
+
+
+COOPERATIVE = """
+namespace cg = cooperative_groups;
+__global__ void block_rows(float* out, const float* in, int n) {
+  cg::thread_block tb = cg::this_thread_block();
+  const float* x = in + tb.group_index().x * n;
+  for (int i = tb.thread_index().x; i < n; i += tb.dim_threads().x) out[i] = x[i];
+}
+__global__ void auto_block(float* out, int n) {
+  auto tb = cooperative_groups::this_thread_block();
+  for (int i = tb.thread_index().x; i < n; i += tb.group_dim().x) out[i] = 0.f;
+}
+__global__ void grid_rows(float* out, int n) {
+  cg::grid_group g = cg::this_grid();
+  for (int i = g.thread_index().x; i < n; i += blockDim.x) out[i] = 0.f;
+}
+__global__ void other_block(float* out, int n) {
+  cg::thread_block tb = make_block();
+  for (int i = tb.thread_index().x; i < n; i += blockDim.x) out[i] = 0.f;
+}
+"""
+
+
+def test_thread_block_indices_are_the_builtins_and_nothing_else_is() -> None:
+    """A thread_block's thread_index/group_index/dim_threads are threadIdx/blockIdx/blockDim;
+    a grid_group's thread_index (a global index) or a block not from this_thread_block() stays
+    opaque, so its loop does not split the index space."""
+    m = parse(COOPERATIVE)
+    block, auto, grid, other = m.kernels
+    s = loop_shape(m, block, m.loops_in(block)[0])
+    assert s is not None and s.start == Affine.sym(TID_X) and s.step == Affine.sym(BDIM_X)
+    assert s.stride == "block" and s.partitions
+    t = loop_shape(m, auto, m.loops_in(auto)[0])
+    assert t is not None and t.start == Affine.sym(TID_X) and t.step == Affine.sym(BDIM_X) and t.partitions
+    for fn in (grid, other):
+        u = loop_shape(m, fn, m.loops_in(fn)[0])
+        assert u is None or (u.start != Affine.sym(TID_X) and not u.partitions)
+    x_index = [a for a in accesses(m, block) if a.root == "in"]
+    assert x_index and all(BID_X in str(a.index) for a in x_index), x_index

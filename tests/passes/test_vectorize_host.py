@@ -100,6 +100,31 @@ int main() {
 """
 
 CASES = {
+    "halve_rows": r"""
+  for (int n : {0, 1, 3, 5, 33, 67}) for (int a = 0; a < 4; ++a) for (int b = 0; b < 3; ++b) {
+    std::vector<float> m1(800), m2(800); fill(m1); fill(m2);
+    auto run = [&](auto k, auto* base, std::vector<float>& m) {
+      // a: elements off a pack boundary; b: 0 disjoint, 1 in place, 2 overlapping by one element
+      auto* in = base + 8 + a; auto* out = b == 0 ? base + 400 + a : b == 1 ? in : in + 1;
+      launch(3, 4, [&] { k(out, in, n); });
+      (void)m;
+    };
+    run(orig::halve_rows<float>, m1.data(), m1); run(cand::halve_rows<float>, m2.data(), m2);
+    check("halve_rows<float>", m1, m2, n, a, b);
+    auto* s1 = reinterpret_cast<short*>(m1.data()); auto* s2 = reinterpret_cast<short*>(m2.data());
+    run(orig::halve_rows<short>, s1, m1); run(cand::halve_rows<short>, s2, m2);
+    check("halve_rows<short>", m1, m2, n, a, b);
+  }""",
+    "groups": r"""
+  for (int n : {0, 1, 3, 5, 33, 67}) for (int a = 0; a < 4; ++a) for (int b = 0; b < 3; ++b) {
+    std::vector<float> m1(600), m2(600); fill(m1); fill(m2);
+    auto run = [&](auto k, std::vector<float>& m) {
+      // b: 0 disjoint, 1 in place, 2 overlapping by one element
+      float* in = m.data() + 8 + a; float* out = b == 0 ? m.data() + 300 + a : b == 1 ? in : in + 1;
+      launch(3, 4, [&] { k(out, in, n); });
+    };
+    run(orig::groups, m1); run(cand::groups, m2); check("groups", m1, m2, n, a, b);
+  }""",
     "capped": r"""
   for (int cols : {0, 1, 5, 64, 67}) for (int ncols : {-1, 0, 3, 5, 66, 100}) for (int a = 0; a < 4; ++a) {
     std::vector<float> m1(400), m2(400); fill(m1); fill(m2);
@@ -235,7 +260,42 @@ __global__ void capped(float* __restrict__ out, const float* __restrict__ in, in
 }
 """
 
+#: cooperative groups (DeepSpeed's slice masks): tb.thread_index().x and tb.group_index().x are
+#: threadIdx.x and blockIdx.x when tb is this_thread_block(); rows of odd length per block
+GROUPS = """\
+namespace cg = cooperative_groups;
+__global__ void groups(float* out, const float* in, int n) {
+  cg::thread_block tb = cg::this_thread_block();
+  const float* x = in + tb.group_index().x * n;
+  float* o = out + blockIdx.x * n;
+  for (int i = tb.thread_index().x; i < n; i += blockDim.x) {
+    o[i] = x[i] * 0.5f - 3.f;
+  }
+}
+"""
+
+#: a template kernel with no template arguments given: the file's launcher is instantiated for
+#: float and short, so T's packs are sized for 4 bytes (widths 1, 2, 4) and both types run them
+TEMPLATED = """\
+template <typename T>
+__global__ void halve_rows(T* out, const T* in, int n) {
+  const T* x = in + blockIdx.x * n;
+  T* o = out + blockIdx.x * n;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) o[i] = x[i] / T(2) + T(1);
+}
+#ifdef __CUDACC__
+template <typename T>
+void launch_halve_rows(T* out, const T* in, int rows, int n) {
+  halve_rows<T><<<rows, 128>>>(out, in, n);
+}
+template void launch_halve_rows<float>(float*, const float*, int, int);
+template void launch_halve_rows<short>(short*, const short*, int, int);
+#endif
+"""
+
 KERNELS = {
+    "halve_rows": TEMPLATED,
+    "groups": GROUPS,
     "capped": CAPPED,
     "workers": WORKERS,
     "blocks": BLOCKS,
