@@ -238,3 +238,63 @@ def test_the_first_graph_of_a_process_is_measured_again_from_a_fresh_capture(
     before = FirstGraphLow.captured
     _, again = gpu._time(spec, bound, point, opts, DeviceLimits(), Stream(sim))
     assert FirstGraphLow.captured == before + 1 and again.median_us == pytest.approx(STEADY)
+
+
+def test_a_long_kernel_pays_neither_the_second_capture_nor_the_dropped_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """From ``long_kernel_us`` per launch on, the first graph of a process is captured once and
+    no batch is dropped: the 40 ms naive softmax's paired check timed out on those extra
+    batches (H200 ladder, 2026-11-26), while the effect they answer is a short kernel's."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from ktx.measure import gpu
+    from ktx.measure.occupancy import DeviceLimits
+    from ktx.measure.types import Resources
+    from ktx.measure.verify import seeded_inputs
+    from ktx.spec import load_spec
+
+    sim = SimGpu(low_runs=0)
+    monkeypatch.setattr(FirstGraphLow, "captured", 0)
+    discards: list[int] = []
+
+    class Stream(SimStream):
+        def end_capture(self) -> SimGraph:
+            graph = FirstGraphLow(self.gpu, self.gpu.capture or 0)
+            self.gpu.capture = None
+            return graph
+
+    cuda = SimpleNamespace(Event=lambda: SimEvent(sim), get_elapsed_time=lambda s, e: (e.t - s.t) * 1e3)
+    monkeypatch.setattr(gpu, "_cupy", lambda: SimpleNamespace(cuda=cuda))
+    monkeypatch.setattr(gpu, "_LAST_TIMED", [])
+    real = gpu.steady_samples
+
+    def counting(*args: object, **kwargs: object) -> tuple[list[float], list[float]]:
+        discards.append(int(args[5]))  # type: ignore[call-overload]
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(gpu, "steady_samples", counting)
+    spec = load_spec(Path(__file__).resolve().parents[2] / "kernels" / "silu_and_mul")
+    point = spec.find_point("tokens=2,d=64")
+    sets = [seeded_inputs(spec, point, 1, 0, np) for _ in range(4)]
+    monkeypatch.setattr(gpu, "_timing_arena", lambda *a: sets)
+
+    def fn(grid: object, block: object, args: object, shared_mem: int, stream: object) -> None:
+        if sim.capture is not None:
+            sim.capture += 1
+        else:
+            sim.kernel()
+
+    bound = gpu._Bound(fn, (2, 1, 1), (64, 1, 1), 0, Resources(32, 0, 0, 0, 1024, 64, 8, 1.0, "warps"))
+    # a 2.7 µs kernel counts as long when the threshold is below it
+    opts = Options(flush_l2=False, long_kernel_us=1.0)
+    gpu._time(spec, bound, point, opts, DeviceLimits(), Stream(sim))
+    assert FirstGraphLow.captured == 1 and discards == [0]
+    # and as short with the default threshold: two captures, one batch dropped in each
+    monkeypatch.setattr(gpu, "_LAST_TIMED", [])
+    monkeypatch.setattr(FirstGraphLow, "captured", 0)
+    discards.clear()
+    gpu._time(spec, bound, point, Options(flush_l2=False), DeviceLimits(), Stream(sim))
+    assert FirstGraphLow.captured == 2 and discards == [1, 1]
