@@ -169,7 +169,7 @@ __device__ __forceinline__ T ld(const T* p) {
   return *reinterpret_cast<const T*>(&w);
 }
 template <int HINT, typename T, typename U>
-__device__ __forceinline__ void st(T* p, const U& value) {
+__device__ __forceinline__ void st(T* p, U value) {  // by value: no ODR-use of a host constexpr
   using W = typename word<sizeof(T)>::type;
   const T x = value;  // the conversion `*p = value` would make
   store_word<HINT>(reinterpret_cast<W*>(p), *reinterpret_cast<const W*>(&x));

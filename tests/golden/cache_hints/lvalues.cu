@@ -158,7 +158,7 @@ __global__ void addr(float* __restrict__ out, const float* __restrict__ in, vola
 // CONFIG: +  return *reinterpret_cast<const T*>(&w);
 // CONFIG: +}
 // CONFIG: +template <int HINT, typename T, typename U>
-// CONFIG: +__device__ __forceinline__ void st(T* p, const U& value) {
+// CONFIG: +__device__ __forceinline__ void st(T* p, U value) {  // by value: no ODR-use of a host constexpr
 // CONFIG: +  using W = typename word<sizeof(T)>::type;
 // CONFIG: +  const T x = value;  // the conversion `*p = value` would make
 // CONFIG: +  store_word<HINT>(reinterpret_cast<W*>(p), *reinterpret_cast<const W*>(&x));

@@ -179,7 +179,7 @@ void launch(float* out, const float* in, int rows, int d) {
 // CACHE_HINTS: +  return *reinterpret_cast<const T*>(&w);
 // CACHE_HINTS: +}
 // CACHE_HINTS: +template <int HINT, typename T, typename U>
-// CACHE_HINTS: +__device__ __forceinline__ void st(T* p, const U& value) {
+// CACHE_HINTS: +__device__ __forceinline__ void st(T* p, U value) {  // by value: no ODR-use of a host constexpr
 // CACHE_HINTS: +  using W = typename word<sizeof(T)>::type;
 // CACHE_HINTS: +  const T x = value;  // the conversion `*p = value` would make
 // CACHE_HINTS: +  store_word<HINT>(reinterpret_cast<W*>(p), *reinterpret_cast<const W*>(&x));
@@ -390,7 +390,7 @@ void launch(float* out, const float* in, int rows, int d) {
 // VECTORIZE: +  return *reinterpret_cast<const T*>(&w);
 // VECTORIZE: +}
 // VECTORIZE: +template <int HINT, typename T, typename U>
-// VECTORIZE: +__device__ __forceinline__ void st(T* p, const U& value) {
+// VECTORIZE: +__device__ __forceinline__ void st(T* p, U value) {  // by value: no ODR-use of a host constexpr
 // VECTORIZE: +  using W = typename word<sizeof(T)>::type;
 // VECTORIZE: +  const T x = value;  // the conversion `*p = value` would make
 // VECTORIZE: +  store_word<HINT>(reinterpret_cast<W*>(p), *reinterpret_cast<const W*>(&x));

@@ -114,7 +114,7 @@ __global__ void act(float* __restrict__ out, const float* __restrict__ in, int d
 // CHECK: +  return *reinterpret_cast<const T*>(&w);
 // CHECK: +}
 // CHECK: +template <int HINT, typename T, typename U>
-// CHECK: +__device__ __forceinline__ void st(T* p, const U& value) {
+// CHECK: +__device__ __forceinline__ void st(T* p, U value) {  // by value: no ODR-use of a host constexpr
 // CHECK: +  using W = typename word<sizeof(T)>::type;
 // CHECK: +  const T x = value;  // the conversion `*p = value` would make
 // CHECK: +  store_word<HINT>(reinterpret_cast<W*>(p), *reinterpret_cast<const W*>(&x));

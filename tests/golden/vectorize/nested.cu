@@ -126,7 +126,7 @@ void launch(float* out, const float* in, int n, int d) { topk_sum<4><<<n, 256>>>
 // CHECK: +  return *reinterpret_cast<const T*>(&w);
 // CHECK: +}
 // CHECK: +template <int HINT, typename T, typename U>
-// CHECK: +__device__ __forceinline__ void st(T* p, const U& value) {
+// CHECK: +__device__ __forceinline__ void st(T* p, U value) {  // by value: no ODR-use of a host constexpr
 // CHECK: +  using W = typename word<sizeof(T)>::type;
 // CHECK: +  const T x = value;  // the conversion `*p = value` would make
 // CHECK: +  store_word<HINT>(reinterpret_cast<W*>(p), *reinterpret_cast<const W*>(&x));

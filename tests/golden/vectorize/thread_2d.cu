@@ -131,7 +131,7 @@ void launch(float* C, const float* A, const float* B, int M, int N) {
 // ADD: +  return *reinterpret_cast<const T*>(&w);
 // ADD: +}
 // ADD: +template <int HINT, typename T, typename U>
-// ADD: +__device__ __forceinline__ void st(T* p, const U& value) {
+// ADD: +__device__ __forceinline__ void st(T* p, U value) {  // by value: no ODR-use of a host constexpr
 // ADD: +  using W = typename word<sizeof(T)>::type;
 // ADD: +  const T x = value;  // the conversion `*p = value` would make
 // ADD: +  store_word<HINT>(reinterpret_cast<W*>(p), *reinterpret_cast<const W*>(&x));
@@ -275,7 +275,7 @@ void launch(float* C, const float* A, const float* B, int M, int N) {
 // SCALE: +  return *reinterpret_cast<const T*>(&w);
 // SCALE: +}
 // SCALE: +template <int HINT, typename T, typename U>
-// SCALE: +__device__ __forceinline__ void st(T* p, const U& value) {
+// SCALE: +__device__ __forceinline__ void st(T* p, U value) {  // by value: no ODR-use of a host constexpr
 // SCALE: +  using W = typename word<sizeof(T)>::type;
 // SCALE: +  const T x = value;  // the conversion `*p = value` would make
 // SCALE: +  store_word<HINT>(reinterpret_cast<W*>(p), *reinterpret_cast<const W*>(&x));

@@ -130,7 +130,7 @@ void launch_gelu(floatX* out, const floatX* inp, int N, int block_size) {
 // CHECK: +  return *reinterpret_cast<const T*>(&w);
 // CHECK: +}
 // CHECK: +template <int HINT, typename T, typename U>
-// CHECK: +__device__ __forceinline__ void st(T* p, const U& value) {
+// CHECK: +__device__ __forceinline__ void st(T* p, U value) {  // by value: no ODR-use of a host constexpr
 // CHECK: +  using W = typename word<sizeof(T)>::type;
 // CHECK: +  const T x = value;  // the conversion `*p = value` would make
 // CHECK: +  store_word<HINT>(reinterpret_cast<W*>(p), *reinterpret_cast<const W*>(&x));
@@ -286,7 +286,7 @@ void launch_gelu(floatX* out, const floatX* inp, int N, int block_size) {
 // CONFIG: +  return *reinterpret_cast<const T*>(&w);
 // CONFIG: +}
 // CONFIG: +template <int HINT, typename T, typename U>
-// CONFIG: +__device__ __forceinline__ void st(T* p, const U& value) {
+// CONFIG: +__device__ __forceinline__ void st(T* p, U value) {  // by value: no ODR-use of a host constexpr
 // CONFIG: +  using W = typename word<sizeof(T)>::type;
 // CONFIG: +  const T x = value;  // the conversion `*p = value` would make
 // CONFIG: +  store_word<HINT>(reinterpret_cast<W*>(p), *reinterpret_cast<const W*>(&x));
