@@ -17,8 +17,10 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from apply_identical import _layout  # one installed-layout builder for both scripts
 
 PIPELINES = ("vectorize", "vectorize{tie=true,peel=true}", "row-owner,vectorize{tie=true,peel=true}")
 
@@ -26,19 +28,6 @@ PIPELINES = ("vectorize", "vectorize{tie=true,peel=true}", "row-owner,vectorize{
 def _files(repo: Path) -> list[Path]:
     llmc = (repo / ".." / "shared" / "llmc" / "dev" / "cuda").resolve()
     return sorted(llmc.glob("*.cu")) + sorted((repo / "kernels").glob("*/kernel.cu"))
-
-
-def _layout(root: Path) -> Path:
-    """A folder whose ``ktx`` package is ``root``'s (``ir`` and ``passes`` are top-level there)."""
-    layout = Path(tempfile.mkdtemp(prefix="ktx-cmp-"))
-    pkg = layout / "ktx"
-    pkg.mkdir()
-    for entry in (root / "ktx").iterdir():
-        if entry.name != "__pycache__":
-            (pkg / entry.name).symlink_to(entry)
-    (pkg / "ir").symlink_to(root / "ir")
-    (pkg / "passes").symlink_to(root / "passes")
-    return layout
 
 
 def _run_all(files: list[str]) -> dict[str, dict[str, object]]:
