@@ -128,10 +128,21 @@ class ShapePoint:
 
     @classmethod
     def from_name(cls, name: str) -> ShapePoint:
-        values = []
+        """``tokens=1,d=4096`` as a point; anything else is a KtxError saying what to write
+        (the name comes from the command line as often as from ktx's own files)."""
+        hint = "a shape is NAME=VALUE,... with integer values, e.g. tokens=1,d=4096"
+        values: list[tuple[str, int]] = []
         for part in name.split(","):
-            key, _, value = part.partition("=")
-            values.append((key.strip(), int(value)))
+            key, eq, value = (s.strip() for s in part.partition("="))
+            if not eq or not key:
+                raise KtxError(f"shape {name!r}: {part.strip()!r} is not NAME=VALUE", None, hint)
+            try:
+                number = int(value)
+            except ValueError:
+                raise KtxError(f"shape {name!r}: {key}={value!r} is not an integer", None, hint) from None
+            if any(k == key for k, _ in values):
+                raise KtxError(f"shape {name!r}: {key} is given twice", None, hint)
+            values.append((key, number))
         return cls(tuple(values))
 
     def __str__(self) -> str:
@@ -521,11 +532,29 @@ def load_spec(path: str | Path) -> Spec:
     p = Path(path)
     if p.is_dir():
         p = p / SPEC_FILE
+    elif p.is_file() and p.suffix != ".toml":
+        refuse_non_spec(p)
     spec = parse_spec(read_spec_text(p), p)
     from ktx.bounds import refuse_out_of_bounds  # the bounds check reads the spec's types
 
     refuse_out_of_bounds(spec)
     return spec
+
+
+def refuse_non_spec(p: Path) -> None:
+    """A file that is no spec where a kernel folder belongs (``ktx tune kernel.cu``): say what
+    is wanted and how to make it, rather than parse CUDA as TOML."""
+    if p.suffix in (".cu", ".cuh", ".h", ".hpp", ".cpp", ".cc"):
+        if (p.parent / SPEC_FILE).is_file():
+            hint = f"give its kernel folder, {p.parent}, which holds the ktx.toml"
+        else:
+            hint = f"give a kernel folder (kernel.cu and ktx.toml); draft its ktx.toml with: ktx init {p}"
+        raise KtxError("is a CUDA source, not a kernel folder", Location(str(p)), hint)
+    raise KtxError(
+        "is not a kernel folder or a ktx.toml",
+        Location(str(p)),
+        "give a folder with kernel.cu and ktx.toml; ktx init FILE.cu drafts one",
+    )
 
 
 def read_spec_text(p: Path) -> str:

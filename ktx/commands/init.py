@@ -63,7 +63,24 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_check(folder: Path) -> int:
+def check_target(path: Path) -> Path:
+    """The kernel folder ``--check`` reviews: PATH itself, or the folder of PATH/ktx.toml; any
+    other file or a missing path is one line saying what to give instead."""
+    if path.is_dir():
+        return path
+    if path.is_file() and path.name == "ktx.toml":
+        return path.parent
+    if not path.exists():
+        raise KtxError("no such kernel folder", Location(str(path)), "give the folder that holds ktx.toml")
+    if path.suffix in (".cu", ".cuh"):
+        hint = f"give the kernel folder; to draft its ktx.toml first: ktx init {path}"
+        raise KtxError("--check takes a kernel folder, not a CUDA file", Location(str(path)), hint)
+    hint = "give the kernel folder, or its ktx.toml"
+    raise KtxError("--check takes a kernel folder, not this file", Location(str(path)), hint)
+
+
+def run_check(path: Path) -> int:
+    folder = check_target(path)
     spec = folder / "ktx.toml"
     if spec.is_file():
         read_spec_text(spec)  # not UTF-8 is one line at the offending byte, not a traceback
