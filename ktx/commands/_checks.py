@@ -43,6 +43,31 @@ def output_folder(path: str | Path, option: str) -> Path:
     return p
 
 
+def check_number(
+    option: str,
+    value: float | None,
+    low: float,
+    *,
+    above: bool = False,
+    high: float | None = None,
+    hint: str = "",
+) -> None:
+    """Refuse a numeric option outside its meaningful range (``value >= low``, or ``> low``
+    with ``above``; at most ``high``): a negative time limit or gain would otherwise run and
+    quietly change the result, or write an empty one (issue 21). None (not given) passes."""
+    if value is None:
+        return
+    if above and value <= low:
+        need = f"must be more than {low:g}"
+    elif not above and value < low:
+        need = f"must be {low:g} or more"
+    elif high is not None and value > high:
+        need = f"must be {high:g} or less"
+    else:
+        return
+    raise KtxError(f"{option} {value:g}: {need}", None, hint or f"e.g. leave {option} out for its default")
+
+
 def read_json(path: Path, hint: str) -> Any:
     """A JSON file's data; unreadable or corrupt is a KtxError at the offending line."""
     try:

@@ -40,10 +40,18 @@ def parse_config(items: Sequence[str]) -> dict[str, int]:
         if not sep or not key.strip():
             raise KtxError(f"--config {item!r}: expected KEY=VALUE", None, "e.g. --config VEC=8")
         try:
-            config[key.strip()] = int(value)
+            number = int(value)
         except ValueError:
             hint = "knob values are integers; ktx apply --knobs lists each knob's values"
             raise KtxError(f"--config {item!r}: value must be an integer", None, hint) from None
+        if key.strip() in config:
+            name = key.strip()
+            raise KtxError(
+                f"--config {name} is given twice ({name}={config[name]} and {name}={number})",
+                None,
+                "give each knob once",
+            )
+        config[key.strip()] = number
     return config
 
 

@@ -71,13 +71,26 @@ def parse_config(items: list[str]) -> dict[str, int]:
             if not eq or not name.strip():
                 raise KtxError(f"--config {part!r} is not NAME=VALUE", None, "e.g. --config BLOCK_X=64")
             try:
-                config[name.strip()] = int(value.strip(), 0)
+                number = int(value.strip(), 0)
             except ValueError:
                 hint = "knob values are integers; ktx apply --knobs lists each knob's values"
                 raise KtxError(
                     f"--config {part!r}: {value.strip()!r} is not an integer", None, hint
                 ) from None
+            config[once(config, name.strip(), number)] = number
     return config
+
+
+def once(config: dict[str, int], name: str, value: int) -> str:
+    """``name``, refused when ``--config`` already set it: which of two values was meant is
+    the user's to say (the last silently winning hid typos in long command lines)."""
+    if name in config:
+        raise KtxError(
+            f"--config {name} is given twice ({name}={config[name]} and {name}={value})",
+            None,
+            "give each knob once",
+        )
+    return name
 
 
 def knobs_json(template: Template) -> str:
@@ -128,24 +141,31 @@ def run(args: argparse.Namespace) -> int:
         output_file(args.output, "-o")
     if args.trace:
         output_file(args.trace, "--trace")
+    config = parse_config(args.config)
+    if args.sample is not None and args.sample < 0:
+        raise KtxError(f"--sample {args.sample}: a seed is 0 or more", None, "e.g. --sample 0")
     module = parse_file(args.file)
     kernel_syntax(module, args.kernel)
     template = run_pipeline(module, args.passes, kernel=args.kernel)
+    # Remarks only once the command has succeeded: on an error its one line comes first and
+    # alone, not under the passes' remarks (issue 21).
+    if args.knobs:
+        text = knobs_json(template)
+    else:
+        if args.sample is not None:
+            config = {**template.space.sample(args.sample), **config}
+        try:
+            text = template.instantiate(config) if config or args.sample is not None else template.source
+        except KtxError as exc:
+            raise KtxError(exc.message, Location(args.file), exc.hint) from None
     if not args.quiet:
         for line in remarks(template, args.file):
             print(line, file=sys.stderr)
     if args.trace:
         Path(args.trace).write_text(template.trace.dumps())
     if args.knobs:
-        _emit(knobs_json(template), args.output)
+        _emit(text, args.output)
         return 0
-    config = parse_config(args.config)
-    if args.sample is not None:
-        config = {**template.space.sample(args.sample), **config}
-    try:
-        text = template.instantiate(config) if config or args.sample is not None else template.source
-    except KtxError as exc:
-        raise KtxError(exc.message, Location(args.file), exc.hint) from None
     if args.diff:
         text = "".join(
             difflib.unified_diff(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ktx.commands._checks import load_checked_spec, output_file
+from ktx.commands._checks import check_number, load_checked_spec, output_file
 from ktx.commands._measure_common import (
     add_measure_options,
     configured_candidate,
@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     load_plugins(args.plugin)
+    check_number("--timeout", args.timeout, 0, above=True, hint="seconds per measurement, e.g. 180")
     if args.json:
         output_file(args.json, "--json")
     folders = find_specs(args.dir)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ktx.commands._checks import load_checked_spec, output_folder
+from ktx.commands._checks import check_number, load_checked_spec, output_folder
 from ktx.commands._original import report_failed_originals, warn_tolerances
 from ktx.errors import KtxError
 from ktx.registry import add_plugin_option, run_plugins
@@ -101,9 +101,22 @@ def parse_shapes(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def run(args: argparse.Namespace) -> int:
+def check_options(args: argparse.Namespace) -> None:
+    """Every numeric option in its meaningful range, before anything is measured."""
     if args.trials < 1:
         raise KtxError(f"--trials {args.trials}: need at least 1")
+    check_number("--time-limit", args.time_limit, 0, above=True, hint="seconds for the whole run, e.g. 600")
+    check_number("--workers", args.workers, 1)
+    check_number("--jobs", args.jobs, 1)
+    check_number("--warm-start", args.warm_start, 0, hint="0 switches warm starts off")
+    check_number("--min-occupancy", args.min_occupancy, 0, high=1, hint="a fraction, e.g. 0.25")
+    check_number("--max-spills", args.max_spills, 0, hint="bytes of local memory per thread, e.g. 0")
+    check_number("--min-gain", args.min_gain, 0, hint="a fraction: 0.01 asks for 1% above the original")
+    check_number("--seed", args.seed, 0, hint="e.g. --seed 0")
+
+
+def run(args: argparse.Namespace) -> int:
+    check_options(args)
     if args.out is not None:
         output_folder(args.out, "--out")
     spec = load_checked_spec(args.kernel_dir)
