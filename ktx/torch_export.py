@@ -92,6 +92,20 @@ def _run_info(run_dir: Path) -> tuple[Spec, str, Path]:
     )
 
 
+def unfinished(run: Path, final: Path, dispatch: Path) -> None:
+    """Refuse a run that never wrote its outputs (killed, or still running): exporting it would
+    ship only the original kernel, with no word of why (issue 21). An optimize run that
+    finished with no winning round has ``final/`` without a table: that exports the original,
+    as the run decided."""
+    again = "let the run finish (run the same command again with the same --out), then export"
+    if (run / "optimize.json").is_file():
+        if not final.is_dir():
+            what = "the optimize run has no final/ folder: it did not finish"
+            raise KtxError(what, Location(str(run)), again)
+    elif not dispatch.is_file():
+        raise KtxError("the tune run has no dispatch.json: it did not finish", Location(str(run)), again)
+
+
 def spec_of_run(run_dir: Path, recorded: Sequence[str], where: Path | Location) -> Path:
     """The spec a run folder names, found from any working directory.
 
@@ -432,6 +446,7 @@ def export_torch(run_dir: str | Path, out: str | Path | None = None) -> Export:
         raise KtxError(what, Location(str(run)), "give the --out folder of ktx optimize or ktx tune")
     spec, pipeline, final = _run_info(run)
     dispatch = final / "dispatch.json"
+    unfinished(run, final, dispatch)
     from ktx.commands._checks import read_json
 
     hint = "the run folder is damaged: run ktx optimize or ktx tune again"

@@ -6,7 +6,11 @@ kernel right now (the probes) and the earlier rounds. It answers with one JSON o
 :func:`ktx.agent.plan.validate_plan` checks against the registry (and the loop's deeper check
 against the real template: knob ranges inside the knobs' domains). An invalid answer is sent
 back with the list of problems, at most ``max_attempts`` questions in all, HTTP errors and
-timeouts included; then the planner falls back to the rules planner and says why.
+timeouts included; then the planner falls back to the rules planner and says why. A round in
+which the model never answered at all (every attempt an HTTP error, a timeout or a refused
+connection) is different: the endpoint, the key or the model name is wrong, and quietly planning
+with the rules would pass off a rules run as an LLM run. Such a round is a stop saying so,
+unless ``fallback_unanswered`` (``--llm-fallback``) lets the rules plan it.
 
 **Nothing the model returns is executed or compiled as code**: it can only name registered
 passes, set their declared options to values of the declared kinds, and narrow knob domains.
@@ -28,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ktx.agent.plan import PlanError, extract_json, plan_schema, validate_plan
+from ktx.agent.plan import Plan, PlanError, extract_json, plan_schema, validate_plan
 from ktx.agent.planner import Attempt, PlanContext, Planner, PlanOutcome, Usage, checked
 from ktx.errors import KtxError
 
@@ -79,6 +83,8 @@ class OpenAIChat:
         self._openai = openai
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
         self.timeout_s = timeout_s
+        #: Where the questions go, for the message when none is answered.
+        self.endpoint = str(self._client.base_url)
 
     def complete(self, model: str, messages: Sequence[Message], temperature: float) -> ChatReply:
         openai = self._openai
@@ -239,9 +245,11 @@ class LLMPlanner:
         cache: AnswerCache | None = None,
         max_attempts: int = 3,
         temperature: float = 0.0,
+        fallback_unanswered: bool = False,
     ) -> None:
         if max_attempts < 1:
             raise KtxError("the llm planner needs at least one attempt")
+        self.fallback_unanswered = fallback_unanswered
         self.client = client
         self.model = model
         self.fallback = fallback
@@ -298,6 +306,17 @@ class LLMPlanner:
             attempts.append(attempt)
             return PlanOutcome(plan.with_planner("llm"), tuple(attempts), usage)
         reason = f"no valid plan in {self.max_attempts} attempt(s); last: {last_error[:300]}"
+        unanswered = ""
+        if all(a.source == "error" for a in attempts):
+            endpoint = getattr(self.client, "endpoint", "its endpoint")
+            unanswered = (
+                f"no answer from model {self.model!r} at {endpoint} in {self.max_attempts} attempt(s); "
+                f"last: {last_error[:300]}"
+            )
+            if not self.fallback_unanswered:
+                stop = Plan(context.current.passes, unanswered, stop=True, planner="llm (no answer)")
+                return PlanOutcome(stop, tuple(attempts), usage, unanswered=unanswered)
+            reason = unanswered
         fallback = self.fallback.plan(context)
         plan = fallback.plan.with_planner(f"{self.fallback.name} (fallback)")
-        return PlanOutcome(plan, tuple(attempts), usage + fallback.usage, reason)
+        return PlanOutcome(plan, tuple(attempts), usage + fallback.usage, reason, unanswered)

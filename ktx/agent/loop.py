@@ -91,6 +91,8 @@ class OptimizeRequest:
     llm_attempts: int = 3
     llm_timeout_s: float = 60.0
     quiet: bool = True
+    #: Let the rules plan a round the model never answered (``--llm-fallback``); else it stops.
+    llm_fallback: bool = False
 
     def check(self) -> None:
         if self.planner not in PLANNERS:
@@ -493,7 +495,7 @@ class Optimizer:
             _append(rounds_path, record.to_json())
             self.write_state(records, best, "running", "", start)
             if record.status == "stopped":
-                stop = "planner"
+                stop = "no answer from the LLM" if outcome.unanswered else "planner"
                 self.notes.append(f"planner stop: {outcome.plan.rationale}")
                 break
             if stale >= req.patience and not self.keep_going(best, deadline, index + 1):
@@ -570,7 +572,8 @@ class Optimizer:
         folder = self.run_dir / f"round-{index:02d}"
         base = RoundRecord(index, "stopped", outcome, analysis, probes)
         if plan.stop:
-            return replace(base, note=f"the planner has nothing left to try: {plan.rationale}")
+            why = outcome.unanswered or f"the planner has nothing left to try: {plan.rationale}"
+            return replace(base, note=why)
         if plan.pipeline == best.plan.pipeline and plan.knob_ranges() == best.plan.knob_ranges():
             return replace(base, status="repeat", note="same pipeline as the best")
         try:
@@ -691,7 +694,7 @@ def make_planner(req: OptimizeRequest, run_dir: Path) -> Planner:
     base_url = req.base_url or os.environ.get("OPENAI_BASE_URL")
     client = OpenAIChat(base_url, api_key_from_env(base_url), req.llm_timeout_s)
     cache = AnswerCache(run_dir / "llm_cache.jsonl")
-    return LLMPlanner(client, model, rules, cache, req.llm_attempts)
+    return LLMPlanner(client, model, rules, cache, req.llm_attempts, fallback_unanswered=req.llm_fallback)
 
 
 def optimize(

@@ -246,12 +246,18 @@ class Attempt:
 
 @dataclass(frozen=True)
 class PlanOutcome:
-    """A plan with how it was reached: attempts (LLM), tokens, and a fallback reason if any."""
+    """A plan with how it was reached: attempts (LLM), tokens, and a fallback reason if any.
+
+    ``unanswered`` says why a model planner got no answer at all this round (HTTP errors,
+    timeouts, a refused connection): then the plan is a stop, or, where the user allowed it, the
+    fallback's plan. The command line reports it on the console and in its exit status, so a
+    dead endpoint is never a quiet run of another planner."""
 
     plan: Plan
     attempts: tuple[Attempt, ...] = ()
     usage: Usage = Usage()
     fallback: str = ""
+    unanswered: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -259,6 +265,7 @@ class PlanOutcome:
             "attempts": [a.to_json() for a in self.attempts],
             "usage": self.usage.to_json(),
             "fallback": self.fallback,
+            "unanswered": self.unanswered,
         }
 
 

@@ -2,7 +2,10 @@
 
 The rules planner (default) needs no network; ``--planner llm`` asks any OpenAI-compatible
 endpoint (key from ``OPENAI_API_KEY`` or ``KTX_LLM_API_KEY``) and falls back to the rules when
-the model cannot produce a valid plan. The run folder (``--out``, default
+the model answers but cannot produce a valid plan. A round the model never answered (a dead
+endpoint, a wrong key or model) stops the run with exit 2 (1 if earlier rounds were answered),
+the error line first; ``--llm-fallback`` lets the rules plan such rounds instead, with a warning
+on the console and a note in the summary. The run folder (``--out``, default
 ``.ktx/optimize/<kernel>``) holds the round log, the studies, the best template and its dispatch
 table; ``ktx report RUN_DIR`` turns it into Markdown, HTML and a patch. See ``docs/agent.md``.
 """
@@ -59,6 +62,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--llm-attempts", type=int, default=3, metavar="N", help="questions per round before fallback"
     )
     p.add_argument("--llm-timeout", type=float, default=60.0, metavar="S", help="seconds per LLM answer")
+    p.add_argument(
+        "--llm-fallback",
+        action="store_true",
+        help="let the rules plan a round the LLM never answered (default: stop, exit non-zero)",
+    )
     p.add_argument("--progress", action="store_true", help="show the search's progress lines")
     add_plugin_option(p)
     p.set_defaults(func=run)
@@ -139,7 +147,8 @@ def render(result: OptimizeResult) -> str:
             "geometric mean of the paired ratios [95% interval]; the table uses a config only where the "
             "interval lies above 1 + --min-gain"
         )
-    lines += [f"note: {n}" for n in result.notes]
+    said = {f"planner stop: {r.plan.rationale}" for r in result.rounds if r.outcome.unanswered}
+    lines += [f"note: {n}" for n in (*planner_notes(result), *result.notes) if n not in said]
     return "\n".join(lines)
 
 
@@ -204,9 +213,51 @@ def run(args: argparse.Namespace) -> int:
         llm_attempts=args.llm_attempts,
         llm_timeout_s=args.llm_timeout,
         quiet=not args.progress,
+        llm_fallback=args.llm_fallback,
     )
     result = optimize(request)
+    silent = unanswered_line(result, args.llm_fallback)  # before the summary: the error line first
+    if silent:
+        print(silent, file=sys.stderr)
+        sys.stderr.flush()
     text = render(result) + ("\n\n" + "\n".join(offline.tour(result.run_dir)) if auto else "")
     print(replayed.stamp(text) if replayed is not None else text)
     sys.stdout.flush()
-    return 1 if report_failed_originals(spec, [s.original for s in result.shapes]) else 0
+    failed = report_failed_originals(spec, [s.original for s in result.shapes])
+    if silent and not args.llm_fallback:
+        answered = any(r.outcome.attempts and not r.outcome.unanswered for r in result.rounds)
+        return 1 if answered or failed else 2
+    return 1 if failed else 0
+
+
+def unanswered_line(result: OptimizeResult, fallback: bool) -> str:
+    """The console line for rounds the LLM never answered: an error (the run stopped there), or
+    with ``--llm-fallback`` a warning naming the rounds the rules planned instead."""
+    silent = [r for r in result.rounds if r.outcome.unanswered]
+    if not silent:
+        return ""
+    first = silent[0]
+    if not fallback:
+        why = first.outcome.unanswered.rstrip(".")
+        return (
+            f"ktx: error: --planner llm: round {first.index}: {why}; the run stopped "
+            "(check --base-url, --model and the API key, or add --llm-fallback to let the rules plan "
+            "such rounds)"
+        )
+    rounds = ", ".join(str(r.index) for r in silent)
+    return (
+        f"ktx optimize: warning: --planner llm: no answer in round(s) {rounds}; the rules planned "
+        f"them (--llm-fallback); round {first.index}: {first.outcome.unanswered}"
+    )
+
+
+def planner_notes(result: OptimizeResult) -> list[str]:
+    """A note for each round another planner planned, or none did: the table's planner column
+    alone is easy to miss."""
+    out = []
+    for r in result.rounds:
+        if r.outcome.unanswered and r.plan.stop:
+            out.append(f"round {r.index}: the LLM never answered, so the run stopped: {r.outcome.unanswered}")
+        elif r.outcome.fallback:
+            out.append(f"round {r.index}: planned by {r.plan.planner}: {r.outcome.fallback}")
+    return out
