@@ -51,10 +51,17 @@ def ctx(catalog: Catalog, *, check: bool = True) -> PlanContext:
 
 
 def planner(
-    server: FakeOpenAI, cache: AnswerCache | None = None, timeout: float = 5.0, attempts: int = 3
+    server: FakeOpenAI,
+    cache: AnswerCache | None = None,
+    timeout: float = 5.0,
+    attempts: int = 3,
+    fallback_unanswered: bool = False,
 ) -> LLMPlanner:
     client = OpenAIChat(server.base_url, "test-key", timeout_s=timeout)
-    return LLMPlanner(client, "fake-model", RulesPlanner(), cache, max_attempts=attempts)
+    return LLMPlanner(
+        client, "fake-model", RulesPlanner(), cache, max_attempts=attempts,
+        fallback_unanswered=fallback_unanswered,
+    )  # fmt: skip
 
 
 def user_text(request: dict[str, object]) -> str:
@@ -140,20 +147,42 @@ def test_slow_answer_times_out_and_is_retried(catalog: Catalog) -> None:
     assert out.attempts[0].seconds < 1.9
 
 
-def test_everything_fails_falls_back(catalog: Catalog) -> None:
+def test_everything_fails_falls_back_when_allowed(catalog: Catalog) -> None:
     with FakeOpenAI([Reply(status=500)]) as server:
-        out = planner(server, attempts=2).plan(ctx(catalog))
+        out = planner(server, attempts=2, fallback_unanswered=True).plan(ctx(catalog))
     assert out.plan.planner == "rules (fallback)" and "HTTP 500" in out.fallback
+    assert "no answer from model 'fake-model'" in out.unanswered and not out.plan.stop
     assert len(server.requests) == 2
 
 
-def test_connection_refused_falls_back(catalog: Catalog) -> None:
+def test_everything_fails_stops_by_default(catalog: Catalog) -> None:
+    """No answer at all is a wrong endpoint, key or model: the round stops and says so,
+    rather than passing a rules plan off as the model's (issue 21)."""
+    with FakeOpenAI([Reply(status=500)]) as server:
+        out = planner(server, attempts=2).plan(ctx(catalog))
+    assert out.plan.stop and out.plan.planner == "llm (no answer)"
+    assert out.unanswered.startswith("no answer from model 'fake-model' at http://127.0.0.1:")
+    assert "in 2 attempt(s); last: HTTP 500" in out.unanswered
+    assert out.plan.rationale == out.unanswered and not out.fallback
+
+
+def test_an_invalid_answer_is_an_answer(catalog: Catalog) -> None:
+    """A model that answers, however badly, is working: its rounds fall back to the rules as
+    before, without --llm-fallback, and are not reported as unanswered."""
+    with FakeOpenAI([Reply("{not json"), Reply(status=500)]) as server:
+        out = planner(server, attempts=2).plan(ctx(catalog))
+    assert out.plan.planner == "rules (fallback)" and not out.unanswered and not out.plan.stop
+
+
+def test_connection_refused_stops_or_falls_back(catalog: Catalog) -> None:
     with FakeOpenAI([Reply(GOOD)]) as server:
         url = server.base_url
     client = OpenAIChat(url, "k", timeout_s=2.0)
     out = LLMPlanner(client, "m", RulesPlanner(), max_attempts=2).plan(ctx(catalog))
-    assert out.plan.planner == "rules (fallback)"
+    assert out.plan.stop and f"at {url}" in out.unanswered
     assert all(a.source == "error" for a in out.attempts)
+    allowed = LLMPlanner(client, "m", RulesPlanner(), max_attempts=2, fallback_unanswered=True)
+    assert allowed.plan(ctx(catalog)).plan.planner == "rules (fallback)"
 
 
 def test_cached_answers_replay_without_requests(catalog: Catalog, tmp_path: Path) -> None:

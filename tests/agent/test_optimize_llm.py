@@ -35,10 +35,11 @@ SCRIPT = [
 ]
 
 
-def request(out: Path, url: str) -> OptimizeRequest:
+def request(out: Path, url: str, *, fallback: bool = True, rounds: int = 3) -> OptimizeRequest:
     return OptimizeRequest(
-        kernel_dir=KERNEL, planner="llm", model="fake-model", base_url=url, rounds=3, trials_per_round=6,
-        out=out, shapes=SHAPES, ncu="off", patience=3, llm_attempts=3, llm_timeout_s=5.0,
+        kernel_dir=KERNEL, planner="llm", model="fake-model", base_url=url, rounds=rounds,
+        trials_per_round=6, out=out, shapes=SHAPES, ncu="off", patience=3, llm_attempts=3,
+        llm_timeout_s=5.0, llm_fallback=fallback,
     )  # fmt: skip
 
 
@@ -69,3 +70,17 @@ def test_llm_rounds_feedback_fallback_and_replay(tmp_path: Path) -> None:
     assert [r.status for r in again.rounds] == [r.status for r in first.rounds]
     assert again.geomean_speedup == pytest.approx(first.geomean_speedup)
     assert again.usage.cache_hits == 3 and again.usage.prompt_tokens == 0
+
+
+def test_a_silent_model_stops_the_run_without_llm_fallback(tmp_path: Path) -> None:
+    """Round 1 answered, round 2 only HTTP 500s: without --llm-fallback the run stops there,
+    keeps round 1's result and says why in the round, the stop reason and the state."""
+    out = tmp_path / "run"
+    with FakeOpenAI([Reply(SPLIT), *[Reply(status=500)] * 3]) as server:
+        result = optimize(request(out, server.base_url, fallback=False), backend=ModelBackend())
+    assert [r.plan.planner for r in result.rounds] == ["llm", "llm (no answer)"]
+    assert result.rounds[1].status == "stopped" and "HTTP 500" in result.rounds[1].note
+    assert result.stop_reason == "no answer from the LLM" and result.best_round == 1
+    rounds = load_records(out)
+    assert rounds[1]["plan"]["unanswered"].startswith("no answer from model 'fake-model'")
+    assert json.loads((out / "optimize.json").read_text())["stop_reason"] == "no answer from the LLM"
