@@ -11,8 +11,10 @@ also run as a real subprocess, to check the same end to end.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -41,6 +43,23 @@ void launch(float* x, int n) { scale<<<(n + 255) / 256, 256>>>(x, n); }
 HOST_ONLY = "int add(int a, int b) { return a + b; }\n"
 
 
+def _dead_url() -> str:
+    """An endpoint nothing listens on: a port the system just handed out, closed again."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+DEAD_URL = _dead_url()
+#: ``ktx optimize --planner llm`` at an endpoint that never answers, on one recorded shape.
+LLM_DEAD = (
+    "optimize", "{w}/silu_and_mul", "--planner", "llm", "--model", "m", "--base-url", DEAD_URL,
+    "--backend", f"replay:{OPT_RECORDING}", "--ncu", "off", "--shapes", "tokens=1,d=4096",
+    "--llm-attempts", "1", "--rounds", "1",
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Case:
     """One bad input: the command line (``{w}`` is the world folder) and where the message
@@ -54,6 +73,8 @@ class Case:
     #: ``init --check`` answers "not ready" with exit 1 for a spec that loads badly (its
     #: contract: 1 is "edit the spec", 2 is "bad command line").
     code: int = 2
+    #: Text the standard output must hold too (a run's summary that says what went wrong).
+    summary: str = ""
 
 
 def _spec_folder(world: Path, name: str, toml: str | bytes | None = None, cu: str | None = None) -> None:
@@ -110,6 +131,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (w / "run_log" / "log.jsonl").write_text('{"event": "start", "request": {"kernel_dir": "x"}}\n{bad\n')
     (w / "run_empty").mkdir()
     (w / "plugin_broken.py").write_text("def f(:\n")
+    # Runs killed before their outputs: an optimize run without final/, a tune run without
+    # dispatch.json (both name a spec that exists).
+    (w / "run_unfinished").mkdir()
+    state = {"state": "running", "spec": str(w / "silu_and_mul" / "ktx.toml"), "pipeline": "split"}
+    (w / "run_unfinished" / "optimize.json").write_text(json.dumps(state))
+    (w / "tune_unfinished").mkdir()
+    start = {"event": "start", "request": {"kernel_dir": str(w / "silu_and_mul"), "passes": "split"}}
+    (w / "tune_unfinished" / "log.jsonl").write_text(json.dumps(start) + "\n")
     return w
 
 
@@ -289,6 +318,7 @@ def _cases() -> list[Case]:
         Case("export-out-is-a-file", ("export", "{w}/run_corrupt", "--torch", "-o", "{w}/afile"), "afile"),
         Case("export-no-format", ("export", "{w}/run_corrupt"), "", contains="--torch"),
     ]
+    cases += _issue21_cases(good, kernel)
     # An unknown option, for every command (argparse's usage error, exit 2).
     positional = {
         "init": kernel,
@@ -310,18 +340,180 @@ def _cases() -> list[Case]:
     return cases
 
 
+def _issue21_cases(good: str, kernel: str) -> list[Case]:
+    """The cases issue 21 found still misbehaving (a traceback, exit 0 on bad input, a
+    misleading message), and the numeric options checked with them."""
+    replay = ("--backend", f"replay:{RECORDING}", "--quiet")
+    opt_replay = ("--backend", f"replay:{OPT_RECORDING}", "--ncu", "off")
+    cases = [
+        # A shape that is not NAME=INT,... (was a ValueError traceback).
+        Case(
+            "tune-shape-not-an-integer",
+            ("tune", good, *replay, "--shapes", "tokens=abc,d=4096"),
+            "",
+            contains="tokens='abc' is not an integer",
+        ),
+        Case(
+            "tune-shape-not-key-value",
+            ("tune", good, *replay, "--shapes", "tokens,d=4096"),
+            "",
+            contains="'tokens' is not NAME=VALUE",
+        ),
+        Case(
+            "tune-shape-key-twice",
+            ("tune", good, *replay, "--shapes", "d=1,d=4096"),
+            "",
+            contains="d is given twice",
+        ),
+        Case("run-shape-not-an-integer", ("run", good, "--shape", "tokens=1,d=x"), "", contains="d='x'"),
+        Case(
+            "optimize-shape-not-an-integer",
+            ("optimize", good, *opt_replay, "--shapes", "tokens=1.5,d=4096"),
+            "",
+            contains="tokens='1.5' is not an integer",
+        ),
+        # A knob given twice (the last one silently won).
+        Case(
+            "apply-config-twice",
+            ("apply", "--passes", "block-size", "--config", "BLOCK_X=128", "--config", "BLOCK_X=256", kernel),
+            "",
+            contains="BLOCK_X is given twice (BLOCK_X=128 and BLOCK_X=256)",
+        ),
+        Case(
+            "apply-config-twice-in-one-item",
+            ("apply", "--passes", "block-size", "--config", "BLOCK_X=64,BLOCK_X=64", kernel),
+            "",
+            contains="BLOCK_X is given twice",
+        ),
+        Case(
+            "run-config-twice",
+            ("run", good, "--passes", "split", "--config", "SPLIT=2", "--config", "SPLIT=4"),
+            "",
+            contains="SPLIT is given twice",
+        ),
+        Case(
+            "bench-config-twice",
+            ("bench", good, "--config", "SPLIT=2", "--config", "SPLIT=2"),
+            "",
+            contains="SPLIT is given twice",
+        ),
+        # A CUDA file where a kernel folder belongs (was "invalid TOML" in the .cu).
+        Case(
+            "tune-cuda-file",
+            ("tune", kernel, *replay),
+            "silu_and_mul/kernel.cu",
+            contains=f"give its kernel folder, {good},",
+        ),
+        Case(
+            "tune-cuda-file-without-spec",
+            ("tune", "{w}/src/syntax.cu", *replay),
+            "src/syntax.cu",
+            contains="ktx init {w}/src/syntax.cu",
+        ),
+        Case("run-cuda-file", ("run", kernel), "silu_and_mul/kernel.cu", contains="not a kernel folder"),
+        Case(
+            "optimize-cuda-file",
+            ("optimize", kernel, *opt_replay),
+            "silu_and_mul/kernel.cu",
+            contains="not a kernel folder",
+        ),
+        Case(
+            "tune-other-file",
+            ("tune", "{w}/afile", *replay),
+            "afile",
+            contains="not a kernel folder or a ktx.toml",
+        ),
+        Case(
+            "init-check-cuda-file",
+            ("init", "--check", kernel),
+            "silu_and_mul/kernel.cu",
+            contains=f"ktx init {kernel}",
+        ),
+        Case("init-check-other-file", ("init", "--check", "{w}/afile"), "afile", contains="or its ktx.toml"),
+        # A run that never finished (exported only the original, with no word).
+        Case(
+            "export-optimize-unfinished",
+            ("export", "{w}/run_unfinished", "--torch"),
+            "run_unfinished",
+            contains="no final/ folder",
+        ),
+        Case(
+            "export-tune-unfinished",
+            ("export", "{w}/tune_unfinished", "--torch"),
+            "tune_unfinished",
+            contains="no dispatch.json",
+        ),
+        # A requested LLM planner that never got an answer (was a quiet rules run, exit 0).
+        Case(
+            "optimize-llm-dead-endpoint",
+            (*LLM_DEAD, "--out", "{w}/llm_dead"),
+            "",
+            contains=f"--planner llm: round 1: no answer from model 'm' at {DEAD_URL}",
+            summary="note: round 1: the LLM never answered, so the run stopped",
+        ),
+    ]
+    # Numbers outside their meaning (exit 0 with changed decisions or an empty result).
+    numbers = {
+        "tune": (
+            ("--min-gain", "-1", "--min-gain -1: must be 0 or more"),
+            ("--time-limit", "-1", "--time-limit -1: must be more than 0"),
+            ("--time-limit", "0", "--time-limit 0: must be more than 0"),
+            ("--trials", "-5", "--trials -5"),
+            ("--workers", "0", "--workers 0: must be 1 or more"),
+            ("--jobs", "-1", "--jobs -1: must be 1 or more"),
+            ("--warm-start", "-1", "--warm-start -1: must be 0 or more"),
+            ("--min-occupancy", "1.5", "--min-occupancy 1.5: must be 1 or less"),
+            ("--min-occupancy", "-0.1", "--min-occupancy -0.1: must be 0 or more"),
+            ("--max-spills", "-8", "--max-spills -8: must be 0 or more"),
+            ("--seed", "-1", "--seed -1: must be 0 or more"),
+        ),
+        "optimize": (
+            ("--min-gain", "-0.5", "--min-gain -0.5: must be 0 or more"),
+            ("--budget", "-1", "--budget -1: must be more than 0"),
+            ("--budget", "0", "--budget 0: must be more than 0"),
+            ("--llm-timeout", "0", "--llm-timeout 0: must be more than 0"),
+            ("--seed", "-2", "--seed -2: must be 0 or more"),
+            ("--rounds", "-1", "--rounds -1"),
+            ("--trials-per-round", "0", "--trials-per-round 0"),
+            ("--patience", "0", "--patience 0"),
+            ("--llm-attempts", "0", "--llm-attempts 0"),
+        ),
+        "run": (("--timeout", "0", "--timeout 0: must be more than 0"), ("--rounds", "-3", "--rounds -3")),
+        "bench": (("--timeout", "-1", "--timeout -1: must be more than 0"), ("--rounds", "0", "--rounds 0")),
+        "apply": (("--sample", "-1", "--sample -1"),),
+    }
+    heads = {
+        "tune": ("tune", good, *replay),
+        "optimize": ("optimize", good, *opt_replay),
+        "run": ("run", good),
+        "bench": ("bench", good),
+        "apply": ("apply", "--passes", "block-size", kernel),
+    }
+    for command, rows in numbers.items():
+        for option, value, text in rows:
+            name = f"{command}{option}-{value}".replace("--", "-")
+            cases.append(Case(name, (*heads[command], option, value), "", contains=text))
+    return cases
+
+
 CASES = _cases()
 
 
 def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     """``ktx ARGV`` in this process: (exit status, stdout + stderr). An exception escaping
     ``main`` is the traceback a user would see, so it is not caught here."""
+    code, out, err = run_main_split(argv, capsys)
+    return code, out + err
+
+
+def run_main_split(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """``ktx ARGV`` in this process: (exit status, stdout, stderr)."""
     try:
         code = main(argv)
     except SystemExit as exc:  # argparse's usage errors
         code = exc.code if isinstance(exc.code, int) else 2
     out = capsys.readouterr()
-    return code, out.out + out.err
+    return code, out.out, out.err
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -331,14 +523,20 @@ def test_bad_input_is_one_line_and_exit_2(
     monkeypatch.chdir(world)
     monkeypatch.setenv("KTX_CACHE_DIR", str(world / "cache"))
     argv = [a.replace("{w}", str(world)) for a in case.argv]
-    code, text = run_main(argv, capsys)
+    code, out, err = run_main_split(argv, capsys)
+    text = out + err
     assert code == case.code, text
     assert "Traceback" not in text
     if case.code == 1:  # ktx init --check: each problem on a line, then "not ready"
         assert "not ready" in text, text
         errors = [line for line in text.splitlines() if ": blocks a run: " in line]
     else:  # ours, or argparse's usage error (``ktx COMMAND: error:``)
-        errors = [line for line in text.splitlines() if re.match(r"ktx( \w+)?: error:", line)]
+        lines = (*out.splitlines(), *err.splitlines())
+        errors = [line for line in lines if re.match(r"ktx( \w+)?: error:", line)]
+        # The error line first on stderr, no remark or warning above it (argparse's usage
+        # lines are the exception it makes for itself).
+        ours = [line for line in err.splitlines() if line.strip() and not line.startswith(("usage:", " "))]
+        assert errors and ours and ours[0] == errors[0], err
     assert len(errors) == 1, text
     error = errors[0]
     if case.where:
@@ -347,7 +545,34 @@ def test_bad_input_is_one_line_and_exit_2(
         want = f"{case.where}{':LINE' if case.line else ''}"
         assert re.search(pattern, error), f"{error!r} does not point at {want}"
     if case.contains:
-        assert case.contains in error, error
+        assert case.contains.replace("{w}", str(world)) in error, error
+    assert case.summary in out, out
+
+
+def test_llm_fallback_is_asked_for_and_said(
+    world: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``--llm-fallback`` a dead endpoint is a rules run that says so on the console (the
+    first line) and in the summary, not only in the table's planner column; exit 0."""
+    monkeypatch.chdir(world)
+    monkeypatch.setenv("KTX_CACHE_DIR", str(world / "cache"))
+    argv = [a.replace("{w}", str(world)) for a in LLM_DEAD]
+    code, out, err = run_main_split([*argv, "--out", str(world / "llm_fallback"), "--llm-fallback"], capsys)
+    assert code == 0, out + err
+    first = err.strip().splitlines()[0]
+    assert first.startswith("ktx optimize: warning: --planner llm: no answer in round(s) 1;"), err
+    assert "the rules planned them (--llm-fallback)" in first and DEAD_URL in first
+    assert "| 1 | rules (fallback) |" in out
+    assert f"note: round 1: planned by rules (fallback): no answer from model 'm' at {DEAD_URL}" in out
+
+
+def test_init_check_takes_the_spec_file(world: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``ktx init --check DIR/ktx.toml`` reviews DIR, as ``ktx init --check DIR`` does."""
+    folder = world / "silu_and_mul"
+    code_dir, by_dir = run_main(["init", "--check", str(folder)], capsys)
+    code_file, by_file = run_main(["init", "--check", str(folder / "ktx.toml")], capsys)
+    assert code_file == code_dir == 0 and by_file == by_dir
+    assert "the spec loads" in by_file and "ktx: error" not in by_file
 
 
 @pytest.mark.parametrize(
