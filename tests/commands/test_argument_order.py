@@ -16,8 +16,11 @@ def test_config_before_the_file_does_not_swallow_it(capsys: pytest.CaptureFixtur
     code = main(["apply", "--passes", "block-size", "--config", "BLOCK_X=64", str(SILU), "-q"])
     out = capsys.readouterr().out
     assert code == 0 and "dim3 block(64);" in out
-    code = main(["apply", "--config", "BLOCK_X=64", "BLOCK_X=32", str(SILU), "--passes", "block-size", "-q"])
+    code = main(["apply", "--config", "BLOCK_X=32", str(SILU), "--passes", "block-size", "-q"])
     assert code == 0 and "dim3 block(32);" in capsys.readouterr().out
+    # The same knob twice is an error since issue 21 (the last one used to win silently).
+    code = main(["apply", "--config", "BLOCK_X=64", "BLOCK_X=32", str(SILU), "--passes", "block-size", "-q"])
+    assert code == 2 and "BLOCK_X is given twice" in capsys.readouterr().err
 
 
 def test_a_missing_file_and_a_stray_word_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -> None:
