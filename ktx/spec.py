@@ -140,6 +140,8 @@ class ShapePoint:
                 number = int(value)
             except ValueError:
                 raise KtxError(f"shape {name!r}: {key}={value!r} is not an integer", None, hint) from None
+            if number < 0:
+                raise KtxError(f"shape {name!r}: {key}={number} is negative", None, hint)
             if any(k == key for k, _ in values):
                 raise KtxError(f"shape {name!r}: {key} is given twice", None, hint)
             values.append((key, number))

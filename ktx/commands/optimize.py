@@ -23,6 +23,7 @@ from ktx import offline
 from ktx.agent.loop import PLANNERS, OptimizeRequest, OptimizeResult, optimize
 from ktx.commands._checks import check_number, load_checked_spec, output_folder
 from ktx.commands._original import report_failed_originals, warn_tolerances
+from ktx.errors import KtxError
 from ktx.registry import add_plugin_option, run_plugins
 from ktx.report.data import dispatched_config, dispatched_fast_math, fast_math_on
 
@@ -181,6 +182,9 @@ def run(args: argparse.Namespace) -> int:
     check_number("--llm-timeout", args.llm_timeout, 0, above=True, hint="seconds per answer, e.g. 60")
     check_number("--seed", args.seed, 0, hint="e.g. --seed 0")
     check_number("--budget", args.budget, 0, above=True, hint="seconds for the whole run, e.g. 1800")
+    if args.llm_fallback and args.planner != "llm":
+        hint = "add --planner llm, or drop --llm-fallback"
+        raise KtxError("--llm-fallback is for --planner llm", None, hint)
     if args.out is not None:
         output_folder(args.out, "--out")
     spec = load_checked_spec(args.kernel_dir)

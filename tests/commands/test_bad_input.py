@@ -365,6 +365,12 @@ def _issue21_cases(good: str, kernel: str) -> list[Case]:
             "",
             contains="d is given twice",
         ),
+        Case(
+            "tune-shape-negative",
+            ("tune", good, *replay, "--shapes", "tokens=-1,d=4096"),
+            "",
+            contains="tokens=-1 is negative",
+        ),
         Case("run-shape-not-an-integer", ("run", good, "--shape", "tokens=1,d=x"), "", contains="d='x'"),
         Case(
             "optimize-shape-not-an-integer",
@@ -442,6 +448,12 @@ def _issue21_cases(good: str, kernel: str) -> list[Case]:
             ("export", "{w}/tune_unfinished", "--torch"),
             "tune_unfinished",
             contains="no dispatch.json",
+        ),
+        Case(
+            "optimize-llm-fallback-without-llm",
+            ("optimize", good, *opt_replay, "--llm-fallback"),
+            "",
+            contains="--llm-fallback is for --planner llm",
         ),
         # A requested LLM planner that never got an answer (was a quiet rules run, exit 0).
         Case(
