@@ -569,7 +569,8 @@ def test_llm_fallback_is_asked_for_and_said(
     monkeypatch.chdir(world)
     monkeypatch.setenv("KTX_CACHE_DIR", str(world / "cache"))
     argv = [a.replace("{w}", str(world)) for a in LLM_DEAD]
-    code, out, err = run_main_split([*argv, "--out", str(world / "llm_fallback"), "--llm-fallback"], capsys)
+    extra = ["--out", str(world / "llm_fallback"), "--llm-fallback", "--trials-per-round", "4"]
+    code, out, err = run_main_split([*argv, *extra], capsys)
     assert code == 0, out + err
     first = err.strip().splitlines()[0]
     assert first.startswith("ktx optimize: warning: --planner llm: no answer in round(s) 1;"), err
