@@ -9,6 +9,7 @@ to do, *before* the work starts, so a long run never fails at its end for want o
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,10 @@ def check_number(
     quietly change the result, or write an empty one (issue 21). None (not given) passes."""
     if value is None:
         return
+    if not math.isfinite(value):  # argparse's float() takes nan and inf, which every test passes
+        raise KtxError(
+            f"{option} {value}: not a finite number", None, hint or f"leave {option} out for its default"
+        )
     if above and value <= low:
         need = f"must be more than {low:g}"
     elif not above and value < low:
