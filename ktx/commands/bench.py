@@ -57,14 +57,14 @@ def run(args: argparse.Namespace) -> int:
     if not folders:
         hint = "give a kernel folder, or a folder of them; ktx init FILE.cu drafts a ktx.toml"
         raise KtxError("no kernel folders with a ktx.toml found", Location(args.dir), hint)
-    specs = [load_checked_spec(f) for f in folders]
-    for spec in specs:
-        warn_tolerances(spec)
     config = parse_config(args.config)
+    specs = [load_checked_spec(f) for f in folders]
     plan = []
     for spec in specs:
         points = spec.shape_set(args.shapes).points if args.shapes else spec.shape_set().points
         plan.append((spec, points, configured_candidate(spec, args.passes, config)))
+    for spec in specs:  # after every check of the input: an error line comes first
+        warn_tolerances(spec)
     total = sum(len(points) * (2 if cand else 1) for _, points, cand in plan)
 
     results: list[Measurement] = []

@@ -26,6 +26,7 @@ from ktx.commands._original import report_failed_originals, warn_tolerances
 from ktx.errors import KtxError
 from ktx.registry import add_plugin_option, run_plugins
 from ktx.report.data import dispatched_config, dispatched_fast_math, fast_math_on
+from ktx.search.runner import select_points
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -188,7 +189,6 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         output_folder(args.out, "--out")
     spec = load_checked_spec(args.kernel_dir)
-    warn_tolerances(spec)
     name = spec.name
     auto = args.backend == "auto"
     args.backend, replayed = offline.resolve(args.backend, Path(args.kernel_dir))
@@ -197,6 +197,8 @@ def run(args: argparse.Namespace) -> int:
         for key, value in replayed.settings.items():
             if getattr(args, key) == _DEFAULTS.get(key):  # what the user set explicitly stays
                 setattr(args, key, ";".join(value) if key == "shapes" else value)
+    select_points(spec, shape_list(args.shapes))  # a bad shape is refused before any warning
+    warn_tolerances(spec)
     run_dir = args.out or Path(".ktx") / "optimize" / name
     run_plugins(args.plugin, run_dir, args.backend)
     request = OptimizeRequest(

@@ -51,11 +51,11 @@ def run(args: argparse.Namespace) -> int:
     check_number("--timeout", args.timeout, 0, above=True, hint="seconds per measurement, e.g. 180")
     if args.json:
         output_file(args.json, "--json")
-    spec = load_checked_spec(args.kernel_dir)
-    warn_tolerances(spec)
     config = parse_config(args.config)
+    spec = load_checked_spec(args.kernel_dir)
     candidate = configured_candidate(spec, args.passes, config)
     point = spec.find_point(args.shape) if args.shape else spec.shape_set().points[0]
+    warn_tolerances(spec)  # after every check of the input: an error line comes first
     if args.sanitize:  # ktx.measure.sanitize: exit 2 when compute-sanitizer is missing
         code, block = sanitize(spec, candidate or original_candidate(spec), point, max(args.timeout, 300.0))
         print(block)

@@ -16,7 +16,7 @@ from ktx.commands._original import report_failed_originals, warn_tolerances
 from ktx.errors import KtxError
 from ktx.registry import add_plugin_option, run_plugins
 from ktx.search.evaluate import METRICS
-from ktx.search.runner import TuneRequest, run_tune
+from ktx.search.runner import TuneRequest, run_tune, select_points
 from ktx.search.study import SAMPLERS
 
 
@@ -120,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         output_folder(args.out, "--out")
     spec = load_checked_spec(args.kernel_dir)
+    select_points(spec, parse_shapes(args.shapes))  # a bad shape is refused before any warning
     warn_tolerances(spec)
     run_dir = args.out or Path(".ktx") / "runs" / spec.name
     run_plugins(args.plugin, run_dir, args.backend)

@@ -117,6 +117,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _spec_folder(w, "spec_source", good.replace('source = "kernel.cu"', 'source = "gone.cu"'))
     _spec_folder(w, "spec_syntax", good.replace("silu_and_mul_kernel", "scale").replace(
         "template_args = [\"__nv_bfloat16\"]\n", ""), SYNTAX_KERNEL)  # fmt: skip
+    # A spec that loads with a warning (bf16's max_abs caps atol): bad input stays the first line.
+    _spec_folder(w, "spec_warns", good + "\n[tolerance]\nbf16 = { atol = 5 }\n")
     _spec_folder(w, "spec_dir")
     (w / "spec_dir" / "ktx.toml").unlink()
     (w / "spec_dir" / "ktx.toml").mkdir()
@@ -377,6 +379,28 @@ def _issue21_cases(good: str, kernel: str) -> list[Case]:
             ("optimize", good, *opt_replay, "--shapes", "tokens=1.5,d=4096"),
             "",
             contains="tokens='1.5' is not an integer",
+        ),
+        # After a spec that warns, the error line still comes first (the warning after it or never).
+        Case(
+            "run-shape-after-a-warning", ("run", "{w}/spec_warns", "--shape", "tokens=x"), "", contains="'x'"
+        ),
+        Case(
+            "bench-config-after-a-warning",
+            ("bench", "{w}/spec_warns", "--config", "SPLIT"),
+            "",
+            contains="expected KEY=VALUE",
+        ),
+        Case(
+            "tune-shape-after-a-warning",
+            ("tune", "{w}/spec_warns", *replay, "--shapes", "tokens=x"),
+            "",
+            contains="'x'",
+        ),
+        Case(
+            "optimize-shape-after-a-warning",
+            ("optimize", "{w}/spec_warns", *opt_replay, "--shapes", "tokens=x"),
+            "",
+            contains="'x'",
         ),
         # A knob given twice (the last one silently won).
         Case(
