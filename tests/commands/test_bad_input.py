@@ -4,7 +4,10 @@ line, where the input has lines) in the message (issue 18, item 7).
 The inputs are what a user gets wrong: a missing, empty, binary or non-UTF-8 file, a folder
 where a file belongs and the reverse, a spec that is not TOML or names the wrong things, a
 kernel with a syntax error, an unknown pass, option or knob value, a damaged run folder, and
-outputs into folders that do not exist. Each row runs ``ktx.cli.main`` in this process: an
+outputs into folders that do not exist; and issue 21's (item 4): a shape that is not NAME=INT, a
+knob given twice, a CUDA file where a kernel folder belongs, a negative, zero or non-finite
+count, time or gain, a run that never finished, an LLM endpoint that never answers. The error
+line must come first on stderr. Each row runs ``ktx.cli.main`` in this process: an
 exception escaping it is what a user would see as a traceback, so it fails the row. A few rows
 also run as a real subprocess, to check the same end to end.
 """
