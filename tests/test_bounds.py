@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 from ktx.ir.affine import Affine
+from ktx.ir.facts.intervals import Range, splits
 
-from ktx.bounds import Launch, Range, _splits, check_spec, launch_problems
+from ktx.bounds import Launch, check_spec, launch_problems
 from ktx.check import review
 from ktx.cli import main
 from ktx.draft import draft
@@ -54,7 +55,7 @@ def test_interval_division_and_remainder_are_c_semantics() -> None:
 def test_an_index_splits_around_a_guarded_part_with_a_symbolic_multiple() -> None:
     i = Affine.sym("blockDim.x") * Affine.sym("blockIdx.x") + Affine.sym("threadIdx.x")
     index = Affine.sym("C") * i + Affine.sym("j")
-    found = [(str(c), str(rest)) for c, rest in _splits(index, i)]
+    found = [(str(c), str(rest)) for c, rest in splits(index, i)]
     assert ("C", "j") in found
 
 
@@ -92,7 +93,11 @@ def test_a_grid_bounded_extent_under_a_grid_stride_loop_is_an_error(tmp_path: Pa
     first = next(f for f in errors if f.buffer == "out")
     assert first.location is not None and first.location.path.endswith("moe_sum_while.cu")
     assert first.location.line == 14 and first.point == "num_tokens=4096,d=64"
-    assert "store row[i] can reach element 262,143 but out has 16,384 elements" in first.message
+    # The witness: block 0, thread 0, the grid-stride loop's second token (256 = the rows).
+    assert first.message.startswith("store row[i] reaches element 16,384 but out has 16,384 elements")
+    assert first.message.endswith(
+        "at num_tokens=4096,d=64: blockIdx=(0, 0, 0) threadIdx=(0, 0, 0) token=256 i=0 (index 16,384)"
+    )
     assert report.unproven == ()
     # Loading the spec (every command) refuses it, at the buffer's shape line.
     with pytest.raises(KtxError) as caught:
@@ -112,7 +117,7 @@ def test_dynamic_shared_memory_dropped_is_an_error(tmp_path: Path) -> None:
     out = folder(tmp_path, "rmsnorm_dyn_smem", {'shared = "min(max(d // 256, 1), 32) * 4"': 'shared = "0"'})
     errors = review(out).blockers
     assert errors and all("red[" in b.message for b in errors), errors
-    assert "can reach element 0 but red has 0 elements (its shared memory)" in errors[0].message
+    assert "reaches element 0 but red has 0 elements (its shared memory)" in errors[0].message
 
 
 def test_a_launcher_local_taken_for_a_shape_variable_gives_invalid_launches(tmp_path: Path) -> None:
