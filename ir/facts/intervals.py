@@ -1,10 +1,9 @@
 """Interval and exact evaluation of a kernel's integer expressions at one launch.
 
-The bounds check (:mod:`ktx.ir.facts.extents`) asks two questions of an index: what range can
-it take (intervals: sound over-approximations, what cannot be bounded raises :class:`Unknown`),
-and what value does it take for one concrete block, thread and set of loop values (the same
-evaluator with every symbol a point: a witness). One evaluator serves both so that a witness is
-computed by exactly the rules that bounded the access, only with nothing left to widen.
+The bounds check (:mod:`ktx.ir.facts.extents`) first asks what range an index can take:
+intervals, sound over-approximations; what cannot be bounded raises :class:`Unknown`. An index
+whose range leaves its buffer is then run on concrete threads (:mod:`ktx.ir.facts.lanes`, the
+same rules with nothing widened) to look for a witness: a bound alone is not an error.
 
 How a range is found:
 
@@ -17,10 +16,7 @@ How a range is found:
   interval division and modulo;
 * guards tighten the range: inside ``if (i < n)`` (or after ``if (i >= n) return;``), an index
   ``c * i + rest`` reaches at most ``c * (n - 1) + max(rest)``.
-
-With ``loops`` given (a value for each enclosing loop's variable) loop variables are points,
-guards are not used to tighten (a witness checks them instead), and comparisons, ternaries and
-remainders of points are exact.
+* comparisons, ``&&``/``||``/``!`` give 0, 1 or either; a decided ``?:`` takes its branch.
 """
 
 from __future__ import annotations
@@ -99,8 +95,7 @@ class Unknown(Exception):
 
 @dataclass
 class Intervals:
-    """The intervals of one shape point: builtins, scalars, template values; with ``loops``,
-    the exact values of one thread at one iteration of each loop around the access."""
+    """The intervals of one shape point: builtins, scalars, template values."""
 
     ix: KernelIndex
     values: dict[str, Range]
@@ -109,8 +104,6 @@ class Intervals:
     """``lhs < bound`` facts at the access being bounded (its guards), applied to each local
     and loop variable whose value is a fact's ``lhs`` (``b = i / T`` under ``if (i < B * T)``)."""
     busy: set[str] = field(default_factory=set)
-    loops: dict[int, int] | None = None
-    """Concrete mode: a loop node's id -> its variable's value at the top of the iteration."""
 
     # symbols and nodes
 
@@ -140,8 +133,6 @@ class Intervals:
 
     def _symbol(self, name: str, at: ts.Node) -> Range:
         loop = enclosing_loop(self.ix, name, at)
-        if loop is not None and self.loops is not None:
-            return self._loop_value(loop, at)
         if loop is not None:
             return self.loop_range(loop, at)
         if name in self.values:
@@ -165,21 +156,10 @@ class Intervals:
             result = Range(result.lo, result.hi + self.affine(shape.step, shape.node).hi)
         return result
 
-    def _loop_value(self, shape: LoopShape, at: ts.Node) -> Range:
-        assert self.loops is not None
-        if shape.node.id not in self.loops:
-            raise Unknown(f"{shape.var} (a loop the witness does not step)")
-        value = Range.point(self.loops[shape.node.id])
-        if shape.node.type != "for_statement" and shape.step is not None and _after_step(shape, at):
-            value = value + self.affine(shape.step, shape.node)
-        return value
-
     def _loop_range(self, shape: LoopShape) -> Range:
         if shape.start is None or shape.bound is None or shape.step is None or shape.var is None:
             raise Unknown(f"the loop at line {shape.line} (no readable start, bound or step)")
-        body = shape.node.child_by_field_name("body")
-        step_id = shape.step_node.id if shape.step_node is not None else -1
-        if body is not None and any(w.id != step_id for w in writes(self.ix, body, shape.var)):
+        if written_inside(self.ix, shape):
             raise Unknown(f"{shape.var} (written inside its loop at line {shape.line})")
         start = self.affine(shape.start, shape.node)
         bound = self.affine(shape.bound, shape.node)
@@ -423,6 +403,20 @@ def writes(ix: KernelIndex, scope: ts.Node, var: str) -> Iterator[ts.Node]:
             target = n.child_by_field_name("argument")
         if target is not None and target.type == "identifier" and node_text(ix.module, target) == var:
             yield n
+
+
+def written_inside(ix: KernelIndex, shape: LoopShape) -> bool:
+    """The loop's variable is written in its body other than by its step (kept per loop)."""
+    known = _WRITTEN.setdefault(ix, {})
+    if shape.node.id not in known:
+        body = shape.node.child_by_field_name("body")
+        step_id = shape.step_node.id if shape.step_node is not None else -1
+        var = shape.var or ""
+        known[shape.node.id] = body is not None and any(w.id != step_id for w in writes(ix, body, var))
+    return known[shape.node.id]
+
+
+_WRITTEN: weakref.WeakKeyDictionary[KernelIndex, dict[int, bool]] = weakref.WeakKeyDictionary()
 
 
 def enclosing_loop(ix: KernelIndex, name: str, at: ts.Node) -> LoopShape | None:

@@ -23,19 +23,22 @@ index on concrete values the kernel really takes:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
 import tree_sitter as ts
 from ktx.ir.affine import KernelIndex, LoopShape, MemRef
-from ktx.ir.facts.intervals import EXITS, LOOPS, Intervals, Range, Unknown, shape_of, writes
+from ktx.ir.facts.intervals import EXITS, LOOPS, Range, Unknown, shape_of, written_inside
+from ktx.ir.facts.lanes import Lanes, Val
 
-#: Index evaluations one access may take at one shape point before the search gives up.
-BUDGET = 6000
-#: Iterations a loop with a condition other than ``var < bound`` is stepped through, at most.
-STEP_CAP = 4096
+#: Lanes (thread x block x loop-iteration cases) one search may take at one shape point.
+MAX_LANES = 1 << 20
 _AXES = ("x", "y", "z")
 _UNFOLLOWED = ("switch_statement", "case_statement", "for_range_loop", "labeled_statement")
+_ITERATIONS = (0, 1, -2, -1)
+"""Which iterations of a loop are tried: the first two and the last two."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,6 @@ def find_witness(
     grid: Sequence[int],
     block: Sequence[int],
     extent: int,
-    budget: int = BUDGET,
 ) -> Witness | None:
     """A block, thread and loop values at which ``ref`` touches an element outside
     ``[0, extent)``, or None when none was found (which proves nothing)."""
@@ -83,161 +85,115 @@ def find_witness(
     path = _path(ix, ref.node)
     if path is None:
         return None
-    base = dict(values)
-    left = budget
-    for bid, tid in _launch_points(grid, block):
-        for axis, b, t in zip(_AXES, bid, tid, strict=True):
-            base[f"blockIdx.{axis}"] = Range.point(b)
-            base[f"threadIdx.{axis}"] = Range.point(t)
-        ev = Intervals(ix, base, loops={})
-        for assignment in _iterations(ev, path.loops, 0, {}):
-            left -= 1
-            if left < 0:
-                return None
-            ev.loops = assignment
-            ev.memo = {}
-            try:
-                if not _executes(ev, path):
-                    continue
-                at = ev.affine(ref.index, ref.node)
-            except Unknown:
-                continue
-            if at.lo != at.hi:
-                continue
-            first, last = at.lo, at.lo + ref.width - 1
-            if first < 0 or last >= extent:
-                loops = tuple((s.var or "?", assignment[s.node.id]) for s, _ in path.loops)
-                return Witness(_three(bid), _three(tid), loops, first, last)
-    return None
+    shared = {
+        k: r.lo for k, r in values.items() if r.lo == r.hi and not k.startswith(("threadIdx.", "blockIdx."))
+    }
+    try:
+        ev, loops = _lanes(ix, path, shared, [*grid, 1, 1, 1][:3], [*block, 1, 1, 1][:3])
+        ok = ev.valid & _executes(ev, path)
+        at = np.broadcast_to(ev.affine(ref.index, ref.node), (ev.size,))
+    except Unknown:
+        return None
+    ok &= ev.valid
+    bad = ok & ((at < 0) | (at + (ref.width - 1) >= extent))
+    if not bool(bad.any()):
+        return None
+    i = int(np.argmax(bad))
+    pick = {name: int(np.broadcast_to(v, (ev.size,))[i]) for name, v in ev.builtins.items()}
+    found = tuple(
+        (s.var or "?", int(np.broadcast_to(loops[s.node.id], (ev.size,))[i])) for s, _ in path.loops
+    )
+    first = int(at[i])
+    return Witness(
+        (pick["blockIdx.x"], pick["blockIdx.y"], pick["blockIdx.z"]),
+        (pick["threadIdx.x"], pick["threadIdx.y"], pick["threadIdx.z"]),
+        found,
+        first,
+        first + ref.width - 1,
+    )
 
 
-def _three(v: Sequence[int]) -> tuple[int, int, int]:
-    return (v[0], v[1], v[2])
-
-
-# -- the launch: which blocks and threads are tried --------------------------------------------
+# -- the cases: every thread of a few blocks, a few iterations of each loop ---------------------
 
 
 def _picks(n: int) -> list[int]:
-    """A few values of an axis of ``n``: its ends, middle and warp edges."""
-    want = {0, 1, n // 2 - 1, n // 2, n - 2, n - 1, 31, 32}
+    """A few values of a grid axis of ``n`` blocks: its ends, middle and near the ends."""
+    want = {0, 1, n // 2 - 1, n // 2, n - 2, n - 1}
     return sorted(v for v in want if 0 <= v < n)
 
 
-def _launch_points(
-    grid: Sequence[int], block: Sequence[int]
-) -> Iterator[tuple[tuple[int, ...], tuple[int, ...]]]:
-    g = [*grid, 1, 1, 1][:3]
-    b = [*block, 1, 1, 1][:3]
-    seen: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()
-    picks_g = [_picks(n) for n in g]
-    picks_b = [_picks(n) for n in b]
-    extremes_g = [sorted({n - 1, 0}) for n in g]
-    stages = (
-        itertools.product(itertools.product(*picks_g), itertools.product(*picks_b)),
-        itertools.product(
-            itertools.product(*[sorted(e, reverse=True) for e in extremes_g]),
-            itertools.product(range(b[0]), *picks_b[1:]),
-        ),
-    )
-    for stage in stages:
-        for point in stage:
-            if point not in seen:
-                seen.add(point)
-                yield point
+def _lanes(
+    ix: KernelIndex, path: _Path, shared: dict[str, int], grid: list[int], block: list[int]
+) -> tuple[Lanes, dict[int, Val]]:
+    """Every thread of the block on a few blocks, each loop around the access stepped to its
+    first two and last two values for that thread (outermost first: inner loops' ranges may
+    depend on outer values). Lanes whose iteration does not exist are marked not ``valid``."""
+    threads = block[0] * block[1] * block[2]
+    blocks = list(itertools.product(*(_picks(n) for n in grid)))
+    per_block = threads * len(_ITERATIONS) ** len(path.loops)
+    if len(blocks) * per_block > MAX_LANES:
+        blocks = sorted({tuple(n - 1 for n in grid), (0, 0, 0)}, reverse=True)
+    if len(blocks) * per_block > MAX_LANES:
+        raise Unknown("too many cases to try")
+    tid = np.arange(threads, dtype=np.int64)
+    bid = np.array(blocks, dtype=np.int64)
+    size = len(blocks) * threads
+    builtins: dict[str, Val] = {}
+    for k, axis in enumerate(_AXES):
+        builtins[f"blockIdx.{axis}"] = np.repeat(bid[:, k], threads)
+        t = (tid // (block[0] * (block[1] if k == 2 else 1))) % block[k] if k else tid % block[0]
+        builtins[f"threadIdx.{axis}"] = np.tile(t, len(blocks))
+    loops: dict[int, Val] = {}
+    valid = np.ones(size, dtype=bool)
+    for shape, leaves in path.loops:
+        ev = Lanes(ix, size, builtins, shared, loops)
+        start, step, count = _counted(ev, shape)
+        valid &= ev.valid
+        js = np.array(_ITERATIONS[:1] if leaves else _ITERATIONS, dtype=np.int64)
+        k = len(js)
+        builtins = {n: _repeat(v, k) for n, v in builtins.items()}
+        loops = {n: _repeat(v, k) for n, v in loops.items()}
+        start, step, count = _repeat(start, k), _repeat(step, k), _repeat(count, k)
+        valid = np.repeat(valid, k)
+        j = np.tile(js, size)
+        j = np.where(j < 0, count + j, j)
+        valid &= (j >= 0) & (j < count)
+        loops[shape.node.id] = start + j * step
+        size *= k
+    ev = Lanes(ix, size, builtins, shared, loops)
+    ev.valid &= valid
+    return ev, loops
 
 
-# -- loops: the values their variable really takes --------------------------------------------
+def _repeat(v: Val, k: int) -> Val:
+    return v if isinstance(v, int) else np.repeat(v, k)
 
 
-def _iterations(
-    ev: Intervals, loops: Sequence[tuple[LoopShape, bool]], k: int, done: dict[int, int]
-) -> Iterator[dict[int, int]]:
-    """Assignments of the loops from ``k`` on (inner loops' ranges depend on outer values)."""
-    if k == len(loops):
-        yield dict(done)
-        return
-    shape, leaves = loops[k]
-    ev.loops = done
-    try:
-        values = _loop_values(ev, shape)
-    except Unknown:
-        return
-    if leaves:
-        values = values[:1]
-    for v in values:
-        done[shape.node.id] = v
-        yield from _iterations(ev, loops, k + 1, done)
-        del done[shape.node.id]
-    ev.loops = done
-
-
-def _loop_values(ev: Intervals, shape: LoopShape) -> list[int]:
-    """The first two and last two values the loop's variable takes for this thread."""
-    if shape.start is None or shape.step is None or shape.var is None:
+def _counted(ev: Lanes, shape: LoopShape) -> tuple[Val, Val, Val]:
+    """A counted loop's start, step and number of iterations, per lane; lanes where it does
+    not count up to its bound (or down to it) are marked not ``valid``."""
+    if shape.start is None or shape.step is None or shape.var is None or shape.bound is None:
         raise Unknown(f"the loop at line {shape.line}")
-    body = shape.node.child_by_field_name("body")
-    step_id = shape.step_node.id if shape.step_node is not None else -1
-    if body is not None and any(w.id != step_id for w in writes(ev.ix, body, shape.var)):
+    if written_inside(ev.ix, shape) or shape.var in shape.bound.symbols:
         raise Unknown(f"{shape.var} is written inside its loop")
-    start = _point(ev.affine(shape.start, shape.node))
-    step = _point(ev.affine(shape.step, shape.node))
-    is_do = shape.node.type == "do_statement"
-    bound = None
-    if shape.bound is not None and shape.var not in shape.bound.symbols:
-        bound = _point(ev.affine(shape.bound, shape.node))
-    count = _count(start, step, shape.cmp, bound)
-    if count is None:
-        return _stepped(ev, shape, start, step, is_do)
-    if is_do:
-        count = max(count, 1)
-    seq = [start + j * step for j in sorted({0, 1, count - 2, count - 1}) if 0 <= j < count]
-    return seq
-
-
-def _count(start: int, step: int, cmp: str, bound: int | None) -> int | None:
-    """How many values ``start, start + step, ...`` satisfy ``v CMP bound`` before the first
-    that does not (None: not a counted loop)."""
-    if bound is None or step == 0:
-        return None
-    if cmp in ("<", "<=") and step > 0:
-        top = bound - 1 if cmp == "<" else bound
-        return 0 if start > top else (top - start) // step + 1
-    if cmp in (">", ">=") and step < 0:
-        bottom = bound + 1 if cmp == ">" else bound
-        return 0 if start < bottom else (start - bottom) // -step + 1
-    return None
-
-
-def _stepped(ev: Intervals, shape: LoopShape, start: int, step: int, is_do: bool) -> list[int]:
-    """The loop's values found by evaluating its condition at each step (capped)."""
-    cond = shape.node.child_by_field_name("condition")
-    if cond is None or step == 0:
-        raise Unknown(f"the loop at line {shape.line} (no condition to step)")
-    assert ev.loops is not None
-    seen: list[int] = []
-    v = start
-    for j in range(STEP_CAP):
-        ev.loops[shape.node.id] = v
-        ev.memo = {}
-        # The condition is read at the loop, where its own variable is a plain local: bind it.
-        held = _truth(ev, cond, inside=shape)
-        del ev.loops[shape.node.id]
-        if held is None:
-            raise Unknown(f"the condition of the loop at line {shape.line}")
-        if not held and not (is_do and j == 0):
-            break
-        seen.append(v)
-        v += step
+    start = ev.affine(shape.start, shape.node)
+    step = ev.affine(shape.step, shape.node)
+    bound = ev.affine(shape.bound, shape.node)
+    if shape.cmp in ("<", "<="):
+        up = np.greater(step, 0)
+        top = bound - 1 if shape.cmp == "<" else bound
+        span, stride = top - start, np.where(up, step, 1)
+    elif shape.cmp in (">", ">="):
+        up = np.less(step, 0)
+        bottom = bound + 1 if shape.cmp == ">" else bound
+        span, stride = start - bottom, np.where(up, -step, 1)
     else:
-        raise Unknown(f"the loop at line {shape.line} (over {STEP_CAP} steps)")
-    return sorted(set(seen[:2] + seen[-2:]))
-
-
-def _point(r: Range) -> int:
-    if r.lo != r.hi:
-        raise Unknown("a value that is not one number")
-    return r.lo
+        raise Unknown(f"the loop over {shape.var} at line {shape.line} (not a counted loop)")
+    ev.valid &= np.broadcast_to(up, ev.valid.shape)
+    count = np.where(np.less(span, 0), 0, span // stride + 1)
+    if shape.node.type == "do_statement":
+        count = np.maximum(count, 1)
+    return start, step, np.broadcast_to(count, (ev.size,)).astype(np.int64)
 
 
 # -- whether the access executes ---------------------------------------------------------------
@@ -306,45 +262,34 @@ def _returns(node: ts.Node) -> bool:
     return any(_returns(c) for c in node.named_children)
 
 
-def _executes(ev: Intervals, path: _Path) -> bool:
-    """The access runs for this thread and these loop values (False also when unsure)."""
+def _executes(ev: Lanes, path: _Path) -> npt.NDArray[np.bool_]:
+    """Per lane, whether the access runs (False also where unsure)."""
+    ok = np.ones(ev.size, dtype=bool)
     for cond, want in path.conditions:
-        if _truth(ev, cond) is not want:
-            return False
-    return all(_stays(ev, stmt) for stmt in path.before)
+        held = ev.truth(cond)
+        ok &= held if want else ~held
+    for stmt in path.before:
+        ok &= _stays(ev, stmt)
+    return ok
 
 
-def _stays(ev: Intervals, stmt: ts.Node) -> bool:
-    """``stmt`` surely does not leave for these values (its ``if``s evaluated)."""
+def _stays(ev: Lanes, stmt: ts.Node) -> npt.NDArray[np.bool_]:
+    """Per lane, whether ``stmt`` surely does not leave (its ``if``s evaluated)."""
     if not _leaves(stmt):
-        return True
+        return np.ones(ev.size, dtype=bool)
     if stmt.type == "if_statement":
         cond = stmt.child_by_field_name("condition")
-        taken = _truth(ev, cond) if cond is not None else None
-        if taken is None:
-            return False
-        branch = stmt.child_by_field_name("consequence" if taken else "alternative")
-        return branch is None or _stays(ev, branch)
+        if cond is None:
+            return np.zeros(ev.size, dtype=bool)
+        taken = ev.truth(cond)
+        cons = stmt.child_by_field_name("consequence")
+        alt = stmt.child_by_field_name("alternative")
+        stays_cons = _stays(ev, cons) if cons is not None else np.ones(ev.size, dtype=bool)
+        stays_alt = _stays(ev, alt) if alt is not None else np.ones(ev.size, dtype=bool)
+        return np.where(taken, stays_cons, stays_alt)
     if stmt.type in ("compound_statement", "else_clause"):
-        return all(_stays(ev, c) for c in stmt.named_children)
-    return False
-
-
-def _truth(ev: Intervals, cond: ts.Node, inside: LoopShape | None = None) -> bool | None:
-    """A condition's truth for these values, or None when it is not decided."""
-    n = cond
-    while n.type in ("condition_clause", "parenthesized_expression") and n.named_child_count == 1:
-        n = n.named_children[0]
-    at = n
-    if inside is not None:
-        body = inside.node.child_by_field_name("body")
-        at = body if body is not None else n  # read the loop variable as the body sees it
-    try:
-        r = ev.node(n, at)
-    except Unknown:
-        return None
-    if r.lo == r.hi:
-        return r.lo != 0
-    if r.lo > 0 or r.hi < 0:
-        return True
-    return None
+        ok = np.ones(ev.size, dtype=bool)
+        for child in stmt.named_children:
+            ok &= _stays(ev, child)
+        return ok
+    return np.zeros(ev.size, dtype=bool)
