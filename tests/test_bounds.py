@@ -5,6 +5,7 @@ specs check clean."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import re
 import sys
@@ -369,3 +370,29 @@ def test_every_llmc_spec_loads_without_a_blocking_bounds_error(
         pytest.skip("llm.c (shared/llmc) is not here")
     spec = load_spec(LLMC.stage(ladder, version, cuda, tmp_path))
     assert [str(f) for f in check_spec(spec).errors if f.kind == "out_of_bounds"] == []
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, at top level or inside a function (ast: comments and
+    strings do not count)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return found
+
+
+def test_the_spec_and_the_bounds_check_import_each_other_no_more() -> None:
+    # spec.py refuses an out-of-bounds spec through the analysis layer (ktx.ir.facts.extents),
+    # not through ktx.bounds, which reads specs: the bounds <-> spec cycle is gone.
+    assert not any(m.startswith("ktx.bounds") for m in _imports(ROOT / "ktx" / "spec.py"))
+    assert "ktx.spec" in _imports(ROOT / "ktx" / "bounds.py")
+    for name in ("intervals", "witness", "lanes", "extents"):
+        above = {
+            m
+            for m in _imports(ROOT / "ir" / "facts" / f"{name}.py")
+            if m.startswith("ktx.") and not m.startswith("ktx.ir")
+        }
+        assert above <= {"ktx.errors"}, (name, above)

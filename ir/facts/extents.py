@@ -83,6 +83,10 @@ class AccessCheck:
                 f"{self.kind} {self.text} reaches element {bad:,}{before} but {self.buffer} has "
                 f"{self.extent:,} elements{shape} at {self.point}: {w} (index {w.first:,}{wide})"
             )
+        if self.status == "in_bounds" and self.reach is not None:
+            return (
+                f"{self.text}: in bounds (elements {self.reach.lo:,}..{self.reach.hi:,} of {self.extent:,})"
+            )
         if self.reach is not None:
             return (
                 f"{self.text}: not proven: bounded by elements {self.reach.lo:,}..{self.reach.hi:,} of "

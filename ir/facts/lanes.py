@@ -12,6 +12,7 @@ a variable the kernel writes in ways it does not follow) raises
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Union
 
@@ -22,6 +23,7 @@ from ktx.ir.affine import Affine, KernelIndex, LoopShape
 from ktx.ir.consteval import SIZEOF, int_literal
 from ktx.ir.facts.intervals import Unknown, enclosing_loop, expression
 from ktx.ir.syntax import text as node_text
+from ktx.ir.syntax import walk
 
 Ints = npt.NDArray[np.int64]
 Val = Union[int, Ints]  # noqa: UP007 (a runtime alias: Python 3.10's | does not take np types here)
@@ -57,6 +59,10 @@ class Lanes:
             return self._loop_value(loop, at)
         if name in self.builtins:
             return self.builtins[name]
+        if name in self.ix.variables or name in _address_taken(self.ix):
+            # A parameter the kernel reassigns (n -= k) no longer has the spec's value, and a
+            # local whose address is taken may be written through it.
+            raise Unknown(f"{name} (a variable the kernel sets in ways ktx does not follow)")
         if name in self.values:
             return self.values[name]
         if name in self.ix.env:
@@ -64,7 +70,7 @@ class Lanes:
         if name == "warpSize":
             return 32
         local = self.ix.locals.get(name)
-        if local is not None and local.value is not None and name not in self.ix.variables:
+        if local is not None and local.value is not None:
             if name not in self._locals:
                 self._locals[name] = self.node(local.value, at)
             return self._locals[name]
@@ -208,6 +214,22 @@ class Lanes:
             n = n.named_children[0]
         v = self.node(n, at if at is not None else n)
         return np.broadcast_to(np.not_equal(v, 0), (self.size,))
+
+
+def _address_taken(ix: KernelIndex) -> frozenset[str]:
+    """Names the kernel takes the address of (``&k``), kept per kernel."""
+    if ix not in _ADDRESSED:
+        names = set()
+        for n in walk(ix.body):
+            op = n.child_by_field_name("operator") if n.type == "pointer_expression" else None
+            arg = n.child_by_field_name("argument")
+            if op is not None and op.type == "&" and arg is not None and arg.type == "identifier":
+                names.add(node_text(ix.module, arg))
+        _ADDRESSED[ix] = frozenset(names)
+    return _ADDRESSED[ix]
+
+
+_ADDRESSED: weakref.WeakKeyDictionary[KernelIndex, frozenset[str]] = weakref.WeakKeyDictionary()
 
 
 def _int(v: object) -> Val:

@@ -36,7 +36,18 @@ from ktx.ir.facts.lanes import Lanes, Val
 #: Lanes (thread x block x loop-iteration cases) one search may take at one shape point.
 MAX_LANES = 1 << 20
 _AXES = ("x", "y", "z")
-_UNFOLLOWED = ("switch_statement", "case_statement", "for_range_loop", "labeled_statement")
+_UNFOLLOWED = (
+    "switch_statement",
+    "case_statement",
+    "for_range_loop",
+    "labeled_statement",
+    # Both arms of #if/#else are in the tree; only one is compiled.
+    "preproc_if",
+    "preproc_ifdef",
+    "preproc_else",
+    "preproc_elif",
+    "preproc_elifdef",
+)
 _ITERATIONS = (0, 1, -2, -1)
 """Which iterations of a loop are tried: the first two and the last two."""
 

@@ -161,3 +161,20 @@ def test_lanes_divide_and_take_remainders_as_c_does() -> None:
     assert list(np.asarray(q)[:4]) == [-3, 3, 3, -3]
     assert list(np.asarray(r)[:4]) == [-1, 1, -1, 1]
     assert list(lanes.valid) == [True, True, True, True, False]  # 5 / 0: that lane is dropped
+
+
+def test_a_reassigned_parameter_or_an_inactive_preprocessor_arm_gives_no_witness() -> None:
+    # n is halved before the loop: the spec's n is not the n the loop sees.
+    halved = (
+        "__global__ void k(float* x, int n) {\n  n = n / 2;\n"
+        "  for (int i = threadIdx.x; i < 2 * n; i += blockDim.x) x[i] = 0.f;\n}\n"
+    )
+    (store,) = kernel_checks(halved, 64, {"x": 64})
+    assert store.status == "unproven" and store.witness is None
+    # Only one arm of #if is compiled; the tree holds both.
+    arms = (
+        "__global__ void k(float* x, int n) {\n#if WIDE\n  x[threadIdx.x + 64] = 0.f;\n#else\n"
+        "  x[threadIdx.x] = 0.f;\n#endif\n}\n"
+    )
+    wide = [c for c in kernel_checks(arms, 64, {"x": 64}) if "+ 64" in c.text]
+    assert [c.status for c in wide] == ["unproven"]
