@@ -4,6 +4,7 @@ lands outside its buffer; what is only bounded past the end is not proven (issue
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,9 @@ import pytest
 from ktx.ir import parse, parse_file
 from ktx.ir.facts.extents import AccessCheck, KernelExtents, PointValues
 from ktx.ir.facts.lanes import Lanes
+
+from ktx.measure.compile import find_nvcc
+from ktx.measure.sanitize import find_sanitizer
 
 HERE = Path(__file__).resolve().parent / "bounds"
 GROUP = 128
@@ -178,3 +182,42 @@ def test_a_reassigned_parameter_or_an_inactive_preprocessor_arm_gives_no_witness
     )
     wide = [c for c in kernel_checks(arms, 64, {"x": 64}) if "+ 64" in c.text]
     assert [c.status for c in wide] == ["unproven"]
+
+
+def _build(tmp_path: Path, kernel: str) -> Path:
+    nvcc = find_nvcc()
+    if nvcc is None:
+        pytest.skip("nvcc is not here")
+    binary = tmp_path / kernel
+    command = [nvcc, "-arch=sm_90", "-O2", f'-DKERNEL_FILE="{kernel}.cu"', "-I", str(HERE)]
+    built = subprocess.run(
+        [*command, "-o", str(binary), str(HERE / "run_quant.cu")], capture_output=True, text=True
+    )
+    assert built.returncode == 0, built.stderr
+    return binary
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", ["group_quant_strided", "group_quant_overrun"])
+def test_the_quantisers_are_real_cuda(kernel: str, tmp_path: Path) -> None:
+    assert _build(tmp_path, kernel).is_file()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("kernel", "clean"), [("group_quant_strided", True), ("group_quant_overrun", False)])
+def test_compute_sanitizer_agrees_with_the_witness(kernel: str, clean: bool, tmp_path: Path) -> None:
+    # On the device, at the witness's point (1 token of 1,536): the strided loads stay inside
+    # in; the off-by-one loop's 16-byte load by thread 176 of block 0 leaves it.
+    sanitizer, places = find_sanitizer()
+    if sanitizer is None:
+        pytest.skip(f"compute-sanitizer is not in {places}")
+    binary = _build(tmp_path, kernel)
+    ran = subprocess.run(
+        [sanitizer, "--tool", "memcheck", str(binary), "1", "1536"], capture_output=True, text=True
+    )
+    text = ran.stdout + ran.stderr
+    if clean:
+        assert ran.returncode == 0 and "ERROR SUMMARY: 0 errors" in text, text
+    else:
+        assert "Invalid __global__ read of size 16 bytes" in text, text
+        assert "by thread (176,0,0) in block (0,0,0)" in text, text
