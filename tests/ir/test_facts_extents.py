@@ -207,13 +207,17 @@ def test_the_quantisers_are_real_cuda(kernel: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize(("kernel", "clean"), [("group_quant_strided", True), ("group_quant_overrun", False)])
 def test_compute_sanitizer_agrees_with_the_witness(kernel: str, clean: bool, tmp_path: Path) -> None:
     # On the device, at the witness's point (1 token of 1,536): the strided loads stay inside
-    # in; the off-by-one loop's 16-byte load by thread 176 of block 0 leaves it.
+    # in; the off-by-one loop's 16-byte load by thread 176 of block 0 leaves it. Padding after
+    # each allocation: without it the read past in lands in out, a valid address, and memcheck
+    # is silent (seen on an H100, 2026-11-27).
     sanitizer, places = find_sanitizer()
     if sanitizer is None:
         pytest.skip(f"compute-sanitizer is not in {places}")
     binary = _build(tmp_path, kernel)
     ran = subprocess.run(
-        [sanitizer, "--tool", "memcheck", str(binary), "1", "1536"], capture_output=True, text=True
+        [sanitizer, "--tool", "memcheck", "--padding", "4096", str(binary), "1", "1536"],
+        capture_output=True,
+        text=True,
     )
     text = ran.stdout + ran.stderr
     if clean:
