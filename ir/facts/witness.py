@@ -103,7 +103,9 @@ def find_witness(
         ev, loops = _lanes(ix, path, shared, [*grid, 1, 1, 1][:3], [*block, 1, 1, 1][:3])
         ok = ev.valid & _executes(ev, path)
         at = np.broadcast_to(ev.affine(ref.index, ref.node), (ev.size,))
-    except Unknown:
+    except (Unknown, ArithmeticError, ValueError):
+        # ArithmeticError, ValueError: a constant past 64 bits met a lane's int64 (numpy
+        # refuses it), or shapes that do not broadcast: no witness, never a crash at load.
         return None
     ok &= ev.valid
     bad = ok & ((at < 0) | (at + (ref.width - 1) >= extent))

@@ -225,3 +225,12 @@ def test_compute_sanitizer_agrees_with_the_witness(kernel: str, clean: bool, tmp
     else:
         assert "Invalid __global__ read of size 16 bytes" in text, text
         assert "by thread (176,0,0) in block (0,0,0)" in text, text
+
+
+def test_a_constant_past_64_bits_gives_no_witness_and_no_crash() -> None:
+    source = (
+        "__global__ void k(float* x, int n) {\n"
+        "  x[(threadIdx.x * 0xFFFFFFFFFFFFFFFFull) % 1000 + 64] = 0.f;\n}\n"
+    )
+    (store,) = kernel_checks(source, 64, {"x": 64})
+    assert store.status == "unproven" and store.witness is None
