@@ -7,7 +7,9 @@ shape point. Each case is a *lane*; a symbol's value is a numpy array with one e
 those of :class:`~ktx.ir.facts.intervals.Intervals` (C's truncating ``/`` and ``%``, ``min``,
 casts read through), with nothing widened: what the analysis cannot evaluate exactly (a load,
 a variable the kernel writes in ways it does not follow) raises
-:class:`~ktx.ir.facts.intervals.Unknown`. A lane dividing by zero is dropped (``valid``).
+:class:`~ktx.ir.facts.intervals.Unknown`. A lane dividing by zero is dropped (``valid``), and so
+is one where ``/``, ``%``, ``>>`` or an ordering comparison sees a negative operand: C gives
+those another answer on unsigned values, and signedness is not tracked.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ktx.ir.syntax import walk
 Ints = npt.NDArray[np.int64]
 Val = Union[int, Ints]  # noqa: UP007 (a runtime alias: Python 3.10's | does not take np types here)
 _MINMAX = ("min", "max", "fminf", "fmaxf", "umin", "umax", "fmin", "fmax")
+_SIGN_SENSITIVE = frozenset({"/", "%", ">>", "<", "<=", ">", ">="})
 _PASS = ("static_cast", "int", "unsigned", "size_t", "int64_t", "long")
 
 
@@ -162,6 +165,12 @@ class Lanes:
             raise Unknown(src(n))
         a, b = self.node(left, at, own), self.node(right, at, own)
         kind = op.type
+        if kind in _SIGN_SENSITIVE:
+            # C computes these differently on unsigned values (threadIdx.x - 1 at thread 0 is
+            # 4294967295, not -1); signedness is not tracked, so a lane with a negative operand
+            # is dropped rather than trusted.
+            negative = np.logical_or(np.less(a, 0), np.less(b, 0))
+            self.valid &= ~np.broadcast_to(negative, self.valid.shape)
         simple: dict[str, Callable[[Val, Val], Val]] = {
             "+": lambda x, y: x + y,
             "-": lambda x, y: x - y,

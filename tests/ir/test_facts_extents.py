@@ -164,7 +164,19 @@ def test_lanes_divide_and_take_remainders_as_c_does() -> None:
     r = lanes.symbol("r", ix.body)
     assert list(np.asarray(q)[:4]) == [-3, 3, 3, -3]
     assert list(np.asarray(r)[:4]) == [-1, 1, -1, 1]
-    assert list(lanes.valid) == [True, True, True, True, False]  # 5 / 0: that lane is dropped
+    # 5 / 0 is dropped, and so is every lane with a negative operand: unsigned C differs there.
+    assert list(lanes.valid) == [False, True, False, False, False]
+
+
+def test_a_comparison_that_unsigned_c_decides_otherwise_gives_no_witness() -> None:
+    # At thread 0, threadIdx.x - 1 is 4294967295 in C: the guard is false and nothing is stored.
+    guarded = (
+        "__global__ void k(float* x, int n) {\n  if (threadIdx.x - 1 < n) x[threadIdx.x - 1] = 0.f;\n}\n"
+    )
+    (store,) = kernel_checks(guarded, 64, {"x": 64})
+    assert store.witness is None
+    (bare,) = kernel_checks(guarded.replace("if (threadIdx.x - 1 < n) ", ""), 64, {"x": 64})
+    assert bare.status == "out_of_bounds" and bare.witness is not None and bare.witness.thread == (0, 0, 0)
 
 
 def test_a_reassigned_parameter_or_an_inactive_preprocessor_arm_gives_no_witness() -> None:
