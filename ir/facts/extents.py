@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -135,16 +135,17 @@ class KernelExtents:
     def check(self, point: PointValues) -> list[AccessCheck]:
         """Every access the check reads, at ``point`` (accesses to registers left out)."""
         extents = dict(point.extents)
+        values = self.values(point)
         for name, shared in self.ix.shared.items():
             if shared.extern:
                 width = SIZEOF.get(shared.type.replace("const", "").strip())
                 if width:
                     extents.setdefault(name, point.shared // width)
             else:
-                size = _static_count(self.ix, shared.dims)
+                # Sized by the point's template values (the spec's), not the launcher's.
+                size = _static_count(self.ix, shared.dims, values)
                 if size is not None:
                     extents.setdefault(name, size)
-        values = self.values(point)
         state = Intervals(self.ix, dict(values))
         out: list[AccessCheck] = []
         for ref in self.refs:
@@ -303,14 +304,20 @@ def _static_shared(ix: KernelIndex) -> int:
     return total
 
 
-def _static_count(ix: KernelIndex, dims: Sequence[str]) -> int | None:
+def _static_count(
+    ix: KernelIndex, dims: Sequence[str], values: Mapping[str, Range] | None = None
+) -> int | None:
+    """Elements of a ``__shared__`` array of ``dims``, from template values (the launcher's,
+    overridden by ``values``) and constants; None when a dimension is not one number."""
+    known = {n: Range.point(v) for n, v in ix.template_values.items()}
+    known.update(values or {})
     count = 1
     for d in dims:
         node = expression(d)
         if node is None:
             return None
         try:
-            r = Intervals(ix, {n: Range.point(v) for n, v in ix.template_values.items()}).node(node, ix.body)
+            r = Intervals(ix, known).node(node, ix.body, own=False)  # parsed on its own
         except Unknown:
             return None
         if r.lo != r.hi:

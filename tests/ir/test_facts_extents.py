@@ -246,3 +246,18 @@ def test_a_constant_past_64_bits_gives_no_witness_and_no_crash() -> None:
     )
     (store,) = kernel_checks(source, 64, {"x": 64})
     assert store.status == "unproven" and store.witness is None
+
+
+def test_a_static_shared_array_is_sized_by_the_specs_template_value() -> None:
+    # The launcher instantiates BLOCK = 128; the spec runs BLOCK = 256 with 256 threads.
+    source = (
+        "template <int BLOCK> __global__ void k(float* x) {\n"
+        "  __shared__ float s[BLOCK];\n  s[threadIdx.x] = x[threadIdx.x];\n}\n"
+        "void go(float* x) { k<128><<<1, 128>>>(x); }\n"
+    )
+    module = parse(source)
+    kernel = KernelExtents(module, module.kernels[0])
+    found = kernel.check(PointValues("p", (1,), (256,), 0, (), ("256",), (("x", 256),)))
+    assert [c.status for c in found if c.buffer == "s"] == ["in_bounds"]
+    found = kernel.check(PointValues("p", (1,), (256,), 0, (), ("128",), (("x", 256),)))
+    assert [c.status for c in found if c.buffer == "s"] == ["out_of_bounds"]
