@@ -283,12 +283,67 @@ def _shared_refs(ix: KernelIndex) -> list[MemRef]:
 
 
 def _in_registers(ix: KernelIndex, pointer: str) -> bool:
-    """``in.v`` where ``in`` is a local that is neither a pointer nor a reference."""
-    m = re.match(r"\s*(\w+)\s*\.", pointer)
+    """``in.v`` where ``in`` is a local that is neither a pointer nor a reference, or ``h``
+    where every ``h = reinterpret_cast<const T*>(&v)`` points at such a local (a 16-byte pack
+    read as 8 halves) and nothing assigns ``h`` again: registers, not a buffer."""
+    m = re.match(r"\s*(\w+)\s*(\.|$)", pointer)
     if m is None:
         return False
-    local = ix.locals.get(m.group(1))
-    return local is not None and not local.pointer and "&" not in local.type
+    name = m.group(1)
+    local = ix.locals.get(name)
+    if local is None or "&" in local.type or name in ix.shared:
+        return False
+    if m.group(2) == ".":
+        return not local.pointer
+    if not local.pointer:
+        return False
+    values = []
+    for n in walk(ix.body):
+        if n.type in ("assignment_expression", "update_expression"):
+            target = n.child_by_field_name("left" if n.type == "assignment_expression" else "argument")
+            if target is not None and node_text(ix.module, target).strip() == name:
+                return False
+        if n.type == "init_declarator":
+            declared = n.child_by_field_name("declarator")
+            while declared is not None and declared.type == "pointer_declarator":
+                declared = declared.child_by_field_name("declarator")
+            if declared is not None and node_text(ix.module, declared) == name:
+                values.append(n.child_by_field_name("value"))
+    targets = [_address_of(ix, v) if v is not None else None for v in values]
+    held = [ix.locals.get(t) if t is not None else None for t in targets]
+    return bool(held) and all(
+        h is not None and not h.pointer and "&" not in h.type and t not in ix.shared
+        for h, t in zip(held, targets, strict=True)
+    )
+
+
+def _address_of(ix: KernelIndex, node: ts.Node) -> str | None:
+    """``v`` in ``&v``, ``(T*)&v``, ``reinterpret_cast<T*>(&v)``; None for anything else."""
+    while True:
+        if node.type == "parenthesized_expression" and node.named_child_count == 1:
+            node = node.named_children[0]
+        elif node.type == "cast_expression" and node.child_by_field_name("value") is not None:
+            node = node.child_by_field_name("value")  # type: ignore[assignment]
+        elif node.type == "call_expression":
+            callee = node.child_by_field_name("function")
+            name = (
+                callee.child_by_field_name("name")
+                if callee is not None and callee.type == "template_function"
+                else None
+            )
+            arguments = node.child_by_field_name("arguments")
+            if name is None or node_text(ix.module, name) not in _CASTS or arguments is None:
+                return None
+            if arguments.named_child_count != 1:
+                return None
+            node = arguments.named_children[0]
+        elif node.type == "pointer_expression":
+            op, arg = node.child_by_field_name("operator"), node.child_by_field_name("argument")
+            if op is None or op.type != "&" or arg is None or arg.type != "identifier":
+                return None
+            return node_text(ix.module, arg)
+        else:
+            return None
 
 
 def _static_shared(ix: KernelIndex) -> int:
