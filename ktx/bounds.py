@@ -175,12 +175,9 @@ def _check_point(
         out.append(Finding("launch", f"at {point.name}: {why}", Location(str(spec.path)), "", point.name))
     if any("no blocks" in p or "no threads" in p for p in problems):
         return out  # nothing runs at this point
-    total = sum(
-        count * arg.dtype.itemsize
-        for arg, (_, count) in zip(
-            (a for a in spec.args if a.is_array), spec.point_values(point).extents, strict=True
-        )
-    )
+    values = spec.point_values(point)
+    arrays = (a for a in spec.args if a.is_array)
+    total = sum(count * arg.dtype.itemsize for arg, (_, count) in zip(arrays, values.extents, strict=True))
     if total * MEMORY_FRACTION > device_memory:
         out.append(
             Finding(
@@ -192,7 +189,7 @@ def _check_point(
                 point.name,
             )
         )
-    for check in kernel.check(spec.point_values(point)):
+    for check in kernel.check(values):
         if check.status == "in_bounds":
             continue
         key = (check.status, check.line, check.buffer if check.status == "out_of_bounds" else check.text)
