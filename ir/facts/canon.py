@@ -22,6 +22,7 @@ _CASTS = (
 )
 
 
+
 def canon(text: str) -> str:
     """A loose normal form of a small index expression: casts and spaces gone, terms sorted.
 

@@ -48,6 +48,7 @@ _LOOPS = frozenset({"for_statement", "while_statement", "do_statement", "for_ran
 _PREPROC = frozenset({"preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif"})
 
 
+
 # -- the idiom -----------------------------------------------------------------------------------
 
 
@@ -644,3 +645,4 @@ def reorder_conflict(accesses: list[ElementAccess], var: str) -> str | None:
 
 def _text_of(a: Access) -> str:
     return " ".join((a.index.text or b"").decode("utf-8", "replace").split())
+

@@ -133,7 +133,9 @@ class Facts:
         for lp in mine:
             shape = self.index.loop_shape(lp)
             owner: Owner = _OWNERS.get(shape.stride, "unknown") if shape is not None else "unknown"
-            found.append(LoopFact(self.label(lp), lp, shape, owner, _splits(shape), lp.depth))
+            found.append(
+                LoopFact(self.label(lp), lp, shape, owner, _splits(shape), lp.depth)
+            )
         return tuple(found)
 
     def label(self, loop: Loop) -> str:

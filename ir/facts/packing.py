@@ -92,6 +92,7 @@ class Plan:
     """That ``if`` statement: left out of the packed body (the scalar loops keep it)."""
 
 
+
 #: (start, step) pairs whose starts, over the threads that run the loop, are 0 .. step-1.
 _PARTITIONS = {
     (_canon("threadIdx.x"), _canon("blockDim.x")),
@@ -772,7 +773,6 @@ def to_expr(module: Module, node: ts.Node, params: set[str], constants: dict[str
             return None
         return f"{a} {'//' if op.type == '/' else op.type} {b}"
     return None
-
 
 # -- one element per thread ----------------------------------------------------------------------
 

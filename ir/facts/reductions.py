@@ -527,7 +527,9 @@ def _loop_reductions(module: Module, loop: ts.Node) -> list[Reduction]:
             continue
         calls = {u.call for u in members if u.op in ("max", "min")}
         order = tuple(sorted(members, key=lambda u: u.node.start_byte))
-        found.append(Reduction(group, op, order, loop, scope, call=calls.pop() if len(calls) == 1 else ""))
+        found.append(
+            Reduction(group, op, order, loop, scope, call=calls.pop() if len(calls) == 1 else "")
+        )
         taken |= set(group)
     return found
 
@@ -615,7 +617,9 @@ def _welford_reads_ok(
     """The group's variables are read only by its updates and by the locals that feed them."""
     c, mn, v2 = ups
     owned = [c.statement, mn.statement, v2.statement]
-    owned += [d for d in walk(body) if d.type == "declaration" and _names(module, d) & locals_]
+    owned += [
+        d for d in walk(body) if d.type == "declaration" and _names(module, d) & locals_
+    ]
     return all(reads_outside(module, body, u.name, owned) is None for u in ups)
 
 
