@@ -12,18 +12,24 @@ missing argument) raises :class:`~ktx.errors.KtxError` naming the key and its li
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import math
+import os
 import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ktx.dtypes import DTYPES, DType, lookup
 from ktx.errors import KtxError, Location
 from ktx.expr import Expr, Value
 from ktx.tomlpos import KeyPath, TomlPositions
+
+if TYPE_CHECKING:
+    from ktx.ir.facts.extents import PointValues
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -289,6 +295,34 @@ class Spec:
             env.update(config)
         return env
 
+    def point_values(self, point: ShapePoint) -> PointValues:
+        """The launch at ``point`` in plain numbers, as the bounds check reads it
+        (:mod:`ktx.ir.facts.extents`): grid, block, shared bytes, scalars, template arguments,
+        buffer sizes in elements. A launch or extent that does not evaluate is a KtxError."""
+        from ktx.ir.facts.extents import PointValues
+
+        env = self.env(point)
+        grid = tuple(e.evaluate_int(env) for e in self.launch.grid)
+        block = tuple(e.evaluate_int(env) for e in self.launch.block)
+        scalars: list[tuple[str, int]] = []
+        extents: list[tuple[str, int]] = []
+        for arg in self.args:
+            if arg.is_array:
+                extents.append((arg.name, math.prod(arg.dims(env))))
+            elif arg.value is not None:
+                v = arg.value.evaluate(env)
+                if isinstance(v, int) and not isinstance(v, bool):
+                    scalars.append((arg.name, v))
+        return PointValues(
+            point.name,
+            grid,
+            block,
+            self.launch.shared.evaluate_int(env),
+            tuple(scalars),
+            tuple(expand(t, env) for t in self.template_args),
+            tuple(extents),
+        )
+
     def satisfies(self, point: ShapePoint) -> bool:
         env = self.env(point)
         return all(r.evaluate_bool(env) for r in self.require)
@@ -537,8 +571,6 @@ def load_spec(path: str | Path) -> Spec:
     elif p.is_file() and p.suffix != ".toml":
         refuse_non_spec(p)
     spec = parse_spec(read_spec_text(p), p)
-    from ktx.bounds import refuse_out_of_bounds  # the bounds check reads the spec's types
-
     refuse_out_of_bounds(spec)
     return spec
 
@@ -557,6 +589,50 @@ def refuse_non_spec(p: Path) -> None:
         Location(str(p)),
         "give a folder with kernel.cu and ktx.toml; ktx init FILE.cu drafts one",
     )
+
+
+def refuse_out_of_bounds(spec: Spec) -> None:
+    """At spec load: an access that provably lands outside its buffer at a shape point is an
+    error. Provably: the bounds check found a witness, a block, thread and loop values at
+    which it does (:mod:`ktx.ir.facts.extents`); an access only *bounded* past the end blocks
+    nothing (``ktx init --check`` lists it as not proven; verification's guard zones stay).
+
+    Launch limits depend on the device and are reported by ``ktx init --check`` and at launch.
+    A kernel the analysis cannot find is not checked here.
+    """
+    from ktx.ir.facts.extents import first_out_of_bounds  # the analysis layer: below the spec
+
+    source = spec.folder / spec.source
+    try:
+        text = source.read_text(errors="replace")
+    except OSError:
+        return
+    points: dict[str, PointValues] = {}
+    for shape_set in spec.shapes:
+        for p in shape_set.points:
+            if p.name not in points:
+                with contextlib.suppress(KtxError):
+                    points[p.name] = spec.point_values(p)
+    found = first_out_of_bounds(str(source), text, spec.kernel, tuple(points.values()))
+    if found is None:
+        return
+    arg = next((a for a in spec.args if a.name == found.buffer), None)
+    where = arg.shape[0].where if arg is not None and arg.shape else None
+    at = Location(os.path.normpath(source), found.line, found.col)
+    raise KtxError(
+        f"{at}: {found.message(shape_note(spec, found.buffer))}",
+        where if where is not None else at,
+        f"make {found.buffer}'s shape cover what the kernel reaches, or change the shape point "
+        "(ktx init --check lists every such access)",
+    )
+
+
+def shape_note(spec: Spec, name: str) -> str:
+    """`` (shape [n, d])`` for an argument, `` (its shared memory)`` for anything else."""
+    arg = next((a for a in spec.args if a.name == name), None)
+    if arg is None:
+        return " (its shared memory)"
+    return " (shape [" + ", ".join(e.text.strip() for e in arg.shape) + "])"
 
 
 def read_spec_text(p: Path) -> str:

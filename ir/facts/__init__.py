@@ -20,6 +20,11 @@ What it answers, and the module that computes it:
 * the launch mapping: block-size aliases and template values (:class:`LaunchFacts`);
 * vectorize's legality (which loops pack, which per-thread bodies widen):
   :mod:`ktx.ir.facts.packing`.
+* extents: which elements each access reaches at one launch, against its buffer's size, and a
+  witness (a block, thread and loop values) for an access that lands outside
+  (:mod:`ktx.ir.facts.extents`, over :mod:`~ktx.ir.facts.intervals`,
+  :mod:`~ktx.ir.facts.witness` and :mod:`~ktx.ir.facts.lanes`); ``ktx.bounds`` asks it per
+  shape point of a spec.
 
 ``ktx inspect --facts FILE`` prints them (:func:`ktx.ir.facts.text.render`).
 

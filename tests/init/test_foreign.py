@@ -167,8 +167,9 @@ def test_an_extent_the_kernel_reaches_past_becomes_a_todo(tmp_path: Path) -> Non
     result = draft(src, None, tmp_path)
     assert 'name = "a"\ndtype = "fp32"\nshape = "[n]"' in result.text
     want = (
-        '# TODO: extent of b: the guess "[n]" is too small: g.cu:4: b[i] can reach element 4,095 '
-        "but b has 4,095 elements (shape [n]) at n=4095"
+        '# TODO: extent of b: the guess "[n]" is too small: g.cu:4: b[i] reaches element 4,095 '
+        "but b has 4,095 elements (shape [n]) at n=4095: blockIdx=(15, 0, 0) threadIdx=(255, 0, 0) "
+        "(index 4,095)"
     )
     assert want in result.text, result.text
     assert result.todos and result.todos[0].startswith("extent of b: the guess")
