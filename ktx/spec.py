@@ -525,6 +525,9 @@ def load_spec(path: str | Path) -> Spec:
     from ktx.bounds import refuse_out_of_bounds  # the bounds check reads the spec's types
 
     refuse_out_of_bounds(spec)
+    from ktx.speccheck import refuse_unwritten_outputs  # reads the source's facts
+
+    refuse_unwritten_outputs(spec)
     return spec
 
 
