@@ -15,8 +15,8 @@ gives a buffer fewer elements than the kernel writes, so every comparison agains
 
 The original is also held to writing what the spec says it writes: an ``out`` buffer it leaves
 entirely at its poison (an input declared ``out``: issue 21) would make every candidate "match",
-so that too is a spec error (:func:`untouched_outputs`), raised before any candidate is measured
-at that shape.
+so that too is a spec error (:func:`untouched_outputs`, confirmed by a second launch with the
+poison's bytes inverted), raised before any candidate is measured at that shape.
 
 The same code runs with numpy as the array module (the CPU tests, the fake GPU worker).
 """
@@ -200,8 +200,33 @@ def run_guarded(
     if original:
         unwritten = untouched_outputs(spec, pristine, outputs, xp)
         if unwritten:
+            unwritten = _confirm_unwritten(spec, pristine, unwritten, launch, poison, xp)
+        if unwritten:
             raise GuardFault(unwritten_message(spec, point, unwritten), ())
     return outputs
+
+
+def _confirm_unwritten(
+    spec: Spec,
+    pristine: Mapping[str, Any],
+    suspects: Sequence[str],
+    launch: Callable[[dict[str, Any]], None],
+    guard: Any,
+    xp: Any,
+) -> list[str]:
+    """The suspects the original leaves unwritten again when their poison is every byte
+    inverted. A kernel may write the poison's own value (an int8 ``-1`` everywhere is round 0's
+    ``0xFF``); it cannot write both a byte and its inverse, so an output equal to its poison in
+    both launches was not written. The second launch runs only on such a suspicion."""
+    flipped = dict(pristine)
+    for name in suspects:
+        a = pristine[name]
+        flipped[name] = (
+            xp.bitwise_not(xp.ascontiguousarray(a).reshape(-1).view(xp.uint8)).view(a.dtype).reshape(a.shape)
+        )
+    again = {a.name: guarded_copy(a.name, flipped[a.name], guard, xp) for a in spec.args if a.is_array}
+    launch({name: buf.view for name, buf in again.items()})
+    return untouched_outputs(spec, flipped, {name: again[name].view for name in suspects}, xp)
 
 
 def untouched_outputs(spec: Spec, pristine: Mapping[str, Any], got: Mapping[str, Any], xp: Any) -> list[str]:
@@ -211,7 +236,8 @@ def untouched_outputs(spec: Spec, pristine: Mapping[str, Any], got: Mapping[str,
     An original that leaves a declared output entirely at its poison does not write it: the
     spec's role is wrong (an input declared ``out``, issue 21) and every candidate, writing it or
     not, would "match" the original's poison. A single written element clears it; an empty
-    buffer is never reported.
+    buffer is never reported. A kernel may write the poison's own value, so this is a suspicion
+    that :func:`run_guarded` confirms with a second launch before it calls it a spec error.
     """
     out = []
     for arg in spec.args:

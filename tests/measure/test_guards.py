@@ -280,6 +280,31 @@ def test_one_written_element_clears_an_output_and_each_untouched_one_is_named() 
         assert set(got) == {"output_q", "output_s"}
 
 
+def test_an_original_that_writes_the_poison_value_itself_is_no_spec_error() -> None:
+    """The sign8 case of tests/measure/test_gpu_verify.py: every element written as int8 -1,
+    which is round 0's 0xFF poison byte for byte. The second launch, with the poison inverted,
+    sees the writes; a launch that writes nothing stays unchanged in both."""
+    spec = load_spec(ROOT / "kernels" / "per_token_group_quant_fp8")
+    point = spec.shape_set().points[0]
+    pristine = seeded_inputs(spec, point, 1, 0, np)
+    launches = []
+
+    def poison_valued(arrays: dict[str, np.ndarray]) -> None:
+        launches.append(1)
+        arrays["output_q"].reshape(-1).view(np.uint8)[...] = 0xFF  # equal to round 0's poison
+        arrays["output_s"][...] = 1.0
+
+    got = run_guarded(spec, point, pristine, poison_valued, np, original=True)
+    assert (got["output_q"].view(np.uint8) == 0xFF).all() and len(launches) == 2
+    launches.clear()
+    with pytest.raises(GuardFault) as orig:
+        run_guarded(spec, point, pristine, lambda arrays: launches.append(1), np, original=True)
+    assert "leaves output_q, output_s entirely at its poison" in orig.value.message and len(launches) == 2
+    launches.clear()
+    run_guarded(spec, point, pristine, lambda arrays: launches.append(1), np)  # a candidate: one launch
+    assert len(launches) == 1
+
+
 def test_the_worker_reference_path_refuses_an_original_that_writes_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
