@@ -242,15 +242,14 @@ class _Compare:
                 continue  # one candidate type ktx has no dtype for: no verdict
             if any(_agree(arg.dtype, d) for _, d in known if d is not None):
                 continue
-            declared = p.type if p.is_pointer else f"{p.type} (by value)"
+            declared = f"{p.type} {p.name}" + ("" if p.is_pointer else " (by value)")
             resolved = " or ".join(f"{t} ({d.name})" for t, d in known if d is not None)
             via = "" if resolved.startswith(p.base_type + " ") else f", {p.base_type} is {resolved}"
             self.add(
                 "dtype",
                 ("args", i, "dtype"),
                 param.at,
-                f'[[args]] {arg.name} is dtype = "{arg.dtype.name}", but {fn.name} declares '
-                f"{declared} {p.name}{via}",
+                f'[[args]] {arg.name} is dtype = "{arg.dtype.name}", but {fn.name} declares {declared}{via}',
                 f'write dtype = "{next(d.name for _, d in known if d is not None)}"',
             )
 
