@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ktx.ir.facts.kernel import facts_of
+from ktx.ir.facts.kernel import Facts, facts_of
 from ktx.ir.facts.types import _dispatched, _instantiations, _local_texts, _typedefs
 from ktx.ir.module import Module
 from ktx.ir.nodes import Function
@@ -70,7 +70,12 @@ def param_facts(
     module: Module, fn: Function, template_args: Sequence[str] | None = None
 ) -> tuple[ParamFact, ...]:
     """Each parameter of kernel ``fn`` with ``template_args`` bound (None: the first launch's)."""
-    facts = facts_of(module, fn, template_args)
+    return params_of(facts_of(module, fn, template_args))
+
+
+def params_of(facts: Facts) -> tuple[ParamFact, ...]:
+    """Each parameter of the kernel ``facts`` describe (what :attr:`Facts.params` answers)."""
+    module, fn = facts.module, facts.fn
     stores = [f.ref for f in facts.refs if f.ref.kind in ("store", "update") and f.ref.root]
     stored: dict[str, tuple[int, int]] = {}
     for ref in stores:
