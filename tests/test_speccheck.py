@@ -25,7 +25,10 @@ from ktx.speccheck import contradictions
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "init" / "contradict"
-SUITE = sorted(p.parent for p in (ROOT / "kernels").glob("*/ktx.toml"))
+#: The suite's specs and the test fixtures' (the contradicting ones aside).
+SUITE = sorted(p.parent for p in (ROOT / "kernels").glob("*/ktx.toml")) + sorted(
+    p.parent for p in (ROOT / "tests").rglob("ktx.toml") if FIXTURES not in p.parents
+)
 
 
 def _spec(folder: Path) -> tuple[object, str]:
@@ -109,7 +112,7 @@ def test_spec_load_refuses_an_out_the_kernel_never_writes() -> None:
 
 
 @pytest.mark.parametrize("folder", SUITE, ids=[p.name for p in SUITE])
-def test_every_suite_spec_agrees_with_its_source(folder: Path) -> None:
+def test_every_suite_and_fixture_spec_agrees_with_its_source(folder: Path) -> None:
     spec, text = _spec(folder)
     assert contradictions(spec, text) == []  # type: ignore[arg-type]
 
