@@ -7,7 +7,10 @@ In order, each step only when the one before found nothing:
    shape = 5``: an integer where an extent list belongs);
 3. the spec loader's own error (:func:`ktx.spec.load_spec`);
 4. the kernel the spec names, among the ``__global__`` functions of its source;
-5. static bounds (:mod:`ktx.bounds`) at every shape point and its odd variants: an access that
+5. the spec against the source (:mod:`ktx.speccheck`): ``[[args]]`` names and count, roles
+   against reads and writes, dtypes against element types, template arguments against the
+   launches;
+6. static bounds (:mod:`ktx.bounds`) at every shape point and its odd variants: an access that
    can reach past its buffer, an invalid launch, buffers over a quarter of the device.
 
 Accesses the bounds check could not bound are listed as *not proven*: the spec may still be
@@ -27,6 +30,7 @@ from ktx.bounds import Finding, check_spec
 from ktx.draft import TODO, Blocker
 from ktx.errors import KtxError, Location
 from ktx.spec import SPEC_FILE, ShapePoint, Spec, parse_spec
+from ktx.speccheck import contradictions
 from ktx.tomlpos import TomlPositions
 
 if sys.version_info >= (3, 11):
@@ -68,6 +72,9 @@ def review(folder: str | Path) -> Review:
     missing = kernel_blocker(spec, text)
     if missing is not None:
         return Review((missing,))
+    contradicted = tuple(Blocker(c.line, str(c)) for c in contradictions(spec, text))
+    if contradicted:
+        return Review(contradicted)
     report = check_spec(spec, with_odd(spec))
     errors = tuple(Blocker(_line_of(spec, text, f), _message(f)) for f in report.errors)
     return Review(errors, report.unproven, report.points)

@@ -81,6 +81,29 @@ def lookup(name: str) -> DType | None:
     return DTYPES.get(ALIASES.get(name, name))
 
 
+#: C, CUDA and PyTorch element types (as a kernel's source spells them, aliases followed) to
+#: spec dtypes; a type not here (a struct, ``float4``, ``half2``) has no one dtype.
+C_TYPES: dict[str, str] = {
+    "float": "fp32", "double": "fp64", "half": "fp16", "__half": "fp16", "at::Half": "fp16",
+    "c10::Half": "fp16", "__nv_bfloat16": "bf16", "nv_bfloat16": "bf16", "at::BFloat16": "bf16",
+    "c10::BFloat16": "bf16", "__nv_fp8_e4m3": "fp8_e4m3", "__nv_fp8_e5m2": "fp8_e5m2",
+    "int8_t": "int8", "signed char": "int8", "char": "int8", "uint8_t": "uint8", "unsigned char": "uint8",
+    "int16_t": "int16", "short": "int16", "uint16_t": "uint16", "unsigned short": "uint16",
+    "int": "int32", "int32_t": "int32", "unsigned": "uint32", "unsigned int": "uint32",
+    "uint32_t": "uint32", "long long": "int64", "int64_t": "int64", "unsigned long long": "uint64",
+    "uint64_t": "uint64", "size_t": "uint64", "bool": "bool",
+}  # fmt: skip
+
+
+def of_ctype(name: str) -> DType | None:
+    """The spec dtype of C type ``name`` (``std::``/``::`` prefixes dropped), or None."""
+    plain = " ".join(name.split())
+    for prefix in ("std::", "::"):
+        plain = plain.removeprefix(prefix)
+    found = C_TYPES.get(plain)
+    return DTYPES[found] if found is not None else None
+
+
 # -- bf16 ---------------------------------------------------------------------------------
 #
 # Every converter takes ``xp``, the array module (numpy, or cupy on the device): the same code

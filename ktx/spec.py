@@ -572,6 +572,9 @@ def load_spec(path: str | Path) -> Spec:
         refuse_non_spec(p)
     spec = parse_spec(read_spec_text(p), p)
     refuse_out_of_bounds(spec)
+    from ktx.speccheck import refuse_unwritten_outputs  # reads the source's facts
+
+    refuse_unwritten_outputs(spec)
     return spec
 
 

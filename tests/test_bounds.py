@@ -243,7 +243,9 @@ def test_a_buffer_handed_to_a_call_is_not_proven(tmp_path: Path, capsys: pytest.
     text = (out / "ktx.toml").read_text()
     for placeholder in ('shape = "[TODO]"', 'role = "TODO"'):
         assert placeholder in text
-    text = text.replace('shape = "[TODO]"', 'shape = "[total]"').replace('role = "TODO"', 'role = "inout"')
+    # vals is only read (load's src is a pointer to const): "inout" would be refused as never
+    # written (ktx/speccheck.py)
+    text = text.replace('shape = "[TODO]"', 'shape = "[total]"').replace('role = "TODO"', 'role = "in"')
     (out / "ktx.toml").write_text(text)
     result = review(out)
     assert result.blockers == ()

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import tree_sitter as ts
 from ktx.ir.access import LoopAccesses, Root, analyze_loop, roots
@@ -30,6 +30,9 @@ from ktx.ir.facts.types import type_size
 from ktx.ir.facts.writes import written_roots
 from ktx.ir.module import Module
 from ktx.ir.nodes import Function, LaunchSite, Loop
+
+if TYPE_CHECKING:
+    from ktx.ir.facts.signature import ParamFact
 
 Owner = Literal["thread", "warp", "block", "grid", "blocks", "unknown"]
 """Who takes the iterations of a loop: each thread all of them (``thread``), the lanes of a warp
@@ -174,6 +177,15 @@ class Facts:
         kept in a pointer to const, ``const float* p = &in[i]``, is no write)."""
         refs = {f.ref.root for f in self.refs if f.ref.kind in ("store", "update") and f.ref.root}
         return frozenset(refs | written_roots(self.module, self.fn, self.roots))
+
+    @cached_property
+    def params(self) -> tuple[ParamFact, ...]:
+        """What the source says of each parameter: stored to, may be written, element type
+        (:func:`ktx.ir.facts.signature.param_facts`; what ``ktx init --check`` compares a spec
+        with)."""
+        from ktx.ir.facts.signature import params_of  # it asks these facts in turn
+
+        return params_of(self)
 
     def element_size(self, type_text: str) -> int | None:
         """``sizeof(type_text)``, template parameters bound (:func:`ktx.ir.facts.types.type_size`)."""

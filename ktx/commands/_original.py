@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
-from ktx.measure.guards import is_spec_error
+from ktx.measure.guards import is_spec_error, spec_error_section
 from ktx.measure.types import Measurement, Status
 from ktx.spec import Spec
 
@@ -54,8 +54,8 @@ def failure_line(spec: Spec, m: Measurement) -> str:
             first = f"{first}: {diag}"
     where = LOOK_AT.get(m.status, "the spec")
     section = where
-    if is_spec_error(m.message):  # guard zones: the original writes past a buffer's extent
-        section = "[[args]] shape (the extent named above is too small)"
+    if is_spec_error(m.message):  # guard zones or an unwritten output: the spec is wrong
+        section = spec_error_section(m.message)
     elif m.status is Status.WRONG_RESULT:
         dtypes = sorted({a.dtype.name for a in spec.args if a.is_output})
         section = " or ".join(f"[tolerance] {d}" for d in dtypes) + " and [reference] python"

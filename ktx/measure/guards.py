@@ -13,6 +13,11 @@ A guard that changed is a failure naming the buffer, the side and the first elem
 gives a buffer fewer elements than the kernel writes, so every comparison against it is void
 (see :func:`fault_message`, and the harness, which then measures no candidate at that shape).
 
+The original is also held to writing what the spec says it writes: an ``out`` buffer it leaves
+entirely at its poison (an input declared ``out``: issue 21) would make every candidate "match",
+so that too is a spec error (:func:`untouched_outputs`, confirmed by a second launch with the
+poison's bytes inverted), raised before any candidate is measured at that shape.
+
 The same code runs with numpy as the array module (the CPU tests, the fake GPU worker).
 """
 
@@ -29,8 +34,8 @@ from ktx.spec import Arg, ShapePoint, Spec
 #: candidate needs 16 bytes).
 GUARD_BYTES = 4096
 ALIGN = 256
-#: Messages of an original kernel's guard violation start with this (the harness and the
-#: commands recognise a spec error by it).
+#: Messages of an original kernel's guard violation, or of an output it never wrote, start with
+#: this (the harness and the commands recognise a spec error by it).
 SPEC_ERROR = "spec error:"
 
 
@@ -159,7 +164,8 @@ def _extent_text(spec: Spec, arg: Arg, env: Mapping[str, Any]) -> str:
 
 
 def is_spec_error(message: str) -> bool:
-    """Whether a failure message is the original's out-of-bounds spec error."""
+    """Whether a failure message is a spec error of the original: a write out of bounds, or a
+    declared output it leaves unwritten."""
     return SPEC_ERROR in message
 
 
@@ -190,4 +196,87 @@ def run_guarded(
     found = check(list(buffers.values()), poison, xp)
     if found:
         raise GuardFault(fault_message(spec, point, found, original), found)
-    return {a.name: buffers[a.name].view for a in spec.args if a.is_output}
+    outputs = {a.name: buffers[a.name].view for a in spec.args if a.is_output}
+    if original:
+        unwritten = untouched_outputs(spec, pristine, outputs, xp)
+        if unwritten:
+            unwritten = _confirm_unwritten(spec, pristine, unwritten, launch, poison, xp)
+        if unwritten:
+            raise GuardFault(unwritten_message(spec, point, unwritten), ())
+    return outputs
+
+
+def _confirm_unwritten(
+    spec: Spec,
+    pristine: Mapping[str, Any],
+    suspects: Sequence[str],
+    launch: Callable[[dict[str, Any]], None],
+    guard: Any,
+    xp: Any,
+) -> list[str]:
+    """The suspects the original leaves unwritten again when their poison is every byte
+    inverted. A kernel may write the poison's own value (an int8 ``-1`` everywhere is round 0's
+    ``0xFF``); it cannot write both a byte and its inverse, so an output equal to its poison in
+    both launches was not written. The second launch runs only on such a suspicion."""
+    flipped = dict(pristine)
+    for name in suspects:
+        a = pristine[name]
+        flipped[name] = (
+            xp.bitwise_not(xp.ascontiguousarray(a).reshape(-1).view(xp.uint8)).view(a.dtype).reshape(a.shape)
+        )
+    again = {a.name: guarded_copy(a.name, flipped[a.name], guard, xp) for a in spec.args if a.is_array}
+    launch({name: buf.view for name, buf in again.items()})
+    return untouched_outputs(spec, flipped, {name: again[name].view for name in suspects}, xp)
+
+
+def untouched_outputs(spec: Spec, pristine: Mapping[str, Any], got: Mapping[str, Any], xp: Any) -> list[str]:
+    """The ``out`` arguments whose every byte after the launch is still the poison they were
+    filled with (``pristine``), compared where the arrays are; only a bool per output comes back.
+
+    An original that leaves a declared output entirely at its poison does not write it: the
+    spec's role is wrong (an input declared ``out``, issue 21) and every candidate, writing it or
+    not, would "match" the original's poison. A single written element clears it; an empty
+    buffer is never reported. A kernel may write the poison's own value, so this is a suspicion
+    that :func:`run_guarded` confirms with a second launch before it calls it a spec error.
+    """
+    out = []
+    for arg in spec.args:
+        if arg.role != "out" or arg.name not in got:
+            continue
+        after, before = got[arg.name], pristine[arg.name]
+        if int(after.size) == 0:
+            continue
+        same = xp.array_equal(
+            xp.ascontiguousarray(after).reshape(-1).view(xp.uint8),
+            xp.ascontiguousarray(before).reshape(-1).view(xp.uint8),
+        )
+        if bool(same):
+            out.append(arg.name)
+    return out
+
+
+def unwritten_message(spec: Spec, point: ShapePoint, names: Sequence[str]) -> str:
+    """The spec error for outputs the original never wrote: which, the ``ktx.toml`` line of each,
+    and the question to answer (is it an input?)."""
+    args = {a.name: a for a in spec.args}
+    parts = []
+    for name in names:
+        arg = args[name]
+        where = f"{arg.where}: " if arg.where is not None else f"{spec.path}: "
+        parts.append(f'{where}[[args]] {name} is role = "out": is its role "in"?')
+    listed = ", ".join(names)
+    return (
+        f"{SPEC_ERROR} the original kernel leaves {listed} entirely at its poison at {point.name}: "
+        f"it never writes {'them' if len(names) > 1 else 'it'}, so every candidate would match. "
+        + " ".join(parts)
+        + " ktx measures nothing against an original that leaves a declared output unwritten: "
+        "give each such argument the role the kernel gives it (in, or inout if it reads and writes it)"
+    )
+
+
+def spec_error_section(message: str) -> str:
+    """The part of the spec a spec error points at: the role of an output the original never
+    writes, else the extent of a buffer it writes past."""
+    if "entirely at its poison" in message:
+        return '[[args]] role (the output named above is never written; is it "in"?)'
+    return "[[args]] shape (the extent named above is too small)"

@@ -1,7 +1,8 @@
 """A stand-in for the GPU worker handler: answers like ktx.measure.gpu.handle, measures nothing.
 
 A source carrying ``KTX_TEST_OOB_PACK`` models a kernel that also writes one pack (16 bytes)
-past the end of its first output: its verification runs through the worker's own guard-zone
+past the end of its first output, one carrying ``KTX_TEST_NO_WRITE`` a kernel that writes none:
+its verification runs through the worker's own guard-zone
 code (:func:`ktx.measure.guards.run_guarded`) on numpy arrays, the store going through a
 pointer-like strided view, so the CPU tests see what the GPU worker would report.
 """
@@ -23,6 +24,8 @@ from ktx.measure.verify import seeded_inputs
 from ktx.spec import ShapePoint, Spec, load_spec
 
 OOB = "KTX_TEST_OOB_PACK"
+#: A source carrying this models a kernel that writes none of its outputs.
+NO_WRITE = "KTX_TEST_NO_WRITE"
 PACK_BYTES = 16
 
 
@@ -32,6 +35,8 @@ def _oob_launch(spec: Spec, source: str) -> Any:
     beyond the array, as a pointer does)."""
 
     def launch(arrays: dict[str, Any]) -> None:
+        if NO_WRITE in source:
+            return
         outs = [a for a in spec.args if a.is_output]
         for arg in outs:
             arrays[arg.name][...] = 1
@@ -84,7 +89,8 @@ def handle(op: str, payload: Any) -> Any:
     for mod in payload["modules"].values():
         assert os.path.isfile(mod["cubin_path"]) and mod["lowered_name"]
     reference = payload["reference"]["kind"] if payload["reference"] else "none"
-    failed = _guarded_verify(payload) if OOB in source or OOB in str(payload["reference"]) else None
+    planted = any(p in source or p in str(payload["reference"]) for p in (OOB, NO_WRITE))
+    failed = _guarded_verify(payload) if planted else None
     compiler = next(iter(payload["modules"].values()))["compiler"]  # as ktx.measure.gpu reports it
     resources = Resources(32, 0, 0, 0, 1024, 256, 8, 1.0, "warps", compiler=compiler)
     kernel = os.path.basename(os.path.dirname(payload["spec"]))

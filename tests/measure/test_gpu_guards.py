@@ -113,6 +113,68 @@ def test_an_original_writing_past_its_extent_is_a_spec_error(tmp_path: Path) -> 
     assert cand.status is Status.WRONG_RESULT and cand.message.startswith("not measured: spec error")
 
 
+# Issue 21: stores only where an input exceeds 1e30, which a normal draw never does, so the
+# original leaves out at its poison. The static check sees a store and lets the spec load; the
+# guard code sees out unchanged after the original's launch.
+NEVER_KERNEL = r"""
+extern "C" __global__ void keep_huge(float* out, const float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n && x[i] > THRESHOLD) out[i] = x[i];
+}
+"""
+
+NEVER_SPEC = """
+kernel = "keep_huge"
+source = "kernel.cu"
+
+[[args]]
+name = "out"
+dtype = "fp32"
+shape = "[n]"
+role = "out"
+
+[[args]]
+name = "x"
+dtype = "fp32"
+shape = "[n]"
+role = "in"
+
+[[args]]
+name = "n"
+dtype = "int32"
+value = "n"
+
+[shapes]
+default = [{ n = 4096 }]
+
+[launch]
+grid = ["cdiv(n, 256)"]
+block = ["256"]
+"""
+
+
+@pytest.mark.parametrize("threshold", ["1e30f", "-1e30f"])
+def test_an_original_that_never_writes_its_out_is_a_spec_error(tmp_path: Path, threshold: str) -> None:
+    folder = tmp_path / "keep_huge"
+    folder.mkdir()
+    (folder / "ktx.toml").write_text(NEVER_SPEC)
+    (folder / "kernel.cu").write_text(NEVER_KERNEL.replace("THRESHOLD", threshold))
+    spec = load_spec(folder)
+    point = spec.find_point("n=4096")
+    with Harness(spec, options=Options(rounds=2, time=False)) as h:
+        cand = h.measure(replace(h.original, config={"X": 1}, label="tuned"), point)
+        orig = h.measure(h.original, point)
+    if threshold == "-1e30f":  # writes every element: no spec error, the candidate is verified
+        assert orig.status is Status.OK and cand.status is Status.OK, (orig.message, cand.message)
+        return
+    assert orig.status is Status.WRONG_RESULT and is_spec_error(orig.message), orig.message
+    assert "the original kernel leaves out entirely at its poison at n=4096" in orig.message
+    assert '[[args]] out is role = "out": is its role "in"?' in orig.message
+    assert cand.status is Status.WRONG_RESULT and cand.message.startswith("not measured: spec error"), (
+        cand.message
+    )
+
+
 needs_sanitizer = pytest.mark.skipif(find_sanitizer()[0] is None, reason="no compute-sanitizer")
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from ktx.commands._original import failure_line
+from ktx.dtypes import decode
 from ktx.measure.compile import find_nvcc
 from ktx.measure.guards import (
     GUARD_BYTES,
@@ -22,6 +23,7 @@ from ktx.measure.guards import (
     is_spec_error,
     pattern,
     run_guarded,
+    untouched_outputs,
 )
 from ktx.measure.harness import Harness
 from ktx.measure.types import Status
@@ -234,3 +236,118 @@ def test_each_worker_warms_up_once_before_its_first_measurement(
         assert worker is not None
         pid = worker.info["pid"]
     assert log.read_text().split() == [str(pid)]  # once, in the worker that measured
+
+
+# -- an output the original never writes (issue 21, item 3) -----------------------------------
+
+
+def test_an_original_that_writes_no_element_of_an_out_is_a_spec_error_naming_it() -> None:
+    spec = load_spec(ROOT / "kernels" / "silu_and_mul")
+    point = spec.find_point("tokens=4,d=64")
+    pristine = seeded_inputs(spec, point, 1, 0, np)
+    with pytest.raises(GuardFault) as orig:
+        run_guarded(spec, point, pristine, lambda arrays: None, np, original=True)
+    text = orig.value.message
+    assert is_spec_error(text) and orig.value.found == ()
+    assert "the original kernel leaves out entirely at its poison at tokens=4,d=64" in text
+    assert '[[args]] out is role = "out": is its role "in"?' in text
+    assert "ktx.toml:10:" in text  # the [[args]] entry of out
+    # a candidate that writes nothing is not a spec error here: its comparison fails it
+    got = run_guarded(spec, point, pristine, lambda arrays: None, np)
+    assert np.isnan(decode(got["out"], spec.args[0].dtype)).all()
+
+
+def test_one_written_element_clears_an_output_and_each_untouched_one_is_named() -> None:
+    spec = load_spec(ROOT / "kernels" / "per_token_group_quant_fp8")
+    point = spec.shape_set().points[0]
+    for r in (0, 1):  # the byte poison of fp8 differs per round: compared with that round's
+        pristine = seeded_inputs(spec, point, 1, r, np)
+
+        def one_element(arrays: dict[str, np.ndarray]) -> None:
+            arrays["output_q"].reshape(-1)[-1] = 0x38  # 1.0 in e4m3
+
+        with pytest.raises(GuardFault) as orig:
+            run_guarded(spec, point, pristine, one_element, np, original=True)
+        assert "leaves output_s entirely at its poison" in orig.value.message
+        assert "output_q" not in orig.value.message.split(" at ")[0]
+        assert untouched_outputs(spec, pristine, {"output_q": pristine["output_q"]}, np) == ["output_q"]
+
+        def both(arrays: dict[str, np.ndarray]) -> None:
+            one_element(arrays)
+            arrays["output_s"][0, 0] = 2.0
+
+        got = run_guarded(spec, point, pristine, both, np, original=True)
+        assert set(got) == {"output_q", "output_s"}
+
+
+def test_an_original_that_writes_the_poison_value_itself_is_no_spec_error() -> None:
+    """The sign8 case of tests/measure/test_gpu_verify.py: every element written as int8 -1,
+    which is round 0's 0xFF poison byte for byte. The second launch, with the poison inverted,
+    sees the writes; a launch that writes nothing stays unchanged in both."""
+    spec = load_spec(ROOT / "kernels" / "per_token_group_quant_fp8")
+    point = spec.shape_set().points[0]
+    pristine = seeded_inputs(spec, point, 1, 0, np)
+    launches = []
+
+    def poison_valued(arrays: dict[str, np.ndarray]) -> None:
+        launches.append(1)
+        arrays["output_q"].reshape(-1).view(np.uint8)[...] = 0xFF  # equal to round 0's poison
+        arrays["output_s"][...] = 1.0
+
+    got = run_guarded(spec, point, pristine, poison_valued, np, original=True)
+    assert (got["output_q"].view(np.uint8) == 0xFF).all() and len(launches) == 2
+    launches.clear()
+    with pytest.raises(GuardFault) as orig:
+        run_guarded(spec, point, pristine, lambda arrays: launches.append(1), np, original=True)
+    assert "leaves output_q, output_s entirely at its poison" in orig.value.message and len(launches) == 2
+    launches.clear()
+    run_guarded(spec, point, pristine, lambda arrays: launches.append(1), np)  # a candidate: one launch
+    assert len(launches) == 1
+
+
+def test_the_worker_reference_path_refuses_an_original_that_writes_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ktx.measure import gpu
+    from ktx.measure.protocol import WorkerFailure
+    from ktx.measure.types import Resources
+
+    monkeypatch.setattr(gpu, "_cupy", lambda: np)
+    spec = load_spec(ROOT / "kernels" / "silu_and_mul")
+    point = spec.find_point("tokens=2,d=64")
+    pristine = seeded_inputs(spec, point, 1, 0, np)
+
+    def kernel(
+        grid: object, block: object, args: tuple[object, ...], shared_mem: int, stream: object
+    ) -> None:
+        return None  # reads its inputs, writes nothing
+
+    res = Resources(32, 0, 0, 0, 1024, 64, 8, 1.0, "warps")
+    bound = gpu._Bound(kernel, (2, 1, 1), (64, 1, 1), 0, res)
+    with pytest.raises(WorkerFailure) as ref:
+        gpu._run_reference(spec, bound, point, pristine, _Stream())
+    assert ref.value.status == "wrong_result" and is_spec_error(ref.value.message)
+    assert "leaves out entirely at its poison" in ref.value.message
+    assert not ref.value.fatal
+
+
+@needs_nvcc
+@pytest.mark.parametrize("reference", ["python", "original"])
+def test_an_original_that_writes_nothing_stops_every_candidate_at_that_shape(
+    cache: Path, reference: str
+) -> None:
+    folder = cache / "silu_nowrite"
+    shutil.copytree(ROOT / "kernels" / "silu_and_mul", folder)
+    (folder / "kernel.cu").write_text((folder / "kernel.cu").read_text() + "\n// KTX_TEST_NO_WRITE\n")
+    spec = load_spec(folder)
+    point = spec.find_point("tokens=4,d=4096")
+    with Harness(spec, handler=FAKE, timeout_s=60, reference=reference) as h:  # type: ignore[arg-type]
+        cand = h.measure(replace(h.original, config={"X": 1}, label="tuned"), point)
+        orig = h.measure(h.original, point)
+    assert orig.status is Status.WRONG_RESULT and is_spec_error(orig.message), orig.message
+    assert "leaves out entirely at its poison" in orig.message and 'is its role "in"?' in orig.message
+    assert point.name in h.spec_errors
+    # measured first (the candidate asked), the original's spec error refused the candidate
+    assert cand.status is Status.WRONG_RESULT and cand.message.startswith("not measured: spec error:")
+    line = failure_line(spec, orig)
+    assert "look at [[args]] role" in line and "[[args]] shape" not in line
