@@ -10,7 +10,7 @@ This module reads it from there, syntactically:
   is stored to and loaded is ``inout``), scalars bound to the launcher's argument expressions;
 * an array's extent from how it is indexed: ``p[i]`` under ``if (i < n)`` is ``[n]``,
   ``row = p + r * c; row[j]`` with ``j < c`` and ``r < rows`` is ``[rows, c]``;
-* ``[launch]`` from the host launch site (:func:`ktx.launch.mapping_from_file`, which follows
+* ``[launch]`` from the host launch site (:func:`ktx.ir.launch.mapping_from_file`, which follows
   locals and macros as ``ktx inspect`` does); when the launcher is itself called in the file
   with expressions of its caller's parameters (llm.c's ``gelu_forward1(out, inp, B * T * C,
   ...)``), those parameters become the shape variables and the launcher's ones ``[vars]``;
@@ -35,16 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import tree_sitter as ts
-from ktx.ir import LaunchSite, Module, parse_file
+from ktx.ir import LaunchSite, Module, parse_file, syntax
 from ktx.ir.access import _index_node, terms
 from ktx.ir.affine import Affine, kernel_index
+from ktx.ir.facts import assign
 from ktx.ir.facts.kinds import access_kind as _kind
-from ktx.ir.nodes import Function, Param
-
-from ktx import syntax
-from ktx.errors import KtxError, Location
-from ktx.expr import Expr, Value
-from ktx.launch import (
+from ktx.ir.launch import (
     _EXPRESSIONS,
     Untranslatable,
     _Translator,
@@ -52,6 +48,10 @@ from ktx.launch import (
     launcher_node,
     substitute,
 )
+from ktx.ir.nodes import Function, Param
+
+from ktx.errors import KtxError, Location
+from ktx.expr import Expr, Value
 from ktx.spec import ShapePoint
 
 #: C/CUDA element types to spec dtypes.
@@ -461,7 +461,7 @@ def _grid_bounds(k: _Kernel, grid: Sequence[str]) -> None:
     """``r = blockIdx.x`` ranges over the grid's x extent (the launch's, in spec variables);
     not when the kernel steps it (``r += gridDim.x``: a grid-stride walk that the grid does
     not bound; its loop condition does)."""
-    stepped = syntax.assigned(k.module, k.body)
+    stepped = assign.assigned(k.module, k.body)
     for name, value in k.locals_.items():
         if name in stepped:
             continue
@@ -644,7 +644,7 @@ def _valid_extent(text: str) -> bool:
 def _moved_line(k: _Kernel, p: Param) -> int | None:
     """The first line where the kernel reassigns pointer parameter ``p`` (``p += row * d``):
     its subscripts are then relative to a moving base."""
-    writes = syntax.assigned(k.module, k.body).get(p.name, [])
+    writes = assign.assigned(k.module, k.body).get(p.name, [])
     return min(w.start_point[0] + 1 for w in writes) if writes else None
 
 
@@ -833,7 +833,7 @@ class _DraftTranslator(_Translator):
             local is not None
             and name not in self.params
             and name not in self.used_vars
-            and syntax.reassigned_after(self.module, self.scope, name, local.declaration.end_byte)
+            and assign.reassigned_after(self.module, self.scope, name, local.declaration.end_byte)
         ):
             if name not in self.derived:
                 self.derived[name] = None  # cycle guard
@@ -845,7 +845,7 @@ class _DraftTranslator(_Translator):
     def _chosen(self, name: str, local: syntax.LocalDecl) -> str | None:
         """``T x = a; if (c1) x = b; else if (c2) x = c;`` (the only writes, before the
         launch, in one if-chain right in the launcher's body) as ``b if c1 else (c if c2 else a)``."""
-        writes = [w for w in syntax.assigned(self.module, self.scope).get(name, [])]
+        writes = [w for w in assign.assigned(self.module, self.scope).get(name, [])]
         if local.value is None or not writes or any(w.start_byte > self.before for w in writes):
             return None
         chain = writes[0]

@@ -35,10 +35,10 @@ from enum import IntEnum
 from typing import ClassVar, Generic, Literal, TypeVar
 
 from ktx.ir import Edit, Function, LaunchSite, Loop, Module, Span
+from ktx.ir.launch import LaunchMapping
 
 from ktx.errors import KtxError
 from ktx.expr import Expr
-from ktx.launch import LaunchMapping
 
 PASS_NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 KNOB_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")

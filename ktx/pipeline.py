@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 from ktx.ir import Edit, EditSet, Function, Loop, Module, apply, parse
 from ktx.ir.edits import map_back
+from ktx.ir.launch import LaunchMapping, mapping_from_file
 
 from ktx.errors import KtxError, Location
-from ktx.launch import LaunchMapping, mapping_from_file, mapping_from_spec
 from ktx.passbase import (
     Knob,
     Outcome,
@@ -477,6 +477,20 @@ def _header_offset(module: Module, fn: Function) -> int:
         top = top.parent
     start = top.start_byte if top is not None else first
     return src.rfind(b"\n", 0, start) + 1
+
+
+def mapping_from_spec(spec: Spec) -> LaunchMapping:
+    """The spec's ``[launch]``, with its derived ``[vars]`` as vars (so passes can redefine them).
+
+    Here, not in :mod:`ktx.ir.launch`: the spec is ktx's, and the IR reads only the source.
+    """
+    return LaunchMapping(
+        tuple(e.text for e in spec.launch.grid),
+        tuple(e.text for e in spec.launch.block),
+        spec.launch.shared.text,
+        tuple((name, expr.text) for name, expr in spec.derived),
+        "spec",
+    )
 
 
 def template_for_spec(spec: Spec, pipeline: str, registry: Registry | None = None) -> Template:

@@ -39,10 +39,10 @@ from typing import Any
 
 from ktx.ir import Edit
 from ktx.ir.edits import splice
+from ktx.ir.launch import LaunchMapping
 
 from ktx.errors import KtxError
 from ktx.expr import Expr, Value
-from ktx.launch import LaunchMapping
 from ktx.passbase import CONSTEXPR_PREFIX, HELPERS, MACRO_PREFIX, Knob, Outcome, outcome_from_json
 
 HEADER_BEGIN = "// ktx:knobs begin"

@@ -32,12 +32,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import tree_sitter as ts
-from ktx.ir import Module
+from ktx.ir import Module, syntax
 from ktx.ir.access import assigned_names, declared_names
 from ktx.passes import fast_math
 from ktx.passes._common import KernelSite
 
-from ktx import syntax
 from ktx.passbase import Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
 TRANSCENDENTAL = frozenset(

@@ -34,13 +34,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import tree_sitter as ts
-from ktx.ir import Module
+from ktx.ir import Module, syntax
 from ktx.ir.access import roots
+from ktx.ir.facts import assign
 from ktx.ir.facts.reductions import update_in
+from ktx.ir.launch import is_constant
 from ktx.passes._common import LoopSite
 
-from ktx import syntax
-from ktx.launch import is_constant
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
 _CALLS = {"fmaxf": "max", "fminf": "min", "max": "max", "min": "min", "fmax": "max", "fmin": "min"}
@@ -269,7 +269,7 @@ def _is_thread_x(module: Module, target: Target, name: str, at: int) -> bool:
     if local is None or local.value is None:
         return False
     body = module.node(target.kernel.body)
-    if syntax.reassigned_after(module, body, name, local.declaration.end_byte):
+    if assign.reassigned_after(module, body, name, local.declaration.end_byte):
         return False
     value = re.sub(
         r"\s+|\((?:int|unsigned|unsignedint)\)|static_cast<\w+>", "", syntax.text(module, local.value)

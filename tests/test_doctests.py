@@ -9,7 +9,7 @@ import pytest
 
 MODULES = [
     "ktx.template",
-    "ktx.launch",
+    "ktx.ir.launch",
     "ktx.pipeline",
     "ktx.passbase",
     "ktx.passes._common",

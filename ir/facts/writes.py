@@ -9,11 +9,10 @@ parameter is a pointer to ``const`` (the file's own helpers) or the callee is a 
 from __future__ import annotations
 
 import tree_sitter as ts
+from ktx.ir import syntax
 from ktx.ir.access import Root
 from ktx.ir.module import Module
 from ktx.ir.nodes import Function
-
-from ktx import syntax
 
 
 def written_roots(module: Module, fn: Function, known: dict[str, Root]) -> set[str]:
