@@ -50,6 +50,8 @@ from ktx.ir.launch import (
 )
 from ktx.ir.nodes import Function, Param
 
+from ktx.blockers import TODO, Blocker
+from ktx.check import review
 from ktx.errors import KtxError, Location
 from ktx.expr import Expr, Value
 from ktx.spec import ShapePoint
@@ -75,7 +77,6 @@ SHAPE_BUDGET = 2 << 30
 DEFAULT_SIZES = (4096, 1048576)
 DEFAULT_SIZES_2D = (64, 4096)
 DEFAULT_BLOCK = 256
-TODO = "TODO"
 #: Compiler flags of a draft: the dialect CUDA kernels are written in today, and constexpr host
 #: functions usable in device code (both harmless where unneeded).
 DRAFT_FLAGS = ("-std=c++17", "--expt-relaxed-constexpr")
@@ -1794,39 +1795,7 @@ def _relative(path: Path, out_dir: str | Path | None) -> str:
 # -- checking a draft --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Blocker:
-    """One thing that keeps a drafted spec from running: a TODO line, or the loader's error."""
-
-    line: int
-    message: str
-
-
 def check(folder: str | Path) -> list[Blocker]:
     """What blocks a run of ``folder/ktx.toml``: TODOs left, else the loader's error, else an
     unknown kernel, else what the static bounds check finds (see :mod:`ktx.check`)."""
-    from ktx.check import review
-
     return list(review(folder).blockers)
-
-
-def todo_blocker(exc: KtxError) -> str | None:
-    """The one line to print when a spec fails on a placeholder ``ktx init`` left: the TODO
-    comment above it (what is missing, where ktx looked) instead of "unknown name 'TODO'"."""
-    loc = exc.location
-    if loc is None or not loc.path or not loc.path.endswith(".toml") or TODO not in exc.message:
-        return None
-    try:
-        lines = Path(loc.path).read_text().splitlines()
-    except OSError:
-        return None
-    for i in range(min(loc.line, len(lines)) - 1, max(loc.line - 4, 0) - 1, -1):
-        line = lines[i].lstrip()
-        if line.startswith(f"# {TODO}:"):
-            what = line.split(f"{TODO}:", 1)[1].strip()
-            folder = Path(loc.path).parent
-            return (
-                f"{loc.path}:{loc.line}: a TODO left by ktx init blocks the run: {what} "
-                f"(replace the placeholder; ktx init --check {folder} lists them all)"
-            )
-    return None

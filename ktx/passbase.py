@@ -39,6 +39,7 @@ from ktx.ir.launch import LaunchMapping
 
 from ktx.errors import KtxError
 from ktx.expr import Expr
+from ktx.usercode import user_code
 
 PASS_NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 KNOB_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
@@ -450,8 +451,6 @@ class Rewriter:
 
 def _code_of(module: Module) -> str:
     """The module's text with comments blanked (a golden's CHECK lines name placeholders)."""
-    from ktx.template import user_code
-
     return user_code(module.text_str)
 
 

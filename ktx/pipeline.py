@@ -55,7 +55,8 @@ from ktx.passbase import (
     Target,
 )
 from ktx.registry import Registry, default_registry
-from ktx.template import HEADER_BEGIN_LINE, KnobSpace, Step, Template, Trace, header, sha256
+from ktx.template import KnobSpace, Step, Template, Trace, header, sha256
+from ktx.usercode import HEADER_BEGIN_LINE
 
 if TYPE_CHECKING:
     from ktx.measure.types import Candidate

@@ -9,6 +9,7 @@ import pytest
 
 MODULES = [
     "ktx.template",
+    "ktx.usercode",
     "ktx.ir.launch",
     "ktx.pipeline",
     "ktx.passbase",

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import tree_sitter as ts
 from ktx.ir.access import LoopAccesses, Root, analyze_loop, roots
@@ -28,8 +28,10 @@ from ktx.ir.facts.owners import splits_exactly
 from ktx.ir.facts.reductions import Reduction, reductions
 from ktx.ir.facts.types import type_size
 from ktx.ir.facts.writes import written_roots
-from ktx.ir.module import Module
 from ktx.ir.nodes import Function, LaunchSite, Loop
+
+if TYPE_CHECKING:
+    from ktx.ir.module import Module  # a type only: Module.facts() imports the facts
 
 Owner = Literal["thread", "warp", "block", "grid", "blocks", "unknown"]
 """Who takes the iterations of a loop: each thread all of them (``thread``), the lanes of a warp

@@ -39,14 +39,16 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import tree_sitter as ts
 from ktx.ir.facts.assign import assigned, written_name
-from ktx.ir.module import Module
 from ktx.ir.nodes import Function
 from ktx.ir.source import Span
 from ktx.ir.syntax import text, walk
+
+if TYPE_CHECKING:
+    from ktx.ir.module import Module  # a type only: Module.facts() imports the facts
 
 __all__ = [
     "MAX_CALLS",
