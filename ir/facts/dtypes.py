@@ -31,6 +31,7 @@ DTYPES: Mapping[str, str] = {
 
 
 def dtype_of(module: Module, path: Path, type_name: str) -> str | None:
+    """The dtype of the C type ``type_name`` (qualifiers dropped, aliases followed), or None."""
     name = " ".join(type_name.replace("const", " ").replace("__restrict__", " ").split())
     seen: set[str] = set()
     while name not in DTYPES and name not in seen:

@@ -2,7 +2,7 @@
 
 Facts the drafter learns from the host code, each answering one question a spec asks:
 
-* :func:`choose_kernel`: the kernel (the one named, else the only launched one) and its
+* :func:`choose_kernel`: the kernel (the one named, else the file's only one) and its first
   launch site;
 * :func:`deduce_template_args`: the template arguments the launch binds, and whether they
   hold wherever the launch is (a ``switch`` over types picks one branch: ``branch_picked``);
@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 
 
 def choose_kernel(module: Module, path: str, name: str | None) -> tuple[Function, LaunchSite]:
+    """The kernel ``name`` (the file's only kernel when None) and its first launch site; a
+    :class:`~ktx.errors.KtxError` at ``path`` says what is missing (ktx init's error line)."""
     kernels = module.kernels
     if not kernels:
         raise KtxError("no __global__ kernel in the file", Location(path, 1, 1), "ktx init needs a kernel")
