@@ -30,16 +30,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import tree_sitter as ts
 from ktx.ir.consteval import SIZEOF
 from ktx.ir.facts.kinds import STORE_INTRINSICS, AccessKind, access_kind, intrinsic_call, intrinsic_of
-from ktx.ir.module import Module
 from ktx.ir.nodes import Function, Loop
 from ktx.ir.source import Span
 from ktx.ir.syntax import text as _text
 from ktx.ir.syntax import walk as _walk
+
+if TYPE_CHECKING:
+    from ktx.ir.module import Module  # a type only: Module.facts() imports the facts
 
 Space = Literal["global", "shared", "local", "unknown"]
 

@@ -65,18 +65,20 @@ import re
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import tree_sitter as ts
 from ktx.ir.consteval import SIZEOF, const_eval, int_literal
 from ktx.ir.facts.kinds import LOAD_INTRINSICS, STORE_INTRINSICS, AccessKind, intrinsic_kind
 from ktx.ir.facts.kinds import access_kind as _kind
 from ktx.ir.index import eval_int_text
-from ktx.ir.launchmap import dim3_field_assignments
-from ktx.ir.module import Module
+from ktx.ir.launch import dim3_field_assignments
 from ktx.ir.nodes import Function, Loop
 from ktx.ir.syntax import text as _text
 from ktx.ir.syntax import walk as _walk
+
+if TYPE_CHECKING:
+    from ktx.ir.module import Module  # a type only: Module.facts() imports the facts
 
 # -- symbols -------------------------------------------------------------------------------------
 

@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 from ktx.ir import Edit, EditSet, Function, Loop, Module, apply, parse
 from ktx.ir.edits import map_back
+from ktx.ir.launch import LaunchMapping, mapping_from_file
 
 from ktx.errors import KtxError, Location
-from ktx.launch import LaunchMapping, mapping_from_file, mapping_from_spec
 from ktx.passbase import (
     Knob,
     Outcome,
@@ -55,7 +55,8 @@ from ktx.passbase import (
     Target,
 )
 from ktx.registry import Registry, default_registry
-from ktx.template import HEADER_BEGIN_LINE, KnobSpace, Step, Template, Trace, header, sha256
+from ktx.template import KnobSpace, Step, Template, Trace, header, sha256
+from ktx.usercode import HEADER_BEGIN_LINE
 
 if TYPE_CHECKING:
     from ktx.measure.types import Candidate
@@ -477,6 +478,20 @@ def _header_offset(module: Module, fn: Function) -> int:
         top = top.parent
     start = top.start_byte if top is not None else first
     return src.rfind(b"\n", 0, start) + 1
+
+
+def mapping_from_spec(spec: Spec) -> LaunchMapping:
+    """The spec's ``[launch]``, with its derived ``[vars]`` as vars (so passes can redefine them).
+
+    Here, not in :mod:`ktx.ir.launch`: the spec is ktx's, and the IR reads only the source.
+    """
+    return LaunchMapping(
+        tuple(e.text for e in spec.launch.grid),
+        tuple(e.text for e in spec.launch.block),
+        spec.launch.shared.text,
+        tuple((name, expr.text) for name, expr in spec.derived),
+        "spec",
+    )
 
 
 def template_for_spec(spec: Spec, pipeline: str, registry: Registry | None = None) -> Template:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ktx.dtypes import DTYPES, DType, lookup
 from ktx.errors import KtxError, Location
-from ktx.expr import Expr, Value
+from ktx.expr import PLACEHOLDER, Expr, Value, expand
 from ktx.tomlpos import KeyPath, TomlPositions
 
 if TYPE_CHECKING:
@@ -400,19 +400,6 @@ class Spec:
 
     def flops_done(self, env: Mapping[str, Value]) -> int | None:
         return None if self.flops is None else self.flops.evaluate_int(env)
-
-
-_PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
-
-
-def expand(text: str, env: Mapping[str, Value], where: Location | None = None) -> str:
-    """Replace ``{expr}`` in a name expression by its value (``moe_sum_kernel<T, {topk}>``)."""
-
-    def one(match: re.Match[str]) -> str:
-        value = Expr.parse(match.group(1), where).evaluate(env)
-        return str(int(value)) if isinstance(value, bool) else str(value)
-
-    return _PLACEHOLDER.sub(one, text)
 
 
 # -- loading ------------------------------------------------------------------------------
@@ -1031,7 +1018,7 @@ def _check_names(spec: Spec, top: _Table) -> None:
     for expr in (*spec.launch.grid, *spec.launch.block, spec.launch.shared):
         _names_ok(expr, known, "launch")
     for text in spec.template_args:
-        for match in _PLACEHOLDER.finditer(text):
+        for match in PLACEHOLDER.finditer(text):
             _names_ok(Expr.parse(match.group(1), top.loc("template_args")), known, "template_args")
 
 

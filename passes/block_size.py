@@ -46,15 +46,14 @@ import re
 from collections.abc import Iterator
 
 import tree_sitter as ts
-from ktx.ir import LaunchSite, Module
+from ktx.ir import LaunchSite, Module, syntax
 from ktx.ir.affine import BlockAlias, kernel_index
 from ktx.ir.consteval import int_literal
 from ktx.ir.facts.constants import assumes_warp_x, ceil_divide_literals
 from ktx.ir.index import eval_int_text
+from ktx.ir.launch import LaunchMapping, is_constant, launch_dims, local_value, substitute
 from ktx.passes._common import KernelSite, kernel_node, powers_of_two, replace_literal, round_up_follows
 
-from ktx import syntax
-from ktx.launch import LaunchMapping, is_constant, launch_dims, local_value, substitute
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
 AXES = "XYZ"

@@ -41,12 +41,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import tree_sitter as ts
-from ktx.ir import Function, Module
+from ktx.ir import Function, Module, syntax
 from ktx.ir.affine import kernel_index
 from ktx.passes._common import indent_lines, kernel_node, line_of, powers_of_two, shrink_grid
 from ktx.passes._per_thread import derived_locals, runs_before
 
-from ktx import syntax
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
 SYNC = syntax.BARRIERS | syntax.SHUFFLES

@@ -48,14 +48,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import tree_sitter as ts
-from ktx.ir import Module
+from ktx.ir import Module, syntax
 from ktx.ir.affine import Affine, KernelIndex, MemRef, kernel_index
 from ktx.ir.facts.assign import assigned
 from ktx.ir.facts.reductions import coupled, reads_outside, update_of
 from ktx.passes._common import KernelSite, kernel_node, line_of
 from ktx.passes._variants import line_bounds
 
-from ktx import syntax
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
 KNOB = "THREADS_PER_ROW"
@@ -174,7 +173,7 @@ class RowOwner(Pass[KernelSite]):
 
     def _launchers(self, rw: Rewriter) -> None:
         """Each ``kernel<<<grid, block>>>`` in the file gets a variant with the new geometry."""
-        from ktx.launch import launch_dims
+        from ktx.ir.launch import launch_dims
 
         module = rw.target.module
         for launch in rw.target.launches:

@@ -23,11 +23,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import tree_sitter as ts
+from ktx.ir import syntax
 from ktx.ir.affine import kernel_index
+from ktx.ir.launch import launch_dims, local_value
 from ktx.passes._common import KernelSite, kernel_node, powers_of_two, uses_shuffles
 
-from ktx import syntax
-from ktx.launch import launch_dims, local_value
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
 ROW = "(blockIdx.x * KTX_ROWS + threadIdx.y)"

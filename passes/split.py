@@ -34,12 +34,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import tree_sitter as ts
-from ktx.ir import Loop, Module
+from ktx.ir import Loop, Module, syntax
 from ktx.ir.affine import KernelIndex
+from ktx.ir.facts import assign
+from ktx.ir.launch import launch_dims
 from ktx.passes._common import first_call_after, kernel_node, line_of, powers_of_two
 
-from ktx import syntax
-from ktx.launch import launch_dims
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
 SYNC = syntax.BARRIERS | syntax.SHUFFLES
@@ -305,7 +305,7 @@ def _refusal(module: Module, kernel: ts.Node, loop: Loop, label: str) -> str | N
         name = syntax.text(module, sync.child_by_field_name("function") or sync)
         return f"loop {label} synchronises the block ({name} at line {line_of(sync)})"
     local = syntax.declared_names(module, node) | {loop.var or ""}
-    carried = sorted(set(syntax.assigned(module, node)) - local)
+    carried = sorted(set(assign.assigned(module, node)) - local)
     if carried:
         after = first_call_after(module, kernel, SYNC, node.end_byte)
         names = ", ".join(carried)

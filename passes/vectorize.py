@@ -99,7 +99,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import tree_sitter as ts
-from ktx.ir import Loop, Module
+from ktx.ir import Loop, Module, syntax
 from ktx.ir.access import Access, conflict_text, substitute
 from ktx.ir.facts.canon import balanced
 from ktx.ir.facts.elements import ElementAccess, ElementBody
@@ -117,12 +117,11 @@ from ktx.ir.facts.packing import (
     to_expr,
     varies,
 )
+from ktx.ir.syntax import text as _text
 from ktx.passes._common import LoopSite, shrink_grid
 from ktx.passes._device import PreludeSite, insert_prelude, prelude_site
 
-from ktx import syntax
 from ktx.passbase import KnobSpec, Option, OptionValue, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
-from ktx.syntax import text as _text
 
 #: The one width knob of ``vectorize{tie=true}``.
 TIED = "VEC_LOOPS"

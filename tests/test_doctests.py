@@ -9,7 +9,8 @@ import pytest
 
 MODULES = [
     "ktx.template",
-    "ktx.launch",
+    "ktx.usercode",
+    "ktx.ir.launch",
     "ktx.pipeline",
     "ktx.passbase",
     "ktx.passes._common",

@@ -31,14 +31,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 import tree_sitter as ts
-from ktx.ir import Function, Module
+from ktx.ir import Function, Module, syntax
 from ktx.ir.access import Access, Root, Term, coefficient, mentions, roots, terms
 from ktx.ir.affine import kernel_index
+from ktx.ir.facts import assign
 from ktx.ir.facts.canon import GLOBAL_INDEX, canon, expand
 from ktx.ir.facts.kinds import STORE_INTRINSICS, access_kind, intrinsic_call, intrinsic_kind, intrinsic_of
-
-from ktx import syntax
-from ktx.syntax import text as _text
+from ktx.ir.syntax import text as _text
 
 #: The builtins whose value for an element changes when threads take several elements and the
 #: grid's x shrinks (``blockDim`` and the y/z components keep theirs).
@@ -46,7 +45,6 @@ MOVED = frozenset({"threadIdx.x", "blockIdx.x", "gridDim.x"})
 _EXITS = frozenset({"break_statement", "continue_statement", "return_statement", "goto_statement"})
 _LOOPS = frozenset({"for_statement", "while_statement", "do_statement", "for_range_loop"})
 _PREPROC = frozenset({"preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif"})
-
 
 
 # -- the idiom -----------------------------------------------------------------------------------
@@ -242,7 +240,7 @@ def element_body(module: Module, fn: Function) -> ElementBody | str | None:
             return f"the guarded body of {var} is empty"
         for name in sorted(syntax.names_in(module, bound)):
             for s in body:
-                if name in syntax.assigned(module, s):
+                if name in assign.assigned(module, s):
                     return f"the body changes {name}, which the bound `{_text(module, bound)}` reads"
         return ElementBody(
             stmt, var, var_type, value, bound, rest[0], form, body, tuple(between), end, others
@@ -312,7 +310,7 @@ def body_refusal(module: Module, eb: ElementBody) -> str | None:
                 f"the body calls {name} (line {_line(call)}): threads would reach it a different "
                 "number of times"
             )
-        writes = syntax.assigned(module, stmt).get(var)
+        writes = assign.assigned(module, stmt).get(var)
         if writes:
             return f"the body changes the index {var} (line {_line(writes[0])})"
     for stmt in eb.stmts:
@@ -466,7 +464,7 @@ def element_accesses(module: Module, fn: Function, eb: ElementBody) -> list[Elem
     assigned: set[str] = set()
     for stmt in eb.stmts:
         declared |= syntax.declared_names(module, stmt)
-        assigned |= set(syntax.assigned(module, stmt))
+        assigned |= set(assign.assigned(module, stmt))
     found: list[ElementAccess] = []
     maybe: set[int] = set()
     for stmt in eb.stmts:
@@ -645,4 +643,3 @@ def reorder_conflict(accesses: list[ElementAccess], var: str) -> str | None:
 
 def _text_of(a: Access) -> str:
     return " ".join((a.index.text or b"").decode("utf-8", "replace").split())
-

@@ -25,14 +25,14 @@ import tree_sitter as ts
 from ktx.ir.access import LoopAccesses, Root, analyze_loop, roots
 from ktx.ir.affine import BlockAlias, KernelIndex, LoopShape, MemRef, ThreadIndex, kernel_index
 from ktx.ir.facts.owners import splits_exactly
-from ktx.ir.facts.reductions import Reduction, reductions
+from ktx.ir.facts.reductions import Reduction, TreeReduction, reductions, tree_reductions
 from ktx.ir.facts.types import type_size
 from ktx.ir.facts.writes import written_roots
-from ktx.ir.module import Module
 from ktx.ir.nodes import Function, LaunchSite, Loop
 
 if TYPE_CHECKING:
     from ktx.ir.facts.signature import ParamFact
+    from ktx.ir.module import Module  # a type only: Module.facts() imports the facts
 
 Owner = Literal["thread", "warp", "block", "grid", "blocks", "unknown"]
 """Who takes the iterations of a loop: each thread all of them (``thread``), the lanes of a warp
@@ -234,6 +234,16 @@ class Facts:
         """The reductions under ``scope`` (the kernel body by default; a loop's body stands for
         its loop), from the one recogniser, :func:`ktx.ir.facts.reductions.reductions`."""
         return reductions(self.module, self.fn, scope)
+
+    @cached_property
+    def tree_reductions(self) -> tuple[TreeReduction, ...]:
+        """The loops that reduce a ``__shared__`` array in place, synchronising every step
+        (:func:`ktx.ir.facts.reductions.tree_reductions`)."""
+        return tree_reductions(self.module, self.fn)
+
+    def loop_at(self, node: ts.Node) -> LoopFact | None:
+        """The loop fact of the loop statement ``node`` (a reduction's ``loop``), or None."""
+        return next((lp for lp in self.loops if lp.loop.span.start == node.start_byte), None)
 
     # -- launch --------------------------------------------------------------------------------
 

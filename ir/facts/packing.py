@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import tree_sitter as ts
+from ktx.ir import syntax
 from ktx.ir.access import (
     Access,
     LoopAccesses,
@@ -51,9 +52,7 @@ from ktx.ir.facts.types import type_size
 from ktx.ir.module import Module
 from ktx.ir.nodes import Loop
 from ktx.ir.source import Span
-
-from ktx import syntax
-from ktx.syntax import text as _text
+from ktx.ir.syntax import text as _text
 
 _EXITS = frozenset({"break_statement", "continue_statement", "return_statement", "goto_statement"})
 
@@ -90,7 +89,6 @@ class Plan:
     """``N`` of a leading ``if (i >= N) break;``: packs run while ``i < min(bound, N)``."""
     limit_stmt: ts.Node | None = None
     """That ``if`` statement: left out of the packed body (the scalar loops keep it)."""
-
 
 
 #: (start, step) pairs whose starts, over the threads that run the loop, are 0 .. step-1.
@@ -773,6 +771,7 @@ def to_expr(module: Module, node: ts.Node, params: set[str], constants: dict[str
             return None
         return f"{a} {'//' if op.type == '/' else op.type} {b}"
     return None
+
 
 # -- one element per thread ----------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ktx.ir import parse, parse_file
 from ktx.ir.language import parse_tree
-from ktx.ir.launchmap import dim3_field_assignments
+from ktx.ir.launch import dim3_field_assignments
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 from ktx.ir import parse
-
-from ktx.launch import deduce_template_args, expression_type
+from ktx.ir.launch import deduce_template_args, expression_type
 
 KERNEL = """\
 template <typename T, int VEC = 4>

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 from ktx.ir import parse, parse_file
-
-from ktx.launch import LaunchMapping, mapping_from_file, substitute
+from ktx.ir.launch import LaunchMapping, mapping_from_file, substitute
 
 ROOT = Path(__file__).resolve().parents[1]
 
