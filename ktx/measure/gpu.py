@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ktx.dtypes import decode, poison
-from ktx.expr import Value
+from ktx.expr import Value, expand
 from ktx.measure.compile import CompileResult, cache_dir
 from ktx.measure.guards import (
     GuardFault,
@@ -59,7 +59,7 @@ from ktx.measure.verify import (
     seeded_inputs,
 )
 from ktx.measure.warmup import settle_seconds, steady_samples, warm_up
-from ktx.spec import ShapePoint, Spec, expand, load_spec
+from ktx.spec import ShapePoint, Spec, load_spec
 
 Array = Any  # a cupy.ndarray; CuPy has no type stubs
 
