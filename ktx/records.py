@@ -39,7 +39,6 @@ VERSIONS: Mapping[str, int] = {
     "cache": 1,  # cache.jsonl: one measurement per line
     "state": 1,  # optimize.json: the run's request, device and outcome
     "baseline": 1,  # baseline.json: the originals' measurements
-    "log": 1,  # log.jsonl: the run log's events (ktx.search.runlog)
     "recorded-run": 1,  # a recording's "run" section: what a faithful replay needs
 }
 
@@ -232,3 +231,201 @@ def measured_configs(events: Sequence[Mapping[str, Any]]) -> dict[str, list[dict
         if e.get("event") == "measure" and e.get("config"):
             out.setdefault(str(e["shape"]), []).append(_config(e["config"]))
     return out
+
+
+# -- the optimize run folder: rounds.jsonl and optimize.json -------------------------------------
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class ShapeRecord:
+    """One shape after a round or at the end of a run (``ShapeOutcome.to_json()``): the
+    original, the best found, what the dispatch table delivers, and the paired final check."""
+
+    shape: str
+    metric: str
+    original_us: float | None
+    best_us: float | None
+    effective_us: float | None
+    speedup: float | None
+    wins: bool
+    sol_fraction: float | None = None
+    original_sol_fraction: float | None = None
+    best_config: Mapping[str, int] | None = None
+    spread: float | None = None
+    paired: Mapping[str, Any] | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ShapeRecord:
+        config = data.get("best_config")
+        paired = data.get("paired")
+        return cls(
+            str(data["shape"]),
+            str(data.get("metric", "")),
+            _opt_float(data.get("original_us")),
+            _opt_float(data.get("best_us")),
+            _opt_float(data.get("effective_us")),
+            _opt_float(data.get("speedup")),
+            bool(data.get("wins", False)),
+            _opt_float(data.get("sol_fraction")),
+            _opt_float(data.get("original_sol_fraction")),
+            None if config is None else _config(config),
+            _opt_float(data.get("spread")),
+            dict(paired) if isinstance(paired, Mapping) else None,
+        )
+
+
+@dataclass(frozen=True)
+class RoundSearchRecord:
+    """A round's search as logged (``RoundResult.to_json()``)."""
+
+    shapes: tuple[ShapeRecord, ...]
+    failures: Mapping[str, int]
+    evaluations: int
+    trials: int
+    wall_s: float
+    geomean_speedup: float | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RoundSearchRecord:
+        return cls(
+            tuple(ShapeRecord.from_json(s) for s in data.get("shapes", ())),
+            {str(k): int(v) for k, v in dict(data.get("failures") or {}).items()},
+            int(data.get("evaluations") or 0),
+            int(data.get("trials") or 0),
+            float(data.get("wall_s") or 0.0),
+            _opt_float(data.get("geomean_speedup")),
+        )
+
+
+@dataclass(frozen=True)
+class RoundLine:
+    """One line of ``rounds.jsonl`` (``RoundRecord.to_json()`` in :mod:`ktx.agent.loop`), as its
+    readers see it: the report, the replay's recorder and the tests.
+
+    The analysis, probes, template sites and plan are kept as the JSON their own modules write
+    (``detail``): they are shown, never computed with, and typing them twice would let the two
+    copies drift."""
+
+    index: int
+    status: str
+    pipeline: str
+    planner: str
+    rationale: str
+    geomean_speedup: float | None
+    best_after: float | None
+    note: str
+    failures: tuple[tuple[str, tuple[str, ...]], ...]
+    result: RoundSearchRecord | None
+    tokens: int
+    plan_attempts: int
+    plan_fallback: str
+    noise: float = 0.0
+    wall_s: float = 0.0
+    share_s: float | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RoundLine:
+        plan = data.get("plan") or {}
+        result = data.get("result")
+        usage = data.get("usage") or {}
+        return cls(
+            index=int(data["round"]),
+            status=str(data["status"]),
+            pipeline=str(data.get("pipeline", "")),
+            planner=str(data.get("planner", "")),
+            rationale=str(data.get("rationale", "")),
+            geomean_speedup=_opt_float(data.get("geomean_speedup")),
+            best_after=_opt_float(data.get("best_after")),
+            note=str(data.get("note", "")),
+            failures=tuple(
+                (str(f["name"]), tuple(str(x) for x in f.get("reasons", ())))
+                for f in data.get("failures", ())
+            ),
+            result=RoundSearchRecord.from_json(result) if isinstance(result, Mapping) else None,
+            tokens=int(usage.get("total_tokens") or 0),
+            plan_attempts=len(plan.get("attempts", ())),
+            plan_fallback=str(plan.get("fallback", "")),
+            noise=float(data.get("noise") or 0.0),
+            wall_s=float(data.get("wall_s") or 0.0),
+            share_s=_opt_float(data.get("share_s")),
+            detail={
+                k: data[k]
+                for k in ("plan", "analysis", "probes", "sites", "knobs", "range_problems")
+                if k in data
+            },
+        )
+
+
+def read_rounds(path: Path) -> tuple[RoundLine, ...]:
+    """The rounds of ``rounds.jsonl``; a damaged line is an error naming ``file:line``."""
+    out = []
+    for number, data in read_jsonl(path, "rounds"):
+        try:
+            out.append(RoundLine.from_json(data))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise KtxError(
+                f"not a round record ({type(exc).__name__}: {exc})",
+                Location(str(path), number, 1),
+                "the file is damaged: run ktx optimize again",
+            ) from None
+    return tuple(out)
+
+
+#: The format tag of ``optimize.json`` (its schema version).
+STATE_FORMAT = "ktx.optimize/1"
+
+
+@dataclass(frozen=True)
+class RunState:
+    """``optimize.json``: the request, the device and the outcome, rewritten after each round."""
+
+    state: str
+    kernel: str
+    best_round: int
+    pipeline: str
+    geomean_speedup: float | None
+    shapes: tuple[ShapeRecord, ...]
+    stop_reason: str
+    notes: tuple[str, ...]
+    source: str
+    source_rel: str
+    wall_s: float
+    rounds: int
+    request: Mapping[str, Any] = field(default_factory=dict)
+    device: Mapping[str, Any] = field(default_factory=dict)
+    #: The whole file, for what the report shows as it is (usage, fast-math use, tolerance).
+    data: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], where: Location) -> RunState:
+        if data.get("format") != STATE_FORMAT:
+            raise KtxError(
+                f"optimize.json is of format {data.get('format')!r}, not {STATE_FORMAT}",
+                where,
+                "give the --out of ktx optimize, or run it again",
+            )
+        try:
+            return cls(
+                state=str(data.get("state", "")),
+                kernel=str(data.get("kernel", "")),
+                best_round=int(data.get("best_round") or 0),
+                pipeline=str(data.get("pipeline", "")),
+                geomean_speedup=_opt_float(data.get("geomean_speedup")),
+                shapes=tuple(ShapeRecord.from_json(s) for s in data.get("shapes", ())),
+                stop_reason=str(data.get("stop_reason", "")),
+                notes=tuple(str(n) for n in data.get("notes", ())),
+                source=str(data.get("source", "")),
+                source_rel=str(data.get("source_rel", "")),
+                wall_s=float(data.get("wall_s") or 0.0),
+                rounds=int(data.get("rounds") or 0),
+                request=dict(data.get("request") or {}),
+                device=dict(data.get("device") or {}),
+                data=dict(data),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise KtxError(f"malformed optimize.json ({exc})", where, "run ktx optimize again") from None

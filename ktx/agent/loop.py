@@ -27,7 +27,6 @@ import json
 import os
 import shutil
 import statistics
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -55,14 +54,14 @@ from ktx.measure.backend import Backend
 from ktx.measure.occupancy import DeviceLimits
 from ktx.measure.types import Measurement
 from ktx.passbase import Rewritten
-from ktx.records import RecordedRun, measured_configs, read_jsonl
+from ktx.records import RecordedRun, measured_configs, read_jsonl, schema_of
 from ktx.registry import Registry, default_registry
 from ktx.search.cache import MeasurementCache
 from ktx.search.engine import geomean
 from ktx.search.evaluate import Evaluator, choose_metric
 from ktx.search.paired import SKIPPED
 from ktx.search.recording import Recording, ReplayDiverged, RunReplayBackend, recording_of_run, write
-from ktx.search.runlog import RunLog
+from ktx.search.runlog import RunLog, read_log
 from ktx.search.space import Config
 from ktx.search.tunable import Tunable
 from ktx.spec import ShapePoint, Spec, load_spec
@@ -160,6 +159,7 @@ class RoundRecord:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "schema": schema_of("rounds"),
             "round": self.index,
             "status": self.status,
             "pipeline": self.plan.pipeline,
@@ -565,7 +565,7 @@ class Optimizer:
                 f"`{recorded.pipeline}` {recorded.status}"
             )
         log = self.run_dir / f"round-{record.index:02d}" / "log.jsonl"
-        measured = measured_configs([e for _, e in read_jsonl(log, "log")]) if log.exists() else {}
+        measured = measured_configs(list(read_log(log)))
         for shape in recorded.shapes:
             mine = measured.get(shape.shape, [])
             if [dict(c) for c in shape.measured] != mine:
@@ -863,14 +863,10 @@ def check_shapes(recording: Recording, points: Sequence[ShapePoint]) -> None:
 
 
 def load_records(run_dir: Path) -> list[dict[str, Any]]:
-    """The rounds of a run folder (a torn last line is skipped)."""
+    """The rounds of a run folder as logged; a damaged line is an error naming ``file:line``
+    (only a last line a killed run left unfinished, without its newline, is skipped). The typed
+    view is :func:`ktx.records.read_rounds`."""
     path = run_dir / "rounds.jsonl"
     if not path.exists():
         raise KtxError("not a ktx optimize run folder (no rounds.jsonl)", Location(str(run_dir)))
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            print(f"ktx: skipping a torn line in {path}", file=sys.stderr)
-    return out
+    return [data for _, data in read_jsonl(path, "rounds")]

@@ -282,12 +282,15 @@ def recording_of_run(
     got its ``run`` section this way, from the run folder in ``results/session2``)."""
     state = json.loads((run_dir / "optimize.json").read_text(encoding="utf-8"))
     request = state.get("request", {})
-    measurements = [row["measurement"] for _, row in read_jsonl(run_dir / "cache.jsonl", "cache")]
+    from ktx.search.cache import MeasurementCache
+    from ktx.search.runlog import read_log
+
+    measurements = [m.to_dict() for m in MeasurementCache(run_dir / "cache.jsonl").measurements()]
     rounds = []
     for _, line in read_jsonl(run_dir / "rounds.jsonl", "rounds"):
         index = int(line["round"])
         log = run_dir / f"round-{index:02d}" / "log.jsonl"
-        events = [e for _, e in read_jsonl(log, "log")] if log.exists() else []
+        events = list(read_log(log))  # a line a killed worker tore is skipped, as the run did
         measured = measured_configs(events)
         done = {
             str(e["shape"]): int(e.get("evaluations", 0)) for e in events if e.get("event") == "shape_done"

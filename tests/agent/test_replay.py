@@ -13,6 +13,7 @@ from ktx.agent.loop import OptimizeRequest, load_records, optimize
 from ktx.errors import KtxError
 from ktx.records import measured_configs, read_jsonl
 from ktx.search.recording import Recording, ReplayDiverged
+from ktx.search.runlog import read_log
 
 from .model_backend import ModelBackend
 
@@ -48,7 +49,7 @@ def assert_follows(run_dir: Path, recording: Recording) -> None:
         (r.index, r.pipeline, r.status) for r in recording.run.rounds
     ]
     for r in recording.run.rounds:
-        events = [e for _, e in read_jsonl(run_dir / f"round-{r.index:02d}" / "log.jsonl", "log")]
+        events = list(read_log(run_dir / f"round-{r.index:02d}" / "log.jsonl"))
         mine = measured_configs(events)
         for s in r.shapes:
             assert mine.get(s.shape, []) == [dict(c) for c in s.measured], (r.index, s.shape)
