@@ -83,8 +83,9 @@ def read_jsonl(path: Path, kind: str, *, torn_tail: bool = True) -> Iterator[tup
         except ValueError as exc:
             if torn and torn_tail:
                 return
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
             raise KtxError(
-                f"line is not JSON ({exc.msg})", where, "the file is damaged: run again, or remove the line"
+                f"line is not JSON ({why})", where, "the file is damaged: run again, or remove the line"
             ) from None
         if not isinstance(data, dict):
             raise KtxError("line is not a JSON object", where, "the file is damaged: run again")

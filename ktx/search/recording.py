@@ -287,7 +287,8 @@ def recording_of_run(
 
     measurements = [m.to_dict() for m in MeasurementCache(run_dir / "cache.jsonl").measurements()]
     rounds = []
-    for _, line in read_jsonl(run_dir / "rounds.jsonl", "rounds"):
+    logged = run_dir / "rounds.jsonl"  # absent when no round started (the budget ran out first)
+    for _, line in read_jsonl(logged, "rounds") if logged.exists() else ():
         index = int(line["round"])
         log = run_dir / f"round-{index:02d}" / "log.jsonl"
         events = list(read_log(log))  # a line a killed worker tore is skipped, as the run did
