@@ -35,8 +35,9 @@ from typing import Any
 
 from ktx.errors import KtxError, Location
 from ktx.measure.replay import ReplayBackend
-from ktx.measure.types import Candidate, Measurement, Status, Timing, config_key
+from ktx.measure.types import Candidate, Measurement, Status, config_key
 from ktx.records import RecordedRound, RecordedRun, RecordedShape, measured_configs, read_jsonl
+from ktx.search.paired import PairedCheck
 from ktx.search.space import Config, Space
 from ktx.spec import ShapePoint
 
@@ -192,9 +193,9 @@ class RunReplayBackend(RecordingBackend):
 
     Unlike :class:`RecordingBackend`, a (shape, config) the recording lacks is an error
     (:class:`ReplayDiverged`): the replay follows the run's script, so a miss means it went
-    another way. The run's paired final checks are answered from the recording too, in the
-    order the run made them (:class:`PairedReplayBackend`; a run from before the paired check
-    has none, and its replay re-measures nothing either)."""
+    another way. The run's paired final checks are answered from the recording too
+    (:class:`PairedReplayBackend`; a run from before the paired check has none, and its replay
+    re-measures nothing either)."""
 
     def __init__(self, recording: Recording, throttle_s: float = 0.0) -> None:
         super().__init__(recording, throttle_s)
@@ -220,55 +221,29 @@ class RunReplayBackend(RecordingBackend):
             ) from None
 
 
-
 class PairedReplayBackend(RunReplayBackend):
-    """A run replay that also answers the run's paired final checks, from its recorded pairs."""
+    """A run replay that also answers the run's paired final checks: each is the check the
+    run logged (measured, failed or cut by its clock), handed back as it was, in the order the
+    run made them (:func:`ktx.search.final.final_check` asks ``recorded_check``)."""
 
     def __init__(self, recording: Recording, throttle_s: float = 0.0) -> None:
         super().__init__(recording, throttle_s)
-        self._paired: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+        self._checks: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
         for r in self.run.rounds:
             for s in r.shapes:
-                if s.paired is not None and s.paired.get("status") in ("measured", "failed"):
-                    config = s.paired.get("config") or {}
-                    self._paired.setdefault((s.shape, config_key(config)), []).append(s.paired)
+                if s.paired is not None and s.paired.get("config") is not None:
+                    key = (s.shape, config_key(s.paired["config"]))
+                    self._checks.setdefault(key, []).append(s.paired)
 
-    def measure_paired(
-        self, first: Candidate, second: Candidate, point: ShapePoint, pairs: int, timeout: float | None = None
-    ) -> list[tuple[Measurement, Measurement]]:
-        """The run's own paired check of ``second`` at ``point`` (its timings, pair by pair)."""
-        queue = self._paired.get((point.name, second.config_key))
+    def recorded_check(self, shape: str, config: Mapping[str, int]) -> PairedCheck:
+        queue = self._checks.get((shape, config_key(config)))
         if not queue:
             raise ReplayDiverged(
-                f"the replay re-measures config {second.config_key} at {point.name}, which the recorded "
-                "run did not re-measure",
+                f"the replay checks config {config_key(config)} at {shape}; the recorded run did not",
                 Location(self.recording.path),
                 "record the run again on a GPU",
             )
-        check = queue.pop(0)
-        if check.get("status") == "failed":
-            bad = Measurement(
-                kernel=self.recording.kernel, shape=point.name, config=dict(second.config),
-                status=Status.CRASH, message=str(check.get("reason", "")), label=second.label,
-            )  # fmt: skip
-            return [(bad, bad)]
-        out = []
-        for row in check.get("pairs", ()):
-            go, gc, so, sc = (None if v is None else float(v) for v in row)
-            out.append((_timed(first, point, go, so), _timed(second, point, gc, sc)))
-        return out
-
-
-def _timed(candidate: Candidate, point: ShapePoint, graph: float | None, single: float | None) -> Measurement:
-    """A measurement holding only the recorded graph and single-launch medians of one pair."""
-
-    def t(v: float | None) -> Timing | None:
-        return None if v is None else Timing(v, v, v, v, v, v, 1)
-
-    return Measurement(
-        kernel="", shape=point.name, config=dict(candidate.config), status=Status.OK,
-        label=candidate.label, single=t(single), graph=t(graph),
-    )  # fmt: skip
+        return PairedCheck.from_dict(queue.pop(0))
 
 
 def recording_of_run(
