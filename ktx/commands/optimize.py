@@ -169,6 +169,7 @@ def fast_math_line(result: OptimizeResult, dispatch: Any, fm: Mapping[str, Any])
 #: The defaults of the options a replayed recording may set (register() above).
 _DEFAULTS: dict[str, object] = {
     "shapes": "", "rounds": 6, "trials_per_round": 40, "seed": 0, "ncu": "auto", "planner": "rules",
+    "patience": 2, "min_gain": 0.02,
 }  # fmt: skip
 
 
