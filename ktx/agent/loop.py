@@ -442,6 +442,7 @@ class Optimizer:
         _write_json(
             self.run_dir / "baseline.json",
             {
+                "schema": schema_of("baseline"),
                 "kernel": self.spec.name,
                 "shapes": [{"metric": s.metric, "measurement": s.original.to_dict()} for s in base],
                 "ncu": {k: v.to_json() for k, v in ncu.items()},
