@@ -861,6 +861,15 @@ def check_shapes(recording: Recording, points: Sequence[ShapePoint]) -> None:
             Location(recording.path or None),
             f"it holds {'; '.join(recording.shapes)}: pass --shapes with those, or measure on a GPU",
         )
+    if recording.run is None:
+        return
+    ran = list(dict.fromkeys(s.shape for r in recording.run.rounds for s in r.shapes))
+    if ran and sorted(p.name for p in points) != sorted(ran):
+        raise KtxError(
+            f"the recorded run searched {'; '.join(ran)}, not {'; '.join(p.name for p in points)}",
+            Location(recording.path or None),
+            "a replay of a run replays its shapes: leave --shapes out, or give those",
+        )
 
 
 def load_records(run_dir: Path) -> list[dict[str, Any]]:

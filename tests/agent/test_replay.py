@@ -165,3 +165,8 @@ def test_a_measurement_the_recording_lacks_is_an_error_not_a_crash(
     rec.write_text(json.dumps(data))
     with pytest.raises(ReplayDiverged, match="which the recorded run never measured"):
         optimize(replay_request(rec, tmp_path / "out", rounds=2, trials_per_round=6, shapes=SHAPES))
+
+
+def test_a_replay_of_a_run_replays_all_of_its_shapes(tmp_path: Path) -> None:
+    with pytest.raises(KtxError, match="the recorded run searched tokens=1,d=4096; tokens=256,d=11008; "):
+        optimize(replay_request(COMMITTED, tmp_path / "run", shapes=("tokens=1,d=4096",)))
