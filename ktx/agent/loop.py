@@ -11,6 +11,13 @@ One call of :func:`optimize` is one ``ktx optimize`` run. The run folder holds::
     round-NN/          the round's template (template.cu, trace.json), plan, studies and the
                        outputs of ``ktx tune`` (best/, dispatch.json/.h, summary.json)
     final/             the best round's template, trace, dispatch table and variants
+    recording.json     (runs that measured) every measurement and the run itself: what a replay
+                       on a CPU needs to follow it round for round (:func:`recording_of_run`)
+
+Over a recording with a run section (``--backend replay:FILE``, or ``auto`` without a GPU), the
+loop replays that run: each round's search stops after the evaluations the recorded one made,
+the run after the recorded rounds with the recorded stop reason, and every round is checked
+against the recording (:meth:`Optimizer.follow`); a difference is :class:`ReplayDiverged`.
 
 A round's pipeline is the planner's whole pipeline; passes that rewrote nothing are reported
 back to the planner (``failures``) and a round whose new passes all failed is not searched.
