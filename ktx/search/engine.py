@@ -309,10 +309,13 @@ def search_shape(
     concurrent: bool = False,
     planned: Plan | None = None,
     seed_name: str | None = None,
+    stop_after: int | None = None,
 ) -> optuna.Study:
     """Search one shape; ``neighbours`` are warm-start configs (best of nearby shapes).
     ``seed_name`` (default: the study name) derives the sampler's seed, so that a replay of a
-    run, whose studies are named after another backend, samples what the run sampled."""
+    run, whose studies are named after another backend, samples what the run sampled.
+    ``stop_after``: stop after this many evaluations without changing the sampler (whose
+    choice and settings follow the budget): a replay stops where the recorded run's clock did."""
     space = evaluator.space
     p = planned or plan(space, evaluator, (point,), settings)
     seed = seed_for(settings.seed, seed_name or study_name)
@@ -333,7 +336,8 @@ def search_shape(
                 )
 
     shared = study_lookup(study) if concurrent else None
-    admit = admission(study, p.budget)
+    budget = p.budget if stop_after is None else min(p.budget, stop_after)
+    admit = admission(study, budget)
 
     def objective(trial: optuna.Trial) -> float:
         ev = evaluator.evaluate(space.suggest(trial), point, shared, admit, deadline)
@@ -343,7 +347,7 @@ def search_shape(
             raise optuna.TrialPruned(f"{ev.status}: {ev.reason}")
         return value
 
-    _optimize(study, objective, p.budget, settings, deadline, progress)
+    _optimize(study, objective, budget, settings, deadline, progress)
     return study
 
 
