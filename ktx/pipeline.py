@@ -480,8 +480,9 @@ def _header_offset(module: Module, fn: Function) -> int:
 
 
 def template_for_spec(spec: Spec, pipeline: str, registry: Registry | None = None) -> Template:
-    """Run ``pipeline`` on a spec's kernel, launched as the spec says (vars included)."""
-    return run(
+    """Run ``pipeline`` on a spec's kernel, launched as the spec says (vars included); its
+    name expression is qualified with the spec's namespace (``kernel = "vllm::rms_norm"``)."""
+    template = run(
         spec.source_text(),
         pipeline,
         kernel=spec.kernel,
@@ -490,6 +491,7 @@ def template_for_spec(spec: Spec, pipeline: str, registry: Registry | None = Non
         registry=registry,
         path=str(spec.folder / spec.source),
     )
+    return dataclasses.replace(template, scope=spec.scope) if spec.scope else template
 
 
 def candidate(spec: Spec, passes: str, config: Mapping[str, int]) -> Candidate:

@@ -210,6 +210,9 @@ class Spec:
     require: tuple[Expr, ...]
     verify: Verify
     description: str = ""
+    #: The namespaces around the kernel (``kernel = "vllm::rms_norm"`` gives ``kernel`` =
+    #: ``rms_norm``, the name the source's parse knows, and ``scope`` = ``vllm``).
+    scope: str = ""
 
     # -- derived information ---------------------------------------------------------------
 
@@ -240,11 +243,16 @@ class Spec:
             ) from None
 
     @property
+    def qualified_kernel(self) -> str:
+        """``vllm::rms_norm``: the kernel's name as C++ at file scope spells it."""
+        return f"{self.scope}::{self.kernel}" if self.scope else self.kernel
+
+    @property
     def name_expression(self) -> str:
         """The kernel's name expression; ``{expr}`` placeholders are expanded per shape."""
         if not self.template_args:
-            return self.kernel
-        return f"{self.kernel}<{', '.join(self.template_args)}>"
+            return self.qualified_kernel
+        return f"{self.qualified_kernel}<{', '.join(self.template_args)}>"
 
     def shape_set(self, name: str | None = None) -> ShapeSet:
         wanted = name or self.default_shapes
@@ -527,6 +535,8 @@ _TOP_KEYS = (
 _ARG_KEYS = ("name", "dtype", "shape", "role", "dist", "value", *DISTRIBUTIONS["normal"],
              *DISTRIBUTIONS["uniform"], *DISTRIBUTIONS["arange"], *SPECIAL_PARAMS)  # fmt: skip
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: ``kernel``, ``ns::kernel``, ``::a::b::kernel``: a kernel inside namespaces.
+_QUALIFIED = re.compile(r"^\s*(::\s*)?[A-Za-z_][A-Za-z0-9_]*(\s*::\s*[A-Za-z_][A-Za-z0-9_]*)*\s*$")
 
 
 def load_spec(path: str | Path) -> Spec:
@@ -591,9 +601,14 @@ def parse_spec(text: str, path: Path) -> Spec:
     # A misspelt section is reported as such, not as the section that is then missing.
     _Table({k: v for k, v in data.items() if k not in _TOP_KEYS}, (), pos).done(_TOP_KEYS)
 
-    kernel = top.string("kernel", required=True)
-    if not _IDENT.match(kernel):
-        raise top.error("kernel", f"{kernel!r} is not a C++ identifier")
+    written = top.string("kernel", required=True)
+    if not _QUALIFIED.match(written):
+        raise top.error(
+            "kernel",
+            f"{written!r} is not a C++ identifier",
+            "give the kernel's name, with its namespaces where it has any: ns::kernel",
+        )
+    scope, _, kernel = re.sub(r"\s+", "", written).lstrip(":").rpartition("::")
     source = top.string("source", "kernel.cu")
     if not (path.parent / source).is_file():
         raise top.error("source", f"file {source!r} not found next to the spec")
@@ -654,7 +669,7 @@ def parse_spec(text: str, path: Path) -> Spec:
         path=path, kernel=kernel, source=source, template_args=template_args, args=args,
         variables=variables, derived=derived, shapes=shapes, default_shapes=default_shapes,
         launch=launch, flags=flags, reference=reference, tolerance=tolerance, bytes=byte_expr,
-        flops=flop_expr, require=require, verify=verify, description=description,
+        flops=flop_expr, require=require, verify=verify, description=description, scope=scope,
     )  # fmt: skip
     _check_names(spec, top)
     _check_points(spec, top)
