@@ -38,10 +38,12 @@ import tree_sitter as ts
 from ktx.ir import LaunchSite, Module, parse_file
 from ktx.ir.access import _index_node, terms
 from ktx.ir.affine import Affine, kernel_index
+from ktx.ir.clang import _namespace_path
 from ktx.ir.facts.kinds import access_kind as _kind
 from ktx.ir.nodes import Function, Param
 
 from ktx import syntax
+from ktx.dtypes import C_TYPES
 from ktx.errors import KtxError, Location
 from ktx.expr import Expr, Value
 from ktx.launch import (
@@ -54,16 +56,8 @@ from ktx.launch import (
 )
 from ktx.spec import ShapePoint
 
-#: C/CUDA element types to spec dtypes.
-DTYPES: Mapping[str, str] = {
-    "float": "fp32", "double": "fp64", "half": "fp16", "__half": "fp16", "__nv_bfloat16": "bf16",
-    "nv_bfloat16": "bf16", "__nv_fp8_e4m3": "fp8_e4m3", "__nv_fp8_e5m2": "fp8_e5m2",
-    "int8_t": "int8", "signed char": "int8", "char": "int8", "uint8_t": "uint8", "unsigned char": "uint8",
-    "int16_t": "int16", "short": "int16", "uint16_t": "uint16", "unsigned short": "uint16",
-    "int": "int32", "int32_t": "int32", "unsigned": "uint32", "unsigned int": "uint32",
-    "uint32_t": "uint32", "long": "int64", "long long": "int64", "int64_t": "int64",
-    "unsigned long long": "uint64", "uint64_t": "uint64", "size_t": "uint64", "bool": "bool",
-}  # fmt: skip
+#: C/CUDA element types to spec dtypes (PyTorch's c10::BFloat16 ... included).
+DTYPES: Mapping[str, str] = C_TYPES
 #: Bytes per element of each spec dtype (for sizing default shapes).
 DTYPE_BYTES: Mapping[str, int] = {
     "fp32": 4, "fp64": 8, "fp16": 2, "bf16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1, "int8": 1, "uint8": 1,
@@ -505,6 +499,12 @@ def _bounds_from(k: _Kernel, cond: ts.Node, out: dict[str, str], negated: bool =
 
 
 # -- arguments -----------------------------------------------------------------------------
+
+
+def _qualified(module: Module, fn: Function) -> str:
+    """``vllm::rms_norm``: the kernel's name with its namespaces (an anonymous one adds
+    nothing), as the spec's ``kernel`` and the compiler's name expression need it."""
+    return "::".join([*(n for n in _namespace_path(module, fn) if n), fn.name])
 
 
 def _dtype(module: Module, path: Path, type_name: str) -> str | None:
@@ -1435,7 +1435,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
 
     lines = [
         f"# Drafted by `ktx init {path.name}` from {path}; check every line, then `ktx init --check`.",
-        f"kernel = {_toml_str(fn.name)}",
+        f"kernel = {_toml_str(_qualified(module, fn))}",
         f"source = {_toml_str(_relative(path, out_dir))}",
     ]
     picked: str | None = None
