@@ -70,12 +70,38 @@ DEFAULT_TOLERANCE: Mapping[str, Tolerance] = {
 _EXACT = Tolerance(0.0, 0.0, 0.0)
 
 
+#: Distributions written ``kind:LOW..HIGH``: integers in ``[LOW, HIGH)``, LOW and HIGH
+#: expressions over the shape variables (``int:0..max_pos``); ``distinct`` draws no value twice
+#: (a slot mapping that two tokens must not share).
+RANGE_DISTRIBUTIONS = ("int", "distinct")
+_RANGE = re.compile(r"^\s*(int|distinct)\s*:(.+?)\.\.(.+)$")
+
+
 @dataclass(frozen=True)
 class Dist:
-    """How input values are drawn: ``kind`` with its parameters (defaults filled in)."""
+    """How input values are drawn: ``kind`` with its parameters (defaults filled in), or for
+    ``int``/``distinct`` an integer range whose ends are expressions (data-dependent indices:
+    positions, slot mappings, expert ids must be valid indices for the shape)."""
 
     kind: str = "normal"
     params: tuple[tuple[str, float], ...] = ()
+    bounds: tuple[Expr, Expr] | None = None
+
+    def range(self, env: Mapping[str, Value], count: int = 0) -> tuple[int, int]:
+        """``[low, high)`` at ``env``; refused when empty or, for ``distinct``, smaller than
+        the ``count`` values to draw."""
+        assert self.bounds is not None
+        low, high = (e.evaluate_int(env) for e in self.bounds)
+        where = self.bounds[0].where
+        if high <= low:
+            raise KtxError(f"dist {self.kind}:{low}..{high} is an empty range", where, "HIGH is exclusive")
+        if self.kind == "distinct" and high - low < count:
+            raise KtxError(
+                f"dist distinct:{low}..{high} has {high - low} values, fewer than the {count} to draw",
+                where,
+                "widen the range or use int:LOW..HIGH",
+            )
+        return low, high
 
     def param(self, name: str) -> float:
         for key, value in self.params:
@@ -96,6 +122,8 @@ class Arg:
     value: Expr | None = None  # scalars only
     dist: Dist = Dist()
     where: Location | None = field(default=None, compare=False)
+    #: A pointer the project passes as null (``dist = "null"``): no buffer, role ``scalar``.
+    null: bool = False
 
     @property
     def is_array(self) -> bool:
@@ -828,6 +856,10 @@ def _args(top: _Table, pos: TomlPositions) -> tuple[Arg, ...]:
             t.done(("name", "dtype", "value"))
             args.append(Arg(name, dtype, "scalar", (), value, Dist(), t.loc()))
             continue
+        if t.has("dist") and t.string("dist") == "null":
+            t.done(("name", "dtype", "dist"))
+            args.append(Arg(name, dtype, "scalar", (), None, Dist("null"), t.loc(), null=True))
+            continue
         if not t.has("shape"):
             raise t.error(None, f"argument {name!r} needs a 'shape' (array) or a 'value' (scalar)")
         _shape_is_a_list(t, name)
@@ -836,9 +868,19 @@ def _args(top: _Table, pos: TomlPositions) -> tuple[Arg, ...]:
         if role not in ("in", "out", "inout"):
             raise t.error("role", f"role must be 'in', 'out' or 'inout', got {role!r}")
         kind = t.string("dist", "randint" if dtype.kind in ("int", "bool") else "normal")
+        ranged = _RANGE.match(kind)
+        if ranged is not None:
+            if role == "out":
+                raise t.error("dist", "an output argument takes no input distribution")
+            t.done(("name", "dtype", "shape", "role", "dist"))
+            bounds = (_range_end(t, ranged.group(2)), _range_end(t, ranged.group(3)))
+            args.append(Arg(name, dtype, role, shape, None, Dist(ranged.group(1), (), bounds), t.loc()))
+            continue
         if kind not in DISTRIBUTIONS:
             raise t.error(
-                "dist", f"unknown distribution {kind!r}", "distributions: " + ", ".join(DISTRIBUTIONS)
+                "dist",
+                f"unknown distribution {kind!r}",
+                "distributions: " + ", ".join(DISTRIBUTIONS) + ", int:LOW..HIGH, distinct:LOW..HIGH, null",
             )
         allowed = (*DISTRIBUTIONS[kind], *SPECIAL_PARAMS)
         params = []
@@ -955,6 +997,8 @@ def _check_names(spec: Spec, top: _Table) -> None:
             _names_ok(expr, known, f"args.{arg.name}.shape")
         if arg.value is not None:
             _names_ok(arg.value, known, f"args.{arg.name}.value")
+        for expr in arg.dist.bounds or ():
+            _names_ok(expr, known, f"args.{arg.name}.dist")
     for label, exprs in (
         ("bytes", (spec.bytes,)),
         ("flops", (spec.flops,)),
@@ -985,6 +1029,13 @@ def _names_ok(expr: Expr, known: set[str], label: str) -> None:
         )
 
 
+def _range_end(t: _Table, text: str) -> Expr:
+    """One end of ``int:LOW..HIGH``, an expression located at the ``dist`` key."""
+    if not text.strip():
+        raise t.error("dist", "expected int:LOW..HIGH or distinct:LOW..HIGH (e.g. int:0..max_pos)")
+    return Expr.parse(text.strip(), t.loc("dist"))
+
+
 def _check_points(spec: Spec, top: _Table) -> None:
     """Every listed shape must satisfy the constraints and give non-negative sizes."""
     for shape_set in spec.shapes:
@@ -998,11 +1049,20 @@ def _check_points(spec: Spec, top: _Table) -> None:
                     )
             for arg in spec.args:
                 if arg.is_array:
-                    arg.dims(env)
+                    dims = arg.dims(env)
+                    if arg.dist.bounds is not None:
+                        arg.dist.range(env, _count(dims))
                 elif arg.value is not None:
                     arg.value.evaluate(env)
             for expr in (*spec.launch.grid, *spec.launch.block, spec.launch.shared):
                 expr.evaluate_int(env)
+
+
+def _count(dims: Sequence[int]) -> int:
+    count = 1
+    for d in dims:
+        count *= d
+    return count
 
 
 def find_specs(root: str | Path) -> list[Path]:
