@@ -13,6 +13,7 @@ missing argument) raises :class:`~ktx.errors.KtxError` naming the key and its li
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -659,7 +660,7 @@ def parse_spec(text: str, path: Path) -> Spec:
     launch_t.done(("grid", "block", "shared"))
 
     compile_t = top.table("compile")
-    flags = compile_t.strings("flags")
+    flags = flag_paths(compile_t.strings("flags"), path.parent)
     compile_t.done(("flags",))
 
     reference = _reference(top, path)
@@ -703,6 +704,50 @@ def parse_spec(text: str, path: Path) -> Spec:
     _check_points(spec, top)
     _check_kernel_defined(spec, top)
     return spec
+
+
+#: Flags that take a folder, joined (``-Iinc``, ``--include-path=inc``) or as the next flag.
+_DIR_FLAGS = ("-I", "--include-path", "-isystem", "--system-include")
+#: Flags that take a file to include first (``-include pre.h``, ``--pre-include=pre.h``).
+_FILE_FLAGS = ("-include", "--pre-include")
+
+
+def flag_paths(flags: Sequence[str], folder: Path) -> tuple[str, ...]:
+    """``flags`` with their relative paths made absolute from the spec's ``folder``, not from
+    wherever ktx runs: an include folder (``-I``, ``--include-path``, ``-isystem``) always; a
+    pre-included file (``-include``, ``--pre-include``) when it exists there (else it is a
+    header the compiler finds on its include path, such as ``cuda_fp16.h``). Absolute paths
+    stay as written."""
+    base = folder.resolve()
+
+    def fix(value: str, is_dir: bool) -> str:
+        if not value or Path(value).is_absolute() or value.startswith("~"):
+            return value
+        candidate = base / value
+        return str(Path(os.path.normpath(candidate))) if is_dir or candidate.exists() else value
+
+    out: list[str] = []
+    pending: bool | None = None  # the previous flag wants a path: is it a folder?
+    for flag in flags:
+        if pending is not None:
+            out.append(fix(flag, pending))
+            pending = None
+            continue
+        for names, is_dir in ((_DIR_FLAGS, True), (_FILE_FLAGS, False)):
+            name = next((n for n in names if flag == n or flag.startswith(n)), None)
+            if name is None:
+                continue
+            if flag == name:
+                pending = is_dir
+                out.append(flag)
+            else:
+                rest = flag[len(name) :]
+                sep = "=" if rest.startswith("=") else ""
+                out.append(name + sep + fix(rest[len(sep) :], is_dir))
+            break
+        else:
+            out.append(flag)
+    return tuple(out)
 
 
 def _shapes(top: _Table, pos: TomlPositions) -> tuple[tuple[ShapeSet, ...], str, tuple[str, ...]]:
