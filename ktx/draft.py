@@ -501,6 +501,26 @@ def _bounds_from(k: _Kernel, cond: ts.Node, out: dict[str, str], negated: bool =
 # -- arguments -----------------------------------------------------------------------------
 
 
+def _index_use(body: str, name: str) -> str | None:
+    """Where a kernel uses the values of integer array ``name`` as indices or offsets: inside
+    another subscript (``table[idx[i]]``), or through a local read from it that is then a
+    subscript, an offset or a factor (``pos = positions[t]; cache + pos * dim``). Data decide
+    such indices, so random inputs would read out of bounds: the spec must give their range."""
+    nested = re.search(rf"\w+\s*\[[^\[\]]*\b{re.escape(name)}\s*\[[^\]]*\]\s*\]", body)
+    if nested is not None:
+        return " ".join(nested.group(0).split())
+    read = rf"\b(\w+)\s*=\s*(?:\([\w\s:]+\)\s*)?(?:__ldg\s*\(\s*&?\s*)?{re.escape(name)}\s*\["
+    for m in re.finditer(read, body):
+        local = re.escape(m.group(1))
+        use = re.search(
+            rf"\w+\s*\[[^\]]*\b{local}\b[^\]]*\]|\w+\s*\+\s*{local}\b|\b{local}\s*[*/%]\s*\w+",
+            body[m.end() :],
+        )
+        if use is not None:
+            return f"{m.group(1)} = {name}[...]; {' '.join(use.group(0).split())}"
+    return None
+
+
 def _qualified(module: Module, fn: Function) -> str:
     """``vllm::rms_norm``: the kernel's name with its namespaces (an anonymous one adds
     nothing), as the spec's ``kernel`` and the compiler's name expression need it."""
@@ -1335,6 +1355,14 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 lines += [f"# {TODO}: {why}", f'role = "{TODO}"']
             else:
                 lines.append(f"role = {_toml_str(role)}")
+            use = _index_use(syntax.text(k.module, k.body), p.name) if dtype in _INT_DTYPES else None
+            if use is not None and role != "out":
+                why = (
+                    f"values of {p.name}: indices ({use}); random ones may be negative or too large: "
+                    'draw them in range, dist = "int:0..N" (or "distinct:0..N" where no two may share one)'
+                )
+                arg_todos.append(why)
+                lines += [f"# {TODO}: {why}", f'dist = "{TODO}"']
         else:
             if dtype is None:
                 bindings.pop(p.name, None)  # a struct passed by value: no shape variable of it
