@@ -123,3 +123,15 @@ def test_without_a_shape_priming_draws_from_zero(tmp_path: Path) -> None:
     positions = next(a for a in spec.args if a.name == "positions")
     values = draw(positions, (4, 16), Draws(0))
     assert values.shape == (4, 16) and int(values.max()) == 0
+
+
+def test_the_range_is_part_of_the_cache_context(tmp_path: Path) -> None:
+    """Results measured with one index range are not reused for another."""
+    from ktx.search.tunable import spec_context
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    one = spec_context(load_spec(write(tmp_path / "a")))
+    two = spec_context(load_spec(write(tmp_path / "b", "int:1..rows")))
+    assert one["args"][2]["dist"] == ["int", [], ["0", "rows"]]
+    assert one != two
