@@ -971,6 +971,7 @@ def _check_kernel_defined(spec: Spec, top: _Table) -> None:
         return  # an unreadable source is reported where it is read, with its own location
     names = [k.name for k in module.kernels]
     if spec.kernel in names:
+        _check_kernel_scope(spec, top, module)
         return
     # A kernel defined in a local header, or one tree-sitter did not see as a kernel (built by
     # a macro, say), still has its name in a text: only a name none of them has is wrong.
@@ -985,6 +986,32 @@ def _check_kernel_defined(spec: Spec, top: _Table) -> None:
     known = ", ".join(names) or "none found"
     raise top.error(
         "kernel", f"{spec.source} defines no kernel {spec.kernel!r}", f"kernels in {spec.source}: {known}"
+    )
+
+
+def _check_kernel_scope(spec: Spec, top: _Table, module: Any) -> None:
+    """The namespaces ``kernel`` names are those around the kernel in the source: a kernel in
+    ``namespace vllm`` written ``kernel = "k"`` (with no ``using namespace`` that reaches it,
+    and no pre-included file that could hold one) is not found by the compiler at file scope,
+    and ``kernel = "other::k"`` names no kernel."""
+    from ktx.ir.clang import _namespace_path
+
+    scopes = [
+        "::".join(n for n in _namespace_path(module, fn) if n)
+        for fn in module.kernels
+        if fn.name == spec.kernel
+    ]
+    if spec.scope in scopes:
+        return
+    if not spec.scope:
+        pre_included = any(f.startswith(("-include", "--pre-include")) for f in spec.flags)
+        if pre_included or re.search(r"\busing\s+namespace\b", module.text_str):
+            return
+    where = ", ".join(f"{s}::{spec.kernel}" if s else spec.kernel for s in scopes)
+    raise top.error(
+        "kernel",
+        f"{spec.source} has no kernel {spec.qualified_kernel!r} (it has {where})",
+        f'write kernel = "{where.split(", ")[0]}"',
     )
 
 

@@ -57,7 +57,9 @@ def test_a_leading_global_scope_and_spaces_are_accepted(tmp_path: Path) -> None:
 
 
 def test_a_bare_kernel_has_no_scope(tmp_path: Path) -> None:
-    spec = load_spec(write(tmp_path, "k"))
+    write(tmp_path, "k")
+    (tmp_path / "kernel.cu").write_text(SOURCE + "using namespace vllm::detail;\n")
+    spec = load_spec(tmp_path)
     assert (spec.kernel, spec.scope, spec.name_expression) == ("k", "", "k<float, int32_t(4)>")
 
 
@@ -79,3 +81,22 @@ def test_the_pipeline_qualifies_candidates(tmp_path: Path) -> None:
     spec = load_spec(write(tmp_path, "vllm::detail::k"))
     cand = candidate(spec, "", {})
     assert cand.name_expression == "vllm::detail::k<float, int32_t(4)>"
+
+
+def test_a_kernel_named_outside_its_namespace_is_refused_with_the_right_name(tmp_path: Path) -> None:
+    with pytest.raises(KtxError, match="has no kernel 'k' \\(it has vllm::detail::k\\)") as err:
+        load_spec(write(tmp_path, "k"))
+    assert err.value.hint == 'write kernel = "vllm::detail::k"'
+    with pytest.raises(KtxError, match="has no kernel 'vllm::k'"):
+        load_spec(write(tmp_path, "vllm::k"))
+
+
+def test_a_using_directive_or_a_pre_included_file_lets_the_bare_name_through(tmp_path: Path) -> None:
+    write(tmp_path, "k")
+    source = tmp_path / "kernel.cu"
+    source.write_text(SOURCE + "using namespace vllm::detail;\n")
+    assert load_spec(tmp_path).name_expression == "k<float, int32_t(4)>"
+    source.write_text(SOURCE)
+    spec = tmp_path / "ktx.toml"
+    spec.write_text(spec.read_text() + '[compile]\nflags = ["-include", "using_vllm.h"]\n')
+    assert load_spec(tmp_path).kernel == "k"
