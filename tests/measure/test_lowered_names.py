@@ -36,6 +36,9 @@ __global__ void act_kernel(T* out, int64_t n) { if (threadIdx.x < n) out[threadI
 template <typename T>
 __global__ typename std::enable_if<std::is_same<T, float>::value, void>::type
 fill_kernel(T* out) { out[0] = 1; }
+struct SiluOp { __device__ float operator()(float x) const { return x / (1.f + __expf(-x)); } };
+template <typename Op, typename T>
+__global__ void functor_kernel(T* out) { out[0] = Op()(out[0]); }
 __global__ void plain_kernel(float* out) { out[0] = 2; }
 namespace detail { __global__ void inner(float* out) { out[0] = 3; } }
 }
@@ -47,6 +50,7 @@ EXPECTED = {
     "vllm::op_kernel<&vllm::op_gelu, float>": "_ZN4vllm9op_kernelIXadL_ZNS_7op_geluERKfEEfEEvPT0_PKS3_i",
     "vllm::act_kernel<float, int32_t(4), vllm::Act::kGelu>": "_ZN4vllm10act_kernelIfLi4ELNS_3ActE1EEEvPT_l",
     "vllm::act_kernel<float, 4, vllm::Act::kSilu>": "_ZN4vllm10act_kernelIfLi4ELNS_3ActE0EEEvPT_l",
+    "vllm::functor_kernel<vllm::SiluOp, float>": "_ZN4vllm14functor_kernelINS_6SiluOpEfEEvPT0_",
     "vllm::fill_kernel<float>": (
         "_ZN4vllm11fill_kernelIfEENSt9enable_ifIXsr3std7is_sameIT_fEE5valueEvE4typeEPS2_"
     ),
