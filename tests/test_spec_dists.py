@@ -14,7 +14,10 @@ from ktx.spec import ShapePoint, load_spec
 
 SOURCE = """\
 __global__ void rope(float* out, const float* cache, const long* positions, const int* slots,
-                     const float* scale, int n) {}
+                     const float* scale, int n) {
+  int i = threadIdx.x;
+  if (i < n) out[i] = cache[positions[i]] + slots[i] + (scale ? scale[0] : 0.f);
+}
 """
 
 SPEC = """\

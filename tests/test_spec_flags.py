@@ -30,7 +30,7 @@ def test_a_loaded_spec_holds_absolute_include_paths_wherever_ktx_runs(
 ) -> None:
     folder = tmp_path / "kernels" / "k"
     folder.mkdir(parents=True)
-    (folder / "kernel.cu").write_text("__global__ void k(float* out) {}\n")
+    (folder / "kernel.cu").write_text("__global__ void k(float* out) { out[0] = 1.f; }\n")
     (folder / "ktx.toml").write_text(
         'kernel = "k"\n[[args]]\nname = "out"\ndtype = "fp32"\nshape = "[n]"\nrole = "out"\n'
         '[shapes]\ndefault = [{n = 4}]\n[launch]\ngrid = ["1"]\nblock = ["n"]\n'
