@@ -507,6 +507,10 @@ def kernel_symbols(cubin: bytes) -> list[str]:
     return [name for name, info, _ in elf_symbols(cubin) if info & 0xF == 2]
 
 
+#: An anonymous namespace in a mangled name (``_GLOBAL__N_1``): C++ names its members without it.
+_ANONYMOUS = re.compile(r"_GLOBAL__N_\w*?::")
+
+
 def mangled_name(cubin: bytes, name_expression: str) -> str:
     """The symbol of kernel ``name_expression`` (``ns::k<int32_t, 8>``) in ``cubin``, as the
     compiler lowered it. A template kernel is found through the pointer :func:`instantiation_stub`
@@ -521,8 +525,9 @@ def mangled_name(cubin: bytes, name_expression: str) -> str:
     funcs = kernel_symbols(cubin)
     if "<" not in name_expression:
         want = re.sub(r"\s+", "", name_expression).lstrip(":")
-        exact = [n for n in funcs if n == want or mangled_head(n) == want]
-        hits = exact or [n for n in funcs if (mangled_head(n) or "").endswith("::" + want)]
+        heads = {n: _ANONYMOUS.sub("", mangled_head(n) or "") for n in funcs}
+        exact = [n for n in funcs if n == want or heads[n] == want]
+        hits = exact or [n for n in funcs if heads[n].endswith("::" + want)]
         if len(hits) == 1:
             return hits[0]
     raise RuntimeError(not_found_message(name_expression, funcs))

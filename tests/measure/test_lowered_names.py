@@ -41,6 +41,7 @@ template <typename Op, typename T>
 __global__ void functor_kernel(T* out) { out[0] = Op()(out[0]); }
 __global__ void plain_kernel(float* out) { out[0] = 2; }
 namespace detail { __global__ void inner(float* out) { out[0] = 3; } }
+namespace { __global__ void hidden(float* out) { out[0] = 4; } }
 }
 """
 
@@ -87,6 +88,8 @@ def test_plain_kernels_are_found_with_or_without_their_namespace(cubin: bytes) -
     assert mangled_name(cubin, "vllm::plain_kernel") == "_ZN4vllm12plain_kernelEPf"
     assert mangled_name(cubin, "plain_kernel") == "_ZN4vllm12plain_kernelEPf"  # `using namespace vllm`
     assert mangled_name(cubin, "vllm::detail::inner") == "_ZN4vllm6detail5innerEPf"
+    hidden = mangled_name(cubin, "vllm::hidden")  # nvcc names the anonymous namespace per file
+    assert hidden.startswith("_ZN4vllm") and "_GLOBAL__N_" in hidden and hidden.endswith("6hiddenEPf")
     with pytest.raises(RuntimeError, match="not found"):
         mangled_name(cubin, "other::plain_kernel")
 
