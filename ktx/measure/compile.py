@@ -6,7 +6,9 @@ first; when it fails (a flag it rejects such as ``--expt-relaxed-constexpr``, a 
 ``nvcc -cubin`` is tried; when there is no nvcc and NVRTC only rejected flags, NVRTC is retried
 without them. The result says which flags were dropped (``dropped_flags``) and why the first
 choice was not used (``fallback``); ``ktx run`` and ``ktx bench`` print a note when either
-happened. cubins are cached on disk by a hash of everything that goes into them (the request,
+happened. Either way the kernel is found by the symbol the compiler lowered its name expression
+to (NVRTC's ``nvrtcGetLoweredName``; under nvcc, :func:`instantiation_stub`), never by matching
+a demangler's spelling. cubins are cached on disk by a hash of everything that goes into them (the request,
 the compilers' versions, the headers in the include folders), so a repeated configuration costs
 nothing.
 """
