@@ -495,8 +495,9 @@ def mapping_from_spec(spec: Spec) -> LaunchMapping:
 
 
 def template_for_spec(spec: Spec, pipeline: str, registry: Registry | None = None) -> Template:
-    """Run ``pipeline`` on a spec's kernel, launched as the spec says (vars included)."""
-    return run(
+    """Run ``pipeline`` on a spec's kernel, launched as the spec says (vars included); its
+    name expression is qualified with the spec's namespace (``kernel = "vllm::rms_norm"``)."""
+    template = run(
         spec.source_text(),
         pipeline,
         kernel=spec.kernel,
@@ -505,6 +506,7 @@ def template_for_spec(spec: Spec, pipeline: str, registry: Registry | None = Non
         registry=registry,
         path=str(spec.folder / spec.source),
     )
+    return dataclasses.replace(template, scope=spec.scope) if spec.scope else template
 
 
 def candidate(spec: Spec, passes: str, config: Mapping[str, int]) -> Candidate:

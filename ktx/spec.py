@@ -76,12 +76,38 @@ DEFAULT_TOLERANCE: Mapping[str, Tolerance] = {
 _EXACT = Tolerance(0.0, 0.0, 0.0)
 
 
+#: Distributions written ``kind:LOW..HIGH``: integers in ``[LOW, HIGH)``, LOW and HIGH
+#: expressions over the shape variables (``int:0..max_pos``); ``distinct`` draws no value twice
+#: (a slot mapping that two tokens must not share).
+RANGE_DISTRIBUTIONS = ("int", "distinct")
+_RANGE = re.compile(r"^\s*(int|distinct)\s*:(.+?)\.\.(.+)$")
+
+
 @dataclass(frozen=True)
 class Dist:
-    """How input values are drawn: ``kind`` with its parameters (defaults filled in)."""
+    """How input values are drawn: ``kind`` with its parameters (defaults filled in), or for
+    ``int``/``distinct`` an integer range whose ends are expressions (data-dependent indices:
+    positions, slot mappings, expert ids must be valid indices for the shape)."""
 
     kind: str = "normal"
     params: tuple[tuple[str, float], ...] = ()
+    bounds: tuple[Expr, Expr] | None = None
+
+    def range(self, env: Mapping[str, Value], count: int = 0) -> tuple[int, int]:
+        """``[low, high)`` at ``env``; refused when empty or, for ``distinct``, smaller than
+        the ``count`` values to draw."""
+        assert self.bounds is not None
+        low, high = (e.evaluate_int(env) for e in self.bounds)
+        where = self.bounds[0].where
+        if high <= low:
+            raise KtxError(f"dist {self.kind}:{low}..{high} is an empty range", where, "HIGH is exclusive")
+        if self.kind == "distinct" and high - low < count:
+            raise KtxError(
+                f"dist distinct:{low}..{high} has {high - low} values, fewer than the {count} to draw",
+                where,
+                "widen the range or use int:LOW..HIGH",
+            )
+        return low, high
 
     def param(self, name: str) -> float:
         for key, value in self.params:
@@ -102,6 +128,8 @@ class Arg:
     value: Expr | None = None  # scalars only
     dist: Dist = Dist()
     where: Location | None = field(default=None, compare=False)
+    #: A pointer the project passes as null (``dist = "null"``): no buffer, role ``scalar``.
+    null: bool = False
 
     @property
     def is_array(self) -> bool:
@@ -216,6 +244,9 @@ class Spec:
     require: tuple[Expr, ...]
     verify: Verify
     description: str = ""
+    #: The namespaces around the kernel (``kernel = "vllm::rms_norm"`` gives ``kernel`` =
+    #: ``rms_norm``, the name the source's parse knows, and ``scope`` = ``vllm``).
+    scope: str = ""
 
     # -- derived information ---------------------------------------------------------------
 
@@ -246,11 +277,16 @@ class Spec:
             ) from None
 
     @property
+    def qualified_kernel(self) -> str:
+        """``vllm::rms_norm``: the kernel's name as C++ at file scope spells it."""
+        return f"{self.scope}::{self.kernel}" if self.scope else self.kernel
+
+    @property
     def name_expression(self) -> str:
         """The kernel's name expression; ``{expr}`` placeholders are expanded per shape."""
         if not self.template_args:
-            return self.kernel
-        return f"{self.kernel}<{', '.join(self.template_args)}>"
+            return self.qualified_kernel
+        return f"{self.qualified_kernel}<{', '.join(self.template_args)}>"
 
     def shape_set(self, name: str | None = None) -> ShapeSet:
         wanted = name or self.default_shapes
@@ -548,6 +584,8 @@ _TOP_KEYS = (
 _ARG_KEYS = ("name", "dtype", "shape", "role", "dist", "value", *DISTRIBUTIONS["normal"],
              *DISTRIBUTIONS["uniform"], *DISTRIBUTIONS["arange"], *SPECIAL_PARAMS)  # fmt: skip
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: ``kernel``, ``ns::kernel``, ``::a::b::kernel``: a kernel inside namespaces.
+_QUALIFIED = re.compile(r"^\s*(::\s*)?[A-Za-z_][A-Za-z0-9_]*(\s*::\s*[A-Za-z_][A-Za-z0-9_]*)*\s*$")
 
 
 def load_spec(path: str | Path) -> Spec:
@@ -657,9 +695,14 @@ def parse_spec(text: str, path: Path) -> Spec:
     # A misspelt section is reported as such, not as the section that is then missing.
     _Table({k: v for k, v in data.items() if k not in _TOP_KEYS}, (), pos).done(_TOP_KEYS)
 
-    kernel = top.string("kernel", required=True)
-    if not _IDENT.match(kernel):
-        raise top.error("kernel", f"{kernel!r} is not a C++ identifier")
+    written = top.string("kernel", required=True)
+    if not _QUALIFIED.match(written):
+        raise top.error(
+            "kernel",
+            f"{written!r} is not a C++ identifier",
+            "give the kernel's name, with its namespaces where it has any: ns::kernel",
+        )
+    scope, _, kernel = re.sub(r"\s+", "", written).lstrip(":").rpartition("::")
     source = top.string("source", "kernel.cu")
     if not (path.parent / source).is_file():
         raise top.error("source", f"file {source!r} not found next to the spec")
@@ -682,7 +725,7 @@ def parse_spec(text: str, path: Path) -> Spec:
     launch_t.done(("grid", "block", "shared"))
 
     compile_t = top.table("compile")
-    flags = compile_t.strings("flags")
+    flags = flag_paths(compile_t.strings("flags"), path.parent)
     compile_t.done(("flags",))
 
     reference = _reference(top, path)
@@ -720,12 +763,56 @@ def parse_spec(text: str, path: Path) -> Spec:
         path=path, kernel=kernel, source=source, template_args=template_args, args=args,
         variables=variables, derived=derived, shapes=shapes, default_shapes=default_shapes,
         launch=launch, flags=flags, reference=reference, tolerance=tolerance, bytes=byte_expr,
-        flops=flop_expr, require=require, verify=verify, description=description,
+        flops=flop_expr, require=require, verify=verify, description=description, scope=scope,
     )  # fmt: skip
     _check_names(spec, top)
     _check_points(spec, top)
     _check_kernel_defined(spec, top)
     return spec
+
+
+#: Flags that take a folder, joined (``-Iinc``, ``--include-path=inc``) or as the next flag.
+_DIR_FLAGS = ("-I", "--include-path", "-isystem", "--system-include")
+#: Flags that take a file to include first (``-include pre.h``, ``--pre-include=pre.h``).
+_FILE_FLAGS = ("-include", "--pre-include")
+
+
+def flag_paths(flags: Sequence[str], folder: Path) -> tuple[str, ...]:
+    """``flags`` with their relative paths made absolute from the spec's ``folder``, not from
+    wherever ktx runs: an include folder (``-I``, ``--include-path``, ``-isystem``) always; a
+    pre-included file (``-include``, ``--pre-include``) when it exists there (else it is a
+    header the compiler finds on its include path, such as ``cuda_fp16.h``). Absolute paths
+    stay as written."""
+    base = folder.resolve()
+
+    def fix(value: str, is_dir: bool) -> str:
+        if not value or Path(value).is_absolute() or value.startswith("~"):
+            return value
+        candidate = base / value
+        return str(Path(os.path.normpath(candidate))) if is_dir or candidate.exists() else value
+
+    out: list[str] = []
+    pending: bool | None = None  # the previous flag wants a path: is it a folder?
+    for flag in flags:
+        if pending is not None:
+            out.append(fix(flag, pending))
+            pending = None
+            continue
+        for names, is_dir in ((_DIR_FLAGS, True), (_FILE_FLAGS, False)):
+            name = next((n for n in names if flag == n or flag.startswith(n)), None)
+            if name is None:
+                continue
+            if flag == name:
+                pending = is_dir
+                out.append(flag)
+            else:
+                rest = flag[len(name) :]
+                sep = "=" if rest.startswith("=") else ""
+                out.append(name + sep + fix(rest[len(sep) :], is_dir))
+            break
+        else:
+            out.append(flag)
+    return tuple(out)
 
 
 def _shapes(top: _Table, pos: TomlPositions) -> tuple[tuple[ShapeSet, ...], str, tuple[str, ...]]:
@@ -879,6 +966,10 @@ def _args(top: _Table, pos: TomlPositions) -> tuple[Arg, ...]:
             t.done(("name", "dtype", "value"))
             args.append(Arg(name, dtype, "scalar", (), value, Dist(), t.loc()))
             continue
+        if t.has("dist") and t.string("dist") == "null":
+            t.done(("name", "dtype", "dist"))
+            args.append(Arg(name, dtype, "scalar", (), None, Dist("null"), t.loc(), null=True))
+            continue
         if not t.has("shape"):
             raise t.error(None, f"argument {name!r} needs a 'shape' (array) or a 'value' (scalar)")
         _shape_is_a_list(t, name)
@@ -887,9 +978,19 @@ def _args(top: _Table, pos: TomlPositions) -> tuple[Arg, ...]:
         if role not in ("in", "out", "inout"):
             raise t.error("role", f"role must be 'in', 'out' or 'inout', got {role!r}")
         kind = t.string("dist", "randint" if dtype.kind in ("int", "bool") else "normal")
+        ranged = _RANGE.match(kind)
+        if ranged is not None:
+            if role == "out":
+                raise t.error("dist", "an output argument takes no input distribution")
+            t.done(("name", "dtype", "shape", "role", "dist"))
+            bounds = (_range_end(t, ranged.group(2)), _range_end(t, ranged.group(3)))
+            args.append(Arg(name, dtype, role, shape, None, Dist(ranged.group(1), (), bounds), t.loc()))
+            continue
         if kind not in DISTRIBUTIONS:
             raise t.error(
-                "dist", f"unknown distribution {kind!r}", "distributions: " + ", ".join(DISTRIBUTIONS)
+                "dist",
+                f"unknown distribution {kind!r}",
+                "distributions: " + ", ".join(DISTRIBUTIONS) + ", int:LOW..HIGH, distinct:LOW..HIGH, null",
             )
         allowed = (*DISTRIBUTIONS[kind], *SPECIAL_PARAMS)
         params = []
@@ -935,6 +1036,7 @@ def _check_kernel_defined(spec: Spec, top: _Table) -> None:
         return  # an unreadable source is reported where it is read, with its own location
     names = [k.name for k in module.kernels]
     if spec.kernel in names:
+        _check_kernel_scope(spec, top, module)
         return
     # A kernel defined in a local header, or one tree-sitter did not see as a kernel (built by
     # a macro, say), still has its name in a text: only a name none of them has is wrong.
@@ -949,6 +1051,32 @@ def _check_kernel_defined(spec: Spec, top: _Table) -> None:
     known = ", ".join(names) or "none found"
     raise top.error(
         "kernel", f"{spec.source} defines no kernel {spec.kernel!r}", f"kernels in {spec.source}: {known}"
+    )
+
+
+def _check_kernel_scope(spec: Spec, top: _Table, module: Any) -> None:
+    """The namespaces ``kernel`` names are those around the kernel in the source: a kernel in
+    ``namespace vllm`` written ``kernel = "k"`` (with no ``using namespace`` that reaches it,
+    and no pre-included file that could hold one) is not found by the compiler at file scope,
+    and ``kernel = "other::k"`` names no kernel."""
+    from ktx.ir.clang import _namespace_path
+
+    scopes = [
+        "::".join(n for n in _namespace_path(module, fn) if n)
+        for fn in module.kernels
+        if fn.name == spec.kernel
+    ]
+    if spec.scope in scopes:
+        return
+    if not spec.scope:
+        pre_included = any(f.startswith(("-include", "--pre-include")) for f in spec.flags)
+        if pre_included or re.search(r"\busing\s+namespace\b", module.text_str):
+            return
+    where = ", ".join(f"{s}::{spec.kernel}" if s else spec.kernel for s in scopes)
+    raise top.error(
+        "kernel",
+        f"{spec.source} has no kernel {spec.qualified_kernel!r} (it has {where})",
+        f'write kernel = "{where.split(", ")[0]}"',
     )
 
 
@@ -1006,6 +1134,8 @@ def _check_names(spec: Spec, top: _Table) -> None:
             _names_ok(expr, known, f"args.{arg.name}.shape")
         if arg.value is not None:
             _names_ok(arg.value, known, f"args.{arg.name}.value")
+        for expr in arg.dist.bounds or ():
+            _names_ok(expr, known, f"args.{arg.name}.dist")
     for label, exprs in (
         ("bytes", (spec.bytes,)),
         ("flops", (spec.flops,)),
@@ -1036,6 +1166,13 @@ def _names_ok(expr: Expr, known: set[str], label: str) -> None:
         )
 
 
+def _range_end(t: _Table, text: str) -> Expr:
+    """One end of ``int:LOW..HIGH``, an expression located at the ``dist`` key."""
+    if not text.strip():
+        raise t.error("dist", "expected int:LOW..HIGH or distinct:LOW..HIGH (e.g. int:0..max_pos)")
+    return Expr.parse(text.strip(), t.loc("dist"))
+
+
 def _check_points(spec: Spec, top: _Table) -> None:
     """Every listed shape must satisfy the constraints and give non-negative sizes."""
     for shape_set in spec.shapes:
@@ -1049,11 +1186,20 @@ def _check_points(spec: Spec, top: _Table) -> None:
                     )
             for arg in spec.args:
                 if arg.is_array:
-                    arg.dims(env)
+                    dims = arg.dims(env)
+                    if arg.dist.bounds is not None:
+                        arg.dist.range(env, _count(dims))
                 elif arg.value is not None:
                     arg.value.evaluate(env)
             for expr in (*spec.launch.grid, *spec.launch.block, spec.launch.shared):
                 expr.evaluate_int(env)
+
+
+def _count(dims: Sequence[int]) -> int:
+    count = 1
+    for d in dims:
+        count *= d
+    return count
 
 
 def find_specs(root: str | Path) -> list[Path]:

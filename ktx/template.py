@@ -310,6 +310,9 @@ class Template:
     template_args: tuple[str, ...]
     trace: Trace
     outcomes: tuple[Outcome, ...] = field(default=())
+    #: The namespaces around the kernel (``vllm`` or ``a::b``), from the spec's ``kernel =
+    #: "vllm::rms_norm"``: the name expression the compiler resolves is qualified with it.
+    scope: str = ""
 
     @property
     def pipeline(self) -> str:
@@ -337,13 +340,14 @@ class Template:
         Other ``{expr}`` placeholders (a spec's ``{topk}``) are kept for the harness to expand.
         """
         full = self.space.complete(config or {})
+        kernel = f"{self.scope}::{self.kernel}" if self.scope else self.kernel
         if not self.template_args:
-            return self.kernel
+            return kernel
         args = [
             _PLACEHOLDER.sub(lambda m: str(full[m.group(1)]) if m.group(1) in full else m.group(0), a)
             for a in self.template_args
         ]
-        return f"{self.kernel}<{', '.join(args)}>"
+        return f"{kernel}<{', '.join(args)}>"
 
     def launch(self) -> LaunchMapping | None:
         """Grid, block and shared as standalone expressions over shape variables and knob names."""

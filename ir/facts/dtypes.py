@@ -14,20 +14,14 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ktx.dtypes import C_TYPES
+
 if TYPE_CHECKING:
     from ktx.ir.module import Module
 
 
-#: C/CUDA element types to spec dtypes.
-DTYPES: Mapping[str, str] = {
-    "float": "fp32", "double": "fp64", "half": "fp16", "__half": "fp16", "__nv_bfloat16": "bf16",
-    "nv_bfloat16": "bf16", "__nv_fp8_e4m3": "fp8_e4m3", "__nv_fp8_e5m2": "fp8_e5m2",
-    "int8_t": "int8", "signed char": "int8", "char": "int8", "uint8_t": "uint8", "unsigned char": "uint8",
-    "int16_t": "int16", "short": "int16", "uint16_t": "uint16", "unsigned short": "uint16",
-    "int": "int32", "int32_t": "int32", "unsigned": "uint32", "unsigned int": "uint32",
-    "uint32_t": "uint32", "long": "int64", "long long": "int64", "int64_t": "int64",
-    "unsigned long long": "uint64", "uint64_t": "uint64", "size_t": "uint64", "bool": "bool",
-}  # fmt: skip
+#: C/CUDA element types to spec dtypes (PyTorch's c10::BFloat16 ... included); ktx.dtypes is a leaf.
+DTYPES: Mapping[str, str] = C_TYPES
 
 
 def dtype_of(module: Module, path: Path, type_name: str) -> str | None:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ktx.ir import parse_file
+from ktx.ir.clang import _namespace_path
 from ktx.ir.facts.dtypes import dtype_of
 from ktx.ir.facts.launcher import (
     LaunchDraft,
@@ -46,6 +47,8 @@ from ktx.ir.facts.params import (
     valid_extent,
 )
 from ktx.ir.launch import Untranslatable
+from ktx.ir.module import Module
+from ktx.ir.nodes import Function
 
 from ktx.blockers import TODO
 from ktx.draft.entries import DRAFT_FLAGS, DTYPE_BYTES, Arg, Draft, toml_str
@@ -127,6 +130,14 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 lines += [f"# {TODO}: {why}", f'role = "{TODO}"']
             else:
                 lines.append(f"role = {toml_str(role)}")
+            use = _index_use(k.text(k.body), p.name) if dtype in _INT_DTYPES else None
+            if use is not None and role != "out":
+                why = (
+                    f"values of {p.name}: indices ({use}); random ones may be negative or too large: "
+                    'draw them in range, dist = "int:0..N" (or "distinct:0..N" where no two may share one)'
+                )
+                arg_todos.append(why)
+                lines += [f"# {TODO}: {why}", f'dist = "{TODO}"']
         else:
             if dtype is None:
                 bindings.pop(p.name, None)  # a struct passed by value: no shape variable of it
@@ -225,7 +236,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
 
     lines = [
         f"# Drafted by `ktx init {path.name}` from {path}; check every line, then `ktx init --check`.",
-        f"kernel = {toml_str(fn.name)}",
+        f"kernel = {toml_str(_qualified(module, fn))}",
         f"source = {toml_str(_relative(path, out_dir))}",
     ]
     picked: str | None = None
@@ -411,3 +422,29 @@ def _is_output(arg: Arg) -> bool:
 def _relative(path: Path, out_dir: str | Path | None) -> str:
     base = Path(out_dir) if out_dir is not None else path.parent
     return os.path.relpath(path.resolve(), base.resolve())
+
+
+def _qualified(module: Module, fn: Function) -> str:
+    """``vllm::rms_norm``: the kernel's name with its namespaces (an anonymous one adds
+    nothing), as the spec's ``kernel`` and the compiler's name expression need it."""
+    return "::".join([*(n for n in _namespace_path(module, fn) if n), fn.name])
+
+
+def _index_use(body: str, name: str) -> str | None:
+    """Where a kernel uses the values of integer array ``name`` as indices or offsets: inside
+    another subscript (``table[idx[i]]``), or through a local read from it that is then a
+    subscript, an offset or a factor (``pos = positions[t]; cache + pos * dim``). Data decide
+    such indices, so random inputs would read out of bounds: the spec must give their range."""
+    nested = re.search(rf"\w+\s*\[[^\[\]]*\b{re.escape(name)}\s*\[[^\]]*\]\s*\]", body)
+    if nested is not None:
+        return " ".join(nested.group(0).split())
+    read = rf"\b(\w+)\s*=\s*(?:\([\w\s:]+\)\s*)?(?:__ldg\s*\(\s*&?\s*)?{re.escape(name)}\s*\["
+    for m in re.finditer(read, body):
+        local = re.escape(m.group(1))
+        use = re.search(
+            rf"\w+\s*\[[^\]]*\b{local}\b[^\]]*\]|\w+\s*\+\s*{local}\b|\b{local}\s*[*/%]\s*\w+",
+            body[m.end() :],
+        )
+        if use is not None:
+            return f"{m.group(1)} = {name}[...]; {' '.join(use.group(0).split())}"
+    return None

@@ -431,6 +431,8 @@ def _args(spec: Spec, env: Mapping[str, Value], arrays: Mapping[str, Array]) -> 
     for arg in spec.args:
         if arg.is_array:
             out.append(arrays[arg.name])
+        elif arg.null:  # a pointer the project passes as null (dist = "null")
+            out.append(np.uint64(0))
         else:
             out.append(np.dtype(arg.dtype.storage).type(values[arg.name]))
     return tuple(out)

@@ -144,7 +144,8 @@ def spec_context(spec: Spec) -> dict[str, Any]:
                 "role": str(a.role),
                 "shape": [str(e) for e in a.shape],
                 "value": None if a.value is None else str(a.value),
-                "dist": [a.dist.kind, [list(kv) for kv in a.dist.params]],
+                "dist": [a.dist.kind, [list(kv) for kv in a.dist.params]]
+                + ([[str(e) for e in a.dist.bounds]] if a.dist.bounds else []),  # int:LOW..HIGH
             }
             for a in spec.args
         ],
