@@ -37,10 +37,15 @@ FieldPath = tuple[str | int, ...]
 
 _VIRTUAL = "/__ktx__/structs.cu"
 _PARSE_SKIP_FUNCTION_BODIES = 0x40
-_SYSTEM_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*<[^\n]*', re.M)
+_SYSTEM_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<[^\n]*", re.M)
 _LOCAL_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"\n]+)"[^\n]*', re.M)
 #: Storage-only CUDA types the shim declares as structs; their bytes are one encoded value.
-_NAMED_LEAVES: dict[str, LeafKind] = {"__half": "fp16", "half": "fp16", "__nv_bfloat16": "bf16", "nv_bfloat16": "bf16"}
+_NAMED_LEAVES: dict[str, LeafKind] = {
+    "__half": "fp16",
+    "half": "fp16",
+    "__nv_bfloat16": "bf16",
+    "nv_bfloat16": "bf16",
+}
 _MAX_LEAVES = 4096  # a kernel parameter block is at most 32 KiB; a bigger answer is a mistake
 
 
@@ -161,7 +166,9 @@ def kernel_layouts(
     args = [*CLANG_ARGS, *compiler_flags(flags), *(f"-I{d}" for d in dirs), "-include", shim_path()]
     with _parse_lock:
         try:
-            tu = index.parse(_VIRTUAL, args=args, unsaved_files=list(unsaved.items()), options=_PARSE_SKIP_FUNCTION_BODIES)
+            tu = index.parse(
+                _VIRTUAL, args=args, unsaved_files=list(unsaved.items()), options=_PARSE_SKIP_FUNCTION_BODIES
+            )
         except ci.TranslationUnitLoadError:
             return ()
         return _params(ci, tu, kernel, bool(template_args))
@@ -194,7 +201,11 @@ def _prepare(source: str, dirs: Sequence[str], unsaved: dict[str, str], depth: i
 
 def _params(ci: Any, tu: Any, kernel: str, probed: bool) -> tuple[ParamLayout, ...]:
     if probed:
-        alias = _find(ci, tu.cursor, lambda c: c.kind == ci.CursorKind.TYPE_ALIAS_DECL and c.spelling == "__ktx_struct_probe")
+        alias = _find(
+            ci,
+            tu.cursor,
+            lambda c: c.kind == ci.CursorKind.TYPE_ALIAS_DECL and c.spelling == "__ktx_struct_probe",
+        )
         if alias is None:
             return ()
         fn_type = alias.underlying_typedef_type.get_canonical().get_pointee()
@@ -238,7 +249,11 @@ def _kernel_decl(ci: Any, tu: Any, kernel: str) -> Any:
         for child in cursor.get_children():
             if child.location.file is None or child.location.file.name != _VIRTUAL:
                 continue
-            if child.kind in (ci.CursorKind.NAMESPACE, ci.CursorKind.LINKAGE_SPEC, ci.CursorKind.UNEXPOSED_DECL):
+            if child.kind in (
+                ci.CursorKind.NAMESPACE,
+                ci.CursorKind.LINKAGE_SPEC,
+                ci.CursorKind.UNEXPOSED_DECL,
+            ):
                 walk(child)
             elif (
                 child.kind in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE)
@@ -263,7 +278,11 @@ def _param(ci: Any, index: int, name: str, declared: Any) -> ParamLayout:
         return ParamLayout(index, name, spelling, False)
     size, align = int(t.get_size()), int(t.get_align())
     if size <= 0 or align <= 0:
-        why = "its type depends on a template parameter (give the spec's template_args)" if size == -3 else "clang cannot lay it out (is the type complete?)"
+        why = (
+            "its type depends on a template parameter (give the spec's template_args)"
+            if size == -3
+            else "clang cannot lay it out (is the type complete?)"
+        )
         return ParamLayout(index, name, spelling, True, reason=why)
     leaves: list[Leaf] = []
     try:
@@ -312,7 +331,9 @@ def _value(ci: Any, t: Any, offset: int, path: FieldPath, leaves: list[Leaf]) ->
     else:
         kind = _scalar_kind(K, t.kind)
         if kind is None:
-            raise _Refused(f"{path_name(path)} has type {spelling}: ktx fills only numbers, bools and structs of them")
+            raise _Refused(
+                f"{path_name(path)} has type {spelling}: ktx fills only numbers, bools and structs of them"
+            )
         leaves.append(Leaf(path, offset, int(t.get_size()), kind, spelling))
 
 
