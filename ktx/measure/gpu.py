@@ -34,6 +34,7 @@ import numpy as np
 
 from ktx.dtypes import decode, poison
 from ktx.expr import Value
+from ktx.measure.argpack import pack, struct_layouts
 from ktx.measure.compile import CompileResult, cache_dir
 from ktx.measure.guards import (
     GuardFault,
@@ -427,10 +428,13 @@ def _bind(
 
 def _args(spec: Spec, env: Mapping[str, Value], arrays: Mapping[str, Array]) -> tuple[Any, ...]:
     values = scalars(spec, env)
+    structs = struct_layouts(spec)
     out: list[Any] = []
     for arg in spec.args:
         if arg.is_array:
             out.append(arrays[arg.name])
+        elif arg.is_struct:
+            out.append(pack(arg, structs[arg.name], env))  # a structured scalar: CuPy passes its bytes
         else:
             out.append(np.dtype(arg.dtype.storage).type(values[arg.name]))
     return tuple(out)

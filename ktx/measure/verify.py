@@ -24,6 +24,7 @@ import numpy.typing as npt
 from ktx.dtypes import decode, encode, fp8_order, poison
 from ktx.errors import KtxError, Location
 from ktx.expr import Value
+from ktx.measure.argpack import struct_values
 from ktx.spec import Arg, ShapePoint, Spec, Tolerance
 
 Array = npt.NDArray[Any]
@@ -166,6 +167,7 @@ def python_reference(
         if arg.is_array and (arg.role != "out" or arg.name in inputs):
             decoded[arg.name] = decode(inputs[arg.name], arg.dtype)
     decoded.update(scalars(spec, env))
+    decoded.update(struct_values(spec, env))  # a struct as {field path: value}
     result = fn(decoded, dict(env))
     out: dict[str, Array] = {}
     for arg in spec.args:
