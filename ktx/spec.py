@@ -1088,6 +1088,8 @@ def _check_names(spec: Spec, top: _Table) -> None:
             _names_ok(expr, known, f"args.{arg.name}.shape")
         if arg.value is not None:
             _names_ok(arg.value, known, f"args.{arg.name}.value")
+        for field_name, expr in arg.fields:
+            _names_ok(expr, known, f"args.{arg.name}.fields.{field_name}")
     for label, exprs in (
         ("bytes", (spec.bytes,)),
         ("flops", (spec.flops,)),
@@ -1134,6 +1136,8 @@ def _check_points(spec: Spec, top: _Table) -> None:
                     arg.dims(env)
                 elif arg.value is not None:
                     arg.value.evaluate(env)
+                for _, expr in arg.fields:
+                    expr.evaluate(env)
             for expr in (*spec.launch.grid, *spec.launch.block, spec.launch.shared):
                 expr.evaluate_int(env)
 

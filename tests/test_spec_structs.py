@@ -1,0 +1,127 @@
+"""``[[args]] fields = {...}``: by-value struct and vector arguments in the spec, parsed and
+checked against the layout libclang reads from the kernel, each mistake a located KtxError."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ktx.ir.facts.structs import kernel_layouts
+
+from ktx.errors import KtxError
+from ktx.spec import STRUCT, load_spec
+
+KERNEL = r"""
+#include <cuda_runtime.h>
+struct Div { unsigned int mul; unsigned int shift; };
+struct Params { int ncols; float scale; Div div; short coef[2]; bool flag; };
+__global__ void k(const float* x, float* y, Params p, uint3 q, int n) {}
+"""
+
+HEAD = """kernel = "k"
+[[args]]
+name = "x"
+dtype = "fp32"
+shape = "[n]"
+[[args]]
+name = "y"
+dtype = "fp32"
+shape = "[n]"
+role = "out"
+"""
+
+STRUCT_ARGS = """[[args]]
+name = "p"
+type = "Params"
+fields.ncols = "n"
+fields.scale = "1.0 / n"
+fields.div = { mul = 3, shift = "n // 4" }
+fields.coef = ["1", -2]
+fields.flag = true
+[[args]]
+name = "q"
+fields = { x = "n", y = "2 * n", z = 7 }
+"""
+
+TAIL = """[[args]]
+name = "n"
+dtype = "int32"
+value = "n"
+[shapes]
+default = [{ n = 8 }]
+[launch]
+grid = ["1"]
+block = ["32"]
+"""
+
+pytestmark = pytest.mark.skipif(not kernel_layouts(KERNEL, "k"), reason="libclang is not available")
+
+
+def write(tmp_path: Path, args: str = STRUCT_ARGS, kernel: str = KERNEL) -> Path:
+    (tmp_path / "kernel.cu").write_text(kernel)
+    (tmp_path / "ktx.toml").write_text(HEAD + args + TAIL)
+    return tmp_path
+
+
+def test_struct_args_parse_to_flat_fields(tmp_path: Path) -> None:
+    spec = load_spec(write(tmp_path))
+    p, q = spec.args[2], spec.args[3]
+    assert p.is_struct and q.is_struct and not spec.args[4].is_struct
+    assert p.dtype is STRUCT and p.role == "scalar" and not p.is_array and p.value is None
+    assert p.ctype == "Params" and q.ctype is None
+    env = spec.env(spec.shape_set().points[0])
+    assert [(n, e.evaluate(env)) for n, e in p.fields] == [
+        ("ncols", 8),
+        ("scale", 0.125),
+        ("div.mul", 3),
+        ("div.shift", 2),
+        ("coef[0]", 1),
+        ("coef[1]", -2),
+        ("flag", 1),
+    ]
+    assert [n for n, _ in q.fields] == ["x", "y", "z"]
+    # Each field's expression is located at its own line (for errors at evaluation).
+    where = dict(p.fields)["div.shift"].where
+    assert where is not None and where.line == 16
+
+
+def error(tmp_path: Path, args: str, kernel: str = KERNEL) -> KtxError:
+    with pytest.raises(KtxError) as info:
+        load_spec(write(tmp_path, args, kernel))
+    return info.value
+
+
+def test_unknown_field_names_the_known_ones(tmp_path: Path) -> None:
+    exc = error(tmp_path, STRUCT_ARGS.replace("fields.ncols", "fields.ncol"))
+    assert "has no field ncol" in exc.message and "ncols" in exc.hint
+    assert exc.location is not None and exc.location.line == 14
+
+
+def test_missing_field_is_refused(tmp_path: Path) -> None:
+    exc = error(tmp_path, STRUCT_ARGS.replace(", z = 7", ""))
+    assert "no value for field(s) z of uint3" in exc.message
+
+
+def test_wrong_type_name_is_refused(tmp_path: Path) -> None:
+    exc = error(tmp_path, STRUCT_ARGS.replace('type = "Params"', 'type = "Parms"'))
+    assert "Parms" in exc.message and "Params" in exc.message
+
+
+def test_fields_on_a_plain_parameter_are_refused(tmp_path: Path) -> None:
+    kernel = KERNEL.replace("uint3 q", "int q")
+    exc = error(tmp_path, STRUCT_ARGS, kernel)
+    assert "parameter q is int, not a struct" in exc.message
+
+
+def test_fields_exclude_dtype_and_value(tmp_path: Path) -> None:
+    exc = error(tmp_path, STRUCT_ARGS.replace('type = "Params"', 'dtype = "int32"'))
+    assert "takes no 'dtype'" in exc.message
+    exc = error(tmp_path, STRUCT_ARGS.replace("fields = { x", "value = 1\nfields = { x"))
+    assert "takes no 'value'" in exc.message
+
+
+def test_bad_field_values(tmp_path: Path) -> None:
+    assert "empty array" in error(tmp_path, STRUCT_ARGS.replace('["1", -2]', "[]")).message
+    assert "expected a table" in error(tmp_path, STRUCT_ARGS.replace("fields = { x", "fields = 3\n#")).message
+    exc = error(tmp_path, STRUCT_ARGS.replace('"2 * n"', '"2 * m"'))
+    assert "args.q.fields.y: unknown name 'm'" in exc.message
