@@ -39,9 +39,10 @@ from ktx.ir import LaunchSite, Module, parse_file
 from ktx.ir.access import _index_node, terms
 from ktx.ir.affine import Affine, kernel_index
 from ktx.ir.facts.kinds import access_kind as _kind
+from ktx.ir.facts.structs import StructLayout
 from ktx.ir.nodes import Function, Param
 
-from ktx import syntax
+from ktx import structdraft, syntax
 from ktx.errors import KtxError, Location
 from ktx.expr import Expr, Value
 from ktx.launch import (
@@ -1264,6 +1265,32 @@ def _toml_str(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _struct_arg(
+    module: Module,
+    site: LaunchSite,
+    tr: _DraftTranslator,
+    name: str,
+    layout: StructLayout,
+    node: ts.Node | None,
+) -> Arg:
+    """``[[args]]`` for a struct passed by value: one ``fields.`` line per field (ktx.structdraft)."""
+
+    def translate(n: ts.Node) -> str | None:
+        with contextlib.suppress(Untranslatable, KtxError):
+            return _resolve(tr.expr(n), tr)
+        return None
+
+    scope = launcher_node(module, site)
+    local = None
+    if node is not None and node.type == "identifier" and scope is not None:
+        locals_ = syntax.local_declarations(module, scope, before=site.span.start)
+        local = locals_.get(syntax.text(module, node))
+    parts = structdraft.components(node, local.components if local is not None else ())
+    values = structdraft.launcher_values(node, scope, parts, layout, translate)
+    lines, todos = structdraft.struct_lines(name, layout, values)
+    return Arg(name, ("[[args]]", f"name = {_toml_str(name)}", *lines), tuple(todos))
+
+
 def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | None = None) -> Draft:
     """Draft the spec of ``kernel`` in ``path``; ``source`` is relative to ``out_dir``."""
     path = Path(path)
@@ -1279,9 +1306,14 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
 
     # Scalars: the launcher's expressions; the kernel parameter -> its expression over shape vars.
     call_args = _call_args(module, site)
+    deduced = deduce_template_args(module, fn, site)
+    targ = {t.name: v for t, v in zip(fn.template_params, deduced.values, strict=False) if v is not None}
+    # Structs and vectors passed by value (ktx.structdraft): fields, never a shape variable.
+    targs = deduced.values if fn.template_params else ()
+    structs = structdraft.struct_layouts(path, module.text_str, fn.name, targs)
     bindings: dict[str, str] = {}
     for p, node in zip(fn.params, call_args, strict=False):
-        if p.is_pointer:
+        if p.is_pointer or p.name in structs:
             continue
         with contextlib.suppress(Untranslatable, KtxError):
             bindings[p.name] = _resolve(tr.expr(node), tr)
@@ -1295,11 +1327,15 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     if launch.grid is not None:
         _grid_bounds(k, launch.grid)
         env.update({f"__grid{i}": g for i, g in enumerate(launch.grid)})
-    deduced = deduce_template_args(module, fn, site)
-    targ = {t.name: v for t, v in zip(fn.template_params, deduced.values, strict=False) if v is not None}
 
     args: list[Arg] = []
-    for p in fn.params:
+    for i, p in enumerate(fn.params):
+        if p.name in structs and not p.is_pointer:  # a struct or vector by value: its fields
+            passed = call_args[i] if i < len(call_args) else None
+            arg = _struct_arg(module, site, tr, p.name, structs[p.name], passed)
+            args.append(arg)
+            todos += arg.todos
+            continue
         base = targ.get(p.base_type, p.base_type)
         dtype = _dtype(module, path, base)
         lines = ["[[args]]", f"name = {_toml_str(p.name)}"]
@@ -1379,7 +1415,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     texts += [*(launch.grid or ()), *(launch.block or ()), launch.shared or ""]
     texts += [v for v in derived.values() if v is not None]
     for arg in args:
-        texts += [line.split("=", 1)[1] for line in arg.lines if line.startswith("shape =")]
+        texts += [line.split("=", 1)[1] for line in arg.lines if line.startswith(("shape =", "fields."))]
     names: set[str] = set()
     for text in texts:
         for name in re.findall(r"\b[A-Za-z_]\w*\b", text):
