@@ -58,6 +58,7 @@ pytestmark = pytest.mark.skipif(not kernel_layouts(KERNEL, "k"), reason="libclan
 
 
 def write(tmp_path: Path, args: str = STRUCT_ARGS, kernel: str = KERNEL) -> Path:
+    tmp_path.mkdir(exist_ok=True)
     (tmp_path / "kernel.cu").write_text(kernel)
     (tmp_path / "ktx.toml").write_text(HEAD + args + TAIL)
     return tmp_path
@@ -125,3 +126,12 @@ def test_bad_field_values(tmp_path: Path) -> None:
     assert "expected a table" in error(tmp_path, STRUCT_ARGS.replace("fields = { x", "fields = 3\n#")).message
     exc = error(tmp_path, STRUCT_ARGS.replace('"2 * n"', '"2 * m"'))
     assert "args.q.fields.y: unknown name 'm'" in exc.message
+
+
+def test_field_values_are_part_of_the_measurement_key(tmp_path: Path) -> None:
+    from ktx.search.tunable import spec_context
+
+    a = spec_context(load_spec(write(tmp_path / "a")))
+    b = spec_context(load_spec(write(tmp_path / "b", STRUCT_ARGS.replace("z = 7", "z = 8"))))
+    assert a != b
+    assert a["args"][0] == b["args"][0] and "fields" not in a["args"][0]  # plain args keep their key
