@@ -135,3 +135,10 @@ def test_field_values_are_part_of_the_measurement_key(tmp_path: Path) -> None:
     b = spec_context(load_spec(write(tmp_path / "b", STRUCT_ARGS.replace("z = 7", "z = 8"))))
     assert a != b
     assert a["args"][0] == b["args"][0] and "fields" not in a["args"][0]  # plain args keep their key
+
+
+def test_torch_export_refuses_struct_args_plainly(tmp_path: Path) -> None:
+    from ktx.torch_export import cuda_source
+
+    with pytest.raises(KtxError, match="struct passed by value"):
+        cuda_source(load_spec(write(tmp_path)), [])
