@@ -142,3 +142,20 @@ def test_torch_export_refuses_struct_args_plainly(tmp_path: Path) -> None:
 
     with pytest.raises(KtxError, match="struct passed by value"):
         cuda_source(load_spec(write(tmp_path)), [])
+
+
+def test_struct_from_a_header_on_the_specs_include_flags(tmp_path: Path) -> None:
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "params.h").write_text(
+        "#pragma once\nstruct Params { int ncols;\n#ifdef BIG\n  double extra;\n#endif\n};\n"
+    )
+    kernel = '#include "params.h"\n__global__ void k(const float* x, float* y, Params p, int n) {}\n'
+    args = '[[args]]\nname = "p"\nfields = { ncols = "n", extra = 2 }\n'
+    write(tmp_path, args, kernel)
+    toml = tmp_path / "ktx.toml"
+    toml.write_text(toml.read_text() + '[compile]\nflags = ["-Iinc", "-DBIG"]\n')
+    spec = load_spec(tmp_path)
+    assert [n for n, _ in spec.args[2].fields] == ["ncols", "extra"]
+    toml.write_text(toml.read_text().replace(', "-DBIG"', ""))
+    with pytest.raises(KtxError, match="Params has no field extra"):
+        load_spec(tmp_path)

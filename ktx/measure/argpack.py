@@ -106,7 +106,7 @@ def struct_layouts(spec: Spec) -> dict[str, StructLayout]:
 
 @cache
 def _layouts(spec: Spec) -> tuple[tuple[str, StructLayout], ...]:
-    from ktx.ir.facts.structs import kernel_layouts  # libclang: only for specs that need it
+    from ktx.ir.facts.structs import compiler_flags, kernel_layouts  # libclang: only when needed
 
     from ktx.spec import expand
 
@@ -122,7 +122,11 @@ def _layouts(spec: Spec) -> tuple[tuple[str, StructLayout], ...]:
         spec.kernel,
         path=str(spec.folder / spec.source),
         template_args=template_args,
-        include_dirs=spec.include_dirs,
+        # a relative -I in [compile] flags is relative to the spec, as headers are (docs/spec.md)
+        include_dirs=(
+            *spec.include_dirs,
+            *(str(spec.folder / f[2:]) for f in compiler_flags(spec.flags) if f.startswith("-I")),
+        ),
         flags=spec.flags,
     )
     first = next(a for a in spec.args if a.is_struct)
