@@ -1310,7 +1310,9 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     targ = {t.name: v for t, v in zip(fn.template_params, deduced.values, strict=False) if v is not None}
     # Structs and vectors passed by value (ktx.structdraft): fields, never a shape variable.
     targs = deduced.values if fn.template_params else ()
-    structs = structdraft.struct_layouts(path, module.text_str, fn.name, targs)
+    by_value = [p for p in fn.params if not p.is_pointer]
+    maybe = any(_dtype(module, path, targ.get(p.base_type, p.base_type)) is None for p in by_value)
+    structs = structdraft.struct_layouts(path, module.text_str, fn.name, targs) if maybe else {}
     bindings: dict[str, str] = {}
     for p, node in zip(fn.params, call_args, strict=False):
         if p.is_pointer or p.name in structs:

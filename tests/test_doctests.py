@@ -16,6 +16,8 @@ MODULES = [
     "ktx.ir.facts",
     "ktx.ir.facts.kinds",
     "ktx.ir.facts.owners",
+    "ktx.ir.facts.structs",
+    "ktx.measure.argpack",
 ]
 
 
