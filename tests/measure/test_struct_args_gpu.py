@@ -108,7 +108,8 @@ def test_cupy_passes_the_packed_struct_by_value(folder: Path) -> None:
     rows, d = int(env["rows"]), int(env["d"])
     x = cp.asarray(np.random.default_rng(0).standard_normal((rows, d)), dtype=cp.float32)
     out = cp.full((rows, d), cp.nan, dtype=cp.float32)
-    fn = cp.RawModule(code=KERNEL, options=("-std=c++17",)).get_function("struct_kernel")
+    module = cp.RawModule(code=KERNEL, options=("-std=c++17",), name_expressions=["struct_kernel"])
+    fn = module.get_function("struct_kernel")
     structs = [pack(a, layouts[a.name], env) for a in spec.args if a.is_struct]
     fn((rows,), (128,), (x, out, *structs, np.int32(rows)))
     got = cp.asnumpy(out).astype(np.float64)
