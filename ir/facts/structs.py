@@ -242,12 +242,14 @@ def _find(ci: Any, cursor: Any, want: Any) -> Any:
 
 
 def _kernel_decl(ci: Any, tu: Any, kernel: str) -> Any:
-    """The kernel's definition (else its last declaration) in the main file."""
+    """The kernel's definition (else its last declaration): in the main file, else in a local
+    header it includes (the shim's declarations are never a user's kernel)."""
     found: list[Any] = []
+    shim = shim_path()
 
     def walk(cursor: Any) -> None:
         for child in cursor.get_children():
-            if child.location.file is None or child.location.file.name != _VIRTUAL:
+            if child.location.file is None or child.location.file.name == shim:
                 continue
             if child.kind in (
                 ci.CursorKind.NAMESPACE,
@@ -263,6 +265,8 @@ def _kernel_decl(ci: Any, tu: Any, kernel: str) -> Any:
                 found.append(child)
 
     walk(tu.cursor)
+    main = [c for c in found if c.location.file.name == _VIRTUAL]
+    found = main or found
     defined = [c for c in found if c.is_definition()]
     return (defined or found or [None])[-1]
 

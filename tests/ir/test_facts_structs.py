@@ -183,3 +183,14 @@ def test_compiler_flags_keeps_only_what_changes_a_declaration() -> None:
 
 def test_unknown_kernel_gives_nothing() -> None:
     assert kernel_layouts("__global__ void k(int n) {}\n", "nope") == ()
+
+
+def test_kernel_defined_in_a_local_header(tmp_path: Path) -> None:
+    (tmp_path / "k.cuh").write_text("struct P { short a; float b; };\n__global__ void k(P p, float* y) {}\n")
+    found = kernel_layouts('#include "k.cuh"\n', "k", path=str(tmp_path / "kernel.cu"))
+    if not found:
+        pytest.skip("libclang is not available")
+    assert found[0].layout is not None and [(x.name, x.offset) for x in found[0].layout.leaves] == [
+        ("a", 0),
+        ("b", 4),
+    ]
