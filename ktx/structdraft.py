@@ -67,6 +67,7 @@ def launcher_values(
     identifier passed at the launch), else positional ``components`` (``Params p{a, b}``,
     ``make_uint3(a, b, c)``) when there is one per field. Each is ``translate``d to an
     expression over shape variables; a field whose value does not translate is left out."""
+    translate = _with_literals(translate)
     out: dict[str, str] = {}
     if len(components) == len(layout.leaves):
         for leaf, node in zip(layout.leaves, components, strict=True):
@@ -97,6 +98,24 @@ def launcher_values(
             else:
                 out.pop(name, None)
     return out
+
+
+def _with_literals(translate: Callable[[ts.Node], str | None]) -> Callable[[ts.Node], str | None]:
+    """``translate``, plus the number literals it refuses (``2.0f``, ``1e-6``, ``3u``): a field is
+    as often a float constant as a size."""
+
+    def inner(node: ts.Node) -> str | None:
+        value = translate(node)
+        if value is not None or node.type != "number_literal" or node.text is None:
+            return value
+        text = node.text.decode().rstrip("fFuUlL")
+        try:
+            float(text)
+        except ValueError:
+            return None
+        return text
+
+    return inner
 
 
 def struct_lines(name: str, layout: StructLayout, values: Mapping[str, str]) -> tuple[list[str], list[str]]:
