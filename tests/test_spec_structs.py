@@ -159,3 +159,9 @@ def test_struct_from_a_header_on_the_specs_include_flags(tmp_path: Path) -> None
     toml.write_text(toml.read_text().replace(', "-DBIG"', ""))
     with pytest.raises(KtxError, match="Params has no field extra"):
         load_spec(tmp_path)
+
+
+def test_struct_whose_header_is_not_found_says_so(tmp_path: Path) -> None:
+    kernel = '#include "nowhere.h"\n__global__ void k(const float* x, float* y, Params p, int n) {}\n'
+    exc = error(tmp_path, '[[args]]\nname = "p"\nfields = { ncols = "n" }\n', kernel)
+    assert "unknown type name 'Params'" in exc.message and "include path" in exc.message

@@ -218,14 +218,39 @@ def _params(ci: Any, tu: Any, kernel: str, probed: bool) -> tuple[ParamLayout, .
         decl = _kernel_decl(ci, tu, kernel)
         if decl is None:
             return ()
-        parms = [c for c in decl.get_children() if c.kind == ci.CursorKind.PARM_DECL]
-        names = [c.spelling for c in parms]
-        types = [c.type for c in parms]
+        names = [c.spelling for c in decl.get_children() if c.kind == ci.CursorKind.PARM_DECL]
+        types = [c.type for c in decl.get_children() if c.kind == ci.CursorKind.PARM_DECL]
+    broken = _broken_params(ci, tu, decl)
     out = []
     for i, t in enumerate(types):
         name = names[i] if i < len(names) else f"#{i}"
-        out.append(_param(ci, i, name, t))
+        if name in broken:  # clang recovers an unknown type as int: no layout to trust
+            out.append(ParamLayout(i, name, "", False, reason=broken[name]))
+        else:
+            out.append(_param(ci, i, name, t))
     return tuple(out)
+
+
+def _broken_params(ci: Any, tu: Any, decl: Any) -> dict[str, str]:
+    """Parameters whose declaration clang reported an error in (``unknown type name 'Params'``:
+    a header not on the include path), with the error, by name."""
+    if decl is None:
+        return {}
+    errors = [d for d in tu.diagnostics if d.severity >= 3 and d.location.file is not None]
+    out: dict[str, str] = {}
+    for parm in decl.get_children():
+        if parm.kind != ci.CursorKind.PARM_DECL:
+            continue
+        ext = parm.extent
+        for d in errors:
+            loc = d.location
+            if loc.file.name == ext.start.file.name and (ext.start.line, ext.start.column) <= (
+                loc.line,
+                loc.column,
+            ) <= (ext.end.line, ext.end.column):
+                out[parm.spelling] = f"clang: {d.spelling} (is its header on the include path?)"
+                break
+    return out
 
 
 def _find(ci: Any, cursor: Any, want: Any) -> Any:

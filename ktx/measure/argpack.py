@@ -148,7 +148,9 @@ def _layouts(spec: Spec) -> tuple[tuple[str, StructLayout], ...]:
                 raise KtxError(
                     f"arg {arg.name!r}: parameter {param.name} ({param.type}): {param.reason}", arg.where
                 )
-            hint = param.reason or "give it value = ... (a scalar) or shape/role (a pointer)"
+            if param.reason:  # a type clang could not read, or one that depends on a template parameter
+                raise KtxError(f"arg {arg.name!r}: parameter {param.name}: {param.reason}", arg.where)
+            hint = "give it value = ... (a scalar) or shape/role (a pointer)"
             raise KtxError(
                 f"arg {arg.name!r}: parameter {param.name} is {param.type}, not a struct", arg.where, hint
             )

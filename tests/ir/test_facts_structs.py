@@ -194,3 +194,12 @@ def test_kernel_defined_in_a_local_header(tmp_path: Path) -> None:
         ("a", 0),
         ("b", 4),
     ]
+
+
+def test_unknown_struct_type_is_not_taken_for_int() -> None:
+    found = kernel_layouts('#include "missing.h"\n__global__ void k(Params p, float* y) {}\n', "k")
+    if not found:
+        pytest.skip("libclang is not available")
+    assert not found[0].record and found[0].layout is None
+    assert "unknown type name 'Params'" in found[0].reason
+    assert found[1].reason == ""
