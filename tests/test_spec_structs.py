@@ -165,3 +165,21 @@ def test_struct_whose_header_is_not_found_says_so(tmp_path: Path) -> None:
     kernel = '#include "nowhere.h"\n__global__ void k(const float* x, float* y, Params p, int n) {}\n'
     exc = error(tmp_path, '[[args]]\nname = "p"\nfields = { ncols = "n" }\n', kernel)
     assert "unknown type name 'Params'" in exc.message and "include path" in exc.message
+
+
+def test_layout_per_instantiation_of_shape_template_args(tmp_path: Path) -> None:
+    from ktx.measure.argpack import struct_layouts
+
+    kernel = (
+        "template <int V> struct P { char a; alignas(V) char b; };\n"
+        "template <int V> __global__ void k(const float* x, float* y, P<V> p, int n) {}\n"
+    )
+    write(tmp_path, '[[args]]\nname = "p"\nfields = { a = 1, b = 2 }\n', kernel)
+    toml = tmp_path / "ktx.toml"
+    text = toml.read_text().replace('kernel = "k"', 'kernel = "k"\ntemplate_args = ["{v}"]')
+    toml.write_text(text.replace("default = [{ n = 8 }]", "default = [{ n = 8, v = 4 }, { n = 8, v = 8 }]"))
+    spec = load_spec(tmp_path)
+    points = spec.shape_set().points
+    four, eight = (struct_layouts(spec, spec.env(p))["p"] for p in points)
+    assert (four.size, four.leaves[1].offset) == (8, 4)
+    assert (eight.size, eight.leaves[1].offset) == (16, 8)

@@ -96,27 +96,35 @@ def _bits(arg: Arg, leaf: Leaf, value: Value, where: Location | None) -> Any:
     return int(value)
 
 
-def struct_layouts(spec: Spec) -> dict[str, StructLayout]:
+def struct_layouts(spec: Spec, env: Mapping[str, Value] | None = None) -> dict[str, StructLayout]:
     """The layout of every struct argument of ``spec``, checked against its ``fields``;
-    an empty dict when it has none (libclang is then never asked)."""
+    an empty dict when it has none (libclang is then never asked).
+
+    With ``{expr}`` template arguments (``Params<{vec}>``) the layout is that of the
+    instantiation at ``env``; without ``env``, every distinct instantiation of the listed shape
+    points is checked and the first one's layouts returned."""
     if not any(a.is_struct for a in spec.args):
         return {}
-    return dict(_layouts(spec))
+    if not any("{" in t for t in spec.template_args):
+        return dict(_layouts(spec, spec.template_args))
+    from ktx.spec import expand
+
+    if env is not None:
+        return dict(_layouts(spec, tuple(expand(t, env) for t in spec.template_args)))
+    found: list[tuple[str, ...]] = []
+    for shape_set in spec.shapes:
+        for point in shape_set.points:
+            targs = tuple(expand(t, spec.env(point)) for t in spec.template_args)
+            if targs not in found:
+                found.append(targs)
+    results = [_layouts(spec, targs) for targs in found]
+    return dict(results[0]) if results else {}
 
 
 @cache
-def _layouts(spec: Spec) -> tuple[tuple[str, StructLayout], ...]:
+def _layouts(spec: Spec, template_args: tuple[str, ...]) -> tuple[tuple[str, StructLayout], ...]:
     from ktx.ir.facts.structs import compiler_flags, kernel_layouts  # libclang: only when needed
 
-    from ktx.spec import expand
-
-    template_args: tuple[str, ...] = spec.template_args
-    if any("{" in t for t in template_args):
-        # Per-shape template arguments: a struct's layout rarely depends on them, so the
-        # first point of the default set speaks for all (a layout that does differs per
-        # instantiation and is beyond this first version).
-        env = spec.env(spec.shape_set().points[0])
-        template_args = tuple(expand(t, env) for t in template_args)
     params = kernel_layouts(
         spec.source_text(),
         spec.kernel,

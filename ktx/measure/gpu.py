@@ -428,7 +428,7 @@ def _bind(
 
 def _args(spec: Spec, env: Mapping[str, Value], arrays: Mapping[str, Array]) -> tuple[Any, ...]:
     values = scalars(spec, env)
-    structs = struct_layouts(spec)
+    structs = struct_layouts(spec, env)
     out: list[Any] = []
     for arg in spec.args:
         if arg.is_array:
