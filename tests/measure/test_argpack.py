@@ -119,3 +119,30 @@ def test_integer_field_refuses_fractions_and_overflow() -> None:
         packed("40000", "1")
     with pytest.raises(KtxError, match="-1 does not fit in 4 byte"):
         packed("1", "-1")
+
+
+def test_worker_launch_arguments_carry_the_packed_struct(tmp_path: Path) -> None:
+    """``ktx.measure.gpu._args``, the one place every launch (timed, graph, sanitizer) gets its
+    arguments from: arrays, then the struct as a structured scalar, then the int scalar."""
+    from ktx.measure import gpu
+    from ktx.spec import load_spec
+
+    (tmp_path / "kernel.cu").write_text(
+        "struct P { char c; double s; };\n__global__ void k(float* y, P p, uint3 q, int n) {}\n"
+    )
+    (tmp_path / "ktx.toml").write_text(
+        'kernel = "k"\n[[args]]\nname = "y"\ndtype = "fp32"\nshape = "[n]"\nrole = "out"\n'
+        '[[args]]\nname = "p"\nfields = { c = 5, s = "n / 4" }\n'
+        '[[args]]\nname = "q"\nfields = { x = "n", y = 1, z = "n * 2" }\n'
+        '[[args]]\nname = "n"\ndtype = "int32"\nvalue = "n"\n'
+        '[shapes]\ndefault = [{ n = 6 }]\n[launch]\ngrid = ["1"]\nblock = ["32"]\n'
+    )
+    spec = load_spec(tmp_path)
+    env = spec.env(spec.shape_set().points[0])
+    y = np.zeros(6, dtype=np.float32)
+    out = gpu._args(spec, env, {"y": y})
+    assert out[0] is y and isinstance(out[3], np.int32) and int(out[3]) == 6
+    assert (
+        isinstance(out[1], np.void) and out[1].tobytes() == bytes([5]) + bytes(7) + np.float64(1.5).tobytes()
+    )
+    assert out[2].tobytes() == np.array([6, 1, 12], dtype="<u4").tobytes()
