@@ -262,6 +262,10 @@ class Spec:
             return self.kernel
         return f"{self.kernel}<{', '.join(self.template_args)}>"
 
+    def template_args_at(self, env: Mapping[str, Value]) -> tuple[str, ...]:
+        """The template arguments with their ``{expr}`` placeholders expanded at ``env``."""
+        return tuple(expand(t, env) for t in self.template_args)
+
     def shape_set(self, name: str | None = None) -> ShapeSet:
         wanted = name or self.default_shapes
         for shape_set in self.shapes:

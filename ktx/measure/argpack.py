@@ -107,14 +107,12 @@ def struct_layouts(spec: Spec, env: Mapping[str, Value] | None = None) -> dict[s
         return {}
     if not any("{" in t for t in spec.template_args):
         return dict(_layouts(spec, spec.template_args))
-    from ktx.spec import expand
-
     if env is not None:
-        return dict(_layouts(spec, tuple(expand(t, env) for t in spec.template_args)))
+        return dict(_layouts(spec, spec.template_args_at(env)))
     found: list[tuple[str, ...]] = []
     for shape_set in spec.shapes:
         for point in shape_set.points:
-            targs = tuple(expand(t, spec.env(point)) for t in spec.template_args)
+            targs = spec.template_args_at(spec.env(point))
             if targs not in found:
                 found.append(targs)
     results = [_layouts(spec, targs) for targs in found]
