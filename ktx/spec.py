@@ -102,16 +102,6 @@ class Arg:
     value: Expr | None = None  # scalars only
     dist: Dist = Dist()
     where: Location | None = field(default=None, compare=False)
-    fields: tuple[tuple[str, Expr], ...] = ()
-    """A by-value struct or vector (``uint3``, ``Params``): each scalar field's value, by its
-    path (``ncols``, ``div.x``, ``coef[2]``); the bytes are laid out as the compiler lays out
-    the kernel's parameter type (:mod:`ktx.measure.argpack`). Empty for every other argument."""
-    ctype: str | None = None
-    """The struct's type as the spec names it (``type = "Params"``), checked against the kernel."""
-
-    @property
-    def is_struct(self) -> bool:
-        return bool(self.fields)
 
     @property
     def is_array(self) -> bool:
@@ -127,6 +117,23 @@ class Arg:
             if dim < 0:
                 raise KtxError(f"arg {self.name!r}: dimension {expr.text!r} is {dim}", expr.where)
         return dims
+
+    # By-value structs and vectors (keyword-only in use: construct with fields=..., ctype=...).
+    fields: tuple[tuple[str, Expr], ...] = ()
+    """A by-value struct or vector (``uint3``, ``Params``): each scalar field's value, by its
+    path (``ncols``, ``div.x``, ``coef[2]``); the bytes are laid out as the compiler lays out
+    the kernel's parameter type (:mod:`ktx.measure.argpack`). Empty for every other argument."""
+    ctype: str | None = None
+    """The struct's type as the spec names it (``type = "Params"``), checked against the kernel."""
+
+    @property
+    def is_struct(self) -> bool:
+        return bool(self.fields)
+
+
+#: The dtype of a by-value struct argument: never a buffer's, never in ``DTYPES`` (a spec cannot
+#: name it); its bytes come from the layout, not from this.
+STRUCT = DType("struct", "struct", "uint8", 1, "int", False)
 
 
 @dataclass(frozen=True)
@@ -262,10 +269,6 @@ class Spec:
             return self.kernel
         return f"{self.kernel}<{', '.join(self.template_args)}>"
 
-    def template_args_at(self, env: Mapping[str, Value]) -> tuple[str, ...]:
-        """The template arguments with their ``{expr}`` placeholders expanded at ``env``."""
-        return tuple(expand(t, env) for t in self.template_args)
-
     def shape_set(self, name: str | None = None) -> ShapeSet:
         wanted = name or self.default_shapes
         for shape_set in self.shapes:
@@ -299,6 +302,10 @@ class Spec:
                 f"{self.name}: shape {point.name!r} must set exactly {', '.join(self.variables)}",
                 Location(str(self.path)),
             )
+
+    def template_args_at(self, env: Mapping[str, Value]) -> tuple[str, ...]:
+        """The template arguments with their ``{expr}`` placeholders expanded at ``env``."""
+        return tuple(expand(t, env) for t in self.template_args)
 
     def env(self, point: ShapePoint, config: Mapping[str, Value] | None = None) -> dict[str, Value]:
         """Shape variables, then derived variables, then knob values (which may use both)."""
@@ -572,10 +579,7 @@ _TOP_KEYS = (
     "kernel", "source", "template_args", "description", "args", "vars", "shapes", "default_shapes",
     "launch", "compile", "reference", "tolerance", "bytes", "flops", "constraints", "verify",
 )  # fmt: skip
-#: The dtype of a by-value struct argument: never a buffer's, never in ``DTYPES`` (a spec cannot
-#: name it); its bytes come from the layout, not from this.
-STRUCT = DType("struct", "struct", "uint8", 1, "int", False)
-_ARG_KEYS = ("name", "dtype", "shape", "role", "dist", "value", "fields", "type", *DISTRIBUTIONS["normal"],
+_ARG_KEYS = ("name", "dtype", "shape", "role", "dist", "value", *DISTRIBUTIONS["normal"],
              *DISTRIBUTIONS["uniform"], *DISTRIBUTIONS["arange"], *SPECIAL_PARAMS)  # fmt: skip
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -588,11 +592,11 @@ def load_spec(path: str | Path) -> Spec:
     elif p.is_file() and p.suffix != ".toml":
         refuse_non_spec(p)
     spec = parse_spec(read_spec_text(p), p)
+    refuse_out_of_bounds(spec)
     if any(a.is_struct for a in spec.args):
         from ktx.measure.argpack import struct_layouts  # libclang: only for struct arguments
 
         struct_layouts(spec)  # a field the struct lacks (or lacks a value) fails here, at its line
-    refuse_out_of_bounds(spec)
     return spec
 
 
@@ -983,7 +987,7 @@ def _struct_arg(t: _Table, name: str) -> Arg:
     for key, value in raw.items():
         leaf((key,), value)
     t.done(("name", "fields", "type"))
-    return Arg(name, STRUCT, "scalar", (), None, Dist(), t.loc(), tuple(out), ctype)
+    return Arg(name, STRUCT, "scalar", where=t.loc(), fields=tuple(out), ctype=ctype)
 
 
 def _field_label(path: Sequence[str | int]) -> str:

@@ -160,14 +160,13 @@ def python_reference(
 ) -> dict[str, Array]:
     """Run the float64 reference on the decoded inputs; returns float64 outputs by name."""
     env = spec.env(point)
-    decoded: dict[str, Any] = {}
+    decoded: dict[str, Any] = dict(struct_values(spec, env))  # a struct as {field path: value}
     for arg in spec.args:
         # Pure outputs are what the reference computes: the device-side check does not copy
         # them to the host, so they are absent here (and a reference must not read them).
         if arg.is_array and (arg.role != "out" or arg.name in inputs):
             decoded[arg.name] = decode(inputs[arg.name], arg.dtype)
     decoded.update(scalars(spec, env))
-    decoded.update(struct_values(spec, env))  # a struct as {field path: value}
     result = fn(decoded, dict(env))
     out: dict[str, Array] = {}
     for arg in spec.args:
