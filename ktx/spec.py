@@ -592,11 +592,11 @@ def load_spec(path: str | Path) -> Spec:
     elif p.is_file() and p.suffix != ".toml":
         refuse_non_spec(p)
     spec = parse_spec(read_spec_text(p), p)
-    refuse_out_of_bounds(spec)
     if any(a.is_struct for a in spec.args):
         from ktx.measure.argpack import struct_layouts  # libclang: only for struct arguments
 
         struct_layouts(spec)  # a field the struct lacks (or lacks a value) fails here, at its line
+    refuse_out_of_bounds(spec)
     return spec
 
 
@@ -1092,12 +1092,12 @@ def _check_names(spec: Spec, top: _Table) -> None:
             raise top.error("vars", f"vars.{name} redefines a shape variable")
         known.add(name)
     for arg in spec.args:
+        for field_name, expr in arg.fields:
+            _names_ok(expr, known, f"args.{arg.name}.fields.{field_name}")
         for expr in arg.shape:
             _names_ok(expr, known, f"args.{arg.name}.shape")
         if arg.value is not None:
             _names_ok(arg.value, known, f"args.{arg.name}.value")
-        for field_name, expr in arg.fields:
-            _names_ok(expr, known, f"args.{arg.name}.fields.{field_name}")
     for label, exprs in (
         ("bytes", (spec.bytes,)),
         ("flops", (spec.flops,)),
