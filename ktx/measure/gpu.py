@@ -34,7 +34,6 @@ import numpy as np
 
 from ktx.dtypes import decode, poison
 from ktx.expr import Value
-from ktx.measure.argpack import pack, struct_layouts
 from ktx.measure.compile import CompileResult, cache_dir
 from ktx.measure.guards import (
     GuardFault,
@@ -427,6 +426,8 @@ def _bind(
 
 
 def _args(spec: Spec, env: Mapping[str, Value], arrays: Mapping[str, Array]) -> tuple[Any, ...]:
+    from ktx.measure.argpack import pack, struct_layouts  # here: main's imports above move
+
     values = scalars(spec, env)
     structs = struct_layouts(spec, env)
     out: list[Any] = []
