@@ -15,7 +15,7 @@ KERNEL = r"""
 #include <cuda_runtime.h>
 struct Div { unsigned int mul; unsigned int shift; };
 struct Params { int ncols; float scale; Div div; short coef[2]; bool flag; };
-__global__ void k(const float* x, float* y, Params p, uint3 q, int n) {}
+__global__ void k(const float* x, float* y, Params p, uint3 q, int n) { y[0] = x[0]; }
 """
 
 HEAD = """kernel = "k"
@@ -53,6 +53,9 @@ default = [{ n = 8 }]
 grid = ["1"]
 block = ["32"]
 """
+
+#: A kernel over a Params from elsewhere; it writes y (an out the kernel never writes is refused).
+SIGNATURE = "__global__ void k(const float* x, float* y, Params p, int n) { y[0] = x[0]; }\n"
 
 pytestmark = pytest.mark.skipif(not kernel_layouts(KERNEL, "k"), reason="libclang is not available")
 
@@ -149,7 +152,7 @@ def test_struct_from_a_header_on_the_specs_include_flags(tmp_path: Path) -> None
     (tmp_path / "inc" / "params.h").write_text(
         "#pragma once\nstruct Params { int ncols;\n#ifdef BIG\n  double extra;\n#endif\n};\n"
     )
-    kernel = '#include "params.h"\n__global__ void k(const float* x, float* y, Params p, int n) {}\n'
+    kernel = '#include "params.h"\n' + SIGNATURE
     args = '[[args]]\nname = "p"\nfields = { ncols = "n", extra = 2 }\n'
     write(tmp_path, args, kernel)
     toml = tmp_path / "ktx.toml"
@@ -162,7 +165,7 @@ def test_struct_from_a_header_on_the_specs_include_flags(tmp_path: Path) -> None
 
 
 def test_struct_whose_header_is_not_found_says_so(tmp_path: Path) -> None:
-    kernel = '#include "nowhere.h"\n__global__ void k(const float* x, float* y, Params p, int n) {}\n'
+    kernel = '#include "nowhere.h"\n' + SIGNATURE
     exc = error(tmp_path, '[[args]]\nname = "p"\nfields = { ncols = "n" }\n', kernel)
     assert "unknown type name 'Params'" in exc.message and "include path" in exc.message
 
@@ -172,7 +175,7 @@ def test_layout_per_instantiation_of_shape_template_args(tmp_path: Path) -> None
 
     kernel = (
         "template <int V> struct P { char a; alignas(V) char b; };\n"
-        "template <int V> __global__ void k(const float* x, float* y, P<V> p, int n) {}\n"
+        "template <int V> __global__ void k(const float* x, float* y, P<V> p, int n) { y[0] = x[0]; }\n"
     )
     write(tmp_path, '[[args]]\nname = "p"\nfields = { a = 1, b = 2 }\n', kernel)
     toml = tmp_path / "ktx.toml"

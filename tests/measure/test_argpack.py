@@ -128,7 +128,7 @@ def test_worker_launch_arguments_carry_the_packed_struct(tmp_path: Path) -> None
     from ktx.spec import load_spec
 
     (tmp_path / "kernel.cu").write_text(
-        "struct P { char c; double s; };\n__global__ void k(float* y, P p, uint3 q, int n) {}\n"
+        "struct P { char c; double s; };\n__global__ void k(float* y, P p, uint3 q, int n) { y[0] = 0.f; }\n"
     )
     (tmp_path / "ktx.toml").write_text(
         'kernel = "k"\n[[args]]\nname = "y"\ndtype = "fp32"\nshape = "[n]"\nrole = "out"\n'
