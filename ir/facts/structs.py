@@ -136,10 +136,11 @@ def kernel_layouts(
 ) -> tuple[ParamLayout, ...]:
     """Every parameter of ``kernel`` in ``source``, by-value records laid out.
 
-    ``template_args`` instantiate a template kernel (``("__nv_bfloat16", "8")``); ``include_dirs``
-    are searched for ``#include "x.h"`` (system ``<...>`` headers are left to the shim);
-    ``flags`` may hold ``-D``/``-I`` (others are ignored). An empty tuple when libclang is missing
-    or the kernel is not found: callers that need a layout say so themselves."""
+    ``kernel`` may be qualified (``ns::k``). ``template_args`` instantiate a template kernel
+    (``("__nv_bfloat16", "8")``); ``include_dirs`` are searched for ``#include "x.h"`` (system
+    ``<...>`` headers are left to the shim); ``flags`` may hold ``-D``/``-I`` (others are ignored).
+    An empty tuple when libclang is missing or the kernel is not found: callers that need a
+    layout say so themselves."""
     try:
         ci, index = _load()
     except Exception:
@@ -211,11 +212,11 @@ def _params(ci: Any, tu: Any, kernel: str, probed: bool) -> tuple[ParamLayout, .
         fn_type = alias.underlying_typedef_type.get_canonical().get_pointee()
         if fn_type.kind != ci.TypeKind.FUNCTIONPROTO:
             return ()
-        decl = _kernel_decl(ci, tu, kernel)
+        decl = _kernel_decl(ci, tu, kernel.rpartition("::")[2])
         names = [c.spelling for c in decl.get_children() if c.kind == ci.CursorKind.PARM_DECL] if decl else []
         types = list(fn_type.argument_types())
     else:
-        decl = _kernel_decl(ci, tu, kernel)
+        decl = _kernel_decl(ci, tu, kernel.rpartition("::")[2])
         if decl is None:
             return ()
         names = [c.spelling for c in decl.get_children() if c.kind == ci.CursorKind.PARM_DECL]

@@ -125,7 +125,8 @@ def _layouts(spec: Spec, template_args: tuple[str, ...]) -> tuple[tuple[str, Str
 
     params = kernel_layouts(
         spec.source_text(),
-        spec.kernel,
+        # ``ns::k`` where the spec names namespaces (main's Spec.qualified_kernel), else ``k``
+        str(getattr(spec, "qualified_kernel", spec.kernel)),
         path=str(spec.folder / spec.source),
         template_args=template_args,
         # a relative -I in [compile] flags is relative to the spec, as headers are (docs/spec.md)

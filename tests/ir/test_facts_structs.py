@@ -203,3 +203,21 @@ def test_unknown_struct_type_is_not_taken_for_int() -> None:
     assert not found[0].record and found[0].layout is None
     assert "unknown type name 'Params'" in found[0].reason
     assert found[1].reason == ""
+
+
+def test_namespaced_template_kernel_by_its_qualified_name() -> None:
+    src = (
+        "namespace ns { template <typename T> struct P { T a; char b; };\n"
+        "template <typename T> __global__ void k(P<T> p, T* y) {} }\n"
+    )
+    found = kernel_layouts(src, "ns::k", template_args=["double"])
+    if not found:
+        pytest.skip("libclang is not available")
+    assert found[0].name == "p" and found[0].layout is not None and found[0].layout.size == 16
+    (plain, _) = kernel_layouts(
+        src.replace("template <typename T> __global__", "__global__")
+        .replace("P<T>", "P<int>")
+        .replace("T* y", "int* y"),
+        "ns::k",
+    )
+    assert plain.layout is not None and plain.layout.size == 8
