@@ -17,6 +17,8 @@ MODULES = [
     "ktx.ir.facts",
     "ktx.ir.facts.kinds",
     "ktx.ir.facts.owners",
+    "ktx.ir.facts.structs",
+    "ktx.measure.argpack",
 ]
 
 

@@ -25,6 +25,9 @@ What it answers, and the module that computes it:
   (:mod:`ktx.ir.facts.extents`, over :mod:`~ktx.ir.facts.intervals`,
   :mod:`~ktx.ir.facts.witness` and :mod:`~ktx.ir.facts.lanes`); ``ktx.bounds`` asks it per
   shape point of a spec.
+* by-value struct and vector parameters (``uint3``, ``Params``): their byte layout as libclang
+  lays it out, one leaf per scalar field (:mod:`ktx.ir.facts.structs`); the spec's ``fields``
+  are packed into it for the launch.
 
 ``ktx inspect --facts FILE`` prints them (:func:`ktx.ir.facts.text.render`).
 
