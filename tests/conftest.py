@@ -85,8 +85,13 @@ def _deselect_slow(config: pytest.Config, items: list[pytest.Item]) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Slow tests leave a directory run; tests marked ``gpu`` skip themselves without one."""
+    """Slow tests leave a directory run; a module's ``start_early(item)`` is called for each test
+    that stays; tests marked ``gpu`` skip themselves without one."""
     _deselect_slow(config, items)
+    for item in items:  # a test module may start a long subprocess now (tests/test_lint.py: mypy)
+        start = getattr(getattr(item, "module", None), "start_early", None)
+        if callable(start):
+            start(item)
     marked = [item for item in items if item.get_closest_marker("gpu")]
     if not marked:
         return
