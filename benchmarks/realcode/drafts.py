@@ -78,12 +78,14 @@ def draft_kernel(kernel: Mapping[str, Any], src: Path = SRC, seconds: int = DRAF
         with _limit(seconds):
             d = init(source_path(kernel, src), kernel["kernel"], kernel_dir(kernel))
     except KtxError as exc:
-        return Drafted(refused=str(exc).splitlines()[0])
+        return Drafted(refused=str(exc).splitlines()[0].replace(f"{src}/", ""))
     except _TimeUp:
         return Drafted(crashed=f"ktx init took over {seconds} s")
     except Exception as exc:  # a crash is a result of the benchmark, not its end
         return Drafted(crashed=f"{type(exc).__name__}: {exc}".splitlines()[0])
-    return Drafted(text=d.text, todos=tuple(d.todos))
+    # the draft's first line names the file by its absolute path: made relative, so that a draft
+    # reads the same on every machine and the recorded edit compares with today's draft
+    return Drafted(text=d.text.replace(f"{HERE}/", ""), todos=tuple(d.todos))
 
 
 def ktx_commit() -> str:

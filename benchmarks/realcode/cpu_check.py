@@ -1,0 +1,197 @@
+"""The CPU part of the real-code benchmark: for every kernel of ``manifest.json``, draft its spec
+with the ktx at hand, measure the hand edit, run ``ktx init --check`` on the finished spec and
+build the original for sm_90 with nvcc; writes ``cpu_table.md`` (and ``cpu_table.json``).
+
+    python benchmarks/realcode/fetch.py          # once: the sources, into src/ (git-ignored)
+    python benchmarks/realcode/cpu_check.py [--ids ID ...] [--no-build] [--out DIR]
+
+Columns: whether ``ktx init`` drafts the kernel (its TODO count) or refuses (its one line); the
+kernel's state (a finished spec, or blocked and why: ktx's refusal, or the reason recorded in the
+manifest when the draft cannot be finished into a spec that runs the kernel as the project does);
+**edited** and **silently wrong** lines, from the committed ``init.diff`` (the edit as made, on the
+draft of the ktx named in its header) and again from today's draft to the same finished spec (so
+a change to ``ktx init`` shows here without anyone editing anything); ``--check``'s verdict; and
+whether nvcc builds the original file (the project's include folders and ``-D`` flags, with
+``scripts/corpus_stubs`` standing in for the torch, pybind11 and cuBLAS headers host code uses).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE))
+
+from drafts import draft_kernel, kernel_dir, selected, source_path  # noqa: E402
+from editstat import stat, unapply, unified  # noqa: E402
+from fetch import SRC, load_manifest, projects  # noqa: E402
+
+STUBS = ROOT / "scripts" / "corpus_stubs"
+KTX = [sys.executable, "-m", "ktx"]
+NVCC_FLAGS = ("-std=c++17", "-x", "cu", "--expt-relaxed-constexpr", "--expt-extended-lambda", "-w")
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    project: str
+    split: str
+    kind: str
+    init: str  # "N TODOs" | "refused: ..." | "crashed: ..."
+    state: str  # "spec" | "blocked: ..." | "no spec yet"
+    edited: int | None = None  # from the committed init.diff
+    silent: int | None = None
+    edited_now: int | None = None  # today's draft -> the finished spec
+    silent_now: int | None = None
+    draft_same: bool | None = None  # today's draft is the one init.diff was made on
+    check: str = ""
+    build: str = ""
+
+
+def nvcc_command(kernel: Mapping[str, Any], pin_include: Sequence[str], defines: Sequence[str],
+                 src: Path, cubin: bool) -> list[str]:
+    path = source_path(kernel, src)
+    root = src / kernel["project"]
+    cmd = ["nvcc", *NVCC_FLAGS, "-arch=sm_90", "-cubin" if cubin else "-ptx", "-o", os.devnull, str(path)]
+    cmd += [f"-I{path.parent}", *(f"-I{root / d}" for d in pin_include), f"-I{STUBS}"]
+    return cmd + [f"-D{d}" for d in defines]
+
+
+def build(cmd: Sequence[str], cache: Path) -> str:
+    """``ok`` or ``fails: <first error line>``, cached on the command and the files it reads
+    (several kernels share a file: it is built once)."""
+    key = hashlib.sha256("\0".join(cmd).encode())
+    for arg in cmd:
+        if arg.startswith("/") and Path(arg).is_file():
+            key.update(Path(arg).read_bytes())
+    hit = cache / key.hexdigest()[:24]
+    if hit.exists():
+        return hit.read_text()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        if proc.returncode == 0:
+            out = "ok"
+        else:
+            errs = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "error" in ln]
+            first = (errs or (proc.stdout + proc.stderr).splitlines() or ["?"])[0]
+            out = "fails: " + first.replace(str(SRC) + "/", "")[:160]
+    except subprocess.TimeoutExpired:
+        out = "fails: nvcc over 900 s"
+    cache.mkdir(parents=True, exist_ok=True)
+    hit.write_text(out)
+    return out
+
+
+def check(folder: Path) -> str:
+    """``ktx init --check`` on a finished spec: ``ready``, or its first line."""
+    proc = subprocess.run([*KTX, "init", "--check", "."], cwd=folder, capture_output=True, text=True, timeout=600)
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    if proc.returncode == 0:
+        return "ready" + (f" ({len(lines) - 1} unbounded)" if len(lines) > 1 else "")
+    return f"blocks: {lines[0][:140] if lines else proc.returncode}"
+
+
+def one(kernel: Mapping[str, Any]) -> Row:
+    got = draft_kernel(kernel)
+    init = f"{len(got.todos)} TODOs" if got.text else ("refused: " + got.refused if got.refused else "crashed: " + got.crashed)
+    folder = kernel_dir(kernel)
+    spec, diff = folder / "ktx.toml", folder / "init.diff"
+    base = dict(id=kernel["id"], project=kernel["project"], split=kernel["split"], kind=kernel["kind"], init=init)
+    if kernel.get("blocked"):
+        return Row(**base, state=f"blocked: {kernel['blocked']}")
+    if not got.text and not spec.exists():
+        return Row(**base, state=f"blocked: ktx init {'refuses' if got.refused else 'crashes'}")
+    if not spec.exists() or not diff.exists():
+        return Row(**base, state="no spec yet")
+    final, diff_text = spec.read_text(), diff.read_text()
+    made = stat(diff_text)
+    now = stat(unified(got.text, final, "draft")) if got.text else None
+    return Row(
+        **base, state="spec", edited=made.edited, silent=made.silent,
+        edited_now=None if now is None else now.edited, silent_now=None if now is None else now.silent,
+        draft_same=unapply(final, diff_text) == got.text, check=check(folder),
+    )  # fmt: skip
+
+
+def table(rows: Sequence[Row]) -> list[str]:
+    def n(v: int | None) -> str:
+        return "-" if v is None else str(v)
+
+    out = []
+    for split in ("main", "heldout"):
+        rs = [r for r in rows if r.split == split]
+        specs = [r for r in rs if r.state == "spec"]
+        drafted = [r for r in rs if r.init.endswith("TODOs")]
+        out += [
+            f"### {split} ({len(rs)} kernels, {len({r.project for r in rs})} projects)",
+            "",
+            f"drafted by `ktx init`: {len(drafted)}; finished specs: {len(specs)}; blocked: "
+            f"{sum(r.state.startswith('blocked') for r in rs)}; `--check` ready: "
+            f"{sum(r.check.startswith('ready') for r in specs)}; originals that build: "
+            f"{sum(r.build == 'ok' for r in rs)} of {sum(bool(r.build) for r in rs)}; edited lines "
+            f"{sum(r.edited or 0 for r in specs)} (today's draft: {sum(r.edited_now or 0 for r in specs)}), "
+            f"silently wrong {sum(r.silent or 0 for r in specs)} (today's draft: "
+            f"{sum(r.silent_now or 0 for r in specs)})",
+            "",
+            "| kernel | project | kind | `ktx init` | state | edited | silently wrong | today: edited / silent | `--check` | nvcc sm_90 |",
+            "| --- | --- | --- | --- | --- | ---: | ---: | ---: | --- | --- |",
+        ]
+        for r in rs:
+            today = "-" if r.edited_now is None else f"{r.edited_now} / {r.silent_now}" + ("" if r.draft_same else " (draft changed)")
+            out.append(
+                f"| {r.id.split('__', 1)[1]} | {r.project} | {r.kind} | {r.init} | {r.state} | {n(r.edited)} | "
+                f"{n(r.silent)} | {today} | {r.check or '-'} | {r.build or '-'} |"
+            )
+        out.append("")
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--ids", nargs="*", default=[], help="kernel ids (default: all)")
+    p.add_argument("--src", type=Path, default=SRC)
+    p.add_argument("--no-build", action="store_true", help="skip the nvcc builds")
+    p.add_argument("--cubin", action="store_true", help="build cubins (ptxas too), not PTX")
+    p.add_argument("--jobs", type=int, default=2, help="nvcc processes at once")
+    p.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "ktx-realcode")
+    p.add_argument("--out", type=Path, default=HERE, help="where cpu_table.md/.json go")
+    args = p.parse_args(argv)
+    manifest = load_manifest()
+    if not args.src.is_dir():
+        raise SystemExit(f"{args.src}: no sources (run benchmarks/realcode/fetch.py first)")
+    kernels = selected(manifest, args.ids)
+    rows = []
+    for k in kernels:
+        rows.append(one(k))
+        print(f"{k['id']}: {rows[-1].init}; {rows[-1].state}", flush=True)
+    if not args.no_build:
+        pins = projects(manifest)
+        cmds = [nvcc_command(k, pins[k["project"]].include, pins[k["project"]].defines, args.src, args.cubin) for k in kernels]
+        with ThreadPoolExecutor(args.jobs) as pool:
+            builds = list(pool.map(lambda c: build(c, args.cache), cmds))
+        rows = [Row(**{**asdict(r), "build": b}) for r, b in zip(rows, builds, strict=True)]
+    from drafts import ktx_commit
+
+    head = [f"# The real-code benchmark, CPU part (ktx {ktx_commit()})", "",
+            "Regenerate: `python benchmarks/realcode/fetch.py && python benchmarks/realcode/cpu_check.py`. "
+            "nvcc: " + ("cubin" if args.cubin else "PTX") + " for sm_90 of the original file.", ""]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "cpu_table.md").write_text("\n".join(head + table(rows)))
+    (args.out / "cpu_table.json").write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
+    print((args.out / "cpu_table.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
