@@ -56,7 +56,8 @@ class Row:
     silent_now: int | None = None
     draft_same: bool | None = None  # today's draft is the one init.diff was made on
     check: str = ""
-    build: str = ""
+    ktx_build: str = ""  # the original built as ktx builds it, from the spec
+    build: str = ""  # the original file built with the project's flags
 
 
 def nvcc_command(kernel: Mapping[str, Any], pin_include: Sequence[str], defines: Sequence[str],
@@ -102,7 +103,34 @@ def check(folder: Path) -> str:
     return f"blocks: {lines[0][:140] if lines else proc.returncode}"
 
 
-def one(kernel: Mapping[str, Any]) -> Row:
+def ktx_build(folder: Path) -> str:
+    """The original compiled the way ``ktx run`` compiles it (the spec's flags and include folders,
+    nvcc for sm_90, the kernel found by its name expression in the cubin), in the spec's folder
+    as ``run.py`` runs ktx: ``ok`` or the first error line. ``--check`` reads the spec, this
+    proves the harness can build what it names (a kernel in a namespace, say, it cannot)."""
+    from ktx.measure.compile import CompileRequest, compile_kernel
+    from ktx.measure.types import original_candidate
+    from ktx.spec import expand, load_spec
+
+    cwd = os.getcwd()
+    os.chdir(folder)
+    try:
+        spec = load_spec("ktx.toml")
+        cand = original_candidate(spec)
+        point = spec.shape_set().points[0]
+        name = expand(cand.name_expression, cand.env(spec, point))
+        res = compile_kernel(CompileRequest(cand.source, name, tuple(cand.flags), "90", spec.include_dirs, "nvcc"))
+    except Exception as exc:
+        return f"fails: {type(exc).__name__}: {str(exc).splitlines()[0][:140]}"
+    finally:
+        os.chdir(cwd)
+    if res.ok:
+        return "ok"
+    errs = [ln for ln in res.log.splitlines() if "error" in ln] or res.log.splitlines() or ["?"]
+    return "fails: " + errs[0][:160]
+
+
+def one(kernel: Mapping[str, Any], build_too: bool) -> Row:
     got = draft_kernel(kernel)
     init = f"{len(got.todos)} TODOs" if got.text else ("refused: " + got.refused if got.refused else "crashed: " + got.crashed)
     folder = kernel_dir(kernel)
@@ -121,6 +149,7 @@ def one(kernel: Mapping[str, Any]) -> Row:
         **base, state="spec", edited=made.edited, silent=made.silent,
         edited_now=None if now is None else now.edited, silent_now=None if now is None else now.silent,
         draft_same=unapply(final, diff_text) == got.text, check=check(folder),
+        ktx_build=ktx_build(folder) if build_too else "",
     )  # fmt: skip
 
 
@@ -144,14 +173,14 @@ def table(rows: Sequence[Row]) -> list[str]:
             f"silently wrong {sum(r.silent or 0 for r in specs)} (today's draft: "
             f"{sum(r.silent_now or 0 for r in specs)})",
             "",
-            "| kernel | project | kind | `ktx init` | state | edited | silently wrong | today: edited / silent | `--check` | nvcc sm_90 |",
-            "| --- | --- | --- | --- | --- | ---: | ---: | ---: | --- | --- |",
+            "| kernel | project | kind | `ktx init` | state | edited | silently wrong | today: edited / silent | `--check` | ktx builds it | nvcc sm_90 (project flags) |",
+            "| --- | --- | --- | --- | --- | ---: | ---: | ---: | --- | --- | --- |",
         ]
         for r in rs:
             today = "-" if r.edited_now is None else f"{r.edited_now} / {r.silent_now}" + ("" if r.draft_same else " (draft changed)")
             out.append(
                 f"| {r.id.split('__', 1)[1]} | {r.project} | {r.kind} | {r.init} | {r.state} | {n(r.edited)} | "
-                f"{n(r.silent)} | {today} | {r.check or '-'} | {r.build or '-'} |"
+                f"{n(r.silent)} | {today} | {r.check or '-'} | {r.ktx_build or '-'} | {r.build or '-'} |"
             )
         out.append("")
     return out
@@ -173,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     kernels = selected(manifest, args.ids)
     rows = []
     for k in kernels:
-        rows.append(one(k))
+        rows.append(one(k, not args.no_build))
         print(f"{k['id']}: {rows[-1].init}; {rows[-1].state}", flush=True)
     if not args.no_build:
         pins = projects(manifest)

@@ -97,6 +97,11 @@ def draft_label() -> str:
     return f"draft (ktx init at {ktx_commit()})"
 
 
+def placeholders(text: str) -> list[str]:
+    """The draft's placeholder lines still in ``text`` (a spec with one is not finished)."""
+    return [ln for ln in text.splitlines() if not ln.lstrip().startswith("#") and '"TODO"' in ln or '"[TODO]"' in ln]
+
+
 def selected(manifest: Mapping[str, Any], ids: Sequence[str]) -> list[dict[str, Any]]:
     ks = [k for k in manifest["kernels"] if not ids or k["id"] in ids]
     unknown = set(ids) - {k["id"] for k in ks}
@@ -128,6 +133,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{k['id']}: {len(got.todos)} TODOs", flush=True)
         else:
             if not (d / ".draft.toml").exists() or not (d / "ktx.toml").exists():
+                continue
+            if placeholders((d / "ktx.toml").read_text()):
+                print(f"{k['id']}: placeholders left, not finished")
+                (d / "init.diff").unlink(missing_ok=True)
                 continue
             label = (d / ".draft_label").read_text().strip()
             diff = unified((d / ".draft.toml").read_text(), (d / "ktx.toml").read_text(), label)

@@ -79,7 +79,7 @@ def runnable(kernel: Mapping[str, Any]) -> str:
     """Empty when the kernel has a finished spec to run, else why it is blocked."""
     if kernel.get("blocked"):
         return f"blocked: {kernel['blocked']}"
-    if not (HERE / kernel["id"] / "ktx.toml").exists():
+    if not (HERE / kernel["id"] / "init.diff").exists():
         return "blocked: no spec (ktx init refuses it, see cpu_table.md)"
     return ""
 
