@@ -99,7 +99,7 @@ def draft_label() -> str:
 
 def placeholders(text: str) -> list[str]:
     """The draft's placeholder lines still in ``text`` (a spec with one is not finished)."""
-    return [ln for ln in text.splitlines() if not ln.lstrip().startswith("#") and '"TODO"' in ln or '"[TODO]"' in ln]
+    return [ln for ln in text.splitlines() if not ln.lstrip().startswith("#") and ('"TODO"' in ln or '"[TODO]"' in ln)]
 
 
 def selected(manifest: Mapping[str, Any], ids: Sequence[str]) -> list[dict[str, Any]]:
