@@ -63,15 +63,18 @@ def projects(manifest: Mapping[str, Any]) -> dict[str, ProjectPin]:
     return {name: ProjectPin.from_json(name, d) for name, d in manifest["projects"].items()}
 
 
-def resolve(include: str, including: str, pin: ProjectPin, paths: frozenset[str]) -> str | None:
-    """The repository path ``#include include`` in file ``including`` reaches, as the project's
-    build would find it (the including file's folder, then the project's include folders), or
-    None for a header from outside the project (CUDA, the C++ library, torch)."""
+def resolve(include: str, including: str, pin: ProjectPin, paths: frozenset[str]) -> list[str]:
+    """The repository paths ``#include include`` in file ``including`` may reach: in the including
+    file's folder and in each of the project's include folders (every one, not the first: a
+    project with two headers of one name, DeepSpeed's v1 and v2 ``conversion_utils.h``, picks
+    by the build's ``-I`` order, which differs between its kernels); none for a header from
+    outside the project (CUDA, the C++ library, torch)."""
+    hits = []
     for folder in (posixpath.dirname(including), *pin.include):
         cand = posixpath.normpath(posixpath.join(folder, include))
-        if cand in paths:
-            return cand
-    return None
+        if cand in paths and cand not in hits:
+            hits.append(cand)
+    return hits
 
 
 def closure(git_dir: Path, pin: ProjectPin, roots: Iterable[str], paths: frozenset[str]) -> dict[str, bytes]:
@@ -85,9 +88,7 @@ def closure(git_dir: Path, pin: ProjectPin, roots: Iterable[str], paths: frozens
         data = git(git_dir, "show", f"{pin.commit}:{path}")
         seen[path] = data
         for inc in _INCLUDE.findall(data.decode(errors="replace")):
-            hit = resolve(inc, path, pin, paths)
-            if hit is not None and hit not in seen:
-                todo.append(hit)
+            todo.extend(hit for hit in resolve(inc, path, pin, paths) if hit not in seen)
     return seen
 
 
