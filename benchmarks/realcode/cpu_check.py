@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 
-from drafts import draft_kernel, kernel_dir, selected, source_path  # noqa: E402
+from drafts import Drafted, draft_kernel, kernel_dir, selected, source_path  # noqa: E402
 from editstat import stat, unapply, unified  # noqa: E402
 from fetch import SRC, load_manifest, projects  # noqa: E402
 
@@ -60,8 +60,9 @@ class Row:
     build: str = ""  # the original file built with the project's flags
 
 
-def nvcc_command(kernel: Mapping[str, Any], pin_include: Sequence[str], defines: Sequence[str],
-                 src: Path, cubin: bool) -> list[str]:
+def nvcc_command(
+    kernel: Mapping[str, Any], pin_include: Sequence[str], defines: Sequence[str], src: Path, cubin: bool
+) -> list[str]:
     path = source_path(kernel, src)
     root = src / kernel["project"]
     cmd = ["nvcc", *NVCC_FLAGS, "-arch=sm_90", "-cubin" if cubin else "-ptx", "-o", os.devnull, str(path)]
@@ -96,7 +97,9 @@ def build(cmd: Sequence[str], cache: Path) -> str:
 
 def check(folder: Path) -> str:
     """``ktx init --check`` on a finished spec: ``ready``, or its first line."""
-    proc = subprocess.run([*KTX, "init", "--check", "."], cwd=folder, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [*KTX, "init", "--check", "."], cwd=folder, capture_output=True, text=True, timeout=600
+    )
     lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
     if proc.returncode == 0:
         return "ready" + (f" ({len(lines) - 1} unbounded)" if len(lines) > 1 else "")
@@ -119,7 +122,9 @@ def ktx_build(folder: Path) -> str:
         cand = original_candidate(spec)
         point = spec.shape_set().points[0]
         name = expand(cand.name_expression, cand.env(spec, point))
-        res = compile_kernel(CompileRequest(cand.source, name, tuple(cand.flags), "90", spec.include_dirs, "nvcc"))
+        res = compile_kernel(
+            CompileRequest(cand.source, name, tuple(cand.flags), "90", spec.include_dirs, "nvcc")
+        )
     except Exception as exc:
         return f"fails: {type(exc).__name__}: {str(exc).splitlines()[0][:140]}"
     finally:
@@ -130,12 +135,46 @@ def ktx_build(folder: Path) -> str:
     return "fails: " + errs[0][:160]
 
 
-def one(kernel: Mapping[str, Any], build_too: bool) -> Row:
+def ktx_version() -> str:
+    """The ktx that drafts: the tree hashes of ``ktx/`` and ``ir/`` plus any uncommitted change to
+    them, so that a cached draft is reused only with the very code that made it."""
+    trees = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD:ktx", "HEAD:ir"], capture_output=True, text=True
+    )
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "diff", "HEAD", "--", "ktx", "ir"], capture_output=True, text=True
+    )
+    return hashlib.sha256((trees.stdout + dirty.stdout).encode()).hexdigest()[:16]
+
+
+def cached_draft(kernel: Mapping[str, Any], cache: Path, version: str) -> Drafted:
+    """``ktx init``'s draft, cached on the kernel, its source file and the ktx version (drafting a
+    large ggml file takes half a minute on a shared core)."""
+    key = hashlib.sha256(
+        json.dumps([version, kernel["id"], kernel["kernel"]]).encode() + source_path(kernel).read_bytes()
+    ).hexdigest()[:24]
+    hit = cache / "drafts" / f"{key}.json"
+    if hit.exists():
+        return Drafted(**{k: tuple(v) if k == "todos" else v for k, v in json.loads(hit.read_text()).items()})
     got = draft_kernel(kernel)
-    init = f"{len(got.todos)} TODOs" if got.text else ("refused: " + got.refused if got.refused else "crashed: " + got.crashed)
+    if not got.crashed:
+        hit.parent.mkdir(parents=True, exist_ok=True)
+        hit.write_text(json.dumps(asdict(got)))
+    return got
+
+
+def one(kernel: Mapping[str, Any], build_too: bool, cache: Path, version: str) -> Row:
+    got = cached_draft(kernel, cache, version)
+    init = (
+        f"{len(got.todos)} TODOs"
+        if got.text
+        else ("refused: " + got.refused if got.refused else "crashed: " + got.crashed)
+    )
     folder = kernel_dir(kernel)
     spec, diff = folder / "ktx.toml", folder / "init.diff"
-    base = dict(id=kernel["id"], project=kernel["project"], split=kernel["split"], kind=kernel["kind"], init=init)
+    base = dict(
+        id=kernel["id"], project=kernel["project"], split=kernel["split"], kind=kernel["kind"], init=init
+    )
     if kernel.get("blocked"):
         return Row(**base, state=f"blocked: {kernel['blocked']}")
     if not got.text and not spec.exists():
@@ -173,14 +212,20 @@ def table(rows: Sequence[Row]) -> list[str]:
             f"silently wrong {sum(r.silent or 0 for r in specs)} (today's draft: "
             f"{sum(r.silent_now or 0 for r in specs)})",
             "",
-            "| kernel | project | kind | `ktx init` | state | edited | silently wrong | today: edited / silent | `--check` | ktx builds it | nvcc sm_90 (project flags) |",
+            "| kernel | project | kind | `ktx init` | state | edited | silently wrong "
+            "| today: edited / silent | `--check` | ktx builds it | nvcc sm_90 (project flags) |",
             "| --- | --- | --- | --- | --- | ---: | ---: | ---: | --- | --- | --- |",
         ]
         for r in rs:
-            today = "-" if r.edited_now is None else f"{r.edited_now} / {r.silent_now}" + ("" if r.draft_same else " (draft changed)")
+            today = (
+                "-"
+                if r.edited_now is None
+                else f"{r.edited_now} / {r.silent_now}" + ("" if r.draft_same else " (draft changed)")
+            )
+            name = r.id.split("__", 1)[1]
             out.append(
-                f"| {r.id.split('__', 1)[1]} | {r.project} | {r.kind} | {r.init} | {r.state} | {n(r.edited)} | "
-                f"{n(r.silent)} | {today} | {r.check or '-'} | {r.ktx_build or '-'} | {r.build or '-'} |"
+                f"| {name} | {r.project} | {r.kind} | {r.init} | {r.state} | {n(r.edited)} | {n(r.silent)} "
+                f"| {today} | {r.check or '-'} | {r.ktx_build or '-'} | {r.build or '-'} |"
             )
         out.append("")
     return out
@@ -201,20 +246,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(f"{args.src}: no sources (run benchmarks/realcode/fetch.py first)")
     kernels = selected(manifest, args.ids)
     rows = []
+    version = ktx_version()
     for k in kernels:
-        rows.append(one(k, not args.no_build))
+        rows.append(one(k, not args.no_build, args.cache, version))
         print(f"{k['id']}: {rows[-1].init}; {rows[-1].state}", flush=True)
     if not args.no_build:
         pins = projects(manifest)
-        cmds = [nvcc_command(k, pins[k["project"]].include, pins[k["project"]].defines, args.src, args.cubin) for k in kernels]
+        cmds = [
+            nvcc_command(k, pins[k["project"]].include, pins[k["project"]].defines, args.src, args.cubin)
+            for k in kernels
+        ]
         with ThreadPoolExecutor(args.jobs) as pool:
             builds = list(pool.map(lambda c: build(c, args.cache), cmds))
         rows = [Row(**{**asdict(r), "build": b}) for r, b in zip(rows, builds, strict=True)]
     from drafts import ktx_commit
 
-    head = [f"# The real-code benchmark, CPU part (ktx {ktx_commit()})", "",
-            "Regenerate: `python benchmarks/realcode/fetch.py && python benchmarks/realcode/cpu_check.py`. "
-            "nvcc: " + ("cubin" if args.cubin else "PTX") + " for sm_90 of the original file.", ""]
+    head = [
+        f"# The real-code benchmark, CPU part (ktx {ktx_commit()})",
+        "",
+        "Regenerate: `python benchmarks/realcode/fetch.py && python benchmarks/realcode/cpu_check.py`. "
+        "nvcc: " + ("cubin" if args.cubin else "PTX") + " for sm_90 of the original file.",
+        "",
+    ]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "cpu_table.md").write_text("\n".join(head + table(rows)))
     (args.out / "cpu_table.json").write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")

@@ -89,7 +89,9 @@ def draft_kernel(kernel: Mapping[str, Any], src: Path = SRC, seconds: int = DRAF
 
 
 def ktx_commit() -> str:
-    proc = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True)
+    proc = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True
+    )
     return proc.stdout.strip() or "unknown"
 
 
@@ -99,7 +101,11 @@ def draft_label() -> str:
 
 def placeholders(text: str) -> list[str]:
     """The draft's placeholder lines still in ``text`` (a spec with one is not finished)."""
-    return [ln for ln in text.splitlines() if not ln.lstrip().startswith("#") and ('"TODO"' in ln or '"[TODO]"' in ln)]
+    return [
+        ln
+        for ln in text.splitlines()
+        if not ln.lstrip().startswith("#") and ('"TODO"' in ln or '"[TODO]"' in ln)
+    ]
 
 
 def selected(manifest: Mapping[str, Any], ids: Sequence[str]) -> list[dict[str, Any]]:

@@ -116,8 +116,10 @@ def fetch(manifest: Mapping[str, Any], dest: Path, mirror_root: Path, clone_root
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_bytes(data)
         size = sum(len(d) for d in files.values())
-        lines.append(f"{name}: {len(wanted)} kernel files + {len(files) - len(wanted)} headers, "
-                     f"{size / 1024:.0f} KiB at {pin.commit[:12]}")
+        lines.append(
+            f"{name}: {len(wanted)} kernel files + {len(files) - len(wanted)} headers, "
+            f"{size / 1024:.0f} KiB at {pin.commit[:12]}"
+        )
     return lines
 
 

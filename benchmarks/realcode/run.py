@@ -146,7 +146,9 @@ def run_kernel(kernel: Mapping[str, Any], gpu: str, ktx: Sequence[str], work: Pa
     try:
         state = json.loads((out / "optimize" / "optimize.json").read_text())
     except (OSError, ValueError):
-        return Result(**base, status=f"failed: ktx optimize rc={rc}: {_tail(out / 'optimize.log')}", seconds=seconds)
+        return Result(
+            **base, status=f"failed: ktx optimize rc={rc}: {_tail(out / 'optimize.log')}", seconds=seconds
+        )
     speedup, interval, pipeline, n, wins = summarize(state)
     status = "ran" if rc == 0 else f"ran (optimize rc={rc})"
     return Result(**base, status=status, speedup=speedup, interval=interval, pipeline=pipeline,
@@ -208,8 +210,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not SRC.is_dir():
         raise SystemExit(f"{SRC}: no sources (run fetch.py where there is network, and carry src/)")
     manifest = load_manifest()
-    kernels = [k for k in manifest["kernels"]
-               if (not args.ids or k["id"] in args.ids) and (args.split is None or k["split"] == args.split)]  # fmt: skip
+    kernels = [
+        k
+        for k in manifest["kernels"]
+        if (not args.ids or k["id"] in args.ids) and (args.split is None or k["split"] == args.split)
+    ]
     args.out.mkdir(parents=True, exist_ok=True)
     work = args.work or args.out / "work"
     done: dict[str, Result] = {}
@@ -237,13 +242,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def write() -> None:
         rows = [results[k["id"]] for k in kernels if k["id"] in results]
-        rows += [Result(id=k["id"], project=k["project"], split=k["split"], kind=k["kind"],
-                        status="not run: the deadline came first") for k in kernels if k["id"] not in results]  # fmt: skip
-        (args.out / "results.json").write_text(json.dumps({**meta, "results": [asdict(r) for r in rows]}, indent=1) + "\n")
-        head = [f"# The real-code benchmark on {meta['device'][0] if meta['device'] else '?'} ({meta['date']})", "",
-                f"`ktx bench`, then `ktx optimize --planner rules --shapes default --budget {args.budget:g}` per kernel, "
-                f"{len(gpus)} lane(s). Speedup: what the dispatch table delivers (1.0 where no config beat the "
-                "original); interval: the paired re-measurement of the best config against the original.", ""]  # fmt: skip
+        late = "not run: the deadline came first"
+        rows += [
+            Result(id=k["id"], project=k["project"], split=k["split"], kind=k["kind"], status=late)
+            for k in kernels
+            if k["id"] not in results
+        ]
+        (args.out / "results.json").write_text(
+            json.dumps({**meta, "results": [asdict(r) for r in rows]}, indent=1) + "\n"
+        )
+        device = meta["device"][0] if meta["device"] else "?"
+        head = [
+            f"# The real-code benchmark on {device} ({meta['date']})",
+            "",
+            f"`ktx bench`, then `ktx optimize --planner rules --shapes default --budget {args.budget:g}` "
+            f"per kernel, {len(gpus)} lane(s). Speedup: what the dispatch table delivers (1.0 where no "
+            "config beat the original); interval: the paired re-measurement of the best config against "
+            "the original.",
+            "",
+        ]
         (args.out / "results.md").write_text(table(rows, head))
 
     def lane(gpu: str) -> None:
@@ -270,7 +287,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     write()
     if work.exists():
         with tarfile.open(args.out / "realcode-runs.tar.gz", "w:gz") as tar:
-            tar.add(work, arcname="work", filter=lambda ti: None if ti.name.endswith((".cubin", "/cache")) else ti)
+            tar.add(
+                work, arcname="work", filter=lambda ti: None if ti.name.endswith((".cubin", "/cache")) else ti
+            )
     print((args.out / "results.md").read_text())
     return 0
 
