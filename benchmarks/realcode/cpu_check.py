@@ -18,6 +18,7 @@ whether nvcc builds the original file (the project's include folders and ``-D`` 
 from __future__ import annotations
 
 import argparse
+import collections
 import hashlib
 import json
 import os
@@ -58,6 +59,7 @@ class Row:
     check: str = ""
     ktx_build: str = ""  # the original built as ktx builds it, from the spec
     build: str = ""  # the original file built with the project's flags
+    silent_lines: tuple[str, ...] = ()  # the draft lines of init.diff that were wrong without a TODO
 
 
 def nvcc_command(
@@ -175,21 +177,39 @@ def one(kernel: Mapping[str, Any], build_too: bool, cache: Path, version: str) -
     base = dict(
         id=kernel["id"], project=kernel["project"], split=kernel["split"], kind=kernel["kind"], init=init
     )
-    if kernel.get("blocked"):
-        return Row(**base, state=f"blocked: {kernel['blocked']}")
+    finished = spec.exists() and diff.exists()
+    # a blocked kernel whose spec was finished anyway is measured like the others: its edit
+    # counts, and --check and the build show where the block bites
+    state = f"blocked: {kernel['blocked']}" if kernel.get("blocked") else "spec"
+    if kernel.get("blocked") and not finished:
+        return Row(**base, state=state)
     if not got.text and not spec.exists():
         return Row(**base, state=f"blocked: ktx init {'refuses' if got.refused else 'crashes'}")
-    if not spec.exists() or not diff.exists():
+    if not finished:
         return Row(**base, state="no spec yet")
     final, diff_text = spec.read_text(), diff.read_text()
     made = stat(diff_text)
     now = stat(unified(got.text, final, "draft")) if got.text else None
     return Row(
-        **base, state="spec", edited=made.edited, silent=made.silent,
+        **base, state=state, edited=made.edited, silent=made.silent, silent_lines=made.silent_lines,
         edited_now=None if now is None else now.edited, silent_now=None if now is None else now.silent,
         draft_same=unapply(final, diff_text) == got.text, check=check(folder),
         ktx_build=ktx_build(folder) if build_too else "",
     )  # fmt: skip
+
+
+def silent_kind(line: str) -> str:
+    """What a silently wrong draft line was: the build flags (ktx does not know the project's
+    include folders), the shape sets (often because a variable they need was a TODO elsewhere),
+    the launch, or an argument's line."""
+    key = line.split("=", 1)[0].strip()
+    if key == "flags":
+        return "compile flags"
+    if key in ("default", "quick") or key.startswith("{"):
+        return "shape sets"
+    if key in ("grid", "block", "shared"):
+        return "launch"
+    return f"args ({key})" if key in ("shape", "dtype", "role", "value") else "other"
 
 
 def table(rows: Sequence[Row]) -> list[str]:
@@ -199,18 +219,34 @@ def table(rows: Sequence[Row]) -> list[str]:
     out = []
     for split in ("main", "heldout"):
         rs = [r for r in rows if r.split == split]
-        specs = [r for r in rs if r.state == "spec"]
+        specs = [r for r in rs if r.edited is not None]
+        runnable = [r for r in specs if r.state == "spec"]
+        edited = sum(r.edited or 0 for r in specs)
         drafted = [r for r in rs if r.init.endswith("TODOs")]
         out += [
             f"### {split} ({len(rs)} kernels, {len({r.project for r in rs})} projects)",
             "",
-            f"drafted by `ktx init`: {len(drafted)}; finished specs: {len(specs)}; blocked: "
+            f"drafted by `ktx init`: {len(drafted)}; finished specs: {len(specs)} "
+            f"({len(runnable)} to run on the GPU, the rest blocked); blocked: "
             f"{sum(r.state.startswith('blocked') for r in rs)}; `--check` ready: "
-            f"{sum(r.check.startswith('ready') for r in specs)}; originals that build: "
-            f"{sum(r.build == 'ok' for r in rs)} of {sum(bool(r.build) for r in rs)}; edited lines "
-            f"{sum(r.edited or 0 for r in specs)} (today's draft: {sum(r.edited_now or 0 for r in specs)}), "
-            f"silently wrong {sum(r.silent or 0 for r in specs)} (today's draft: "
-            f"{sum(r.silent_now or 0 for r in specs)})",
+            f"{sum(r.check.startswith('ready') for r in specs)} of {len(specs)}; ktx builds the original: "
+            f"{sum(r.ktx_build == 'ok' for r in specs)} of {len(specs)}; originals that build (project "
+            f"flags): {sum(r.build == 'ok' for r in rs)} of {sum(bool(r.build) for r in rs)}",
+            "",
+            f"edited lines {edited} ({edited / max(len(specs), 1):.1f} a spec; today's draft: "
+            f"{sum(r.edited_now or 0 for r in specs)}), silently wrong {sum(r.silent or 0 for r in specs)} "
+            f"(today's draft: {sum(r.silent_now or 0 for r in specs)})",
+            "",
+            "silently wrong lines by what they were: "
+            + (
+                ", ".join(
+                    f"{kind} {n}"
+                    for kind, n in collections.Counter(
+                        silent_kind(line) for r in specs for line in r.silent_lines
+                    ).most_common()
+                )
+                or "none"
+            ),
             "",
             "| kernel | project | kind | `ktx init` | state | edited | silently wrong "
             "| today: edited / silent | `--check` | ktx builds it | nvcc sm_90 (project flags) |",
