@@ -26,7 +26,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,7 @@ class Row:
     ktx_build: str = ""  # the original built as ktx builds it, from the spec
     build: str = ""  # the original file built with the project's flags
     silent_lines: tuple[str, ...] = ()  # the draft lines of init.diff that were wrong without a TODO
+    samples: tuple[tuple[str, str], ...] = ()  # (pass, ok | no knob | refused: | fails:), --samples
 
 
 def nvcc_command(
@@ -147,6 +148,57 @@ def ktx_version() -> str:
         ["git", "-C", str(ROOT), "diff", "HEAD", "--", "ktx", "ir"], capture_output=True, text=True
     )
     return hashlib.sha256((trees.stdout + dirty.stdout).encode()).hexdigest()[:16]
+
+
+#: The passes ``--samples`` instantiates once each (a random feasible config, seed 0) and builds.
+SAMPLE_PASSES = ("block-size", "unroll", "vectorize", "coarsen", "cache-hints", "rows-per-block")
+
+
+def _compile_candidate(spec: Any, cand: Any) -> str:
+    from ktx.measure.compile import CompileRequest, compile_kernel
+    from ktx.spec import expand
+
+    point = spec.shape_set().points[0]
+    name = expand(cand.name_expression, cand.env(spec, point))
+    req = CompileRequest(cand.source, name, tuple(cand.flags), "90", spec.include_dirs, "nvcc")
+    res = compile_kernel(req)
+    if res.ok:
+        return "ok"
+    errs = [ln for ln in res.log.splitlines() if "error" in ln] or res.log.splitlines() or ["?"]
+    return "fails: " + errs[0][:120]
+
+
+def samples(folder: Path, passes: Sequence[str] = SAMPLE_PASSES) -> dict[str, str]:
+    """One sample per pass: the pass on the spec's kernel, a random feasible config (seed 0),
+    built the way ``ktx run`` builds a candidate. ``ok``, ``no knob`` (the pass found no site),
+    ``refused: ...`` (ktx's reason) or ``fails: ...`` (the build's first error): whether each
+    rewrite of a real kernel is valid CUDA, before a GPU is involved."""
+    from ktx.errors import KtxError
+    from ktx.pipeline import candidate_from_template, template_for_spec
+    from ktx.spec import load_spec
+
+    out: dict[str, str] = {}
+    cwd = os.getcwd()
+    os.chdir(folder)
+    try:
+        spec = load_spec("ktx.toml")
+        for name in passes:
+            try:
+                t = template_for_spec(spec, name)
+                if not t.knobs:
+                    out[name] = "no knob"
+                    continue
+                cand = candidate_from_template(spec, t, t.space.sample(0))
+                out[name] = _compile_candidate(spec, cand)
+            except KtxError as exc:
+                out[name] = "refused: " + str(exc).splitlines()[0][:120]
+            except Exception as exc:  # a crash is a result here, not the end of the check
+                out[name] = (
+                    f"crashed: {type(exc).__name__}: {str(exc).splitlines()[0][:100] if str(exc) else ''}"
+                )
+    finally:
+        os.chdir(cwd)
+    return out
 
 
 def cached_draft(kernel: Mapping[str, Any], cache: Path, version: str) -> Drafted:
@@ -264,6 +316,28 @@ def table(rows: Sequence[Row]) -> list[str]:
                 f"| {today} | {r.check or '-'} | {r.ktx_build or '-'} | {r.build or '-'} |"
             )
         out.append("")
+        sampled = [r for r in rs if r.samples]
+        if sampled:
+            names = [p for p, _ in sampled[0].samples]
+            short = {"ok": "ok", "no knob": "-"}
+            out += [
+                f"One sample per pass ({split}): the pass, a random feasible config (seed 0), built as "
+                "`ktx run` builds it; `-`: no knob; the failures are listed below the table.",
+                "",
+                "| kernel | " + " | ".join(names) + " |",
+                "| --- | " + " | ".join("---" for _ in names) + " |",
+            ]
+            notes = []
+            for r in sampled:
+                cells = []
+                for p, res in r.samples:
+                    if res in short:
+                        cells.append(short[res])
+                    else:
+                        notes.append(f"- {r.id.split('__', 1)[1]}, {p}: {res}")
+                        cells.append(res.split(":", 1)[0])
+                out.append(f"| {r.id.split('__', 1)[1]} | " + " | ".join(cells) + " |")
+            out += ["", *notes, ""]
     return out
 
 
@@ -273,6 +347,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--src", type=Path, default=SRC)
     p.add_argument("--no-build", action="store_true", help="skip the nvcc builds")
     p.add_argument("--cubin", action="store_true", help="build cubins (ptxas too), not PTX")
+    p.add_argument(
+        "--samples", action="store_true", help="also build one sample per pass of every spec that runs"
+    )
     p.add_argument("--jobs", type=int, default=2, help="nvcc processes at once")
     p.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "ktx-realcode")
     p.add_argument("--out", type=Path, default=HERE, help="where cpu_table.md/.json go")
@@ -295,6 +372,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with ThreadPoolExecutor(args.jobs) as pool:
             builds = list(pool.map(lambda c: build(c, args.cache), cmds))
         rows = [Row(**{**asdict(r), "build": b}) for r, b in zip(rows, builds, strict=True)]
+    if args.samples:
+        rows = [
+            replace(r, samples=tuple(samples(HERE / r.id).items())) if r.state == "spec" else r for r in rows
+        ]
     from drafts import ktx_commit
 
     head = [

@@ -178,3 +178,7 @@ def test_cpu_check_on_the_fetched_sources(tmp_path: Path) -> None:
         assert rows[kid]["ktx_build"] == "ok" and rows[kid]["build"] == "ok", rows[kid]
     assert rows["bitsandbytes__kQuantizeBlockwise"]["init"].startswith("refused: ")
     assert "never launched in the file" in rows["bitsandbytes__kQuantizeBlockwise"]["init"]
+    # one sample per pass builds: exllamav2's quantizer takes block-size and coarsen, and has no
+    # loop for unroll to expose
+    got = cpu.samples(BENCH / "exllamav2__quantize_kernel", ("block-size", "coarsen", "unroll"))
+    assert got == {"block-size": "ok", "coarsen": "ok", "unroll": "no knob"}
