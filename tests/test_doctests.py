@@ -13,6 +13,8 @@ MODULES = [
     "ktx.pipeline",
     "ktx.passbase",
     "ktx.passes._common",
+    "ktx.ir.affine",
+    "ktx.ir.affine_form",
     "ktx.ir.facts",
     "ktx.ir.facts.kinds",
     "ktx.ir.facts.owners",
