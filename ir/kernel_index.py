@@ -493,6 +493,14 @@ class KernelIndex:
             return root, off, target
         return None
 
+    def subscript(self, sub: ts.Node) -> tuple[str, Affine | None, str, str] | None:
+        """``(root, index in root elements, unit type, pointer text)`` of ``p[i]``, or None."""
+        return self._subscript(sub)
+
+    def width(self, root: str, unit: str) -> int | None:
+        """Root elements per ``unit`` (``float4`` over ``float``: 4), or None when not known."""
+        return self._width(root, unit)
+
     def _subscript(self, sub: ts.Node) -> tuple[str, Affine | None, str, str] | None:
         """``(root, index in root elements, unit type, pointer text)`` of ``p[i]``."""
         base = sub.child_by_field_name("argument")
@@ -590,7 +598,11 @@ class KernelIndex:
         self, kind: AccessKind, via: str, text: str, root: str, index: Affine | None, unit: str, node: ts.Node
     ) -> MemRef:
         width = self._width(root, unit) if root else None
-        return MemRef(kind, via, text, root, index, unit, width, node, node.start_point[0] + 1)
+        span = self.module.span(node.start_byte, node.end_byte)
+        sub = node if node.type == "subscript_expression" else None
+        index_node = _index_node(sub) if sub is not None else None
+        line = node.start_point[0] + 1
+        return MemRef(kind, via, text, root, index, unit, width, node, line, span, index_node=index_node)
 
 
 def _classify(step: Affine | None) -> StrideKind:

@@ -9,7 +9,7 @@ parameter is a pointer to ``const`` (the file's own helpers) or the callee is a 
 from __future__ import annotations
 
 import tree_sitter as ts
-from ktx.ir.access import Root
+from ktx.ir.memref import Root
 from ktx.ir.module import Module
 from ktx.ir.nodes import Function
 
