@@ -56,6 +56,7 @@ class ThreadIndex:
     type: str
     """The declared type (``int``, ``const unsigned``, ``size_t``...)."""
     decl: ts.Node
+    """The ``declaration`` statement that defines ``var``."""
     guard: Guard | None
     line: int
 

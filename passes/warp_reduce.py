@@ -35,7 +35,6 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 from ktx.ir import Module
-from ktx.ir.access import roots
 from ktx.ir.facts.reductions import update_in
 from ktx.passes._common import LoopSite
 
@@ -86,7 +85,7 @@ class WarpReduce(Pass[TreeSite]):
     def sites(self, target: Target) -> Iterator[TreeSite | Skip]:
         wanted = set(self.list_option("loops"))
         module = target.module
-        known = roots(module, target.kernel)
+        known = module.facts(target.kernel, target.template_args).roots
         found = False
         for loop in target.loops:
             label = target.label(loop)
