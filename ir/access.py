@@ -3,16 +3,18 @@
 Passes that change how each thread touches memory (``vectorize``, ``cache-hints``) ask the same
 questions before they rewrite, and this module answers them once, from the tree:
 
-* **which memory** each pointer reaches (:class:`Root`): a kernel parameter, a ``__shared__``
+* **which memory** each pointer reaches (:class:`~ktx.ir.memref.Root`): a kernel parameter, a ``__shared__``
   array, or a local pointer computed from one of them (``x_row = input + t * 2 * d``), with the
   element type as written and whether the parameter is ``__restrict__`` and ``const``;
-* **how the index moves** with the loop's induction variable (:class:`Access`): ``p[i + off]``
+* **how the index moves** with the loop's induction variable: each subscript is a
+  :class:`~ktx.ir.memref.MemRef`, the record every reader of memory returns, with ``stride``
+  and ``offset`` filled in: ``p[i + off]``
   with ``off`` loop-invariant is contiguous (``stride == 1``); ``p[2 * i]`` is strided;
   anything else is unknown. ``off`` may depend on the variables of loops nested inside, as long
   as it is affine in them (``(t * TOPK + k) * d``): then a packed access is aligned for every
   ``k`` when it is for ``k = 0`` and the step between ``k`` and ``k + 1`` is a multiple of the
   pack;
-* **whether two roots may alias** (:meth:`Root.may_alias`): different address spaces never do,
+* **whether two roots may alias** (:meth:`~ktx.ir.memref.Root.may_alias`): different address spaces never do,
   two global parameters do unless both are ``__restrict__``.
 
 The analysis is syntactic and conservative: whatever it cannot read is reported as unknown,
@@ -475,17 +477,15 @@ def subscript_ref(
         at,
         at.start_point[0] + 1,
         module.span(at.start_byte, at.end_byte),
-        root,
-        root.element_type,
-        None,
-        conditional,
-        "",
-        index,
-        stride,
-        offset,
-        tuple(offset_terms),
-        loops,
-        packable,
+        memory=root,
+        element_type=root.element_type,
+        conditional=conditional,
+        index_node=index,
+        stride=stride,
+        offset=offset,
+        offset_terms=tuple(offset_terms),
+        loops=loops,
+        packable=packable,
     )
 
 

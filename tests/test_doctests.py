@@ -15,6 +15,8 @@ MODULES = [
     "ktx.passes._common",
     "ktx.ir.affine",
     "ktx.ir.affine_form",
+    "ktx.ir.access",
+    "ktx.ir.memref",
     "ktx.ir.facts",
     "ktx.ir.facts.kinds",
     "ktx.ir.facts.owners",
