@@ -24,7 +24,6 @@ from collections.abc import Iterator
 
 import tree_sitter as ts
 from ktx.ir import syntax
-from ktx.ir.affine import kernel_index
 from ktx.ir.launch import launch_dims, local_value
 from ktx.passes._common import KernelSite, kernel_node, powers_of_two, uses_shuffles
 
@@ -172,7 +171,7 @@ def _row_strides(target: Target) -> tuple[list[ts.Node], ts.Node | None]:
     ]
     if not uses:
         return [], None
-    index = kernel_index(module, target.kernel)
+    index = module.facts(target.kernel, target.template_args).index
     steps: list[ts.Node] = []
     for loop in target.loops:
         shape = index.loop_shape(loop)
