@@ -70,6 +70,12 @@ if TYPE_CHECKING:
 MAX_DEPTH = 3
 _LAUNCHER_NAME = re.compile(r"launch", re.I)
 _RUNTIME = {"cudaLaunchKernel", "cudaLaunchKernelEx", "cudaLaunchCooperativeKernel"}
+#: ``params.block_dim`` / ``p->grid``: a field of a helper's parameter.
+_PARAM_FIELD = re.compile(r"(\w+)\s*(?:\.|->)\s*(\w+)")
+
+
+Forward = int | tuple[int, str]
+"""A launch value a helper forwards: its parameter ``i``, or the field ``(i, name)`` of it."""
 
 
 @dataclass(frozen=True)
@@ -77,16 +83,18 @@ class Wrapper:
     """A function that launches one of its parameters, and where each launch value comes from.
 
     Each of ``grid``, ``block``, ``shared``, ``stream`` is the index of the parameter forwarded
-    (``int``), ``None`` when the launch does not set it, or the span of text inside the helper
-    that names no parameter (a literal ``0`` of shared memory, kept as it is).
+    (``int``), a field of a parameter (``(index, "block_dim")`` for a helper that launches
+    ``<<<params.grid_dim, params.block_dim>>>``: the caller sets ``params.block_dim = ...`` before
+    the call, and that value is the launch's), ``None`` when the launch does not set it, or the
+    span of text inside the helper that names no parameter (a literal ``0`` of shared memory).
     """
 
     name: str
     kernel: int
-    grid: int
-    block: int
-    shared: int | Span | None
-    stream: int | Span | None
+    grid: Forward
+    block: Forward
+    shared: Forward | Span | None
+    stream: Forward | Span | None
     args: tuple[int | str, ...]
     """Per kernel argument: the parameter forwarded, or ``"*"`` for the variadic pack."""
     pack: int | None
@@ -190,19 +198,22 @@ def _wrapper(site: LaunchSite, by_name: dict[str, Function], kernels: set[str], 
     if site.kernel not in names:
         return None
 
-    def ref(span: Span | None) -> int | Span | _Computed | None:
+    def ref(span: Span | None) -> Forward | Span | _Computed | None:
         if span is None:
             return None
         text = host.span_text(span).strip()
         if text in names:
             return names.index(text)
+        field_of = _PARAM_FIELD.fullmatch(text)
+        if field_of is not None and field_of.group(1) in names:
+            return names.index(field_of.group(1)), field_of.group(2)
         if any(re.search(rf"\b{re.escape(n)}\b", text) for n in names if n):
             return _COMPUTED
         return span
 
     grid, block = ref(site.grid), ref(site.block)
     shared, stream = ref(site.shared), ref(site.stream)
-    if not isinstance(grid, int) or not isinstance(block, int):
+    if not isinstance(grid, int | tuple) or not isinstance(block, int | tuple):
         return None
     if isinstance(shared, _Computed) or isinstance(stream, _Computed):
         return None
@@ -237,7 +248,7 @@ def _arguments(call: ts.Node) -> list[ts.Node]:
 
 def _site_of_call(call: ts.Node, w: Wrapper, host: Host) -> LaunchSite | None:
     args = _arguments(call)
-    needed = max(i for i in (w.kernel, w.grid, w.block) if isinstance(i, int))
+    needed = max(i if isinstance(i, int) else i[0] for i in (w.kernel, w.grid, w.block))
     if len(args) <= needed:
         return None
     fn = _enclosing_function(call)
@@ -246,12 +257,25 @@ def _site_of_call(call: ts.Node, w: Wrapper, host: Host) -> LaunchSite | None:
         return None
     kernel, targs = ref
 
-    def value(which: int | Span | None) -> Span | None:
+    def node(which: Forward) -> ts.Node | None:
+        if isinstance(which, int):
+            return args[which] if which < len(args) else None
+        index, name = which
+        if index >= len(args) or fn is None:
+            return None
+        return _field_value(host.source, fn, args[index], name, call.start_byte)
+
+    def value(which: Forward | Span | None) -> Span | None:
         if which is None:
             return None
         if isinstance(which, Span):
             return which
-        return host.span(args[which]) if which < len(args) else None
+        found = node(which)
+        return host.span(found) if found is not None else None
+
+    grid_node, block_node = node(w.grid), node(w.block)
+    if grid_node is None or block_node is None:
+        return None
 
     kernel_args: list[str] = []
     for a in w.args:
@@ -265,8 +289,8 @@ def _site_of_call(call: ts.Node, w: Wrapper, host: Host) -> LaunchSite | None:
         kernel=kernel,
         template_args=tuple(host.text(t) for t in targs),
         template_arg_spans=tuple(host.span(t) for t in targs),
-        grid=host.span(args[w.grid]),
-        block=host.span(args[w.block]),
+        grid=host.span(grid_node),
+        block=host.span(block_node),
         shared=value(w.shared),
         stream=value(w.stream),
         args=tuple(kernel_args),
@@ -277,6 +301,20 @@ def _site_of_call(call: ts.Node, w: Wrapper, host: Host) -> LaunchSite | None:
     )
 
 
+def _field_value(source: bytes, fn: ts.Node, arg: ts.Node, name: str, before: int) -> ts.Node | None:
+    """The value the caller gave ``arg.name`` before the call (``params.block_dim = dim3(256);``).
+
+    Only a plain local passed by name (or by address, ``&params``) is followed; a field set in
+    a branch has no one value (see :func:`dim3_field_assignments`), so the call makes no site.
+    """
+    while arg.type == "pointer_expression" and arg.child_by_field_name("argument") is not None:
+        arg = arg.child_by_field_name("argument") or arg
+    body = fn.child_by_field_name("body")
+    if arg.type != "identifier" or body is None:
+        return None
+    return dim3_field_assignments(source, body, _node_text(source, arg), before).get(name)
+
+
 def _conventional_site(call: ts.Node, callee: str, kernels: set[str], host: Host) -> LaunchSite | None:
     """``launch_kernel(k, grid, block, args...)`` of a helper the file does not define."""
     args = _arguments(call)
@@ -285,6 +323,10 @@ def _conventional_site(call: ts.Node, callee: str, kernels: set[str], host: Host
         ref = host.kernel_ref(arg, fn)
         if ref is None or ref[0] not in kernels or len(args) < i + 3:
             continue
+        if fn is not None and not all(_may_be_dimension(host, fn, a) for a in args[i + 1 : i + 3]):
+            # ``launch(k, params, out, in)``: the helper takes a params struct, not grid and
+            # block; reading ``out`` as the block would let passes rewrite a kernel argument.
+            return None
         kernel, targs = ref
         call_args = call.child_by_field_name("arguments") or call
         return LaunchSite(
@@ -301,6 +343,53 @@ def _conventional_site(call: ts.Node, callee: str, kernels: set[str], host: Host
             config=host.span(call_args),
             wrapper=callee,
         )
+    return None
+
+
+#: Types a grid or block argument may have (after ``const``/``unsigned`` and ``&`` are dropped).
+_DIMENSION_TYPES = {
+    "dim3", "uint3", "int", "long", "short", "size_t", "int32_t", "int64_t", "uint32_t", "uint64_t",
+    "auto", "long long", "unsigned", "",
+}
+
+
+def _may_be_dimension(host: Host, fn: ts.Node, arg: ts.Node) -> bool:
+    """False when ``arg`` is a name the function declares as a pointer or a non-integer type.
+
+    A conventional ``launch_kernel(k, grid, block, ...)`` is only trusted when its grid and
+    block could be dimensions: a local ``launch_params params`` or a pointer parameter cannot.
+    Names the function does not declare (a global, a macro) and expressions are given the
+    benefit of the doubt, since their text is what the caller wrote as a launch value.
+    """
+    if arg.type != "identifier":
+        return True
+    declared = _declared_in(host, fn, host.text(arg))
+    if declared is None:
+        return True
+    type_text, pointer = declared
+    words = [w for w in type_text.replace("&", " ").split() if w not in ("const", "constexpr", "static", "unsigned")]
+    return not pointer and " ".join(words).removeprefix("std::") in _DIMENSION_TYPES
+
+
+def _declared_in(host: Host, fn: ts.Node, name: str) -> tuple[str, bool] | None:
+    """(type text, is a pointer) of the parameter or local ``name`` of ``fn``, if declared there."""
+    stack = [fn]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        if node.type not in ("parameter_declaration", "declaration", "optional_parameter_declaration"):
+            continue
+        type_node = node.child_by_field_name("type")
+        for decl in node.children_by_field_name("declarator"):
+            pointer = False
+            while decl is not None and decl.type != "identifier":
+                pointer = pointer or decl.type in ("pointer_declarator", "array_declarator")
+                inner = decl.child_by_field_name("declarator")
+                if inner is None:
+                    inner = next((c for c in decl.named_children if "declarator" in c.type or c.type == "identifier"), None)
+                decl = inner
+            if decl is not None and host.text(decl) == name:
+                return host.text(type_node), pointer
     return None
 
 
