@@ -348,8 +348,20 @@ def _conventional_site(call: ts.Node, callee: str, kernels: set[str], host: Host
 
 #: Types a grid or block argument may have (after ``const``/``unsigned`` and ``&`` are dropped).
 _DIMENSION_TYPES = {
-    "dim3", "uint3", "int", "long", "short", "size_t", "int32_t", "int64_t", "uint32_t", "uint64_t",
-    "auto", "long long", "unsigned", "",
+    "dim3",
+    "uint3",
+    "int",
+    "long",
+    "short",
+    "size_t",
+    "int32_t",
+    "int64_t",
+    "uint32_t",
+    "uint64_t",
+    "auto",
+    "long long",
+    "unsigned",
+    "",
 }
 
 
@@ -367,7 +379,8 @@ def _may_be_dimension(host: Host, fn: ts.Node, arg: ts.Node) -> bool:
     if declared is None:
         return True
     type_text, pointer = declared
-    words = [w for w in type_text.replace("&", " ").split() if w not in ("const", "constexpr", "static", "unsigned")]
+    qualifiers = ("const", "constexpr", "static", "unsigned")
+    words = [w for w in type_text.replace("&", " ").split() if w not in qualifiers]
     return not pointer and " ".join(words).removeprefix("std::") in _DIMENSION_TYPES
 
 
@@ -380,13 +393,15 @@ def _declared_in(host: Host, fn: ts.Node, name: str) -> tuple[str, bool] | None:
         if node.type not in ("parameter_declaration", "declaration", "optional_parameter_declaration"):
             continue
         type_node = node.child_by_field_name("type")
-        for decl in node.children_by_field_name("declarator"):
+        for first in node.children_by_field_name("declarator"):
             pointer = False
+            decl: ts.Node | None = first
             while decl is not None and decl.type != "identifier":
                 pointer = pointer or decl.type in ("pointer_declarator", "array_declarator")
                 inner = decl.child_by_field_name("declarator")
                 if inner is None:
-                    inner = next((c for c in decl.named_children if "declarator" in c.type or c.type == "identifier"), None)
+                    named = decl.named_children
+                    inner = next((c for c in named if "declarator" in c.type or c.type == "identifier"), None)
                 decl = inner
             if decl is not None and host.text(decl) == name:
                 return host.text(type_node), pointer
