@@ -940,6 +940,21 @@ def _is_dim3_parameter(module: Module, site: LaunchSite, name: str) -> bool:
     return param is not None and param.pointer_depth == 0 and param.base_type.split("::")[-1] == "dim3"
 
 
+def rebuilt_dim3(name: str, x: str | None = None, y: str | None = None, z: str | None = None) -> str:
+    """``dim3(x, y, z)`` from the ``dim3`` named ``name``, with the components given replaced.
+
+    A pass that changes one component of a launch whose grid or block is a ``dim3`` variable
+    (``<<<grid, block>>>`` with ``dim3 grid`` a parameter, or named inside a dispatch macro) must
+    rewrite that component: ``dim3(block, 4)`` or ``(grid) / 4`` on a ``dim3`` do not compile.
+    """
+    parts = (x, y, z)
+    return (
+        "dim3("
+        + ", ".join(p if p is not None else f"{name}.{c}" for p, c in zip(parts, "xyz", strict=True))
+        + ")"
+    )
+
+
 def divide_grid_x(module: Module, site: LaunchSite, divisor: str) -> tuple[int, int, str]:
     """The edit ``(start, end, text)`` that divides, rounding up, the grid's x of ``site`` by ``divisor``.
 
@@ -952,7 +967,7 @@ def divide_grid_x(module: Module, site: LaunchSite, divisor: str) -> tuple[int, 
     x = dims.components[0]
     text = syntax.text(module, x)
     if dims.whole_dim3:
-        return x.start_byte, x.end_byte, f"dim3(KTX_CDIV({text}.x, {divisor}), {text}.y, {text}.z)"
+        return x.start_byte, x.end_byte, rebuilt_dim3(text, x=f"KTX_CDIV({text}.x, {divisor})")
     return x.start_byte, x.end_byte, f"KTX_CDIV({text}, {divisor})"
 
 
