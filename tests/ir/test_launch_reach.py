@@ -1,0 +1,80 @@
+"""Issue 22's launch patterns as launch facts: params-struct helpers, unseen helpers, dispatch macros."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ktx.ir import parse, parse_file
+from ktx.ir.launch import launch_dims, mapping_from_file, rebuilt_dim3
+
+REACH = Path(__file__).resolve().parents[1] / "corpus" / "launch_reach"
+
+
+def test_a_params_struct_helper_launches_with_the_fields_the_caller_set() -> None:
+    m = parse_file(REACH / "params_helper.cu")
+    (site,) = [s for s in m.launch_sites if s.kernel == "row_sum"]
+    assert site.wrapper == "launch" and site.function == "run_row_sum"
+    assert m.text(site.grid) == "dim3((rows + 3) / 4)" and m.text(site.block) == "dim3(32, 4)"
+    assert site.shared is not None and m.text(site.shared) == "0"
+    assert site.stream is not None and m.text(site.stream) == "s"
+    assert site.args == ("out", "in", "rows", "cols")
+    mapping = mapping_from_file(m, "row_sum")
+    assert mapping is not None and mapping.resolved().block == ("32", "4")
+
+
+def test_a_params_field_set_in_a_branch_makes_no_site() -> None:
+    src = (REACH / "params_helper.cu").read_text().replace(
+        "  params.block_dim = dim3(32, 4);", "  if (cols > 64) params.block_dim = dim3(32, 4);"
+    )
+    m = parse(src)
+    assert [s.kernel for s in m.launch_sites if s.kernel == "row_sum"] == []
+
+
+def test_an_unseen_helper_with_a_params_struct_is_no_launch() -> None:
+    # launch_kernel(scale, params, y, x, a, n): reading ``y`` as the block would let a pass
+    # rewrite a kernel argument; before issue 22 the site had grid ``params``, block ``y``.
+    m = parse_file(REACH / "unseen_helper.cu")
+    assert m.launch_sites == ()
+
+
+def test_an_unseen_helper_with_grid_and_block_arguments_is_a_launch() -> None:
+    src = (
+        "__global__ void k(float* y, int n) { y[threadIdx.x] = n; }\n"
+        "void go(float* y, int n) { dim3 g(n); int b = 128; launch_kernel(k, g, b, y, n); }\n"
+    )
+    m = parse(src)
+    (site,) = m.launch_sites
+    assert (m.text(site.grid), m.text(site.block), site.args) == ("g", "b", ("y", "n"))
+
+
+def test_a_pointer_argument_is_never_a_block() -> None:
+    src = (
+        "__global__ void k(float* y, float* x) { y[threadIdx.x] = x[0]; }\n"
+        "void go(float* y, float* x, int n) { launch_kernel(k, n, y, x); }\n"
+    )
+    assert parse(src).launch_sites == ()
+
+
+def test_cuda_launch_kernel_ex_reads_the_config_fields() -> None:
+    m = parse_file(REACH / "launch_ex.cu")
+    (site,) = m.launch_sites
+    assert site.api == "cudaLaunchKernelEx" and site.args == ("y", "x", "a", "n")
+    assert (m.text(site.grid), m.text(site.block)) == ("dim3((n + 255) / 256)", "dim3(256)")
+    mapping = mapping_from_file(m, "scale")
+    assert mapping is not None and mapping.resolved().block == ("256",)
+
+
+def test_a_dispatch_macros_dim3_names_are_whole_dim3s() -> None:
+    m = parse_file(REACH / "dispatch_macro.cu")
+    (site,) = m.launch_sites
+    assert site.macro == "LAUNCH_ROW_SCALE"
+    for which in ("grid", "block"):
+        dims = launch_dims(m, site, which)
+        assert dims.whole_dim3 and [m.source[c.start_byte : c.end_byte] for c in dims.components] == [
+            which.encode()
+        ]
+
+
+def test_rebuilt_dim3_changes_one_component() -> None:
+    assert rebuilt_dim3("grid", y="KTX_SPLIT") == "dim3(grid.x, KTX_SPLIT, grid.z)"
+    assert rebuilt_dim3("g", x="(g.x) / 2") == "dim3((g.x) / 2, g.y, g.z)"
