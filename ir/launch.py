@@ -1174,3 +1174,151 @@ def deduce_template_args(module: Module, site: LaunchSite) -> tuple[str, ...] | 
     if any(tp.name not in found for tp in params):
         return None
     return tuple(found[tp.name] for tp in params)
+
+
+@dataclass(frozen=True)
+class MacroExpansion:
+    """One use of a dispatch macro that holds a launch: ``LAUNCH_SCALE(4);`` in a branch.
+
+    A launch written in a ``#define`` body is one site, but each expansion is a launch of its
+    own, with the macro's parameters bound to that expansion's arguments (``VEC`` -> ``4``) and
+    the names of the body (``grid``, ``block``) resolved in the function that expands it. A
+    draft cannot choose among the branches, so it shows the first as its guess and lists all.
+    """
+
+    macro: str
+    span: Span
+    function: str | None
+    bindings: tuple[tuple[str, str], ...]
+    """(macro parameter, argument as written) in order."""
+    guard: str | None
+    """When this expansion runs: ``if n % 4 == 0``, ``else of n % 4 == 0``, ``case 4``; None: always."""
+
+    def bind(self, text: str) -> str:
+        """``text`` of the macro body with the macro's parameters replaced by this expansion's arguments."""
+        values = dict(self.bindings)
+        return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: values.get(m.group(0), m.group(0)), text)
+
+
+def macro_expansions(module: Module, site: LaunchSite) -> tuple[MacroExpansion, ...]:
+    """The expansions of the dispatch macro that holds ``site`` (none when it is no macro site)."""
+    if site.macro is None:
+        return ()
+    macro = next((m for m in module.macros if m.name == site.macro), None)
+    params = macro.params or () if macro is not None else ()
+    found: list[MacroExpansion] = []
+    for call, callee in _calls(module.tree.root_node):
+        if callee != site.macro:
+            continue
+        args = [_node_text(module.source, a) for a in _arguments(call)]
+        fn = _enclosing_function(call)
+        found.append(
+            MacroExpansion(
+                site.macro,
+                module.span(call.start_byte, call.end_byte),
+                _function_name_of(module, fn),
+                tuple(zip(params, args, strict=False)),
+                _branch_guard(module.source, call),
+            )
+        )
+    return tuple(sorted(found, key=lambda e: e.span.start))
+
+
+def expansion_local(module: Module, expansion: MacroExpansion, name: str) -> str | None:
+    """The value of the local ``name`` where ``expansion`` expands (``dim3 grid(rows)`` -> ``rows``).
+
+    The constructor's arguments as written (``dim3 block(32, 4)`` -> ``32, 4``), or the
+    initializer; None when the expanding function declares no such local before the expansion.
+    """
+    fn = next(
+        (f for f in module.functions if f.name == expansion.function and f.body.contains(expansion.span)),
+        None,
+    )
+    if fn is None:
+        return None
+    scope = module.node(fn.body)
+    local = syntax.local_declarations(module, scope, before=expansion.span.start).get(name)
+    if local is None:
+        return None
+    between = module.source[local.declaration.end_byte : expansion.span.start].decode("utf-8", "replace")
+    if re.search(rf"\b{re.escape(name)}\s*(?:\.\s*[xyz]\s*)?(?:[-+*/]?=(?!=)|\+\+|--)", between):
+        return None  # ``grid.x = ...`` in a branch before the expansion: no one value
+    if local.args:
+        return ", ".join(_node_text(module.source, a) for a in local.args)
+    return _node_text(module.source, local.value) if local.value is not None else None
+
+
+def _function_name_of(module: Module, fn: ts.Node | None) -> str | None:
+    if fn is None:
+        return None
+    return next((f.name for f in module.functions if f.span.start == fn.start_byte), None)
+
+
+def _branch_guard(source: bytes, node: ts.Node) -> str | None:
+    """The innermost branch condition ``node`` runs under (then, else or ``case`` of a switch)."""
+    child = node
+    parent = node.parent
+    while parent is not None:
+        if parent.type == "if_statement":
+            cond = parent.child_by_field_name("condition")
+            text = " ".join(_node_text(source, cond).split()).strip("()") if cond is not None else "?"
+            if parent.child_by_field_name("consequence") == child:
+                return f"if {text}"
+            if parent.child_by_field_name("alternative") == child:
+                return f"else of {text}"
+        if parent.type == "case_statement":
+            value = parent.child_by_field_name("value")
+            return f"case {_node_text(source, value)}" if value is not None else "default"
+        child, parent = parent, parent.parent
+    return None
+
+
+def _branch_text(expansion: MacroExpansion, module: Module) -> str:
+    line = module.location(expansion.span.start).line
+    return f"{expansion.guard} (line {line})" if expansion.guard else f"line {line}"
+
+
+def expansion_template_choice(module: Module, site: LaunchSite) -> tuple[str, tuple[int, ...]] | None:
+    """Why the draft cannot choose a dispatch macro's template arguments, and which positions.
+
+    ``(why, positions)`` when the macro's expansions bind the launch's template arguments to
+    different values (``LAUNCH(4)`` / ``LAUNCH(1)``): ``why`` lists each branch and names the
+    first as the guess; ``positions`` are the template arguments that differ between branches.
+    None when the site is no macro site or every expansion launches the same instantiation.
+    """
+    expansions = macro_expansions(module, site)
+    if not expansions or not site.template_args:
+        return None
+    bound = [tuple(" ".join(e.bind(t).split()) for t in site.template_args) for e in expansions]
+    positions = tuple(i for i in range(len(site.template_args)) if len({b[i] for b in bound}) > 1)
+    if not positions:
+        return None
+    shown = [f"<{', '.join(b)}> {_branch_text(e, module)}" for b, e in zip(bound, expansions, strict=True)]
+    where = f"{site.macro} (line {site.span.line})"
+    why = (
+        f"template arguments: the dispatch macro {where} expands {len(expansions)} times: "
+        f"{'; '.join(shown[:4])}{', ...' if len(shown) > 4 else ''}; ktx cannot choose a branch. "
+        f"Guess (the first): <{', '.join(bound[0])}>; write the one the [shapes] take"
+    )
+    return why, positions
+
+
+def expansion_guess(module: Module, site: LaunchSite, name: str) -> str | None:
+    """What a name of a dispatch macro's body (``grid``, ``block``) is where the macro expands.
+
+    ``"rows (dim3 grid(rows) in run_row_scale, where LAUNCH_ROW_SCALE expands at lines 18, 20)"``
+    when every expansion sees the same local value; the branches listed when they differ; None
+    when the site is no macro site or no expansion declares ``name``.
+    """
+    expansions = macro_expansions(module, site)
+    values = [(e, expansion_local(module, e, name)) for e in expansions]
+    known = [(e, v) for e, v in values if v is not None]
+    if not known:
+        return None
+    distinct = {v for _, v in known}
+    lines = ", ".join(str(module.location(e.span.start).line) for e, _ in known)
+    if len(distinct) == 1 and len(known) == len(values):
+        fns = ", ".join(sorted({e.function or "?" for e, _ in known}))
+        return f"guess {known[0][1]} (the local {name} of {fns}, where {site.macro} expands at lines {lines})"
+    shown = "; ".join(f"{v if v is not None else '?'} {_branch_text(e, module)}" for e, v in values)
+    return f"guess {known[0][1]} (the first branch); {site.macro} expands with {name} = {shown}"

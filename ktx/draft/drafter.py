@@ -45,7 +45,7 @@ from ktx.ir.facts.params import (
     subscript_extent,
     valid_extent,
 )
-from ktx.ir.launch import Untranslatable
+from ktx.ir.launch import Untranslatable, expansion_guess, expansion_template_choice
 
 from ktx.blockers import TODO
 from ktx.draft.entries import DRAFT_FLAGS, DTYPE_BYTES, Arg, Draft, toml_str
@@ -232,7 +232,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     if fn.template_params:
         lines += [f"# note: {n}" for n in deduced.notes if "deduced" in n or "default" in n]
         missing = [t.name for t, v in zip(fn.template_params, deduced.values, strict=False) if v is None]
-        if missing:
+        choice = expansion_template_choice(module, site)
+        if missing and choice is None:
             written = len(site.template_arg_spans)
             unwritten = [n for n in missing if [t.name for t in fn.template_params].index(n) >= written]
             parts = [f"template argument {', '.join(missing)} of {fn.name} at the launch at {where}"]
@@ -243,8 +244,14 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             todos.append(why)
             lines.append(f"# {TODO}: {why}")
         values = [v if v is not None else TODO for v in deduced.values]
+        if choice is not None:
+            # A dispatch macro's branches launch different instantiations: show them, guess none.
+            why, positions = choice
+            todos.append(why)
+            lines.append(f"# {TODO}: {why}")
+            values = [TODO if i in positions else v for i, v in enumerate(values)]
         picked = branch_picked(module, site, fn.name, set(used))
-        if picked is not None and not missing:
+        if picked is not None and not missing and choice is None:
             why = f"template arguments of {fn.name} at {where}: {picked}"
             todos.append(why)
             lines.append(f"# {TODO}: {why}")
@@ -261,6 +268,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                     else f"{n}: the launch or an extent names {n}, which is no parameter and has no value in "
                     f"{path.name} or its local headers: write its value"
                 )
+                guess = expansion_guess(module, site, n)
+                why += f"; {guess}" if guess is not None else ""
                 todos.append(why)
                 lines += [f"# {TODO}: {why}", f"{n} = {toml_str(TODO)}"]
             elif e is None:
