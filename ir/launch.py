@@ -850,7 +850,7 @@ def launcher_node(module: Module, site: LaunchSite) -> ts.Node | None:
 def launch_dims(module: Module, site: LaunchSite, which: str) -> LaunchDims:
     """The components of the ``grid`` or ``block`` argument of ``site``, through a ``dim3`` local."""
     where = site.grid if which == "grid" else site.block
-    arg = _argument_node(module, site, where)
+    arg = launch_value_node(module, site, where)
     scope = launcher_node(module, site)
     if arg.type == "identifier":
         name = syntax.text(module, arg)
@@ -899,7 +899,7 @@ def _braced_dim3(arg: ts.Node) -> ts.Node | None:
     return node if node.type == "initializer_list" else None
 
 
-def _argument_node(module: Module, site: LaunchSite, where: Span) -> ts.Node:
+def launch_value_node(module: Module, site: LaunchSite, where: Span) -> ts.Node:
     """The expression node spanning ``where``; for a launch in a ``#define`` body, from the body's tree.
 
     The file's tree holds a macro body as one opaque text node: taking that as the launch's
@@ -1043,8 +1043,7 @@ def mapping_from_file(module: Module, kernel: str) -> LaunchMapping | None:
         "block": list(launch_dims(module, site, "block").components),
     }
     if site.shared is not None:
-        shared = syntax.node_at(module, site.shared, _EXPRESSIONS) or module.node(site.shared)
-        nodes["shared"] = [shared]
+        nodes["shared"] = [launch_value_node(module, site, site.shared)]
     try:
         return translate(module, site, nodes)
     except (Untranslatable, KtxError):
