@@ -49,6 +49,7 @@ import ast
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import tree_sitter as ts
@@ -1321,3 +1322,87 @@ def expansion_guess(module: Module, site: LaunchSite, name: str) -> str | None:
         return f"guess {known[0][1]} (the local {name} of {fns}, where {site.macro} expands at lines {lines})"
     shown = "; ".join(f"{v if v is not None else '?'} {_branch_text(e, module)}" for e, v in values)
     return f"guess {known[0][1]} (the first branch); {site.macro} expands with {name} = {shown}"
+
+
+@dataclass(frozen=True)
+class IncludedKernel:
+    """A kernel defined in a header and launched from a ``.cu`` that includes it.
+
+    ``module`` is the ``.cu``'s text followed by the header's, parsed as one file: the launch
+    keeps its lines (it comes first) and the kernel is visible beside it, so the launch facts
+    read as they do in one file. ``header`` is where the kernel is (the spec's ``source``: a
+    template rewrites the kernel, and a header compiles as ``kernel.cu`` like any source);
+    ``launcher`` the ``.cu`` whose launch the mapping comes from.
+    """
+
+    module: Module
+    header: Path
+    launcher: Path
+
+
+def kernel_across_includes(
+    path: Path, module: Module, kernel: str | None, include_dirs: tuple[Path, ...] = ()
+) -> IncludedKernel | None:
+    """The header-and-``.cu`` pair behind ``path`` when its kernel and launch are split.
+
+    * ``path`` launches a kernel it does not define: the quoted ``#include``s (relative to the
+      file, then ``include_dirs``) are searched for the kernel's definition;
+    * ``path`` defines the kernel but never launches it: the ``.cu`` files beside it that
+      include it (by name, quoted) are searched for a launch.
+
+    One level of includes, by design: a kernel two headers deep is named by the spec. None
+    when neither applies (the file has the kernel and its launch, or no pair is found).
+    """
+    names = {f.name for f in module.kernels}
+    launched = {s.kernel for s in module.launch_sites}
+    if kernel is not None and kernel in names and kernel in launched:
+        return None
+    if not names or (kernel is not None and kernel not in names):
+        for header in _quoted_includes(path, module.source, include_dirs):
+            pair = _paired(path, module.source, header, kernel)
+            if pair is not None:
+                return IncludedKernel(pair, header, path)
+        return None
+    if not (names - launched) or (kernel is not None and kernel in launched):
+        return None
+    for cu in sorted(path.parent.glob("*.cu")):
+        if cu == path:
+            continue
+        text = cu.read_bytes()
+        includes = {h.resolve() for h in _quoted_includes(cu, text, include_dirs)}
+        if path.resolve() not in includes:
+            continue
+        pair = _paired(cu, text, path, kernel)
+        if pair is not None:
+            return IncludedKernel(pair, path, cu)
+    return None
+
+
+def _quoted_includes(path: Path, source: bytes, include_dirs: tuple[Path, ...]) -> list[Path]:
+    found: list[Path] = []
+    for inc in re.findall(rb'(?m)^\s*#\s*include\s+"([^"]+)"', source):
+        name = inc.decode("utf-8", "replace")
+        for folder in (path.parent, *include_dirs):
+            candidate = folder / name
+            if candidate.is_file():
+                found.append(candidate)
+                break
+    return found
+
+
+def _paired(cu: Path, cu_text: bytes, header: Path, kernel: str | None) -> Module | None:
+    """The ``.cu`` then the header as one module, when it defines and launches ``kernel``."""
+    from ktx.ir.module import parse  # the parser sits above this module
+
+    try:
+        header_text = header.read_bytes()
+    except OSError:
+        return None
+    if b"__global__" not in header_text:
+        return None
+    combined = parse(cu_text + b"\n" + header_text, str(cu))
+    boundary = len(cu_text) + 1
+    defined = {f.name for f in combined.kernels if f.span.start >= boundary}
+    launched = {s.kernel for s in combined.launch_sites if s.span.start < boundary}
+    wanted = defined & launched if kernel is None else {kernel} & defined & launched
+    return combined if wanted else None

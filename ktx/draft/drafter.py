@@ -45,7 +45,7 @@ from ktx.ir.facts.params import (
     subscript_extent,
     valid_extent,
 )
-from ktx.ir.launch import Untranslatable, expansion_guess, expansion_template_choice
+from ktx.ir.launch import Untranslatable, expansion_guess, expansion_template_choice, kernel_across_includes
 
 from ktx.blockers import TODO
 from ktx.draft.entries import DRAFT_FLAGS, DTYPE_BYTES, Arg, Draft, toml_str
@@ -57,7 +57,14 @@ from ktx.errors import KtxError
 def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | None = None) -> Draft:
     """Draft the spec of ``kernel`` in ``path``; ``source`` is relative to ``out_dir``."""
     path = Path(path)
+    given = path
     module = parse_file(path)
+    source_path = path
+    pair = kernel_across_includes(path, module, kernel)
+    if pair is not None:
+        # The kernel in a header, its launch in a .cu that includes it: read both as one file;
+        # the spec's source is the header (what the passes rewrite), the launch is the .cu's.
+        module, path, source_path = pair.module, pair.launcher, pair.header
     fn, site = choose_kernel(module, str(path), kernel)
     k = read_kernel(module, fn)
     launcher = launcher_of(module, site)
@@ -224,10 +231,12 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     )
 
     lines = [
-        f"# Drafted by `ktx init {path.name}` from {path}; check every line, then `ktx init --check`.",
+        f"# Drafted by `ktx init {given.name}` from {given}; check every line, then `ktx init --check`.",
         f"kernel = {toml_str(fn.name)}",
-        f"source = {toml_str(_relative(path, out_dir))}",
+        f"source = {toml_str(_relative(source_path, out_dir))}",
     ]
+    if source_path != path:
+        lines.append(f"# note: {fn.name} is defined in {source_path.name} and launched from {where}")
     picked: str | None = None
     if fn.template_params:
         lines += [f"# note: {n}" for n in deduced.notes if "deduced" in n or "default" in n]
