@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from ktx.ir import parse, parse_file
-from ktx.ir.launch import launch_dims, mapping_from_file, rebuilt_dim3
+from ktx.ir.launch import (
+    expansion_local,
+    expansion_template_choice,
+    kernel_across_includes,
+    launch_dims,
+    macro_expansions,
+    mapping_from_file,
+    rebuilt_dim3,
+)
 
 REACH = Path(__file__).resolve().parents[1] / "corpus" / "launch_reach"
 
@@ -23,8 +32,10 @@ def test_a_params_struct_helper_launches_with_the_fields_the_caller_set() -> Non
 
 
 def test_a_params_field_set_in_a_branch_makes_no_site() -> None:
-    src = (REACH / "params_helper.cu").read_text().replace(
-        "  params.block_dim = dim3(32, 4);", "  if (cols > 64) params.block_dim = dim3(32, 4);"
+    src = (
+        (REACH / "params_helper.cu")
+        .read_text()
+        .replace("  params.block_dim = dim3(32, 4);", "  if (cols > 64) params.block_dim = dim3(32, 4);")
     )
     m = parse(src)
     assert [s.kernel for s in m.launch_sites if s.kernel == "row_sum"] == []
@@ -78,3 +89,55 @@ def test_a_dispatch_macros_dim3_names_are_whole_dim3s() -> None:
 def test_rebuilt_dim3_changes_one_component() -> None:
     assert rebuilt_dim3("grid", y="KTX_SPLIT") == "dim3(grid.x, KTX_SPLIT, grid.z)"
     assert rebuilt_dim3("g", x="(g.x) / 2") == "dim3((g.x) / 2, g.y, g.z)"
+
+
+def test_macro_expansions_bind_the_arguments_and_name_the_branch() -> None:
+    m = parse_file(REACH / "dispatch_macro.cu")
+    (site,) = m.launch_sites
+    first, second = macro_expansions(m, site)
+    assert (first.bindings, first.guard, first.function) == (
+        (("U", "4"),),
+        "if cols % 4 == 0",
+        "run_row_scale",
+    )
+    assert (second.bindings, second.guard) == ((("U", "1"),), "else of cols % 4 == 0")
+    assert first.bind(", ".join(site.template_args)) == "float, 4"
+    assert expansion_local(m, first, "grid") == "rows" and expansion_local(m, second, "block") == "128"
+
+
+def test_a_local_set_in_a_branch_before_the_expansion_has_no_guess() -> None:
+    src = (
+        (REACH / "dispatch_macro.cu")
+        .read_text()
+        .replace("  if (cols % 4 == 0) {\n", "  if (cols % 4 == 0) {\n    grid.x = rows / 2;\n")
+    )
+    m = parse(src)
+    (site,) = m.launch_sites
+    assert [expansion_local(m, e, "grid") for e in macro_expansions(m, site)] == [None, None]
+
+
+def test_one_instantiation_in_every_branch_is_no_choice() -> None:
+    src = (REACH / "dispatch_macro.cu").read_text().replace("LAUNCH_ROW_SCALE(1)", "LAUNCH_ROW_SCALE(4)")
+    m = parse(src)
+    assert expansion_template_choice(m, m.launch_sites[0]) is None
+
+
+def test_the_kernel_of_an_included_header_pairs_with_its_launch(tmp_path: Path) -> None:
+    pair = REACH / "header_pair"
+    found = kernel_across_includes(pair / "scale.cu", parse_file(pair / "scale.cu"), None)
+    assert found is not None and (found.header.name, found.launcher.name) == ("scale.cuh", "scale.cu")
+    (site,) = found.module.launches_of("scale")
+    assert site.span.line == 4 and [k.name for k in found.module.kernels] == ["scale"]
+    back = kernel_across_includes(pair / "scale.cuh", parse_file(pair / "scale.cuh"), None)
+    assert back is not None and back.launcher.name == "scale.cu"
+    # A header found through an include folder rather than beside the file.
+    (tmp_path / "inc").mkdir()
+    shutil.copy(pair / "scale.cuh", tmp_path / "inc" / "scale.cuh")
+    shutil.copy(pair / "scale.cu", tmp_path / "scale.cu")
+    module = parse_file(tmp_path / "scale.cu")
+    assert kernel_across_includes(tmp_path / "scale.cu", module, None) is None
+    assert kernel_across_includes(tmp_path / "scale.cu", module, None, (tmp_path / "inc",)) is not None
+
+
+def test_a_file_with_its_kernel_and_launch_needs_no_pair() -> None:
+    assert kernel_across_includes(REACH / "launch_ex.cu", parse_file(REACH / "launch_ex.cu"), None) is None

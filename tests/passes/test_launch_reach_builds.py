@@ -24,6 +24,7 @@ SEEDS = (0, 1, 2)
 #: The dispatch macro names ``grid``/``block`` locals the file mapping cannot follow; a spec
 #: would give this mapping (``[launch]``), which rows-per-block needs.
 MACRO_MAPPING = LaunchMapping(grid=("rows",), block=("128",))
+HEADER_MAPPING = LaunchMapping(grid=("(n + 255) // 256",), block=("256",))
 
 CASES = [
     ("params_helper.cu", "block-size", None),
@@ -33,6 +34,8 @@ CASES = [
     ("dispatch_macro.cu", "split", None),
     ("dispatch_macro.cu", "split", MACRO_MAPPING),
     ("dispatch_macro.cu", "rows-per-block", MACRO_MAPPING),
+    # The header's kernel, with the mapping ktx init drafts from scale.cu's launch.
+    ("header_pair/scale.cuh", "block-size", HEADER_MAPPING),
 ]
 
 
