@@ -1359,7 +1359,7 @@ def kernel_across_includes(
         return None
     if not names or (kernel is not None and kernel not in names):
         for header in _quoted_includes(path, module.source, include_dirs):
-            pair = _paired(path, module.source, header, kernel)
+            pair = _paired(module, path, module.source, header, kernel)
             if pair is not None:
                 return IncludedKernel(pair, header, path)
         return None
@@ -1372,7 +1372,7 @@ def kernel_across_includes(
         includes = {h.resolve() for h in _quoted_includes(cu, text, include_dirs)}
         if path.resolve() not in includes:
             continue
-        pair = _paired(cu, text, path, kernel)
+        pair = _paired(module, cu, text, path, kernel)
         if pair is not None:
             return IncludedKernel(pair, path, cu)
     return None
@@ -1390,17 +1390,17 @@ def _quoted_includes(path: Path, source: bytes, include_dirs: tuple[Path, ...]) 
     return found
 
 
-def _paired(cu: Path, cu_text: bytes, header: Path, kernel: str | None) -> Module | None:
+def _paired(module: Module, cu: Path, cu_text: bytes, header: Path, kernel: str | None) -> Module | None:
     """The ``.cu`` then the header as one module, when it defines and launches ``kernel``."""
-    from ktx.ir.module import parse  # the parser sits above this module
-
     try:
         header_text = header.read_bytes()
-    except OSError:
+        header_text.decode("utf-8")
+    except (OSError, UnicodeDecodeError):
         return None
-    if b"__global__" not in header_text:
+    if b"__global__" not in header_text or b"\x00" in header_text:
         return None
-    combined = parse(cu_text + b"\n" + header_text, str(cu))
+    # Built as the given module's own class: the parser's module imports this one.
+    combined = type(module)(cu_text + b"\n" + header_text, str(cu))
     boundary = len(cu_text) + 1
     defined = {f.name for f in combined.kernels if f.span.start >= boundary}
     launched = {s.kernel for s in combined.launch_sites if s.span.start < boundary}
