@@ -141,3 +141,37 @@ def test_the_kernel_of_an_included_header_pairs_with_its_launch(tmp_path: Path) 
 
 def test_a_file_with_its_kernel_and_launch_needs_no_pair() -> None:
     assert kernel_across_includes(REACH / "launch_ex.cu", parse_file(REACH / "launch_ex.cu"), None) is None
+
+
+def test_cuda_launch_kernel_directly_and_through_a_params_helper() -> None:
+    src = """
+struct launch_params { dim3 grid_dim; dim3 block_dim; size_t smem; cudaStream_t stream; };
+__global__ void k(float* y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = 0.f; }
+template <typename Kernel>
+void launch_raw(Kernel kernel, const launch_params& p, void** args) {
+  cudaLaunchKernel((const void*)kernel, p.grid_dim, p.block_dim, args, p.smem, p.stream);
+}
+void go(float* y, int n, cudaStream_t s) {
+  void* args[] = {&y, &n};
+  cudaLaunchKernel((const void*)k, dim3((n + 127) / 128), dim3(128), args, 0, s);
+  launch_params p;
+  p.grid_dim = dim3((n + 63) / 64);
+  p.block_dim = dim3(64);
+  p.smem = 0;
+  p.stream = s;
+  launch_raw(k, p, args);
+}
+"""
+    m = parse(src)
+    direct, helper = [s for s in m.launch_sites if s.kernel == "k"]
+    assert (direct.api, m.text(direct.grid), m.text(direct.block)) == (
+        "cudaLaunchKernel",
+        "dim3((n + 127) / 128)",
+        "dim3(128)",
+    )
+    assert (helper.wrapper, m.text(helper.grid), m.text(helper.block)) == (
+        "launch_raw",
+        "dim3((n + 63) / 64)",
+        "dim3(64)",
+    )
+    assert helper.shared is not None and m.text(helper.shared) == "0"
