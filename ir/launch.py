@@ -23,9 +23,21 @@ whose ``wrapper`` names the helper. Helpers that call helpers are followed a few
 A helper that computes the geometry from its parameters (``dim3 grid(cdiv(n, 256))``) gives no
 site: the launch's numbers are not written at the call, so no pass could edit them there.
 
+A helper that launches ``<<<params.grid_dim, params.block_dim>>>`` from a params struct it is
+given (llama.cpp's ``launch(kernel, params, args...)``) forwards the *fields*: the site's grid
+and block are the values the caller assigned (``params.block_dim = dim3(32, 4);``) before the call.
+
 A call to a function the file does not define, whose name says it launches (``launch_kernel``,
 ``LaunchKernel``) and whose arguments are a kernel of the file, then grid, then block, is read
-the same way (the convention of ``cudaLaunchKernel``), with no shared memory or stream.
+the same way (the convention of ``cudaLaunchKernel``), with no shared memory or stream, unless
+the grid or block argument is a local or parameter whose type cannot be a dimension (a params
+struct, a pointer): then it makes no site, so no pass rewrites a kernel argument as a block.
+
+**Dispatch macros and header pairs.** :func:`macro_expansions` binds each use of a launching
+``#define`` (its arguments, its branch, the expanding function's locals) so that ``ktx init``
+lists the branches it cannot choose; :func:`rebuilt_dim3` lets passes change one component of a
+``dim3`` passed whole; :func:`kernel_across_includes` pairs a kernel defined in a header with
+the ``.cu`` that includes and launches it.
 
 **The launch mapping**: grid, block and shared memory as expressions of shape variables and knobs.
 
