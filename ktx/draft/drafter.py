@@ -49,7 +49,13 @@ from ktx.ir.facts.params import (
     valid_extent,
 )
 from ktx.ir.facts.structs import StructLayout
-from ktx.ir.launch import Untranslatable, launcher_node
+from ktx.ir.launch import (
+    Untranslatable,
+    expansion_guess,
+    expansion_template_choice,
+    kernel_across_includes,
+    launcher_node,
+)
 from ktx.ir.module import Module
 from ktx.ir.nodes import Function, LaunchSite
 
@@ -90,7 +96,14 @@ def _struct_arg(
 def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | None = None) -> Draft:
     """Draft the spec of ``kernel`` in ``path``; ``source`` is relative to ``out_dir``."""
     path = Path(path)
+    given = path
     module = parse_file(path)
+    source_path = path
+    pair = kernel_across_includes(path, module, kernel)
+    if pair is not None:
+        # The kernel in a header, its launch in a .cu that includes it: read both as one file;
+        # the spec's source is the header (what the passes rewrite), the launch is the .cu's.
+        module, path, source_path = pair.module, pair.launcher, pair.header
     fn, site = choose_kernel(module, str(path), kernel)
     k = read_kernel(module, fn)
     launcher = launcher_of(module, site)
@@ -276,15 +289,18 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     )
 
     lines = [
-        f"# Drafted by `ktx init {path.name}` from {path}; check every line, then `ktx init --check`.",
+        f"# Drafted by `ktx init {given.name}` from {given}; check every line, then `ktx init --check`.",
         f"kernel = {toml_str(_qualified(module, fn))}",
-        f"source = {toml_str(_relative(path, out_dir))}",
+        f"source = {toml_str(_relative(source_path, out_dir))}",
     ]
+    if source_path != path:
+        lines.append(f"# note: {fn.name} is defined in {source_path.name} and launched from {where}")
     picked: str | None = None
     if fn.template_params:
         lines += [f"# note: {n}" for n in deduced.notes if "deduced" in n or "default" in n]
         missing = [t.name for t, v in zip(fn.template_params, deduced.values, strict=False) if v is None]
-        if missing:
+        choice = expansion_template_choice(module, site)
+        if missing and choice is None:
             written = len(site.template_arg_spans)
             unwritten = [n for n in missing if [t.name for t in fn.template_params].index(n) >= written]
             parts = [f"template argument {', '.join(missing)} of {fn.name} at the launch at {where}"]
@@ -295,8 +311,14 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             todos.append(why)
             lines.append(f"# {TODO}: {why}")
         values = [v if v is not None else TODO for v in deduced.values]
+        if choice is not None:
+            # A dispatch macro's branches launch different instantiations: show them, guess none.
+            why, positions = choice
+            todos.append(why)
+            lines.append(f"# {TODO}: {why}")
+            values = [TODO if i in positions else v for i, v in enumerate(values)]
         picked = branch_picked(module, site, fn.name, set(used))
-        if picked is not None and not missing:
+        if picked is not None and not missing and choice is None:
             why = f"template arguments of {fn.name} at {where}: {picked}"
             todos.append(why)
             lines.append(f"# {TODO}: {why}")
@@ -313,6 +335,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                     else f"{n}: the launch or an extent names {n}, which is no parameter and has no value in "
                     f"{path.name} or its local headers: write its value"
                 )
+                guess = expansion_guess(module, site, n)
+                why += f"; {guess}" if guess is not None else ""
                 todos.append(why)
                 lines += [f"# {TODO}: {why}", f"{n} = {toml_str(TODO)}"]
             elif e is None:
