@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ktx.errors import KtxError, Location
 from ktx.records import RoundLine, RunState, ShapeRecord, read_rounds
-from ktx.records.files import read_record
+from ktx.records.files import read_record, stamped
 
 if TYPE_CHECKING:
     from ktx.search.dispatch import DispatchTable
@@ -290,7 +290,7 @@ def read_trace(path: Path) -> Trace:
 
     data = read_record(path, "trace")
     try:
-        return Trace.from_json(data)
+        return Trace.from_json(stamped("trace", data))  # checked above: the version this ktx reads
     except (KtxError, KeyError, TypeError, ValueError) as exc:
         raise KtxError(
             f"malformed trace.json ({exc})", Location(str(path)), "run ktx optimize again"
