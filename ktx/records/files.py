@@ -160,3 +160,48 @@ class PluginsRecord:
         if not isinstance(plugins, list) or not all(isinstance(p, str) for p in plugins):
             raise KtxError('plugin record must be {"plugins": [...]}', Location(str(path)))
         return cls(tuple(plugins))
+
+
+@dataclass(frozen=True)
+class BaselineShape:
+    """One shape's original measurement: the metric the run compares by, and the measurement as
+    ``Measurement.to_dict()`` wrote it (typed by :mod:`ktx.measure.types`, above this leaf)."""
+
+    shape: str
+    metric: str
+    measurement: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class BaselineRecord:
+    """``baseline.json``: the original kernel's measurements per shape, with the Nsight metrics
+    and the kernel's facts (shown, never computed with). Its tag is ``"schema"``, as the loop
+    wrote it from the start (:data:`ktx.records.VERSIONS`)."""
+
+    kernel: str
+    shapes: tuple[BaselineShape, ...]
+    ncu: Mapping[str, Any]
+    facts: Mapping[str, Any]
+
+    @classmethod
+    def read(cls, path: Path) -> BaselineRecord:
+        from ktx.records import check_schema
+
+        where = Location(str(path))
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise KtxError(f"unreadable baseline: {exc}", where, "run ktx optimize again") from None
+        if not isinstance(data, dict):
+            raise KtxError("baseline.json is not a JSON object", where, "run ktx optimize again")
+        check_schema(data, "baseline", where)
+        try:
+            shapes = tuple(
+                BaselineShape(str(s["measurement"]["shape"]), str(s["metric"]), dict(s["measurement"]))
+                for s in data["shapes"]
+            )
+            return cls(
+                str(data["kernel"]), shapes, dict(data.get("ncu") or {}), dict(data.get("facts") or {})
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise KtxError(f"malformed baseline.json ({exc!r})", where, "run ktx optimize again") from None

@@ -15,8 +15,8 @@ import pytest
 
 from ktx.agent.llm import AnswerCache
 from ktx.errors import Location
-from ktx.records import RecordedRun, RunState, check_schema, read_jsonl, read_rounds
-from ktx.records.files import PlanRecord, PluginsRecord, read_record
+from ktx.records import RecordedRun, RunState, read_jsonl, read_rounds
+from ktx.records.files import BaselineRecord, PlanRecord, PluginsRecord, read_record
 from ktx.report.data import read_dispatch, read_trace
 from ktx.search.cache import MeasurementCache
 from ktx.search.recording import Recording
@@ -29,12 +29,6 @@ RECORDINGS = sorted((ROOT / "kernels").glob("*/recorded/**/*.json"))
 
 def _state(path: Path) -> object:
     return RunState.from_json(json.loads(path.read_text()), Location(str(path)))
-
-
-def _baseline(path: Path) -> object:
-    data = json.loads(path.read_text())
-    check_schema(data, "baseline", Location(str(path)))
-    return data["shapes"]
 
 
 #: File name -> its typed reader (each raises a located KtxError on a record it cannot read).
@@ -50,7 +44,7 @@ READERS: dict[str, Callable[[Path], Any]] = {
     "plugins.json": PluginsRecord.read,
     "summary.json": lambda p: read_record(p, "summary")["shapes"],
     "best.json": lambda p: read_record(p, "best"),
-    "baseline.json": _baseline,
+    "baseline.json": BaselineRecord.read,
     "recording.json": Recording.load,
 }
 

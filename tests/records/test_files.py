@@ -13,6 +13,7 @@ from ktx.errors import KtxError
 from ktx.records import schema_of
 from ktx.records.files import (
     FORMATS,
+    BaselineRecord,
     PlanRecord,
     PluginsRecord,
     format_of,
@@ -134,7 +135,7 @@ def test_dispatch_json_keeps_its_format_tag_and_reads_typed(tmp_path: Path) -> N
     assert json.loads(path.read_text())["format"] == format_of("dispatch")
     assert read_dispatch(path) == table
     path.write_text(table.to_json().replace("ktx.dispatch/1", "ktx.dispatch/3"))
-    with pytest.raises(KtxError, match="ktx.dispatch/3 is not a format"):
+    with pytest.raises(KtxError, match=r"ktx\.dispatch/3 is not a format"):
         read_dispatch(path)
 
 
@@ -144,3 +145,17 @@ def test_trace_with_an_unknown_version_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(KtxError) as err:
         read_trace(path)
     assert str(err.value).startswith(str(path))
+
+
+def test_baseline_reads_typed_and_refuses_an_unknown_schema(tmp_path: Path) -> None:
+    path = tmp_path / "baseline.json"
+    shape = {"metric": "single", "measurement": {"shape": "n=4", "status": "ok"}}
+    path.write_text(
+        json.dumps({"schema": schema_of("baseline"), "kernel": "k", "shapes": [shape], "ncu": {}})
+    )
+    record = BaselineRecord.read(path)
+    assert record.kernel == "k" and [(s.shape, s.metric) for s in record.shapes] == [("n=4", "single")]
+    path.write_text(json.dumps({"schema": "ktx.baseline/4", "kernel": "k", "shapes": []}))
+    with pytest.raises(KtxError) as err:
+        BaselineRecord.read(path)
+    assert str(err.value).startswith(str(path)) and "ktx.baseline/4" in str(err.value)
