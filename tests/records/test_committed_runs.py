@@ -15,11 +15,11 @@ import pytest
 
 from ktx.agent.llm import AnswerCache
 from ktx.errors import Location
-from ktx.records import RecordedRun, RunState, read_jsonl, read_rounds
+from ktx.records import RecordedRun, RunState, read_rounds
 from ktx.records.files import BaselineRecord, PlanRecord, PluginsRecord, read_record
 from ktx.report.data import read_dispatch, read_trace
 from ktx.search.cache import MeasurementCache
-from ktx.search.recording import Recording
+from ktx.search.recording import Recording, recording_of_run
 from ktx.search.runlog import read_log
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,10 +75,12 @@ def test_committed_run_folders_load_through_the_typed_readers(tarball: Path, tmp
         seen.add(path.name)
     if "optimize.json" in seen:  # an optimize run folder: its rounds and outcome are there
         assert {"rounds.jsonl", "plan.json", "trace.json"} <= seen
-    # a rounds.jsonl's lines, as the report reads them, all carry a known schema (or none)
+    # the replay's recorder reads the same folders through the same typed readers
     for path in files:
-        if path.name == "rounds.jsonl":
-            assert [n for n, _ in read_jsonl(path, "rounds")]
+        if path.name == "rounds.jsonl" and (path.parent / "optimize.json").is_file():
+            doc = recording_of_run(path.parent, device="d", toolkit="t", synthetic=False)
+            run = RecordedRun.from_json(doc["run"], Location(str(path)))
+            assert [r.index for r in run.rounds] == [r.index for r in read_rounds(path)]
 
 
 @pytest.mark.parametrize("path", RECORDINGS, ids=lambda p: str(p.relative_to(ROOT)))
