@@ -10,6 +10,10 @@ version this ktx does not know, or a line that is not JSON, is an error naming `
 Records written before versions existed (no ``schema`` key) are read as version 1 of their kind:
 that is the documented migration, since version 1 *is* the layout those files had.
 
+The whole-file records (``dispatch.json``, ``trace.json``, ``summary.json``, ``best.json``,
+``plan.json``, ``plugins.json``, ``baseline.json``) carry a ``format`` tag and are read through
+:mod:`ktx.records.files`.
+
 This module is a leaf: it imports only :mod:`ktx.errors`, so that the report, the replay and the
 loop can all use it without import cycles.
 
