@@ -20,7 +20,7 @@ loop can all use it without import cycles.
 >>> s = RecordedShape("tokens=1,d=4096", evaluations=2, measured=({"SPLIT": 4}, {"SPLIT": 2}))
 >>> RecordedShape.from_json(s.to_json()) == s
 True
->>> check_schema({"schema": "ktx.rounds/9"}, "rounds", Location("r.jsonl", 3))
+>>> check_schema({"schema": "ktx.rounds/9"}, "rounds", Location("r.jsonl", 3, 1))
 Traceback (most recent call last):
 ...
 ktx.errors.KtxError: r.jsonl:3:1: ktx.rounds/9 is not a schema this ktx reads (it reads ktx.rounds/1)
