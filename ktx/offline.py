@@ -96,9 +96,11 @@ def tour(run_dir: Path) -> list[str]:
     final = run_dir / "final"
     plan_file = final / "plan.json"
     if plan_file.is_file():
-        plan = json.loads(plan_file.read_text(encoding="utf-8")).get("plan", {})
-        lines.append(f"plan ({plan.get('planner', '?')}): `{plan.get('pipeline', '')}`")
-        lines += [f"  {p.get('name')}: {p.get('why')}" for p in plan.get("passes", [])]
+        from ktx.records.files import PlanRecord
+
+        plan = PlanRecord.read(plan_file)
+        lines.append(f"plan ({plan.planner or '?'}): `{plan.pipeline}`")
+        lines += [f"  {p.name}: {p.why}" for p in plan.passes]
     template = final / "template.cu"
     if template.is_file():
         text = template.read_text(encoding="utf-8").splitlines()
@@ -107,13 +109,15 @@ def tour(run_dir: Path) -> list[str]:
         lines += [f"  {k}" for k in knobs]
     dispatch = final / "dispatch.json"
     if dispatch.is_file():
-        table = json.loads(dispatch.read_text(encoding="utf-8"))
-        variants = table.get("variants", [])
+        from ktx.report.data import read_dispatch
+
+        table = read_dispatch(dispatch)
+        variants = table.variants
         lines.append(f"dispatch table: {dispatch} (C++: {final / 'dispatch.h'})")
-        for rule in table.get("rules", []):
-            v = rule.get("variant")
-            config = variants[v] if isinstance(v, int) and 0 <= v < len(variants) else "original"
-            when = ", ".join(f"{k}={x}" for k, x in rule.get("when", {}).items()) or "any shape"
+        for rule in table.rules:
+            v = rule.variant
+            config: Any = dict(variants[v]) if v is not None and 0 <= v < len(variants) else "original"
+            when = ", ".join(f"{k}={x}" for k, x in rule.fixed) or "any shape"
             lines.append(f"  {when}: {config}")
     else:
         lines.append("dispatch table: none (no round beat the original; the original is kept)")

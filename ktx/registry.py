@@ -257,14 +257,9 @@ def recorded_plugins(folder: Path) -> tuple[str, ...]:
     path = folder / PLUGINS_FILE
     if not path.is_file():
         return ()
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise KtxError(f"unreadable plugin record: {exc}", Location(str(path))) from None
-    plugins = data.get("plugins") if isinstance(data, dict) else None
-    if not isinstance(plugins, list) or not all(isinstance(p, str) for p in plugins):
-        raise KtxError("plugin record must be {\"plugins\": [...]}", Location(str(path)))
-    return tuple(plugins)
+    from ktx.records.files import PluginsRecord
+
+    return PluginsRecord.read(path).plugins
 
 
 def record_plugins(folder: Path, plugins: Sequence[str]) -> None:
@@ -273,7 +268,10 @@ def record_plugins(folder: Path, plugins: Sequence[str]) -> None:
         return
     folder.mkdir(parents=True, exist_ok=True)
     merged = list(dict.fromkeys([*recorded_plugins(folder), *plugins]))
-    (folder / PLUGINS_FILE).write_text(json.dumps({"plugins": merged}, indent=2) + "\n", encoding="utf-8")
+    from ktx.records.files import PluginsRecord
+
+    record = PluginsRecord(tuple(merged)).to_json()
+    (folder / PLUGINS_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
 
 def add_plugin_option(parser: argparse.ArgumentParser) -> None:

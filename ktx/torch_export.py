@@ -29,6 +29,8 @@ from typing import Any
 
 from ktx.errors import KtxError, Location
 from ktx.measure.types import Candidate
+from ktx.records import check_schema
+from ktx.records.files import check_format
 from ktx.spec import Spec, load_spec
 
 #: Spec dtypes to torch dtypes (attribute names of ``torch``).
@@ -78,6 +80,8 @@ def _run_info(run_dir: Path) -> tuple[Spec, str, Path]:
             except json.JSONDecodeError as exc:
                 where = Location(str(log), number, exc.colno)
                 raise KtxError(f"corrupt JSON: {exc.msg}", where, hint) from None
+            if isinstance(event, dict):
+                check_schema(event, "log", Location(str(log), number, 1))
             if isinstance(event, dict) and event.get("event") == "start":
                 req = event.get("request")
                 if not isinstance(req, dict) or not req.get("kernel_dir"):
@@ -458,6 +462,8 @@ def export_torch(run_dir: str | Path, out: str | Path | None = None) -> Export:
 
     hint = "the run folder is damaged: run ktx optimize or ktx tune again"
     table = read_json(dispatch, hint) if dispatch.is_file() else None
+    if isinstance(table, dict):  # the export embeds the table as it is, after its version is checked
+        check_format(table, "dispatch", Location(str(dispatch)))
     variants = _variants(spec, pipeline, table, final)
     folder = Path(out) if out is not None else run / "torch"
     folder.mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,8 @@ MODULES = [
     "ktx.ir.facts.owners",
     "ktx.ir.facts.structs",
     "ktx.measure.argpack",
+    "ktx.records",
+    "ktx.records.files",
 ]
 
 

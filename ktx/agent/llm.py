@@ -34,7 +34,8 @@ from typing import Any, Protocol
 
 from ktx.agent.plan import Plan, PlanError, extract_json, plan_schema, validate_plan
 from ktx.agent.planner import Attempt, PlanContext, Planner, PlanOutcome, Usage, checked
-from ktx.errors import KtxError
+from ktx.errors import KtxError, Location
+from ktx.records import check_schema, schema_of
 
 Message = dict[str, str]
 
@@ -150,9 +151,11 @@ class AnswerCache:
         self._lock = threading.Lock()
         self._entries: dict[str, CachedAnswer] = {}
         if path is not None and path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
                 try:
                     row = json.loads(line)
+                    if isinstance(row, dict):
+                        check_schema(row, "llm-cache", Location(str(path), number, 1))
                     self._entries[str(row["key"])] = CachedAnswer(
                         str(row["text"]),
                         int(row.get("prompt_tokens", 0)),
@@ -174,6 +177,7 @@ class AnswerCache:
             if self.path is None:
                 return
             row = {
+                "schema": schema_of("llm-cache"),
                 "key": key,
                 "model": model,
                 "text": answer.text,

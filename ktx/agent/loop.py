@@ -62,6 +62,7 @@ from ktx.measure.occupancy import DeviceLimits
 from ktx.measure.types import Measurement
 from ktx.passbase import Rewritten
 from ktx.records import RecordedRun, measured_configs, read_jsonl, schema_of
+from ktx.records.files import stamped
 from ktx.registry import Registry, default_registry
 from ktx.search.cache import MeasurementCache
 from ktx.search.engine import geomean
@@ -669,7 +670,7 @@ class Optimizer:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "template.cu").write_text(template.source)
         (folder / "trace.json").write_text(template.trace.dumps())
-        _write_json(folder / "plan.json", outcome.to_json())
+        _write_json(folder / "plan.json", stamped("plan", outcome.to_json()))
         base = replace(
             base, failures=tuple(failures), sites=sites, knobs=knobs, range_problems=restriction.problems
         )

@@ -24,8 +24,10 @@ from ktx.agent.loop import PLANNERS, OptimizeRequest, OptimizeResult, optimize
 from ktx.commands._checks import check_number, load_checked_spec, output_folder
 from ktx.commands._original import report_failed_originals, warn_tolerances
 from ktx.errors import KtxError
+from ktx.records import FastMathRecord
 from ktx.registry import add_plugin_option, run_plugins
-from ktx.report.data import dispatched_config, dispatched_fast_math, fast_math_on
+from ktx.report.data import dispatched_config, dispatched_fast_math, fast_math_on, read_dispatch
+from ktx.search.dispatch import DispatchTable
 from ktx.search.runner import select_points
 
 
@@ -100,9 +102,10 @@ def config_text(config: Mapping[str, int] | None) -> str:
 
 def render(result: OptimizeResult) -> str:
     final = result.run_dir / "final"
-    dispatch = _json(final / "dispatch.json") if result.best_round else None
+    table = final / "dispatch.json"
+    dispatch = read_dispatch(table) if result.best_round and table.is_file() else None
     state = _json(result.run_dir / "optimize.json")
-    fm = state.get("fast_math", {}) if isinstance(state, dict) else {}
+    fm = FastMathRecord.from_json(state.get("fast_math") if isinstance(state, dict) else None)
     replay = any(n.startswith("replay:") for n in result.notes)
     head = f"ktx optimize {result.kernel}: {result.run_dir}"
     if replay:  # every number below is the recorded run's; the replay follows its rounds
@@ -146,7 +149,7 @@ def render(result: OptimizeResult) -> str:
         f"{f(result.geomean_speedup, '.3f')}x; stopped: {result.stop_reason}"
         f"{' (as recorded); replayed here in' if replay else ';'} {result.wall_s:.1f} s; "
         f"tokens {result.usage.total_tokens}",
-        fast_math_line(result, dispatch, fm if isinstance(fm, dict) else {}),
+        fast_math_line(result, dispatch, fm),
     ]
     if any(s.paired is not None for s in result.shapes):
         lines.append(
@@ -159,12 +162,12 @@ def render(result: OptimizeResult) -> str:
     return "\n".join(lines)
 
 
-def fast_math_line(result: OptimizeResult, dispatch: Any, fm: Mapping[str, Any]) -> str:
+def fast_math_line(result: OptimizeResult, dispatch: DispatchTable | None, fm: FastMathRecord) -> str:
     """Whether any config the dispatch table runs switches fast math on (and the spec's flag)."""
-    flag = " (the spec's build flags already have -use_fast_math)" if fm.get("spec_flags") else ""
+    flag = " (the spec's build flags already have -use_fast_math)" if fm.spec_flags else ""
     if not result.best_round:
         return f"fast-math: not used; the original kernel is kept{flag}"
-    if isinstance(dispatch, dict):
+    if dispatch is not None:
         used = dispatched_fast_math(dispatch)
     else:  # no dispatch table written: the shapes' winning configs
         used = [

@@ -13,10 +13,15 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ktx.errors import KtxError, Location
 from ktx.records import RoundLine, RunState, ShapeRecord, read_rounds
+from ktx.records.files import read_record, stamped
+
+if TYPE_CHECKING:
+    from ktx.search.dispatch import DispatchTable
+    from ktx.template import Trace
 
 
 @dataclass(frozen=True)
@@ -61,35 +66,34 @@ class RoundRow:
 class RunData:
     run_dir: Path
     kernel: str
-    state: Mapping[str, Any]
+    state: RunState
     rounds: tuple[RoundRow, ...]
     shapes: tuple[ShapeRow, ...]
     original: str
     source_rel: str
     template: str | None
-    trace: Mapping[str, Any] | None
+    trace: Trace | None
     dispatch_header: str | None
-    dispatch: Mapping[str, Any] | None
+    dispatch: DispatchTable | None
     variants: tuple[str, ...]
     importance: Mapping[str, float] = field(default_factory=dict)
     importance_note: str = ""
 
     @property
     def best_round(self) -> int:
-        return int(self.state.get("best_round", 0))
+        return self.state.best_round
 
     @property
     def pipeline(self) -> str:
-        return str(self.state.get("pipeline", ""))
+        return self.state.pipeline
 
     @property
     def geomean(self) -> float | None:
-        value = self.state.get("geomean_speedup")
-        return None if value is None else float(value)
+        return self.state.geomean_speedup
 
     @property
     def notes(self) -> tuple[str, ...]:
-        return tuple(str(n) for n in self.state.get("notes", []))
+        return self.state.notes
 
     @property
     def failures(self) -> dict[str, int]:
@@ -238,8 +242,8 @@ def load_run(run_dir: Path) -> RunData:
         p = final / name
         return p.read_text(encoding="utf-8", errors="surrogateescape") if p.exists() else None
 
-    trace = _read_json(final / "trace.json") if (final / "trace.json").exists() else None
-    dispatch = _read_json(final / "dispatch.json") if (final / "dispatch.json").exists() else None
+    trace = read_trace(final / "trace.json") if (final / "trace.json").exists() else None
+    dispatch = read_dispatch(final / "dispatch.json") if (final / "dispatch.json").exists() else None
     variants = tuple(
         p.read_text(encoding="utf-8", errors="surrogateescape")
         for p in sorted((final / "best").glob("variant_*.cu"), key=lambda p: int(p.stem.split("_")[1]))
@@ -252,7 +256,7 @@ def load_run(run_dir: Path) -> RunData:
     return RunData(
         run_dir=run_dir,
         kernel=state.kernel,
-        state=state.data,
+        state=state,
         rounds=rounds,
         shapes=tuple(_shape_row(s) for s in state.shapes),
         original=original,
@@ -280,33 +284,55 @@ def fast_math_on(config: Mapping[str, int] | None) -> dict[str, int]:
     }
 
 
-def dispatched_config(dispatch: Mapping[str, Any] | None, shape: str) -> dict[str, int] | None:
-    """The config the dispatch table (``dispatch.json``) runs at ``shape``; None: the original."""
-    if not dispatch:
-        return None
+def read_trace(path: Path) -> Trace:
+    """``trace.json`` through its versioned reader (an unknown version names the file)."""
+    from ktx.template import Trace
+
+    data = read_record(path, "trace")
+    try:
+        return Trace.from_json(stamped("trace", data))  # checked above: the version this ktx reads
+    except (KtxError, KeyError, TypeError, ValueError) as exc:
+        raise KtxError(
+            f"malformed trace.json ({exc})", Location(str(path)), "run ktx optimize again"
+        ) from None
+
+
+def read_dispatch(path: Path) -> DispatchTable:
+    """``dispatch.json`` through its versioned reader (an unknown format names the file)."""
     from ktx.search.dispatch import DispatchTable
+
+    data = read_record(path, "dispatch")
+    try:
+        return DispatchTable.from_dict(data)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise KtxError(f"malformed dispatch.json ({exc!r})", Location(str(path)), "run again") from None
+
+
+def dispatched_config(dispatch: DispatchTable | None, shape: str) -> dict[str, int] | None:
+    """The config the dispatch table (``dispatch.json``) runs at ``shape``; None: the original."""
+    if dispatch is None:
+        return None
     from ktx.spec import ShapePoint
 
     try:
-        return DispatchTable.from_dict(dispatch).select(ShapePoint.from_name(shape).as_dict())
+        return dispatch.select(ShapePoint.from_name(shape).as_dict())
     except (KtxError, KeyError, TypeError, ValueError, IndexError):
         return None
 
 
-def dispatched_fast_math(dispatch: Mapping[str, Any] | None) -> list[str]:
+def dispatched_fast_math(dispatch: DispatchTable | None) -> list[str]:
     """Where the dispatch table runs a config with fast math on: the tuned shapes of each such
     rule, with the knobs (``tokens=1,d=4096 (FAST_MATH=1)``)."""
-    if not dispatch:
+    if dispatch is None:
         return []
-    variants = list(dispatch.get("variants", []))
+    variants = dispatch.variants
     out: list[str] = []
-    for rule in dispatch.get("rules", []):
-        index = rule.get("variant")
-        if index is None or not 0 <= int(index) < len(variants):
+    for rule in dispatch.rules:
+        if rule.variant is None or not 0 <= rule.variant < len(variants):
             continue
-        on = fast_math_on(variants[int(index)])
+        on = fast_math_on(variants[rule.variant])
         if on:
-            where = ", ".join(str(m) for m in rule.get("measured_at", [])) or "a bucket"
+            where = ", ".join(str(m) for m in rule.measured_at) or "a bucket"
             out.append(f"{where} ({', '.join(f'{k}={v}' for k, v in on.items())})")
     return out
 

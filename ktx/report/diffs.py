@@ -24,8 +24,8 @@ from typing import Any
 from ktx.ir import parse
 from ktx.ir.edits import splice
 
-from ktx.search.dispatch import c_identifier
-from ktx.template import Step
+from ktx.search.dispatch import DispatchTable, c_identifier
+from ktx.template import Trace
 
 
 @dataclass(frozen=True)
@@ -48,12 +48,11 @@ def unified(before: str, after: str, a: str, b: str, context: int = 3) -> str:
     return "".join(out)
 
 
-def pass_diffs(original: str, trace: Mapping[str, Any]) -> list[PassDiff]:
+def pass_diffs(original: str, trace: Trace) -> list[PassDiff]:
     """One diff per traced step (the knob header included), in pipeline order."""
     current = original.encode("utf-8", "surrogateescape")
     out: list[PassDiff] = []
-    for raw in trace.get("steps", []):
-        step = Step.from_json(raw)
+    for step in trace.steps:
         after = splice(current, step.edits)
         before_text = current.decode("utf-8", "surrogateescape")
         after_text = after.decode("utf-8", "surrogateescape")
@@ -121,7 +120,7 @@ def _variant_block(
 def tuned_source(
     original: str,
     variants: tuple[str, ...],
-    dispatch: Mapping[str, Any] | None,
+    dispatch: DispatchTable | Mapping[str, Any] | None,
     header_name: str,
 ) -> tuple[str | None, str]:
     """The kernel file's new text and what it is: the original, unchanged, with the tuned
@@ -140,8 +139,9 @@ def tuned_source(
     functions, names = global_functions(original)
     for i, text in enumerate(variants):
         out += _variant_block(i, text, original_includes, functions)
-    variables = [str(v) for v in (dispatch or {}).get("variables", [])]
-    table_kernel = str((dispatch or {}).get("kernel", ""))
+    table = DispatchTable.from_dict(dispatch) if isinstance(dispatch, Mapping) else dispatch
+    variables = [] if table is None else list(table.variables)
+    table_kernel = "" if table is None else table.kernel
     if not names or not variables or not table_kernel:
         out += [
             "// ktx: no host launcher found; launch ktx_variant_N::<kernel>_ktxN where the dispatch table",

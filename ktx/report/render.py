@@ -49,21 +49,21 @@ def _cell(text: str) -> str:
 
 def fast_math_text(run: RunData) -> str:
     """The spec's flags, the pass, and what counts: the configs the dispatch table runs."""
-    fm = run.state.get("fast_math", {}) or {}
+    fm = run.state.fast_math
     parts = [
         "the spec already builds with -use_fast_math"
-        if fm.get("spec_flags")
+        if fm.spec_flags
         else "the spec builds without -use_fast_math"
     ]
     parts.append(
         "the fast-math pass is in the final pipeline"
-        if fm.get("pass_in_pipeline")
+        if fm.pass_in_pipeline
         else "the fast-math pass was not used"
     )
     if not run.best_round:
         parts.append("the original kernel is kept")
     elif run.dispatch is None:
-        chosen = [str(c) for c in fm.get("chosen_at") or []]
+        chosen = list(fm.chosen_at)
         parts.append(
             f"best configs switch it on at {', '.join(chosen)} (no dispatch table to check)"
             if chosen
@@ -81,25 +81,24 @@ def fast_math_text(run: RunData) -> str:
 
 def summary_items(run: RunData) -> list[tuple[str, str]]:
     s = run.state
-    req = s.get("request", {}) or {}
-    dev = s.get("device", {}) or {}
-    usage = s.get("usage", {}) or {}
-    copy = dev.get("copy_bandwidth_gbs") or 0
-    model = f" ({req.get('model')})" if req.get("model") else ""
+    dev = s.device_info
+    usage = s.usage
+    copy = dev.copy_bandwidth_gbs
+    model = f" ({s.model})" if s.model else ""
     return [
         ("kernel", f"{run.kernel} ({run.source_rel})"),
-        ("device", f"{dev.get('name', '?')}, {dev.get('sm_count', '?')} SMs"
+        ("device", f"{dev.name}, {'?' if dev.sm_count is None else dev.sm_count} SMs"
                    + (f", copy bandwidth {copy:.0f} GB/s" if copy else "")),
-        ("planner", str(req.get("planner", "rules")) + model),
+        ("planner", s.planner + model),
         ("rounds", f"{len(run.rounds)} run, best round {run.best_round}; "
-                   f"stopped: {s.get('stop_reason', '?')}"),
+                   f"stopped: {s.stop_reason or '?'}"),
         ("final pipeline", f"`{run.pipeline}`" if run.pipeline else "none (the original kernel is kept)"),
         ("geometric-mean speedup", _f(run.geomean, ".3f", "x")),
         ("wall time" + (" of the replay (the recorded run's: see the note above)"
                         if any(n.startswith("replay:") for n in run.notes) else ""),
-         _f(s.get("wall_s"), ".1f", " s")),
-        ("LLM tokens", f"{usage.get('total_tokens', 0)} in {usage.get('requests', 0)} request(s), "
-                       f"{usage.get('cache_hits', 0)} cached answer(s)"),
+         _f(s.wall_s, ".1f", " s")),
+        ("LLM tokens", f"{usage.total_tokens} in {usage.requests} request(s), "
+                       f"{usage.cache_hits} cached answer(s)"),
         ("fast math", fast_math_text(run)),
     ]  # fmt: skip
 

@@ -36,7 +36,14 @@ from typing import Any
 from ktx.errors import KtxError, Location
 from ktx.measure.replay import ReplayBackend
 from ktx.measure.types import Candidate, Measurement, Status, config_key
-from ktx.records import RecordedRound, RecordedRun, RecordedShape, measured_configs, read_jsonl
+from ktx.records import (
+    RecordedRound,
+    RecordedRun,
+    RecordedShape,
+    RunState,
+    measured_configs,
+    read_rounds,
+)
 from ktx.search.paired import PairedCheck
 from ktx.search.space import Config, Space
 from ktx.spec import ShapePoint
@@ -255,45 +262,43 @@ def recording_of_run(
 
     Works on folders of older ktx versions too (the committed recording of silu_and_mul's run
     got its ``run`` section this way, from the run folder in ``results/session2``)."""
-    state = json.loads((run_dir / "optimize.json").read_text(encoding="utf-8"))
-    request = state.get("request", {})
+    state_path = run_dir / "optimize.json"
+    state_data = json.loads(state_path.read_text(encoding="utf-8"))
+    typed = RunState.from_json(state_data, Location(str(state_path)))
+    request = typed.request
     from ktx.search.cache import MeasurementCache
     from ktx.search.runlog import read_log
 
     measurements = [m.to_dict() for m in MeasurementCache(run_dir / "cache.jsonl").measurements()]
     rounds = []
     logged = run_dir / "rounds.jsonl"  # absent when no round started (the budget ran out first)
-    for _, line in read_jsonl(logged, "rounds") if logged.exists() else ():
-        index = int(line["round"])
-        log = run_dir / f"round-{index:02d}" / "log.jsonl"
+    for line in read_rounds(logged) if logged.exists() else ():
+        log = run_dir / f"round-{line.index:02d}" / "log.jsonl"
         events = list(read_log(log))  # a line a killed worker tore is skipped, as the run did
         measured = measured_configs(events)
         done = {
             str(e["shape"]): int(e.get("evaluations", 0)) for e in events if e.get("event") == "shape_done"
         }
-        result = line.get("result") or {}
-        paired = {str(s["shape"]): s.get("paired") for s in result.get("shapes", ())}
+        paired = {s.shape: s.paired for s in (line.result.shapes if line.result else ())}
         names = list(dict.fromkeys([*done, *measured, *paired]))
         shapes = tuple(
             RecordedShape(name, done.get(name, 0), tuple(measured.get(name, ())), paired.get(name) or None)
             for name in names
         )
-        gain = line.get("geomean_speedup")
-        speedup = None if gain is None else float(gain)
-        rounds.append(RecordedRound(index, str(line["pipeline"]), str(line["status"]), speedup, shapes))
+        rounds.append(RecordedRound(line.index, line.pipeline, line.status, line.geomean_speedup, shapes))
     budget = request.get("budget_s")
     run = RecordedRun(
         None if budget is None else float(budget),
-        str(state.get("stop_reason", "")),
+        typed.stop_reason,
         tuple(rounds),
         f"the run folder {run_dir.name}: optimize.json, rounds.jsonl, round-NN/log.jsonl",
-        wall_s=None if state.get("wall_s") is None else float(state["wall_s"]),
+        wall_s=typed.wall_s if state_data.get("wall_s") is not None else None,
     )
     settings = {k: request[k] for k in ("shapes", "rounds", "trials_per_round", "seed", "ncu", "planner",
                                         "patience", "min_gain", "budget_s") if k in request}  # fmt: skip
     return {
         "format": FORMAT,
-        "kernel": state.get("kernel", ""),
+        "kernel": typed.kernel,
         "synthetic": synthetic,
         **({"stand_in": stand_in} if stand_in else {}),
         "method": f"ktx optimize ({request.get('planner', 'rules')} planner): every measurement of the run",

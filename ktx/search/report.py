@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ktx.measure.types import Measurement
+from ktx.records.files import stamped
 from ktx.search.dispatch import DispatchTable
 from ktx.search.engine import StudyStats, geomean, speedup_geomeans
 from ktx.search.evaluate import objective_time, timing_spread
@@ -280,9 +281,9 @@ def write_outputs(
         chosen = table.select(r.point.as_dict())
         entry["dispatch"] = "original" if chosen is None else chosen
         best[r.point.name] = entry
-    for name, data in (("best.json", best), ("summary.json", summary.to_dict())):
-        path = folder / name
-        path.write_text(json.dumps(data, indent=1) + "\n")
+    for kind, data in (("best", best), ("summary", summary.to_dict())):
+        path = folder / f"{kind}.json"
+        path.write_text(json.dumps(stamped(kind, data), indent=1) + "\n")
         written.append(path)
     if summary.holdout:
         path = folder / "holdout.json"

@@ -16,6 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ktx.errors import Location
+from ktx.records import check_schema, schema_of
+
 
 def end_torn_line(path: Path) -> None:
     """Terminate a last line a killed writer left unfinished, so the next one starts clean."""
@@ -54,16 +57,25 @@ class RunLog:
             if self.path is None:
                 self.events.append(row)
                 return
-            append_line(self.path, json.dumps(row, separators=(",", ":"), default=str) + "\n")
+            line = {"schema": schema_of("log"), **row}  # each line says its version (ktx.records)
+            append_line(self.path, json.dumps(line, separators=(",", ":"), default=str) + "\n")
 
 
 def read_log(path: Path) -> Iterator[dict[str, Any]]:
-    """Events of a log file, skipping a torn last line."""
+    """Events of a log file (its ``schema`` tag removed), skipping a line a killed worker tore.
+
+    A line of a log version this ktx does not know is an error naming ``file:line``; a line
+    with no tag was written before versions, and is version 1."""
     if not path.exists():
         return
     with path.open(encoding="utf-8") as handle:
-        for line in handle:
+        for number, line in enumerate(handle, start=1):
             try:
-                yield json.loads(line)
+                event = json.loads(line)
             except ValueError:
                 continue
+            if not isinstance(event, dict):
+                continue
+            check_schema(event, "log", Location(str(path), number, 1))
+            event.pop("schema", None)
+            yield event

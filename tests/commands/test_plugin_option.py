@@ -73,7 +73,8 @@ def test_tune_with_a_plugin_records_it_and_a_resume_reloads_it(tmp_path: Path) -
     first = ktx(*tune_argv(rec, out, "--plugin", str(PLUGIN)))
     assert first.returncode == 0, first.stderr
     assert "| tokens=1,d=4096 | graph |" in first.stdout and "crash" not in first.stdout
-    assert json.loads((out / "plugins.json").read_text()) == {"plugins": [str(PLUGIN)]}
+    recorded = json.loads((out / "plugins.json").read_text())
+    assert recorded == {"format": "ktx.plugins/1", "plugins": [str(PLUGIN)]}
     best = json.loads((out / "best.json").read_text())
     assert "WARPS" in json.dumps(best)
     # The same command without --plugin: the run folder's record loads the pass again.

@@ -142,7 +142,7 @@ def test_single_variant_patch_keeps_the_original(single_variant_run: Path, tmp_p
     included) by it, while the dispatch table still answers -1 (the original) for other shapes."""
     run = load_run(single_variant_run)
     assert len(run.variants) == 1 and run.dispatch is not None
-    assert any(r["variant"] is None for r in run.dispatch["rules"])  # the table can pick the original
+    assert any(r.variant is None for r in run.dispatch.rules)  # the table can pick the original
     files = make_report(single_variant_run, tmp_path / "report")
     assert files.patch is not None
     tuned, what = tuned_source(run.original, run.variants, run.dispatch, "silu_and_mul_dispatch.h")

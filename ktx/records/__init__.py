@@ -10,13 +10,17 @@ version this ktx does not know, or a line that is not JSON, is an error naming `
 Records written before versions existed (no ``schema`` key) are read as version 1 of their kind:
 that is the documented migration, since version 1 *is* the layout those files had.
 
+The whole-file records (``dispatch.json``, ``trace.json``, ``summary.json``, ``best.json``,
+``plan.json``, ``plugins.json``, ``baseline.json``) carry a ``format`` tag and are read through
+:mod:`ktx.records.files`.
+
 This module is a leaf: it imports only :mod:`ktx.errors`, so that the report, the replay and the
 loop can all use it without import cycles.
 
 >>> s = RecordedShape("tokens=1,d=4096", evaluations=2, measured=({"SPLIT": 4}, {"SPLIT": 2}))
 >>> RecordedShape.from_json(s.to_json()) == s
 True
->>> check_schema({"schema": "ktx.rounds/9"}, "rounds", Location("r.jsonl", 3))
+>>> check_schema({"schema": "ktx.rounds/9"}, "rounds", Location("r.jsonl", 3, 1))
 Traceback (most recent call last):
 ...
 ktx.errors.KtxError: r.jsonl:3:1: ktx.rounds/9 is not a schema this ktx reads (it reads ktx.rounds/1)
@@ -40,6 +44,8 @@ VERSIONS: Mapping[str, int] = {
     "state": 1,  # optimize.json: the run's request, device and outcome
     "baseline": 1,  # baseline.json: the originals' measurements
     "recorded-run": 1,  # a recording's "run" section: what a faithful replay needs
+    "log": 1,  # log.jsonl: one event per line (ktx.search.runlog)
+    "llm-cache": 1,  # llm_cache.jsonl: one LLM answer per line, by prompt hash
 }
 
 
@@ -377,6 +383,59 @@ def read_rounds(path: Path) -> tuple[RoundLine, ...]:
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class UsageRecord:
+    """The LLM planner's use over a run (``Usage.to_json()`` in :mod:`ktx.agent.planner`)."""
+
+    total_tokens: int = 0
+    requests: int = 0
+    cache_hits: int = 0
+
+    @classmethod
+    def from_json(cls, data: Any) -> UsageRecord:
+        d = data if isinstance(data, Mapping) else {}
+        return cls(
+            int(d.get("total_tokens") or 0), int(d.get("requests") or 0), int(d.get("cache_hits") or 0)
+        )
+
+
+@dataclass(frozen=True)
+class FastMathRecord:
+    """Where the run used fast math: the spec's flags, the pass, the best configs' shapes."""
+
+    spec_flags: bool = False
+    pass_in_pipeline: bool = False
+    chosen_at: tuple[str, ...] = ()
+
+    @classmethod
+    def from_json(cls, data: Any) -> FastMathRecord:
+        d = data if isinstance(data, Mapping) else {}
+        return cls(
+            bool(d.get("spec_flags")),
+            bool(d.get("pass_in_pipeline")),
+            tuple(str(c) for c in d.get("chosen_at") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class DeviceRecord:
+    """The device a run measured on, as the report names it."""
+
+    name: str = "?"
+    sm_count: int | None = None
+    copy_bandwidth_gbs: float = 0.0
+
+    @classmethod
+    def from_json(cls, data: Any) -> DeviceRecord:
+        d = data if isinstance(data, Mapping) else {}
+        sms = d.get("sm_count")
+        return cls(
+            str(d.get("name") or "?"),
+            None if sms is None else int(sms),
+            float(d.get("copy_bandwidth_gbs") or 0.0),
+        )
+
+
 #: The format tag of ``optimize.json`` (its schema version).
 STATE_FORMAT = "ktx.optimize/1"
 
@@ -399,6 +458,12 @@ class RunState:
     rounds: int
     request: Mapping[str, Any] = field(default_factory=dict)
     device: Mapping[str, Any] = field(default_factory=dict)
+    usage: UsageRecord = UsageRecord()
+    fast_math: FastMathRecord = FastMathRecord()
+    #: The planner (``rules`` or ``llm``) and the LLM's model ("" for none), from the request.
+    planner: str = "rules"
+    model: str = ""
+    device_info: DeviceRecord = DeviceRecord()
     #: The whole file, for what the report shows as it is (usage, fast-math use, tolerance).
     data: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
@@ -426,6 +491,11 @@ class RunState:
                 rounds=int(data.get("rounds") or 0),
                 request=dict(data.get("request") or {}),
                 device=dict(data.get("device") or {}),
+                usage=UsageRecord.from_json(data.get("usage")),
+                fast_math=FastMathRecord.from_json(data.get("fast_math")),
+                planner=str((data.get("request") or {}).get("planner") or "rules"),
+                model=str((data.get("request") or {}).get("model") or ""),
+                device_info=DeviceRecord.from_json(data.get("device")),
                 data=dict(data),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
