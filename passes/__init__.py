@@ -19,6 +19,7 @@
 | early-loads | PREFETCH | loads of the loop after a reduction issued before it, into registers |
 | row-owner | THREADS_PER_ROW | a thread-per-row kernel's rows to a warp or a block; shuffle reductions |
 | loads-first | LOADS_FIRST | straight-line loads issued as soon as their addresses are known |
+| online | ONLINE | a row max and the sum of exp(x - max) fused into one pass (running pair) |
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ktx.passes.fast_math import FastMath
 from ktx.passes.hoist import Hoist
 from ktx.passes.launch_bounds import LaunchBounds
 from ktx.passes.loads_first import LoadsFirst
+from ktx.passes.online import Online
 from ktx.passes.row_owner import RowOwner
 from ktx.passes.rows_per_block import RowsPerBlock
 from ktx.passes.split import Split
@@ -63,6 +65,7 @@ BUILTINS: tuple[type[Pass[Any]], ...] = (
     EarlyLoads,
     LoadsFirst,
     RowOwner,
+    Online,
 )
 
 __all__ = [
@@ -77,6 +80,7 @@ __all__ = [
     "Hoist",
     "LaunchBounds",
     "LoadsFirst",
+    "Online",
     "RowOwner",
     "RowsPerBlock",
     "Split",
