@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import tree_sitter as ts
 from ktx.ir.facts.reductions import Reduction, reductions
 from ktx.ir.nodes import Function
 from ktx.ir.syntax import text, walk
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ktx.ir.module import Module
@@ -183,14 +183,17 @@ def _value_of(module: Module, stmts: list[ts.Node], update: ts.Node, operand: ts
         if s.type == "declaration":
             for d in s.named_children:
                 dn, dv = d.child_by_field_name("declarator"), d.child_by_field_name("value")
-                if d.type == "init_declarator" and dn is not None and dv is not None and text(module, dn) == want:
+                if d.type != "init_declarator" or dn is None or dv is None:
+                    continue
+                if text(module, dn) == want:
                     value = dv
         elif s.type == "expression_statement" and s.named_child_count == 1:
             a = s.named_children[0]
             left, right, op = (a.child_by_field_name(f) for f in ("left", "right", "operator"))
-            if a.type == "assignment_expression" and op is not None and left is not None and right is not None:
-                if _compact(module, left) == want:
-                    value = right if op.type == "=" else None
+            if a.type != "assignment_expression" or op is None or left is None or right is None:
+                continue
+            if _compact(module, left) == want:
+                value = right if op.type == "=" else None
     return value
 
 
@@ -309,8 +312,19 @@ def _pair(module: Module, fn: Function, a: Reduction | None, b: Reduction) -> On
         ):
             fused = None
     return OnlinePair(
-        a, b, m, s, dm[1].replace("const", "").strip(), element, exp[0], ha.strip(),
-        tuple(between), group, after, tuple(rest), fused,
+        a,
+        b,
+        m,
+        s,
+        dm[1].replace("const", "").strip(),
+        element,
+        exp[0],
+        ha.strip(),
+        tuple(between),
+        group,
+        after,
+        tuple(rest),
+        fused,
     )
 
 
