@@ -146,9 +146,17 @@ def _lines(source: bytes, node_start: int, node_end: int, indent: str) -> str:
     return source[first:node_end].decode()
 
 
+def _inner(source: bytes, p: OnlinePair, indent: str) -> str:
+    """The indentation of the sum loop's body (its first statement on a line of its own)."""
+    for n in (*p.rest, *(u.statement for u in p.total.updates)):
+        if not source[syntax.line_start(source, n.start_byte) : n.start_byte].strip():
+            return syntax.indentation(source, n.start_byte)
+    return indent + ("  " if len(indent) % 4 else "    ")
+
+
 def _fused(source: bytes, p: OnlinePair) -> str:
     indent = syntax.indentation(source, p.first.start_byte)
-    inner = indent + "    "
+    inner = _inner(source, p, indent)
     t = p.m_type
     out: list[str] = []
     for n in p.between:
@@ -174,6 +182,7 @@ def _fused(source: bytes, p: OnlinePair) -> str:
         stmts = [c for c in fb.named_children] if fb.type == "compound_statement" else [fb]
         body += [_lines(source, n.start_byte, n.end_byte, inner) for n in stmts if n.type != "comment"]
     if body:
+        out += [_lines(source, n.start_byte, n.end_byte, indent) for n in p.pre]
         out.append(f"{indent}{p.header} {{")
         out += body
         out.append(f"{indent}}}")

@@ -43,6 +43,7 @@ __all__ = ["EXP_CALLS", "OnlinePair", "online_pairs"]
 EXP_CALLS = frozenset({"expf", "__expf", "exp"})
 
 _ROW_REDUCE = re.compile(r"^(\w+)=ktx_row_reduce<(.+)>\((\w+),ktx_row_(max|sum)\(\)\);$")
+_MATH = frozenset({"sqrt", "rsqrt", "log", "exp", "fdivide", "max", "min", "fmax", "fmin"})
 _MINUS_INF = frozenset({"-INFINITY", "-CUDART_INF_F", "-CUDART_INF", "-FLT_MAX", "-DBL_MAX"})
 
 
@@ -72,6 +73,9 @@ class OnlinePair:
     """The sum loop's other statements (the stores of ``exp(x - m)``), in order."""
     fused: ts.Node | None
     """A following loop, same header, in-place element-wise, that joins ``rest``; or None."""
+    pre: tuple[ts.Node, ...] = ()
+    """Declarations between the sum loop and ``fused`` that read no memory (``inv = 1.f / s``):
+    they go before the joined loop."""
 
     @property
     def first(self) -> ts.Node:
@@ -212,6 +216,18 @@ def _only_counter_subscripts(module: Module, nodes: list[ts.Node], var: str) -> 
     return True
 
 
+def _plain_value(module: Module, decl: ts.Node) -> bool:
+    """A declaration whose values read no memory and call nothing but math (``1.f / s``)."""
+    for n in walk(decl):
+        if n.type in ("subscript_expression", "pointer_expression", "field_expression"):
+            return False
+        if n.type == "call_expression":
+            fn = n.child_by_field_name("function")
+            if fn is None or text(module, fn).rstrip("f").lstrip("_") not in _MATH:
+                return False
+    return True
+
+
 def _writes(module: Module, nodes: list[ts.Node], names: set[str]) -> bool:
     for s in nodes:
         for n in walk(s):
@@ -297,7 +313,12 @@ def _pair(module: Module, fn: Function, a: Reduction | None, b: Reduction) -> On
     rest = [x for x in stmts_b if x.id != top_b.id]
     if _writes(module, rest, {m, s}):
         return f"{where}: the sum loop writes {m} or {s} outside the update"
+    # declarations of values of m and s (``const float inv = 1.f / s;``) may sit before the loop
+    pre: list[ts.Node] = []
     fused = _next_statement(after if after is not None else b.loop)
+    while fused is not None and fused.type == "declaration" and _plain_value(module, fused):
+        pre.append(fused)
+        fused = _next_statement(fused)
     if fused is None or fused.type != "for_statement":
         fused = None
     else:
@@ -311,6 +332,8 @@ def _pair(module: Module, fn: Function, a: Reduction | None, b: Reduction) -> On
             or _writes(module, body_c, {m, s, var})
         ):
             fused = None
+    if fused is None:
+        pre = []
     return OnlinePair(
         a,
         b,
@@ -325,6 +348,7 @@ def _pair(module: Module, fn: Function, a: Reduction | None, b: Reduction) -> On
         after,
         tuple(rest),
         fused,
+        tuple(pre),
     )
 
 
