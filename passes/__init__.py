@@ -19,6 +19,7 @@
 | early-loads | PREFETCH | loads of the loop after a reduction issued before it, into registers |
 | row-owner | THREADS_PER_ROW | a thread-per-row kernel's rows to a warp or a block; shuffle reductions |
 | loads-first | LOADS_FIRST | straight-line loads issued as soon as their addresses are known |
+| row-registers | PACKS | a row's packs kept in registers between two loops; weight loaded before the reduction |
 | online | ONLINE | a row max and the sum of exp(x - max) fused into one pass (running pair) |
 """
 
@@ -38,6 +39,7 @@ from ktx.passes.launch_bounds import LaunchBounds
 from ktx.passes.loads_first import LoadsFirst
 from ktx.passes.online import Online
 from ktx.passes.row_owner import RowOwner
+from ktx.passes.row_registers import RowRegisters
 from ktx.passes.rows_per_block import RowsPerBlock
 from ktx.passes.split import Split
 from ktx.passes.tile import Tile
@@ -66,6 +68,7 @@ BUILTINS: tuple[type[Pass[Any]], ...] = (
     LoadsFirst,
     RowOwner,
     Online,
+    RowRegisters,
 )
 
 __all__ = [
@@ -82,6 +85,7 @@ __all__ = [
     "LoadsFirst",
     "Online",
     "RowOwner",
+    "RowRegisters",
     "RowsPerBlock",
     "Split",
     "Tile",

@@ -254,7 +254,7 @@ def test_phases_group_the_registered_passes_by_their_attribute() -> None:
     )
     assert groups[Phase.VECTORIZE] == ("coarsen", "vectorize")
     assert groups[Phase.BLOCK] == ("block-size",)
-    assert groups[Phase.UNROLL] == ("early-loads", "loads-first", "tile", "unroll")
+    assert groups[Phase.UNROLL] == ("early-loads", "loads-first", "row-registers", "tile", "unroll")
     assert groups[Phase.HINTS] == ("cache-hints", "expose", "fast-math", "hoist", "launch-bounds")
     # every built-in pass states its phase itself (none falls back to the base class's default)
     assert [cls.name for cls in default_registry() if "phase" not in vars(cls)] == []
