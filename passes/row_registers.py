@@ -47,7 +47,9 @@ class RowRegistersSite(Site):
 class RowRegisters(Pass[RowRegistersSite]):
     name = "row-registers"
     phase = Phase.UNROLL
-    summary = "a row's packs stay in registers between a block's two passes; the weight loads early (knob PACKS)"
+    summary = (
+        "a row's packs stay in registers between a block's two passes; the weight loads early (knob PACKS)"
+    )
     description = __doc__ or ""
     knobs = (
         KnobSpec(
@@ -86,7 +88,10 @@ class RowRegisters(Pass[RowRegistersSite]):
         wrap_lines(rw, f0, f1, _first(source, k), MACRO)
         wrap_lines(rw, s0, s1, _second(source, k), MACRO)
         kept = [f"{ld.variable} ({ld.kind})" for ld in k.loads]
-        rw.note(f"loops at line {k.first.start_point[0] + 1} and line {k.line}; loads in registers: {', '.join(kept)}")
+        rw.note(
+            f"loops at line {k.first.start_point[0] + 1} and line {k.line}; "
+            f"loads in registers: {', '.join(kept)}"
+        )
 
 
 def _keep_name(ld: KeptLoad) -> str:
@@ -100,7 +105,9 @@ def _loop_text(source: bytes, loop: ts.Node, init: str) -> str:
     assert decl is not None
     value = next(d.child_by_field_name("value") for d in decl.named_children if d.type == "init_declarator")
     assert value is not None
-    return (source[start : value.start_byte] + init.encode() + source[value.end_byte : loop.end_byte]).decode()
+    return (
+        source[start : value.start_byte] + init.encode() + source[value.end_byte : loop.end_byte]
+    ).decode()
 
 
 def _body_with(source: bytes, loop: ts.Node, edits: list[tuple[int, int, str]]) -> str:

@@ -82,7 +82,13 @@ def _header(module: Module, loop: ts.Node) -> tuple[str, str, str, str, str] | N
     if text(module, left).strip() != var:
         return None
     uop, uleft, uright = (upd.child_by_field_name(f) for f in ("operator", "left", "right"))
-    if upd.type != "assignment_expression" or uop is None or uop.type != "+=" or uleft is None or uright is None:
+    if (
+        upd.type != "assignment_expression"
+        or uop is None
+        or uop.type != "+="
+        or uleft is None
+        or uright is None
+    ):
         return None
     if text(module, uleft).strip() != var:
         return None
