@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# On a 4-GPU host: evidence for issue 23 (online reductions, the planner rule). From the repo root:
+# On a 4-GPU host: evidence for issue 23 (online reductions, one-pass rows, the planner rules).
+# From the repo root:
 #   source scripts/gpu_env.sh && bash scripts/gpu_issue23_rows.sh
 # Four lanes side by side, one GPU each (GPU indices from CUDA_VISIBLE_DEVICES, default 0-3):
 #   lane 0  verify: pytest -m gpu tests/passes/test_online_gpu.py (every ONLINE config of llm.c
-#           softmax v1: alone, after row-owner at every THREADS_PER_ROW, with vectorize; odd
-#           sizes, against the original) -> verify.log; then `ktx optimize` of kernels/rmsnorm at
-#           its default shapes (the planner's stop message says why nothing else applies) -> rmsnorm/
-#   lane 1  time: `ktx bench` of softmax v1 under row-owner,online at THREADS_PER_ROW 32/256/1024,
-#           ONLINE 0 and 1, at the ladder shapes -> bench_T<t>_O<o>.{json,txt}, time.txt; then
-#           `ktx optimize` of kernels/fused_add_rmsnorm -> fused_add_rmsnorm/
-#   lanes 2-3  the llm.c ladder rows of softmax_forward and layernorm_forward (benchmarks/llmc/run.py,
-#           rules planner, which now proposes online after row-owner; hand-written v7/online8 and
-#           v3-v5 benched beside) -> ladder/results.md
-# Every lane is capped so the script ends within 8 minutes. Results under $OUT, tarred as issue23.tgz.
+#           softmax v1: alone, after row-owner at every THREADS_PER_ROW, with vectorize) and
+#           tests/passes/test_row_registers_gpu.py (every PACKS config of rmsnorm and
+#           fused_add_rmsnorm at every default shape, alone and after block-size) -> verify_*.log
+#   lane 1  time: `ktx bench` of softmax v1 under row-owner,online (THREADS_PER_ROW 32/256/1024,
+#           ONLINE 0 and 1, ladder shapes) -> bench_T<t>_O<o>.*; rmsnorm under
+#           block-size,row-registers (BLOCK_Y, PACKS pairs at tokens 1024/4096 x d 4096)
+#           -> rms_Y<y>_P<p>.*; the tails in time.txt
+#   lane 2  the llm.c ladder rows of softmax_forward and layernorm_forward (benchmarks/llmc/run.py,
+#           rules planner: online after row-owner; hand-written versions benched beside) -> ladder/
+#   lane 3  `ktx optimize --planner rules` of kernels/rmsnorm and kernels/fused_add_rmsnorm at their
+#           default shapes (row-registers has a rule now) -> rmsnorm/, fused_add_rmsnorm/
+# Every lane is capped so that the script ends within 8 minutes. Results under $OUT (issue23.tgz).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu_issue23_out}"
@@ -30,11 +33,12 @@ nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader || true
 
 lane0() {
   export CUDA_VISIBLE_DEVICES="${GPU[0]}"
-  timeout 270 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/passes/test_online_gpu.py > "$OUT/verify.log" 2>&1
-  echo "verify rc=$?" >> "$OUT/verify.log"
-  timeout 200 "$PY" -m ktx optimize kernels/rmsnorm --planner rules --budget 180 --out "$OUT/rmsnorm" \
-    > "$OUT/rmsnorm.log" 2>&1
-  echo "rmsnorm rc=$?" >> "$OUT/rmsnorm.log"
+  timeout 270 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/passes/test_online_gpu.py \
+    > "$OUT/verify_online.log" 2>&1
+  echo "verify online rc=$?" >> "$OUT/verify_online.log"
+  timeout 180 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/passes/test_row_registers_gpu.py \
+    > "$OUT/verify_row_registers.log" 2>&1
+  echo "verify row-registers rc=$?" >> "$OUT/verify_row_registers.log"
 }
 
 lane1() {
@@ -51,34 +55,52 @@ PYEOF
   local start=$SECONDS
   for t in 32 256 1024; do
     for o in 0 1; do
-      [ $((SECONDS - start)) -lt 200 ] || { echo "time budget spent before T=$t ONLINE=$o"; continue; }
+      [ $((SECONDS - start)) -lt 170 ] || { echo "time budget spent before T=$t ONLINE=$o"; continue; }
       timeout 60 "$PY" -m ktx bench "$stage/softmax_forward-v1" --passes row-owner,online \
         --config "THREADS_PER_ROW=$t" --config "ONLINE=$o" --shapes ladder --reference python \
         --json "$OUT/bench_T${t}_O${o}.json" > "$OUT/bench_T${t}_O${o}.txt" 2>&1
-      echo "T=$t ONLINE=$o rc=$?"
+      echo "softmax T=$t ONLINE=$o rc=$?"
     done
   done > "$OUT/time.log" 2>&1
-  for f in "$OUT"/bench_T*.txt; do echo "== $(basename "$f" .txt)"; tail -8 "$f"; done > "$OUT/time.txt"
-  timeout 200 "$PY" -m ktx optimize kernels/fused_add_rmsnorm --planner rules --budget 180 \
-    --out "$OUT/fused_add_rmsnorm" > "$OUT/fused_add_rmsnorm.log" 2>&1
-  echo "fused_add_rmsnorm rc=$?" >> "$OUT/fused_add_rmsnorm.log"
+  # d=4096 bf16 is 512 packs of 8: 16 warps (the launcher's) hold one pack a thread; 4 x 4, 8 x 2
+  start=$SECONDS
+  for yp in 0:0 0:1 4:0 4:4 8:0 8:2; do
+    y=${yp%:*}; p=${yp#*:}
+    [ $((SECONDS - start)) -lt 200 ] || { echo "time budget spent before BLOCK_Y=$y PACKS=$p"; continue; }
+    timeout 60 "$PY" -m ktx bench kernels/rmsnorm --passes block-size,row-registers \
+      --config "BLOCK_Y=$y" --config "PACKS=$p" --shapes "tokens=1024,d=4096;tokens=4096,d=4096" \
+      --json "$OUT/rms_Y${y}_P${p}.json" > "$OUT/rms_Y${y}_P${p}.txt" 2>&1
+    echo "rmsnorm BLOCK_Y=$y PACKS=$p rc=$?"
+  done >> "$OUT/time.log" 2>&1
+  for f in "$OUT"/bench_T*.txt "$OUT"/rms_Y*.txt; do echo "== $(basename "$f" .txt)"; tail -8 "$f"; done \
+    > "$OUT/time.txt"
 }
 
-lane23() {
-  export CUDA_VISIBLE_DEVICES="${GPU[2]},${GPU[3]}"
+lane2() {
+  export CUDA_VISIBLE_DEVICES="${GPU[2]}"
   # run.py kills what still runs at --budget + 45 s
   timeout 440 "$PY" benchmarks/llmc/run.py --llmc "$LLMC" --kernels softmax_forward layernorm_forward \
-    --budget 380 --gpus 2 --out "$OUT/ladder" > "$OUT/ladder.log" 2>&1
+    --budget 380 --gpus 1 --out "$OUT/ladder" > "$OUT/ladder.log" 2>&1
   echo "ladder rc=$?" >> "$OUT/ladder.log"
+}
+
+lane3() {
+  export CUDA_VISIBLE_DEVICES="${GPU[3]}"
+  for k in rmsnorm fused_add_rmsnorm; do
+    timeout 215 "$PY" -m ktx optimize "kernels/$k" --planner rules --budget 200 --out "$OUT/$k" \
+      > "$OUT/$k.log" 2>&1
+    echo "$k rc=$?" >> "$OUT/$k.log"
+  done
 }
 
 lane0 & p0=$!
 lane1 & p1=$!
-lane23 & p2=$!
-wait $p0 $p1 $p2
-echo "== verify"; tail -6 "$OUT/verify.log"
-echo "== time (softmax v1, row-owner,online)"; cat "$OUT/time.txt"
+lane2 & p2=$!
+lane3 & p3=$!
+wait $p0 $p1 $p2 $p3
+echo "== verify"; tail -4 "$OUT/verify_online.log" "$OUT/verify_row_registers.log"
+echo "== time"; cat "$OUT/time.txt"
 echo "== ladder"; cat "$OUT/ladder/results.md" 2>/dev/null || tail -20 "$OUT/ladder.log"
 for k in rmsnorm fused_add_rmsnorm; do echo "== optimize $k"; tail -12 "$OUT/$k.log"; done
 tar -czf "$OUT/issue23.tgz" -C "$OUT" --exclude cache --exclude stage --exclude issue23.tgz . 2>/dev/null
-grep -q "verify rc=0" "$OUT/verify.log"
+grep -q "online rc=0" "$OUT/verify_online.log" && grep -q "row-registers rc=0" "$OUT/verify_row_registers.log"
