@@ -63,7 +63,7 @@ PYEOF
     done
   done > "$OUT/time.log" 2>&1
   # d=4096 bf16 is 512 packs of 8: 16 warps (the launcher's) hold one pack a thread, 4 warps
-  # hold 4, 8 warps 2 (at d=8192 PACKS=4 needs at most 16 warps: the constraint skips it)
+  # hold 4, 8 warps 2 (at d=8192 half the row stays in registers, the rest loops as written)
   start=$SECONDS
   for yp in 0:0 0:1 4:0 4:4 8:0 8:2; do
     y=${yp%:*}; p=${yp#*:}
