@@ -19,7 +19,7 @@
 | early-loads | PREFETCH | loads of the loop after a reduction issued before it, into registers |
 | row-owner | THREADS_PER_ROW | a thread-per-row kernel's rows to a warp or a block; shuffle reductions |
 | loads-first | LOADS_FIRST | straight-line loads issued as soon as their addresses are known |
-| row-registers | PACKS | a row's packs kept in registers between two loops; weight loaded before the reduction |
+| row-registers | PACKS | row packs kept in registers between two loops; weight loaded early |
 | online | ONLINE | a row max and the sum of exp(x - max) fused into one pass (running pair) |
 """
 
