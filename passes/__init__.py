@@ -19,6 +19,8 @@
 | early-loads | PREFETCH | loads of the loop after a reduction issued before it, into registers |
 | row-owner | THREADS_PER_ROW | a thread-per-row kernel's rows to a warp or a block; shuffle reductions |
 | loads-first | LOADS_FIRST | straight-line loads issued as soon as their addresses are known |
+| row-registers | PACKS | row packs kept in registers between two loops; weight loaded early |
+| online | ONLINE | a row max and the sum of exp(x - max) fused into one pass (running pair) |
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ from ktx.passes.fast_math import FastMath
 from ktx.passes.hoist import Hoist
 from ktx.passes.launch_bounds import LaunchBounds
 from ktx.passes.loads_first import LoadsFirst
+from ktx.passes.online import Online
 from ktx.passes.row_owner import RowOwner
+from ktx.passes.row_registers import RowRegisters
 from ktx.passes.rows_per_block import RowsPerBlock
 from ktx.passes.split import Split
 from ktx.passes.tile import Tile
@@ -63,6 +67,8 @@ BUILTINS: tuple[type[Pass[Any]], ...] = (
     EarlyLoads,
     LoadsFirst,
     RowOwner,
+    Online,
+    RowRegisters,
 )
 
 __all__ = [
@@ -77,7 +83,9 @@ __all__ = [
     "Hoist",
     "LaunchBounds",
     "LoadsFirst",
+    "Online",
     "RowOwner",
+    "RowRegisters",
     "RowsPerBlock",
     "Split",
     "Tile",

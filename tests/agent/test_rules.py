@@ -146,6 +146,47 @@ def test_thread_per_row_gets_a_new_row_owner(catalog: Catalog) -> None:
     assert "row-owner" not in plan.names
 
 
+def test_a_row_max_then_a_sum_of_exp_gets_online_after_row_owner(catalog: Catalog) -> None:
+    """softmax v1's facts: the pair fuses into one pass, proposed once row-owner has landed (or
+    at once, by priority, when row-owner is in the pipeline or does not fire)."""
+    facts = KernelFacts(
+        "softmax_forward_kernel1",
+        loops=thread_per_row().loops,
+        scalar_accesses=("inp_row", "out_row"),
+        online_pairs=("L0, L1: max maxval, sum sum",),
+    )
+    ms = [measurement("B=8,T=1024,C=768", 300.0, nbytes=8192 * 768 * 8, blocks=32)]
+    cat = _with(catalog, "row-owner", "online")
+    assert choose(context(make_analysis(facts, ms), cat)).names == ("row-owner",)
+    current = Plan((PassChoice("row-owner"),), "r1")
+    plan = choose(context(make_analysis(facts, ms), cat, current=current))
+    assert plan.names == ("row-owner", "online")
+    assert "a row max and then a sum of exp(x - max) (L0, L1: max maxval, sum sum)" in plan.rationale
+    # no pair in the facts: the rule does not fire (a refused pair is the probe's remark)
+    plain = KernelFacts("k", loops=facts.loops, scalar_accesses=facts.scalar_accesses)
+    plan = choose(context(make_analysis(plain, ms), cat, current=current))
+    assert "online" not in plan.names
+
+
+def test_a_block_norm_that_reloads_its_row_gets_row_registers(catalog: Catalog) -> None:
+    """The held-out RMSNorm's shape: latency-bound, a block per row, the second loop reloading
+    the row and the weight. It used to stop at 'no rule proposes a new pass'."""
+    loops = tuple(
+        LoopFact(f"L{i}", 10 + i, "int i = thread_id; i < num_packs; i += num_threads", 0, True, False)
+        for i in range(2)
+    )
+    facts = KernelFacts(
+        "rmsnorm_kernel", loops=loops, vector_types=("uint4",), row_keep=("in (kept)", "w (early)")
+    )
+    ms = [measurement("tokens=1024,d=4096", 30.0, nbytes=1024 * 4096 * 4, blocks=1024)]
+    cat = _with(catalog, "row-registers")
+    plan = choose(context(make_analysis(facts, ms), cat))
+    assert "row-registers" in plan.names
+    assert "reloads what registers can hold (in (kept), w (early))" in plan.rationale
+    plain = KernelFacts("rmsnorm_kernel", loops=loops, vector_types=("uint4",))
+    assert "row-registers" not in choose(context(make_analysis(plain, ms), cat)).names
+
+
 def test_a_block_stride_loop_is_not_a_row_per_thread(catalog: Catalog) -> None:
     loops = (LoopFact("L0", 5, "int i = threadIdx.x; i < C; i += blockDim.x", 0, True, False),)
     facts = KernelFacts("k", loops=loops, scalar_accesses=("x",))
@@ -222,10 +263,17 @@ def test_phases_group_the_registered_passes_by_their_attribute() -> None:
 
     groups = phases()
     assert len(groups) == len(Phase)
-    assert groups[Phase.OWNERSHIP] == ("cluster-rows", "row-owner", "rows-per-block", "split", "warp-reduce")
+    assert groups[Phase.OWNERSHIP] == (
+        "cluster-rows",
+        "online",
+        "row-owner",
+        "rows-per-block",
+        "split",
+        "warp-reduce",
+    )
     assert groups[Phase.VECTORIZE] == ("coarsen", "vectorize")
     assert groups[Phase.BLOCK] == ("block-size",)
-    assert groups[Phase.UNROLL] == ("early-loads", "loads-first", "tile", "unroll")
+    assert groups[Phase.UNROLL] == ("early-loads", "loads-first", "row-registers", "tile", "unroll")
     assert groups[Phase.HINTS] == ("cache-hints", "expose", "fast-math", "hoist", "launch-bounds")
     # every built-in pass states its phase itself (none falls back to the base class's default)
     assert [cls.name for cls in default_registry() if "phase" not in vars(cls)] == []

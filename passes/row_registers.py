@@ -1,0 +1,161 @@
+"""``row-registers``: a row's packs stay in registers between a block's two passes (knob PACKS).
+
+A normalisation with a block per row reads its row twice: a loop reduces it, a barrier
+publishes the sum, and a second loop with the same header loads the row again, with the weight,
+and writes. With ``PACKS = P`` (0, the original, by default) each thread's first ``P``
+iterations of both loops are peeled into fully unrolled heads: the first loop's head keeps the
+packs it loads in ``ktx_keep_<v>[P]``, the second loop's head takes them from there instead of
+loading again, and the second loop's loads of other ``const __restrict__`` memory (the weight)
+are issued right after the first loop, before the reduction, so that the barrier covers them::
+
+    #pragma unroll
+    for (int ktx_k = 0; ktx_k < P; ++ktx_k) {       // head of the first loop
+      const int i = thread_id + ktx_k * num_threads;
+      if (i < num_packs) { Pack<T> in; in.load(...); ktx_keep_in[ktx_k] = in; ... }
+    }
+    for (int i = thread_id + P * num_threads; ...) { ... }   // the rest, as written
+    (weight packs of the head loaded into ktx_keep_w[ktx_k])
+    ... the reduction ...
+    head of the second loop: in = ktx_keep_in[ktx_k]; w = ktx_keep_w[ktx_k]; the rest as written
+
+Rows longer than ``threads x P`` packs are still correct (the remainder loops run as written);
+a row that fits is read once. Registers grow by ``P`` packs per kept load. Facts:
+:mod:`ktx.ir.facts.rowkeep`. Every change sits under ``#if KTX_PACKS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import tree_sitter as ts
+from ktx.ir import syntax
+from ktx.ir.facts.rowkeep import KeptLoad, RowKeep, row_keep
+from ktx.passes._variants import line_bounds, wrap_lines
+
+from ktx.passbase import KnobSpec, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
+
+KNOB = "PACKS"
+MACRO = "KTX_PACKS"
+
+
+@dataclass(frozen=True)
+class RowRegistersSite(Site):
+    keep: RowKeep
+
+
+class RowRegisters(Pass[RowRegistersSite]):
+    name = "row-registers"
+    phase = Phase.UNROLL
+    summary = (
+        "a row's packs stay in registers between a block's two passes; the weight loads early (knob PACKS)"
+    )
+    description = __doc__ or ""
+    knobs = (
+        KnobSpec(
+            KNOB,
+            "0, 1, 2, 4",
+            "0 (both loops load, the original)",
+            "packs per thread kept in registers from the first loop to the second",
+        ),
+    )
+    after = ("expose", "block-size", "vectorize", "unroll", "tile", "cache-hints", "fast-math", "hoist")
+
+    def sites(self, target: Target) -> Iterator[RowRegistersSite | Skip]:
+        fn = target.kernel
+        keep = row_keep(target.module, fn)
+        if isinstance(keep, str):
+            yield Skip(keep, fn.name, fn.span)
+            return
+        yield RowRegistersSite(fn.name, fn.span, keep)
+
+    def rewrite(self, site: RowRegistersSite, rw: Rewriter) -> None:
+        module = rw.target.module
+        source = module.source
+        k = site.keep
+        rw.knob(KNOB, (0, 1, 2, 4), 0, "packs per thread kept in registers between the row's two loops")
+        # 4 packs of two kept loads took 80 registers (rmsnorm, sm_90): more than a block of 1024
+        # threads may hold (64 each); 2 packs took 46
+        if rw.mapping is not None:
+            threads = " * ".join(f"({b})" for b in rw.mapping.resolved().block)
+            rw.constraint(f"{KNOB} <= 2 or {threads} <= 512")
+        for loop in (k.first, k.second):
+            start = syntax.line_start(source, loop.start_byte)
+            if source[start : loop.start_byte].strip():
+                raise Refuse(f"line {loop.start_point[0] + 1}: the loop does not start its line")
+        f0, f1 = line_bounds(source, k.first.start_byte, k.first.end_byte)
+        s0, s1 = line_bounds(source, k.second.start_byte, k.second.end_byte)
+        wrap_lines(rw, f0, f1, _first(source, k), MACRO)
+        wrap_lines(rw, s0, s1, _second(source, k), MACRO)
+        kept = [f"{ld.variable} ({ld.kind})" for ld in k.loads]
+        rw.note(
+            f"loops at line {k.first.start_point[0] + 1} and line {k.line}; "
+            f"loads in registers: {', '.join(kept)}"
+        )
+
+
+def _keep_name(ld: KeptLoad) -> str:
+    return f"ktx_keep_{ld.variable}"
+
+
+def _loop_text(source: bytes, loop: ts.Node, init: str) -> str:
+    """The loop's lines with its initial value replaced by ``init``."""
+    start = syntax.line_start(source, loop.start_byte)
+    decl = loop.child_by_field_name("initializer")
+    assert decl is not None
+    value = next(d.child_by_field_name("value") for d in decl.named_children if d.type == "init_declarator")
+    assert value is not None
+    return (
+        source[start : value.start_byte] + init.encode() + source[value.end_byte : loop.end_byte]
+    ).decode()
+
+
+def _body_with(source: bytes, loop: ts.Node, edits: list[tuple[int, int, str]]) -> str:
+    body = loop.child_by_field_name("body")
+    assert body is not None
+    out = bytearray(source[body.start_byte : body.end_byte])
+    for a, b, t in sorted(edits, reverse=True):
+        out[a - body.start_byte : b - body.start_byte] = t.encode()
+    return out.decode()
+
+
+def _head(indent: str, k: RowKeep, body: str) -> list[str]:
+    return [
+        "#pragma unroll",
+        f"{indent}for (int ktx_k = 0; ktx_k < {MACRO}; ++ktx_k) {{",
+        f"{indent}  const {k.var_type} {k.var} = ({k.init}) + ktx_k * ({k.step});",
+        f"{indent}  if ({k.var} < {k.bound}) {body}",
+        f"{indent}}}",
+    ]
+
+
+def _rest(source: bytes, loop: ts.Node, k: RowKeep) -> str:
+    return _loop_text(source, loop, f"({k.init}) + {MACRO} * ({k.step})")
+
+
+def _first(source: bytes, k: RowKeep) -> str:
+    indent = syntax.indentation(source, k.first.start_byte)
+    lines = [f"{indent}{ld.type} {_keep_name(ld)}[{MACRO}];" for ld in k.loads]
+    edits = [
+        (ld.source.end_byte, ld.source.end_byte, f" {_keep_name(ld)}[ktx_k] = {ld.source_variable};")
+        for ld in k.loads
+        if ld.source is not None
+    ]
+    lines += _head(indent, k, _body_with(source, k.first, edits))
+    lines.append(_rest(source, k.first, k))
+    early = [ld for ld in k.loads if ld.kind == "early"]
+    if early:
+        loads = " ".join(f"{_keep_name(ld)}[ktx_k].load({ld.address});" for ld in early)
+        lines += _head(indent, k, f"{{ {loads} }}")
+    return "\n".join(lines)
+
+
+def _second(source: bytes, k: RowKeep) -> str:
+    indent = syntax.indentation(source, k.second.start_byte)
+    edits = [
+        (ld.statement.start_byte, ld.statement.end_byte, f"{ld.variable} = {_keep_name(ld)}[ktx_k];")
+        for ld in k.loads
+    ]
+    lines = _head(indent, k, _body_with(source, k.second, edits))
+    lines.append(_rest(source, k.second, k))
+    return "\n".join(lines)

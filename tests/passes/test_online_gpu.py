@@ -1,0 +1,64 @@
+"""On a GPU: every config of online over llm.c's softmax_forward_kernel1 verifies.
+
+Staged as ``benchmarks/llmc/run.py`` stages it, templated as ``ktx optimize`` templates it, and
+verified by the measurement harness against the original kernel (seeded inputs, poisoned
+outputs, the spec's odd variants: a row fewer, row lengths not a multiple of 32), without
+timing, within the spec's fp32 tolerance (rtol 1e-4: the fused sum is rounded in another order).
+Pipelines: ``online`` alone (one thread per row), ``row-owner,online`` at every THREADS_PER_ROW
+(the pair reduced across lanes and warps), and ``row-owner,online,vectorize`` at 1, 32 and 256
+with vectorize's widest packs. Shapes: the spec's ``quick`` shape and llm.c's vocabulary row
+(rows=1024, C=50257).
+
+Skipped without CuPy and a device, or without llm.c (``../shared/llmc`` or ``shared/llmc``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_row_owner import LADDER, LLMC
+
+from ktx.measure.gpu import Options
+from ktx.pipeline import candidate_from_template, template_for_spec
+from ktx.spec import load_spec
+
+pytestmark = pytest.mark.gpu
+
+PIPELINES = ("online", "row-owner,online", "row-owner,online,vectorize")
+
+
+@pytest.mark.skipif(LLMC is None, reason="llm.c is not at ../shared/llmc")
+@pytest.mark.parametrize("passes", PIPELINES)
+def test_llmc_softmax_v1_every_online_config_verifies(tmp_path: Path, passes: str) -> None:
+    pytest.importorskip("cupy")
+    from ktx.measure.harness import Harness
+
+    assert LLMC is not None
+    lad = next(lad for lad in LADDER.LADDERS if lad.name == "softmax_forward")
+    spec = load_spec(LADDER.stage(lad, lad.naive, LLMC, tmp_path / "stage"))
+    t = template_for_spec(spec, passes)
+    names = [k.name for k in t.knobs]
+    assert "ONLINE" in names, [o.message for o in t.outcomes]
+    widest = {k.name: max(k.values) for k in t.knobs if k.name.startswith("VEC")}
+    if "THREADS_PER_ROW" not in names:
+        tprs: list[int | None] = [None]
+    elif passes == "row-owner,online":
+        tprs = list(next(k for k in t.knobs if k.name == "THREADS_PER_ROW").values)
+    else:
+        tprs = [1, 32, 256]
+    configs = []
+    for tpr in tprs:
+        c = {**widest, "ONLINE": 1, **({} if tpr is None else {"THREADS_PER_ROW": tpr})}
+        if t.space.feasible(c, {}):
+            configs.append(c)
+    assert configs
+    points = list(spec.shape_set("quick").points)
+    points += [p for p in spec.shape_set("ladder").points if "C=50257" in p.name][:1]
+    jobs = [(candidate_from_template(spec, t, c), p) for c in configs for p in points]
+    failures: list[str] = []
+    with Harness(spec, options=Options(rounds=2, time=False, odd=True)) as harness:
+        for (cand, point), m in zip(jobs, harness.measure_many(jobs), strict=True):
+            if not m.ok:
+                failures.append(f"{dict(cand.config)} @ {point.name}: {m.status.value}: {m.message[:400]}")
+    assert not failures, "\n".join(failures)

@@ -1,0 +1,90 @@
+"""row-registers: a row's packs kept in registers between a block's two loops (knob PACKS).
+
+What the facts keep (:mod:`ktx.ir.facts.rowkeep`) in the suite's rmsnorm (the input pack, kept;
+the weight, early) and fused_add_rmsnorm (the weight, early), and what they refuse; the default
+(PACKS=0) instantiates to the original bytes; the constraint keeps 4 packs off 1024-thread
+blocks; every config of both kernels compiles for sm_90 without spills (slow).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from ktx.ir import parse
+from ktx.ir.facts.rowkeep import row_keep
+from passtest import ROOT, apply, remarks
+
+from ktx.measure.compile import CompileRequest, compile_kernel, find_nvcc
+from ktx.pipeline import candidate_from_template, template_for_spec
+from ktx.spec import load_spec
+
+CONFIG_LINE = re.compile(r"(?m)^// ktx: `[^`]*` instantiated with [^\n]*\n")
+KERNELS = {"rmsnorm": "rmsnorm_kernel", "fused_add_rmsnorm": "fused_add_rmsnorm_kernel"}
+
+
+def _source(stem: str) -> str:
+    return (ROOT / "kernels" / stem / "kernel.cu").read_text()
+
+
+@pytest.mark.parametrize("stem", sorted(KERNELS))
+def test_the_facts_keep_the_row_and_load_the_weight_early(stem: str) -> None:
+    m = parse(_source(stem))
+    keep = row_keep(m, m.kernel(KERNELS[stem]))
+    assert not isinstance(keep, str), keep
+    got = sorted((ld.variable, ld.kind) for ld in keep.loads)
+    # fused_add_rmsnorm's second loop reads x from shared memory, not the row: only w is early
+    assert got == ([("in", "kept"), ("w", "early")] if stem == "rmsnorm" else [("w", "early")])
+    assert (keep.var, keep.init, keep.bound, keep.step) == ("i", "thread_id", "num_packs", "num_threads")
+
+
+def test_a_written_row_or_other_headers_are_refused() -> None:
+    src = _source("rmsnorm")
+    # the second loop over another range: no pair of loops
+    head = "for (int i = thread_id; i < num_packs; i += num_threads) {\n    Pack<T> in, w, o;"
+    other = src.replace(head, head.replace("i < num_packs;", "i < num_packs - 1;"))
+    assert other != src
+    m = parse(other)
+    assert isinstance(row_keep(m, m.kernel("rmsnorm_kernel")), str)
+    t = apply(other, "row-registers")
+    assert not t.knobs and any("no two row loops" in r for r in remarks(t, "skipped")), remarks(t)
+    # input without const __restrict__: a write could reach it, nothing is kept from it
+    writable = src.replace("const T* __restrict__ input_row", "T* input_row").replace(
+        "const T* __restrict__ input,", "T* input,"
+    )
+    assert writable.count("T* input") == 2
+    m = parse(writable)
+    keep = row_keep(m, m.kernel("rmsnorm_kernel"))
+    assert not isinstance(keep, str) and [ld.variable for ld in keep.loads] == ["w"]
+
+
+@pytest.mark.parametrize("stem", sorted(KERNELS))
+def test_default_is_the_original_and_four_packs_need_small_blocks(stem: str) -> None:
+    t = apply(_source(stem), "row-registers")
+    assert [k.name for k in t.knobs] == ["PACKS"]
+    assert CONFIG_LINE.sub("", t.instantiate({"PACKS": 0}), count=1) == _source(stem)
+    assert any(c.startswith("PACKS <= 2 or (32) * ") and c.endswith("<= 512") for c in t.space.constraints)
+    two = t.instantiate({"PACKS": 2})
+    assert "ktx_keep_w[ktx_k].load(weight + i * VEC);" in two
+    assert ("in = ktx_keep_in[ktx_k];" in two) == (stem == "rmsnorm")
+
+
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not on PATH")
+@pytest.mark.slow
+def test_every_config_compiles_for_sm90_without_spills() -> None:
+    failed, spills, built = [], [], 0
+    for stem in sorted(KERNELS):
+        folder = ROOT / "kernels" / stem
+        spec = load_spec(folder)
+        t = template_for_spec(spec, "row-registers")
+        for packs in (1, 2, 4):
+            source = candidate_from_template(spec, t, {"PACKS": packs}).source
+            flags = (*spec.flags, "-Xptxas", "-v")
+            r = compile_kernel(CompileRequest(source, spec.kernel, flags, "90", (str(folder),), "nvcc"))
+            built += 1
+            if not r.ok:
+                failed.append(f"{stem} PACKS={packs}: {r.log[-1500:]}")
+            elif re.search(r"[1-9]\d* bytes spill stores", r.log):
+                spills.append(f"{stem} PACKS={packs}")
+    assert built == 6 and not failed, "\n".join(failed)
+    assert not spills, spills
