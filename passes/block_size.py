@@ -46,10 +46,10 @@ import re
 from collections.abc import Iterator
 
 import tree_sitter as ts
-from ktx.ir import LaunchSite, Module
+from ktx.ir import LaunchSite, Module, SharedArray
 from ktx.ir.affine import BlockAlias, kernel_index
 from ktx.ir.consteval import int_literal
-from ktx.ir.facts.constants import assumes_warp_x, ceil_divide_literals
+from ktx.ir.facts.constants import allowed_by_asserts, assumes_warp_x, ceil_divide_literals
 from ktx.ir.index import eval_int_text
 from ktx.passes._common import KernelSite, kernel_node, powers_of_two, replace_literal, round_up_follows
 
@@ -120,14 +120,8 @@ class BlockSize(Pass[KernelSite]):
                 fn.span,
             )
             return
-        fixed = [
-            a
-            for a in target.module.shared_arrays
-            if a.function == fn.name
-            and not a.extern
-            and not (alias is not None and _sized_by(a.dims, alias.name))
-        ]
-        if fixed:
+        fixed = _fixed_arrays(target, alias)
+        if fixed and not (alias is not None and alias.kind == "template" and _instantiated_blocks(target, alias)):
             yield Skip(
                 f"fixed-size __shared__ array {fixed[0].name}[{']['.join(fixed[0].dims)}]: a larger "
                 "block could index past it",
@@ -297,21 +291,59 @@ class BlockSize(Pass[KernelSite]):
         target = rw.target
         index = _template_index(target, alias)
         current = _template_value(target, index)
+        picks = _instantiated_blocks(target, alias)
+        if picks:
+            # The launcher picks among instantiations by shape (``ncols < 1024 ? 32 : 1024``):
+            # the knob starts at the one this target binds, and the dispatch table replaces the
+            # heuristic, per shape.
+            current = _bound_value(target, index)
         if current is None:
             raise Refuse(f"the template argument {alias.name} is not an integer constant at its launch")
         lo, hi = max(1, self.int_option("min")), self.int_option("max")
+        fixed = _fixed_arrays(target, alias)
+        if picks and fixed:
+            # ``__shared__ float s_sum[32]``: the author's largest instantiation is known to fit.
+            hi = min(hi, max(picks))
         name = "BLOCK_X"
-        values = sorted(set(powers_of_two(lo, hi)) | {current})
+        candidates = sorted(set(powers_of_two(lo, hi)) | set(picks) | {current})
+        values, why = allowed_by_asserts(target.module, alias.name, candidates, {})
+        if why is not None:
+            raise Refuse(why)
+        if current not in values:
+            raise Refuse(f"the kernel's static_assert rejects {alias.name} = {current}, its own value")
+        if len(values) <= 1:
+            raise Refuse(f"the kernel's static_assert allows {alias.name} only its value {current}")
         macro = rw.knob(
-            name, values, current, f"threads per block along x, and the kernel's {alias.name} (was {current})"
+            name,
+            values,
+            current,
+            f"threads per block along x, and the kernel's {alias.name} (was {current})",
         )
-        _check_literal_in_kernel(rw, current)
+        if not picks:
+            _check_literal_in_kernel(rw, current)
         for site in target.launches:
             rw.replace(site.template_arg_spans[index], macro)
-        self._edit_launchers(rw, 0, macro, current)
+        self._edit_launchers(rw, 0, macro, None if picks else current)
         rw.set_template_arg(index, "{" + name + "}")
+        if len(values) < len(candidates):
+            rw.note(f"the kernel's static_assert limits {name} to {{{', '.join(map(str, values))}}}")
+        if picks and fixed and hi < self.int_option("max"):
+            a = fixed[0]
+            rw.note(
+                f"{name} stays within {hi}, the largest {alias.name} the launcher instantiates: the "
+                f"fixed-size __shared__ array {a.name}[{']['.join(a.dims)}] is known to fit it"
+            )
+        if picks:
+            lines = ", ".join(f"line {site.span.line}" for site in target.launches)
+            rw.note(
+                f"the launcher picks {alias.name} among {', '.join(map(str, picks))} by shape ({lines}): "
+                "every launch takes the knob, and the dispatch table picks it per shape"
+            )
         mapping = rw.mapping
-        if mapping is not None:
+        if mapping is not None and picks:
+            rw.set_mapping(mapping.with_block((name, *mapping.block[1:])))
+            rw.note(f"launch mapping: block[0] = {name}")
+        elif mapping is not None:
             new, places = replace_literal(mapping, current, name)
             rw.set_mapping(new)
             rw.note(f"launch mapping: {current} -> {name} in {', '.join(places) or 'nothing'}")
@@ -510,6 +542,44 @@ def _template_value(target: Target, index: int) -> int | None:
     return next(iter(values)) if len(values) == 1 else None
 
 
+def _launch_values(target: Target, index: int) -> list[int | None]:
+    """The integer each launch passes for template parameter ``index`` (None: not a constant)."""
+    env = kernel_index(target.module, target.kernel).env
+    return [
+        eval_int_text(site.template_args[index], dict(env)) if index < len(site.template_args) else None
+        for site in target.launches
+    ]
+
+
+def _instantiated_blocks(target: Target, alias: BlockAlias) -> tuple[int, ...]:
+    """The block sizes a launcher picks among (``if (ncols < 1024) k<32>... else k<1024>...``),
+    sorted; empty unless the launches pass two or more integer constants."""
+    values = _launch_values(target, _template_index(target, alias))
+    if None in values or len(set(values)) < 2:
+        return ()
+    return tuple(sorted({v for v in values if v is not None}))
+
+
+def _bound_value(target: Target, index: int) -> int | None:
+    """The integer the target binds to template parameter ``index`` (the spec's, or the first
+    launch's), through macros and constexprs."""
+    if index >= len(target.template_args):
+        return None
+    env = kernel_index(target.module, target.kernel).env
+    return eval_int_text(target.template_args[index], dict(env))
+
+
+def _fixed_arrays(target: Target, alias: BlockAlias | None) -> list[SharedArray]:
+    """The kernel's ``__shared__`` arrays of a fixed size, not sized by the block-size name."""
+    return [
+        a
+        for a in target.module.shared_arrays
+        if a.function == target.kernel.name
+        and not a.extern
+        and not (alias is not None and _sized_by(a.dims, alias.name))
+    ]
+
+
 def _template_refusal(target: Target, alias: BlockAlias) -> str | None:
     """Why a block size read as a template parameter cannot become the knob, or None."""
     index = _template_index(target, alias)
@@ -523,8 +593,10 @@ def _template_refusal(target: Target, alias: BlockAlias) -> str | None:
             )
         if site.macro is not None:
             return f"the launch at line {site.span.line} sits in the macro {site.macro}, shared by other uses"
-    if _template_value(target, index) is None:
-        return f"the launches pass {alias.name} values that are not one integer constant"
+    if _template_value(target, index) is None and not _instantiated_blocks(target, alias):
+        return f"the launches pass {alias.name} values that are not integer constants"
+    if _template_value(target, index) is None and _bound_value(target, index) is None:
+        return f"the target binds {alias.name} to {target.template_args[index]!r}, not an integer constant"
     return None
 
 
