@@ -323,7 +323,7 @@ class BlockSize(Pass[KernelSite]):
             _check_literal_in_kernel(rw, current)
         for site in target.launches:
             rw.replace(site.template_arg_spans[index], macro)
-        self._edit_launchers(rw, 0, macro, None if picks else current)
+        self._edit_launchers(rw, 0, macro, None if picks else current, plain=True)
         rw.set_template_arg(index, "{" + name + "}")
         if len(values) < len(candidates):
             rw.note(f"the kernel's static_assert limits {name} to {{{', '.join(map(str, values))}}}")
@@ -375,7 +375,12 @@ class BlockSize(Pass[KernelSite]):
         text = syntax.text(target.module, local.value if local and local.value else node)
         return int_literal(text)
 
-    def _edit_launchers(self, rw: Rewriter, axis: int, macro: str, current: int | None) -> None:
+    def _edit_launchers(
+        self, rw: Rewriter, axis: int, macro: str, current: int | None, plain: bool = False
+    ) -> None:
+        """Each launch's block ``axis`` becomes ``KTX_PICK(macro, (as written))``, or ``macro``
+        itself when ``plain`` (a template block size: the knob has no 0, and the block must read
+        as the template argument does, so that the rewritten kernel keeps the blockDim fact)."""
         module = rw.target.module
         done: set[int] = set()
         for site in rw.target.launches:
@@ -425,7 +430,7 @@ class BlockSize(Pass[KernelSite]):
                         )
             if current is not None:
                 _check_literal_in_kernel(rw, current)
-            picked = f"KTX_PICK({macro}, ({text}))"
+            picked = macro if plain else f"KTX_PICK({macro}, ({text}))"
             rw.replace_bytes(node.start_byte, node.end_byte, picked)
             for start, end, new_text in grid_edits:
                 if start not in done:

@@ -129,6 +129,17 @@ class Expose(Pass[ConstSite]):
     def _refusal(self, target: Target, c: PerfConstant, refused: set[str]) -> str | None:
         module = target.module
         body = syntax.function_node(module, target.kernel)
+        template_block = _template_block(target)
+        if c.kind == "template-int" and c.name == template_block:
+            return (
+                f"{c.name} is the launch's block size (every launch passes it as the block too): "
+                "block-size makes it the knob BLOCK_X, the template argument and the block in step"
+            )
+        if c.kind == "launch-literal" and template_block is not None:
+            return (
+                f"{c.value} sets the block of a launch that passes the same size as the template "
+                f"parameter {template_block}: block-size moves both, a knob here would split them"
+            )
         if c.value is None:
             return f"{c.name} has no integer value ktx can compute"
         if "WARP" in c.name.upper() and "WARPS" not in c.name.upper():
@@ -276,6 +287,12 @@ class Expose(Pass[ConstSite]):
                 f"the launch mapping has no literal {c.value}: {site.knob} changes the file's launcher "
                 "only (give the mapping its vars, ktx.launch.mapping_from_spec)"
             )
+
+
+def _template_block(target: Target) -> str | None:
+    """The template parameter that is the kernel's ``blockDim.x`` at every launch, or None."""
+    aliases = target.module.facts(target.kernel, target.template_args).launch.block_aliases
+    return next((a.name for a in aliases if a.kind == "template"), None)
 
 
 def _copies(module: Module, c: PerfConstant) -> list[ts.Node]:
