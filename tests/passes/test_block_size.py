@@ -135,3 +135,53 @@ def test_a_grid_rounding_up_by_the_literal_block_follows_the_knob() -> None:
     assert launch.grid == ("(n + ((BLOCK_X if BLOCK_X else 256) - 1)) // (BLOCK_X if BLOCK_X else 256)",)
     out = t.instantiate({"BLOCK_X": 512})
     assert "k<<<(n + (512 - 1)) / 512, 512>>>(x, n);" in out
+
+
+PICKED = """\
+template <int block_size>
+__global__ void k(float* out, const float* x, int n) {
+  __shared__ float part[8];
+  float s = 0.f;
+  for (int i = threadIdx.x; i < n; i += block_size) s += x[blockIdx.x * n + i];
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+  if (block_size > 32) {
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = s;
+    __syncthreads();
+    s = threadIdx.x < block_size / 32 ? part[threadIdx.x] : 0.f;
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = s;
+}
+void launch(float* out, const float* x, int n, int rows) {
+  if (n < 512) k<32><<<rows, 32>>>(out, x, n);
+  else k<256><<<rows, 256>>>(out, x, n);
+}
+"""
+
+
+def test_a_template_block_size_picked_by_shape_is_one_knob_within_the_largest_instantiation() -> None:
+    # part[8] holds the warps of 256 threads, the author's largest instantiation: the domain
+    # stops there (32 .. 256), both launches take the knob, and the default is the first one's.
+    t = apply(PICKED, "block-size")
+    (knob,) = t.knobs
+    assert (knob.name, knob.values, knob.default) == ("BLOCK_X", (32, 64, 128, 256), 32)
+    assert changed(PICKED, code(t)) == [
+        "-__global__ void k(float* out, const float* x, int n) {",
+        "+__global__ void __launch_bounds__(KTX_BLOCK_X) k(float* out, const float* x, int n) {",
+        "-  if (n < 512) k<32><<<rows, 32>>>(out, x, n);",
+        "-  else k<256><<<rows, 256>>>(out, x, n);",
+        "+  if (n < 512) k<KTX_BLOCK_X><<<rows, KTX_BLOCK_X>>>(out, x, n);",
+        "+  else k<KTX_BLOCK_X><<<rows, KTX_BLOCK_X>>>(out, x, n);",
+    ]
+    assert "stays within 256" in remarks(t)[0] and "among 32, 256 by shape" in remarks(t)[0]
+    assert t.template_args == ("{BLOCK_X}",) and t.name_expression({"BLOCK_X": 128}) == "k<128>"
+    out = t.instantiate({"BLOCK_X": 128})
+    assert out.count("k<128><<<rows, 128>>>") == 2
+
+
+def test_a_template_block_size_launched_with_another_block_is_refused() -> None:
+    # k<256> launched with 128 threads: block_size is not the block there, so not a block size.
+    src = PICKED.replace("k<256><<<rows, 256>>>", "k<256><<<rows, 128>>>")
+    t = apply(src, "block-size")
+    assert t.knobs == ()
+    assert "never reads blockDim" in remarks(t)[0]
