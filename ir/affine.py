@@ -1307,9 +1307,10 @@ def _block_word(module: Module, host: str | None, block: str, at: int) -> str | 
                     break
                 if n.type == "init_declarator":
                     ident, _, _ = _declared(n.child_by_field_name("declarator"))
-                    if ident is not None and n.child_by_field_name("value") is not None:
-                        if _text(module, ident) == block and _scope_holds(n, at):
-                            found.append(n)
+                    declared_as = _text(module, ident) if ident is not None else None
+                    valued = n.child_by_field_name("value") is not None
+                    if declared_as == block and valued and _scope_holds(n, at):
+                        found.append(n)
                 vexing = n.parent is not None and n.parent.type == "declaration"
                 if n.type == "function_declarator" and vexing:
                     declared = n.child_by_field_name("declarator")

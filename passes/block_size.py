@@ -121,7 +121,8 @@ class BlockSize(Pass[KernelSite]):
             )
             return
         fixed = _fixed_arrays(target, alias)
-        if fixed and not (alias is not None and alias.kind == "template" and _instantiated_blocks(target, alias)):
+        picked = alias is not None and alias.kind == "template" and bool(_instantiated_blocks(target, alias))
+        if fixed and not picked:
             yield Skip(
                 f"fixed-size __shared__ array {fixed[0].name}[{']['.join(fixed[0].dims)}]: a larger "
                 "block could index past it",
