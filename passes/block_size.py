@@ -286,19 +286,21 @@ class BlockSize(Pass[KernelSite]):
         """``template <int BS> __global__ k`` launched ``k<256><<<g, 256>>>``: ``BS`` is blockDim.x.
 
         The knob goes in both places at every launch (the template argument and the block), so
-        the kernel's strides and the shared arrays ``BS`` sizes follow. A template argument
-        cannot be "0: as the original", so this knob has no 0: its default is the original size.
+        the kernel's strides and the shared arrays ``BS`` sizes follow, and the rewritten launches
+        still pass one text as both (the passes after this one still read ``BS`` as blockDim.x).
+
+        A launcher that picks among instantiations by shape (``ncols < 1024 ? 32 : 1024``) is
+        what the dispatch table replaces: every launch takes the knob. Its default is the size
+        the target binds: an integer (the spec's, or the first launch's), then the knob has no 0;
+        or the spec's own pick per shape (``template_args = ["{32 if ncols < 1024 else 1024}"]``),
+        then 0 means that pick (``KTX_PICK``), so the default config is the original at every shape.
         """
         target = rw.target
         index = _template_index(target, alias)
-        current = _template_value(target, index)
         picks = _instantiated_blocks(target, alias)
-        if picks:
-            # The launcher picks among instantiations by shape (``ncols < 1024 ? 32 : 1024``):
-            # the knob starts at the one this target binds, and the dispatch table replaces the
-            # heuristic, per shape.
-            current = _bound_value(target, index)
-        if current is None:
+        current = _bound_value(target, index) if picks else _template_value(target, index)
+        per_shape = _per_shape(target, index) if current is None else None
+        if current is None and per_shape is None:
             raise Refuse(f"the template argument {alias.name} is not an integer constant at its launch")
         lo, hi = max(1, self.int_option("min")), self.int_option("max")
         fixed = _fixed_arrays(target, alias)
@@ -306,26 +308,33 @@ class BlockSize(Pass[KernelSite]):
             # ``__shared__ float s_sum[32]``: the author's largest instantiation is known to fit.
             hi = min(hi, max(picks))
         name = "BLOCK_X"
-        candidates = sorted(set(powers_of_two(lo, hi)) | set(picks) | {current})
+        own = set() if current is None else {current}
+        candidates = sorted(set(powers_of_two(lo, hi)) | set(picks) | own)
         values, why = allowed_by_asserts(target.module, alias.name, candidates, {})
         if why is not None:
             raise Refuse(why)
-        if current not in values:
+        if current is not None and current not in values:
             raise Refuse(f"the kernel's static_assert rejects {alias.name} = {current}, its own value")
         if len(values) <= 1:
-            raise Refuse(f"the kernel's static_assert allows {alias.name} only its value {current}")
+            raise Refuse(f"the kernel's static_assert allows {alias.name} only {values}")
+        was = f"was {current}" if current is not None else f"0: the spec's {per_shape} per shape"
         macro = rw.knob(
             name,
-            values,
-            current,
-            f"threads per block along x, and the kernel's {alias.name} (was {current})",
+            values if current is not None else (0, *values),
+            current if current is not None else 0,
+            f"threads per block along x, and the kernel's {alias.name} ({was})",
         )
-        if not picks:
+        if not picks and current is not None:
             _check_literal_in_kernel(rw, current)
         for site in target.launches:
-            rw.replace(site.template_arg_spans[index], macro)
-        self._edit_launchers(rw, 0, macro, None if picks else current, plain=True)
-        rw.set_template_arg(index, "{" + name + "}")
+            span = site.template_arg_spans[index]
+            text = rw.target.module.text(span)
+            rw.replace(span, macro if current is not None else f"KTX_PICK({macro}, ({text}))")
+        self._edit_launchers(rw, 0, macro, None if picks else current, plain=current is not None)
+        if per_shape is not None:
+            rw.set_template_arg(index, "{" + f"{name} if {name} else ({per_shape})" + "}")
+        else:
+            rw.set_template_arg(index, "{" + name + "}")
         if len(values) < len(candidates):
             rw.note(f"the kernel's static_assert limits {name} to {{{', '.join(map(str, values))}}}")
         if picks and fixed and hi < self.int_option("max"):
@@ -341,10 +350,12 @@ class BlockSize(Pass[KernelSite]):
                 "every launch takes the knob, and the dispatch table picks it per shape"
             )
         mapping = rw.mapping
-        if mapping is not None and picks:
-            rw.set_mapping(mapping.with_block((name, *mapping.block[1:])))
-            rw.note(f"launch mapping: block[0] = {name}")
-        elif mapping is not None:
+        if mapping is not None and (picks or per_shape is not None):
+            first = mapping.block[0].strip()
+            block0 = name if per_shape is None else f"{name} if {name} else ({first})"
+            rw.set_mapping(mapping.with_block((block0, *mapping.block[1:])))
+            rw.note(f"launch mapping: block[0] = {block0}")
+        elif mapping is not None and current is not None:
             new, places = replace_literal(mapping, current, name)
             rw.set_mapping(new)
             rw.note(f"launch mapping: {current} -> {name} in {', '.join(places) or 'nothing'}")
@@ -575,6 +586,18 @@ def _bound_value(target: Target, index: int) -> int | None:
     return eval_int_text(target.template_args[index], dict(env))
 
 
+def _per_shape(target: Target, index: int) -> str | None:
+    """The spec's expression for template parameter ``index`` when it is computed per shape
+    (``{32 if ncols < 1024 else 1024}`` gives ``32 if ncols < 1024 else 1024``), else None."""
+    if index >= len(target.template_args):
+        return None
+    text = target.template_args[index].strip()
+    inner = text[1:-1].strip()
+    if not (text.startswith("{") and text.endswith("}")) or not inner or "{" in inner or "}" in inner:
+        return None
+    return inner
+
+
 def _fixed_arrays(target: Target, alias: BlockAlias | None) -> list[SharedArray]:
     """The kernel's ``__shared__`` arrays of a fixed size, not sized by the block-size name."""
     return [
@@ -601,8 +624,12 @@ def _template_refusal(target: Target, alias: BlockAlias) -> str | None:
             return f"the launch at line {site.span.line} sits in the macro {site.macro}, shared by other uses"
     if _template_value(target, index) is None and not _instantiated_blocks(target, alias):
         return f"the launches pass {alias.name} values that are not integer constants"
-    if _template_value(target, index) is None and _bound_value(target, index) is None:
-        return f"the target binds {alias.name} to {target.template_args[index]!r}, not an integer constant"
+    bound = _template_value(target, index) or _bound_value(target, index) or _per_shape(target, index)
+    if bound is None:
+        return (
+            f"the target binds {alias.name} to {target.template_args[index]!r}, neither an integer "
+            "constant nor the spec's expression per shape ({...})"
+        )
     return None
 
 

@@ -49,6 +49,7 @@ from ktx.ir.facts.constants import (
     spec_selected,
     warp_sized_callees,
 )
+from ktx.ir.index import eval_int_text
 from ktx.passes._common import around, replace_literal
 
 from ktx import syntax
@@ -130,7 +131,7 @@ class Expose(Pass[ConstSite]):
         module = target.module
         body = syntax.function_node(module, target.kernel)
         template_block = _template_block(target)
-        if c.kind == "template-int" and c.name == template_block:
+        if c.kind == "template-int" and c.name == template_block and not _block_tied(target, c):
             return (
                 f"{c.name} is the launch's block size (every launch passes it as the block too): "
                 "block-size makes it the knob BLOCK_X, the template argument and the block in step"
@@ -293,6 +294,22 @@ def _template_block(target: Target) -> str | None:
     """The template parameter that is the kernel's ``blockDim.x`` at every launch, or None."""
     aliases = target.module.facts(target.kernel, target.template_args).launch.block_aliases
     return next((a.name for a in aliases if a.kind == "template"), None)
+
+
+def _block_tied(target: Target, c: PerfConstant) -> bool:
+    """Whether every launch writes ``c``'s one value as its block's literal too
+    (``k<256><<<g, 256>>>``), so that expose moves the block with the template argument; not
+    when the launcher picks among values or the block is a ``dim3`` local (block-size's case)."""
+    if c.value is None or not target.launches:
+        return False
+    index = next(i for i, p in enumerate(target.kernel.template_params) if p.name == c.name)
+    env = {m.name: m.int_value for m in target.module.macros if m.int_value is not None}
+    return all(
+        index < len(site.template_args)
+        and eval_int_text(site.template_args[index], dict(env)) == c.value
+        and int_literal(target.module.text(site.block).strip()) == c.value
+        for site in target.launches
+    )
 
 
 def _copies(module: Module, c: PerfConstant) -> list[ts.Node]:

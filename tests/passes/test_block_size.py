@@ -185,3 +185,27 @@ def test_a_template_block_size_launched_with_another_block_is_refused() -> None:
     t = apply(src, "block-size")
     assert t.knobs == ()
     assert "never reads blockDim" in remarks(t)[0]
+
+
+def test_a_spec_that_picks_the_template_block_size_per_shape_keeps_its_pick_as_the_default() -> None:
+    # The spec writes the launcher's heuristic as its template argument and block: the knob's 0
+    # is that pick, per shape (KTX_PICK in the source, ``X if X else (...)`` in the name
+    # expression and the mapping), so the default config is the original at every shape.
+    heuristic = "32 if n < 512 else 256"
+    mapping = LaunchMapping(("rows",), (heuristic,), "0", (), "spec")
+    t = apply(PICKED, "block-size", mapping=mapping, template_args=["{" + heuristic + "}"])
+    (knob,) = t.knobs
+    assert (knob.values, knob.default) == ((0, 32, 64, 128, 256), 0)
+    assert t.template_args == ("{BLOCK_X if BLOCK_X else (32 if n < 512 else 256)}",)
+    launch = t.launch()
+    assert launch is not None
+    assert launch.evaluate({"rows": 4, "n": 100, "BLOCK_X": 0})[1] == (32,)
+    assert launch.evaluate({"rows": 4, "n": 4096, "BLOCK_X": 0})[1] == (256,)
+    assert launch.evaluate({"rows": 4, "n": 4096, "BLOCK_X": 64})[1] == (64,)
+    as_original = changed(PICKED, t.instantiate({"BLOCK_X": 0}))
+    assert as_original == ["+// ktx: `block-size` instantiated with BLOCK_X=0"]
+    assert t.instantiate({"BLOCK_X": 128}).count("k<128><<<rows, 128>>>") == 2
+    # The rewritten launches pass one text as template argument and block: vectorize, after
+    # block-size, still reads ``i += block_size`` as a block stride.
+    chained = apply(PICKED, "block-size,vectorize", mapping=mapping, template_args=["{" + heuristic + "}"])
+    assert [k.name for k in chained.knobs] == ["BLOCK_X", "VEC_L0"]
