@@ -33,10 +33,23 @@ limit. A literal block whose grid rounds up a division by the same literal
 (``(n + 255) / 256``, ``(n - 1) / 256 + 1``) rewrites the grid's copies too (255 as the knob
 minus one), in the source and in the launch mapping.
 
+A template parameter every launch passes as its block too (``k<BS><<<g, BS>>>``, or through a
+``dim3`` local in scope at the launch) is ``blockDim.x`` for the analysis, so its loops
+(``col += block_size``) are block-stride loops to vectorize and split. When the launcher picks
+among instantiations by shape (llama.cpp's ``ncols < 1024 ? 32 : 1024``), every launch takes
+the one knob and the dispatch table replaces the heuristic per shape. The domain is the
+instantiated values and the powers of two within the device limit, less what the kernel's
+``static_assert``s reject, and no larger than the largest instantiation when the kernel has a
+fixed-size ``__shared__`` array (the author's own instantiations are what is known to fit). The
+default is the size the target binds; a spec that computes it per shape
+(``template_args = ["{32 if ncols < 1024 else 1024}"]``) gets 0, that pick, so the default
+config is the original at every shape.
+
 The pass refuses kernels that read neither ``blockDim`` nor such a name (their work mapping is
 tied to the launch's block size in ways a knob would break), kernels with fixed-size shared
-arrays not sized by that name, kernels that read their block size as a template parameter or
-parameter, and launches whose grid repeats the block's literal other than to round up
+arrays not sized by that name (but for a template block size the launcher picks among, above),
+kernels that read their block size as a parameter or as a template parameter some launch does
+not write (deduced, defaulted, or in a shared macro), and launches whose grid repeats the block's literal other than to round up
 (``<<<n / 256, 256>>>``: run expose first, or name the constant).
 """
 

@@ -19,7 +19,9 @@ Refused, with the reason as a remark: warp-size constants (hardware), values com
 (``threadIdx.x / THREADS_PER_GROUP``: the shuffle masks assume them), host copies of a refused
 device constant, a 32 that is the warp the kernel (or a device function it calls) shuffles over,
 and template parameters that take different values at different launch sites (they select
-behaviour, like ``TOPK``). Also refused, so that every value computes the same result: a
+behaviour, like ``TOPK``). A template parameter that is the launch's block size, unless every
+launch writes its value as the block's literal, is left to ``block-size``, which moves the
+template argument and the block together (so are the launch literals beside it). Also refused, so that every value computes the same result: a
 constant computed from another (``NUM_WARPS = THREADS / 32`` follows ``THREADS``), one that lays
 out a buffer (``in + token * TOPK * d``), one the spec sets from a shape variable
 (``template_args = [..., "{topk}"]``) or names as one, and one fed to a ``static_assert`` ktx
