@@ -21,14 +21,14 @@ device constant, a 32 that is the warp the kernel (or a device function it calls
 and template parameters that take different values at different launch sites (they select
 behaviour, like ``TOPK``). A template parameter that is the launch's block size, unless every
 launch writes its value as the block's literal, is left to ``block-size``, which moves the
-template argument and the block together (so are the launch literals beside it). Also refused, so that every value computes the same result: a
-constant computed from another (``NUM_WARPS = THREADS / 32`` follows ``THREADS``), one that lays
-out a buffer (``in + token * TOPK * d``), one the spec sets from a shape variable
-(``template_args = [..., "{topk}"]``) or names as one, and one fed to a ``static_assert`` ktx
-cannot evaluate; an assert it can evaluate narrows the domain to the values it accepts
-(``VEC * sizeof(T) <= 16``). A launch literal written twice in the expression it sets
-(``d < 1024 ? d : 1024``) changes in both places, and in the block's mapping only, so the
-launcher ships what is measured. See ``ktx/ir/facts/constants.py``.
+template argument and the block together (so are the launch literals beside it). Also refused,
+so that every value computes the same result: a constant computed from another (``NUM_WARPS =
+THREADS / 32`` follows ``THREADS``), one that lays out a buffer (``in + token * TOPK * d``), one
+the spec sets from a shape variable (``template_args = [..., "{topk}"]``) or names as one, and
+one fed to a ``static_assert`` ktx cannot evaluate; an assert it can evaluate narrows the domain
+to the values it accepts (``VEC * sizeof(T) <= 16``). A launch literal written twice in the
+expression it sets (``d < 1024 ? d : 1024``) changes in both places, and in the block's mapping
+only, so the launcher ships what is measured. See ``ktx/ir/facts/constants.py``.
 """
 
 from __future__ import annotations
