@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 22 item 3's GPU evidence: the template block size a launcher picks by shape, searched per
-# shape (tests/passes/kernels/template_norm, a llama.cpp-like LayerNorm whose launcher picks
+# shape (benchmarks/template_norm, a llama.cpp-like LayerNorm whose launcher picks
 # ncols < 1024 ? 32 : 1024). One H100/H200, one device command of under 8 minutes:
 #
 #   1. bs      ktx tune --passes block-size over the default shapes (4096 columns at 1, 32, 512
@@ -27,7 +27,7 @@ mkdir -p "$OUT" "$RUNS"
 PY="${PY:-python3}"
 BACKEND="${BACKEND:-cupy}"
 export PYTHONUNBUFFERED=1 KTX_CACHE_DIR="$RUNS/cubins"
-KERNEL=tests/passes/kernels/template_norm
+KERNEL=benchmarks/template_norm
 LOG="$OUT/tknobs.log"
 say() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$LOG" >&2; }
 

@@ -209,3 +209,22 @@ def test_a_spec_that_picks_the_template_block_size_per_shape_keeps_its_pick_as_t
     # block-size, still reads ``i += block_size`` as a block stride.
     chained = apply(PICKED, "block-size,vectorize", mapping=mapping, template_args=["{" + heuristic + "}"])
     assert [k.name for k in chained.knobs] == ["BLOCK_X", "VEC_L0"]
+
+
+def test_the_template_norm_benchmark_spec_searches_its_template_block_size() -> None:
+    # benchmarks/template_norm (scripts/gpu_tknobs.sh tunes it): the spec writes the launcher's
+    # heuristic; BLOCK_X 0 is that pick at every shape, and vectorize still packs the row loop.
+    from passtest import ROOT
+
+    from ktx.pipeline import template_for_spec
+    from ktx.spec import load_spec
+
+    spec = load_spec(ROOT / "benchmarks" / "template_norm" / "ktx.toml")
+    t = template_for_spec(spec, "block-size,vectorize")
+    assert [(k.name, k.default) for k in t.knobs] == [("BLOCK_X", 0), ("VEC_L2", 1)]
+    assert t.knobs[0].values == (0, 32, 64, 128, 256, 512, 1024)
+    launch = t.launch()
+    assert launch is not None
+    assert launch.evaluate({"nrows": 1, "ncols": 4096, "BLOCK_X": 0})[1] == (1024,)
+    assert launch.evaluate({"nrows": 1, "ncols": 768, "BLOCK_X": 0})[1] == (32,)
+    assert launch.evaluate({"nrows": 1, "ncols": 4096, "BLOCK_X": 512})[1] == (512,)

@@ -128,7 +128,8 @@ def test_a_template_block_size_in_a_dim3_local_or_picked_by_shape_is_left_to_blo
     )
     picked = TEMPLATED.replace(
         "  k<float, 256><<<n / 256, 256>>>(x, n);",
-        "  if (n < 4096) k<float, 128><<<n / 128, 128>>>(x, n);\n  else k<float, 256><<<n / 256, 256>>>(x, n);",
+        "  if (n < 4096) k<float, 128><<<n / 128, 128>>>(x, n);\n"
+        "  else k<float, 256><<<n / 256, 256>>>(x, n);",
     )
     for src in (local, picked):
         t = apply(src, "expose")
