@@ -23,9 +23,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from ktx import syntax
+from ktx.ir import syntax
+from ktx.ir.launch import launch_dims, local_value
+
 from ktx.cli import main
-from ktx.launch import launch_dims, local_value
 from ktx.passbase import KnobSpec, Option, Pass, Rewriter, Site, Skip, Target
 from ktx.pipeline import run
 from ktx.registry import register

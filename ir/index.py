@@ -7,14 +7,13 @@ themselves become diagnostics in :mod:`ktx.ir.module`.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterator
 
 import tree_sitter as ts
 from ktx.ir.consteval import const_eval
-from ktx.ir.language import captures, parse_tree
-from ktx.ir.launchmap import Host, OpaqueLaunch, opaque_launches, wrapper_sites
+from ktx.ir.language import captures, macro_body_tree, parse_tree
+from ktx.ir.launch import Host, OpaqueLaunch, opaque_launches, wrapper_sites
 from ktx.ir.nodes import (
     Constant,
     Function,
@@ -50,8 +49,6 @@ _LOOP_KINDS: dict[str, LoopKind] = {
     "for_range_loop": "range-for",
 }
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
-#: Overwrites ``#define NAME`` (at least nine bytes) so a macro body parses as a function body.
-_MACRO_WRAPPER_HEAD = b"void _(){"
 _FIELDLESS_WRAPPERS = {"parenthesized_declarator", "reference_declarator", "variadic_declarator"}
 _NOT_DECLARATORS = {"comment", "type_qualifier", "attribute_declaration", "attribute_specifier"}
 _DECLARATOR_WRAPPERS = {
@@ -106,25 +103,6 @@ def function_declarator(fn: ts.Node) -> ts.Node | None:
     while node is not None and node.type != "function_declarator":
         node = node.child_by_field_name("declarator")
     return node
-
-
-@functools.lru_cache(maxsize=64)
-def macro_body_tree(source: bytes, define_start: int, value_start: int, value_end: int) -> ts.Tree | None:
-    """A ``#define`` body parsed as the body of a function, at its own byte offsets in ``source``.
-
-    The body is opaque text to the file's tree. The copy parsed is blank except for the body,
-    with the ``#define NAME(...)`` head overwritten by a function header, so that every node's
-    offsets point into the original file (edits and spans work unchanged). None when the head
-    is too short to hold that header. Cached: passes ask for the same launch's tree repeatedly.
-    """
-    head = _MACRO_WRAPPER_HEAD
-    if value_start - define_start < len(head):
-        return None
-    copy = bytearray(b" " * len(source))
-    copy[define_start : define_start + len(head)] = head
-    copy[value_start:value_end] = source[value_start:value_end]
-    copy += b"\n;}\n"
-    return parse_tree(bytes(copy))
 
 
 class Indexer:
@@ -375,9 +353,14 @@ class Indexer:
             init = node.child_by_field_name("right")
         elif kind == "for" and step is not None:
             var = self._var_from_step(step, cond)
-        if kind in ("while", "do") and cond is not None and cond.type in (
-            "condition_clause",
-            "parenthesized_expression",
+        if (
+            kind in ("while", "do")
+            and cond is not None
+            and cond.type
+            in (
+                "condition_clause",
+                "parenthesized_expression",
+            )
         ):
             inner = cond.named_children
             cond = inner[0] if len(inner) == 1 else cond
@@ -702,9 +685,7 @@ class Indexer:
             return None
         return self.lines.span(node.start_byte + lead, node.end_byte - trail)
 
-    def constants_and_shared(
-        self, known: dict[str, int]
-    ) -> tuple[list[Constant], list[SharedArray]]:
+    def constants_and_shared(self, known: dict[str, int]) -> tuple[list[Constant], list[SharedArray]]:
         env = dict(known)
         constants: list[Constant] = []
         shared: list[SharedArray] = []

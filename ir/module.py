@@ -16,7 +16,7 @@ import tree_sitter as ts
 from ktx.ir.foreign import IsolatedBody, isolate_broken_bodies, mask_foreign_syntax
 from ktx.ir.index import Indexer
 from ktx.ir.language import captures, parse_tree
-from ktx.ir.launchmap import OpaqueLaunch
+from ktx.ir.launch import OpaqueLaunch
 from ktx.ir.mask import describe_hidden, mask
 from ktx.ir.nodes import (
     Constant,

@@ -167,7 +167,7 @@ class LaunchSite:
     wrapper: str | None = None
     """The project's launch helper this call goes through (``launch(k, grid, block, args...)``):
     the site is the call, its grid and block the arguments the helper forwards (see
-    :mod:`ktx.ir.launchmap`)."""
+    :mod:`ktx.ir.launch`)."""
 
 
 @dataclass(frozen=True)

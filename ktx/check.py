@@ -26,8 +26,8 @@ from pathlib import Path
 
 from ktx.ir import parse_file
 
+from ktx.blockers import TODO, Blocker
 from ktx.bounds import Finding, check_spec
-from ktx.draft import TODO, Blocker
 from ktx.errors import KtxError, Location
 from ktx.spec import SPEC_FILE, ShapePoint, Spec, parse_spec
 from ktx.speccheck import contradictions

@@ -48,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KtxError as exc:
         if args.debug:
             traceback.print_exc()
-        from ktx.draft import todo_blocker
+        from ktx.blockers import todo_blocker
 
         print(f"ktx: error: {todo_blocker(exc) or exc}", file=sys.stderr)
         return 2

@@ -77,22 +77,44 @@ ALIASES: dict[str, str] = {
 }
 
 
-def lookup(name: str) -> DType | None:
-    return DTYPES.get(ALIASES.get(name, name))
-
-
-#: C, CUDA and PyTorch element types (as a kernel's source spells them, aliases followed) to
-#: spec dtypes; a type not here (a struct, ``float4``, ``half2``) has no one dtype.
+#: C++ element types to spec dtypes: CUDA's, PyTorch's (``c10::``/``at::``, which a project's
+#: launchers pass as ``scalar_t``), CUTLASS's and ``<cstdint>``'s. ``ktx init`` maps a kernel's
+#: pointer types through it, and a spec may write any of them as a dtype. ``c10::Float8_e4m3fnuz``
+#: (bias 8, no negative zero) is a different encoding and is not mapped.
 C_TYPES: dict[str, str] = {
-    "float": "fp32", "double": "fp64", "half": "fp16", "__half": "fp16", "at::Half": "fp16",
-    "c10::Half": "fp16", "__nv_bfloat16": "bf16", "nv_bfloat16": "bf16", "at::BFloat16": "bf16",
-    "c10::BFloat16": "bf16", "__nv_fp8_e4m3": "fp8_e4m3", "__nv_fp8_e5m2": "fp8_e5m2",
+    "float": "fp32", "double": "fp64",
+    "half": "fp16", "__half": "fp16", "at::Half": "fp16", "c10::Half": "fp16", "float16_t": "fp16",
+    "cutlass::half_t": "fp16", "half_t": "fp16", "_Float16": "fp16",
+    "__nv_bfloat16": "bf16", "nv_bfloat16": "bf16", "at::BFloat16": "bf16", "c10::BFloat16": "bf16",
+    "bfloat16_t": "bf16", "cutlass::bfloat16_t": "bf16", "__bf16": "bf16",
+    "__nv_fp8_e4m3": "fp8_e4m3", "c10::Float8_e4m3fn": "fp8_e4m3", "at::Float8_e4m3fn": "fp8_e4m3",
+    "cutlass::float_e4m3_t": "fp8_e4m3", "float_e4m3_t": "fp8_e4m3",
+    "__nv_fp8_e5m2": "fp8_e5m2", "c10::Float8_e5m2": "fp8_e5m2", "at::Float8_e5m2": "fp8_e5m2",
+    "cutlass::float_e5m2_t": "fp8_e5m2", "float_e5m2_t": "fp8_e5m2",
     "int8_t": "int8", "signed char": "int8", "char": "int8", "uint8_t": "uint8", "unsigned char": "uint8",
     "int16_t": "int16", "short": "int16", "uint16_t": "uint16", "unsigned short": "uint16",
     "int": "int32", "int32_t": "int32", "unsigned": "uint32", "unsigned int": "uint32",
-    "uint32_t": "uint32", "long long": "int64", "int64_t": "int64", "unsigned long long": "uint64",
-    "uint64_t": "uint64", "size_t": "uint64", "bool": "bool",
+    "uint32_t": "uint32", "long": "int64", "long long": "int64", "int64_t": "int64",
+    "unsigned long": "uint64", "unsigned long long": "uint64", "uint64_t": "uint64", "size_t": "uint64",
+    "bool": "bool",
 }  # fmt: skip
+
+
+def ctype_dtype(ctype: str) -> str | None:
+    """The spec dtype of a C++ element type (``const c10::BFloat16``, ``::at::Half``, ``std::int32_t``),
+    or None; qualifiers and a global or ``std::`` prefix do not matter."""
+    words = [w for w in ctype.replace("*", " ").split() if w not in ("const", "volatile", "__restrict__")]
+    name = " ".join(words).removeprefix("::").removeprefix("std::")
+    return C_TYPES.get(name)
+
+
+def lookup(name: str) -> DType | None:
+    """A spec's dtype: its own name (``bf16``), a common alias (``half``, ``bfloat16``) or a C++
+    element type (``__half``, ``c10::BFloat16``, ``__nv_fp8_e4m3``, ``int32_t``)."""
+    found = DTYPES.get(ALIASES.get(name, name))
+    if found is None and (ctype := ctype_dtype(name)) is not None:
+        found = DTYPES[ctype]
+    return found
 
 
 def of_ctype(name: str) -> DType | None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -379,3 +380,17 @@ def _eval(node: ast.expr, env: Mapping[str, Value]) -> Value:
         except (OverflowError, ValueError) as exc:
             raise _EvalError(node, f"{node.func.id}() failed: {exc}") from None
     raise _EvalError(node, f"{_describe(node)} is not allowed")  # pragma: no cover (checked)
+
+
+#: A ``{expr}`` placeholder inside a name expression or a spec string.
+PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
+
+
+def expand(text: str, env: Mapping[str, Value], where: Location | None = None) -> str:
+    """Replace ``{expr}`` in a name expression by its value (``moe_sum_kernel<T, {topk}>``)."""
+
+    def one(match: re.Match[str]) -> str:
+        value = Expr.parse(match.group(1), where).evaluate(env)
+        return str(int(value)) if isinstance(value, bool) else str(value)
+
+    return PLACEHOLDER.sub(one, text)

@@ -22,7 +22,7 @@ from ktx.errors import KtxError, Location, NoGpuError
 #: Where a kernel folder keeps the recordings of whole ``ktx optimize`` runs.
 RECORDED = Path("recorded") / "optimize"
 #: Request fields a recording may fix (the run it was made from).
-SETTINGS = ("shapes", "rounds", "trials_per_round", "seed", "ncu", "planner")
+SETTINGS = ("shapes", "rounds", "trials_per_round", "seed", "ncu", "planner", "patience", "min_gain")
 
 
 @dataclass(frozen=True)

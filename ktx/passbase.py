@@ -35,10 +35,11 @@ from enum import IntEnum
 from typing import ClassVar, Generic, Literal, TypeVar
 
 from ktx.ir import Edit, Function, LaunchSite, Loop, Module, Span
+from ktx.ir.launch import LaunchMapping
 
 from ktx.errors import KtxError
 from ktx.expr import Expr
-from ktx.launch import LaunchMapping
+from ktx.usercode import user_code
 
 PASS_NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 KNOB_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
@@ -450,8 +451,6 @@ class Rewriter:
 
 def _code_of(module: Module) -> str:
     """The module's text with comments blanked (a golden's CHECK lines name placeholders)."""
-    from ktx.template import user_code
-
     return user_code(module.text_str)
 
 

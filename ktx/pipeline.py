@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 from ktx.ir import Edit, EditSet, Function, Loop, Module, apply, parse
 from ktx.ir.edits import map_back
+from ktx.ir.launch import LaunchMapping, mapping_from_file
 
 from ktx.errors import KtxError, Location
-from ktx.launch import LaunchMapping, mapping_from_file, mapping_from_spec
 from ktx.passbase import (
     Knob,
     Outcome,
@@ -55,7 +55,8 @@ from ktx.passbase import (
     Target,
 )
 from ktx.registry import Registry, default_registry
-from ktx.template import HEADER_BEGIN_LINE, KnobSpace, Step, Template, Trace, header, sha256
+from ktx.template import KnobSpace, Step, Template, Trace, header, sha256
+from ktx.usercode import HEADER_BEGIN_LINE
 
 if TYPE_CHECKING:
     from ktx.measure.types import Candidate
@@ -479,9 +480,24 @@ def _header_offset(module: Module, fn: Function) -> int:
     return src.rfind(b"\n", 0, start) + 1
 
 
+def mapping_from_spec(spec: Spec) -> LaunchMapping:
+    """The spec's ``[launch]``, with its derived ``[vars]`` as vars (so passes can redefine them).
+
+    Here, not in :mod:`ktx.ir.launch`: the spec is ktx's, and the IR reads only the source.
+    """
+    return LaunchMapping(
+        tuple(e.text for e in spec.launch.grid),
+        tuple(e.text for e in spec.launch.block),
+        spec.launch.shared.text,
+        tuple((name, expr.text) for name, expr in spec.derived),
+        "spec",
+    )
+
+
 def template_for_spec(spec: Spec, pipeline: str, registry: Registry | None = None) -> Template:
-    """Run ``pipeline`` on a spec's kernel, launched as the spec says (vars included)."""
-    return run(
+    """Run ``pipeline`` on a spec's kernel, launched as the spec says (vars included); its
+    name expression is qualified with the spec's namespace (``kernel = "vllm::rms_norm"``)."""
+    template = run(
         spec.source_text(),
         pipeline,
         kernel=spec.kernel,
@@ -490,6 +506,7 @@ def template_for_spec(spec: Spec, pipeline: str, registry: Registry | None = Non
         registry=registry,
         path=str(spec.folder / spec.source),
     )
+    return dataclasses.replace(template, scope=spec.scope) if spec.scope else template
 
 
 def candidate(spec: Spec, passes: str, config: Mapping[str, int]) -> Candidate:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ktx.dtypes import DTYPES, DType, lookup
 from ktx.errors import KtxError, Location
-from ktx.expr import Expr, Value
+from ktx.expr import PLACEHOLDER, Expr, Value, expand
 from ktx.tomlpos import KeyPath, TomlPositions
 
 if TYPE_CHECKING:
@@ -76,12 +76,38 @@ DEFAULT_TOLERANCE: Mapping[str, Tolerance] = {
 _EXACT = Tolerance(0.0, 0.0, 0.0)
 
 
+#: Distributions written ``kind:LOW..HIGH``: integers in ``[LOW, HIGH)``, LOW and HIGH
+#: expressions over the shape variables (``int:0..max_pos``); ``distinct`` draws no value twice
+#: (a slot mapping that two tokens must not share).
+RANGE_DISTRIBUTIONS = ("int", "distinct")
+_RANGE = re.compile(r"^\s*(int|distinct)\s*:(.+?)\.\.(.+)$")
+
+
 @dataclass(frozen=True)
 class Dist:
-    """How input values are drawn: ``kind`` with its parameters (defaults filled in)."""
+    """How input values are drawn: ``kind`` with its parameters (defaults filled in), or for
+    ``int``/``distinct`` an integer range whose ends are expressions (data-dependent indices:
+    positions, slot mappings, expert ids must be valid indices for the shape)."""
 
     kind: str = "normal"
     params: tuple[tuple[str, float], ...] = ()
+    bounds: tuple[Expr, Expr] | None = None
+
+    def range(self, env: Mapping[str, Value], count: int = 0) -> tuple[int, int]:
+        """``[low, high)`` at ``env``; refused when empty or, for ``distinct``, smaller than
+        the ``count`` values to draw."""
+        assert self.bounds is not None
+        low, high = (e.evaluate_int(env) for e in self.bounds)
+        where = self.bounds[0].where
+        if high <= low:
+            raise KtxError(f"dist {self.kind}:{low}..{high} is an empty range", where, "HIGH is exclusive")
+        if self.kind == "distinct" and high - low < count:
+            raise KtxError(
+                f"dist distinct:{low}..{high} has {high - low} values, fewer than the {count} to draw",
+                where,
+                "widen the range or use int:LOW..HIGH",
+            )
+        return low, high
 
     def param(self, name: str) -> float:
         for key, value in self.params:
@@ -102,6 +128,8 @@ class Arg:
     value: Expr | None = None  # scalars only
     dist: Dist = Dist()
     where: Location | None = field(default=None, compare=False)
+    #: A pointer the project passes as null (``dist = "null"``): no buffer, role ``scalar``.
+    null: bool = False
 
     @property
     def is_array(self) -> bool:
@@ -117,6 +145,23 @@ class Arg:
             if dim < 0:
                 raise KtxError(f"arg {self.name!r}: dimension {expr.text!r} is {dim}", expr.where)
         return dims
+
+    # By-value structs and vectors (keyword-only in use: construct with fields=..., ctype=...).
+    fields: tuple[tuple[str, Expr], ...] = ()
+    """A by-value struct or vector (``uint3``, ``Params``): each scalar field's value, by its
+    path (``ncols``, ``div.x``, ``coef[2]``); the bytes are laid out as the compiler lays out
+    the kernel's parameter type (:mod:`ktx.measure.argpack`). Empty for every other argument."""
+    ctype: str | None = None
+    """The struct's type as the spec names it (``type = "Params"``), checked against the kernel."""
+
+    @property
+    def is_struct(self) -> bool:
+        return bool(self.fields)
+
+
+#: The dtype of a by-value struct argument: never a buffer's, never in ``DTYPES`` (a spec cannot
+#: name it); its bytes come from the layout, not from this.
+STRUCT = DType("struct", "struct", "uint8", 1, "int", False)
 
 
 @dataclass(frozen=True)
@@ -216,6 +261,9 @@ class Spec:
     require: tuple[Expr, ...]
     verify: Verify
     description: str = ""
+    #: The namespaces around the kernel (``kernel = "vllm::rms_norm"`` gives ``kernel`` =
+    #: ``rms_norm``, the name the source's parse knows, and ``scope`` = ``vllm``).
+    scope: str = ""
 
     # -- derived information ---------------------------------------------------------------
 
@@ -246,11 +294,16 @@ class Spec:
             ) from None
 
     @property
+    def qualified_kernel(self) -> str:
+        """``vllm::rms_norm``: the kernel's name as C++ at file scope spells it."""
+        return f"{self.scope}::{self.kernel}" if self.scope else self.kernel
+
+    @property
     def name_expression(self) -> str:
         """The kernel's name expression; ``{expr}`` placeholders are expanded per shape."""
         if not self.template_args:
-            return self.kernel
-        return f"{self.kernel}<{', '.join(self.template_args)}>"
+            return self.qualified_kernel
+        return f"{self.qualified_kernel}<{', '.join(self.template_args)}>"
 
     def shape_set(self, name: str | None = None) -> ShapeSet:
         wanted = name or self.default_shapes
@@ -285,6 +338,10 @@ class Spec:
                 f"{self.name}: shape {point.name!r} must set exactly {', '.join(self.variables)}",
                 Location(str(self.path)),
             )
+
+    def template_args_at(self, env: Mapping[str, Value]) -> tuple[str, ...]:
+        """The template arguments with their ``{expr}`` placeholders expanded at ``env``."""
+        return tuple(expand(t, env) for t in self.template_args)
 
     def env(self, point: ShapePoint, config: Mapping[str, Value] | None = None) -> dict[str, Value]:
         """Shape variables, then derived variables, then knob values (which may use both)."""
@@ -400,19 +457,6 @@ class Spec:
 
     def flops_done(self, env: Mapping[str, Value]) -> int | None:
         return None if self.flops is None else self.flops.evaluate_int(env)
-
-
-_PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
-
-
-def expand(text: str, env: Mapping[str, Value], where: Location | None = None) -> str:
-    """Replace ``{expr}`` in a name expression by its value (``moe_sum_kernel<T, {topk}>``)."""
-
-    def one(match: re.Match[str]) -> str:
-        value = Expr.parse(match.group(1), where).evaluate(env)
-        return str(int(value)) if isinstance(value, bool) else str(value)
-
-    return _PLACEHOLDER.sub(one, text)
 
 
 # -- loading ------------------------------------------------------------------------------
@@ -561,6 +605,8 @@ _TOP_KEYS = (
 _ARG_KEYS = ("name", "dtype", "shape", "role", "dist", "value", *DISTRIBUTIONS["normal"],
              *DISTRIBUTIONS["uniform"], *DISTRIBUTIONS["arange"], *SPECIAL_PARAMS)  # fmt: skip
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: ``kernel``, ``ns::kernel``, ``::a::b::kernel``: a kernel inside namespaces.
+_QUALIFIED = re.compile(r"^\s*(::\s*)?[A-Za-z_][A-Za-z0-9_]*(\s*::\s*[A-Za-z_][A-Za-z0-9_]*)*\s*$")
 
 
 def load_spec(path: str | Path) -> Spec:
@@ -571,6 +617,10 @@ def load_spec(path: str | Path) -> Spec:
     elif p.is_file() and p.suffix != ".toml":
         refuse_non_spec(p)
     spec = parse_spec(read_spec_text(p), p)
+    if any(a.is_struct for a in spec.args):
+        from ktx.measure.argpack import struct_layouts  # libclang: only for struct arguments
+
+        struct_layouts(spec)  # a field the struct lacks (or lacks a value) fails here, at its line
     refuse_out_of_bounds(spec)
     from ktx.speccheck import refuse_unwritten_outputs  # reads the source's facts
 
@@ -670,9 +720,14 @@ def parse_spec(text: str, path: Path) -> Spec:
     # A misspelt section is reported as such, not as the section that is then missing.
     _Table({k: v for k, v in data.items() if k not in _TOP_KEYS}, (), pos).done(_TOP_KEYS)
 
-    kernel = top.string("kernel", required=True)
-    if not _IDENT.match(kernel):
-        raise top.error("kernel", f"{kernel!r} is not a C++ identifier")
+    written = top.string("kernel", required=True)
+    if not _QUALIFIED.match(written):
+        raise top.error(
+            "kernel",
+            f"{written!r} is not a C++ identifier",
+            "give the kernel's name, with its namespaces where it has any: ns::kernel",
+        )
+    scope, _, kernel = re.sub(r"\s+", "", written).lstrip(":").rpartition("::")
     source = top.string("source", "kernel.cu")
     if not (path.parent / source).is_file():
         raise top.error("source", f"file {source!r} not found next to the spec")
@@ -695,7 +750,7 @@ def parse_spec(text: str, path: Path) -> Spec:
     launch_t.done(("grid", "block", "shared"))
 
     compile_t = top.table("compile")
-    flags = compile_t.strings("flags")
+    flags = flag_paths(compile_t.strings("flags"), path.parent)
     compile_t.done(("flags",))
 
     reference = _reference(top, path)
@@ -733,12 +788,56 @@ def parse_spec(text: str, path: Path) -> Spec:
         path=path, kernel=kernel, source=source, template_args=template_args, args=args,
         variables=variables, derived=derived, shapes=shapes, default_shapes=default_shapes,
         launch=launch, flags=flags, reference=reference, tolerance=tolerance, bytes=byte_expr,
-        flops=flop_expr, require=require, verify=verify, description=description,
+        flops=flop_expr, require=require, verify=verify, description=description, scope=scope,
     )  # fmt: skip
     _check_names(spec, top)
     _check_points(spec, top)
     _check_kernel_defined(spec, top)
     return spec
+
+
+#: Flags that take a folder, joined (``-Iinc``, ``--include-path=inc``) or as the next flag.
+_DIR_FLAGS = ("-I", "--include-path", "-isystem", "--system-include")
+#: Flags that take a file to include first (``-include pre.h``, ``--pre-include=pre.h``).
+_FILE_FLAGS = ("-include", "--pre-include")
+
+
+def flag_paths(flags: Sequence[str], folder: Path) -> tuple[str, ...]:
+    """``flags`` with their relative paths made absolute from the spec's ``folder``, not from
+    wherever ktx runs: an include folder (``-I``, ``--include-path``, ``-isystem``) always; a
+    pre-included file (``-include``, ``--pre-include``) when it exists there (else it is a
+    header the compiler finds on its include path, such as ``cuda_fp16.h``). Absolute paths
+    stay as written."""
+    base = folder.resolve()
+
+    def fix(value: str, is_dir: bool) -> str:
+        if not value or Path(value).is_absolute() or value.startswith("~"):
+            return value
+        candidate = base / value
+        return str(Path(os.path.normpath(candidate))) if is_dir or candidate.exists() else value
+
+    out: list[str] = []
+    pending: bool | None = None  # the previous flag wants a path: is it a folder?
+    for flag in flags:
+        if pending is not None:
+            out.append(fix(flag, pending))
+            pending = None
+            continue
+        for names, is_dir in ((_DIR_FLAGS, True), (_FILE_FLAGS, False)):
+            name = next((n for n in names if flag == n or flag.startswith(n)), None)
+            if name is None:
+                continue
+            if flag == name:
+                pending = is_dir
+                out.append(flag)
+            else:
+                rest = flag[len(name) :]
+                sep = "=" if rest.startswith("=") else ""
+                out.append(name + sep + fix(rest[len(sep) :], is_dir))
+            break
+        else:
+            out.append(flag)
+    return tuple(out)
 
 
 def _shapes(top: _Table, pos: TomlPositions) -> tuple[tuple[ShapeSet, ...], str, tuple[str, ...]]:
@@ -876,6 +975,9 @@ def _args(top: _Table, pos: TomlPositions) -> tuple[Arg, ...]:
         if name in seen:
             raise t.error("name", f"duplicate argument {name!r}")
         seen.add(name)
+        if t.has("fields"):
+            args.append(_struct_arg(t, name))
+            continue
         dtype_name = t.string("dtype", required=True)
         dtype = lookup(dtype_name)
         if dtype is None:
@@ -892,6 +994,10 @@ def _args(top: _Table, pos: TomlPositions) -> tuple[Arg, ...]:
             t.done(("name", "dtype", "value"))
             args.append(Arg(name, dtype, "scalar", (), value, Dist(), t.loc()))
             continue
+        if t.has("dist") and t.string("dist") == "null":
+            t.done(("name", "dtype", "dist"))
+            args.append(Arg(name, dtype, "scalar", (), None, Dist("null"), t.loc(), null=True))
+            continue
         if not t.has("shape"):
             raise t.error(None, f"argument {name!r} needs a 'shape' (array) or a 'value' (scalar)")
         _shape_is_a_list(t, name)
@@ -900,9 +1006,19 @@ def _args(top: _Table, pos: TomlPositions) -> tuple[Arg, ...]:
         if role not in ("in", "out", "inout"):
             raise t.error("role", f"role must be 'in', 'out' or 'inout', got {role!r}")
         kind = t.string("dist", "randint" if dtype.kind in ("int", "bool") else "normal")
+        ranged = _RANGE.match(kind)
+        if ranged is not None:
+            if role == "out":
+                raise t.error("dist", "an output argument takes no input distribution")
+            t.done(("name", "dtype", "shape", "role", "dist"))
+            bounds = (_range_end(t, ranged.group(2)), _range_end(t, ranged.group(3)))
+            args.append(Arg(name, dtype, role, shape, None, Dist(ranged.group(1), (), bounds), t.loc()))
+            continue
         if kind not in DISTRIBUTIONS:
             raise t.error(
-                "dist", f"unknown distribution {kind!r}", "distributions: " + ", ".join(DISTRIBUTIONS)
+                "dist",
+                f"unknown distribution {kind!r}",
+                "distributions: " + ", ".join(DISTRIBUTIONS) + ", int:LOW..HIGH, distinct:LOW..HIGH, null",
             )
         allowed = (*DISTRIBUTIONS[kind], *SPECIAL_PARAMS)
         params = []
@@ -920,6 +1036,58 @@ def _args(top: _Table, pos: TomlPositions) -> tuple[Arg, ...]:
         t.done(("name", "dtype", "shape", "role", "dist", *allowed))
         args.append(Arg(name, dtype, role, shape, None, Dist(kind, tuple(params)), t.loc()))
     return tuple(args)
+
+
+def _struct_arg(t: _Table, name: str) -> Arg:
+    """``fields = { ncols = "d", div = { x = "m", y = "s" }, coef = ["1", "0.5"] }``: a struct
+    passed by value. Nested tables are nested structs, arrays are fixed arrays; each leaf is an
+    expression (a string or a number; ``true``/``false`` for a bool). TOML's dotted keys write
+    one field a line: ``fields.div.x = "m"``."""
+    for bad in ("dtype", "shape", "role", "dist", "value"):
+        if t.has(bad):
+            raise t.error(bad, f"struct argument {name!r} (it has fields) takes no {bad!r}",
+                          "its layout comes from the kernel's parameter type")  # fmt: skip
+    ctype = t.string("type")
+    if ctype is not None and not ctype.strip():
+        raise t.error("type", "empty type name")
+    raw = t.raw("fields")
+    if not isinstance(raw, dict) or not raw:
+        raise t.error("fields", f"expected a table of field values, got {raw!r}", 'e.g. fields = { n = "d" }')
+    out: list[tuple[str, Expr]] = []
+
+    def leaf(path: tuple[str | int, ...], value: Any) -> None:
+        key = (*t.key, "fields", *path)
+        label = _field_label(path)
+        if isinstance(value, dict):
+            if not value:
+                raise t.error("fields", f"field {label}: empty table")
+            for sub, v in value.items():
+                leaf((*path, sub), v)
+        elif isinstance(value, list):
+            if not value:
+                raise t.error("fields", f"field {label}: empty array")
+            for i, v in enumerate(value):
+                leaf((*path, i), v)
+        elif isinstance(value, bool):
+            out.append((label, Expr.parse("1" if value else "0", t.pos.value_col(key))))
+        elif isinstance(value, str | int | float):
+            out.append((label, Expr.parse(value, t.pos.value_col(key))))
+        else:
+            raise t.error("fields", f"field {label}: expected an expression, got {value!r}")
+
+    for key, value in raw.items():
+        leaf((key,), value)
+    t.done(("name", "fields", "type"))
+    return Arg(name, STRUCT, "scalar", where=t.loc(), fields=tuple(out), ctype=ctype)
+
+
+def _field_label(path: Sequence[str | int]) -> str:
+    """``("div", "x")`` -> ``div.x``, ``("coef", 2)`` -> ``coef[2]`` (as ktx.ir.facts.structs
+    names a leaf)."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text
 
 
 def _shape_is_a_list(t: _Table, name: str) -> None:
@@ -948,6 +1116,7 @@ def _check_kernel_defined(spec: Spec, top: _Table) -> None:
         return  # an unreadable source is reported where it is read, with its own location
     names = [k.name for k in module.kernels]
     if spec.kernel in names:
+        _check_kernel_scope(spec, top, module)
         return
     # A kernel defined in a local header, or one tree-sitter did not see as a kernel (built by
     # a macro, say), still has its name in a text: only a name none of them has is wrong.
@@ -962,6 +1131,32 @@ def _check_kernel_defined(spec: Spec, top: _Table) -> None:
     known = ", ".join(names) or "none found"
     raise top.error(
         "kernel", f"{spec.source} defines no kernel {spec.kernel!r}", f"kernels in {spec.source}: {known}"
+    )
+
+
+def _check_kernel_scope(spec: Spec, top: _Table, module: Any) -> None:
+    """The namespaces ``kernel`` names are those around the kernel in the source: a kernel in
+    ``namespace vllm`` written ``kernel = "k"`` (with no ``using namespace`` that reaches it,
+    and no pre-included file that could hold one) is not found by the compiler at file scope,
+    and ``kernel = "other::k"`` names no kernel."""
+    from ktx.ir.clang import _namespace_path
+
+    scopes = [
+        "::".join(n for n in _namespace_path(module, fn) if n)
+        for fn in module.kernels
+        if fn.name == spec.kernel
+    ]
+    if spec.scope in scopes:
+        return
+    if not spec.scope:
+        pre_included = any(f.startswith(("-include", "--pre-include")) for f in spec.flags)
+        if pre_included or re.search(r"\busing\s+namespace\b", module.text_str):
+            return
+    where = ", ".join(f"{s}::{spec.kernel}" if s else spec.kernel for s in scopes)
+    raise top.error(
+        "kernel",
+        f"{spec.source} has no kernel {spec.qualified_kernel!r} (it has {where})",
+        f'write kernel = "{where.split(", ")[0]}"',
     )
 
 
@@ -1015,10 +1210,14 @@ def _check_names(spec: Spec, top: _Table) -> None:
             raise top.error("vars", f"vars.{name} redefines a shape variable")
         known.add(name)
     for arg in spec.args:
+        for field_name, expr in arg.fields:
+            _names_ok(expr, known, f"args.{arg.name}.fields.{field_name}")
         for expr in arg.shape:
             _names_ok(expr, known, f"args.{arg.name}.shape")
         if arg.value is not None:
             _names_ok(arg.value, known, f"args.{arg.name}.value")
+        for expr in arg.dist.bounds or ():
+            _names_ok(expr, known, f"args.{arg.name}.dist")
     for label, exprs in (
         ("bytes", (spec.bytes,)),
         ("flops", (spec.flops,)),
@@ -1031,7 +1230,7 @@ def _check_names(spec: Spec, top: _Table) -> None:
     for expr in (*spec.launch.grid, *spec.launch.block, spec.launch.shared):
         _names_ok(expr, known, "launch")
     for text in spec.template_args:
-        for match in _PLACEHOLDER.finditer(text):
+        for match in PLACEHOLDER.finditer(text):
             _names_ok(Expr.parse(match.group(1), top.loc("template_args")), known, "template_args")
 
 
@@ -1049,6 +1248,13 @@ def _names_ok(expr: Expr, known: set[str], label: str) -> None:
         )
 
 
+def _range_end(t: _Table, text: str) -> Expr:
+    """One end of ``int:LOW..HIGH``, an expression located at the ``dist`` key."""
+    if not text.strip():
+        raise t.error("dist", "expected int:LOW..HIGH or distinct:LOW..HIGH (e.g. int:0..max_pos)")
+    return Expr.parse(text.strip(), t.loc("dist"))
+
+
 def _check_points(spec: Spec, top: _Table) -> None:
     """Every listed shape must satisfy the constraints and give non-negative sizes."""
     for shape_set in spec.shapes:
@@ -1062,11 +1268,22 @@ def _check_points(spec: Spec, top: _Table) -> None:
                     )
             for arg in spec.args:
                 if arg.is_array:
-                    arg.dims(env)
+                    dims = arg.dims(env)
+                    if arg.dist.bounds is not None:
+                        arg.dist.range(env, _count(dims))
                 elif arg.value is not None:
                     arg.value.evaluate(env)
+                for _, expr in arg.fields:
+                    expr.evaluate(env)
             for expr in (*spec.launch.grid, *spec.launch.block, spec.launch.shared):
                 expr.evaluate_int(env)
+
+
+def _count(dims: Sequence[int]) -> int:
+    count = 1
+    for d in dims:
+        count *= d
+    return count
 
 
 def find_specs(root: str | Path) -> list[Path]:

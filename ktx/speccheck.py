@@ -31,14 +31,18 @@ import functools
 import os
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ktx.ir import Function, Module, parse
 from ktx.ir.facts.signature import ParamFact, launched_template_args, param_facts
 
 from ktx.dtypes import DType, of_ctype
 from ktx.errors import KtxError, Location
-from ktx.spec import Arg, Spec, expand
+from ktx.expr import expand
 from ktx.tomlpos import TomlPositions
+
+if TYPE_CHECKING:  # types only: ktx.spec calls this module at load
+    from ktx.spec import Arg, Spec
 
 
 @dataclass(frozen=True)

@@ -39,17 +39,21 @@ from typing import Any
 
 from ktx.ir import Edit
 from ktx.ir.edits import splice
+from ktx.ir.launch import LaunchMapping
 
 from ktx.errors import KtxError
 from ktx.expr import Expr, Value
-from ktx.launch import LaunchMapping
 from ktx.passbase import CONSTEXPR_PREFIX, HELPERS, MACRO_PREFIX, Knob, Outcome, outcome_from_json
+from ktx.usercode import (
+    HEADER_BEGIN,
+    HEADER_BEGIN_LINE,
+    HEADER_END,
+    HEADER_END_LINE,
+    comment_spans,
+    inside,
+    user_code,
+)
 
-HEADER_BEGIN = "// ktx:knobs begin"
-HEADER_END = "// ktx:knobs end"
-#: The header's markers as lines of their own (a comment that quotes them does not count).
-HEADER_BEGIN_LINE = re.compile(r"(?m)^// ktx:knobs begin[ \t]*\r?$")
-HEADER_END_LINE = re.compile(r"(?m)^// ktx:knobs end[ \t]*\r?$")
 TRACE_VERSION = 1
 _PLACEHOLDER = re.compile(r"\{([A-Z][A-Z0-9_]*)\}")
 
@@ -306,6 +310,9 @@ class Template:
     template_args: tuple[str, ...]
     trace: Trace
     outcomes: tuple[Outcome, ...] = field(default=())
+    #: The namespaces around the kernel (``vllm`` or ``a::b``), from the spec's ``kernel =
+    #: "vllm::rms_norm"``: the name expression the compiler resolves is qualified with it.
+    scope: str = ""
 
     @property
     def pipeline(self) -> str:
@@ -333,13 +340,14 @@ class Template:
         Other ``{expr}`` placeholders (a spec's ``{topk}``) are kept for the harness to expand.
         """
         full = self.space.complete(config or {})
+        kernel = f"{self.scope}::{self.kernel}" if self.scope else self.kernel
         if not self.template_args:
-            return self.kernel
+            return kernel
         args = [
             _PLACEHOLDER.sub(lambda m: str(full[m.group(1)]) if m.group(1) in full else m.group(0), a)
             for a in self.template_args
         ]
-        return f"{self.kernel}<{', '.join(args)}>"
+        return f"{kernel}<{', '.join(args)}>"
 
     def launch(self) -> LaunchMapping | None:
         """Grid, block and shared as standalone expressions over shape variables and knob names."""
@@ -466,13 +474,13 @@ def lower(
         text = _sub_code(rf"\b{MACRO_PREFIX}({names})\b", lambda m: str(values[m.group(1)]), text)
     text = _lower_launch_bounds(text)
     text = _lower_cluster_dims(text)
-    comments = _comment_spans(text)
+    comments = comment_spans(text)
     for leftover in re.finditer(
         rf"\b(?:{MACRO_PREFIX}[A-Z][A-Z0-9_]*|{CONSTEXPR_PREFIX}[A-Z][A-Z0-9_]*)\b", text
     ):
         # Only the header's knobs are placeholders: the user's own ``KTX_...`` names are code.
         ours = declared is None or leftover.group(0) in declared
-        if ours and not _inside(leftover.start(), comments):
+        if ours and not inside(leftover.start(), comments):
             raise KtxError(f"placeholder {leftover.group(0)} has no value", None, "is the config complete?")
     return text
 
@@ -496,62 +504,18 @@ def header_placeholders(source: str) -> frozenset[str] | None:
     return frozenset(names)
 
 
-def user_code(source: str) -> str:
-    """``source`` with the knob header and comments blanked (offsets and lines kept)."""
-    begin = HEADER_BEGIN_LINE.search(source)
-    stop = HEADER_END_LINE.search(source, begin.end()) if begin is not None else None
-    blank = source
-    if begin is not None and stop is not None:
-        inside = re.sub(r"[^\n]", " ", source[begin.start() : stop.end()])
-        blank = source[: begin.start()] + inside + source[stop.end() :]
-    chars = list(blank)
-    for a, b in _comment_spans(blank):
-        chars[a:b] = [c if c == "\n" else " " for c in blank[a:b]]
-    return "".join(chars)
-
-
 def _user_definition(blank: str, name: str) -> int | None:
-    """The line where the user's code (see :func:`_user_code`) defines ``name``, or None."""
+    """The line where the user's code (see :func:`ktx.usercode.user_code`) defines ``name``, or None."""
     m = re.search(rf"(?m)^[ \t]*#[ \t]*define[ \t]+{re.escape(name)}\b", blank)
     if m is None:
         m = re.search(rf"\b(?:constexpr|const|int|unsigned|auto)\s+(?:int\s+)?{re.escape(name)}\s*=", blank)
     return None if m is None else blank.count("\n", 0, m.start()) + 1
 
 
-def _comment_spans(text: str) -> list[tuple[int, int]]:
-    """``[start, end)`` of each ``//`` and ``/* */`` comment (string and char literals skipped)."""
-    spans: list[tuple[int, int]] = []
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch in "\"'":
-            j = i + 1
-            while j < n and text[j] != ch and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            i = j + 1
-        elif text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            spans.append((i, j))
-            i = j
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            spans.append((i, j))
-            i = j
-        else:
-            i += 1
-    return spans
-
-
-def _inside(offset: int, spans: list[tuple[int, int]]) -> bool:
-    return any(a <= offset < b for a, b in spans)
-
-
 def _sub_code(pattern: str, repl: Callable[[re.Match[str]], str], text: str) -> str:
     """``re.sub`` that leaves comments alone."""
-    comments = _comment_spans(text)
-    return re.sub(pattern, lambda m: m.group(0) if _inside(m.start(), comments) else repl(m), text)
+    comments = comment_spans(text)
+    return re.sub(pattern, lambda m: m.group(0) if inside(m.start(), comments) else repl(m), text)
 
 
 _DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b(.*?)(?://.*)?$")
@@ -706,8 +670,8 @@ def _lower_calls(text: str, values: Mapping[str, int]) -> str:
     """Replace ``KTX_PICK(k, (e))`` and ``KTX_CDIV(a, b)`` by plain code, innermost first."""
     pattern = re.compile(r"\bKTX_(PICK|CDIV)\s*\(")
     while True:
-        comments = _comment_spans(text)
-        found = [m for m in pattern.finditer(text) if not _inside(m.start(), comments)]
+        comments = comment_spans(text)
+        found = [m for m in pattern.finditer(text) if not inside(m.start(), comments)]
         if not found:
             return text
         m = found[-1]  # the last one cannot contain another
@@ -747,9 +711,9 @@ def _lower_launch_bounds(text: str) -> str:
     """Fold ``__launch_bounds__`` arguments; drop a zero bound (``(0)`` is no bound, as in nvcc)."""
     out: list[str] = []
     pos = 0
-    comments = _comment_spans(text)
+    comments = comment_spans(text)
     for m in re.finditer(r"__launch_bounds__\s*\(", text):
-        if m.start() < pos or _inside(m.start(), comments):
+        if m.start() < pos or inside(m.start(), comments):
             continue
         args, end = _split_args(text, m.end() - 1)
         folded = [_fold(a) for a in args]

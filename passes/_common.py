@@ -6,10 +6,9 @@ import ast
 from dataclasses import dataclass
 
 import tree_sitter as ts
-from ktx.ir import Loop, Module
+from ktx.ir import Loop, Module, syntax
+from ktx.ir.launch import LaunchMapping, divide_grid_x
 
-from ktx import syntax
-from ktx.launch import LaunchMapping, divide_grid_x
 from ktx.passbase import Rewriter, Site, Target
 
 

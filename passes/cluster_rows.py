@@ -46,15 +46,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import tree_sitter as ts
-from ktx.ir import Module
+from ktx.ir import Module, syntax
+from ktx.ir.facts import assign
 from ktx.ir.facts.assign import assigned
 from ktx.ir.facts.reductions import update_of
+from ktx.ir.launch import launch_dims
 from ktx.passes._common import kernel_node, line_of, powers_of_two
 from ktx.passes._variants import Variants, insert_after_line, insert_before_line, line_bounds
 from ktx.passes.split import RowLoop, _affine_row_loop, _row_loop
 
-from ktx import syntax
-from ktx.launch import launch_dims
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
 COND = "KTX_CLUSTER > 1"
@@ -278,7 +278,7 @@ class ClusterRows(Pass[ClusterSite]):
                     continue
                 if ident.start_byte not in roles:
                     return None
-            if syntax.reassigned_after(module, body, name, local.declaration.end_byte):
+            if assign.reassigned_after(module, body, name, local.declaration.end_byte):
                 return None
             return local
 

@@ -40,11 +40,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import tree_sitter as ts
-from ktx.ir import Loop, Module
+from ktx.ir import Loop, Module, syntax
+from ktx.ir.facts import assign
 from ktx.passes._common import kernel_node, line_of
 from ktx.passes._variants import insert_after_line, line_bounds, wrap_lines
 
-from ktx import syntax
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
 COND = "KTX_PREFETCH > 0"
@@ -189,7 +189,7 @@ class EarlyLoads(Pass[EarlySite]):
                 raise Refuse(
                     f"loop {label} leaves early ({syntax.text(module, n).strip()} at line {line_of(n)})"
                 )
-        if var in syntax.assigned(module, loop_body):
+        if var in assign.assigned(module, loop_body):
             raise Refuse(f"loop {label} assigns its index {var} in its body")
         for part in (value, cond, stride):
             _available(module, body, part, after, stmt, {var}, f"loop {label}'s header")
@@ -418,7 +418,7 @@ def _earliest(module: Module, after: ts.Node, names: set[str]) -> ts.Node:
         if stmt.start_byte > after.start_byte:
             break
         declared = syntax.declared_names(module, stmt) if stmt.type == "declaration" else set()
-        if (declared | set(syntax.assigned(module, stmt))) & names:
+        if (declared | set(assign.assigned(module, stmt))) & names:
             last = stmt
     return last if last is not None else after
 
@@ -479,7 +479,7 @@ def _carried(module: Module, stmt: ts.Node, loop: Loop) -> list[str]:
     if any(True for _ in syntax.calls(module, stmt, syntax.BARRIERS | syntax.SHUFFLES)):
         return []
     local = syntax.declared_names(module, stmt) | {loop.var or ""}
-    return sorted(set(syntax.assigned(module, stmt)) - local)
+    return sorted(set(assign.assigned(module, stmt)) - local)
 
 
 def _available(
@@ -498,6 +498,6 @@ def _available(
                 f"{what} uses {name}, declared after the accumulating loop "
                 f"(line {line_of(local.declaration)})"
             )
-        for w in syntax.assigned(module, body).get(name, []):
+        for w in assign.assigned(module, body).get(name, []):
             if after.end_byte <= w.start_byte < loop.start_byte:
                 raise Refuse(f"{what} uses {name}, which changes before the loop (line {line_of(w)})")

@@ -39,7 +39,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import tree_sitter as ts
-from ktx.ir import Function, Module, Span
+from ktx.ir import Function, Module, Span, syntax
 from ktx.ir.analysis import PerfConstant, perf_constants
 from ktx.ir.consteval import int_literal
 from ktx.ir.facts.constants import (
@@ -52,10 +52,9 @@ from ktx.ir.facts.constants import (
     warp_sized_callees,
 )
 from ktx.ir.index import eval_int_text
+from ktx.ir.launch import LaunchMapping, substitute
 from ktx.passes._common import around, replace_literal
 
-from ktx import syntax
-from ktx.launch import LaunchMapping, substitute
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Rewriter, Site, Skip, Target
 
 #: Names of constants that size a block (not ``MAX_BLOCKS``, a number of blocks).
@@ -288,7 +287,7 @@ class Expose(Pass[ConstSite]):
         else:
             rw.note(
                 f"the launch mapping has no literal {c.value}: {site.knob} changes the file's launcher "
-                "only (give the mapping its vars, ktx.launch.mapping_from_spec)"
+                "only (give the mapping its vars, ktx.pipeline.mapping_from_spec)"
             )
 
 

@@ -36,10 +36,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import tree_sitter as ts
-from ktx.ir import Function, Module
+from ktx.ir import Function, Module, syntax
 from ktx.passes._common import KernelSite
 
-from ktx import syntax
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
 #: Single-precision functions and their SFU intrinsics (level 1 and up).

@@ -32,12 +32,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import tree_sitter as ts
-from ktx.ir import Module
+from ktx.ir import Module, syntax
 from ktx.ir.access import assigned_names, declared_names
-from ktx.passes import fast_math
 from ktx.passes._common import KernelSite
+from ktx.passes.fast_math import kind as math_kind
 
-from ktx import syntax
 from ktx.passbase import Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
 TRANSCENDENTAL = frozenset(
@@ -182,7 +181,7 @@ class Hoist(Pass[KernelSite]):
             loops = ", ".join(dict.fromkeys(label for label, _ in uses))
             start = syntax.line_start(source, place)
             indent = syntax.indentation(source, place)
-            kind = fast_math.kind(module, rw.target.kernel, uses[0][1].node)
+            kind = math_kind(module, rw.target.kernel, uses[0][1].node)
             ctype = kind if kind in ("float", "double") else "auto"
             decl = f"{indent}const {ctype} {name} = {text};  // hoist: invariant in {loops}{newline}"
             rw.insert(start, decl)

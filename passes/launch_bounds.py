@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ktx.ir import syntax
 from ktx.ir.consteval import int_literal
+from ktx.ir.launch import expression_of
 from ktx.passes._common import KernelSite
 
-from ktx import syntax
-from ktx.launch import expression_of
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
 

@@ -32,13 +32,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import tree_sitter as ts
-from ktx.ir import Module
-from ktx.ir.access import roots
+from ktx.ir import Module, syntax
+from ktx.ir.facts import assign
 from ktx.ir.syntax import node_text
 from ktx.passes._common import kernel_node, line_of
 from ktx.passes._variants import Variants, insert_after_line
 
-from ktx import syntax
 from ktx.passbase import KnobSpec, Pass, Phase, Rewriter, Site, Skip, Target
 
 COND = "KTX_LOADS_FIRST"
@@ -79,7 +78,7 @@ class LoadsFirst(Pass[LoadsFirstSite]):
         module = target.module
         body = kernel_node(target).child_by_field_name("body")
         assert body is not None
-        rts = roots(module, fn)
+        rts = module.facts(fn, target.template_args).roots
         stmts = list(body.named_children)
         found: list[EarlyLoad] = []
         why: list[str] = []
@@ -174,7 +173,7 @@ def _load_call(module: Module, stmt: ts.Node) -> tuple[str, ts.Node] | None:
 
 def _defines(module: Module, stmt: ts.Node, names: set[str]) -> bool:
     declared = syntax.declared_names(module, stmt) if stmt.type == "declaration" else set()
-    return bool((declared | set(syntax.assigned(module, stmt))) & names)
+    return bool((declared | set(assign.assigned(module, stmt))) & names)
 
 
 def _dependencies(module: Module, before: list[ts.Node], names: set[str]) -> set[str]:

@@ -29,10 +29,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import tree_sitter as ts
-from ktx.ir import Loop, Module
+from ktx.ir import Loop, Module, syntax
+from ktx.ir.facts import assign
 from ktx.passes._common import indent_lines, line_of
 
-from ktx import syntax
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Rewriter, Site, Skip, Target
 
 
@@ -160,7 +160,7 @@ def _analyse(module: Module, loop: Loop, label: str) -> tuple[str | None, TileSi
     body = node.child_by_field_name("body")
     if body is None:
         return "the loop has no body", None
-    written = syntax.assigned(module, body)
+    written = assign.assigned(module, body)
     if loop.var in written:
         return f"the body assigns the index {loop.var}", None
     header_names = syntax.names_in(module, right) | set(_names(step))

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ktx.ir import syntax
 from ktx.ir.consteval import int_literal
 from ktx.passes._common import LoopSite, powers_of_two
 
-from ktx import syntax
 from ktx.passbase import CONSTEXPR_PREFIX, KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
 

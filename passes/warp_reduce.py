@@ -34,13 +34,18 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import tree_sitter as ts
-from ktx.ir import Module
-from ktx.ir.access import roots
-from ktx.ir.facts.reductions import update_in
+from ktx.ir import Module, syntax
+from ktx.ir.facts import assign
+from ktx.ir.facts.reductions import (
+    halving_variable,
+    loop_variable,
+    synchronises,
+    tree_reduction,
+    update_in,
+)
+from ktx.ir.launch import is_constant
 from ktx.passes._common import LoopSite
 
-from ktx import syntax
-from ktx.launch import is_constant
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
 _CALLS = {"fmaxf": "max", "fminf": "min", "max": "max", "min": "min", "fmax": "max", "fmin": "min"}
@@ -86,7 +91,8 @@ class WarpReduce(Pass[TreeSite]):
     def sites(self, target: Target) -> Iterator[TreeSite | Skip]:
         wanted = set(self.list_option("loops"))
         module = target.module
-        known = roots(module, target.kernel)
+        known = module.facts(target.kernel, target.template_args).roots
+        shared = frozenset(a.name for a in module.shared_arrays)
         found = False
         for loop in target.loops:
             label = target.label(loop)
@@ -95,8 +101,10 @@ class WarpReduce(Pass[TreeSite]):
             node = _for_node(module, loop.span.start)
             if node is None:
                 continue
-            if not _halving(module, node):
-                if _tree_like(module, node):
+            body = node.child_by_field_name("body")
+            halving = halving_variable(module, node) is not None
+            if not (halving and body is not None and synchronises(module, body)):
+                if tree_reduction(module, node, shared) is not None:
                     found = True
                     yield Skip(
                         "a loop that synchronises and combines shared elements, but its stride does not "
@@ -161,49 +169,8 @@ def _compact(module: Module, node: ts.Node | None) -> str:
     return re.sub(r"\s+", "", syntax.text(module, node)) if node is not None else ""
 
 
-def _halving(module: Module, node: ts.Node) -> bool:
-    """A loop whose variable halves each step and whose body synchronises the block."""
-    update = _compact(module, node.child_by_field_name("update"))
-    var = _var(module, node)
-    if var is None:
-        return False
-    halves = update in (f"{var}>>=1", f"{var}/=2", f"{var}={var}>>1", f"{var}={var}/2")
-    body = node.child_by_field_name("body")
-    syncs = body is not None and any(True for _ in syntax.calls(module, body, {"__syncthreads"}))
-    return halves and syncs
-
-
-def _tree_like(module: Module, node: ts.Node) -> bool:
-    """A loop with a barrier whose body combines two elements of one shared array."""
-    body = node.child_by_field_name("body")
-    if body is None or not any(True for _ in syntax.calls(module, body, {"__syncthreads"})):
-        return False
-    shared = {a.name for a in module.shared_arrays}
-    for n in syntax.walk(body):
-        if n.type == "assignment_expression":
-            bases = {
-                syntax.text(module, b)
-                for s in syntax.walk(n)
-                if s.type == "subscript_expression" and (b := s.child_by_field_name("argument")) is not None
-            }
-            if bases & shared:
-                return True
-    return False
-
-
-def _var(module: Module, node: ts.Node) -> str | None:
-    init = node.child_by_field_name("initializer")
-    if init is None or init.type != "declaration":
-        return None
-    decls = init.children_by_field_name("declarator")
-    if len(decls) != 1 or decls[0].type != "init_declarator":
-        return None
-    ident = decls[0].child_by_field_name("declarator")
-    return syntax.text(module, ident) if ident is not None and ident.type == "identifier" else None
-
-
 def _recognise(module: Module, target: Target, node: ts.Node, known: Mapping[str, object]) -> Tree | str:
-    var = _var(module, node)
+    var = loop_variable(module, node)
     assert var is not None
     init = node.child_by_field_name("initializer")
     assert init is not None
@@ -269,7 +236,7 @@ def _is_thread_x(module: Module, target: Target, name: str, at: int) -> bool:
     if local is None or local.value is None:
         return False
     body = module.node(target.kernel.body)
-    if syntax.reassigned_after(module, body, name, local.declaration.end_byte):
+    if assign.reassigned_after(module, body, name, local.declaration.end_byte):
         return False
     value = re.sub(
         r"\s+|\((?:int|unsigned|unsignedint)\)|static_cast<\w+>", "", syntax.text(module, local.value)

@@ -102,7 +102,7 @@ def child(shapes: Sequence[str], index: int) -> list[dict[str, Any]]:
 
     def bind(point_name: str) -> Any:
         point = spec.find_point(point_name)
-        from ktx.spec import expand
+        from ktx.expr import expand
 
         name = expand(cand.name_expression, cand.env(spec, point))
         req = CompileRequest(cand.source, name, tuple(cand.flags), limits.cc, spec.include_dirs)

@@ -149,7 +149,12 @@ def test_a_data_dependent_index_is_not_proven_and_not_ready(
         "  gather<<<(n + 255) / 256, 256>>>(out, table, idx, n);\n}\n"
     )
     todo = "# TODO: extent of table: indexed as table[idx[i]] (looked at the kernel's subscripts and bounds)"
-    out = folder(tmp_path, "gather", {f'{todo}\nshape = "[TODO]"': 'shape = "[n]"'}, source)
+    values = (
+        "# TODO: values of idx: indices (table[idx[i]]); random ones may be negative or too large: "
+        'draw them in range, dist = "int:0..N" (or "distinct:0..N" where no two may share one)'
+    )
+    edits = {f'{todo}\nshape = "[TODO]"': 'shape = "[n]"', f'{values}\ndist = "TODO"': 'dist = "int:0..n"'}
+    out = folder(tmp_path, "gather", edits, source)
     result = review(out)
     assert result.blockers == ()
     assert [f.buffer for f in result.unproven] == ["table"]

@@ -9,13 +9,20 @@ import pytest
 
 MODULES = [
     "ktx.template",
-    "ktx.launch",
+    "ktx.usercode",
+    "ktx.ir.launch",
     "ktx.pipeline",
     "ktx.passbase",
     "ktx.passes._common",
+    "ktx.ir.affine",
+    "ktx.ir.affine_form",
+    "ktx.ir.access",
+    "ktx.ir.memref",
     "ktx.ir.facts",
     "ktx.ir.facts.kinds",
     "ktx.ir.facts.owners",
+    "ktx.ir.facts.structs",
+    "ktx.measure.argpack",
 ]
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from ktx.errors import KtxError
-from ktx.spec import ShapePoint, expand, find_specs, load_spec, parse_spec
+from ktx.expr import expand
+from ktx.spec import ShapePoint, find_specs, load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = find_specs(ROOT / "kernels")

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from ktx.ir.launch import LaunchMapping
 
 from ktx.errors import KtxError
-from ktx.launch import LaunchMapping
 from ktx.passbase import Knob
 from ktx.pipeline import run
-from ktx.template import HEADER_BEGIN, KnobSpace, Template, Trace, lower
+from ktx.template import KnobSpace, Template, Trace, lower
+from ktx.usercode import HEADER_BEGIN
 
 KERNEL = """\
 template <typename T>

@@ -6,7 +6,7 @@ write where another did not. The rule here, for all of them: a *variable write* 
 ``assignment_expression`` (``x = e``, ``x += e``, any compound operator) or an
 ``update_expression`` (``++x``, ``x--``) whose target, once parentheses and casts around it are
 stripped, is a plain identifier. ``a[i] = e``, ``*p = e`` and ``s.f = e`` write memory, not a
-variable, and are not reported (see :func:`ktx.syntax.memory_writes`). Declarations
+variable, and are not reported (see :func:`ktx.ir.syntax.memory_writes`). Declarations
 (``float s = 0;``) are not writes either: they introduce a name, which
 :func:`ktx.ir.access.declared_names` reports.
 """
@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import tree_sitter as ts
 from ktx.ir.syntax import HasSource, text, walk
 
-__all__ = ["assigned", "assignments", "target", "written_name"]
+__all__ = ["assigned", "assignments", "reassigned_after", "target", "written_name"]
 
 _WRITES = ("assignment_expression", "update_expression")
 
@@ -83,3 +83,8 @@ def assigned(module: HasSource, scope: ts.Node) -> dict[str, list[ts.Node]]:
         assert name is not None
         found.setdefault(name, []).append(n)
     return found
+
+
+def reassigned_after(module: HasSource, scope: ts.Node, name: str, after: int) -> bool:
+    """Whether ``name`` is written anywhere in ``scope`` after offset ``after``."""
+    return any(n.start_byte >= after for n in assigned(module, scope).get(name, []))

@@ -11,16 +11,15 @@ from __future__ import annotations
 import re
 
 import tree_sitter as ts
+from ktx.ir import syntax
+from ktx.ir.facts import assign
 from ktx.ir.module import Module
-
-from ktx import syntax
-from ktx.syntax import text as _text
+from ktx.ir.syntax import text as _text
 
 _CASTS = (
     "unsigned|int|long|longlong|size_t|int64_t|uint64_t|int32_t|uint32_t|unsignedint|unsignedlong"
     "|unsignedlonglong|longint|ssize_t|ptrdiff_t"
 )
-
 
 
 def canon(text: str) -> str:
@@ -76,7 +75,7 @@ def expand(module: Module, fn_body: ts.Node, node: ts.Node, before: int, depth: 
         local = locals_.get(name)
         if local is None or local.value is None or name in values:
             continue
-        if syntax.reassigned_after(module, fn_body, name, local.declaration.end_byte):
+        if assign.reassigned_after(module, fn_body, name, local.declaration.end_byte):
             continue
         values[name] = expand(module, fn_body, local.value, before, depth + 1)
     return substitute(module, node, values) if values else _text(module, node)

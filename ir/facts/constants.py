@@ -26,10 +26,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import tree_sitter as ts
-from ktx.ir import Function, Module, Span
+from ktx.ir import Function, Module, Span, syntax
 from ktx.ir.consteval import SIZEOF, int_literal
-
-from ktx import syntax
 
 _CMP: dict[str, Callable[[int, int], int]] = {
     "<": lambda a, b: int(a < b),

@@ -39,14 +39,16 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import tree_sitter as ts
 from ktx.ir.facts.assign import assigned, written_name
-from ktx.ir.module import Module
 from ktx.ir.nodes import Function
 from ktx.ir.source import Span
 from ktx.ir.syntax import text, walk
+
+if TYPE_CHECKING:
+    from ktx.ir.module import Module  # a type only: Module.facts() imports the facts
 
 __all__ = [
     "MAX_CALLS",
@@ -55,11 +57,17 @@ __all__ = [
     "Carried",
     "Operator",
     "Reduction",
+    "TreeReduction",
     "Update",
     "coupled",
+    "halving_variable",
+    "loop_variable",
     "reads_outside",
     "reduction_of",
     "reductions",
+    "synchronises",
+    "tree_reduction",
+    "tree_reductions",
     "unreorderable",
     "update_in",
     "update_of",
@@ -720,3 +728,97 @@ def _function(module: Module, name: str) -> Function:
             return f
     names = ", ".join(f.name for f in module.functions) or "none"
     raise KeyError(f"no function {name!r} in {module.path or 'the module'} (its functions: {names})")
+
+
+# -- shared-memory tree reductions ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TreeReduction:
+    """A loop that reduces a ``__shared__`` array in place, the block synchronised every step::
+
+        for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+          if (tid < s) buf[tid] += buf[tid + s];
+          __syncthreads();
+        }
+
+    Not a :class:`Reduction`: nothing is carried in a variable; the array is the accumulator
+    and each step combines two of its elements. ``var`` is the stride when it halves each step
+    (``s >>= 1``, ``s /= 2``, ``s = s >> 1``, ``s = s / 2``) and None otherwise (interleaved
+    addressing, ``s *= 2``): a tree all the same, but not the textbook form that
+    ``warp-reduce`` rewrites. Whether the rewrite applies is that pass's finer question.
+    """
+
+    loop: ts.Node
+    arrays: tuple[str, ...]
+    """The shared arrays combined (written by an assignment that subscripts them)."""
+    var: str | None
+
+    @property
+    def halving(self) -> bool:
+        return self.var is not None
+
+
+def loop_variable(module: Module, loop: ts.Node) -> str | None:
+    """The one variable a ``for`` loop declares in its initialiser (``for (int s = ...; ...)``)."""
+    init = loop.child_by_field_name("initializer")
+    if init is None or init.type != "declaration":
+        return None
+    decls = init.children_by_field_name("declarator")
+    if len(decls) != 1 or decls[0].type != "init_declarator":
+        return None
+    ident = decls[0].child_by_field_name("declarator")
+    return text(module, ident) if ident is not None and ident.type == "identifier" else None
+
+
+def halving_variable(module: Module, loop: ts.Node) -> str | None:
+    """The loop variable of ``loop`` when its update halves it, else None."""
+    var = loop_variable(module, loop)
+    update = loop.child_by_field_name("update")
+    if var is None or update is None:
+        return None
+    step = "".join(text(module, update).split())
+    return var if step in (f"{var}>>=1", f"{var}/=2", f"{var}={var}>>1", f"{var}={var}/2") else None
+
+
+def synchronises(module: Module, node: ts.Node) -> bool:
+    """Whether ``node`` calls ``__syncthreads()``."""
+    for n in walk(node):
+        if n.type == "call_expression":
+            callee = n.child_by_field_name("function")
+            if callee is not None and text(module, callee) == "__syncthreads":
+                return True
+    return False
+
+
+def tree_reduction(module: Module, loop: ts.Node, shared: frozenset[str]) -> TreeReduction | None:
+    """``loop`` as a shared-memory tree reduction over one of the arrays ``shared``, or None.
+
+    A ``for`` loop whose body calls ``__syncthreads()`` and assigns to an element of a shared
+    array a value that reads another element of it (``buf[t] += buf[t + s]``, ``buf[t] =
+    fmaxf(buf[t], buf[t + s])``): two elements combined, the result kept in the array.
+    """
+    body = loop.child_by_field_name("body")
+    if loop.type != "for_statement" or body is None or not synchronises(module, body):
+        return None
+    combined: list[str] = []
+    for n in walk(body):
+        left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+        if n.type != "assignment_expression" or left is None or right is None:
+            continue
+        array = left.child_by_field_name("argument") if left.type == "subscript_expression" else None
+        name = text(module, array) if array is not None else ""
+        reads = (s.child_by_field_name("argument") for s in walk(right) if s.type == "subscript_expression")
+        if name in shared and any(r is not None and text(module, r) == name for r in reads):
+            combined.append(name)
+    if not combined:
+        return None
+    return TreeReduction(loop, tuple(dict.fromkeys(combined)), halving_variable(module, loop))
+
+
+def tree_reductions(module: Module, fn: Function) -> tuple[TreeReduction, ...]:
+    """The shared-memory tree reductions among ``fn``'s loops, in source order."""
+    shared = frozenset(a.name for a in module.shared_arrays if a.function in (None, fn.name))
+    body = module.node(fn.body)
+    found = (tree_reduction(module, n, shared) for n in walk(body) if n.type == "for_statement")
+    return tuple(t for t in found if t is not None)

@@ -33,11 +33,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ktx.ir.facts.kernel import Facts, facts_of
 from ktx.ir.facts.types import _dispatched, _instantiations, _local_texts, _typedefs
-from ktx.ir.module import Module
 from ktx.ir.nodes import Function
+
+if TYPE_CHECKING:  # types only: these facts are asked through Module.facts(), which imports this
+    from ktx.ir.facts.kernel import Facts
+    from ktx.ir.module import Module
 
 #: Words of a declared type that say nothing about the element type.
 _QUALIFIERS = re.compile(r"\b(?:const|volatile|__restrict__|__restrict|restrict)\b|[*&]")
@@ -70,13 +73,13 @@ def param_facts(
     module: Module, fn: Function, template_args: Sequence[str] | None = None
 ) -> tuple[ParamFact, ...]:
     """Each parameter of kernel ``fn`` with ``template_args`` bound (None: the first launch's)."""
-    return params_of(facts_of(module, fn, template_args))
+    return module.facts(fn, template_args).params
 
 
 def params_of(facts: Facts) -> tuple[ParamFact, ...]:
     """Each parameter of the kernel ``facts`` describe (what :attr:`Facts.params` answers)."""
     module, fn = facts.module, facts.fn
-    stores = [f.ref for f in facts.refs if f.ref.kind in ("store", "update") and f.ref.root]
+    stores = [r for r in facts.refs if r.kind in ("store", "update") and r.root]
     stored: dict[str, tuple[int, int]] = {}
     for ref in stores:
         stored.setdefault(ref.root, (ref.node.start_point[0] + 1, ref.node.start_point[1] + 1))

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ktx.ir.access import element_size
 from ktx.ir.consteval import SIZEOF
-from ktx.ir.module import Module
 from ktx.ir.nodes import Function
+
+if TYPE_CHECKING:
+    from ktx.ir.module import Module  # a type only: Module.facts() imports the facts
 
 
 def type_size(

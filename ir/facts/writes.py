@@ -8,12 +8,15 @@ parameter is a pointer to ``const`` (the file's own helpers) or the callee is a 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import tree_sitter as ts
-from ktx.ir.access import Root
-from ktx.ir.module import Module
+from ktx.ir import syntax
+from ktx.ir.memref import Root
 from ktx.ir.nodes import Function
 
-from ktx import syntax
+if TYPE_CHECKING:
+    from ktx.ir.module import Module  # a type only: Module.facts() imports the facts
 
 
 def written_roots(module: Module, fn: Function, known: dict[str, Root]) -> set[str]:

@@ -2,10 +2,12 @@
 
 A planner decides from two kinds of evidence, kept apart here so that each can be checked:
 
-* :class:`KernelFacts`, read from the source: loops and their shapes, shared-memory tree
-  reductions, warp shuffles, vector or scalar memory accesses, transcendental math and whether
-  it sits loop-invariant inside a loop. These are *hints*: whether a pass really applies is
-  what the pass's own ``sites()`` says (the loop probes every pass before planning).
+* :class:`KernelFacts`, read from the source: loops and their shapes, reductions (from the
+  facts layer, :meth:`ktx.ir.Module.facts`: the loops that fold a variable, and the
+  shared-memory tree reductions), warp shuffles, vector or scalar memory accesses,
+  transcendental math and whether it sits loop-invariant inside a loop. These are *hints*:
+  whether a pass really applies is what the pass's own ``sites()`` says (the loop probes every
+  pass before planning).
 * :class:`ShapeAnalysis`, one per shape, from a :class:`~ktx.measure.types.Measurement`: time,
   fraction of speed-of-light, achieved bandwidth against the device's measured copy bandwidth,
   registers, occupancy, blocks launched against SMs, and the *bound*:
@@ -28,11 +30,12 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from ktx.ir import Function, Module, parse
+import tree_sitter as ts
+from ktx.ir import Function, Module, parse, syntax
 from ktx.ir.analysis import perf_constants
 
 from ktx.measure.types import Measurement
@@ -60,7 +63,6 @@ _VECTOR = re.compile(
 )
 _CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 _IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
-_HALVING = re.compile(r"(?:/=\s*2\b|>>=\s*1\b|=\s*\w+\s*/\s*2\b|=\s*\w+\s*>>\s*1\b)")
 _KEYWORDS = frozenset(
     (
         "const",
@@ -101,6 +103,7 @@ class KernelFacts:
     loops: tuple[LoopFact, ...] = ()
     shared_arrays: tuple[str, ...] = ()
     tree_reductions: tuple[str, ...] = ()  # labels of shared-memory tree-reduction loops
+    reductions: tuple[str, ...] = ()  # "L0: sum acc": loops folding variables, from the facts layer
     shuffles: bool = False
     vector_types: tuple[str, ...] = ()
     scalar_accesses: tuple[str, ...] = ()  # pointers indexed element by element in the kernel
@@ -135,6 +138,7 @@ class KernelFacts:
         facts = [
             ("shared arrays", ", ".join(self.shared_arrays)),
             ("shared-memory tree reductions", ", ".join(self.tree_reductions)),
+            ("reductions", "; ".join(self.reductions)),
             ("warp shuffles", "yes" if self.shuffles else ""),
             ("vector types", ", ".join(self.vector_types)),
             ("element-wise pointer accesses", ", ".join(self.scalar_accesses)),
@@ -166,6 +170,13 @@ def _device_functions(module: Module, kernel: Function) -> list[Function]:
     return out
 
 
+def _callees(module: Module, node: ts.Node) -> Iterator[str]:
+    for call in syntax.calls(module, node):
+        callee = call.child_by_field_name("function")
+        if callee is not None:
+            yield syntax.text(module, callee)
+
+
 def _assigned(text: str) -> set[str]:
     """Names a block of code writes (assignments, declarations, increments)."""
     names = set(re.findall(r"\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*(?:[-+*/%&|^]|<<|>>)?=(?!=)", text))
@@ -191,10 +202,12 @@ def _call_args(text: str, open_at: int) -> str:
 def kernel_facts(module: Module, kernel: str | None = None) -> KernelFacts:
     """Read :class:`KernelFacts` from a parsed module."""
     fn = module.kernel(kernel)
+    facts = module.facts(fn)
     body = module.text(fn.body)
     helpers = _device_functions(module, fn)
     device_text = body + "\n" + "\n".join(module.text(h.body) for h in helpers)
     shared = tuple(a.name for a in module.shared_arrays if a.function == fn.name)
+    trees = {t.loop.start_byte for t in facts.tree_reductions if t.halving}
     loops: list[LoopFact] = []
     invariant: list[str] = []
     for lp in module.loops_in(fn):
@@ -205,12 +218,7 @@ def kernel_facts(module: Module, kernel: str | None = None) -> KernelFacts:
         step = module.text(lp.step) if lp.step is not None else ""
         loop_body = module.text(lp.body)
         grid_stride = bool(re.search(r"\b(?:blockDim|gridDim)\b|num_threads|stride", step))
-        halving = bool(_HALVING.search(step)) or bool(lp.cond and ">" in module.text(lp.cond) and "/" in step)
-        tree = (
-            halving
-            and "__syncthreads" in loop_body
-            and any(re.search(rf"\b{s}\b", loop_body) for s in shared)
-        )
+        tree = lp.span.start in trees
         pragma = lp.pragma.text if lp.pragma is not None else None
         loops.append(LoopFact(label, lp.span.line, header, lp.depth, grid_stride, tree, pragma))
         written = _assigned(loop_body) | ({lp.var} if lp.var else set())
@@ -234,18 +242,25 @@ def kernel_facts(module: Module, kernel: str | None = None) -> KernelFacts:
         for c in perf_constants(module)
         if c.kernel in (None, fn.name) and c.value is not None
     )
+    folds = tuple(
+        f"{lf.label}: {r.op} {', '.join(r.carried)}"
+        for r in facts.reductions()
+        if (lf := facts.loop_at(r.loop)) is not None
+    )
+    device = [module.node(fn.body), *(module.node(h.body) for h in helpers)]
     lb = fn.launch_bounds
     return KernelFacts(
         kernel=fn.name,
         loops=tuple(loops),
         shared_arrays=shared,
         tree_reductions=tuple(lp.label for lp in loops if lp.tree_reduction),
-        shuffles=bool(re.search(r"__shfl_\w*sync", device_text)),
+        reductions=folds,
+        shuffles=any(name.startswith("__shfl") for node in device for name in _callees(module, node)),
         vector_types=tuple(sorted(set(_VECTOR.findall(device_text)))),
         scalar_accesses=tuple(indexed),
         math_calls=tuple(calls),
         invariant_math=tuple(dict.fromkeys(invariant)),
-        syncthreads=len(re.findall(r"__syncthreads\s*\(", body)),
+        syncthreads=sum(1 for _ in syntax.calls(module, module.node(fn.body), {"__syncthreads"})),
         launch_bounds=None
         if lb is None
         else lb.max_threads + (f", {lb.min_blocks}" if lb.min_blocks else ""),

@@ -11,6 +11,13 @@ One call of :func:`optimize` is one ``ktx optimize`` run. The run folder holds::
     round-NN/          the round's template (template.cu, trace.json), plan, studies and the
                        outputs of ``ktx tune`` (best/, dispatch.json/.h, summary.json)
     final/             the best round's template, trace, dispatch table and variants
+    recording.json     (runs that measured) every measurement and the run itself: what a replay
+                       on a CPU needs to follow it round for round (:func:`recording_of_run`)
+
+Over a recording with a run section (``--backend replay:FILE``, or ``auto`` without a GPU), the
+loop replays that run: each round's search stops after the evaluations the recorded one made,
+the run after the recorded rounds with the recorded stop reason, and every round is checked
+against the recording (:meth:`Optimizer.follow`); a difference is :class:`ReplayDiverged`.
 
 A round's pipeline is the planner's whole pipeline; passes that rewrote nothing are reported
 back to the planner (``failures``) and a round whose new passes all failed is not searched.
@@ -27,7 +34,6 @@ import json
 import os
 import shutil
 import statistics
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -55,12 +61,14 @@ from ktx.measure.backend import Backend
 from ktx.measure.occupancy import DeviceLimits
 from ktx.measure.types import Measurement
 from ktx.passbase import Rewritten
+from ktx.records import RecordedRun, measured_configs, read_jsonl, schema_of
 from ktx.registry import Registry, default_registry
 from ktx.search.cache import MeasurementCache
 from ktx.search.engine import geomean
 from ktx.search.evaluate import Evaluator, choose_metric
 from ktx.search.paired import SKIPPED
-from ktx.search.runlog import RunLog
+from ktx.search.recording import Recording, ReplayDiverged, RunReplayBackend, recording_of_run, write
+from ktx.search.runlog import RunLog, read_log
 from ktx.search.space import Config
 from ktx.search.tunable import Tunable
 from ktx.spec import ShapePoint, Spec, load_spec
@@ -160,6 +168,7 @@ class RoundRecord:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "schema": schema_of("rounds"),
             "round": self.index,
             "status": self.status,
             "pipeline": self.plan.pipeline,
@@ -320,8 +329,13 @@ class Optimizer:
         registry: Registry,
         notes: Sequence[str] = (),
         ncu: Callable[[Sequence[str]], tuple[Mapping[str, NcuMetrics], list[str]]] | None = None,
+        script: RecordedRun | None = None,
+        script_path: str = "",
     ) -> None:
         self.request = request
+        #: The recorded run a replay follows (None: a run that decides for itself).
+        self.script = script
+        self.script_path = script_path
         self.spec = spec
         self.planner = planner
         self.search = search
@@ -437,6 +451,7 @@ class Optimizer:
         _write_json(
             self.run_dir / "baseline.json",
             {
+                "schema": schema_of("baseline"),
                 "kernel": self.spec.name,
                 "shapes": [{"metric": s.metric, "measurement": s.original.to_dict()} for s in base],
                 "ncu": {k: v.to_json() for k, v in ncu.items()},
@@ -452,6 +467,10 @@ class Optimizer:
         index = 0
         while True:
             index += 1
+            if self.script is not None and index > len(self.script.rounds):
+                stop = self.script.stop_reason
+                self.notes.append(self.replay_stop_note())
+                break
             if index > req.rounds and not self.keep_going(best, deadline, index):
                 break
             if deadline is not None and time.monotonic() >= deadline:
@@ -494,6 +513,7 @@ class Optimizer:
             records.append(record)
             _append(rounds_path, record.to_json())
             self.write_state(records, best, "running", "", start)
+            self.follow(record)
             if record.status == "stopped":
                 stop = "no answer from the LLM" if outcome.unanswered else "planner"
                 self.notes.append(f"planner stop: {outcome.plan.rationale}")
@@ -504,6 +524,12 @@ class Optimizer:
             if deadline is not None and time.monotonic() >= deadline:
                 stop = "budget"
                 break
+        script = self.script
+        if script is not None and (len(records) != len(script.rounds) or stop != script.stop_reason):
+            raise self.diverged(
+                f"the replay stopped after round {len(records)} ({stop}); the recorded run after round "
+                f"{len(script.rounds)} ({script.stop_reason})"
+            )
         self.finish(best)
         self.write_state(records, best, "done", stop, start)
         return OptimizeResult(
@@ -517,6 +543,56 @@ class Optimizer:
             time.monotonic() - start,
             sum((r.outcome.usage for r in records), Usage()),
             tuple(self.notes),
+        )
+
+    # -- the replay of a recorded run ----------------------------------------------------------
+
+    def diverged(self, what: str) -> ReplayDiverged:
+        return ReplayDiverged(
+            f"the replay left the recorded run: {what}",
+            Location(self.script_path or None),
+            "the planner, the passes or the search changed since the recording; "
+            "record the run again on a GPU",
+        )
+
+    def stop_after(self, index: int) -> dict[str, int]:
+        """Per shape, the evaluations the recorded run's round ``index`` made (0 where none)."""
+        recorded = None if self.script is None else self.script.round(index)
+        found = {} if recorded is None else {s.shape: s.evaluations for s in recorded.shapes}
+        return {p.name: found.get(p.name, 0) for p in self.points}
+
+    def follow(self, record: RoundRecord) -> None:
+        """Check a replayed round against the recorded one: pipeline, outcome, and the configs
+        each shape's search measured, in order. Any difference stops the replay."""
+        if self.script is None:
+            return
+        recorded = self.script.round(record.index)
+        if recorded is None:
+            raise self.diverged(f"round {record.index} is not in the recording")
+        if (record.plan.pipeline, record.status) != (recorded.pipeline, recorded.status):
+            raise self.diverged(
+                f"round {record.index} is `{record.plan.pipeline}` {record.status}; the recorded run's was "
+                f"`{recorded.pipeline}` {recorded.status}"
+            )
+        log = self.run_dir / f"round-{record.index:02d}" / "log.jsonl"
+        measured = measured_configs(list(read_log(log)))
+        for shape in recorded.shapes:
+            mine = measured.get(shape.shape, [])
+            if [dict(c) for c in shape.measured] != mine:
+                raise self.diverged(
+                    f"round {record.index} measured {mine} at {shape.shape}; the recorded run measured "
+                    f"{[dict(c) for c in shape.measured]}"
+                )
+
+    def replay_stop_note(self) -> str:
+        assert self.script is not None
+        run = self.script
+        took = "" if run.wall_s is None else f"; it took {run.wall_s:.1f} s"
+        budget = "no --budget" if run.budget_s is None else f"a --budget of {run.budget_s:g} s"
+        return (
+            f"replay: the recorded run stopped after round {len(run.rounds)} ({run.stop_reason}), with "
+            f"{budget}{took}. A replay spends no GPU time, so it follows the recorded rounds, and each "
+            "round's search stops after the evaluations the recorded one made, rather than a clock"
         )
 
     #: The least time a round gets (seconds): a round re-checks the originals, searches and
@@ -616,7 +692,15 @@ class Optimizer:
             round_deadline = time.monotonic() + min(left, share)
             base = replace(base, share_s=min(left, share))
         try:
-            result = self.search.search(folder, tunable, warm, round_deadline, self.request.trials_per_round)
+            trials = self.request.trials_per_round
+            if self.script is None:
+                result = self.search.search(folder, tunable, warm, round_deadline, trials)
+            else:
+                result = self.search.search(
+                    folder, tunable, warm, round_deadline, trials, self.stop_after(index)
+                )
+        except ReplayDiverged:
+            raise
         except KtxError as exc:
             return replace(base, status="search-failed", note=str(exc)[:500])
         result = self.recheck(index, tunable, result, deadline)
@@ -719,8 +803,15 @@ def optimize(
             backend, recording, limits = runner.open_backend(req.backend, spec, 0.0)
         else:
             recording, limits = None, getattr(backend, "limits", DeviceLimits())
+        given = backend is not None
         try:
             points = runner.select_points(spec, req.shapes)
+            script = None
+            if recording is not None:
+                check_shapes(recording, points)
+                if recording.run is not None:
+                    backend = RunReplayBackend.of(recording)
+                    script = recording.run
             cache = MeasurementCache(run_dir / "cache.jsonl")
             log = RunLog(run_dir / "log.jsonl")
             evaluator = Evaluator(spec, Tunable.original(spec), backend, cache, log, limits)
@@ -752,24 +843,50 @@ def optimize(
             )  # fmt: skip
             opt = Optimizer(
                 req, spec, chosen, rounds, evaluator, points, device_of(limits, device_name), run_dir,
-                registry or default_registry(), notes, ncu,
+                registry or default_registry(), notes, ncu, script, recording.path if recording else "",
             )  # fmt: skip
-            return opt.run()
+            result = opt.run()
+            if recording is None:  # what a replay of this run will need (``recording.json``)
+                stand_in = req.backend if req.backend.startswith("harness:") else ""
+                toolkit = f"driver {limits.driver}, runtime {limits.runtime}"
+                made = recording_of_run(
+                    run_dir, device=limits.name, toolkit=toolkit, synthetic=given or req.backend != "cupy",
+                    stand_in=stand_in,
+                )  # fmt: skip
+                write(made, run_dir / "recording.json")
+            return result
         finally:
             close = getattr(backend, "close", None)
             if callable(close):
                 close()
 
 
+def check_shapes(recording: Recording, points: Sequence[ShapePoint]) -> None:
+    """A replay answers only at the shapes its recording holds: asked for another, the error is
+    the recording's (which shapes it holds), not the spec's."""
+    missing = [p.name for p in points if p.name not in recording.shapes]
+    if missing:
+        raise KtxError(
+            f"the recording holds no measurements at {'; '.join(missing)}",
+            Location(recording.path or None),
+            f"it holds {'; '.join(recording.shapes)}: pass --shapes with those, or measure on a GPU",
+        )
+    if recording.run is None:
+        return
+    ran = list(dict.fromkeys(s.shape for r in recording.run.rounds for s in r.shapes))
+    if ran and sorted(p.name for p in points) != sorted(ran):
+        raise KtxError(
+            f"the recorded run searched {'; '.join(ran)}, not {'; '.join(p.name for p in points)}",
+            Location(recording.path or None),
+            "a replay of a run replays its shapes: leave --shapes out, or give those",
+        )
+
+
 def load_records(run_dir: Path) -> list[dict[str, Any]]:
-    """The rounds of a run folder (a torn last line is skipped)."""
+    """The rounds of a run folder as logged; a damaged line is an error naming ``file:line``
+    (only a last line a killed run left unfinished, without its newline, is skipped). The typed
+    view is :func:`ktx.records.read_rounds`."""
     path = run_dir / "rounds.jsonl"
     if not path.exists():
         raise KtxError("not a ktx optimize run folder (no rounds.jsonl)", Location(str(run_dir)))
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            print(f"ktx: skipping a torn line in {path}", file=sys.stderr)
-    return out
+    return [data for _, data in read_jsonl(path, "rounds")]

@@ -217,7 +217,11 @@ class RoundSearch(Protocol):
         warm: Mapping[str, Config],
         deadline: float | None,
         trials: int,
-    ) -> RoundResult: ...
+        stop_after: Mapping[str, int] | None = None,
+    ) -> RoundResult:
+        """``stop_after`` (the replay of a recorded run): per shape, the evaluations after which
+        the search stops, as the recorded run's did."""
+        ...
 
 
 def map_config(config: Config, tunable: Tunable) -> dict[str, int] | None:
@@ -267,7 +271,7 @@ class TuneSearch:
         self.min_gain = min_gain
 
     def _context(self, folder: Path, tunable: Tunable, deadline: float | None, start: float,
-                 trials: int) -> Any:  # fmt: skip
+                 trials: int, stop_after: Mapping[str, int] | None = None) -> Any:  # fmt: skip
         """``ktx tune``'s context for one round's folder (its studies and run log)."""
         from ktx.search import runner
         from ktx.search.study import default_url, open_storage
@@ -286,6 +290,7 @@ class TuneSearch:
             holdout="none",
             quiet=self.quiet,
             min_gain=self.min_gain,
+            stop_after=tuple(sorted((stop_after or {}).items())),
         )
         url = default_url(folder)
         storage = open_storage(url)
@@ -303,12 +308,13 @@ class TuneSearch:
         warm: Mapping[str, Config],
         deadline: float | None,
         trials: int,
+        stop_after: Mapping[str, int] | None = None,
     ) -> RoundResult:
         from ktx.search import runner
         from ktx.search.engine import open_study
 
         start = time.monotonic()
-        ctx = self._context(folder, tunable, deadline, start, trials)
+        ctx = self._context(folder, tunable, deadline, start, trials, stop_after)
         try:
             runner.prepare_all(ctx, deadline)
             for point in ctx.searched:

@@ -103,7 +103,11 @@ def render(result: OptimizeResult) -> str:
     dispatch = _json(final / "dispatch.json") if result.best_round else None
     state = _json(result.run_dir / "optimize.json")
     fm = state.get("fast_math", {}) if isinstance(state, dict) else {}
-    lines = [f"ktx optimize {result.kernel}: {result.run_dir}", ""]
+    replay = any(n.startswith("replay:") for n in result.notes)
+    head = f"ktx optimize {result.kernel}: {result.run_dir}"
+    if replay:  # every number below is the recorded run's; the replay follows its rounds
+        head += f" (replay of the recorded run: {len(result.rounds)} round(s), stop: {result.stop_reason})"
+    lines = [head, ""]
     lines += [
         "| round | planner | pipeline | status | geomean | note |",
         "| ---: | --- | --- | --- | ---: | --- |",
@@ -139,7 +143,8 @@ def render(result: OptimizeResult) -> str:
     lines += [
         "",
         f"best: round {result.best_round} `{result.pipeline or '(original)'}`, geomean speedup "
-        f"{f(result.geomean_speedup, '.3f')}x; stopped: {result.stop_reason}; {result.wall_s:.1f} s; "
+        f"{f(result.geomean_speedup, '.3f')}x; stopped: {result.stop_reason}"
+        f"{' (as recorded); replayed here in' if replay else ';'} {result.wall_s:.1f} s; "
         f"tokens {result.usage.total_tokens}",
         fast_math_line(result, dispatch, fm if isinstance(fm, dict) else {}),
     ]
@@ -175,6 +180,7 @@ def fast_math_line(result: OptimizeResult, dispatch: Any, fm: Mapping[str, Any])
 #: The defaults of the options a replayed recording may set (register() above).
 _DEFAULTS: dict[str, object] = {
     "shapes": "", "rounds": 6, "trials_per_round": 40, "seed": 0, "ncu": "auto", "planner": "rules",
+    "patience": 2, "min_gain": 0.02,
 }  # fmt: skip
 
 

@@ -6,13 +6,16 @@ first; when it fails (a flag it rejects such as ``--expt-relaxed-constexpr``, a 
 ``nvcc -cubin`` is tried; when there is no nvcc and NVRTC only rejected flags, NVRTC is retried
 without them. The result says which flags were dropped (``dropped_flags``) and why the first
 choice was not used (``fallback``); ``ktx run`` and ``ktx bench`` print a note when either
-happened. cubins are cached on disk by a hash of everything that goes into them (the request,
+happened. Either way the kernel is found by the symbol the compiler lowered its name expression
+to (NVRTC's ``nvrtcGetLoweredName``; under nvcc, :func:`instantiation_stub`), never by matching
+a demangler's spelling. cubins are cached on disk by a hash of everything that goes into them (the request,
 the compilers' versions, the headers in the include folders), so a repeated configuration costs
 nothing.
 """
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
@@ -222,24 +225,39 @@ def _nvrtc(req: CompileRequest, flags: Sequence[str]) -> tuple[bytes, str, str]:
 # -- nvcc ---------------------------------------------------------------------------------
 
 
-def _nvcc(req: CompileRequest, nvcc: str) -> tuple[bytes, str, str]:
-    """nvcc -cubin; a template kernel is instantiated by taking its address in host code, and
-    the mangled name is found in the cubin's symbol table. A plain kernel is always emitted, and
-    its address would be ambiguous where a host function shares its name (llm.c's
-    ``fused_residual_forward2`` kernel and launcher), so it gets no instantiation."""
-    stub = (
-        (
-            "\n// ktx: instantiate the requested kernel for nvcc -cubin\n"
-            "[[maybe_unused]] static void* __ktx_instantiate_kernel() {\n"
-            f"  return (void*)&{req.name_expression};\n}}\n"
-        )
-        if "<" in req.name_expression
-        else ""
+PROBE_PREFIX = "__ktx_kernel_ref_"
+
+
+def probe_symbol(name_expression: str) -> str:
+    """The device variable the nvcc stub initialises with ``&name_expression``; keyed by the
+    expression, so a cubin answers only for the expression it was compiled for."""
+    return PROBE_PREFIX + hashlib.sha256(name_expression.encode()).hexdigest()[:16]
+
+
+def instantiation_stub(name_expression: str) -> str:
+    """Source appended to the kernel for ``nvcc -cubin``: a ``__device__`` pointer initialised
+    with the kernel's address. Taking the address instantiates a template kernel, and the
+    compiler resolves the expression exactly as C++ does (a namespace, ``int32_t`` for ``int``,
+    an enum constant, a function or a ``static`` function's address, an ``enable_if`` return
+    type): the relocation of that pointer names the kernel's symbol, the compiler's own lowered
+    name (:func:`probed_name`). A plain kernel is always emitted and is found by its mangled
+    name (its address would be ambiguous where a host function shares its name: llm.c's
+    ``fused_residual_forward2`` kernel and launcher), so it gets no stub."""
+    if "<" not in name_expression:
+        return ""
+    return (
+        "\n// ktx: instantiate the requested kernel and record its symbol (nvcc -cubin)\n"
+        f"__device__ void* {probe_symbol(name_expression)} = (void*)&{name_expression};\n"
     )
+
+
+def _nvcc(req: CompileRequest, nvcc: str) -> tuple[bytes, str, str]:
+    """nvcc -cubin with :func:`instantiation_stub`; the kernel's lowered name is read from the
+    cubin (:func:`mangled_name`)."""
     with tempfile.TemporaryDirectory(prefix="ktx-nvcc-") as tmp:
         src = Path(tmp) / "kernel.cu"
         out = Path(tmp) / "kernel.cubin"
-        src.write_text(req.source + stub)
+        src.write_text(req.source + instantiation_stub(req.name_expression))
         cmd = [
             nvcc, "-cubin", f"-gencode=arch=compute_{req.arch},code=sm_{req.arch}", *req.flags,
             *(f"-I{d}" for d in req.include_dirs), "-o", str(out), str(src),
@@ -252,29 +270,85 @@ def _nvcc(req: CompileRequest, nvcc: str) -> tuple[bytes, str, str]:
     return cubin, mangled_name(cubin, req.name_expression), log
 
 
-def elf_symbols(image: bytes) -> list[tuple[str, int, int]]:
-    """(name, st_info, st_other) of every symbol in an ELF64 image (a cubin)."""
+@dataclass(frozen=True)
+class ElfSymbol:
+    name: str
+    info: int
+    other: int
+    shndx: int
+    value: int
+
+
+@dataclass(frozen=True)
+class _Section:
+    sh_type: int
+    offset: int
+    size: int
+    link: int
+    info: int
+    entsize: int
+
+
+def _sections(image: bytes) -> list[_Section]:
     if image[:4] != b"\x7fELF" or image[4] != 2:
         raise ValueError("not an ELF64 image")
     shoff = struct.unpack_from("<Q", image, 0x28)[0]
     shentsize, shnum = struct.unpack_from("<HH", image, 0x3A)
-    sections = []
+    out = []
     for i in range(shnum):
-        base = shoff + i * shentsize
-        _name, sh_type, _flags, _addr, offset, size, link, _info, _align, entsize = struct.unpack_from(
-            "<IIQQQQIIQQ", image, base
+        _name, sh_type, _flags, _addr, offset, size, link, info, _align, entsize = struct.unpack_from(
+            "<IIQQQQIIQQ", image, shoff + i * shentsize
         )
-        sections.append((sh_type, offset, size, link, entsize))
-    out: list[tuple[str, int, int]] = []
-    for sh_type, offset, size, link, entsize in sections:
-        if sh_type != 2:  # SHT_SYMTAB
-            continue
-        str_off = sections[link][1]
-        for j in range(size // (entsize or 24)):
-            st_name, st_info, st_other = struct.unpack_from("<IBB", image, offset + j * (entsize or 24))
-            end = image.index(b"\0", str_off + st_name)
-            out.append((image[str_off + st_name : end].decode(), st_info, st_other))
+        out.append(_Section(sh_type, offset, size, link, info, entsize))
     return out
+
+
+def _symtab(image: bytes, sections: list[_Section], index: int) -> list[ElfSymbol]:
+    sec = sections[index]
+    str_off = sections[sec.link].offset
+    out = []
+    for j in range(sec.size // (sec.entsize or 24)):
+        st_name, st_info, st_other, st_shndx, st_value = struct.unpack_from(
+            "<IBBHQ", image, sec.offset + j * (sec.entsize or 24)
+        )
+        end = image.index(b"\0", str_off + st_name)
+        out.append(ElfSymbol(image[str_off + st_name : end].decode(), st_info, st_other, st_shndx, st_value))
+    return out
+
+
+def elf_symbol_table(image: bytes) -> list[ElfSymbol]:
+    """Every symbol of an ELF64 image (a cubin), with its section and value."""
+    sections = _sections(image)
+    return [s for i, sec in enumerate(sections) if sec.sh_type == 2 for s in _symtab(image, sections, i)]
+
+
+def elf_symbols(image: bytes) -> list[tuple[str, int, int]]:
+    """(name, st_info, st_other) of every symbol in an ELF64 image (a cubin)."""
+    return [(s.name, s.info, s.other) for s in elf_symbol_table(image)]
+
+
+def probed_name(image: bytes, name_expression: str) -> str | None:
+    """The symbol that :func:`instantiation_stub`'s pointer for ``name_expression`` points at:
+    the relocation (SHT_RELA) at the pointer's offset in its section names it. None when the
+    cubin holds no such pointer (a plain kernel, or a cubin built without the stub)."""
+    want = probe_symbol(name_expression)
+    sections = _sections(image)
+    for tab_index, tab in enumerate(sections):
+        if tab.sh_type != 2:  # SHT_SYMTAB
+            continue
+        symbols = _symtab(image, sections, tab_index)
+        probe = next((s for s in symbols if s.name == want), None)
+        if probe is None:
+            continue
+        for rela in sections:
+            if rela.sh_type != 4 or rela.info != probe.shndx or rela.link != tab_index:  # SHT_RELA
+                continue
+            for k in range(rela.size // (rela.entsize or 24)):
+                r_offset, r_info = struct.unpack_from("<QQ", image, rela.offset + k * (rela.entsize or 24))
+                if r_offset == probe.value:
+                    target: str = symbols[r_info >> 32].name
+                    return target
+    return None
 
 
 def _demangle(names: list[str]) -> list[str]:
@@ -430,38 +504,61 @@ def mangled_head(mangled: str) -> str | None:
     return reader.name()
 
 
-def _names_match(head: str, name_expression: str) -> bool:
-    """Whether a demangled head names ``name_expression``; a namespace the expression leaves
-    out may precede it (``ns::k<..>`` for ``k<..>``), a longer identifier (``xk``) may not."""
-    have, want = _normalise(head), _normalise(name_expression).lstrip(":")
-    return have == want or have.endswith("::" + want)
+def kernel_symbols(cubin: bytes) -> list[str]:
+    """The function symbols (STT_FUNC) of a cubin: its kernels and out-of-line device functions."""
+    return [name for name, info, _ in elf_symbols(cubin) if info & 0xF == 2]
 
 
-def pick_mangled(hits: Sequence[str], demangled: Sequence[str], name_expression: str) -> str | None:
-    """The mangled name among ``hits`` whose demangling (same order) is ``name_expression``."""
-    for mangled, plain in zip(hits, demangled, strict=False):
-        # a demangler that is missing (or failed) hands the mangled name back
-        head = mangled_head(mangled) if plain == mangled else demangled_head(plain)
-        if head is not None and _names_match(head, name_expression):
-            return mangled
-    return None
+#: An anonymous namespace in a mangled name (``_GLOBAL__N_1``): C++ names its members without it.
+_ANONYMOUS = re.compile(r"_GLOBAL__N_\w*?::")
 
 
 def mangled_name(cubin: bytes, name_expression: str) -> str:
-    """Find the kernel ``name_expression`` (``ns::k<T, 8>``) among the cubin's entry symbols.
-    A cubin may hold several instantiations of one template (the one asked for and the one a
-    host launcher in the same file instantiates), so a template kernel is matched on its
-    demangled name, parsed by brackets, never by the first ``(``."""
-    base = re.split(r"<", name_expression, maxsplit=1)[0].split("::")[-1].strip()
-    funcs = [name for name, info, _ in elf_symbols(cubin) if info & 0xF == 2]  # STT_FUNC
-    hits = [n for n in funcs if n == base or f"{len(base)}{base}" in n]
-    if len(hits) == 1:
-        return hits[0]
-    if hits:
-        found = pick_mangled(hits, _demangle(hits), name_expression)
-        if found is not None:
-            return found
-    raise RuntimeError(f"kernel {name_expression!r} not found in the cubin (symbols: {', '.join(funcs)})")
+    """The symbol of kernel ``name_expression`` (``ns::k<int32_t, 8>``) in ``cubin``, as the
+    compiler lowered it. A template kernel is found through the pointer :func:`instantiation_stub`
+    compiled in (:func:`probed_name`), never by comparing a demangler's spelling with the spec's:
+    ``int32_t`` is ``int``, a function argument may be ``&f`` or ``f``, and ``cu++filt`` prints an
+    ``enable_if`` return type its own way. A plain kernel is its ``extern "C"`` name, or the symbol
+    whose mangled name (read, not demangled) is that qualified name; a namespace the expression
+    leaves out may precede it (``ns::k`` for ``k``, as a ``using namespace`` allows)."""
+    found = probed_name(cubin, name_expression)
+    if found is not None:
+        return found
+    funcs = kernel_symbols(cubin)
+    if "<" not in name_expression:
+        want = re.sub(r"\s+", "", name_expression).lstrip(":")
+        heads = {n: _ANONYMOUS.sub("", mangled_head(n) or "") for n in funcs}
+        exact = [n for n in funcs if n == want or heads[n] == want]
+        hits = exact or [n for n in funcs if heads[n].endswith("::" + want)]
+        if len(hits) == 1:
+            return hits[0]
+    raise RuntimeError(not_found_message(name_expression, funcs))
+
+
+def closest_kernels(name_expression: str, funcs: Sequence[str], count: int = 5) -> list[tuple[str, str]]:
+    """(readable name, symbol) of the ``count`` symbols whose names are closest to
+    ``name_expression`` (difflib's ratio on the spellings): a hint, never the lookup."""
+    plain = _demangle(list(funcs))
+    readable: list[tuple[str, str]] = []
+    for symbol, text in zip(funcs, plain, strict=False):
+        head = (mangled_head(symbol) or symbol) if text == symbol else demangled_head(text)
+        readable.append((head, symbol))
+    want = _normalise(name_expression)
+    scored = sorted(readable, key=lambda hs: -difflib.SequenceMatcher(None, want, _normalise(hs[0])).ratio())
+    return scored[:count]
+
+
+def not_found_message(name_expression: str, funcs: Sequence[str]) -> str:
+    """One line naming the closest few kernels (not every symbol of the cubin)."""
+    if not funcs:
+        return f"kernel {name_expression!r} not found: the cubin defines no functions"
+    near = closest_kernels(name_expression, funcs)
+    listed = "; ".join(f"{head} ({symbol})" if head != symbol else symbol for head, symbol in near)
+    more = f" (of {len(funcs)} functions)" if len(funcs) > len(near) else ""
+    return (
+        f"kernel {name_expression!r} not found in the cubin; closest{more}: {listed} "
+        "(check the spec's kernel, with its namespace, and template_args)"
+    )
 
 
 # -- driver -------------------------------------------------------------------------------
@@ -523,7 +620,7 @@ def compile_kernel(req: CompileRequest) -> CompileResult:
                     break
     seconds = time.perf_counter() - start
     if result is None:
-        return CompileResult(False, req.name_expression, log="\n".join(logs).strip(), seconds=seconds)
+        return CompileResult(False, req.name_expression, log=failure_log(logs), seconds=seconds)
     if compiler == "nvcc" and fallback:
         compiler = f"nvcc ({fallback})"
     elif compiler.startswith("nvrtc"):
@@ -542,6 +639,19 @@ def compile_kernel(req: CompileRequest) -> CompileResult:
     tmp_meta.write_text(json.dumps(done.to_dict()))
     tmp_meta.replace(meta_path)
     return done
+
+
+def failure_log(logs: Sequence[str]) -> str:
+    """The logs of the attempts that failed, the last attempt first: it is the real failure
+    (nvcc's error on the kernel), where an earlier one may only say why that compiler could not
+    be used (NVRTC's ``cannot open source file`` for a host header), and a clipped or one-line
+    report must show the real one."""
+    if not logs:
+        return ""
+    last, earlier = logs[-1], logs[:-1]
+    if not earlier:
+        return last.strip()
+    return "\n".join([last.strip(), "", "earlier attempts:", *(log.strip() for log in earlier)])
 
 
 class CompilePool:

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ktx.dtypes import decode, poison
-from ktx.expr import Value
+from ktx.expr import Value, expand
 from ktx.measure.compile import CompileResult, cache_dir
 from ktx.measure.guards import (
     GuardFault,
@@ -59,7 +59,7 @@ from ktx.measure.verify import (
     seeded_inputs,
 )
 from ktx.measure.warmup import settle_seconds, steady_samples, warm_up
-from ktx.spec import ShapePoint, Spec, expand, load_spec
+from ktx.spec import ShapePoint, Spec, load_spec
 
 Array = Any  # a cupy.ndarray; CuPy has no type stubs
 
@@ -426,11 +426,18 @@ def _bind(
 
 
 def _args(spec: Spec, env: Mapping[str, Value], arrays: Mapping[str, Array]) -> tuple[Any, ...]:
+    from ktx.measure.argpack import pack, struct_layouts  # here: main's imports above move
+
     values = scalars(spec, env)
+    structs = struct_layouts(spec, env)
     out: list[Any] = []
     for arg in spec.args:
         if arg.is_array:
             out.append(arrays[arg.name])
+        elif arg.null:  # a pointer the project passes as null (dist = "null")
+            out.append(np.uint64(0))
+        elif arg.is_struct:
+            out.append(pack(arg, structs[arg.name], env))  # a structured scalar: CuPy passes its bytes
         else:
             out.append(np.dtype(arg.dtype.storage).type(values[arg.name]))
     return tuple(out)

@@ -18,6 +18,7 @@ from dataclasses import asdict, replace
 from typing import Any, Literal
 
 from ktx.errors import KtxError, Location, NoGpuError
+from ktx.expr import expand
 from ktx.measure.compile import CompilePool, CompileRequest, CompileResult
 from ktx.measure.gpu import Options, verify_shapes
 from ktx.measure.guards import is_spec_error
@@ -25,7 +26,7 @@ from ktx.measure.occupancy import DeviceLimits
 from ktx.measure.protocol import DEFAULT_HANDLER, Outcome, Supervisor
 from ktx.measure.timeouts import TimeoutPolicy, request_cost
 from ktx.measure.types import Candidate, Measurement, Status, original_candidate
-from ktx.spec import ShapePoint, Spec, expand
+from ktx.spec import ShapePoint, Spec
 
 ReferenceChoice = Literal["auto", "original", "python", "none"]
 

@@ -209,9 +209,10 @@ def launch_once(job: Mapping[str, Any]) -> str:
     """Compile, draw the inputs and launch the job's kernel once, with exact-size allocations."""
     import cupy as cp
 
+    from ktx.expr import expand
     from ktx.measure import gpu
     from ktx.measure.compile import CompileRequest, compile_kernel
-    from ktx.spec import expand, load_spec
+    from ktx.spec import load_spec
 
     cp.cuda.set_allocator(None)  # every array its own cudaMalloc: memcheck knows its bounds
     cp.cuda.set_pinned_memory_allocator(None)

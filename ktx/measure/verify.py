@@ -24,6 +24,7 @@ import numpy.typing as npt
 from ktx.dtypes import decode, encode, fp8_order, poison
 from ktx.errors import KtxError, Location
 from ktx.expr import Value
+from ktx.measure.argpack import struct_values
 from ktx.spec import Arg, ShapePoint, Spec, Tolerance
 
 Array = npt.NDArray[Any]
@@ -60,11 +61,31 @@ class Draws:
             return self._rng.randint(low, high, dims, dtype=self.xp.int64)
         return self._rng.integers(low, high, dims)
 
+    def distinct(self, low: int, high: int, count: int) -> Any:
+        """``count`` different integers from ``[low, high)``, in random order."""
+        return self._rng.permutation(high - low)[:count] + low
 
-def draw(arg: Arg, dims: tuple[int, ...], rng: np.random.Generator | Draws, xp: Any = np) -> Any:
-    """Values for an input argument, encoded to its storage dtype (on the device with cupy)."""
+
+def draw(
+    arg: Arg,
+    dims: tuple[int, ...],
+    rng: np.random.Generator | Draws,
+    xp: Any = np,
+    env: Mapping[str, Value] | None = None,
+) -> Any:
+    """Values for an input argument, encoded to its storage dtype (on the device with cupy).
+    ``env`` (the shape) gives an ``int:LOW..HIGH`` range its ends; without it (priming CuPy's
+    kernels on tiny arrays) the range is ``[0, 1)``."""
     draws = rng if isinstance(rng, Draws) else _host_draws(rng)
     dist = arg.dist
+    if dist.bounds is not None:
+        count = int(np.prod(dims))
+        low, high = dist.range(env, count) if env is not None else (0, 1)
+        if dist.kind == "distinct" and env is not None:
+            picked = draws.distinct(low, high, count).reshape(dims)
+        else:
+            picked = draws.integers(low, high, dims)
+        return encode(picked.astype(xp.float64), arg.dtype, xp)
     # float32 draws: twice as fast as float64, and every device type is at most 32 bits wide
     # except fp64, which gets float64 draws.
     wide = arg.dtype.name == "fp64"
@@ -131,7 +152,7 @@ def seeded_inputs(
         if arg.role == "out":
             arrays[arg.name] = poison(dims, arg.dtype, round_index, xp)
         else:
-            arrays[arg.name] = draw(arg, dims, draws, xp)
+            arrays[arg.name] = draw(arg, dims, draws, xp, env)
     return arrays
 
 
@@ -159,13 +180,14 @@ def python_reference(
 ) -> dict[str, Array]:
     """Run the float64 reference on the decoded inputs; returns float64 outputs by name."""
     env = spec.env(point)
-    decoded: dict[str, Any] = {}
+    decoded: dict[str, Any] = dict(struct_values(spec, env))  # a struct as {field path: value}
     for arg in spec.args:
         # Pure outputs are what the reference computes: the device-side check does not copy
         # them to the host, so they are absent here (and a reference must not read them).
         if arg.is_array and (arg.role != "out" or arg.name in inputs):
             decoded[arg.name] = decode(inputs[arg.name], arg.dtype)
     decoded.update(scalars(spec, env))
+    decoded.update({arg.name: None for arg in spec.args if arg.null})  # null pointers
     result = fn(decoded, dict(env))
     out: dict[str, Array] = {}
     for arg in spec.args:

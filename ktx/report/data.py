@@ -7,7 +7,6 @@ made on any machine, long after the run, without the GPU or the passes that prod
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import warnings
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ktx.errors import KtxError, Location
+from ktx.records import RoundLine, RunState, ShapeRecord, read_rounds
 
 
 @dataclass(frozen=True)
@@ -111,55 +111,44 @@ def _read_json(path: Path) -> Any:
     return read_json(path, "the run folder is damaged: run ktx optimize again")
 
 
-def _rounds(run_dir: Path) -> list[dict[str, Any]]:
+def _rounds(run_dir: Path) -> tuple[RoundLine, ...]:
+    """The run's rounds (:func:`ktx.records.read_rounds`: a damaged line is an error naming it)."""
     path = run_dir / "rounds.jsonl"
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue  # a torn last line from a killed run
-    return out
+    return read_rounds(path) if path.exists() else ()
 
 
-def _round_row(r: Mapping[str, Any]) -> RoundRow:
-    plan = r.get("plan", {})
-    result = r.get("result") or {}
-    usage = r.get("usage", {})
+def _round_row(r: RoundLine) -> RoundRow:
+    result = r.result
     return RoundRow(
-        index=int(r["round"]),
-        planner=str(r.get("planner", "")),
-        pipeline=str(r.get("pipeline", "")),
-        rationale=str(r.get("rationale", "")),
-        status=str(r.get("status", "")),
-        geomean=r.get("geomean_speedup"),
-        best_after=r.get("best_after"),
-        failures=tuple(
-            (str(f["name"]), tuple(str(x) for x in f.get("reasons", []))) for f in r.get("failures", [])
-        ),
-        search_failures={str(k): int(v) for k, v in dict(result.get("failures", {})).items()},
-        evaluations=int(result.get("evaluations", 0) or 0),
-        tokens=int(usage.get("total_tokens", 0) or 0),
-        attempts=len(plan.get("attempts", [])),
-        fallback=str(plan.get("fallback", "")),
-        note=str(r.get("note", "")),
-        shapes={str(s["shape"]): s.get("effective_us") for s in result.get("shapes", [])},
+        index=r.index,
+        planner=r.planner,
+        pipeline=r.pipeline,
+        rationale=r.rationale,
+        status=r.status,
+        geomean=r.geomean_speedup,
+        best_after=r.best_after,
+        failures=r.failures,
+        search_failures={} if result is None else dict(result.failures),
+        evaluations=0 if result is None else result.evaluations,
+        tokens=r.tokens,
+        attempts=r.plan_attempts,
+        fallback=r.plan_fallback,
+        note=r.note,
+        shapes={} if result is None else {s.shape: s.effective_us for s in result.shapes},
     )
 
 
-def _shape_row(s: Mapping[str, Any]) -> ShapeRow:
+def _shape_row(s: ShapeRecord) -> ShapeRow:
     return ShapeRow(
-        str(s["shape"]),
-        str(s.get("metric", "")),
-        s.get("original_us"),
-        s.get("effective_us"),
-        s.get("speedup"),
-        s.get("original_sol_fraction"),
-        s.get("sol_fraction"),
-        s.get("best_config") if s.get("wins") else None,
-        _remeasured(s.get("paired")),
+        s.shape,
+        s.metric,
+        s.original_us,
+        s.effective_us,
+        s.speedup,
+        s.original_sol_fraction,
+        s.sol_fraction,
+        s.best_config if s.wins else None,
+        _remeasured(s.paired),
     )
 
 
@@ -229,19 +218,18 @@ def load_run(run_dir: Path) -> RunData:
             Location(str(run_dir)),
             "give the --out of ktx optimize",
         )
-    state = _read_json(state_path)
-    if not isinstance(state, dict) or state.get("format") != "ktx.optimize/1":
+    data = _read_json(state_path)
+    if not isinstance(data, dict):
         raise KtxError(
-            "optimize.json is not a ktx.optimize/1 file",
-            Location(str(state_path)),
-            "give the --out of ktx optimize, or run it again",
+            "optimize.json is not a JSON object", Location(str(state_path)), "run ktx optimize again"
         )
+    state = RunState.from_json(data, Location(str(state_path)))
     rounds = tuple(_round_row(r) for r in _rounds(run_dir))
     original_path = run_dir / "original.cu"
     if original_path.exists():
         original = original_path.read_text(encoding="utf-8", errors="surrogateescape")
-    elif Path(str(state.get("source", ""))).exists():
-        original = Path(str(state["source"])).read_text(encoding="utf-8", errors="surrogateescape")
+    elif state.source and Path(state.source).exists():
+        original = Path(state.source).read_text(encoding="utf-8", errors="surrogateescape")
     else:
         original = ""
     final = run_dir / "final"
@@ -256,20 +244,19 @@ def load_run(run_dir: Path) -> RunData:
         p.read_text(encoding="utf-8", errors="surrogateescape")
         for p in sorted((final / "best").glob("variant_*.cu"), key=lambda p: int(p.stem.split("_")[1]))
     ) if (final / "best").is_dir() else ()  # fmt: skip
-    best = int(state.get("best_round", 0))
+    best = state.best_round
     importance: dict[str, float] = {}
     note = "no round beat the original"
     if best:
         importance, note = knob_importance(run_dir / f"round-{best:02d}" / "study.db")
-    source = str(state.get("source", "kernel.cu"))
     return RunData(
         run_dir=run_dir,
-        kernel=str(state.get("kernel", "")),
-        state=state,
+        kernel=state.kernel,
+        state=state.data,
         rounds=rounds,
-        shapes=tuple(_shape_row(s) for s in state.get("shapes", [])),
+        shapes=tuple(_shape_row(s) for s in state.shapes),
         original=original,
-        source_rel=str(state.get("source_rel") or Path(source).name),
+        source_rel=state.source_rel or Path(state.source or "kernel.cu").name,
         template=text("template.cu"),
         trace=trace,
         dispatch_header=text("dispatch.h"),

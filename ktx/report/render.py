@@ -95,7 +95,9 @@ def summary_items(run: RunData) -> list[tuple[str, str]]:
                    f"stopped: {s.get('stop_reason', '?')}"),
         ("final pipeline", f"`{run.pipeline}`" if run.pipeline else "none (the original kernel is kept)"),
         ("geometric-mean speedup", _f(run.geomean, ".3f", "x")),
-        ("wall time", _f(s.get("wall_s"), ".1f", " s")),
+        ("wall time" + (" of the replay (the recorded run's: see the note above)"
+                        if any(n.startswith("replay:") for n in run.notes) else ""),
+         _f(s.get("wall_s"), ".1f", " s")),
         ("LLM tokens", f"{usage.get('total_tokens', 0)} in {usage.get('requests', 0)} request(s), "
                        f"{usage.get('cache_hits', 0)} cached answer(s)"),
         ("fast math", fast_math_text(run)),

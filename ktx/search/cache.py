@@ -27,7 +27,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ktx.errors import Location
 from ktx.measure.types import Candidate, Measurement
+from ktx.records import check_schema, schema_of
 from ktx.search.runlog import append_line, end_torn_line
 
 
@@ -51,6 +53,7 @@ class MeasurementCache:
         self._lock = threading.Lock()
         self._entries: dict[str, Measurement] = {}
         self._offset = 0
+        self._lines = 0  # lines read so far (a located error names the line)
         if path is not None and path.exists():
             end_torn_line(path)
             self._refresh()
@@ -64,15 +67,27 @@ class MeasurementCache:
             data = handle.read()
         end = data.rfind(b"\n") + 1  # a line still being written is read next time
         self._offset += end
-        for line in data[:end].splitlines():
+        for line in data[:end].split(b"\n")[:-1]:
+            self._lines += 1
             try:
                 row = json.loads(line)
+            except ValueError:
+                continue  # a torn line from a killed writer (ended by end_torn_line)
+            if isinstance(row, dict) and row.get("schema") not in (None, schema_of("cache")):
+                check_schema(row, "cache", Location(str(self.path), self._lines, 1))
+            try:
                 self._entries[str(row["key"])] = Measurement.from_dict(row["measurement"])
-            except (ValueError, KeyError, TypeError):
-                continue  # a torn line from a killed writer
+            except (KeyError, TypeError, ValueError):
+                continue
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def measurements(self) -> list[Measurement]:
+        """Every measurement held (what a recording of the run keeps)."""
+        with self._lock:
+            self._refresh()
+            return list(self._entries.values())
 
     def __contains__(self, key: str) -> bool:
         return key in self._entries
@@ -90,6 +105,7 @@ class MeasurementCache:
             self._entries[key] = measurement
             if self.path is None:
                 return
-            row = {"key": key, **(extra or {}), "measurement": measurement.to_dict()}
+            row = {"schema": schema_of("cache"), "key": key, **(extra or {})}
+            row["measurement"] = measurement.to_dict()
             self.path.parent.mkdir(parents=True, exist_ok=True)
             append_line(self.path, json.dumps(row, separators=(",", ":")) + "\n")

@@ -90,6 +90,7 @@ def final_check(
     out: dict[str, PairedCheck] = {}
     backend = evaluator.backend
     paired = getattr(backend, "measure_paired", None)
+    recorded = getattr(backend, "recorded_check", None)
     original = evaluator.tunable.candidate({})
     # The estimate comes from the original's verified measurement, an upper bound (a check
     # only times); once a check has run, its real cost scales the estimates of the rest.
@@ -108,6 +109,8 @@ def final_check(
             n = pairs if left is None else min(pairs, int(max(0.0, left - 0.2) / max(per_pair, 1e-9)))
             if same_code(original, candidate, evaluator.spec, item.point):
                 check = PairedCheck(name, item.metric, IDENTICAL, config, reason="the original's code")
+            elif callable(recorded):  # the replay of a recorded run: the run's own check, as it went
+                check = recorded(name, config)
             elif not callable(paired):
                 check = PairedCheck(
                     name, item.metric, UNSUPPORTED, config, reason="the backend cannot re-measure"

@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ktx.errors import KtxError
+from ktx.expr import expand
 from ktx.measure.replay import REPLAYED
 from ktx.measure.types import Candidate, Measurement
-from ktx.spec import ShapePoint, Spec, expand
+from ktx.spec import ShapePoint, Spec
 
 #: Pairs per shape in the final check (the issue asks for at least 5).
 PAIRS = 5

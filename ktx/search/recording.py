@@ -14,6 +14,13 @@ replayed on any machine, deterministically (Kernel Tuner's "simulation mode"). T
 ``synthetic: true`` marks numbers that come from a model (:mod:`ktx.search.synthetic`) or from a
 CPU stand-in for the GPU worker (then ``stand_in`` names it, e.g. ``harness:tests/fake.py:handle``);
 reports made from such a recording say so on every table.
+
+The recording of a whole ``ktx optimize`` run (:func:`recording_of_run`, written as
+``recording.json`` at the end of every run that measured) also holds ``"run"``: the run's budget,
+rounds, per-round searches (evaluations and configs per shape, paired final checks) and stop
+reason (:class:`ktx.records.RecordedRun`). A replay follows it (:class:`RunReplayBackend`): it
+answers only what the recording measured, and a question it cannot answer is an error
+(:class:`ReplayDiverged`), never a made-up failure.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ from typing import Any
 from ktx.errors import KtxError, Location
 from ktx.measure.replay import ReplayBackend
 from ktx.measure.types import Candidate, Measurement, Status, config_key
+from ktx.records import RecordedRound, RecordedRun, RecordedShape, measured_configs, read_jsonl
+from ktx.search.paired import PairedCheck
 from ktx.search.space import Config, Space
 from ktx.spec import ShapePoint
 
@@ -49,6 +58,9 @@ class Recording:
     path: str = ""
     pipeline: str | None = None  # the pass pipeline the configs are of (None: not recorded)
     stand_in: str = ""  # the stand-in backend that produced the numbers ('' when measured or modelled)
+    #: The recorded ``optimize`` run a replay follows (None: measurements only).
+    run: RecordedRun | None = None
+    date: str = ""
     measurements: tuple[Measurement, ...] = field(default=(), repr=False)
     _index: Mapping[tuple[str, str], Measurement] = field(default_factory=dict, repr=False)
 
@@ -71,6 +83,8 @@ class Recording:
             index = {(m.shape, config_key(m.config)): m for m in measurements}
         except (KeyError, TypeError, ValueError) as exc:
             raise KtxError(f"malformed recording: {exc}", where) from None
+        run_data = data.get("run")
+        run = RecordedRun.from_json(run_data, where) if isinstance(run_data, Mapping) else None
         blob = json.dumps(data, sort_keys=True).encode()
         kernels = {m.kernel for m in measurements}
         return cls(
@@ -84,6 +98,8 @@ class Recording:
             toolkit=str(data.get("toolkit") or data.get("driver") or ""),
             digest=hashlib.sha256(blob).hexdigest()[:16],
             path=path,
+            run=run,
+            date=str(data.get("date") or ""),
             measurements=measurements,
             _index=index,
         )
@@ -164,6 +180,131 @@ class RecordingBackend:
 
     def close(self) -> None:
         return None
+
+
+class ReplayDiverged(KtxError):
+    """The replay of a recorded run asked for what the run never measured, or went another way
+    (another round outcome, another candidate, another stop). Its numbers would no longer be
+    the recording's, so the replay stops instead of inventing them."""
+
+
+class RunReplayBackend(RecordingBackend):
+    """The replay of a recorded ``optimize`` run (a recording with a ``run`` section).
+
+    Unlike :class:`RecordingBackend`, a (shape, config) the recording lacks is an error
+    (:class:`ReplayDiverged`): the replay follows the run's script, so a miss means it went
+    another way. The run's paired final checks are answered from the recording too
+    (:class:`PairedReplayBackend`; a run from before the paired check has none, and its replay
+    re-measures nothing either)."""
+
+    def __init__(self, recording: Recording, throttle_s: float = 0.0) -> None:
+        super().__init__(recording, throttle_s)
+        assert recording.run is not None
+        self.run = recording.run
+
+    @classmethod
+    def of(cls, recording: Recording) -> RunReplayBackend:
+        """The backend that replays ``recording``'s run, paired checks included where it has them."""
+        assert recording.run is not None
+        checked = any(s.paired is not None for r in recording.run.rounds for s in r.shapes)
+        return PairedReplayBackend(recording) if checked else cls(recording)
+
+    def measure(self, candidate: Candidate, shape: ShapePoint) -> Measurement:
+        try:
+            return self._replay.measure(candidate, shape)
+        except KtxError as exc:
+            raise ReplayDiverged(
+                f"the replay asked for config {candidate.config_key} at {shape.name}, which the "
+                f"recorded run never measured ({exc.message})",
+                Location(self.recording.path),
+                "the search or the passes changed since the recording; record the run again on a GPU",
+            ) from None
+
+
+class PairedReplayBackend(RunReplayBackend):
+    """A run replay that also answers the run's paired final checks: each is the check the
+    run logged (measured, failed or cut by its clock), handed back as it was, in the order the
+    run made them (:func:`ktx.search.final.final_check` asks ``recorded_check``)."""
+
+    def __init__(self, recording: Recording, throttle_s: float = 0.0) -> None:
+        super().__init__(recording, throttle_s)
+        self._checks: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+        for r in self.run.rounds:
+            for s in r.shapes:
+                if s.paired is not None and s.paired.get("config") is not None:
+                    key = (s.shape, config_key(s.paired["config"]))
+                    self._checks.setdefault(key, []).append(s.paired)
+
+    def recorded_check(self, shape: str, config: Mapping[str, int]) -> PairedCheck:
+        queue = self._checks.get((shape, config_key(config)))
+        if not queue:
+            raise ReplayDiverged(
+                f"the replay checks config {config_key(config)} at {shape}; the recorded run did not",
+                Location(self.recording.path),
+                "record the run again on a GPU",
+            )
+        return PairedCheck.from_dict(queue.pop(0))
+
+
+def recording_of_run(
+    run_dir: Path, *, device: str, toolkit: str, synthetic: bool, stand_in: str = "", date: str = ""
+) -> dict[str, Any]:
+    """The ``ktx.recording/1`` document of an ``optimize`` run folder: every measurement its
+    cache holds and the run itself (budget, rounds, each round's searches and final checks, stop
+    reason), so that a replay on a CPU can follow it round for round.
+
+    Works on folders of older ktx versions too (the committed recording of silu_and_mul's run
+    got its ``run`` section this way, from the run folder in ``results/session2``)."""
+    state = json.loads((run_dir / "optimize.json").read_text(encoding="utf-8"))
+    request = state.get("request", {})
+    from ktx.search.cache import MeasurementCache
+    from ktx.search.runlog import read_log
+
+    measurements = [m.to_dict() for m in MeasurementCache(run_dir / "cache.jsonl").measurements()]
+    rounds = []
+    logged = run_dir / "rounds.jsonl"  # absent when no round started (the budget ran out first)
+    for _, line in read_jsonl(logged, "rounds") if logged.exists() else ():
+        index = int(line["round"])
+        log = run_dir / f"round-{index:02d}" / "log.jsonl"
+        events = list(read_log(log))  # a line a killed worker tore is skipped, as the run did
+        measured = measured_configs(events)
+        done = {
+            str(e["shape"]): int(e.get("evaluations", 0)) for e in events if e.get("event") == "shape_done"
+        }
+        result = line.get("result") or {}
+        paired = {str(s["shape"]): s.get("paired") for s in result.get("shapes", ())}
+        names = list(dict.fromkeys([*done, *measured, *paired]))
+        shapes = tuple(
+            RecordedShape(name, done.get(name, 0), tuple(measured.get(name, ())), paired.get(name) or None)
+            for name in names
+        )
+        gain = line.get("geomean_speedup")
+        speedup = None if gain is None else float(gain)
+        rounds.append(RecordedRound(index, str(line["pipeline"]), str(line["status"]), speedup, shapes))
+    budget = request.get("budget_s")
+    run = RecordedRun(
+        None if budget is None else float(budget),
+        str(state.get("stop_reason", "")),
+        tuple(rounds),
+        f"the run folder {run_dir.name}: optimize.json, rounds.jsonl, round-NN/log.jsonl",
+        wall_s=None if state.get("wall_s") is None else float(state["wall_s"]),
+    )
+    settings = {k: request[k] for k in ("shapes", "rounds", "trials_per_round", "seed", "ncu", "planner",
+                                        "patience", "min_gain", "budget_s") if k in request}  # fmt: skip
+    return {
+        "format": FORMAT,
+        "kernel": state.get("kernel", ""),
+        "synthetic": synthetic,
+        **({"stand_in": stand_in} if stand_in else {}),
+        "method": f"ktx optimize ({request.get('planner', 'rules')} planner): every measurement of the run",
+        "device": device,
+        "toolkit": toolkit,
+        "date": date or time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "request": settings,
+        "space": {"knobs": [], "constraints": []},
+        "run": run.to_json(),
+        "measurements": measurements,
+    }
 
 
 def write(data: Mapping[str, Any], path: str | Path) -> Path:

@@ -90,6 +90,8 @@ class TuneRequest:
     quiet: bool = False
     worker_index: int | None = None  # set in processes started by ``workers > 1``
     throttle: float = 0.0  # replay only: seconds per measurement, standing in for GPU time
+    #: Replay of a recorded run only: (shape, evaluations) after which that shape's search stops.
+    stop_after: tuple[tuple[str, int], ...] = ()
 
     @property
     def is_worker(self) -> bool:
@@ -367,6 +369,7 @@ def tune_shapes(ctx: Context, deadline: float | None) -> None:
                 concurrent,
                 shape_plan,
                 seed_name(ctx, point),
+                dict(req.stop_after).get(point.name),
             )
             tuned[point.name] = top_configs(study, settings.warm_start)
             stats = study_stats(study)

@@ -148,3 +148,21 @@ def test_overall_bound_and_json_round_trip() -> None:
     tie = make_analysis(scalar_facts(), [memory_bound(), latency_bound()])
     assert tie.bound == "memory"
     assert make_analysis(scalar_facts(), [], flags=("-use_fast_math",)).fast_math_flags
+
+
+def test_reductions_come_from_the_facts_layer() -> None:
+    """The loops folding a variable, as ktx.ir.facts.reductions names them (a sum and a max here);
+    ``s >>= 1`` halving a counter in a loop with no shared array is no tree reduction."""
+    f = facts_of_source(
+        """
+__global__ void k(const float* x, float* out, int n) {
+  float acc = 0.f, mx = -1e30f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) { acc += x[i]; mx = fmaxf(mx, x[i]); }
+  for (int s = 16; s > 0; s >>= 1) { acc += __shfl_down_sync(0xffffffff, acc, s); __syncthreads(); }
+  out[0] = acc + mx;
+}
+"""
+    )
+    assert f.reductions[0] == "L0: sum acc" and "L0: max mx" in f.reductions
+    assert f.tree_reductions == () and f.shuffles and f.syncthreads == 1
+    assert "reductions: L0: sum acc" in f.text()

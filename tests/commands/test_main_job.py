@@ -57,6 +57,10 @@ def test_main_job_replays_on_a_cpu(tmp_path: Path) -> None:
     assert "template: " in out and "#define KTX_SPLIT" in out
     assert "dispatch table: " in out and "d=4096: {'SPLIT': 4}" in out
     assert "report: " in out and (tmp_path / "run" / "report" / "report.html").is_file()
+    # the recorded run, not a new one: its 2 rounds and its stop reason, nothing unrecorded
+    assert "(replay of the recorded run: 2 round(s), stop: budget)" in lines[0]
+    assert "stopped: budget (as recorded)" in out
+    assert "not in the recording" not in (tmp_path / "run" / "cache.jsonl").read_text()
     assert wall < 60, f"{wall:.0f} s"
 
 

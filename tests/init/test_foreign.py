@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 from ktx.ir import parse_file
+from ktx.ir.facts.params import read_kernel, size_use
 
-from ktx.draft import _read_kernel, check, draft, size_shapes, size_use
+from ktx.draft import check, draft
+from ktx.draft.sizing import size_shapes
 from ktx.spec import load_spec
 from tests.init.test_init import compare
 
@@ -148,9 +150,9 @@ def test_drafts_without_todos_load(tmp_path: Path) -> None:
 
 
 def _launch(grid: tuple[str, ...], block: tuple[str, ...]):  # type: ignore[no-untyped-def]
-    from ktx.draft import _LaunchDraft
+    from ktx.ir.facts.launcher import LaunchDraft
 
-    return _LaunchDraft(grid, block, "0", "", ())
+    return LaunchDraft(grid, block, "0", "", ())
 
 
 def test_an_extent_the_kernel_reaches_past_becomes_a_todo(tmp_path: Path) -> None:
@@ -316,7 +318,7 @@ def test_size_use(use: str, is_size: bool, todo: bool, tmp_path: Path) -> None:
         "void go(float* x, int n) { a<<<1, 32>>>(x, n); }\n"
     )
     module = parse_file(src)
-    k = _read_kernel(module, next(f for f in module.functions if f.name == "a"))
+    k = read_kernel(module, next(f for f in module.functions if f.name == "a"))
     assert (size_use(k, "n") is not None) == is_size
     assert any(t.startswith("value of n:") for t in draft(src).todos) == todo
 

@@ -239,3 +239,48 @@ def test_unreorderable_keeps_argmax_to_sequential_loops() -> None:
     argmax = "{ float v = x[i]; if (v > s) { s = v; k = i; } }"
     assert _carried(argmax, True) is None
     assert _carried(argmax, False) == ("s", "not-a-reduction", 3)  # ties would pick another index
+
+
+def _trees(loop: str) -> list[tuple[tuple[str, ...], str | None]]:
+    m = parse(
+        "__global__ void k(float* o) {\n  __shared__ float buf[256];\n  __shared__ float other[256];\n"
+        "  int t = threadIdx.x;\n" + loop + "\n}\n"
+    )
+    facts = m.facts()
+    assert all(facts.loop_at(tr.loop) is not None for tr in facts.tree_reductions)
+    return [(tr.arrays, tr.var) for tr in facts.tree_reductions]
+
+
+@pytest.mark.parametrize(
+    ("loop", "expect"),
+    [
+        # the textbook halving tree, each spelling of the halving step
+        (
+            "for (int s = blockDim.x / 2; s > 0; s >>= 1) { "
+            "if (t < s) buf[t] += buf[t + s]; __syncthreads(); }",
+            [(("buf",), "s")],
+        ),
+        (
+            "for (int s = 128; s > 0; s = s / 2) { "
+            "if (t < s) buf[t] = buf[t] + buf[t + s]; __syncthreads(); }",
+            [(("buf",), "s")],
+        ),
+        (
+            "for (int s = 128; s > 0; s /= 2) { "
+            "__syncthreads(); if (t < s) buf[t] = fmaxf(buf[t], buf[t + s]); }",
+            [(("buf",), "s")],
+        ),
+        # interleaved addressing: a tree, but its stride grows
+        (
+            "for (int s = 1; s < 256; s *= 2) { "
+            "if (t % (2 * s) == 0) buf[t] += buf[t + s]; __syncthreads(); }",
+            [(("buf",), None)],
+        ),
+        # look-alikes: no barrier, a copy between arrays, a store of a value that reads no element
+        ("for (int s = 128; s > 0; s >>= 1) { if (t < s) buf[t] += buf[t + s]; }", []),
+        ("for (int s = 128; s > 0; s >>= 1) { other[t] = buf[t + s]; __syncthreads(); }", []),
+        ("for (int s = 128; s > 0; s >>= 1) { buf[t] = o[t] * 2.f; __syncthreads(); }", []),
+    ],
+)
+def test_shared_memory_tree_reductions(loop: str, expect: list[tuple[tuple[str, ...], str | None]]) -> None:
+    assert _trees(loop) == expect

@@ -1,4 +1,4 @@
-"""One copy of the node-text and walking helpers, in ``ktx.ir.syntax``; ``ktx.syntax`` re-exports it."""
+"""One copy of the tree helpers (node text, walking, declarations, barriers), in ``ktx.ir.syntax``."""
 
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ from ktx.ir.access import _walk as access_walk
 from ktx.ir.consteval import _text as consteval_text
 from ktx.ir.index import text as index_text
 
-from ktx import syntax
-
 ROOT = Path(__file__).resolve().parents[2]
 
 SRC = b"""#define KTX_INLINE inline __attribute__((always_inline)) __device__
@@ -23,19 +21,24 @@ __global__ void k(float* y) { y[threadIdx.x] = twice(y[threadIdx.x]); }
 
 
 def test_one_copy() -> None:
-    assert syntax.text is ir_syntax.text and syntax.walk is ir_syntax.walk
+    assert not (ROOT / "ktx" / "syntax.py").exists()  # merged here (issue 21): no second copy above ir
     assert access_text is ir_syntax.text and access_walk is ir_syntax.walk
     assert consteval_text is ir_syntax.node_text and index_text is ir_syntax.node_text
-    for path in ("ir/access.py", "ir/consteval.py", "ir/index.py", "passes/vectorize.py", "ktx/syntax.py"):
+    for path in ("ir/access.py", "ir/consteval.py", "ir/index.py", "passes/vectorize.py"):
         tree = ast.parse((ROOT / path).read_text())
         defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
         assert not defined & {"text", "_text", "walk", "_walk", "node_text"}, path
 
 
-def test_ir_syntax_needs_nothing_above_ir() -> None:
+def test_ir_syntax_imports_no_ktx_module_at_run_time() -> None:
+    """The bottom of ktx.ir: every IR module may use it (its Module, Function, Span are types only)."""
     tree = ast.parse((ROOT / "ir" / "syntax.py").read_text())
-    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    body = [n for n in tree.body if not (isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")]
+    imported = {n.module for stmt in body for n in ast.walk(stmt) if isinstance(n, ast.ImportFrom)}
+    imported |= {
+        a.name for stmt in body for n in ast.walk(stmt) if isinstance(n, ast.Import) for a in n.names
+    }
+    assert "tree_sitter" in imported
     assert not any(m and m.startswith("ktx") for m in imported), imported
 
 
@@ -72,7 +75,9 @@ __global__ void k(float* o, int n) {
 }
 """
     m = parse(src, "k.cu")
-    subs = {syntax.text(m, n): n for n in syntax.walk(m.tree.root_node) if n.type == "subscript_expression"}
+    subs = {
+        ir_syntax.text(m, n): n for n in ir_syntax.walk(m.tree.root_node) if n.type == "subscript_expression"
+    }
     o = [subs[f"o[{i}]"] for i in range(6)]
     assert (
         ir_syntax.exclusive(o[0], o[3])

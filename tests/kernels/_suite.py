@@ -50,7 +50,8 @@ def spec_name_expressions(name: str) -> list[str]:
     """The instantiations ktx compiles for a kernel: its spec's name expression expanded at
     every point (and odd variant) of every shape set, read through ``ktx.spec.load_spec``."""
     from ktx.measure.types import original_candidate
-    from ktx.spec import expand, load_spec
+    from ktx.expr import expand
+    from ktx.spec import load_spec
 
     spec = load_spec(KERNELS_DIR / name)
     cand = original_candidate(spec)

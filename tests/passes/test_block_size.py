@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from ktx.ir.launch import LaunchMapping
 from passtest import apply, changed, code, remarks, suite_source
-
-from ktx.launch import LaunchMapping
 
 ONE_D = """\
 __global__ void k(float* x, int n) {

@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 from passtest import ROOT, apply, changed, code, remarks, suite_source
 
-from ktx.launch import mapping_from_spec
-from ktx.pipeline import run
+from ktx.pipeline import mapping_from_spec, run
 from ktx.report.diffs import tuned_source
 from ktx.search.dispatch import DispatchTable, Rule, header
 from ktx.spec import load_spec

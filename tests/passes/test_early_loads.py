@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 from passtest import ROOT, apply, remarks
 
-from ktx.launch import mapping_from_spec
-from ktx.pipeline import run
+from ktx.pipeline import mapping_from_spec, run
 from ktx.spec import load_spec
 from ktx.template import Template
 

@@ -92,8 +92,8 @@ def test_a_template_argument_the_spec_sets_from_a_shape_is_refused() -> None:
     """The spec's ``template_args = [..., "{group}"]`` makes GROUP part of the problem: the
     reference and the buffers' extents follow it, so no value but the spec's is right."""
     from ktx.ir import parse
+    from ktx.ir.launch import LaunchMapping
 
-    from ktx.launch import LaunchMapping
     from ktx.pipeline import run
 
     spec_mapping = LaunchMapping(("cdiv(groups, 256)",), ("256",), "0", (), "spec")
@@ -108,8 +108,8 @@ def test_a_template_argument_the_spec_sets_from_a_shape_is_refused() -> None:
 
 def test_a_constant_named_as_a_spec_shape_variable_is_refused() -> None:
     from ktx.ir import parse
+    from ktx.ir.launch import LaunchMapping
 
-    from ktx.launch import LaunchMapping
     from ktx.pipeline import run
 
     source = "#define TOPK 2\n" + GROUPED.replace("j < GROUP", "j < GROUP * TOPK")

@@ -1,0 +1,625 @@
+"""The launch of a kernel as ``ktx init`` reads it: which kernel, which launch, with what.
+
+Facts the drafter learns from the host code, each answering one question a spec asks:
+
+* :func:`choose_kernel`: the kernel (the one named, else the file's only one) and its first
+  launch site;
+* :func:`deduce_template_args`: the template arguments the launch binds, and whether they
+  hold wherever the launch is (a ``switch`` over types picks one branch: ``branch_picked``);
+* :func:`read_launch`: grid, block and shared memory as expressions, through the launcher's
+  locals, ``dim3`` fields and macros (a :class:`LaunchDraft`), and its shape variables;
+* :func:`caller_values`, :func:`main_values`, :func:`header_value`: what the launcher's callers,
+  ``main`` and local headers say the sizes are.
+
+Source reading only: what a spec makes of the answers (TODO lines, default shapes) is
+:mod:`ktx.draft`'s.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import tree_sitter as ts
+from ktx.ir import syntax
+from ktx.ir.facts import assign
+from ktx.ir.facts.dtypes import DTYPES, dtype_of
+from ktx.ir.launch import (
+    _EXPRESSIONS,
+    Untranslatable,
+    _Translator,
+    launch_dims,
+    launch_value_node,
+    launcher_node,
+    substitute,
+)
+from ktx.ir.nodes import Function, LaunchSite
+
+from ktx.errors import KtxError, Location
+from ktx.expr import Expr
+
+if TYPE_CHECKING:
+    from ktx.ir.module import Module
+
+# -- choosing the kernel and its launch ------------------------------------------------------
+
+
+def choose_kernel(module: Module, path: str, name: str | None) -> tuple[Function, LaunchSite]:
+    """The kernel ``name`` (the file's only kernel when None) and its first launch site; a
+    :class:`~ktx.errors.KtxError` at ``path`` says what is missing (ktx init's error line)."""
+    kernels = module.kernels
+    if not kernels:
+        raise KtxError("no __global__ kernel in the file", Location(path, 1, 1), "ktx init needs a kernel")
+    if name is None:
+        if len(kernels) > 1:
+            names = ", ".join(k.name for k in kernels)
+            raise KtxError(f"{len(kernels)} kernels ({names})", Location(path, 1, 1), "add --kernel NAME")
+        fn = kernels[0]
+    else:
+        found = [k for k in kernels if k.name == name]
+        if not found:
+            names = ", ".join(k.name for k in kernels)
+            raise KtxError(f"no kernel {name!r} (kernels: {names})", Location(path, 1, 1))
+        fn = found[0]
+    where = Location(path, fn.span.line, 1)
+    sites = module.launches_of(fn.name)
+    if not sites:
+        raise KtxError(
+            f"kernel {fn.name} is never launched in the file",
+            where,
+            "add a host launcher (kernel<<<grid, block>>>(args)) so ktx can read the launch",
+        )
+    return fn, sites[0]
+
+
+@dataclass(frozen=True)
+class TemplateArgs:
+    """The kernel's template arguments at its launch: written there, or deduced.
+
+    ``values`` has one entry per template parameter (None: neither written nor deducible);
+    ``notes`` say where each deduced one came from."""
+
+    values: tuple[str | None, ...]
+    notes: tuple[str, ...]
+
+
+def deduce_template_args(module: Module, fn: Function, site: LaunchSite) -> TemplateArgs:
+    """``kernel<<<g, b>>>(out, in, n)`` with ``template <typename T> kernel(T* out, ...)``: T
+    is the element type of the launcher's ``out`` (as C++ deduces it from the call).
+
+    Written arguments come first; a type parameter not written is the element type of the
+    first argument passed where the kernel's parameter is ``T*``/``T`` (the launcher's
+    parameter or local, or a cast's target type); a value parameter falls back to its default.
+    """
+    written = [module.text(s) for s in site.template_arg_spans]
+    call_args = launch_arguments(module, site)
+    launcher = launcher_of(module, site)
+    scope = launcher_node(module, site)
+    locals_ = syntax.local_declarations(module, scope, before=site.span.start) if scope is not None else {}
+    values: list[str | None] = []
+    notes: list[str] = []
+    for i, tp in enumerate(fn.template_params):
+        if i < len(written):
+            why = _uncertain(module, launcher, written[i])
+            if why is not None:
+                notes.append(f"{tp.name}: the launch passes {written[i]!r}, {why}")
+            values.append(
+                None
+                if why is not None
+                else _launcher_constants(module, launcher, written[i], site.span.start)
+            )
+            continue
+        found: str | None = None
+        if tp.kind == "type":
+            for p, node in zip(fn.params, call_args, strict=False):
+                if p.base_type != tp.name:
+                    continue
+                found = _element_type(module, node, launcher, locals_, p.pointer_depth)
+                if found is not None and _uncertain(module, launcher, found) is not None:
+                    found = None
+                if found is not None:
+                    arg = " ".join(syntax.text(module, node).split())
+                    notes.append(f"{tp.name} = {found}: deduced from the argument {arg} (parameter {p.name})")
+                    break
+        if found is None and tp.default is not None:
+            # A default may name the parameters before it (``typename V = T``).
+            earlier = {t.name: v for t, v in zip(fn.template_params, values, strict=False)}
+            names = set(re.findall(r"\b[A-Za-z_]\w*\b", tp.default))
+            if all(earlier.get(n) is not None for n in names & earlier.keys()):
+                found = _substitute_names(tp.default, earlier)
+                if _uncertain(module, None, found) is None:
+                    notes.append(f"{tp.name} = {found}: the template parameter's default")
+                else:
+                    found = None
+        values.append(found)
+    return TemplateArgs(tuple(values), tuple(notes))
+
+
+#: Names a template argument may use with one meaning wherever the launch is: C++ and CUDA types.
+_TYPE_WORDS = frozenset(
+    {w for t in DTYPES for w in t.split()}
+    | {"true", "false", "void", "sizeof", "std", "uint2", "uint4", "int2", "int4", "float2", "float4",
+       "double2", "half2", "__half2", "__nv_bfloat162", "nv_bfloat162", "char2", "char4", "uchar4",
+       "short2", "ushort2", "longlong2", "ulonglong2", "int64_t", "uint64_t", "size_t", "at", "c10",
+       "Half", "BFloat16", "cutlass", "half_t", "bfloat16_t", "float_e4m3_t", "float_e5m2_t"}
+)  # fmt: skip
+
+
+def _uncertain(module: Module, launcher: Function | None, text: str) -> str | None:
+    """Why a template argument at the launch does not name one instantiation, or None.
+
+    ``kernel<T>`` inside ``template <typename T> void launch(...)``, or ``<HEAD_DIM>`` bound by
+    a dispatch macro, or ``<vec_size>`` a launcher local: the spec needs the value, and the
+    text alone would compile only where the launcher's scope gives it one."""
+    for name in re.findall(r"\b[A-Za-z_]\w*\b", text):
+        if name in _TYPE_WORDS:
+            continue
+        if launcher is not None and any(t.name == name for t in launcher.template_params):
+            return f"a template parameter of the launcher {launcher.name}: which instantiation?"
+        if launcher is not None and launcher.param(name) is not None:
+            return f"the launcher's parameter {name}: a template argument needs a constant"
+        if any(m.name == name and m.int_value is not None for m in module.macros):
+            continue
+        scopes = (None, launcher.name if launcher is not None else None)
+        if any(c.name == name and c.int_value is not None and c.function in scopes for c in module.constants):
+            continue
+        if _file_level_type(module, name):
+            continue
+        return f"and {name} has no one value in the file (a launcher local, a dispatch macro's name?)"
+    return None
+
+
+def branch_picked(module: Module, site: LaunchSite, kernel: str, shape_vars: set[str]) -> str | None:
+    """Why the launch's written template arguments are not the draft's to pick, or None: the
+    launcher launches the kernel under several conditions on a shape variable, with different
+    arguments (DeepSpeed's softmax: ``<2, 64, 2>`` when ``sequence_length <= 8`` ...
+    ``<32, 1, 128>`` above 512), so the first launch's arguments hold only where the shapes
+    meet its condition. A switch on a value the draft does not vary (moe_sum's ``topk``) picks
+    one consistent instantiation: no TODO."""
+    guard = _guard(module, site)
+    if (
+        not site.template_arg_spans
+        or guard is None
+        or not set(re.findall(r"\b[A-Za-z_]\w*\b", guard)) & shape_vars
+    ):
+        return None
+    scope = launcher_node(module, site)
+    if scope is None:
+        return None
+    launcher = launcher_of(module, site)
+    sites = [
+        s
+        for s in module.launches_of(kernel)
+        if s.template_arg_spans and scope.start_byte <= s.span.start < scope.end_byte
+    ]
+
+    def written(s: LaunchSite) -> str:
+        texts = (" ".join(module.text(a).split()) for a in s.template_arg_spans)
+        return ", ".join(_launcher_constants(module, launcher, t, s.span.start) for t in texts)
+
+    if len({written(s) for s in sites}) < 2:
+        return None
+    shown: list[str] = []
+    for s in sites[:3]:
+        args = written(s)
+        cond = _guard(module, s)
+        shown.append(f"<{args}>" + (f" if {cond}" if cond else ""))
+    more = f", ... ({len(sites)} launches)" if len(sites) > 3 else ""
+    return (
+        f"the launcher picks them by condition ({'; '.join(shown)}{more}); write the ones "
+        "the [shapes] take (and keep the shapes within that condition)"
+    )
+
+
+def redeclared(module: Module, site: LaunchSite, which: str) -> int | None:
+    """The line of another declaration, in the launcher, of the local the launch passes as its
+    ``grid`` or ``block`` (``dim3 block_dim(...)`` declared again in a later ``else``), or None."""
+    scope = launcher_node(module, site)
+    span = site.grid if which == "grid" else site.block
+    node = syntax.node_at(module, span, _EXPRESSIONS) or module.node(span)
+    if scope is None or node.type != "identifier":
+        return None
+    name = syntax.text(module, node)
+    seen = syntax.local_declarations(module, scope, before=site.span.start).get(name)
+    for n in syntax.walk(scope):
+        if n.type != "declaration" or (seen is not None and n.id == seen.declaration.id):
+            continue
+        for decl in n.children_by_field_name("declarator"):
+            ident = syntax.declarator_identifier(decl)
+            if ident is not None and syntax.text(module, ident) == name:
+                return n.start_point[0] + 1
+    return None
+
+
+def _guard(module: Module, site: LaunchSite) -> str | None:
+    """The condition of the innermost ``if`` whose then-branch holds ``site``."""
+    node: ts.Node | None = module.node(site.span)
+    while node is not None and node.parent is not None:
+        parent = node.parent
+        if parent.type == "if_statement" and parent.child_by_field_name("consequence") == node:
+            cond = parent.child_by_field_name("condition")
+            return " ".join(syntax.text(module, cond).split()).strip("()") if cond is not None else None
+        node = parent
+    return None
+
+
+def _substitute_names(text: str, values: Mapping[str, str | None]) -> str:
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: values.get(m.group(0)) or m.group(0), text)
+
+
+def _launcher_constants(module: Module, launcher: Function | None, text: str, at: int | None = None) -> str:
+    """``V`` -> ``4`` for a ``constexpr int V = 4;`` of the launcher (not in scope elsewhere).
+
+    With ``at`` (the launch's offset), only the declarations in scope there: a launcher that
+    declares ``threads = 128`` and, in a later ``else`` block, ``threads = 256`` launches its
+    first branches with 128 (DeepSpeed's softmax)."""
+    if launcher is None:
+        return text
+    values: dict[str, str] = {}
+    for c in sorted(module.constants, key=lambda c: c.span.start):
+        if c.function != launcher.name or c.int_value is None:
+            continue
+        if at is not None and not _in_scope(module, c.span.start, at):
+            continue
+        values[c.name] = str(c.int_value)
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: values.get(m.group(0), m.group(0)), text)
+
+
+def _in_scope(module: Module, declared: int, at: int) -> bool:
+    """A declaration at offset ``declared`` is visible at offset ``at``: it comes first, and
+    the block that holds it holds ``at`` too."""
+    if declared >= at:
+        return False
+    node: ts.Node | None = module.tree.root_node.descendant_for_byte_range(declared, declared)
+    while node is not None and node.type != "compound_statement":
+        node = node.parent
+    return node is None or node.start_byte <= at < node.end_byte
+
+
+def _file_level_type(module: Module, name: str) -> bool:
+    """``name`` is a struct, class, enum, typedef or alias declared outside every function."""
+    text = module.text_str
+    word = re.escape(name)
+    pattern = (
+        rf"\b(?:struct|class|enum|union)\s+{word}\b|\busing\s+{word}\s*=|\btypedef\b[^;{{}}]*\b{word}\s*;"
+    )
+    for m in re.finditer(pattern, text):
+        at = len(text[: m.start()].encode())
+        if not any(f.body.start <= at < f.body.end for f in module.functions):
+            return True
+    return False
+
+
+def _element_type(
+    module: Module,
+    node: ts.Node,
+    launcher: Function | None,
+    locals_: Mapping[str, syntax.LocalDecl],
+    depth: int,
+) -> str | None:
+    """The type an argument passes where the kernel takes ``T`` behind ``depth`` pointers."""
+    while node.type == "parenthesized_expression" and node.named_child_count == 1:
+        node = node.named_children[0]
+    written: str | None = None
+    if node.type == "identifier":
+        name = syntax.text(module, node)
+        param = launcher.param(name) if launcher is not None else None
+        if param is not None:
+            return param.base_type if param.pointer_depth == depth else None
+        local = locals_.get(name)
+        if local is not None:
+            written = local.type
+            decl = local.declaration.child_by_field_name("declarator")
+            stars = syntax.text(module, decl).split("=")[0].count("*") if decl is not None else 0
+            written += "*" * stars
+    elif node.type == "cast_expression":
+        target = node.child_by_field_name("type")
+        written = syntax.text(module, target) if target is not None else None
+    elif node.type == "call_expression":
+        fn = node.child_by_field_name("function")
+        args = node.child_by_field_name("arguments")
+        if fn is not None and fn.type == "template_function" and args is not None:
+            callee = fn.child_by_field_name("name")
+            targs = fn.child_by_field_name("arguments")
+            if callee is not None and targs is not None and syntax.text(module, callee).endswith("_cast"):
+                written = syntax.text(module, targs).strip()[1:-1]
+    if written is None:
+        return None
+    if written.count("*") != depth:
+        return None
+    base = " ".join(re.sub(r"\bconst\b|\bvolatile\b|__restrict__|\*", " ", written).split())
+    return base or None
+
+
+# -- the launcher: arguments, callers, main ---------------------------------------------------
+
+
+def launch_arguments(module: Module, site: LaunchSite) -> list[ts.Node]:
+    node = module.node(site.span)
+    for n in syntax.walk(node):
+        if n.type == "argument_list" and n.parent is not None and n.parent.type == "call_expression":
+            args = [c for c in n.named_children if c.type != "comment"]
+            if len(args) == len(site.args):
+                return args
+    return []
+
+
+def launcher_of(module: Module, site: LaunchSite) -> Function | None:
+    return next((f for f in module.functions if f.name == site.function and f.body.contains(site.span)), None)
+
+
+@dataclass
+class _DraftTranslator(_Translator):
+    """The launch translator, plus what a draft needs beyond it: ``block.y`` of a ``dim3``
+    local is its y component, and a local the launcher sets in several places (``int gpb = 1;
+    if (n % 16 == 0) gpb = 16; ...``) is a derived value (``derived``: its expression, or None
+    when ktx cannot follow it), never a shape variable."""
+
+    derived: dict[str, str | None] = field(default_factory=dict)
+    derived_lines: dict[str, int] = field(default_factory=dict)
+
+    def expr(self, node: ts.Node) -> str:
+        if node.type == "field_expression":
+            arg, fld = node.child_by_field_name("argument"), node.child_by_field_name("field")
+            if arg is not None and fld is not None and arg.type == "identifier":
+                local = self.locals.get(syntax.text(self.module, arg))
+                axis = "xyz".find(syntax.text(self.module, fld))
+                if local is not None and local.type == "dim3" and axis >= 0:
+                    comps = local.args or ((local.value,) if local.value is not None else ())
+                    if axis < len(comps):
+                        return f"({self.expr(comps[axis])})"
+                    if comps:
+                        return "1"
+        return super().expr(node)
+
+    def name(self, name: str) -> str:
+        local = self.locals.get(name)
+        if (
+            local is not None
+            and name not in self.params
+            and name not in self.used_vars
+            and assign.reassigned_after(self.module, self.scope, name, local.declaration.end_byte)
+        ):
+            if name not in self.derived:
+                self.derived[name] = None  # cycle guard
+                self.derived_lines[name] = local.declaration.start_point[0] + 1
+                self.derived[name] = self._chosen(name, local)
+            return name
+        return super().name(name)
+
+    def _chosen(self, name: str, local: syntax.LocalDecl) -> str | None:
+        """``T x = a; if (c1) x = b; else if (c2) x = c;`` (the only writes, before the
+        launch, in one if-chain right in the launcher's body) as ``b if c1 else (c if c2 else a)``."""
+        writes = [w for w in assign.assigned(self.module, self.scope).get(name, [])]
+        if local.value is None or not writes or any(w.start_byte > self.before for w in writes):
+            return None
+        chain = writes[0]
+        while chain.parent is not None and chain.parent.id != self.scope.id:
+            chain = chain.parent
+        if chain.type != "if_statement" or chain.parent is None:
+            return None
+        if syntax.in_loop_or_switch(chain, self.scope):
+            return None
+        used: list[int] = []
+        try:
+            text = self._branch(chain, name, local.value, used)
+        except Untranslatable:
+            return None
+        if text is None or sorted(used) != sorted(w.id for w in writes):
+            return None
+        return text
+
+    def _branch(self, node: ts.Node, name: str, fallback: ts.Node, used: list[int]) -> str | None:
+        if node.type == "else_clause":
+            inner = [c for c in node.named_children if c.type != "comment"]
+            return self._branch(inner[0], name, fallback, used) if len(inner) == 1 else None
+        if node.type == "if_statement":
+            cond = node.child_by_field_name("condition")
+            then = node.child_by_field_name("consequence")
+            other = node.child_by_field_name("alternative")
+            clause = [c for c in cond.named_children if c.type != "comment"] if cond is not None else []
+            if then is None or len(clause) != 1:
+                return None
+            value = self._branch(then, name, fallback, used)
+            rest = self._branch(other, name, fallback, used) if other is not None else self.expr(fallback)
+            if value is None or rest is None:
+                return None
+            return f"({value} if {self.expr(clause[0])} else {rest})"
+        if node.type == "compound_statement":
+            inner = [c for c in node.named_children if c.type != "comment"]
+            return self._branch(inner[0], name, fallback, used) if len(inner) == 1 else None
+        if node.type == "expression_statement" and node.named_child_count == 1:
+            assign = node.named_children[0]
+            left, right = assign.child_by_field_name("left"), assign.child_by_field_name("right")
+            op = assign.child_by_field_name("operator")
+            if (
+                assign.type == "assignment_expression" and left is not None and right is not None
+                and op is not None and syntax.text(self.module, left) == name
+            ):  # fmt: skip
+                value = self.expr(right)
+                before = self.expr(fallback)
+                # ``x <<= 1`` in a branch: from the value before the chain (each branch is one of
+                # several exclusive ones).
+                forms = {
+                    "=": value, "+=": f"({before}) + ({value})", "-=": f"({before}) - ({value})",
+                    "*=": f"({before}) * ({value})", "<<=": f"({before}) * 2 ** ({value})",
+                    ">>=": f"({before}) // 2 ** ({value})",
+                }  # fmt: skip
+                if op.type in forms:
+                    used.append(assign.id)
+                    return forms[op.type]
+        if node.type == "throw_statement":
+            return self.expr(fallback)  # no launch on this branch: any value
+        return None
+
+
+def _dim3_fields(tr: _DraftTranslator, comps: Sequence[ts.Node]) -> list[ts.Node] | None:
+    """``dim3 g; g.x = E;`` (each field set once, in the block that declares ``g``, before the
+    launch): the values of x, y, z as far as set (a grid of ``E`` blocks); None when ``comps``
+    is not such a local. A ``dim3`` local declared without a value whose fields are set in any
+    other way raises :class:`Untranslatable`: read as a name it would be a 1-D launch of a
+    shape variable ``gridDim`` (exllamav2's ``h_add``, which declares ``dim3 blockDim,
+    gridDim;`` in each branch and sets ``.x`` and ``.y``)."""
+    if len(comps) != 1 or comps[0].type != "identifier":
+        return None
+    name = syntax.text(tr.module, comps[0])
+    local = tr.locals.get(name)
+    if local is None or local.type != "dim3" or local.value is not None or local.args:
+        return None
+    block = local.declaration.parent or tr.scope
+    found: dict[str, ts.Node] = {}
+    for n in syntax.walk(block):
+        if n.type != "assignment_expression" or n.start_byte >= tr.before:
+            continue
+        if n.start_byte < local.declaration.end_byte:
+            continue
+        left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+        op = n.child_by_field_name("operator")
+        if left is None or right is None or left.type != "field_expression":
+            continue
+        arg, fld = left.child_by_field_name("argument"), left.child_by_field_name("field")
+        if arg is None or fld is None or syntax.text(tr.module, arg) != name:
+            continue
+        axis = syntax.text(tr.module, fld)
+        top = n.parent is not None and n.parent.parent is not None and n.parent.parent.id == block.id
+        if op is None or op.type != "=" or axis in found or axis not in ("x", "y", "z") or not top:
+            raise Untranslatable(f"{name}.{axis} set in a way ktx does not follow")
+        found[axis] = right
+    axes = "".join(a for a in "xyz" if a in found)
+    if axes not in ("x", "xy", "xyz"):
+        raise Untranslatable(f"the fields of dim3 {name} set as {axes or 'nothing'}")
+    return [found[a] for a in axes]
+
+
+def translator_for(module: Module, site: LaunchSite, launcher: Function | None) -> _DraftTranslator:
+    scope = launcher_node(module, site)
+    params = frozenset(p.name for p in launcher.params) if launcher else frozenset()
+    locals_ = syntax.local_declarations(module, scope, before=site.span.start) if scope is not None else {}
+    return _DraftTranslator(module, scope or module.tree.root_node, site.span.start, locals_, params)
+
+
+@dataclass(frozen=True)
+class LaunchDraft:
+    """The launch as the draft writes it: each part an expression, or None (a TODO)."""
+
+    grid: tuple[str, ...] | None
+    block: tuple[str, ...] | None
+    shared: str | None
+    shared_text: str
+    notes: tuple[str, ...]
+
+
+def read_launch(module: Module, site: LaunchSite, tr: _DraftTranslator) -> LaunchDraft:
+    """Grid, block and dynamic shared memory, each translated on its own, so that one part
+    ktx cannot follow is a TODO for that part only (the shared bytes are never dropped)."""
+
+    def part(which: str) -> tuple[str, ...] | None:
+        try:
+            comps = launch_dims(module, site, which).components
+            fields = _dim3_fields(tr, comps)
+            nodes = fields if fields is not None else comps
+            return tuple(canonical(inline_vars(tr.expr(n), tr)) for n in nodes)
+        except (Untranslatable, KtxError):
+            return None
+
+    grid, block = part("grid"), part("block")
+    shared: str | None = "0"
+    shared_text = ""
+    if site.shared is not None:
+        node = launch_value_node(module, site, site.shared)  # inside a macro body too
+        shared_text = " ".join(syntax.text(module, node).split())
+        try:
+            shared = canonical(inline_vars(tr.expr(node), tr))
+        except (Untranslatable, KtxError):
+            shared = None
+    unknown = sorted(tr.free - tr.params - set(tr.locals))
+    notes = (
+        (f"launch names {', '.join(unknown)}, which the launcher computes in ways ktx does not follow",)
+        if unknown
+        else ()
+    )
+    return LaunchDraft(grid, block, shared, shared_text, notes)
+
+
+def inline_vars(text: str, tr: _Translator) -> str:
+    """An expression with the launcher's locals inlined (they are not shape variables)."""
+    for _ in range(16):
+        new = substitute(text, {n: tr.used_vars[n] for n in tr.order})
+        if new == text:
+            break
+        text = new
+    return text
+
+
+def caller_values(module: Module, launcher: Function) -> dict[str, str] | None:
+    """The launcher's integer parameters as expressions of its caller's parameters (first call)."""
+    for fn in module.functions:
+        if fn.name == launcher.name or fn.is_kernel:
+            continue
+        body = syntax.function_node(module, fn)
+        for call in syntax.calls(module, body, [launcher.name]):
+            arguments = call.child_by_field_name("arguments")
+            if arguments is None:
+                continue
+            args = [c for c in arguments.named_children if c.type != "comment"]
+            if len(args) != len(launcher.params):
+                continue
+            params = frozenset(p.name for p in fn.params)
+            tr = _Translator(module, body, call.start_byte, {}, params)
+            out: dict[str, str] = {}
+            for p, a in zip(launcher.params, args, strict=True):
+                if p.is_pointer or dtype_of(module, Path(module.path or "."), p.type) not in (
+                    "int32", "int64", "uint32", "uint64",
+                ):  # fmt: skip
+                    continue
+                try:
+                    out[p.name] = tr.expr(a)
+                except Untranslatable:
+                    return None
+            return out
+    return None
+
+
+def header_value(path: Path, name: str, depth: int = 2) -> int | None:
+    """``#define NAME 32`` or ``constexpr int NAME = 32;`` in ``path`` or the local headers it
+    includes (``#include "..."``, two levels deep), the first found."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    word = re.escape(name)
+    m = re.search(
+        rf"^\s*#\s*define\s+{word}\s+\(?\s*(\d+)\s*\)?\s*(?://.*)?$"
+        rf"|\bconstexpr\s+(?:static\s+)?(?:const\s+)?\w+\s+{word}\s*=\s*(\d+)\s*;",
+        text,
+        re.M,
+    )
+    if m is not None:
+        return int(m.group(1) or m.group(2))
+    if depth > 0:
+        for inc in re.findall(r'#\s*include\s+"([^"]+)"', text):
+            found = header_value(path.parent / inc, name, depth - 1)
+            if found is not None:
+                return found
+    return None
+
+
+def main_values(module: Module) -> dict[str, list[int]]:
+    """Integer locals of ``main`` (``int C = 768;``) and arrays (``int block_sizes[] = {...}``)."""
+    main = next((f for f in module.functions if f.name == "main"), None)
+    if main is None:
+        return {}
+    text = module.text(main.body)
+    out: dict[str, list[int]] = {}
+    for m in re.finditer(r"\bint\s+(\w+)\s*=\s*(\d+)\s*;", text):
+        out.setdefault(m.group(1), [int(m.group(2))])
+    for m in re.finditer(r"\bint\s+(\w+)\s*\[\s*\]\s*=\s*\{([\d,\s]+)\}", text):
+        out.setdefault(m.group(1), [int(v) for v in m.group(2).replace(" ", "").split(",") if v])
+    return out
+
+
+def canonical(text: str) -> str:
+    return str(Expr.parse(text))

@@ -1,0 +1,450 @@
+"""A kernel's parameters as ``ktx init`` reads them from its body: roles, extents, sizes.
+
+For each parameter the drafter asks the body:
+
+* the role (:func:`role_of`): read only is ``in``, stored to is ``out``, both is ``inout``;
+* the extent of an array (:func:`subscript_extent`, :func:`affine_extent`): ``p[i]`` under
+  ``if (i < n)`` is ``[n]``; a row pointer ``row = p + r * c`` indexed by ``j < c`` is
+  ``[rows, c]``, from the bounds on the indices (:func:`read_kernel` collects them: guards,
+  early returns, the grid);
+* whether an integer is a size (:func:`size_use`): compared with an index, or passed where a
+  size goes.
+
+The answers are expressions over parameter names, in the spec's expression language
+(:mod:`ktx.expr`), or None where the body does not say.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import tree_sitter as ts
+from ktx.ir import syntax
+from ktx.ir.access import _index_node, terms
+from ktx.ir.affine import Affine, kernel_index
+from ktx.ir.facts import assign
+from ktx.ir.facts.kinds import access_kind as _kind
+from ktx.ir.facts.launcher import LaunchDraft
+from ktx.ir.nodes import Function, Param
+
+from ktx.errors import KtxError
+from ktx.expr import Expr
+
+if TYPE_CHECKING:
+    from ktx.ir.module import Module
+
+
+@dataclass
+class KernelBody:
+    """The kernel body as the parameter questions read it: the bounds its guards put on names
+    (filled by :func:`read_kernel`, then the grid's by :func:`grid_bounds`), its locals and the
+    pointers derived from parameters."""
+
+    module: Module
+    fn: Function
+    body: ts.Node
+    bounds: dict[str, str] = field(default_factory=dict)
+    candidates: dict[str, list[str]] = field(default_factory=dict)
+    locals_: dict[str, ts.Node] = field(default_factory=dict)
+    pointers: dict[str, tuple[str, ts.Node | None]] = field(default_factory=dict)
+
+    def text(self, node: ts.Node) -> str:
+        return " ".join(syntax.text(self.module, node).split())
+
+
+def read_kernel(module: Module, fn: Function) -> KernelBody:
+    node = syntax.function_node(module, fn)
+    body = node.child_by_field_name("body") or node
+    k = KernelBody(module, fn, body)
+    params = {p.name for p in fn.params if p.is_pointer}
+    for n in syntax.walk(body):
+        if n.type == "declaration":
+            for decl in n.children_by_field_name("declarator"):
+                if decl.type != "init_declarator":
+                    continue
+                ident = syntax.declarator_identifier(decl)
+                value = decl.child_by_field_name("value")
+                if ident is None or value is None:
+                    continue
+                name = syntax.text(module, ident)
+                base = _pointer_base(module, value, params, k.pointers)
+                if (
+                    base is not None
+                    and decl.child_by_field_name("declarator") is not None
+                    and (
+                        decl.child_by_field_name("declarator").type == "pointer_declarator"  # type: ignore[union-attr]
+                    )
+                ):
+                    k.pointers[name] = base
+                else:
+                    k.locals_[name] = value
+        elif n.type in ("for_statement", "while_statement"):
+            cond = n.child_by_field_name("condition")
+            if cond is not None:
+                _bounds_from(k, cond, k.bounds)
+        elif n.type == "if_statement":
+            cond = n.child_by_field_name("condition")
+            then = n.child_by_field_name("consequence")
+            returns = then is not None and "return" in syntax.text(module, then).split(";")[0]
+            if cond is not None:
+                _bounds_from(k, cond, k.bounds, negated=returns)
+    scalars = {p.name for p in fn.params if not p.is_pointer}
+    for var, found in k.candidates.items():
+        # A bound over the kernel's scalar parameters (``d``), not over locals (``num_packs``).
+        plain = [b for b in found if set(re.findall(r"\b[A-Za-z_]\w*\b", b)) <= scalars]
+        k.bounds[var] = (plain or found)[0]
+    return k
+
+
+def grid_bounds(k: KernelBody, grid: Sequence[str]) -> None:
+    """``r = blockIdx.x`` ranges over the grid's x extent (the launch's, in spec variables);
+    not when the kernel steps it (``r += gridDim.x``: a grid-stride walk that the grid does
+    not bound; its loop condition does)."""
+    stepped = assign.assigned(k.module, k.body)
+    for name, value in k.locals_.items():
+        if name in stepped:
+            continue
+        m = re.fullmatch(r"(?:\(\w[\w\s]*\))?\s*blockIdx\.([xyz])", k.text(value))
+        axis = "xyz".index(m.group(1)) if m else -1
+        if m and axis < len(grid) and name not in k.bounds:
+            k.bounds[name] = f"__grid{axis}"
+
+
+def _pointer_base(
+    module: Module, value: ts.Node, params: set[str], known: Mapping[str, tuple[str, ts.Node | None]]
+) -> tuple[str, ts.Node | None] | None:
+    """``P + off`` or ``P`` (P a pointer parameter or a pointer derived from one): (P, off)."""
+    while value.type in ("parenthesized_expression", "cast_expression"):
+        inner = value.child_by_field_name("value") if value.type == "cast_expression" else None
+        value = inner or value.named_children[0]
+    text = syntax.text(module, value)
+    if value.type == "identifier" and (text in params or text in known):
+        return known.get(text, (text, None))
+    if value.type == "binary_expression":
+        op = value.child_by_field_name("operator")
+        left, right = value.child_by_field_name("left"), value.child_by_field_name("right")
+        if op is not None and op.type == "+" and left is not None and right is not None:
+            base = _pointer_base(module, left, params, known)
+            if base is not None and base[1] is None:
+                return (base[0], right)
+    return None
+
+
+def _bounds_from(k: KernelBody, cond: ts.Node, out: dict[str, str], negated: bool = False) -> None:
+    """``v < E`` (or ``v >= E`` guarding a return) records E as v's exclusive bound."""
+    for n in syntax.walk(cond):
+        if n.type != "binary_expression":
+            continue
+        op = n.child_by_field_name("operator")
+        left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+        if op is None or left is None or right is None or left.type != "identifier":
+            continue
+        if (op.type == "<" and not negated) or (op.type == ">=" and negated):
+            k.candidates.setdefault(syntax.text(k.module, left), []).append(k.text(right))
+
+
+def role_of(k: KernelBody, p: Param) -> tuple[str | None, list[ts.Node]]:
+    """``in``/``out``/``inout`` from the subscripts that reach ``p``; and those subscripts."""
+    reads = writes = False
+    subs: list[ts.Node] = []
+    for n in syntax.walk(k.body):
+        if n.type != "subscript_expression":
+            continue
+        base = n.child_by_field_name("argument")
+        if base is None:
+            continue
+        name = syntax.text(k.module, base)
+        root = name if name == p.name else k.pointers.get(name, ("", None))[0]
+        if root != p.name:
+            continue
+        subs.append(n)
+        kind = _kind(n)
+        reads |= kind in ("load", "update")
+        writes |= kind in ("store", "update")
+    if p.const:
+        return "in", subs
+    if reads and writes:
+        return "inout", subs
+    if writes:
+        return "out", subs
+    if reads:
+        return "in", subs
+    return None, subs
+
+
+def subscript_extent(
+    k: KernelBody, p: Param, subs: Sequence[ts.Node], params: Mapping[str, str]
+) -> str | None:
+    """``[n]`` or ``[rows, c]`` from the first subscript whose index ktx can read."""
+    # A bound may name a kernel local (``int N = B * T;``): its initialiser, then the parameters.
+    env = {n: _in_shape_vars(k.text(v), params) for n, v in k.locals_.items() if n not in params}
+    env.update(params)
+    for sub in subs:
+        index = _index_node(sub)
+        base = sub.child_by_field_name("argument")
+        if index is None or base is None:
+            continue
+        flat = _flattened(k, k.text(index))
+        if flat is not None and offset_of(k, base) is None:
+            return "[" + _in_shape_vars(k.bounds[flat], env) + "]"
+        parts = list(terms(index))
+        offset = k.pointers.get(syntax.text(k.module, base), ("", None))[1]
+        if offset is not None:
+            parts += terms(offset)
+        dims = _dims(k, [k.text(t.node) for t in parts if t.sign > 0], len(parts))
+        if dims is not None:
+            return "[" + ", ".join(_in_shape_vars(d, env) for d in dims) + "]"
+    return None
+
+
+def valid_extent(text: str) -> bool:
+    """Every dimension an expression the spec loader reads (a guess built from pieces can be
+    ``[()]`` when a piece did not translate)."""
+    try:
+        return all(Expr.parse(d) is not None for d in extent_dims(text))
+    except (KtxError, SyntaxError):
+        return False
+
+
+def moved_line(k: KernelBody, p: Param) -> int | None:
+    """The first line where the kernel reassigns pointer parameter ``p`` (``p += row * d``):
+    its subscripts are then relative to a moving base."""
+    writes = assign.assigned(k.module, k.body).get(p.name, [])
+    return min(w.start_point[0] + 1 for w in writes) if writes else None
+
+
+def affine_extent(
+    k: KernelBody, p: Param, env: Mapping[str, str], targ: Mapping[str, str], launch: LaunchDraft
+) -> str | None:
+    """The extent from the index analysis (:mod:`ktx.ir.affine`) when the subscripts' text did
+    not give one: ``(t * TOPK + k) * d + i`` is ``2*d*t + d*k + i``; each term's varying
+    symbol (a loop or guard variable, a thread or block index) with its bound is a dimension,
+    the term's stride its pitch: ``[num_tokens, 2, d]``. Only dense chains (each stride the
+    product of the dimensions inside it) and a padded 2-D row are taken; the draft's bounds
+    check then tries the guess at every shape point."""
+    ix = kernel_index(k.module, k.fn)
+    names = {**env, **targ}
+    for axis, i in (("x", 0), ("y", 1), ("z", 2)):
+        if launch.grid is not None and i < len(launch.grid):
+            names[f"gridDim.{axis}"] = launch.grid[i]
+            names[f"blockIdx.{axis}"] = launch.grid[i]
+        if launch.block is not None and i < len(launch.block):
+            names[f"blockDim.{axis}"] = launch.block[i]
+            names[f"threadIdx.{axis}"] = launch.block[i]
+    varying = {n: b for n, b in k.bounds.items() if not b.startswith("__grid")}
+    for ref in ix.accesses():
+        if ref.root != p.name or ref.index is None or ref.index.atoms:
+            continue
+        dims = _chain(ref.index, varying, names)
+        if dims is not None:
+            return "[" + ", ".join(dims) + "]"
+    return None
+
+
+def _chain(index: Affine, bounds: Mapping[str, str], names: Mapping[str, str]) -> list[str] | None:
+    """Dimensions outermost first, or None."""
+    by_var: dict[str, tuple[str, str]] = {}  # var -> (stride text, bound text)
+    for monomial, coef in index.terms:
+        moving = [s for s in monomial if s in bounds or s.startswith(("threadIdx.", "blockIdx."))]
+        if not moving:
+            continue  # an offset inside the row (``+ d``): the bounds check sees whether it fits
+        if len(moving) != 1 or moving[0] in by_var:
+            return None
+        var = moving[0]
+        rest = [s for s in monomial if s != var]
+        if any(s not in names and not s.startswith(("blockDim.", "gridDim.")) for s in rest):
+            return None
+        stride = " * ".join([str(coef)] * (coef != 1) + [_paren(names.get(s, s)) for s in rest]) or "1"
+        bound = names.get(var) if var.startswith(("threadIdx.", "blockIdx.")) else bounds.get(var)
+        if bound is None:
+            return None  # a launch ktx could not translate
+        bound = _in_shape_vars(bound, names)
+        by_var[var] = (stride, bound)
+    if not by_var:
+        return None
+    try:
+        free = sorted({n for s, b in by_var.values() for n in Expr.parse(f"{s} + {b}").names})
+        samples = [dict(zip(free, itertools.cycle(primes), strict=False)) for primes in _SAMPLES]
+        strides = {v: [Expr.parse(s).evaluate_int(e) for e in samples] for v, (s, _) in by_var.items()}
+        sizes = {v: [Expr.parse(b).evaluate_int(e) for e in samples] for v, (_, b) in by_var.items()}
+        order = sorted(by_var, key=lambda v: (strides[v][0], sizes[v][0]))
+        dims: list[str] = []
+        inner = [1] * len(samples)
+        for v in order:
+            stride, bound = by_var[v]
+            if strides[v] != inner:
+                # ``r * pitch + j`` with ``pitch >= bound(j)``: a padded row, [bound(r), pitch].
+                wide = all(a >= b for a, b in zip(strides[v], inner, strict=True))
+                padded = len(order) == 2 and len(dims) == 1 and wide
+                return [bound, stride] if padded else None
+            dims.append(bound)
+            inner = [a * b for a, b in zip(inner, sizes[v], strict=True)]
+    except KtxError:
+        return None
+    return list(reversed(dims))
+
+
+#: Values tried for the shape variables when comparing a stride with a product of dimensions.
+_SAMPLES = ((3, 5, 7, 11, 13), (17, 19, 23, 29, 31))
+
+
+def _paren(text: str) -> str:
+    return text if re.fullmatch(r"\w+", text) else f"({text})"
+
+
+def offset_of(k: KernelBody, base: ts.Node) -> ts.Node | None:
+    return k.pointers.get(syntax.text(k.module, base), ("", None))[1]
+
+
+def _flattened(k: KernelBody, text: str) -> str | None:
+    """``b * T + t`` with ``b = i / T`` and ``t = i % T``: the flat index ``i`` (when bounded)."""
+    m = re.fullmatch(r"(\w+)\s*\*\s*(\w+)\s*\+\s*(\w+)", text)
+    if m is None:
+        return None
+    outer, pitch, inner = m.groups()
+    div, mod = k.locals_.get(outer), k.locals_.get(inner)
+    if div is None or mod is None:
+        return None
+    d = re.fullmatch(rf"(\w+)\s*/\s*{re.escape(pitch)}", k.text(div))
+    r = re.fullmatch(rf"(\w+)\s*%\s*{re.escape(pitch)}", k.text(mod))
+    if d is None or r is None or d.group(1) != r.group(1) or d.group(1) not in k.bounds:
+        return None
+    return d.group(1)
+
+
+def _dims(k: KernelBody, texts: list[str], count: int) -> list[str] | None:
+    if len(texts) != count or not texts:
+        return None
+    by_stride: dict[str, str] = {}
+    for text in texts:
+        m = re.fullmatch(r"(\w+)(?:\s*\*\s*(.+))?", text) or None
+        var, stride = (m.group(1), m.group(2) or "1") if m else ("", "")
+        if not m or var not in k.bounds:
+            m2 = re.fullmatch(r"(.+?)\s*\*\s*(\w+)", text)
+            if m2 is None or m2.group(2) not in k.bounds:
+                return None
+            var, stride = m2.group(2), m2.group(1)
+        by_stride[stride.strip("() ")] = var
+    # Innermost first: the unit-stride variable, then each next stride is the row pitch of the
+    # dimensions inside it (``r * pitch + j``: [bound(r), pitch], rows may be padded).
+    inner = by_stride.pop("1", None)
+    if inner is None:
+        return None
+    if not by_stride:
+        return [k.bounds[inner]]
+    if len(by_stride) != 1:
+        return None
+    pitch, outer = next(iter(by_stride.items()))
+    return [k.bounds[outer], pitch]
+
+
+def _in_shape_vars(text: str, env: Mapping[str, str]) -> str:
+    """A kernel-side expression over kernel parameters, in terms of the spec's variables."""
+
+    def sub(m: re.Match[str]) -> str:
+        value = env.get(m.group(0))
+        if value is None:
+            return m.group(0)
+        return value if re.fullmatch(r"\w+", value) else f"({value})"
+
+    text = re.sub(r"\b[A-Za-z_]\w*\b", sub, text)
+    return text.replace("/", "//").replace("////", "//")
+
+
+def extent_dims(shape: str) -> list[str]:
+    """``"[n, 2 * d]"`` -> ``["n", "2 * d"]`` (top-level commas only)."""
+    tree = ast.parse(shape.strip(), mode="eval").body
+    if not isinstance(tree, ast.List):
+        raise SyntaxError(shape)
+    return [ast.unparse(e) for e in tree.elts]
+
+
+_RELATIONAL = frozenset({"<", "<=", ">", ">=", "==", "!="})
+
+
+def size_use(k: KernelBody, name: str) -> ts.Node | None:
+    """Where the kernel uses the scalar ``name`` as a size, else None.
+
+    A size is compared (a bound, a loop limit), reaches a subscript or offsets a pointer
+    (``query + token * head_size``), directly or through a local computed from it by
+    arithmetic. A shift's amount (``1 << num_bits``) passes nothing on: a bit count is no size
+    even when its result is later compared.
+    """
+    sized = {name}
+    # Every declaration, not ``k.locals_`` (one per name): two loops may each declare a
+    # ``token_head``, one from this scalar, one from another.
+    decls: list[tuple[str, ts.Node]] = []
+    for n in syntax.walk(k.body):
+        if n.type == "init_declarator":
+            ident, value = syntax.declarator_identifier(n), n.child_by_field_name("value")
+            if ident is not None and value is not None:
+                decls.append((syntax.text(k.module, ident), value))
+    changed = True
+    while changed:  # locals computed from a size, to a fixed point
+        changed = False
+        for local, value in decls:
+            if local not in sized and _carries(k, value, sized):
+                sized.add(local)
+                changed = True
+    pointers = {p.name for p in k.fn.params if p.is_pointer} | set(k.pointers)
+    for n in syntax.walk(k.body):
+        if n.type == "binary_expression":
+            op = n.child_by_field_name("operator")
+            if op is not None and op.type in _RELATIONAL and _carries(k, n, sized):
+                return n
+            if op is not None and op.type in ("+", "-") and _carries(k, n, sized):
+                base = _pointer_base(k.module, n, pointers, {})
+                if base is not None and base[1] is not None and _carries(k, base[1], sized):
+                    return n
+        elif n.type == "subscript_expression":
+            index = _index_node(n)
+            if index is not None and _carries(k, index, sized):
+                return n
+    return None
+
+
+def passed_to(k: KernelBody, name: str) -> str | None:
+    """The first function the kernel hands ``name`` to (as an argument), other than casts and
+    math: what it does with the value is out of sight, so the TODO must not say "no size"."""
+    for n in syntax.walk(k.body):
+        if n.type != "call_expression":
+            continue
+        fn, arguments = n.child_by_field_name("function"), n.child_by_field_name("arguments")
+        if fn is None or arguments is None:
+            continue
+        callee = syntax.text(
+            k.module, fn.child_by_field_name("name") or fn if fn.type == "template_function" else fn
+        )
+        if callee.split("::")[-1] in _PLAIN_CALLS:
+            continue
+        if any(_carries(k, a, {name}) for a in arguments.named_children):
+            return " ".join(callee.split())
+    return None
+
+
+#: Calls whose arguments are values, not sizes ktx would have to follow.
+_PLAIN_CALLS = frozenset(
+    {"static_cast", "reinterpret_cast", "const_cast", "min", "max", "fminf", "fmaxf", "abs", "fabsf", "float",
+     "int", "powf", "exp2f", "__shfl_sync", "__shfl_xor_sync", "__shfl_down_sync", "printf", "assert"}
+)  # fmt: skip
+
+
+def mentions(k: KernelBody, name: str) -> bool:
+    return any(n.type == "identifier" and syntax.text(k.module, n) == name for n in syntax.walk(k.body))
+
+
+def _carries(k: KernelBody, node: ts.Node, names: set[str]) -> bool:
+    """Whether ``node`` mentions one of ``names`` outside a shift's amount."""
+    if node.type == "identifier":
+        return syntax.text(k.module, node) in names
+    if node.type == "binary_expression":
+        op = node.child_by_field_name("operator")
+        if op is not None and op.type in ("<<", ">>"):
+            left = node.child_by_field_name("left")
+            return left is not None and _carries(k, left, names)
+    return any(_carries(k, c, names) for c in node.children)

@@ -1,0 +1,515 @@
+"""``ktx init``'s drafter: the ``ktx.toml`` text from what the source says.
+
+:func:`draft` asks the facts layer (:mod:`ktx.ir.facts.launcher`, :mod:`ktx.ir.facts.params`,
+:mod:`ktx.ir.facts.dtypes`) about the kernel, its launch and its parameters, and writes the
+spec: ``[[args]]``, ``[launch]``, ``[vars]``, ``[shapes]``, with a ``# TODO:`` line wherever
+the source does not say.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import tree_sitter as ts
+from ktx.ir import parse_file, syntax
+from ktx.ir.clang import _namespace_path
+from ktx.ir.facts.dtypes import dtype_of
+from ktx.ir.facts.launcher import (
+    LaunchDraft,
+    _DraftTranslator,
+    branch_picked,
+    caller_values,
+    canonical,
+    choose_kernel,
+    deduce_template_args,
+    header_value,
+    inline_vars,
+    launch_arguments,
+    launcher_of,
+    main_values,
+    read_launch,
+    redeclared,
+    translator_for,
+)
+from ktx.ir.facts.params import (
+    KernelBody,
+    affine_extent,
+    grid_bounds,
+    mentions,
+    moved_line,
+    passed_to,
+    read_kernel,
+    role_of,
+    size_use,
+    subscript_extent,
+    valid_extent,
+)
+from ktx.ir.facts.structs import StructLayout
+from ktx.ir.launch import (
+    Untranslatable,
+    expansion_guess,
+    expansion_template_choice,
+    kernel_across_includes,
+    launcher_node,
+)
+from ktx.ir.module import Module
+from ktx.ir.nodes import Function, LaunchSite
+
+from ktx import structdraft
+from ktx.blockers import TODO
+from ktx.draft.entries import DRAFT_FLAGS, DTYPE_BYTES, Arg, Draft, toml_str
+from ktx.draft.review import second_look
+from ktx.draft.sizing import shape_values, size_shapes
+from ktx.errors import KtxError
+
+
+def _struct_arg(
+    module: Module,
+    site: LaunchSite,
+    tr: _DraftTranslator,
+    name: str,
+    layout: StructLayout,
+    node: ts.Node | None,
+) -> Arg:
+    """``[[args]]`` for a struct passed by value: one ``fields.`` line per field (ktx.structdraft)."""
+
+    def translate(n: ts.Node) -> str | None:
+        with contextlib.suppress(Untranslatable, KtxError):
+            return inline_vars(tr.expr(n), tr)
+        return None
+
+    scope = launcher_node(module, site)
+    local = None
+    if node is not None and node.type == "identifier" and scope is not None:
+        locals_ = syntax.local_declarations(module, scope, before=site.span.start)
+        local = locals_.get(syntax.text(module, node))
+    parts = structdraft.components(node, local.components if local is not None else ())
+    values = structdraft.launcher_values(node, scope, parts, layout, translate)
+    lines, todos = structdraft.struct_lines(name, layout, values)
+    return Arg(name, ("[[args]]", f"name = {toml_str(name)}", *lines), tuple(todos))
+
+
+def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | None = None) -> Draft:
+    """Draft the spec of ``kernel`` in ``path``; ``source`` is relative to ``out_dir``."""
+    path = Path(path)
+    given = path
+    module = parse_file(path)
+    source_path = path
+    pair = kernel_across_includes(path, module, kernel)
+    if pair is not None:
+        # The kernel in a header, its launch in a .cu that includes it: read both as one file;
+        # the spec's source is the header (what the passes rewrite), the launch is the .cu's.
+        module, path, source_path = pair.module, pair.launcher, pair.header
+    fn, site = choose_kernel(module, str(path), kernel)
+    k = read_kernel(module, fn)
+    launcher = launcher_of(module, site)
+    tr = translator_for(module, site, launcher)
+    todos: list[str] = []
+    # The file name alone: the draft's `source =` line already says where it is, and a draft
+    # must read the same wherever it was made.
+    where = f"{path.name}:{site.span.line}"
+
+    # Scalars: the launcher's expressions; the kernel parameter -> its expression over shape vars.
+    call_args = launch_arguments(module, site)
+    deduced = deduce_template_args(module, fn, site)
+    targ = {t.name: v for t, v in zip(fn.template_params, deduced.values, strict=False) if v is not None}
+    # Structs and vectors passed by value (ktx.structdraft): fields, never a shape variable.
+    targs = deduced.values if fn.template_params else ()
+    by_value = [p for p in fn.params if not p.is_pointer]
+    maybe = any(dtype_of(module, path, targ.get(p.base_type, p.base_type)) is None for p in by_value)
+    structs = structdraft.struct_layouts(path, module.text_str, fn.name, targs) if maybe else {}
+    bindings: dict[str, str] = {}
+    for p, node in zip(fn.params, call_args, strict=False):
+        if p.is_pointer or p.name in structs:
+            continue
+        with contextlib.suppress(Untranslatable, KtxError):
+            bindings[p.name] = inline_vars(tr.expr(node), tr)
+    launch = read_launch(module, site, tr)
+    launcher_vars: dict[str, str] = {}
+    callers = caller_values(module, launcher) if launcher is not None else None
+    if callers:
+        launcher_vars = {n: e for n, e in callers.items() if not re.fullmatch(re.escape(n), e)}
+    # used_vars keeps "" for a local whose value did not translate: not a value.
+    env = {**{n: v for n, v in tr.used_vars.items() if v}, **bindings}
+    if launch.grid is not None:
+        grid_bounds(k, launch.grid)
+        env.update({f"__grid{i}": g for i, g in enumerate(launch.grid)})
+
+    args: list[Arg] = []
+    for i, p in enumerate(fn.params):
+        if p.name in structs and not p.is_pointer:  # a struct or vector by value: its fields
+            passed = call_args[i] if i < len(call_args) else None
+            arg = _struct_arg(module, site, tr, p.name, structs[p.name], passed)
+            args.append(arg)
+            todos += arg.todos
+            continue
+        base = targ.get(p.base_type, p.base_type)
+        dtype = dtype_of(module, path, base)
+        lines = ["[[args]]", f"name = {toml_str(p.name)}"]
+        arg_todos: list[str] = []
+        shape: str | None = None
+        if dtype is None:
+            why = f"element type {base!r} of {p.name}: not a scalar type ktx knows (looked at typedefs)"
+            arg_todos.append(why)
+            lines += [f"# {TODO}: {why}", f'dtype = "{TODO}"']
+        else:
+            lines.append(f"dtype = {toml_str(dtype)}")
+        if p.is_pointer:
+            role, subs = role_of(k, p)
+            moved = moved_line(k, p)
+            extent = (
+                None if moved else subscript_extent(k, p, subs, env) or affine_extent(k, p, env, targ, launch)
+            )
+            if extent is not None and not valid_extent(extent):
+                extent = None
+            if moved:
+                why = f"extent of {p.name}: the kernel moves the pointer ({p.name} set again at line {moved})"
+                arg_todos.append(why)
+                lines += [f"# {TODO}: {why}", f'shape = "[{TODO}]"']
+            elif extent is None:
+                seen = ", ".join(sorted({k.text(s) for s in subs})[:3]) or "no subscript"
+                why = f"extent of {p.name}: indexed as {seen} (looked at the kernel's subscripts and bounds)"
+                arg_todos.append(why)
+                lines += [f"# {TODO}: {why}", f'shape = "[{TODO}]"']
+            else:
+                lines.append(f"shape = {toml_str(extent)}")
+                shape = extent
+            if role is None:
+                why = f"role of {p.name}: the kernel neither subscripts nor reads it (in, out or inout?)"
+                arg_todos.append(why)
+                lines += [f"# {TODO}: {why}", f'role = "{TODO}"']
+            else:
+                lines.append(f"role = {toml_str(role)}")
+            use = _index_use(k.text(k.body), p.name) if dtype in _INT_DTYPES else None
+            if use is not None and role != "out":
+                why = (
+                    f"values of {p.name}: indices ({use}); random ones may be negative or too large: "
+                    'draw them in range, dist = "int:0..N" (or "distinct:0..N" where no two may share one)'
+                )
+                arg_todos.append(why)
+                lines += [f"# {TODO}: {why}", f'dist = "{TODO}"']
+        else:
+            if dtype is None:
+                bindings.pop(p.name, None)  # a struct passed by value: no shape variable of it
+            value = bindings.get(p.name)
+            if dtype in ("fp32", "fp64") and value is not None and re.fullmatch(r"[A-Za-z_]\w*", value):
+                # A float the launcher passes through is a constant, not a shape variable: an
+                # ``eps`` gets a typical one; any other (a clamp bound, a scale) only the user knows.
+                bindings.pop(p.name)
+                if "eps" in p.name.lower():
+                    lines.append(f"# note: {p.name} is the launcher's parameter {value}; a typical value")
+                    value = "1e-6"
+                else:
+                    why = f"value of {p.name}: the launcher passes its float parameter {value} through"
+                    arg_todos.append(why)
+                    lines += [f"# {TODO}: {why}", f'value = "{TODO}"']
+                    args.append(Arg(p.name, tuple(lines), tuple(arg_todos)))
+                    todos += arg_todos
+                    continue
+            if value is None:
+                why = f"value of {p.name}: the launch at {where} passes something ktx does not follow"
+                arg_todos.append(why)
+                lines += [f"# {TODO}: {why}", f'value = "{TODO}"']
+            else:
+                lines.append(f"value = {toml_str(value)}")
+        args.append(Arg(p.name, tuple(lines), tuple(arg_todos), shape, DTYPE_BYTES.get(dtype or "", 0)))
+        todos += arg_todos
+
+    _not_sizes(k, args, bindings, todos, launch, tr.derived)
+
+    # Launcher locals the launch or the scalars use, set in several places: derived values.
+    derived: dict[str, str | None] = {}
+    for name in sorted(tr.derived, key=lambda n: tr.derived_lines[n]):
+        value = tr.derived[name]
+        try:
+            derived[name] = canonical(inline_vars(value, tr)) if value is not None else None
+        except KtxError:
+            derived[name] = None
+
+    # Shape variables: free names of the launch and of the scalar values and extents.
+    used: list[str] = []
+    texts = list(bindings.values())
+    texts += [*(launch.grid or ()), *(launch.block or ()), launch.shared or ""]
+    texts += [v for v in derived.values() if v is not None]
+    for arg in args:
+        texts += [line.split("=", 1)[1] for line in arg.lines if line.startswith(("shape =", "fields."))]
+    names: set[str] = set()
+    for text in texts:
+        for name in re.findall(r"\b[A-Za-z_]\w*\b", text):
+            if name not in names and name not in used and name not in _EXPR_WORDS and name != TODO:
+                used.append(name)
+    vars_: dict[str, str | None] = {}
+    for name in list(used):
+        if name in launcher_vars:
+            vars_[name] = launcher_vars[name]
+            used.remove(name)
+            for extra in re.findall(r"\b[A-Za-z_]\w*\b", launcher_vars[name]):
+                if extra not in used and extra not in _EXPR_WORDS:
+                    used.append(extra)
+    for name, value in derived.items():
+        vars_[name] = value
+        if name in used:
+            used.remove(name)
+    # A name no function takes as a parameter (a header's macro, a global) is no shape variable:
+    # its value from the file's local headers, else a TODO.
+    parameters = {q.name for f in module.functions for q in f.params if "dim3" not in q.type}
+    external: dict[str, str | None] = {}
+    for name in list(used):
+        if name not in parameters:
+            number = header_value(path, name)
+            external[name] = str(number) if number is not None else None
+            used.remove(name)
+            if name in derived:
+                del vars_[name]
+    vars_ = {**external, **vars_}
+    found = main_values(module)
+    points: dict[str, list[int]] = {}
+    origins: dict[str, str] = {}
+    # A bool the kernel takes straight from a launcher parameter is a flag, not a size.
+    scalar_types = {q.name: dtype_of(module, path, targ.get(q.base_type, q.base_type)) for q in fn.params}
+    flags = {bindings[n] for n, t in scalar_types.items() if t == "bool" and n in bindings}
+    for name in used:
+        points[name], origins[name] = ([1], "flag") if name in flags else shape_values(name, found, len(used))
+    sizing = size_shapes(
+        points,
+        [n for n in used if origins[n] == "default"],
+        [(a.shape, a.elem_bytes) for a in args if a.shape is not None],
+        [(n, v) for n, v in vars_.items()],
+        launch,
+        unknown=sum(1 for a in args if any(line == f'shape = "[{TODO}]"' for line in a.lines)),
+        sizes=[
+            (n, v)
+            for n, v in bindings.items()
+            if scalar_types.get(n) in _INT_DTYPES and size_use(k, n) is not None
+        ],
+    )
+
+    lines = [
+        f"# Drafted by `ktx init {given.name}` from {given}; check every line, then `ktx init --check`.",
+        f"kernel = {toml_str(_qualified(module, fn))}",
+        f"source = {toml_str(_relative(source_path, out_dir))}",
+    ]
+    if source_path != path:
+        lines.append(f"# note: {fn.name} is defined in {source_path.name} and launched from {where}")
+    picked: str | None = None
+    if fn.template_params:
+        lines += [f"# note: {n}" for n in deduced.notes if "deduced" in n or "default" in n]
+        missing = [t.name for t, v in zip(fn.template_params, deduced.values, strict=False) if v is None]
+        choice = expansion_template_choice(module, site)
+        if missing and choice is None:
+            written = len(site.template_arg_spans)
+            unwritten = [n for n in missing if [t.name for t in fn.template_params].index(n) >= written]
+            parts = [f"template argument {', '.join(missing)} of {fn.name} at the launch at {where}"]
+            if unwritten:
+                parts.append(f"{', '.join(unwritten)}: not written, not deducible from the arguments' types")
+            parts += [n for n in deduced.notes if n.split(":", 1)[0] in missing]
+            why = "; ".join(parts)
+            todos.append(why)
+            lines.append(f"# {TODO}: {why}")
+        values = [v if v is not None else TODO for v in deduced.values]
+        if choice is not None:
+            # A dispatch macro's branches launch different instantiations: show them, guess none.
+            why, positions = choice
+            todos.append(why)
+            lines.append(f"# {TODO}: {why}")
+            values = [TODO if i in positions else v for i, v in enumerate(values)]
+        picked = branch_picked(module, site, fn.name, set(used))
+        if picked is not None and not missing and choice is None:
+            why = f"template arguments of {fn.name} at {where}: {picked}"
+            todos.append(why)
+            lines.append(f"# {TODO}: {why}")
+            values = [TODO]
+        lines.append("template_args = [" + ", ".join(toml_str(t) for t in values) + "]")
+    if vars_:
+        lines += ["", "[vars]"]
+        for n, e in vars_.items():
+            if e is None and n in external:
+                dim3 = launcher is not None and launcher.param(n) is not None
+                why = (
+                    f"{n}: the launcher's dim3 parameter: write it as an expression of the shape variables"
+                    if dim3
+                    else f"{n}: the launch or an extent names {n}, which is no parameter and has no value in "
+                    f"{path.name} or its local headers: write its value"
+                )
+                guess = expansion_guess(module, site, n)
+                why += f"; {guess}" if guess is not None else ""
+                todos.append(why)
+                lines += [f"# {TODO}: {why}", f"{n} = {toml_str(TODO)}"]
+            elif e is None:
+                line = tr.derived_lines.get(n, site.span.line)
+                why = (
+                    f"{n}: the launcher's local (line {line}) is set in ways ktx does not follow; "
+                    "write it as an expression of the shape variables"
+                )
+                todos.append(why)
+                lines += [f"# {TODO}: {why}", f"{n} = {toml_str(TODO)}"]
+            else:
+                if n in external:
+                    lines.append(f"# note: {n} is not a parameter: its value in the file's headers")
+                if n in derived:
+                    line = tr.derived_lines[n]
+                    lines.append(f"# note: {n} is the launcher's local (line {line}), not a shape variable")
+                lines.append(f"{n} = {toml_str(e)}")
+    for arg in args:
+        lines += ["", *arg.lines]
+    lines += ["", "[shapes]"]
+    if used:
+        defaults = [n for n in used if origins[n] == "default"]
+        if defaults:
+            lines.append(f"# {', '.join(defaults)}: no value in the file's main(); default sizes")
+        flagged = [n for n in used if origins[n] == "flag"]
+        if flagged:
+            why = 'shape values are positive: for false, set value = "0"'
+            lines.append(f"# {', '.join(flagged)}: flags (bool), 1 = true ({why})")
+        lines += [f"# note: {n}" for n in sizing.notes]
+        if sizing.points is None:
+            product = ", ".join(f"{n} = {sizing.values[n]}" for n in used)
+            lines.append(f"default = {{ product = {{ {product} }} }}")
+        elif sizing.points:
+            listed = ", ".join(
+                "{ " + ", ".join(f"{n} = {v}" for n, v in pt.items()) + " }" for pt in sizing.points
+            )
+            lines.append(f"default = [{listed}]")
+        else:
+            why = "shapes: at none of the default sizes is the launch valid (see the notes above)"
+            todos.append(why)
+            lines += [f"# {TODO}: {why}", f"default = [{{ {TODO} = 1 }}]"]
+        first = sizing.points[0] if sizing.points else {n: sizing.values[n][0] for n in used}
+        quick = ", ".join(f"{n} = {v}" for n, v in first.items())
+        lines.append(f"quick = [{{ {quick} }}]")
+    else:
+        lines.append("default = [{}]")
+    lines += ["", "[launch]"]
+    for which, dims in (("grid", launch.grid), ("block", launch.block)):
+        again = redeclared(module, site, which) if picked is not None and dims is not None else None
+        if dims is None:
+            why = f"{which} of the launch of {fn.name} at {where}: ktx cannot translate its expressions"
+            todos.append(why)
+            lines += [f"# {TODO}: {why}", f'{which} = ["{TODO}"]']
+        elif again is not None:
+            # The launcher picks the launch by a shape condition and declares this launch's
+            # dim3 again for other branches (DeepSpeed softmax: threads 128, then 256).
+            drafted = ", ".join(dims)
+            why = (
+                f"{which} of the launch at {where}: [{drafted}] for the branches that see this "
+                f"declaration; the launcher declares it again at line {again} for others: write "
+                "the one of the branch the [shapes] take"
+            )
+            todos.append(why)
+            lines += [f"# {TODO}: {why}", f'{which} = ["{TODO}"]']
+        else:
+            lines.append(f"{which} = [" + ", ".join(toml_str(g) for g in dims) + "]")
+    if launch.shared is None:
+        why = (
+            f"dynamic shared memory of the launch at {where}: ktx cannot translate "
+            f"{launch.shared_text!r} (bytes, as an expression of the shape variables)"
+        )
+        todos.append(why)
+        lines += [f"# {TODO}: {why}", f"shared = {toml_str(TODO)}"]
+    elif launch.shared not in ("0", ""):
+        lines.append(f"shared = {toml_str(launch.shared)}")
+    lines += [f"# note: {n}" for n in launch.notes]
+    lines += [
+        "",
+        "[compile]",
+        f"flags = [{', '.join(toml_str(f) for f in DRAFT_FLAGS)}]",
+        "",
+        "[reference]",
+        "# Candidates are checked against the original kernel. To check the original too, write",
+        "# reference.py beside this file and use it instead:",
+        "#   def " + fn.name + "(inputs, shape):  # arrays by name (float64), scalars, shape vars",
+        "#       return {" + ", ".join(f'"{a.name}": ...' for a in args if _is_output(a)) + "}",
+        '# python = "reference:' + fn.name + '"',
+        'use = "original"',
+    ]
+    lines, more = second_look(lines, path, fn)
+    return Draft(fn.name, "\n".join(lines) + "\n", (*todos, *more))
+
+
+_INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
+
+
+def _not_sizes(
+    k: KernelBody,
+    args: list[Arg],
+    bindings: dict[str, str],
+    todos: list[str],
+    launch: LaunchDraft,
+    derived: Mapping[str, str | None],
+) -> None:
+    """An integer the launcher passes through but the kernel never uses as a size (a bit
+    count, a mode, a seed) gets a TODO: a shape variable's default sizes {64, 4096} would be
+    silently wrong for it (``1 << 4096``). Only names nothing else of the draft uses: an extent
+    or the launch that names it makes it a size whatever the kernel does with it."""
+    elsewhere: list[str] = [*(launch.grid or ()), *(launch.block or ()), launch.shared or ""]
+    elsewhere += [v for v in derived.values() if v is not None]
+    elsewhere += [a.shape for a in args if a.shape is not None]
+    for i, arg in enumerate(args):
+        value = bindings.get(arg.name)
+        line = f"value = {toml_str(value)}" if value is not None else ""
+        if value is None or not re.fullmatch(r"[A-Za-z_]\w*", value) or line not in arg.lines:
+            continue
+        dtypes = [ln.split("=", 1)[1].strip().strip('"') for ln in arg.lines if ln.startswith("dtype =")]
+        if not dtypes or dtypes[0] not in _INT_DTYPES:
+            continue
+        others = [*elsewhere, *(v for n, v in bindings.items() if n != arg.name)]
+        if any(re.search(rf"\b{re.escape(value)}\b", t) for t in others):
+            continue
+        if size_use(k, arg.name) is not None or not mentions(k, arg.name):
+            continue  # a size; or unused (DeepSpeed softmax's heads): any value, and a TODO'd
+            # grid or extent may still need the name
+        callee = passed_to(k, arg.name)
+        why = (
+            f"value of {arg.name}: the kernel passes it to {callee}, which ktx does not read "
+            "(a size, a stride, a count?): write the value it takes"
+            if callee is not None
+            else f"value of {arg.name}: the launcher passes its parameter {value} through, and the kernel "
+            "never compares it or indexes with it (no size): write the value it takes"
+        )
+        del bindings[arg.name]
+        todos.append(why)
+        at = arg.lines.index(line)
+        lines = (*arg.lines[:at], f"# {TODO}: {why}", f'value = "{TODO}"', *arg.lines[at + 1 :])
+        args[i] = Arg(arg.name, lines, (*arg.todos, why), arg.shape, arg.elem_bytes)
+
+
+_EXPR_WORDS = frozenset({"min", "max", "ceil_div", "cdiv", "if", "else", "and", "or", "not"})
+
+
+def _is_output(arg: Arg) -> bool:
+    return any(line in ('role = "out"', 'role = "inout"') for line in arg.lines)
+
+
+def _relative(path: Path, out_dir: str | Path | None) -> str:
+    base = Path(out_dir) if out_dir is not None else path.parent
+    return os.path.relpath(path.resolve(), base.resolve())
+
+
+def _qualified(module: Module, fn: Function) -> str:
+    """``vllm::rms_norm``: the kernel's name with its namespaces (an anonymous one adds
+    nothing), as the spec's ``kernel`` and the compiler's name expression need it."""
+    return "::".join([*(n for n in _namespace_path(module, fn) if n), fn.name])
+
+
+def _index_use(body: str, name: str) -> str | None:
+    """Where a kernel uses the values of integer array ``name`` as indices or offsets: inside
+    another subscript (``table[idx[i]]``), or through a local read from it that is then a
+    subscript, an offset or a factor (``pos = positions[t]; cache + pos * dim``). Data decide
+    such indices, so random inputs would read out of bounds: the spec must give their range."""
+    nested = re.search(rf"\w+\s*\[[^\[\]]*\b{re.escape(name)}\s*\[[^\]]*\]\s*\]", body)
+    if nested is not None:
+        return " ".join(nested.group(0).split())
+    read = rf"\b(\w+)\s*=\s*(?:\([\w\s:]+\)\s*)?(?:__ldg\s*\(\s*&?\s*)?{re.escape(name)}\s*\["
+    for m in re.finditer(read, body):
+        local = re.escape(m.group(1))
+        use = re.search(
+            rf"\w+\s*\[[^\]]*\b{local}\b[^\]]*\]|\w+\s*\+\s*{local}\b|\b{local}\s*[*/%]\s*\w+",
+            body[m.end() :],
+        )
+        if use is not None:
+            return f"{m.group(1)} = {name}[...]; {' '.join(use.group(0).split())}"
+    return None

@@ -1,0 +1,62 @@
+"""What ``ktx init`` learns from the source, asked of the facts layer directly (no spec, no draft).
+
+The drafter (:mod:`ktx.draft`) is one consumer; these tests pin the answers themselves, so that
+another (``--check``'s spec-vs-source checks, the agent) can rely on them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ktx.ir import parse
+from ktx.ir.facts.dtypes import dtype_of
+from ktx.ir.facts.launcher import choose_kernel, deduce_template_args, launcher_of
+from ktx.ir.facts.params import read_kernel, role_of, size_use, subscript_extent
+
+from ktx.errors import KtxError
+
+SRC = """\
+typedef float floatX;
+template <typename T>
+__global__ void axpy(T* __restrict__ y, const T* __restrict__ x, floatX* stats, T a, int n, int bits) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+  if (i == 0) stats[0] = (floatX)(1 << bits);
+}
+void launch(float* y, const float* x, floatX* s, float a, int n, int bits) {
+  axpy<<<(n + 255) / 256, 256>>>(y, x, s, a, n, bits);
+}
+"""
+
+
+def test_roles_extents_and_sizes() -> None:
+    module = parse(SRC, "axpy.cu")
+    fn, _site = choose_kernel(module, "axpy.cu", None)
+    k = read_kernel(module, fn)
+    params = {p.name: p for p in fn.params}
+    roles = {name: role_of(k, p)[0] for name, p in params.items() if p.is_pointer}
+    assert roles == {"y": "inout", "x": "in", "stats": "out"}
+    _, subs = role_of(k, params["x"])
+    assert subscript_extent(k, params["x"], subs, {}) == "[n]"  # x[i] under if (i < n)
+    assert size_use(k, "n") is not None
+    assert size_use(k, "bits") is None  # a shift's amount is a bit count, not a size
+
+
+def test_template_args_and_dtypes_from_the_launch() -> None:
+    module = parse(SRC, "axpy.cu")
+    fn, site = choose_kernel(module, "axpy.cu", "axpy")
+    assert deduce_template_args(module, fn, site).values == ("float",)  # from y's float*
+    launcher = launcher_of(module, site)
+    assert launcher is not None and launcher.name == "launch"
+    path = Path("axpy.cu")
+    assert dtype_of(module, path, "const float") == "fp32"
+    assert dtype_of(module, path, "floatX") == "fp32"  # through the typedef
+    assert dtype_of(module, path, "Unknown") is None
+
+
+def test_choosing_a_kernel_says_what_is_missing() -> None:
+    with pytest.raises(KtxError, match="never launched"):
+        choose_kernel(parse("__global__ void k(float* x) { x[0] = 1.f; }", "k.cu"), "k.cu", None)
+    with pytest.raises(KtxError, match="no kernel 'other'"):
+        choose_kernel(parse(SRC, "axpy.cu"), "axpy.cu", "other")
