@@ -119,29 +119,34 @@ def _block_word(module: Module, host: str | None, block: str, at: int) -> str | 
         fn = next((f for f in module.functions if f.name == host and f.body.start <= at < f.body.end), None)
         if fn is not None:
             body = module.node(fn.body)
+            found: list[ts.Node] = []
             for n in _walk(body):
                 if n.start_byte >= at:
                     break
                 if n.type == "init_declarator":
                     ident, _, _ = _declared(n.child_by_field_name("declarator"))
-                    value = n.child_by_field_name("value")
-                    if ident is not None and value is not None and _text(module, ident) == block:
-                        inner = value
-                        if value.type in ("argument_list", "initializer_list"):
-                            named = _unit_trimmed(module, value)
-                            if len(named) != 1:
-                                return None
-                            inner = named[0]
-                        return " ".join(_text(module, inner).split())
+                    declared_as = _text(module, ident) if ident is not None else None
+                    valued = n.child_by_field_name("value") is not None
+                    if declared_as == block and valued and _scope_holds(n, at):
+                        found.append(n)
                 vexing = n.parent is not None and n.parent.type == "declaration"
                 if n.type == "function_declarator" and vexing:
                     declared = n.child_by_field_name("declarator")
-                    params = n.child_by_field_name("parameters")
-                    if declared is not None and params is not None and _text(module, declared) == block:
-                        named = _unit_trimmed(module, params)
-                        if len(named) != 1:
-                            return None
-                        return " ".join(_text(module, named[0]).split())
+                    if declared is not None and _text(module, declared) == block and _scope_holds(n, at):
+                        found.append(n)
+            # The declaration in scope at the launch: the last one before it whose block holds it
+            # (``if (..) { dim3 b(32); k<32><<<g, b>>>; } else { dim3 b(1024); ... }``).
+            if found:
+                n = found[-1]
+                value = n.child_by_field_name("value" if n.type == "init_declarator" else "parameters")
+                assert value is not None
+                inner = value
+                if value.type in ("argument_list", "initializer_list", "parameter_list"):
+                    named = _unit_trimmed(module, value)
+                    if len(named) != 1:
+                        return None
+                    inner = named[0]
+                return " ".join(_text(module, inner).split())
             # REACH (launch layer): ``dim3 b; b.x = EXPR;`` assigns the block field by field.
             fields = dim3_field_assignments(module.source, body, block, at)
             if "x" in fields and all(_text(module, fields[k]).strip() == "1" for k in fields if k != "x"):
@@ -151,6 +156,14 @@ def _block_word(module: Module, host: str | None, block: str, at: int) -> str | 
         arg = block[5:-1].strip()
         return None if "," in arg else arg
     return block
+
+
+def _scope_holds(decl: ts.Node, at: int) -> bool:
+    """Whether the block that declares ``decl`` still encloses the byte ``at`` (a use there sees it)."""
+    scope = decl.parent
+    while scope is not None and scope.type not in ("compound_statement", "for_statement"):
+        scope = scope.parent
+    return scope is None or scope.start_byte <= at < scope.end_byte
 
 
 def _unit_trimmed(module: Module, args: ts.Node) -> list[ts.Node]:

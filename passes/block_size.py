@@ -33,11 +33,25 @@ limit. A literal block whose grid rounds up a division by the same literal
 (``(n + 255) / 256``, ``(n - 1) / 256 + 1``) rewrites the grid's copies too (255 as the knob
 minus one), in the source and in the launch mapping.
 
+A template parameter every launch passes as its block too (``k<BS><<<g, BS>>>``, or through a
+``dim3`` local in scope at the launch) is ``blockDim.x`` for the analysis, so its loops
+(``col += block_size``) are block-stride loops to vectorize and split. When the launcher picks
+among instantiations by shape (llama.cpp's ``ncols < 1024 ? 32 : 1024``), every launch takes
+the one knob and the dispatch table replaces the heuristic per shape. The domain is the
+instantiated values and the powers of two within the device limit, less what the kernel's
+``static_assert``s reject, and no larger than the largest instantiation when the kernel has a
+fixed-size ``__shared__`` array (the author's own instantiations are what is known to fit). The
+default is the size the target binds; a spec that computes it per shape
+(``template_args = ["{32 if ncols < 1024 else 1024}"]``) gets 0, that pick, so the default
+config is the original at every shape.
+
 The pass refuses kernels that read neither ``blockDim`` nor such a name (their work mapping is
 tied to the launch's block size in ways a knob would break), kernels with fixed-size shared
-arrays not sized by that name, kernels that read their block size as a template parameter or
-parameter, and launches whose grid repeats the block's literal other than to round up
-(``<<<n / 256, 256>>>``: run expose first, or name the constant).
+arrays not sized by that name (but for a template block size the launcher picks among, above),
+kernels that read their block size as a parameter or as a template parameter some launch does
+not write (deduced, defaulted, or in a shared macro), and launches whose grid repeats the
+block's literal other than to round up (``<<<n / 256, 256>>>``: run expose first, or name the
+constant).
 """
 
 from __future__ import annotations
@@ -46,10 +60,10 @@ import re
 from collections.abc import Iterator
 
 import tree_sitter as ts
-from ktx.ir import LaunchSite, Module, syntax
+from ktx.ir import LaunchSite, Module, SharedArray, syntax
 from ktx.ir.affine import BlockAlias
 from ktx.ir.consteval import int_literal
-from ktx.ir.facts.constants import assumes_warp_x, ceil_divide_literals
+from ktx.ir.facts.constants import allowed_by_asserts, assumes_warp_x, ceil_divide_literals
 from ktx.ir.index import eval_int_text
 from ktx.ir.launch import LaunchMapping, is_constant, launch_dims, local_value, substitute
 from ktx.passes._common import KernelSite, kernel_node, powers_of_two, replace_literal, round_up_follows
@@ -119,14 +133,9 @@ class BlockSize(Pass[KernelSite]):
                 fn.span,
             )
             return
-        fixed = [
-            a
-            for a in target.module.shared_arrays
-            if a.function == fn.name
-            and not a.extern
-            and not (alias is not None and _sized_by(a.dims, alias.name))
-        ]
-        if fixed:
+        fixed = _fixed_arrays(target, alias)
+        picked = alias is not None and alias.kind == "template" and bool(_instantiated_blocks(target, alias))
+        if fixed and not picked:
             yield Skip(
                 f"fixed-size __shared__ array {fixed[0].name}[{']['.join(fixed[0].dims)}]: a larger "
                 "block could index past it",
@@ -290,27 +299,76 @@ class BlockSize(Pass[KernelSite]):
         """``template <int BS> __global__ k`` launched ``k<256><<<g, 256>>>``: ``BS`` is blockDim.x.
 
         The knob goes in both places at every launch (the template argument and the block), so
-        the kernel's strides and the shared arrays ``BS`` sizes follow. A template argument
-        cannot be "0: as the original", so this knob has no 0: its default is the original size.
+        the kernel's strides and the shared arrays ``BS`` sizes follow, and the rewritten launches
+        still pass one text as both (the passes after this one still read ``BS`` as blockDim.x).
+
+        A launcher that picks among instantiations by shape (``ncols < 1024 ? 32 : 1024``) is
+        what the dispatch table replaces: every launch takes the knob. Its default is the size
+        the target binds: an integer (the spec's, or the first launch's), then the knob has no 0;
+        or the spec's own pick per shape (``template_args = ["{32 if ncols < 1024 else 1024}"]``),
+        then 0 means that pick (``KTX_PICK``), so the default config is the original at every shape.
         """
         target = rw.target
         index = _template_index(target, alias)
-        current = _template_value(target, index)
-        if current is None:
+        picks = _instantiated_blocks(target, alias)
+        current = _bound_value(target, index) if picks else _template_value(target, index)
+        per_shape = _per_shape(target, index) if current is None else None
+        if current is None and per_shape is None:
             raise Refuse(f"the template argument {alias.name} is not an integer constant at its launch")
         lo, hi = max(1, self.int_option("min")), self.int_option("max")
+        fixed = _fixed_arrays(target, alias)
+        if picks and fixed:
+            # ``__shared__ float s_sum[32]``: the author's largest instantiation is known to fit.
+            hi = min(hi, max(picks))
         name = "BLOCK_X"
-        values = sorted(set(powers_of_two(lo, hi)) | {current})
+        own = set() if current is None else {current}
+        candidates = sorted(set(powers_of_two(lo, hi)) | set(picks) | own)
+        values, why = allowed_by_asserts(target.module, alias.name, candidates, {})
+        if why is not None:
+            raise Refuse(why)
+        if current is not None and current not in values:
+            raise Refuse(f"the kernel's static_assert rejects {alias.name} = {current}, its own value")
+        if len(values) <= 1:
+            raise Refuse(f"the kernel's static_assert allows {alias.name} only {values}")
+        was = f"was {current}" if current is not None else f"0: the spec's {per_shape} per shape"
         macro = rw.knob(
-            name, values, current, f"threads per block along x, and the kernel's {alias.name} (was {current})"
+            name,
+            values if current is not None else (0, *values),
+            current if current is not None else 0,
+            f"threads per block along x, and the kernel's {alias.name} ({was})",
         )
-        _check_literal_in_kernel(rw, current)
+        if not picks and current is not None:
+            _check_literal_in_kernel(rw, current)
         for site in target.launches:
-            rw.replace(site.template_arg_spans[index], macro)
-        self._edit_launchers(rw, 0, macro, current)
-        rw.set_template_arg(index, "{" + name + "}")
+            span = site.template_arg_spans[index]
+            text = rw.target.module.text(span)
+            rw.replace(span, macro if current is not None else f"KTX_PICK({macro}, ({text}))")
+        self._edit_launchers(rw, 0, macro, None if picks else current, plain=current is not None)
+        if per_shape is not None:
+            rw.set_template_arg(index, "{" + f"{name} if {name} else ({per_shape})" + "}")
+        else:
+            rw.set_template_arg(index, "{" + name + "}")
+        if len(values) < len(candidates):
+            rw.note(f"the kernel's static_assert limits {name} to {{{', '.join(map(str, values))}}}")
+        if picks and fixed and hi < self.int_option("max"):
+            a = fixed[0]
+            rw.note(
+                f"{name} stays within {hi}, the largest {alias.name} the launcher instantiates: the "
+                f"fixed-size __shared__ array {a.name}[{']['.join(a.dims)}] is known to fit it"
+            )
+        if picks:
+            lines = ", ".join(f"line {site.span.line}" for site in target.launches)
+            rw.note(
+                f"the launcher picks {alias.name} among {', '.join(map(str, picks))} by shape ({lines}): "
+                "every launch takes the knob, and the dispatch table picks it per shape"
+            )
         mapping = rw.mapping
-        if mapping is not None:
+        if mapping is not None and (picks or per_shape is not None):
+            first = mapping.block[0].strip()
+            block0 = name if per_shape is None else f"{name} if {name} else ({first})"
+            rw.set_mapping(mapping.with_block((block0, *mapping.block[1:])))
+            rw.note(f"launch mapping: block[0] = {block0}")
+        elif mapping is not None and current is not None:
             new, places = replace_literal(mapping, current, name)
             rw.set_mapping(new)
             rw.note(f"launch mapping: {current} -> {name} in {', '.join(places) or 'nothing'}")
@@ -342,7 +400,12 @@ class BlockSize(Pass[KernelSite]):
         text = syntax.text(target.module, local.value if local and local.value else node)
         return int_literal(text)
 
-    def _edit_launchers(self, rw: Rewriter, axis: int, macro: str, current: int | None) -> None:
+    def _edit_launchers(
+        self, rw: Rewriter, axis: int, macro: str, current: int | None, plain: bool = False
+    ) -> None:
+        """Each launch's block ``axis`` becomes ``KTX_PICK(macro, (as written))``, or ``macro``
+        itself when ``plain`` (a template block size: the knob has no 0, and the block must read
+        as the template argument does, so that the rewritten kernel keeps the blockDim fact)."""
         module = rw.target.module
         done: set[int] = set()
         for site in rw.target.launches:
@@ -392,7 +455,7 @@ class BlockSize(Pass[KernelSite]):
                         )
             if current is not None:
                 _check_literal_in_kernel(rw, current)
-            picked = f"KTX_PICK({macro}, ({text}))"
+            picked = macro if plain else f"KTX_PICK({macro}, ({text}))"
             rw.replace_bytes(node.start_byte, node.end_byte, picked)
             for start, end, new_text in grid_edits:
                 if start not in done:
@@ -509,6 +572,56 @@ def _template_value(target: Target, index: int) -> int | None:
     return next(iter(values)) if len(values) == 1 else None
 
 
+def _launch_values(target: Target, index: int) -> list[int | None]:
+    """The integer each launch passes for template parameter ``index`` (None: not a constant)."""
+    env = target.module.facts(target.kernel, target.template_args).index.env
+    return [
+        eval_int_text(site.template_args[index], dict(env)) if index < len(site.template_args) else None
+        for site in target.launches
+    ]
+
+
+def _instantiated_blocks(target: Target, alias: BlockAlias) -> tuple[int, ...]:
+    """The block sizes a launcher picks among (``if (ncols < 1024) k<32>... else k<1024>...``),
+    sorted; empty unless the launches pass two or more integer constants."""
+    values = _launch_values(target, _template_index(target, alias))
+    if None in values or len(set(values)) < 2:
+        return ()
+    return tuple(sorted({v for v in values if v is not None}))
+
+
+def _bound_value(target: Target, index: int) -> int | None:
+    """The integer the target binds to template parameter ``index`` (the spec's, or the first
+    launch's), through macros and constexprs."""
+    if index >= len(target.template_args):
+        return None
+    env = target.module.facts(target.kernel, target.template_args).index.env
+    return eval_int_text(target.template_args[index], dict(env))
+
+
+def _per_shape(target: Target, index: int) -> str | None:
+    """The spec's expression for template parameter ``index`` when it is computed per shape
+    (``{32 if ncols < 1024 else 1024}`` gives ``32 if ncols < 1024 else 1024``), else None."""
+    if index >= len(target.template_args):
+        return None
+    text = target.template_args[index].strip()
+    inner = text[1:-1].strip()
+    if not (text.startswith("{") and text.endswith("}")) or not inner or "{" in inner or "}" in inner:
+        return None
+    return inner
+
+
+def _fixed_arrays(target: Target, alias: BlockAlias | None) -> list[SharedArray]:
+    """The kernel's ``__shared__`` arrays of a fixed size, not sized by the block-size name."""
+    return [
+        a
+        for a in target.module.shared_arrays
+        if a.function == target.kernel.name
+        and not a.extern
+        and not (alias is not None and _sized_by(a.dims, alias.name))
+    ]
+
+
 def _template_refusal(target: Target, alias: BlockAlias) -> str | None:
     """Why a block size read as a template parameter cannot become the knob, or None."""
     index = _template_index(target, alias)
@@ -522,8 +635,14 @@ def _template_refusal(target: Target, alias: BlockAlias) -> str | None:
             )
         if site.macro is not None:
             return f"the launch at line {site.span.line} sits in the macro {site.macro}, shared by other uses"
-    if _template_value(target, index) is None:
-        return f"the launches pass {alias.name} values that are not one integer constant"
+    if _template_value(target, index) is None and not _instantiated_blocks(target, alias):
+        return f"the launches pass {alias.name} values that are not integer constants"
+    bound = _template_value(target, index) or _bound_value(target, index) or _per_shape(target, index)
+    if bound is None:
+        return (
+            f"the target binds {alias.name} to {target.template_args[index]!r}, neither an integer "
+            "constant nor the spec's expression per shape ({...})"
+        )
     return None
 
 

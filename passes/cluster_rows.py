@@ -53,7 +53,7 @@ from ktx.ir.facts.reductions import update_of
 from ktx.ir.launch import launch_dims
 from ktx.passes._common import kernel_node, line_of, powers_of_two
 from ktx.passes._variants import Variants, insert_after_line, insert_before_line, line_bounds
-from ktx.passes.split import RowLoop, _row_loop
+from ktx.passes.split import RowLoop, _affine_row_loop, _row_loop
 
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
@@ -129,10 +129,14 @@ class ClusterRows(Pass[ClusterSite]):
         body = kernel.child_by_field_name("body")
         assert body is not None
         rows: list[RowLoop] = []
+        index = module.facts(fn, target.template_args).index
         for loop in target.loops:
             if loop.parent is not None and any(lp.id == loop.parent for lp in target.loops):
                 continue
-            row = _row_loop(module, kernel, loop, target.label(loop))
+            # However the stride is spelled (``col += block_size``, a template parameter every
+            # launch passes as the block): the facts read it as blockDim.x, as split does.
+            label = target.label(loop)
+            row = _row_loop(module, kernel, loop, label) or _affine_row_loop(index, loop, label)
             if row is not None:
                 rows.append(row)
         if not rows:

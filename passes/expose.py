@@ -19,14 +19,16 @@ Refused, with the reason as a remark: warp-size constants (hardware), values com
 (``threadIdx.x / THREADS_PER_GROUP``: the shuffle masks assume them), host copies of a refused
 device constant, a 32 that is the warp the kernel (or a device function it calls) shuffles over,
 and template parameters that take different values at different launch sites (they select
-behaviour, like ``TOPK``). Also refused, so that every value computes the same result: a
-constant computed from another (``NUM_WARPS = THREADS / 32`` follows ``THREADS``), one that lays
-out a buffer (``in + token * TOPK * d``), one the spec sets from a shape variable
-(``template_args = [..., "{topk}"]``) or names as one, and one fed to a ``static_assert`` ktx
-cannot evaluate; an assert it can evaluate narrows the domain to the values it accepts
-(``VEC * sizeof(T) <= 16``). A launch literal written twice in the expression it sets
-(``d < 1024 ? d : 1024``) changes in both places, and in the block's mapping only, so the
-launcher ships what is measured. See ``ktx/ir/facts/constants.py``.
+behaviour, like ``TOPK``). A template parameter that is the launch's block size, unless every
+launch writes its value as the block's literal, is left to ``block-size``, which moves the
+template argument and the block together (so are the launch literals beside it). Also refused,
+so that every value computes the same result: a constant computed from another (``NUM_WARPS =
+THREADS / 32`` follows ``THREADS``), one that lays out a buffer (``in + token * TOPK * d``), one
+the spec sets from a shape variable (``template_args = [..., "{topk}"]``) or names as one, and
+one fed to a ``static_assert`` ktx cannot evaluate; an assert it can evaluate narrows the domain
+to the values it accepts (``VEC * sizeof(T) <= 16``). A launch literal written twice in the
+expression it sets (``d < 1024 ? d : 1024``) changes in both places, and in the block's mapping
+only, so the launcher ships what is measured. See ``ktx/ir/facts/constants.py``.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from ktx.ir.facts.constants import (
     spec_selected,
     warp_sized_callees,
 )
+from ktx.ir.index import eval_int_text
 from ktx.ir.launch import LaunchMapping, substitute
 from ktx.passes._common import around, replace_literal
 
@@ -128,6 +131,17 @@ class Expose(Pass[ConstSite]):
     def _refusal(self, target: Target, c: PerfConstant, refused: set[str]) -> str | None:
         module = target.module
         body = syntax.function_node(module, target.kernel)
+        template_block = _template_block(target)
+        if c.kind == "template-int" and c.name == template_block and not _block_tied(target, c):
+            return (
+                f"{c.name} is the launch's block size (every launch passes it as the block too): "
+                "block-size makes it the knob BLOCK_X, the template argument and the block in step"
+            )
+        if c.kind == "launch-literal" and template_block is not None:
+            return (
+                f"{c.value} sets the block of a launch that passes the same size as the template "
+                f"parameter {template_block}: block-size moves both, a knob here would split them"
+            )
         if c.value is None:
             return f"{c.name} has no integer value ktx can compute"
         if "WARP" in c.name.upper() and "WARPS" not in c.name.upper():
@@ -275,6 +289,28 @@ class Expose(Pass[ConstSite]):
                 f"the launch mapping has no literal {c.value}: {site.knob} changes the file's launcher "
                 "only (give the mapping its vars, ktx.pipeline.mapping_from_spec)"
             )
+
+
+def _template_block(target: Target) -> str | None:
+    """The template parameter that is the kernel's ``blockDim.x`` at every launch, or None."""
+    aliases = target.module.facts(target.kernel, target.template_args).launch.block_aliases
+    return next((a.name for a in aliases if a.kind == "template"), None)
+
+
+def _block_tied(target: Target, c: PerfConstant) -> bool:
+    """Whether every launch writes ``c``'s one value as its block's literal too
+    (``k<256><<<g, 256>>>``), so that expose moves the block with the template argument; not
+    when the launcher picks among values or the block is a ``dim3`` local (block-size's case)."""
+    if c.value is None or not target.launches:
+        return False
+    index = next(i for i, p in enumerate(target.kernel.template_params) if p.name == c.name)
+    env = {m.name: m.int_value for m in target.module.macros if m.int_value is not None}
+    return all(
+        index < len(site.template_args)
+        and eval_int_text(site.template_args[index], dict(env)) == c.value
+        and int_literal(target.module.text(site.block).strip()) == c.value
+        for site in target.launches
+    )
 
 
 def _copies(module: Module, c: PerfConstant) -> list[ts.Node]:

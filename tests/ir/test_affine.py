@@ -317,3 +317,56 @@ def test_thread_block_indices_are_the_builtins_and_nothing_else_is() -> None:
         assert u is None or (u.start != Affine.sym(TID_X) and not u.partitions)
     x_index = [a for a in accesses(m, block) if a.root == "in"]
     assert x_index and all(BID_X in str(a.index) for a in x_index), x_index
+
+
+_HEURISTIC = """#define WARP_SIZE 32
+template <int block_size>
+__global__ void k(float* y, const float* x, int n) {
+  for (int col = threadIdx.x; col < n; col += block_size) y[blockIdx.x * n + col] = x[blockIdx.x * n + col];
+}
+void go(float* y, const float* x, int n, int rows) {
+  if (n < 1024) {
+    const dim3 block_dims(WARP_SIZE, 1, 1);
+    k<WARP_SIZE><<<rows, block_dims>>>(y, x, n);
+  } else {
+    const dim3 block_dims(1024, 1, 1);
+    k<1024><<<rows, block_dims>>>(y, x, n);
+  }
+}
+"""
+
+
+def test_a_template_block_size_the_launcher_picks_by_shape_is_blockdim() -> None:
+    # Each launch reads the dim3 local in scope there (not the first one declared in the
+    # launcher), and passes the same size as the template argument: block_size is blockDim.x
+    # at both launches, although they pass different values.
+    m = parse(_HEURISTIC)
+    ix = kernel_index(m, m.kernel())
+    assert set(ix.block_aliases) == {"block_size"} and ix.block_aliases["block_size"].kind == "template"
+    assert ix.template_values == {}  # 32 and 1024: no single value to fold
+    (loop,) = m.loops_in(m.kernel())
+    shape = ix.loop_shape(loop)
+    assert shape is not None and str(shape.step) == "blockDim.x"
+
+
+def test_a_dim3_local_out_of_scope_at_the_launch_is_not_its_block() -> None:
+    # The first ``b`` lives in a block that closed before the launch: the launch's block is 128.
+    m = parse(
+        """#define BS 128
+__global__ void k(float* x) { x[blockIdx.x * BS + threadIdx.x] = 0.f; }
+void go(float* x, bool f) {
+  if (f) { dim3 b(64); (void)b; }
+  dim3 b(BS);
+  k<<<1, b>>>(x);
+}
+"""
+    )
+    ix = kernel_index(m, m.kernel())
+    assert set(ix.block_aliases) == {"BS"}
+    assert str(accesses(m, m.kernel())[0].index) == "blockDim.x*blockIdx.x + threadIdx.x"
+
+
+def test_template_block_sizes_that_differ_from_the_launch_block_are_no_alias() -> None:
+    # ``k<1024>`` launched with 256 threads: block_size is not blockDim.x there, so not anywhere.
+    m = parse(_HEURISTIC.replace("const dim3 block_dims(1024, 1, 1);", "const dim3 block_dims(256, 1, 1);"))
+    assert kernel_index(m, m.kernel()).block_aliases == {}

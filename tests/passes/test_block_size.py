@@ -134,3 +134,96 @@ def test_a_grid_rounding_up_by_the_literal_block_follows_the_knob() -> None:
     assert launch.grid == ("(n + ((BLOCK_X if BLOCK_X else 256) - 1)) // (BLOCK_X if BLOCK_X else 256)",)
     out = t.instantiate({"BLOCK_X": 512})
     assert "k<<<(n + (512 - 1)) / 512, 512>>>(x, n);" in out
+
+
+PICKED = """\
+template <int block_size>
+__global__ void k(float* out, const float* x, int n) {
+  __shared__ float part[8];
+  float s = 0.f;
+  for (int i = threadIdx.x; i < n; i += block_size) s += x[blockIdx.x * n + i];
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+  if (block_size > 32) {
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = s;
+    __syncthreads();
+    s = threadIdx.x < block_size / 32 ? part[threadIdx.x] : 0.f;
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = s;
+}
+void launch(float* out, const float* x, int n, int rows) {
+  if (n < 512) k<32><<<rows, 32>>>(out, x, n);
+  else k<256><<<rows, 256>>>(out, x, n);
+}
+"""
+
+
+def test_a_template_block_size_picked_by_shape_is_one_knob_within_the_largest_instantiation() -> None:
+    # part[8] holds the warps of 256 threads, the author's largest instantiation: the domain
+    # stops there (32 .. 256), both launches take the knob, and the default is the first one's.
+    t = apply(PICKED, "block-size")
+    (knob,) = t.knobs
+    assert (knob.name, knob.values, knob.default) == ("BLOCK_X", (32, 64, 128, 256), 32)
+    assert changed(PICKED, code(t)) == [
+        "-__global__ void k(float* out, const float* x, int n) {",
+        "+__global__ void __launch_bounds__(KTX_BLOCK_X) k(float* out, const float* x, int n) {",
+        "-  if (n < 512) k<32><<<rows, 32>>>(out, x, n);",
+        "-  else k<256><<<rows, 256>>>(out, x, n);",
+        "+  if (n < 512) k<KTX_BLOCK_X><<<rows, KTX_BLOCK_X>>>(out, x, n);",
+        "+  else k<KTX_BLOCK_X><<<rows, KTX_BLOCK_X>>>(out, x, n);",
+    ]
+    assert "stays within 256" in remarks(t)[0] and "among 32, 256 by shape" in remarks(t)[0]
+    assert t.template_args == ("{BLOCK_X}",) and t.name_expression({"BLOCK_X": 128}) == "k<128>"
+    out = t.instantiate({"BLOCK_X": 128})
+    assert out.count("k<128><<<rows, 128>>>") == 2
+
+
+def test_a_template_block_size_launched_with_another_block_is_refused() -> None:
+    # k<256> launched with 128 threads: block_size is not the block there, so not a block size.
+    src = PICKED.replace("k<256><<<rows, 256>>>", "k<256><<<rows, 128>>>")
+    t = apply(src, "block-size")
+    assert t.knobs == ()
+    assert "never reads blockDim" in remarks(t)[0]
+
+
+def test_a_spec_that_picks_the_template_block_size_per_shape_keeps_its_pick_as_the_default() -> None:
+    # The spec writes the launcher's heuristic as its template argument and block: the knob's 0
+    # is that pick, per shape (KTX_PICK in the source, ``X if X else (...)`` in the name
+    # expression and the mapping), so the default config is the original at every shape.
+    heuristic = "32 if n < 512 else 256"
+    mapping = LaunchMapping(("rows",), (heuristic,), "0", (), "spec")
+    t = apply(PICKED, "block-size", mapping=mapping, template_args=["{" + heuristic + "}"])
+    (knob,) = t.knobs
+    assert (knob.values, knob.default) == ((0, 32, 64, 128, 256), 0)
+    assert t.template_args == ("{BLOCK_X if BLOCK_X else (32 if n < 512 else 256)}",)
+    launch = t.launch()
+    assert launch is not None
+    assert launch.evaluate({"rows": 4, "n": 100, "BLOCK_X": 0})[1] == (32,)
+    assert launch.evaluate({"rows": 4, "n": 4096, "BLOCK_X": 0})[1] == (256,)
+    assert launch.evaluate({"rows": 4, "n": 4096, "BLOCK_X": 64})[1] == (64,)
+    as_original = changed(PICKED, t.instantiate({"BLOCK_X": 0}))
+    assert as_original == ["+// ktx: `block-size` instantiated with BLOCK_X=0"]
+    assert t.instantiate({"BLOCK_X": 128}).count("k<128><<<rows, 128>>>") == 2
+    # The rewritten launches pass one text as template argument and block: vectorize, after
+    # block-size, still reads ``i += block_size`` as a block stride.
+    chained = apply(PICKED, "block-size,vectorize", mapping=mapping, template_args=["{" + heuristic + "}"])
+    assert [k.name for k in chained.knobs] == ["BLOCK_X", "VEC_L0"]
+
+
+def test_the_template_norm_benchmark_spec_searches_its_template_block_size() -> None:
+    # benchmarks/template_norm (scripts/gpu_tknobs.sh tunes it): the spec writes the launcher's
+    # heuristic; BLOCK_X 0 is that pick at every shape, and vectorize still packs the row loop.
+    from passtest import ROOT
+
+    from ktx.pipeline import template_for_spec
+    from ktx.spec import load_spec
+
+    spec = load_spec(ROOT / "benchmarks" / "template_norm" / "ktx.toml")
+    t = template_for_spec(spec, "block-size,vectorize")
+    assert [(k.name, k.default) for k in t.knobs] == [("BLOCK_X", 0), ("VEC_L2", 1)]
+    assert t.knobs[0].values == (0, 32, 64, 128, 256, 512, 1024)
+    launch = t.launch()
+    assert launch is not None
+    assert launch.evaluate({"nrows": 1, "ncols": 4096, "BLOCK_X": 0})[1] == (1024,)
+    assert launch.evaluate({"nrows": 1, "ncols": 768, "BLOCK_X": 0})[1] == (32,)
+    assert launch.evaluate({"nrows": 1, "ncols": 4096, "BLOCK_X": 512})[1] == (512,)

@@ -117,3 +117,24 @@ def test_a_constant_named_as_a_spec_shape_variable_is_refused() -> None:
     t = run(parse(source), "expose", template_args=("float", "128"), mapping=spec_mapping)
     (why,) = [o.message for o in t.outcomes if o.site == "TOPK"]
     assert why.startswith("TOPK is the shape variable topk of the launch mapping")
+
+
+def test_a_template_block_size_in_a_dim3_local_or_picked_by_shape_is_left_to_block_size() -> None:
+    # ``dim3 b(256); k<float, 256><<<g, b>>>``: a knob on the template argument alone would launch
+    # 256 threads for another NUM_THREADS, and one on the local's 256 alone the reverse; likewise a
+    # launcher that picks among instantiations. block-size moves both (it is tested there).
+    local = TEMPLATED.replace(
+        "  k<float, 256><<<n / 256, 256>>>(x, n);", "  dim3 b(256);\n  k<float, 256><<<n / 256, b>>>(x, n);"
+    )
+    picked = TEMPLATED.replace(
+        "  k<float, 256><<<n / 256, 256>>>(x, n);",
+        "  if (n < 4096) k<float, 128><<<n / 128, 128>>>(x, n);\n"
+        "  else k<float, 256><<<n / 256, 256>>>(x, n);",
+    )
+    for src in (local, picked):
+        t = apply(src, "expose")
+        assert [k.name for k in t.knobs] == ["ITEMS"], remarks(t)
+        said = "\n".join(remarks(t))
+        assert "NUM_THREADS: NUM_THREADS is the launch's block size" in said
+    t = apply(local, "expose")
+    assert any("256 sets the block of a launch" in r for r in remarks(t))
