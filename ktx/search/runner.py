@@ -33,6 +33,7 @@ import optuna
 
 from ktx.errors import KtxError, Location
 from ktx.measure.backend import Backend
+from ktx.measure.gpu import Options
 from ktx.measure.occupancy import DeviceLimits
 from ktx.measure.types import Measurement, Status, config_key
 from ktx.search.cache import MeasurementCache
@@ -565,7 +566,15 @@ def paired_checks(
         if old is not None and old.status != SKIPPED and same:
             kept[r.point.name] = old
     shortlist = [
-        Shortlist(r.point, r.metric, r.best_config, r.speedup)
+        Shortlist(
+            r.point,
+            r.metric,
+            r.best_config,
+            r.speedup,
+            launch_us(r.original),
+            None if r.best is None else launch_us(r.best),
+            r.original.bytes,
+        )
         for r in results
         if r.point not in ctx.skipped and r.point.name not in kept
     ]
@@ -576,7 +585,10 @@ def paired_checks(
                       interval=None if iv is None else iv.to_dict(), reason=check.reason[:300])  # fmt: skip
         ctx.display.message(f"{check.shape}: final check {check.text()}")
 
-    checked = final_check(ctx.evaluator, shortlist, deadline, costs, PAIRS, log)
+    spent: dict[str, dict[str, float]] = {}
+    checked = final_check(ctx.evaluator, shortlist, deadline, costs, PAIRS, log, spent=spent)
+    for name, cost in spent.items():  # how honest the estimate was (issue 23)
+        ctx.log.write("paired_cost", shape=name, **cost)
     return {r.point.name: kept.get(r.point.name) or checked[r.point.name] for r in results
             if r.point.name in kept or r.point.name in checked}  # fmt: skip
 
@@ -790,6 +802,32 @@ def measured_costs(ctx: Context) -> dict[str, float]:
     return {**ctx.costs, **(harness if isinstance(harness, dict) else {})}
 
 
+def launch_us(m: Measurement) -> float | None:
+    """A measurement's time per launch for cost estimates: the single-launch median (it holds
+    the launch's host time), else the graph one."""
+    value = m.single_us if m.single_us else m.graph_us
+    return value if m.ok and value and value > 0 else None
+
+
+def original_pair_s(ctx: Context) -> dict[str, float]:
+    """Seconds of one check pair per searched shape, counted before the search from the
+    original's per-launch time on both sides (the config found is at most as slow: an upper
+    bound; :mod:`ktx.measure.cost`)."""
+    found = getattr(ctx.backend, "options", None)
+    options = found if isinstance(found, Options) else Options()
+    out: dict[str, float] = {}
+    for point in ctx.searched:
+        attrs = open_study(ctx.storage, study_name(ctx, point), optuna.samplers.RandomSampler()).user_attrs
+        if "original" not in attrs:  # not measured (cut by the limit): nothing to count from
+            continue
+        original = Measurement.from_dict(attrs["original"])
+        item = Shortlist(point, "graph", None, None, launch_us(original), launch_us(original), original.bytes)
+        pair = item.pair_s(options)
+        if pair is not None:
+            out[point.name] = pair
+    return out
+
+
 def search_until(ctx: Context, deadline: float | None) -> float | None:
     """The search's own deadline: the run's, less what the phases after it need (the final
     check of every shape, the held-out check, writing; :func:`ktx.search.final.reserve`)."""
@@ -801,7 +839,7 @@ def search_until(ctx: Context, deadline: float | None) -> float | None:
         holdout = len(holdout_points(ctx, ctx.searched, bucket))
     known = measured_costs(ctx)
     costs = {p.name: known.get(p.name, 0.0) for p in ctx.searched}
-    kept = reserve(costs, holdout, ctx.request.time_limit or 0.0)
+    kept = reserve(costs, holdout, ctx.request.time_limit or 0.0, pair_s=original_pair_s(ctx))
     ctx.log.write(
         "time_budget", reserved_s=round(kept, 3), search_s=round(deadline - kept - time.monotonic(), 3)
     )
