@@ -193,8 +193,9 @@ def final_check(
                         "spent_s": round(took, 3),
                         "pairs": float(n),
                     }
-                if measured and per_pair > 0:
-                    ratio = scale[kind] * took / guess
+                if measured and base > 0 and n > 0:
+                    # the pairs' share of the time (the request's own part is not per pair)
+                    ratio = max(took - PAIRED_REQUEST_S, took / 2) / (base * n)
                     low, high = (0.25, 4.0) if kind == "counted" else (0.0, 1.0)
                     scale[kind] = min(high, max(low, ratio))
         out[name] = check
