@@ -21,7 +21,8 @@
 #
 # Usage on the GPU host, repo root, .whl and shared/llmc carried (scripts/gpu_env.sh):
 #   OUT=/path bash scripts/gpu_issue23_measure.sh
-# CPU dry run of the plumbing (replay of the shared recording, no GPU; the ladder step fails fast):
+# CPU dry run of the plumbing (replay of the shared recording, no GPU; the ladder step fails fast;
+# on a loaded 2-core machine the tunes' start-up alone can exceed a 20 s limit, so it proves little):
 #   KTX_SKIP_ENV=1 PY=.venv/bin/python BACKEND=replay:/tmp/space.json SHAPES="tokens=16,d=4096;tokens=4096,d=4096" \
 #     LIMIT=20 OUT=/tmp/o23 bash scripts/gpu_issue23_measure.sh
 set -u
