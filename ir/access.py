@@ -3,16 +3,18 @@
 Passes that change how each thread touches memory (``vectorize``, ``cache-hints``) ask the same
 questions before they rewrite, and this module answers them once, from the tree:
 
-* **which memory** each pointer reaches (:class:`Root`): a kernel parameter, a ``__shared__``
+* **which memory** each pointer reaches (:class:`~ktx.ir.memref.Root`): a kernel parameter, a ``__shared__``
   array, or a local pointer computed from one of them (``x_row = input + t * 2 * d``), with the
   element type as written and whether the parameter is ``__restrict__`` and ``const``;
-* **how the index moves** with the loop's induction variable (:class:`Access`): ``p[i + off]``
+* **how the index moves** with the loop's induction variable: each subscript is a
+  :class:`~ktx.ir.memref.MemRef`, the record every reader of memory returns, with ``stride``
+  and ``offset`` filled in: ``p[i + off]``
   with ``off`` loop-invariant is contiguous (``stride == 1``); ``p[2 * i]`` is strided;
   anything else is unknown. ``off`` may depend on the variables of loops nested inside, as long
   as it is affine in them (``(t * TOPK + k) * d``): then a packed access is aligned for every
   ``k`` when it is for ``k = 0`` and the step between ``k`` and ``k + 1`` is a multiple of the
   pack;
-* **whether two roots may alias** (:meth:`Root.may_alias`): different address spaces never do,
+* **whether two roots may alias** (:meth:`~ktx.ir.memref.Root.may_alias`): different address spaces never do,
   two global parameters do unless both are ``__restrict__``.
 
 The analysis is syntactic and conservative: whatever it cannot read is reported as unknown,
@@ -30,20 +32,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import tree_sitter as ts
+from ktx.ir.affine_form import Affine
+from ktx.ir.affine_tree import index_node
 from ktx.ir.consteval import SIZEOF
-from ktx.ir.facts.kinds import STORE_INTRINSICS, AccessKind, access_kind, intrinsic_call, intrinsic_of
+from ktx.ir.facts.kinds import access_kind, intrinsic_call, intrinsic_of
+from ktx.ir.kernel_index import kernel_index
+from ktx.ir.memref import UNKNOWN, MemRef, Root, Term
 from ktx.ir.nodes import Function, Loop
-from ktx.ir.source import Span
 from ktx.ir.syntax import text as _text
 from ktx.ir.syntax import walk as _walk
 
 if TYPE_CHECKING:
     from ktx.ir.module import Module  # a type only: Module.facts() imports the facts
-
-Space = Literal["global", "shared", "local", "unknown"]
 
 _ASSIGN = ("=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=")
 _CONDITIONAL = frozenset(
@@ -57,6 +60,9 @@ _CONDITIONAL = frozenset(
         "lambda_expression",
     }
 )
+#: The one reader of a subscript's index is :func:`ktx.ir.affine_tree.index_node`; ``ktx.draft``
+#: imports it from here under this name.
+_index_node = index_node
 _LOOPS = frozenset({"for_statement", "while_statement", "do_statement", "for_range_loop"})
 _QUALIFIERS = frozenset({"const", "volatile", "__restrict__", "__restrict", "restrict"})
 
@@ -69,43 +75,6 @@ def _strip_parens(node: ts.Node) -> ts.Node:
 
 
 # -- roots ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Root:
-    """The memory a pointer reaches: a kernel parameter, a shared array, a local array.
-
-    ``element_type`` is the pointee as written, qualifiers removed (``T``, ``float``);
-    ``name`` is empty when the pointer's origin is unknown (then ``space`` is ``unknown``).
-    """
-
-    name: str
-    space: Space
-    restrict: bool
-    const: bool
-    element_type: str
-
-    def may_alias(self, other: Root) -> bool:
-        """Whether accesses through the two roots may touch the same bytes.
-
-        >>> g = Root("a", "global", True, False, "float")
-        >>> (g.may_alias(Root("b", "global", True, True, "float")),
-        ...  g.may_alias(Root("b", "global", False, True, "float")),
-        ...  g.may_alias(Root("s", "shared", True, False, "float")))
-        (False, True, False)
-        """
-        if "unknown" in (self.space, other.space):
-            return True
-        if self.space != other.space:
-            return False
-        if self.name == other.name:
-            return True
-        if self.space in ("shared", "local"):
-            return False
-        return not (self.restrict and other.restrict)
-
-
-UNKNOWN = Root("", "unknown", False, False, "")
 
 
 def element_type(declared: str) -> str:
@@ -246,14 +215,6 @@ def element_size(module: Module, type_text: str, fn: Function, template_args: Se
 # -- index expressions ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Term:
-    """One additive term of an index: ``sign * node``."""
-
-    sign: int
-    node: ts.Node
-
-
 def terms(node: ts.Node) -> list[Term]:
     """The additive terms of an expression, through parentheses and unary minus."""
     out: list[Term] = []
@@ -376,59 +337,6 @@ def substitute(module: Module, node: ts.Node, values: Mapping[str, str]) -> str:
 
 
 @dataclass(frozen=True)
-class Access:
-    """One subscript (``p[idx]``) under a loop.
-
-    ``kind``: ``load`` (read, also ``__ldg(&p[i])`` and the other load intrinsics, whose
-    ``node`` and ``span`` are then the whole call: replacing it replaces the load), ``store``
-    (``p[i] = e``, and ``__stcs(&p[i], v)``: ``via`` then names the intrinsic), ``update``
-    (``p[i] += e``, ``++p[i]``: read and written) or ``address`` (any other ``&p[i]``: treat as
-    read and written). The kind is :func:`ktx.ir.facts.kinds.access_kind`'s, as everywhere.
-    A store through an intrinsic cannot be moved by rewriting its subscript alone (the
-    intrinsic's hint would be lost): :attr:`pinned` says so, and it counts as read too.
-    :mod:`ktx.ir.affine` answers the same questions kernel-wide, as affine forms.
-    ``stride`` is the coefficient of the loop variable in the index (1: contiguous; 0: the same
-    element every iteration; None: not linear). When ``stride == 1`` and the rest of the index
-    does not mention the variable, ``offset`` is that rest as source text (``''`` for none) and
-    ``offset_terms`` the term nodes it is made of.
-    """
-
-    kind: AccessKind
-    pointer: str
-    root: Root
-    node: ts.Node
-    index: ts.Node
-    span: Span
-    stride: int | None
-    offset: str | None
-    offset_terms: tuple[Term, ...]
-    conditional: bool
-    """Under an ``if``, ``?:``, ``&&``, ``||``, ``switch`` or a nested while/do loop."""
-    loops: tuple[ts.Node, ...]
-    """The ``for`` loops between the analysed loop and the access, outermost first."""
-    via: str = ""
-    """The intrinsic whose address argument this subscript is (``__ldg``, ``__stcs``), or ''."""
-
-    @property
-    def pinned(self) -> bool:
-        """The subscript's address is used as such (``&p[i]``, ``__stcs(&p[i], v)``): a
-        rewrite may not replace the element alone."""
-        return self.kind == "address" or self.via in STORE_INTRINSICS
-
-    @property
-    def reads(self) -> bool:
-        return self.kind in ("load", "update", "address") or self.pinned
-
-    @property
-    def writes(self) -> bool:
-        return self.kind in ("store", "update", "address")
-
-    @property
-    def contiguous(self) -> bool:
-        return self.stride == 1 and self.offset is not None
-
-
-@dataclass(frozen=True)
 class LoopAccesses:
     """The accesses under one loop, with the names its body declares and writes."""
 
@@ -436,13 +344,13 @@ class LoopAccesses:
     node: ts.Node
     body: ts.Node
     var: str | None
-    accesses: tuple[Access, ...]
+    accesses: tuple[MemRef, ...]
     declared: frozenset[str]
     assigned: frozenset[str]
     pointer_writes: tuple[ts.Node, ...]
     """Writes through ``*p`` or ``p->f``: memory the analysis cannot attribute to an index."""
 
-    def conflict_pairs(self) -> list[tuple[Access, Access]]:
+    def conflict_pairs(self) -> list[tuple[MemRef, MemRef]]:
         """Pairs of accesses where a write may touch what another access reads or writes.
 
         Accesses through the same pointer with the same index text are the same element (an
@@ -450,10 +358,10 @@ class LoopAccesses:
         conflict. A pass may still rewrite around one with a run-time check that the pointers
         are apart (``vectorize`` does, for two pointers indexed alike).
         """
-        found: list[tuple[Access, Access]] = []
+        found: list[tuple[MemRef, MemRef]] = []
         for i, a in enumerate(self.accesses):
             for b in self.accesses[i + 1 :]:
-                if not (a.writes or b.writes) or not a.root.may_alias(b.root):
+                if not (a.writes or b.writes) or not a.memory.may_alias(b.memory):
                     continue
                 if a.pointer == b.pointer and _same(a, b):
                     continue
@@ -465,36 +373,31 @@ class LoopAccesses:
         return [conflict_text(a, b) for a, b in self.conflict_pairs()]
 
 
-def conflict_text(a: Access, b: Access) -> str:
+def conflict_text(a: MemRef, b: MemRef) -> str:
     """``out[i] and in[i] may touch aliasing memory (line 6 and 6)``."""
-    what = "the same memory" if a.root.name == b.root.name and a.root.name else "aliasing memory"
+    what = "the same memory" if a.memory.name == b.memory.name and a.memory.name else "aliasing memory"
     return (
         f"{a.pointer}[{_index_text(a)}] and {b.pointer}[{_index_text(b)}] may touch {what} "
-        f"(line {a.span.line} and {b.span.line})"
+        f"(line {a.line} and {b.line})"
     )
 
 
-def same_index(a: Access, b: Access) -> bool:
+def same_index(a: MemRef, b: MemRef) -> bool:
     """Whether the two subscripts are written alike (token for token)."""
     return _same(a, b)
 
 
-def _index_text(a: Access) -> str:
-    return (a.index.text or b"").decode("utf-8", "replace")
+def _index_text(a: MemRef) -> str:
+    return index_source(a).decode("utf-8", "replace")
 
 
-def _same(a: Access, b: Access) -> bool:
-    return (a.index.text or b"").split() == (b.index.text or b"").split()
+def _same(a: MemRef, b: MemRef) -> bool:
+    return index_source(a).split() == index_source(b).split()
 
 
-def _index_node(sub: ts.Node) -> ts.Node | None:
-    indices = sub.child_by_field_name("indices") or sub.child_by_field_name("index")
-    if indices is None:
-        return None
-    if indices.type == "subscript_argument_list":
-        named = [c for c in indices.named_children if c.type != "comment"]
-        return named[0] if len(named) == 1 else None
-    return indices
+def index_source(a: MemRef) -> bytes:
+    """The bytes of a subscript's index as written (``b''`` when it has none)."""
+    return (a.index_node.text if a.index_node is not None else None) or b""
 
 
 def _context(sub: ts.Node, stop: ts.Node) -> tuple[bool, tuple[ts.Node, ...]]:
@@ -527,6 +430,68 @@ def _context(sub: ts.Node, stop: ts.Node) -> tuple[bool, tuple[ts.Node, ...]]:
     return conditional, tuple(reversed(loops))
 
 
+def relative_terms(module: Module, index: ts.Node, var: str) -> tuple[int | None, list[Term] | None]:
+    """``(stride, offset terms)`` of ``index`` relative to ``var``: the coefficient of ``var``
+    and, when it is 1 and the rest of the index does not mention ``var``, the terms of that
+    rest (None otherwise)."""
+    stride = coefficient(module, index, var)
+    if stride != 1:
+        return stride, None
+    parts = terms(index)
+    lone = [t for t in parts if t.sign == 1 and t.node.type == "identifier" and _text(module, t.node) == var]
+    rest = [t for t in parts if t not in lone[:1]]
+    if lone and not any(mentions(module, t.node, {var}) for t in rest):
+        return stride, rest
+    return stride, None
+
+
+def subscript_ref(
+    module: Module,
+    fn: Function,
+    sub: ts.Node,
+    at: ts.Node,
+    index: ts.Node,
+    pointer: str,
+    root: Root,
+    stride: int | None,
+    offset: str | None,
+    offset_terms: Sequence[Term],
+    conditional: bool,
+    loops: tuple[ts.Node, ...] = (),
+    packable: bool = False,
+) -> MemRef:
+    """The :class:`MemRef` of subscript ``sub`` read relative to a variable (``at``: the node
+    that is the access, the whole call of a load intrinsic). Its affine index, unit and width
+    are :class:`ktx.ir.kernel_index.KernelIndex`'s when that reader reaches the same root."""
+    ix = kernel_index(module, fn)
+    got = ix.subscript(sub)
+    form: Affine | None = None
+    unit, width = "", None
+    if got is not None and root.name and got[0] == root.name:
+        form, unit, width = got[1], got[2], ix.width(got[0], got[2])
+    return MemRef(
+        access_kind(sub),
+        intrinsic_of(sub) or "subscript",
+        pointer,
+        root.name,
+        form,
+        unit,
+        width,
+        at,
+        at.start_point[0] + 1,
+        module.span(at.start_byte, at.end_byte),
+        memory=root,
+        element_type=root.element_type,
+        conditional=conditional,
+        index_node=index,
+        stride=stride,
+        offset=offset,
+        offset_terms=tuple(offset_terms),
+        loops=loops,
+        packable=packable,
+    )
+
+
 def analyze_loop(
     module: Module, fn: Function, loop: Loop, known: Mapping[str, Root] | None = None
 ) -> LoopAccesses:
@@ -539,7 +504,7 @@ def analyze_loop(
     var = loop.var
     declared = frozenset(declared_names(module, body))
     assigned = frozenset(assigned_names(module, body))
-    accesses: list[Access] = []
+    accesses: list[MemRef] = []
     pointer_writes: list[ts.Node] = []
     for n in _walk(body):
         if n.type == "subscript_expression":
@@ -555,40 +520,19 @@ def analyze_loop(
                 root = UNKNOWN if base.type != "identifier" else Root(name, "local", True, False, "")
             stride: int | None = None
             offset: str | None = None
-            offset_terms: tuple[Term, ...] = ()
+            offset_terms: list[Term] = []
             if var is not None:
-                stride = coefficient(module, index, var)
-                if stride == 1:
-                    parts = terms(index)
-                    lone = [
-                        t
-                        for t in parts
-                        if t.sign == 1
-                        and _strip_parens(t.node).type == "identifier"
-                        and _text(module, _strip_parens(t.node)) == var
-                    ]
-                    rest = [t for t in parts if t not in lone[:1]]
-                    if len(lone) >= 1 and not any(mentions(module, t.node, {var}) for t in rest):
-                        offset_terms = tuple(rest)
-                        offset = _join(module, rest)
+                stride, rest = relative_terms(module, index, var)
+                if rest is not None:
+                    offset_terms = rest
+                    offset = _join(module, rest)
             conditional, loops = _context(n, body)
-            kind = access_kind(n)
-            whole = intrinsic_call(n) if kind == "load" else None
+            whole = intrinsic_call(n) if access_kind(n) == "load" else None
             at = whole if whole is not None else n
+            pointer = name or _text(module, base)
             accesses.append(
-                Access(
-                    kind,
-                    name or _text(module, base),
-                    root,
-                    at,
-                    index,
-                    module.span(at.start_byte, at.end_byte),
-                    stride,
-                    offset,
-                    offset_terms,
-                    conditional,
-                    loops,
-                    intrinsic_of(n),
+                subscript_ref(
+                    module, fn, n, at, index, pointer, root, stride, offset, offset_terms, conditional, loops
                 )
             )
         elif n.type in ("assignment_expression", "update_expression"):

@@ -23,9 +23,21 @@ whose ``wrapper`` names the helper. Helpers that call helpers are followed a few
 A helper that computes the geometry from its parameters (``dim3 grid(cdiv(n, 256))``) gives no
 site: the launch's numbers are not written at the call, so no pass could edit them there.
 
+A helper that launches ``<<<params.grid_dim, params.block_dim>>>`` from a params struct it is
+given (llama.cpp's ``launch(kernel, params, args...)``) forwards the *fields*: the site's grid
+and block are the values the caller assigned (``params.block_dim = dim3(32, 4);``) before the call.
+
 A call to a function the file does not define, whose name says it launches (``launch_kernel``,
 ``LaunchKernel``) and whose arguments are a kernel of the file, then grid, then block, is read
-the same way (the convention of ``cudaLaunchKernel``), with no shared memory or stream.
+the same way (the convention of ``cudaLaunchKernel``), with no shared memory or stream, unless
+the grid or block argument is a local or parameter whose type cannot be a dimension (a params
+struct, a pointer): then it makes no site, so no pass rewrites a kernel argument as a block.
+
+**Dispatch macros and header pairs.** :func:`macro_expansions` binds each use of a launching
+``#define`` (its arguments, its branch, the expanding function's locals) so that ``ktx init``
+lists the branches it cannot choose; :func:`rebuilt_dim3` lets passes change one component of a
+``dim3`` passed whole; :func:`kernel_across_includes` pairs a kernel defined in a header with
+the ``.cu`` that includes and launches it.
 
 **The launch mapping**: grid, block and shared memory as expressions of shape variables and knobs.
 
@@ -49,6 +61,7 @@ import ast
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import tree_sitter as ts
@@ -70,6 +83,12 @@ if TYPE_CHECKING:
 MAX_DEPTH = 3
 _LAUNCHER_NAME = re.compile(r"launch", re.I)
 _RUNTIME = {"cudaLaunchKernel", "cudaLaunchKernelEx", "cudaLaunchCooperativeKernel"}
+#: ``params.block_dim`` / ``p->grid``: a field of a helper's parameter.
+_PARAM_FIELD = re.compile(r"(\w+)\s*(?:\.|->)\s*(\w+)")
+
+
+Forward = int | tuple[int, str]
+"""A launch value a helper forwards: its parameter ``i``, or the field ``(i, name)`` of it."""
 
 
 @dataclass(frozen=True)
@@ -77,16 +96,18 @@ class Wrapper:
     """A function that launches one of its parameters, and where each launch value comes from.
 
     Each of ``grid``, ``block``, ``shared``, ``stream`` is the index of the parameter forwarded
-    (``int``), ``None`` when the launch does not set it, or the span of text inside the helper
-    that names no parameter (a literal ``0`` of shared memory, kept as it is).
+    (``int``), a field of a parameter (``(index, "block_dim")`` for a helper that launches
+    ``<<<params.grid_dim, params.block_dim>>>``: the caller sets ``params.block_dim = ...`` before
+    the call, and that value is the launch's), ``None`` when the launch does not set it, or the
+    span of text inside the helper that names no parameter (a literal ``0`` of shared memory).
     """
 
     name: str
     kernel: int
-    grid: int
-    block: int
-    shared: int | Span | None
-    stream: int | Span | None
+    grid: Forward
+    block: Forward
+    shared: Forward | Span | None
+    stream: Forward | Span | None
     args: tuple[int | str, ...]
     """Per kernel argument: the parameter forwarded, or ``"*"`` for the variadic pack."""
     pack: int | None
@@ -190,19 +211,22 @@ def _wrapper(site: LaunchSite, by_name: dict[str, Function], kernels: set[str], 
     if site.kernel not in names:
         return None
 
-    def ref(span: Span | None) -> int | Span | _Computed | None:
+    def ref(span: Span | None) -> Forward | Span | _Computed | None:
         if span is None:
             return None
         text = host.span_text(span).strip()
         if text in names:
             return names.index(text)
+        field_of = _PARAM_FIELD.fullmatch(text)
+        if field_of is not None and field_of.group(1) in names:
+            return names.index(field_of.group(1)), field_of.group(2)
         if any(re.search(rf"\b{re.escape(n)}\b", text) for n in names if n):
             return _COMPUTED
         return span
 
     grid, block = ref(site.grid), ref(site.block)
     shared, stream = ref(site.shared), ref(site.stream)
-    if not isinstance(grid, int) or not isinstance(block, int):
+    if not isinstance(grid, int | tuple) or not isinstance(block, int | tuple):
         return None
     if isinstance(shared, _Computed) or isinstance(stream, _Computed):
         return None
@@ -237,7 +261,7 @@ def _arguments(call: ts.Node) -> list[ts.Node]:
 
 def _site_of_call(call: ts.Node, w: Wrapper, host: Host) -> LaunchSite | None:
     args = _arguments(call)
-    needed = max(i for i in (w.kernel, w.grid, w.block) if isinstance(i, int))
+    needed = max(i if isinstance(i, int) else i[0] for i in (w.kernel, w.grid, w.block))
     if len(args) <= needed:
         return None
     fn = _enclosing_function(call)
@@ -246,12 +270,25 @@ def _site_of_call(call: ts.Node, w: Wrapper, host: Host) -> LaunchSite | None:
         return None
     kernel, targs = ref
 
-    def value(which: int | Span | None) -> Span | None:
+    def node(which: Forward) -> ts.Node | None:
+        if isinstance(which, int):
+            return args[which] if which < len(args) else None
+        index, name = which
+        if index >= len(args) or fn is None:
+            return None
+        return _field_value(host.source, fn, args[index], name, call.start_byte)
+
+    def value(which: Forward | Span | None) -> Span | None:
         if which is None:
             return None
         if isinstance(which, Span):
             return which
-        return host.span(args[which]) if which < len(args) else None
+        found = node(which)
+        return host.span(found) if found is not None else None
+
+    grid_node, block_node = node(w.grid), node(w.block)
+    if grid_node is None or block_node is None:
+        return None
 
     kernel_args: list[str] = []
     for a in w.args:
@@ -265,8 +302,8 @@ def _site_of_call(call: ts.Node, w: Wrapper, host: Host) -> LaunchSite | None:
         kernel=kernel,
         template_args=tuple(host.text(t) for t in targs),
         template_arg_spans=tuple(host.span(t) for t in targs),
-        grid=host.span(args[w.grid]),
-        block=host.span(args[w.block]),
+        grid=host.span(grid_node),
+        block=host.span(block_node),
         shared=value(w.shared),
         stream=value(w.stream),
         args=tuple(kernel_args),
@@ -277,6 +314,20 @@ def _site_of_call(call: ts.Node, w: Wrapper, host: Host) -> LaunchSite | None:
     )
 
 
+def _field_value(source: bytes, fn: ts.Node, arg: ts.Node, name: str, before: int) -> ts.Node | None:
+    """The value the caller gave ``arg.name`` before the call (``params.block_dim = dim3(256);``).
+
+    Only a plain local passed by name (or by address, ``&params``) is followed; a field set in
+    a branch has no one value (see :func:`dim3_field_assignments`), so the call makes no site.
+    """
+    while arg.type == "pointer_expression" and arg.child_by_field_name("argument") is not None:
+        arg = arg.child_by_field_name("argument") or arg
+    body = fn.child_by_field_name("body")
+    if arg.type != "identifier" or body is None:
+        return None
+    return dim3_field_assignments(source, body, _node_text(source, arg), before).get(name)
+
+
 def _conventional_site(call: ts.Node, callee: str, kernels: set[str], host: Host) -> LaunchSite | None:
     """``launch_kernel(k, grid, block, args...)`` of a helper the file does not define."""
     args = _arguments(call)
@@ -285,6 +336,10 @@ def _conventional_site(call: ts.Node, callee: str, kernels: set[str], host: Host
         ref = host.kernel_ref(arg, fn)
         if ref is None or ref[0] not in kernels or len(args) < i + 3:
             continue
+        if fn is not None and not all(_may_be_dimension(host, fn, a) for a in args[i + 1 : i + 3]):
+            # ``launch(k, params, out, in)``: the helper takes a params struct, not grid and
+            # block; reading ``out`` as the block would let passes rewrite a kernel argument.
+            return None
         kernel, targs = ref
         call_args = call.child_by_field_name("arguments") or call
         return LaunchSite(
@@ -301,6 +356,68 @@ def _conventional_site(call: ts.Node, callee: str, kernels: set[str], host: Host
             config=host.span(call_args),
             wrapper=callee,
         )
+    return None
+
+
+#: Types a grid or block argument may have (after ``const``/``unsigned`` and ``&`` are dropped).
+_DIMENSION_TYPES = {
+    "dim3",
+    "uint3",
+    "int",
+    "long",
+    "short",
+    "size_t",
+    "int32_t",
+    "int64_t",
+    "uint32_t",
+    "uint64_t",
+    "auto",
+    "long long",
+    "unsigned",
+    "",
+}
+
+
+def _may_be_dimension(host: Host, fn: ts.Node, arg: ts.Node) -> bool:
+    """False when ``arg`` is a name the function declares as a pointer or a non-integer type.
+
+    A conventional ``launch_kernel(k, grid, block, ...)`` is only trusted when its grid and
+    block could be dimensions: a local ``launch_params params`` or a pointer parameter cannot.
+    Names the function does not declare (a global, a macro) and expressions are given the
+    benefit of the doubt, since their text is what the caller wrote as a launch value.
+    """
+    if arg.type != "identifier":
+        return True
+    declared = _declared_in(host, fn, host.text(arg))
+    if declared is None:
+        return True
+    type_text, pointer = declared
+    qualifiers = ("const", "constexpr", "static", "unsigned")
+    words = [w for w in type_text.replace("&", " ").split() if w not in qualifiers]
+    return not pointer and " ".join(words).removeprefix("std::") in _DIMENSION_TYPES
+
+
+def _declared_in(host: Host, fn: ts.Node, name: str) -> tuple[str, bool] | None:
+    """(type text, is a pointer) of the parameter or local ``name`` of ``fn``, if declared there."""
+    stack = [fn]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        if node.type not in ("parameter_declaration", "declaration", "optional_parameter_declaration"):
+            continue
+        type_node = node.child_by_field_name("type")
+        for first in node.children_by_field_name("declarator"):
+            pointer = False
+            decl: ts.Node | None = first
+            while decl is not None and decl.type != "identifier":
+                pointer = pointer or decl.type in ("pointer_declarator", "array_declarator")
+                inner = decl.child_by_field_name("declarator")
+                if inner is None:
+                    named = decl.named_children
+                    inner = next((c for c in named if "declarator" in c.type or c.type == "identifier"), None)
+                decl = inner
+            if decl is not None and host.text(decl) == name:
+                return host.text(type_node), pointer
     return None
 
 
@@ -746,7 +863,7 @@ def launcher_node(module: Module, site: LaunchSite) -> ts.Node | None:
 def launch_dims(module: Module, site: LaunchSite, which: str) -> LaunchDims:
     """The components of the ``grid`` or ``block`` argument of ``site``, through a ``dim3`` local."""
     where = site.grid if which == "grid" else site.block
-    arg = _argument_node(module, site, where)
+    arg = launch_value_node(module, site, where)
     scope = launcher_node(module, site)
     if arg.type == "identifier":
         name = syntax.text(module, arg)
@@ -795,7 +912,7 @@ def _braced_dim3(arg: ts.Node) -> ts.Node | None:
     return node if node.type == "initializer_list" else None
 
 
-def _argument_node(module: Module, site: LaunchSite, where: Span) -> ts.Node:
+def launch_value_node(module: Module, site: LaunchSite, where: Span) -> ts.Node:
     """The expression node spanning ``where``; for a launch in a ``#define`` body, from the body's tree.
 
     The file's tree holds a macro body as one opaque text node: taking that as the launch's
@@ -836,6 +953,21 @@ def _is_dim3_parameter(module: Module, site: LaunchSite, name: str) -> bool:
     return param is not None and param.pointer_depth == 0 and param.base_type.split("::")[-1] == "dim3"
 
 
+def rebuilt_dim3(name: str, x: str | None = None, y: str | None = None, z: str | None = None) -> str:
+    """``dim3(x, y, z)`` from the ``dim3`` named ``name``, with the components given replaced.
+
+    A pass that changes one component of a launch whose grid or block is a ``dim3`` variable
+    (``<<<grid, block>>>`` with ``dim3 grid`` a parameter, or named inside a dispatch macro) must
+    rewrite that component: ``dim3(block, 4)`` or ``(grid) / 4`` on a ``dim3`` do not compile.
+    """
+    parts = (x, y, z)
+    return (
+        "dim3("
+        + ", ".join(p if p is not None else f"{name}.{c}" for p, c in zip(parts, "xyz", strict=True))
+        + ")"
+    )
+
+
 def divide_grid_x(module: Module, site: LaunchSite, divisor: str) -> tuple[int, int, str]:
     """The edit ``(start, end, text)`` that divides, rounding up, the grid's x of ``site`` by ``divisor``.
 
@@ -848,7 +980,7 @@ def divide_grid_x(module: Module, site: LaunchSite, divisor: str) -> tuple[int, 
     x = dims.components[0]
     text = syntax.text(module, x)
     if dims.whole_dim3:
-        return x.start_byte, x.end_byte, f"dim3(KTX_CDIV({text}.x, {divisor}), {text}.y, {text}.z)"
+        return x.start_byte, x.end_byte, rebuilt_dim3(text, x=f"KTX_CDIV({text}.x, {divisor})")
     return x.start_byte, x.end_byte, f"KTX_CDIV({text}, {divisor})"
 
 
@@ -924,8 +1056,7 @@ def mapping_from_file(module: Module, kernel: str) -> LaunchMapping | None:
         "block": list(launch_dims(module, site, "block").components),
     }
     if site.shared is not None:
-        shared = syntax.node_at(module, site.shared, _EXPRESSIONS) or module.node(site.shared)
-        nodes["shared"] = [shared]
+        nodes["shared"] = [launch_value_node(module, site, site.shared)]
     try:
         return translate(module, site, nodes)
     except (Untranslatable, KtxError):
@@ -1055,3 +1186,235 @@ def deduce_template_args(module: Module, site: LaunchSite) -> tuple[str, ...] | 
     if any(tp.name not in found for tp in params):
         return None
     return tuple(found[tp.name] for tp in params)
+
+
+@dataclass(frozen=True)
+class MacroExpansion:
+    """One use of a dispatch macro that holds a launch: ``LAUNCH_SCALE(4);`` in a branch.
+
+    A launch written in a ``#define`` body is one site, but each expansion is a launch of its
+    own, with the macro's parameters bound to that expansion's arguments (``VEC`` -> ``4``) and
+    the names of the body (``grid``, ``block``) resolved in the function that expands it. A
+    draft cannot choose among the branches, so it shows the first as its guess and lists all.
+    """
+
+    macro: str
+    span: Span
+    function: str | None
+    bindings: tuple[tuple[str, str], ...]
+    """(macro parameter, argument as written) in order."""
+    guard: str | None
+    """When this expansion runs: ``if n % 4 == 0``, ``else of n % 4 == 0``, ``case 4``; None: always."""
+
+    def bind(self, text: str) -> str:
+        """``text`` of the macro body with the macro's parameters replaced by this expansion's arguments."""
+        values = dict(self.bindings)
+        return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: values.get(m.group(0), m.group(0)), text)
+
+
+def macro_expansions(module: Module, site: LaunchSite) -> tuple[MacroExpansion, ...]:
+    """The expansions of the dispatch macro that holds ``site`` (none when it is no macro site)."""
+    if site.macro is None:
+        return ()
+    macro = next((m for m in module.macros if m.name == site.macro), None)
+    params = macro.params or () if macro is not None else ()
+    found: list[MacroExpansion] = []
+    for call, callee in _calls(module.tree.root_node):
+        if callee != site.macro:
+            continue
+        args = [_node_text(module.source, a) for a in _arguments(call)]
+        fn = _enclosing_function(call)
+        found.append(
+            MacroExpansion(
+                site.macro,
+                module.span(call.start_byte, call.end_byte),
+                _function_name_of(module, fn),
+                tuple(zip(params, args, strict=False)),
+                _branch_guard(module.source, call),
+            )
+        )
+    return tuple(sorted(found, key=lambda e: e.span.start))
+
+
+def expansion_local(module: Module, expansion: MacroExpansion, name: str) -> str | None:
+    """The value of the local ``name`` where ``expansion`` expands (``dim3 grid(rows)`` -> ``rows``).
+
+    The constructor's arguments as written (``dim3 block(32, 4)`` -> ``32, 4``), or the
+    initializer; None when the expanding function declares no such local before the expansion.
+    """
+    fn = next(
+        (f for f in module.functions if f.name == expansion.function and f.body.contains(expansion.span)),
+        None,
+    )
+    if fn is None:
+        return None
+    scope = module.node(fn.body)
+    local = syntax.local_declarations(module, scope, before=expansion.span.start).get(name)
+    if local is None:
+        return None
+    between = module.source[local.declaration.end_byte : expansion.span.start].decode("utf-8", "replace")
+    if re.search(rf"\b{re.escape(name)}\s*(?:\.\s*[xyz]\s*)?(?:[-+*/]?=(?!=)|\+\+|--)", between):
+        return None  # ``grid.x = ...`` in a branch before the expansion: no one value
+    if local.args:
+        return ", ".join(_node_text(module.source, a) for a in local.args)
+    return _node_text(module.source, local.value) if local.value is not None else None
+
+
+def _function_name_of(module: Module, fn: ts.Node | None) -> str | None:
+    if fn is None:
+        return None
+    return next((f.name for f in module.functions if f.span.start == fn.start_byte), None)
+
+
+def _branch_guard(source: bytes, node: ts.Node) -> str | None:
+    """The innermost branch condition ``node`` runs under (then, else or ``case`` of a switch)."""
+    child = node
+    parent = node.parent
+    while parent is not None:
+        if parent.type == "if_statement":
+            cond = parent.child_by_field_name("condition")
+            text = " ".join(_node_text(source, cond).split()).strip("()") if cond is not None else "?"
+            if parent.child_by_field_name("consequence") == child:
+                return f"if {text}"
+            if parent.child_by_field_name("alternative") == child:
+                return f"else of {text}"
+        if parent.type == "case_statement":
+            value = parent.child_by_field_name("value")
+            return f"case {_node_text(source, value)}" if value is not None else "default"
+        child, parent = parent, parent.parent
+    return None
+
+
+def _branch_text(expansion: MacroExpansion, module: Module) -> str:
+    line = module.location(expansion.span.start).line
+    return f"{expansion.guard} (line {line})" if expansion.guard else f"line {line}"
+
+
+def expansion_template_choice(module: Module, site: LaunchSite) -> tuple[str, tuple[int, ...]] | None:
+    """Why the draft cannot choose a dispatch macro's template arguments, and which positions.
+
+    ``(why, positions)`` when the macro's expansions bind the launch's template arguments to
+    different values (``LAUNCH(4)`` / ``LAUNCH(1)``): ``why`` lists each branch and names the
+    first as the guess; ``positions`` are the template arguments that differ between branches.
+    None when the site is no macro site or every expansion launches the same instantiation.
+    """
+    expansions = macro_expansions(module, site)
+    if not expansions or not site.template_args:
+        return None
+    bound = [tuple(" ".join(e.bind(t).split()) for t in site.template_args) for e in expansions]
+    positions = tuple(i for i in range(len(site.template_args)) if len({b[i] for b in bound}) > 1)
+    if not positions:
+        return None
+    shown = [f"<{', '.join(b)}> {_branch_text(e, module)}" for b, e in zip(bound, expansions, strict=True)]
+    where = f"{site.macro} (line {site.span.line})"
+    why = (
+        f"template arguments: the dispatch macro {where} expands {len(expansions)} times: "
+        f"{'; '.join(shown[:4])}{', ...' if len(shown) > 4 else ''}; ktx cannot choose a branch. "
+        f"Guess (the first): <{', '.join(bound[0])}>; write the one the [shapes] take"
+    )
+    return why, positions
+
+
+def expansion_guess(module: Module, site: LaunchSite, name: str) -> str | None:
+    """What a name of a dispatch macro's body (``grid``, ``block``) is where the macro expands.
+
+    ``"rows (dim3 grid(rows) in run_row_scale, where LAUNCH_ROW_SCALE expands at lines 18, 20)"``
+    when every expansion sees the same local value; the branches listed when they differ; None
+    when the site is no macro site or no expansion declares ``name``.
+    """
+    expansions = macro_expansions(module, site)
+    values = [(e, expansion_local(module, e, name)) for e in expansions]
+    known = [(e, v) for e, v in values if v is not None]
+    if not known:
+        return None
+    distinct = {v for _, v in known}
+    lines = ", ".join(str(module.location(e.span.start).line) for e, _ in known)
+    if len(distinct) == 1 and len(known) == len(values):
+        fns = ", ".join(sorted({e.function or "?" for e, _ in known}))
+        return f"guess {known[0][1]} (the local {name} of {fns}, where {site.macro} expands at lines {lines})"
+    shown = "; ".join(f"{v if v is not None else '?'} {_branch_text(e, module)}" for e, v in values)
+    return f"guess {known[0][1]} (the first branch); {site.macro} expands with {name} = {shown}"
+
+
+@dataclass(frozen=True)
+class IncludedKernel:
+    """A kernel defined in a header and launched from a ``.cu`` that includes it.
+
+    ``module`` is the ``.cu``'s text followed by the header's, parsed as one file: the launch
+    keeps its lines (it comes first) and the kernel is visible beside it, so the launch facts
+    read as they do in one file. ``header`` is where the kernel is (the spec's ``source``: a
+    template rewrites the kernel, and a header compiles as ``kernel.cu`` like any source);
+    ``launcher`` the ``.cu`` whose launch the mapping comes from.
+    """
+
+    module: Module
+    header: Path
+    launcher: Path
+
+
+def kernel_across_includes(
+    path: Path, module: Module, kernel: str | None, include_dirs: tuple[Path, ...] = ()
+) -> IncludedKernel | None:
+    """The header-and-``.cu`` pair behind ``path`` when its kernel and launch are split.
+
+    * ``path`` launches a kernel it does not define: the quoted ``#include``s (relative to the
+      file, then ``include_dirs``) are searched for the kernel's definition;
+    * ``path`` defines the kernel but never launches it: the ``.cu`` files beside it that
+      include it (by name, quoted) are searched for a launch.
+
+    One level of includes, by design: a kernel two headers deep is named by the spec. None
+    when neither applies (the file has the kernel and its launch, or no pair is found).
+    """
+    names = {f.name for f in module.kernels}
+    launched = {s.kernel for s in module.launch_sites}
+    if kernel is not None and kernel in names and kernel in launched:
+        return None
+    if not names or (kernel is not None and kernel not in names):
+        for header in _quoted_includes(path, module.source, include_dirs):
+            pair = _paired(module, path, module.source, header, kernel)
+            if pair is not None:
+                return IncludedKernel(pair, header, path)
+        return None
+    if not (names - launched) or (kernel is not None and kernel in launched):
+        return None
+    for cu in sorted(path.parent.glob("*.cu")):
+        if cu == path:
+            continue
+        text = cu.read_bytes()
+        includes = {h.resolve() for h in _quoted_includes(cu, text, include_dirs)}
+        if path.resolve() not in includes:
+            continue
+        pair = _paired(module, cu, text, path, kernel)
+        if pair is not None:
+            return IncludedKernel(pair, path, cu)
+    return None
+
+
+def _quoted_includes(path: Path, source: bytes, include_dirs: tuple[Path, ...]) -> list[Path]:
+    found: list[Path] = []
+    for inc in re.findall(rb'(?m)^\s*#\s*include\s+"([^"]+)"', source):
+        name = inc.decode("utf-8", "replace")
+        for folder in (path.parent, *include_dirs):
+            candidate = folder / name
+            if candidate.is_file():
+                found.append(candidate)
+                break
+    return found
+
+
+def _paired(module: Module, cu: Path, cu_text: bytes, header: Path, kernel: str | None) -> Module | None:
+    """The ``.cu`` then the header as one module, when it defines and launches ``kernel``."""
+    try:
+        header_text = header.read_bytes()
+        header_text.decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if b"__global__" not in header_text or b"\x00" in header_text:
+        return None
+    # Built as the given module's own class: the parser's module imports this one.
+    combined = type(module)(cu_text + b"\n" + header_text, str(cu))
+    boundary = len(cu_text) + 1
+    defined = {f.name for f in combined.kernels if f.span.start >= boundary}
+    launched = {s.kernel for s in combined.launch_sites if s.span.start < boundary}
+    wanted = defined & launched if kernel is None else {kernel} & defined & launched
+    return combined if wanted else None

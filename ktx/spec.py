@@ -146,6 +146,23 @@ class Arg:
                 raise KtxError(f"arg {self.name!r}: dimension {expr.text!r} is {dim}", expr.where)
         return dims
 
+    # By-value structs and vectors (keyword-only in use: construct with fields=..., ctype=...).
+    fields: tuple[tuple[str, Expr], ...] = ()
+    """A by-value struct or vector (``uint3``, ``Params``): each scalar field's value, by its
+    path (``ncols``, ``div.x``, ``coef[2]``); the bytes are laid out as the compiler lays out
+    the kernel's parameter type (:mod:`ktx.measure.argpack`). Empty for every other argument."""
+    ctype: str | None = None
+    """The struct's type as the spec names it (``type = "Params"``), checked against the kernel."""
+
+    @property
+    def is_struct(self) -> bool:
+        return bool(self.fields)
+
+
+#: The dtype of a by-value struct argument: never a buffer's, never in ``DTYPES`` (a spec cannot
+#: name it); its bytes come from the layout, not from this.
+STRUCT = DType("struct", "struct", "uint8", 1, "int", False)
+
 
 @dataclass(frozen=True)
 class ShapePoint:
@@ -321,6 +338,10 @@ class Spec:
                 f"{self.name}: shape {point.name!r} must set exactly {', '.join(self.variables)}",
                 Location(str(self.path)),
             )
+
+    def template_args_at(self, env: Mapping[str, Value]) -> tuple[str, ...]:
+        """The template arguments with their ``{expr}`` placeholders expanded at ``env``."""
+        return tuple(expand(t, env) for t in self.template_args)
 
     def env(self, point: ShapePoint, config: Mapping[str, Value] | None = None) -> dict[str, Value]:
         """Shape variables, then derived variables, then knob values (which may use both)."""
@@ -596,6 +617,10 @@ def load_spec(path: str | Path) -> Spec:
     elif p.is_file() and p.suffix != ".toml":
         refuse_non_spec(p)
     spec = parse_spec(read_spec_text(p), p)
+    if any(a.is_struct for a in spec.args):
+        from ktx.measure.argpack import struct_layouts  # libclang: only for struct arguments
+
+        struct_layouts(spec)  # a field the struct lacks (or lacks a value) fails here, at its line
     refuse_out_of_bounds(spec)
     from ktx.speccheck import refuse_unwritten_outputs  # reads the source's facts
 
@@ -950,6 +975,9 @@ def _args(top: _Table, pos: TomlPositions) -> tuple[Arg, ...]:
         if name in seen:
             raise t.error("name", f"duplicate argument {name!r}")
         seen.add(name)
+        if t.has("fields"):
+            args.append(_struct_arg(t, name))
+            continue
         dtype_name = t.string("dtype", required=True)
         dtype = lookup(dtype_name)
         if dtype is None:
@@ -1008,6 +1036,58 @@ def _args(top: _Table, pos: TomlPositions) -> tuple[Arg, ...]:
         t.done(("name", "dtype", "shape", "role", "dist", *allowed))
         args.append(Arg(name, dtype, role, shape, None, Dist(kind, tuple(params)), t.loc()))
     return tuple(args)
+
+
+def _struct_arg(t: _Table, name: str) -> Arg:
+    """``fields = { ncols = "d", div = { x = "m", y = "s" }, coef = ["1", "0.5"] }``: a struct
+    passed by value. Nested tables are nested structs, arrays are fixed arrays; each leaf is an
+    expression (a string or a number; ``true``/``false`` for a bool). TOML's dotted keys write
+    one field a line: ``fields.div.x = "m"``."""
+    for bad in ("dtype", "shape", "role", "dist", "value"):
+        if t.has(bad):
+            raise t.error(bad, f"struct argument {name!r} (it has fields) takes no {bad!r}",
+                          "its layout comes from the kernel's parameter type")  # fmt: skip
+    ctype = t.string("type")
+    if ctype is not None and not ctype.strip():
+        raise t.error("type", "empty type name")
+    raw = t.raw("fields")
+    if not isinstance(raw, dict) or not raw:
+        raise t.error("fields", f"expected a table of field values, got {raw!r}", 'e.g. fields = { n = "d" }')
+    out: list[tuple[str, Expr]] = []
+
+    def leaf(path: tuple[str | int, ...], value: Any) -> None:
+        key = (*t.key, "fields", *path)
+        label = _field_label(path)
+        if isinstance(value, dict):
+            if not value:
+                raise t.error("fields", f"field {label}: empty table")
+            for sub, v in value.items():
+                leaf((*path, sub), v)
+        elif isinstance(value, list):
+            if not value:
+                raise t.error("fields", f"field {label}: empty array")
+            for i, v in enumerate(value):
+                leaf((*path, i), v)
+        elif isinstance(value, bool):
+            out.append((label, Expr.parse("1" if value else "0", t.pos.value_col(key))))
+        elif isinstance(value, str | int | float):
+            out.append((label, Expr.parse(value, t.pos.value_col(key))))
+        else:
+            raise t.error("fields", f"field {label}: expected an expression, got {value!r}")
+
+    for key, value in raw.items():
+        leaf((key,), value)
+    t.done(("name", "fields", "type"))
+    return Arg(name, STRUCT, "scalar", where=t.loc(), fields=tuple(out), ctype=ctype)
+
+
+def _field_label(path: Sequence[str | int]) -> str:
+    """``("div", "x")`` -> ``div.x``, ``("coef", 2)`` -> ``coef[2]`` (as ktx.ir.facts.structs
+    names a leaf)."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text
 
 
 def _shape_is_a_list(t: _Table, name: str) -> None:
@@ -1130,6 +1210,8 @@ def _check_names(spec: Spec, top: _Table) -> None:
             raise top.error("vars", f"vars.{name} redefines a shape variable")
         known.add(name)
     for arg in spec.args:
+        for field_name, expr in arg.fields:
+            _names_ok(expr, known, f"args.{arg.name}.fields.{field_name}")
         for expr in arg.shape:
             _names_ok(expr, known, f"args.{arg.name}.shape")
         if arg.value is not None:
@@ -1191,6 +1273,8 @@ def _check_points(spec: Spec, top: _Table) -> None:
                         arg.dist.range(env, _count(dims))
                 elif arg.value is not None:
                     arg.value.evaluate(env)
+                for _, expr in arg.fields:
+                    expr.evaluate(env)
             for expr in (*spec.launch.grid, *spec.launch.block, spec.launch.shared):
                 expr.evaluate_int(env)
 

@@ -208,6 +208,13 @@ def _carrier(ctype: str) -> str:
 
 
 def cuda_source(spec: Spec, variants: Sequence[Variant]) -> str:
+    struct = next((a for a in spec.args if a.is_struct), None)
+    if struct is not None:  # its launcher would need the struct's declaration and a packer
+        raise KtxError(
+            f"arg {struct.name!r} is a struct passed by value: the torch export does not take one yet",
+            struct.where,
+            "call the tuned kernel from your own launcher (the tuned source is in the run folder)",
+        )
     includes: list[str] = ["#include <cstdint>", "#include <cuda_runtime.h>"]
     bodies: list[str] = []
     launchers: list[str] = []

@@ -47,7 +47,7 @@ from collections.abc import Iterator
 
 import tree_sitter as ts
 from ktx.ir import LaunchSite, Module, syntax
-from ktx.ir.affine import BlockAlias, kernel_index
+from ktx.ir.affine import BlockAlias
 from ktx.ir.consteval import int_literal
 from ktx.ir.facts.constants import assumes_warp_x, ceil_divide_literals
 from ktx.ir.index import eval_int_text
@@ -262,7 +262,7 @@ class BlockSize(Pass[KernelSite]):
             if other.name == rw.target.kernel.name:
                 continue
             names = syntax.names_in(module, module.node(other.body))
-            if alias.name in names and alias.name not in kernel_index(module, other).block_aliases:
+            if alias.name in names and alias.name not in module.facts(other).index.block_aliases:
                 raise Refuse(
                     f"{alias.name} is also read by kernel {other.name}, where it is not the block "
                     "size: a knob on it would change that kernel too"
@@ -501,7 +501,7 @@ def _template_index(target: Target, alias: BlockAlias) -> int:
 def _template_value(target: Target, index: int) -> int | None:
     """The integer every launch passes for template parameter ``index`` (through macros/constexprs)."""
     module = target.module
-    env = kernel_index(module, target.kernel).env
+    env = module.facts(target.kernel, target.template_args).index.env
     values = {
         eval_int_text(site.template_args[index], dict(env)) if index < len(site.template_args) else None
         for site in target.launches
@@ -542,7 +542,7 @@ def _uses_in_grid(module: Module, site: LaunchSite, name: str) -> list[ts.Node]:
 
 def _block_alias(target: Target) -> BlockAlias | None:
     """The name every launch passes as the block size, when the kernel reads it."""
-    index = kernel_index(target.module, target.kernel)
+    index = target.module.facts(target.kernel, target.template_args).index
     body = target.module.node(target.kernel.body)
     names = syntax.names_in(target.module, body)
     read = [a for a in index.block_aliases.values() if a.name in names and a.kind != "value"]
@@ -552,7 +552,7 @@ def _block_alias(target: Target) -> BlockAlias | None:
 def _value_alias(target: Target) -> BlockAlias | None:
     """A constant the kernel reads that equals every launch's block size, when the launch does
     not name it (``<<<g, 256>>>`` with ``#define TPB 256`` in the kernel)."""
-    index = kernel_index(target.module, target.kernel)
+    index = target.module.facts(target.kernel, target.template_args).index
     return next((a for a in index.block_aliases.values() if a.kind == "value"), None)
 
 

@@ -37,9 +37,10 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 from ktx.ir import Function, Module, syntax
-from ktx.ir.access import Root, element_size
+from ktx.ir.access import element_size
 from ktx.ir.facts.kinds import LOAD_INTRINSICS, STORE_INTRINSICS, access_kind, intrinsic_of
 from ktx.ir.facts.writes import callee_name, param_types, pointer_root, read_only_problem
+from ktx.ir.memref import Root
 from ktx.passes._common import line_of
 from ktx.passes._device import LOAD_HINTS, STORE_HINTS, PreludeSite, insert_prelude, prelude_site
 

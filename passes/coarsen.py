@@ -42,7 +42,6 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 from ktx.ir import Function, Module, syntax
-from ktx.ir.affine import kernel_index
 from ktx.passes._common import indent_lines, kernel_node, line_of, powers_of_two, shrink_grid
 from ktx.passes._per_thread import derived_locals, runs_before
 
@@ -202,7 +201,7 @@ def _affine_index(module: Module, fn: Function, stmt: ts.Node) -> ts.Node | None
     That covers a block size written as a macro or constant the launch passes
     (``blockIdx.x * BLOCK_SIZE + threadIdx.x``); ``blockIdx.x`` must appear once.
     """
-    index = kernel_index(module, fn).thread_index("x")
+    index = module.facts(fn).index.thread_index("x")
     if index is None or index.decl.id != stmt.id:
         return None
     found = [

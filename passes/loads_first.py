@@ -33,7 +33,6 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 from ktx.ir import Module, syntax
-from ktx.ir.access import roots
 from ktx.ir.facts import assign
 from ktx.ir.syntax import node_text
 from ktx.passes._common import kernel_node, line_of
@@ -79,7 +78,7 @@ class LoadsFirst(Pass[LoadsFirstSite]):
         module = target.module
         body = kernel_node(target).child_by_field_name("body")
         assert body is not None
-        rts = roots(module, fn)
+        rts = module.facts(fn, target.template_args).roots
         stmts = list(body.named_children)
         found: list[EarlyLoad] = []
         why: list[str] = []

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 
 import tree_sitter as ts
 from ktx.ir import Module, syntax
-from ktx.ir.affine import Affine, KernelIndex, MemRef, kernel_index
+from ktx.ir.affine import Affine, KernelIndex, MemRef
 from ktx.ir.facts.assign import assigned
 from ktx.ir.facts.reductions import coupled, reads_outside, update_of
 from ktx.passes._common import KernelSite, kernel_node, line_of
@@ -145,9 +145,7 @@ class RowOwner(Pass[KernelSite]):
         resolved = mapping.resolved()
         grid0, block0 = resolved.grid[0], resolved.block[0]
         rw.constraint(f"{KNOB} > 32 or ({block0}) % {KNOB} == 0")
-        body = module.node(target.kernel.body)
-        while body.type != "compound_statement" and body.parent is not None:
-            body = body.parent
+        body = module.facts(target.kernel, target.template_args).body
         open_end = source.find(b"\n", body.start_byte)
         close_start = syntax.line_start(source, body.end_byte - 1)
         if open_end < 0 or open_end >= close_start or source[close_start : body.end_byte - 1].strip():
@@ -242,7 +240,7 @@ def analyse(target: Target) -> Plan | str:
     """The rewrite plan for ``target``'s kernel, or the reason it cannot be rewritten."""
     module = target.module
     fn = target.kernel
-    index = kernel_index(module, fn)
+    index = module.facts(fn, target.template_args).index
     body = index.body
     ti = index.thread_index("x")
     if ti is None:
@@ -250,10 +248,8 @@ def analyse(target: Target) -> Plan | str:
             "no thread index (blockIdx.x * blockDim.x + threadIdx.x) names the row: "
             "not a thread-per-row kernel"
         )
-    decl = ti.decl
-    while decl.type != "declaration" and decl.parent is not None:
-        decl = decl.parent
-    if decl.type != "declaration" or decl.parent is None or decl.parent.id != body.id:
+    decl = ti.decl  # the declaration statement (ktx.ir.index_facts.ThreadIndex.decl)
+    if decl.parent is None or decl.parent.id != body.id:
         return f"line {ti.line}: the thread index {ti.var} is not declared at the kernel's top level"
     value = _init_value(decl, ti.var)
     if value is None:

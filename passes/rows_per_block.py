@@ -24,8 +24,7 @@ from collections.abc import Iterator
 
 import tree_sitter as ts
 from ktx.ir import syntax
-from ktx.ir.affine import kernel_index
-from ktx.ir.launch import launch_dims, local_value
+from ktx.ir.launch import launch_dims, local_value, rebuilt_dim3
 from ktx.passes._common import KernelSite, kernel_node, powers_of_two, uses_shuffles
 
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
@@ -132,8 +131,22 @@ class RowsPerBlock(Pass[KernelSite]):
             node: ts.Node = local.value if local is not None and local.value is not None else comp
             if node.start_byte not in done:
                 done.add(node.start_byte)
-                rw.replace_bytes(node.start_byte, node.end_byte, f"({syntax.text(module, node)}) / {macro}")
-            if block.container is not None:
+                text = syntax.text(module, node)
+                # A ``dim3`` passed whole is divided in its x: ``(grid) / ROWS`` does not compile.
+                divided = (
+                    rebuilt_dim3(text, x=f"({text}.x) / {macro}")
+                    if grid.whole_dim3
+                    else f"({text}) / {macro}"
+                )
+                rw.replace_bytes(node.start_byte, node.end_byte, divided)
+            if block.whole_dim3:
+                arg = block.launch_arg
+                if arg.start_byte not in done:
+                    done.add(arg.start_byte)
+                    rw.replace_bytes(
+                        arg.start_byte, arg.end_byte, rebuilt_dim3(syntax.text(module, arg), y=macro)
+                    )
+            elif block.container is not None:
                 close = block.container.end_byte - 1
                 if close in done:
                     continue
@@ -172,7 +185,7 @@ def _row_strides(target: Target) -> tuple[list[ts.Node], ts.Node | None]:
     ]
     if not uses:
         return [], None
-    index = kernel_index(module, target.kernel)
+    index = module.facts(target.kernel, target.template_args).index
     steps: list[ts.Node] = []
     for loop in target.loops:
         shape = index.loop_shape(loop)

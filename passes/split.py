@@ -37,7 +37,7 @@ import tree_sitter as ts
 from ktx.ir import Loop, Module, syntax
 from ktx.ir.affine import KernelIndex
 from ktx.ir.facts import assign
-from ktx.ir.launch import launch_dims
+from ktx.ir.launch import launch_dims, rebuilt_dim3
 from ktx.passes._common import first_call_after, kernel_node, line_of, powers_of_two
 
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
@@ -160,7 +160,12 @@ class Split(Pass[SplitSite]):
             if key in done:
                 continue
             done.add(key)
-            if len(dims.components) >= 2:
+            if dims.whole_dim3:
+                # ``dim3 grid`` passed whole: its y is set, not the dim3 wrapped (``dim3(grid, S)``).
+                arg = dims.launch_arg
+                name = syntax.text(module, arg)
+                rw.replace_bytes(arg.start_byte, arg.end_byte, rebuilt_dim3(name, y=macro))
+            elif len(dims.components) >= 2:
                 y = dims.components[1]
                 if syntax.text(module, y).strip() != "1":
                     raise Refuse(f"the launch at line {launch.span.line} already has a grid y")

@@ -100,9 +100,9 @@ from dataclasses import dataclass, field
 
 import tree_sitter as ts
 from ktx.ir import Loop, Module, syntax
-from ktx.ir.access import Access, conflict_text, substitute
+from ktx.ir.access import conflict_text, substitute
 from ktx.ir.facts.canon import balanced
-from ktx.ir.facts.elements import ElementAccess, ElementBody
+from ktx.ir.facts.elements import ElementBody
 from ktx.ir.facts.packing import (
     Plan,
     Refusal,
@@ -117,6 +117,7 @@ from ktx.ir.facts.packing import (
     to_expr,
     varies,
 )
+from ktx.ir.memref import MemRef
 from ktx.ir.syntax import text as _text
 from ktx.passes._common import LoopSite, shrink_grid
 from ktx.passes._device import PreludeSite, insert_prelude, prelude_site
@@ -137,7 +138,7 @@ class ElemSite(Site):
     """A one-element-per-thread kernel whose threads will take ``VEC_THREAD`` elements each."""
 
     body: ElementBody
-    accesses: tuple[ElementAccess, ...]
+    accesses: tuple[MemRef, ...]
     sizes: tuple[tuple[str, int], ...]
     notes: tuple[str, ...]
 
@@ -501,14 +502,14 @@ def _head_header(em: _Emit) -> str:
     return head[:b0] + em.head + head[b1:]
 
 
-def _base_offset(em: _Emit, a: Access) -> tuple[list[str], str]:
+def _base_offset(em: _Emit, a: MemRef) -> tuple[list[str], str]:
     """The nested loop variables in a packed access's offset, and the offset with them at 0."""
     loop_vars = set(dict(em.plan.inner_vars).values())
     names = sorted({v for t in a.offset_terms for v in syntax.names_in(em.module, t.node) & loop_vars})
     return names, _offset_text(em.module, a, {v: "0" for v in names})
 
 
-def _packed_base(em: _Emit, a: Access) -> str:
+def _packed_base(em: _Emit, a: MemRef) -> str:
     """``p + off`` of a packed access at the loop's first element (nested loop variables 0)."""
     base = _base_offset(em, a)[1]
     return f"{a.pointer} + {base}" if base else a.pointer
@@ -548,7 +549,7 @@ def _checks(em: _Emit) -> list[str]:
     return seen
 
 
-def _offset_text(module: Module, a: Access, values: dict[str, str]) -> str:
+def _offset_text(module: Module, a: MemRef, values: dict[str, str]) -> str:
     parts: list[str] = []
     for t in a.offset_terms:
         piece = substitute(module, t.node, values) if values else _text(module, t.node)
@@ -607,7 +608,7 @@ def _render_group(em: _Emit, group: list[ts.Node], indent: str) -> list[str]:
     spans = [(s.start_byte, s.end_byte) for s in group]
     in_group = [a for a in plan.packed if any(s <= a.node.start_byte < e for s, e in spans)]
     # One pack per (pointer, offset) in this run of statements.
-    keys: dict[tuple[str, str], list[Access]] = {}
+    keys: dict[tuple[str, str], list[MemRef]] = {}
     for a in in_group:
         keys.setdefault((a.pointer, " ".join((a.offset or "").split())), []).append(a)
     names: dict[int, str] = {}
@@ -627,7 +628,7 @@ def _render_group(em: _Emit, group: list[ts.Node], indent: str) -> list[str]:
             qual = "auto" if writes else "const auto"
             before.append(f"{indent}{qual} {name} = ktx::load<{em.vec}>({address});")
         else:
-            elem = accs[0].root.element_type
+            elem = accs[0].memory.element_type
             before.append(f"{indent}ktx::pack<{elem}, {em.vec}> {name};")
         if writes:
             after.append(f"{indent}ktx::store({address}, {name});")
@@ -647,7 +648,7 @@ def _render_group(em: _Emit, group: list[ts.Node], indent: str) -> list[str]:
     return lines
 
 
-def _written_first(accs: list[Access]) -> bool:
+def _written_first(accs: list[MemRef]) -> bool:
     """Whether every element of the pack is written before anything reads it: the first access
     is a plain, unconditional store at the loop's own level (``out[i] = e; sum += out[i];``), and
     its right-hand side does not read the same element. The pack then needs no load from memory
@@ -789,7 +790,7 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
     unit = inner[len(indent) :] if eb.form == "block" and inner.startswith(indent) else ""
     if unit.strip(" \t") or not unit:
         unit = "    " if len(indent) % 4 == 0 and indent else "  "
-    packed = tuple(e.access for e in site.accesses if e.packable)
+    packed = tuple(e for e in site.accesses if e.packable)
     plan = Plan(
         eb.guard,
         eb.guard,

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 from ktx.ir import Module, syntax
-from ktx.ir.access import roots
 from ktx.ir.facts import assign
 from ktx.ir.facts.reductions import (
     halving_variable,
@@ -92,7 +91,7 @@ class WarpReduce(Pass[TreeSite]):
     def sites(self, target: Target) -> Iterator[TreeSite | Skip]:
         wanted = set(self.list_option("loops"))
         module = target.module
-        known = roots(module, target.kernel)
+        known = module.facts(target.kernel, target.template_args).roots
         shared = frozenset(a.name for a in module.shared_arrays)
         found = False
         for loop in target.loops:

@@ -34,6 +34,29 @@ def gpu() -> None:
         pytest.skip(reason)
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def replayed_optimize(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run folder of ``ktx optimize`` on silu_and_mul replayed from its committed H200
+    recording (4 rounds of 16 trials, seed 0), then ``ktx report`` and ``ktx export --torch``
+    (``torch/`` inside it). One run for the session: tests/test_shipped.py and
+    tests/commands/test_export.py each made the same one (about 15 s of CPU each). Tests copy it
+    before changing anything."""
+    from ktx.cli import main
+
+    silu = ROOT / "kernels" / "silu_and_mul"
+    run = tmp_path_factory.mktemp("replayed_optimize") / "run"
+    rec = silu / "recorded" / "optimize" / "quick_h200_2026-11-21.json"
+    argv = ["optimize", str(silu), "--backend", f"replay:{rec}", "--shapes", "quick", "--rounds", "4",
+            "--trials-per-round", "16", "--seed", "0", "--ncu", "off", "--out", str(run)]  # fmt: skip
+    assert main(argv) == 0
+    assert main(["report", str(run)]) == 0
+    assert main(["export", str(run), "--torch"]) == 0
+    return run
+
+
 #: How many slow tests this run left out, for the closing summary.
 _SLOW_LEFT_OUT = pytest.StashKey[int]()
 
@@ -62,8 +85,13 @@ def _deselect_slow(config: pytest.Config, items: list[pytest.Item]) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Slow tests leave a directory run; tests marked ``gpu`` skip themselves without one."""
+    """Slow tests leave a directory run; a module's ``start_early(item)`` is called for each test
+    that stays; tests marked ``gpu`` skip themselves without one."""
     _deselect_slow(config, items)
+    for item in items:  # a test module may start a long subprocess now (tests/test_lint.py: mypy)
+        start = getattr(getattr(item, "module", None), "start_early", None)
+        if callable(start):
+            start(item)
     marked = [item for item in items if item.get_closest_marker("gpu")]
     if not marked:
         return

@@ -14,9 +14,15 @@ MODULES = [
     "ktx.pipeline",
     "ktx.passbase",
     "ktx.passes._common",
+    "ktx.ir.affine",
+    "ktx.ir.affine_form",
+    "ktx.ir.access",
+    "ktx.ir.memref",
     "ktx.ir.facts",
     "ktx.ir.facts.kinds",
     "ktx.ir.facts.owners",
+    "ktx.ir.facts.structs",
+    "ktx.measure.argpack",
 ]
 
 

@@ -6,7 +6,7 @@ Each ``tests/golden/**/*.cu`` holds a kernel and one or more RUN lines such as::
 
 ``%s`` is the file itself. The ``ktx`` half runs in-process (``2>&1`` adds stderr, where remarks
 and errors go, before stdout; a leading ``not`` expects a non-zero exit); its output is piped to
-the ``filecheck`` CLI, which reads the CHECK lines of the same file. ``--match-full-lines``
+``filecheck`` (its matcher, in-process), which reads the CHECK lines of the same file. ``--match-full-lines``
 keeps the file's own CHECK comments (echoed by diffs) from matching themselves.
 
 Regenerate the CHECK lines from the current output with ``KTX_UPDATE_GOLDENS=1 pytest
@@ -22,7 +22,6 @@ import io
 import os
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -55,6 +54,25 @@ def run_ktx(command: str, path: Path) -> tuple[int, str, list[str]]:
     fc = shlex.split(right.replace("%s", shlex.quote(str(path))))
     assert fc[:1] == ["filecheck"], f"RUN line must pipe into filecheck: {command}"
     return code, (err.getvalue() if merge else "") + out.getvalue(), fc[1:]
+
+
+def filecheck(args: list[str], text: str) -> tuple[int, str]:
+    """What ``filecheck ARGS`` exits with and prints for ``text`` on its stdin, run in this
+    process through the package's own option parser and matcher (what its ``main`` does): a
+    ``python -m filecheck`` per RUN line cost a Python start and import each, 150 times."""
+    from filecheck.matcher import Matcher
+    from filecheck.options import parse_argv_options
+
+    opts = parse_argv_options(["filecheck", *args])
+    messages = io.StringIO()
+    stdin = sys.stdin
+    try:
+        sys.stdin = io.StringIO(text)
+        with contextlib.redirect_stdout(messages), contextlib.redirect_stderr(messages):
+            code = Matcher.from_opts(opts).run()
+    finally:
+        sys.stdin = stdin
+    return code, messages.getvalue()
 
 
 def _literal(text: str) -> str:
@@ -115,16 +133,20 @@ def test_golden(path: Path) -> None:
     assert re.search(r"^// (?!RUN:)[A-Z]+(-NOT)?:", text, re.M), "no CHECK lines (KTX_UPDATE_GOLDENS=1)"
     for command in commands:
         _, output, args = run_ktx(command, path)
-        proc = subprocess.run(
-            [sys.executable, "-m", "filecheck", *args],
-            input=output,
-            capture_output=True,
-            text=True,
-        )
-        assert proc.returncode == 0, f"{command}\n--- output ---\n{output}\n--- filecheck ---\n{proc.stderr}"
+        code, messages = filecheck(args, output)
+        assert code == 0, f"{command}\n--- output ---\n{output}\n--- filecheck ---\n{messages}"
 
 
 def test_there_are_negative_cases() -> None:
     """At least one case per pass where a site is skipped with a remark and nothing changes."""
     negative = [p for p in CASES if re.search(r"-NOT: \{\{\[-\+\]\.\*\}\}", p.read_text())]
     assert {p.parent.name for p in negative} >= {"unroll", "block_size", "expose", "coarsen", "split", "tile"}
+
+
+def test_filecheck_in_process_passes_and_fails_as_its_command_does(tmp_path: Path) -> None:
+    checks = tmp_path / "c.cu"
+    checks.write_text("// CHECK: hello\n// CHECK-NOT: world\n")
+    assert filecheck([str(checks)], "say hello\n")[0] == 0
+    code, messages = filecheck([str(checks)], "say bye\n")
+    assert code != 0 and "hello" in messages
+    assert filecheck([str(checks)], "hello\nworld\n")[0] != 0

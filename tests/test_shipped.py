@@ -152,33 +152,11 @@ def test_llmc_naive_kernels_ship_what_the_harness_compiles(name: str, tmp_path: 
     assert compared >= 2, f"{spec.name}: no pass gave knobs to compare"
 
 
-@pytest.fixture(scope="module")
-def replayed_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An optimize run replayed from the committed H200 recording, reported and exported."""
-    base = tmp_path_factory.mktemp("shipped")
-    rec = SILU / "recorded" / "optimize" / "quick_h200_2026-11-21.json"
-    argv = [
-        "optimize",
-        str(SILU),
-        "--backend",
-        f"replay:{rec}",
-        "--shapes",
-        "quick",
-        "--rounds",
-        "4",
-        "--trials-per-round",
-        "16",
-        "--seed",
-        "0",
-        "--ncu",
-        "off",
-        "--out",
-        str(base / "run"),
-    ]
-    assert main(argv) == 0
-    assert main(["report", str(base / "run")]) == 0
-    assert main(["export", str(base / "run"), "--torch"]) == 0
-    return base / "run"
+@pytest.fixture
+def replayed_run(replayed_optimize: Path) -> Path:
+    """An optimize run replayed from the committed H200 recording, reported and exported
+    (tests/conftest.py, shared with tests/commands/test_export.py)."""
+    return replayed_optimize
 
 
 def test_a_run_ships_what_it_measured(replayed_run: Path) -> None:

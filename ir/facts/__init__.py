@@ -11,11 +11,12 @@ What it answers, and the module that computes it:
 * loops: shape, bounds, stride and which threads own which iterations
   (:class:`~ktx.ir.facts.kernel.LoopFact`, over :class:`ktx.ir.affine.LoopShape`); one element
   per thread behind an ``if``/``return`` guard (:attr:`Facts.element`);
-* memory references in one model, :class:`ktx.ir.affine.MemRef`: root through locals, casts,
-  vector casts and the ``__ldg``/``__stcs`` family, the affine subscript, element type and size
-  (template parameters bound from the launch or the spec), read/write, conditional, may-alias
-  class (:class:`~ktx.ir.facts.kernel.RefFact`); what each access *does* is decided by the one
-  classifier in :mod:`ktx.ir.facts.kinds`;
+* memory references in one model, :class:`ktx.ir.memref.MemRef` (:attr:`Facts.refs`): root
+  through locals, casts, vector casts and the ``__ldg``/``__stcs`` family, the affine subscript,
+  element type and size (template parameters bound from the launch or the spec), read/write,
+  conditional, may-alias class; the loop and element readers that ``vectorize`` packs through
+  return the same records; what each access *does* is decided by the one classifier in
+  :mod:`ktx.ir.facts.kinds`;
 * reductions: :meth:`Facts.reductions` (the recogniser is :mod:`ktx.ir.facts.reductions`);
 * the launch mapping: block-size aliases and template values (:class:`LaunchFacts`);
 * vectorize's legality (which loops pack, which per-thread bodies widen):
@@ -25,6 +26,9 @@ What it answers, and the module that computes it:
   (:mod:`ktx.ir.facts.extents`, over :mod:`~ktx.ir.facts.intervals`,
   :mod:`~ktx.ir.facts.witness` and :mod:`~ktx.ir.facts.lanes`); ``ktx.bounds`` asks it per
   shape point of a spec.
+* by-value struct and vector parameters (``uint3``, ``Params``): their byte layout as libclang
+  lays it out, one leaf per scalar field (:mod:`ktx.ir.facts.structs`); the spec's ``fields``
+  are packed into it for the launch.
 
 ``ktx inspect --facts FILE`` prints them (:func:`ktx.ir.facts.text.render`).
 
@@ -35,7 +39,7 @@ What it answers, and the module that computes it:
 >>> f = m.facts()
 >>> f is facts_of(m, m.kernel()), [(lp.label, lp.owner) for lp in f.loops]
 (True, [('L0', 'block')])
->>> [(r.ref.kind, r.ref.root, str(r.ref.index), r.alias) for r in f.refs]
+>>> [(r.kind, r.root, str(r.index), r.alias) for r in f.refs]
 [('store', 'y', 'i', 'restrict:y'), ('load', 'x', 'i', 'restrict:x')]
 """
 
@@ -46,13 +50,13 @@ from typing import TYPE_CHECKING
 from ktx.ir.facts.kinds import LOAD_INTRINSICS, STORE_INTRINSICS, AccessKind, access_kind, intrinsic_kind
 
 if TYPE_CHECKING:
-    from ktx.ir.facts.kernel import Facts, LaunchFacts, LoopFact, RefFact, facts_of
+    from ktx.ir.facts.kernel import Facts, LaunchFacts, LoopFact, facts_of
 else:
 
     def __getattr__(name: str) -> object:
         # The kernel facts import ktx.ir.affine, which imports the classifier above: loaded on
         # first use so that either module may be imported first.
-        if name in ("Facts", "LaunchFacts", "LoopFact", "RefFact", "facts_of"):
+        if name in ("Facts", "LaunchFacts", "LoopFact", "facts_of"):
             from ktx.ir.facts import kernel
 
             return getattr(kernel, name)
@@ -66,7 +70,6 @@ __all__ = [
     "Facts",
     "LaunchFacts",
     "LoopFact",
-    "RefFact",
     "access_kind",
     "facts_of",
     "intrinsic_kind",

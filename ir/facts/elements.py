@@ -19,7 +19,8 @@ below it can change what a thread reads (:func:`reorder_conflict`).
 The global index is recognised by :mod:`ktx.ir.affine` (``thread_index``: casts, ``unsigned``,
 64-bit, a ``#define`` block size the launch passes), with a canonical-text fallback; the guard
 may carry conditions on other coordinates (``row < M && col < N``). The body's subscripts are
-still read here, on the tree: moving them onto ``ktx.ir.affine``'s ``MemRef`` is the next step.
+:class:`ktx.ir.memref.MemRef` records, read relative to the element's index as
+:func:`ktx.ir.access.analyze_loop` reads a loop's (:func:`ktx.ir.access.subscript_ref`).
 :func:`type_size` follows ``typedef``s into the file's local headers under ``#if defined(...)``
 (llm.c's ``floatX``), which libclang, given no headers, cannot.
 """
@@ -27,16 +28,18 @@ still read here, on the tree: moving them onto ``ktx.ir.affine``'s ``MemRef`` is
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import tree_sitter as ts
 from ktx.ir import Function, Module, syntax
-from ktx.ir.access import Access, Root, Term, coefficient, mentions, roots, terms
+from ktx.ir.access import index_source, mentions, relative_terms, roots, subscript_ref
 from ktx.ir.affine import kernel_index
+from ktx.ir.affine_tree import index_node as _index_node
 from ktx.ir.facts import assign
 from ktx.ir.facts.canon import GLOBAL_INDEX, canon, expand
 from ktx.ir.facts.kinds import STORE_INTRINSICS, access_kind, intrinsic_call, intrinsic_kind, intrinsic_of
+from ktx.ir.memref import UNKNOWN, MemRef, Root, Term
 from ktx.ir.syntax import text as _text
 
 #: The builtins whose value for an element changes when threads take several elements and the
@@ -409,34 +412,24 @@ def _decomposition(module: Module, eb: ElementBody) -> str:
     return f"{', '.join(found)} (line {line})" if found else ""
 
 
-@dataclass(frozen=True)
-class ElementAccess:
-    """One subscript of the body, with when it happens and whether it can be packed."""
+def when(ref: MemRef) -> int:
+    """The byte position at which an access of the body happens (program order): a load where
+    it is written, a store when its assignment completes."""
+    if not ref.writes:
+        return ref.node.start_byte
+    p = ref.node.parent
+    while p is not None and p.type == "parenthesized_expression":
+        p = p.parent
+    return p.end_byte if p is not None else ref.node.end_byte
 
-    access: Access
-    loop: ts.Node | None
-    """The outermost loop of the body around the access (it then happens over that whole span)."""
-    packable: bool
 
-    @property
-    def lo(self) -> int:
-        """The earliest byte position at which the access may happen (program order)."""
-        return self.loop.start_byte if self.loop is not None else self.time
+def earliest(ref: MemRef) -> int:
+    """The earliest position at which it may happen: in a loop of the body, the loop's start."""
+    return ref.loops[0].start_byte if ref.loops else when(ref)
 
-    @property
-    def hi(self) -> int:
-        return self.loop.end_byte if self.loop is not None else self.time
 
-    @property
-    def time(self) -> int:
-        """Loads happen where they are written; a store when its assignment completes."""
-        a = self.access
-        if not a.writes:
-            return a.node.start_byte
-        p = a.node.parent
-        while p is not None and p.type == "parenthesized_expression":
-            p = p.parent
-        return p.end_byte if p is not None else a.node.end_byte
+def latest(ref: MemRef) -> int:
+    return ref.loops[0].end_byte if ref.loops else when(ref)
 
 
 def _conditional(sub: ts.Node, stop: ts.Node) -> bool:
@@ -457,33 +450,27 @@ def _conditional(sub: ts.Node, stop: ts.Node) -> bool:
     return False
 
 
-def element_accesses(module: Module, fn: Function, eb: ElementBody) -> list[ElementAccess] | str:
-    """The subscripts of the body, or why one of them cannot be regrouped."""
+def element_accesses(module: Module, fn: Function, eb: ElementBody) -> list[MemRef] | str:
+    """The subscripts of the body (``loops``: the outermost loop of the body around one), or why
+    one of them cannot be regrouped; ``packable`` says which ``vectorize`` may pack."""
     known: dict[str, Root] = roots(module, fn)
     declared: set[str] = set()
     assigned: set[str] = set()
     for stmt in eb.stmts:
         declared |= syntax.declared_names(module, stmt)
         assigned |= set(assign.assigned(module, stmt))
-    found: list[ElementAccess] = []
+    found: list[MemRef] = []
     maybe: set[int] = set()
     for stmt in eb.stmts:
         for n in syntax.walk(stmt):
             if n.type != "subscript_expression":
                 continue
             base = n.child_by_field_name("argument")
-            index = n.child_by_field_name("indices") or n.child_by_field_name("index")
-            if index is not None and index.type == "subscript_argument_list":
-                named = [c for c in index.named_children if c.type != "comment"]
-                index = named[0] if len(named) == 1 else None
+            index = _index_node(n)
             if base is None or index is None:
                 continue
             name = _text(module, base) if base.type == "identifier" else ""
-            root = (
-                known.get(name, Root(name, "local", True, False, ""))
-                if name
-                else Root("", "unknown", False, False, "")
-            )
+            root = known.get(name, Root(name, "local", True, False, "")) if name else UNKNOWN
             kind = access_kind(n)
             pinned = kind == "address" or intrinsic_of(n) in STORE_INTRINSICS
             if pinned and mentions(module, index, {eb.var}):
@@ -497,39 +484,15 @@ def element_accesses(module: Module, fn: Function, eb: ElementBody) -> list[Elem
                     f"the body takes the address of {_text(module, n)} (line {_line(n)}), which may "
                     "be used in any order"
                 )
-            offset_terms: tuple[Term, ...] = ()
             offset: str | None = None
-            stride = coefficient(module, index, eb.var)
-            if stride == 1:
-                parts = terms(index)
-                lone = [
-                    t
-                    for t in parts
-                    if t.sign == 1 and t.node.type == "identifier" and _text(module, t.node) == eb.var
-                ]
-                rest = [t for t in parts if t is not (lone[0] if lone else None)]
-                if lone and not any(mentions(module, t.node, {eb.var}) for t in rest):
-                    offset_terms = tuple(rest)
-                    offset = " ".join(
-                        (("+ " if i else "") if t.sign > 0 else "- ") + _text(module, t.node)
-                        for i, t in enumerate(rest)
-                    )
+            stride, rest = relative_terms(module, index, eb.var)
+            if rest is not None:
+                offset = _join(module, rest)
             loop = _outer_loop(n, stmt)
             at = (intrinsic_call(n) if kind == "load" else None) or n
-            access = Access(
-                kind,
-                name or _text(module, base),
-                root,
-                at,
-                index,
-                module.span(at.start_byte, at.end_byte),
-                stride,
-                offset,
-                offset_terms,
-                _conditional(n, stmt.parent or stmt) or loop is not None,
-                (),
-                intrinsic_of(n),
-            )
+            pointer = name or _text(module, base)
+            offset_terms = rest or []
+            conditional = _conditional(n, stmt.parent or stmt) or loop is not None
             invariant = not any(syntax.names_in(module, t.node) & (declared | assigned) for t in offset_terms)
             legal = (
                 offset is not None
@@ -537,29 +500,41 @@ def element_accesses(module: Module, fn: Function, eb: ElementBody) -> list[Elem
                 and loop is None
                 and root.space in ("global", "shared")
                 and bool(root.name)
-                and access.pointer not in declared
-                and access.pointer not in assigned
+                and pointer not in declared
+                and pointer not in assigned
                 and not pinned
             )
-            found.append(ElementAccess(access, loop, legal and not access.conditional))
-            if legal and access.conditional and kind == "load":
+            loops = (loop,) if loop is not None else ()
+            found.append(
+                subscript_ref(
+                    module, fn, n, at, index, pointer, root, stride, offset, offset_terms, conditional, loops,
+                    legal and not conditional,
+                )
+            )
+            if legal and conditional and kind == "load":
                 maybe.add(len(found) - 1)
     # A load under a condition reads the pack when the body loads the same element anyway
     # (`in[i] > 0.f ? in[i] : 0.f`); another element stays scalar (it may be out of bounds).
-    loaded = {_key(e.access) for e in found if e.packable and e.access.kind == "load"}
+    loaded = {_key(e) for e in found if e.packable and e.kind == "load"}
     found = [
-        ElementAccess(e.access, e.loop, True) if k in maybe and _key(e.access) in loaded else e
-        for k, e in enumerate(found)
+        replace(e, packable=True) if k in maybe and _key(e) in loaded else e for k, e in enumerate(found)
     ]
     # A pointer is packed only if each of its accesses can be: a scalar access beside a pack of
     # the same memory would read or write around the pack.
-    scalar = {e.access.pointer for e in found if not e.packable}
-    result = [ElementAccess(e.access, e.loop, e.packable and e.access.pointer not in scalar) for e in found]
-    escaped = _escapes(module, eb, known, [e.access for e in result if e.packable])
+    scalar = {e.pointer for e in found if not e.packable}
+    result = [replace(e, packable=e.packable and e.pointer not in scalar) for e in found]
+    escaped = _escapes(module, eb, known, [e for e in result if e.packable])
     return escaped if escaped is not None else result
 
 
-def _escapes(module: Module, eb: ElementBody, known: dict[str, Root], packed: list[Access]) -> str | None:
+def _join(module: Module, rest: list[Term]) -> str:
+    """The offset's text as the element path spells it (``a + b - c``; vectorize emits it)."""
+    return " ".join(
+        (("+ " if i else "") if t.sign > 0 else "- ") + _text(module, t.node) for i, t in enumerate(rest)
+    )
+
+
+def _escapes(module: Module, eb: ElementBody, known: dict[str, Root], packed: list[MemRef]) -> str | None:
     """Why a call in the body may touch memory a pack holds, or None.
 
     ``foo(out, i)`` may write ``out[i]`` where no subscript shows it; a pack of memory that may
@@ -580,7 +555,7 @@ def _escapes(module: Module, eb: ElementBody, known: dict[str, Root], packed: li
                 root = known.get(_text(module, ident))
                 if root is None or root.space not in ("global", "shared", "unknown"):
                     continue
-                hit = next((a for a in packed if a.root.may_alias(root)), None)
+                hit = next((a for a in packed if a.memory.may_alias(root)), None)
                 if hit is not None:
                     callee = call.child_by_field_name("function")
                     name = _text(module, callee) if callee is not None else "a function"
@@ -591,15 +566,15 @@ def _escapes(module: Module, eb: ElementBody, known: dict[str, Root], packed: li
     return None
 
 
-def _key(a: Access) -> tuple[str, str]:
+def _key(a: MemRef) -> tuple[str, str]:
     return a.pointer, " ".join((a.offset or "").split())
 
 
-def _same_element(a: Access, b: Access) -> bool:
+def _same_element(a: MemRef, b: MemRef) -> bool:
     return a.pointer == b.pointer and " ".join((a.offset or "").split()) == " ".join((b.offset or "").split())
 
 
-def reorder_conflict(accesses: list[ElementAccess], var: str) -> str | None:
+def reorder_conflict(accesses: list[MemRef], var: str) -> str | None:
     """Why loading packs before the body and storing them after it may change a result, or None.
 
     Within one element, a packed load moves above every statement of the body and a packed store
@@ -612,34 +587,35 @@ def reorder_conflict(accesses: list[ElementAccess], var: str) -> str | None:
     """
     for a in accesses:
         for b in accesses:
-            if a is b or not (a.access.writes or b.access.writes):
+            if a is b or not (a.writes or b.writes):
                 continue
-            x, y = a.access, b.access
-            if not x.root.may_alias(y.root) or _same_element(x, y):
+            x, y = a, b
+            if not x.memory.may_alias(y.memory) or _same_element(x, y):
                 continue
             if x.offset is not None and y.offset is not None and x.writes and x.offset != y.offset:
                 where = (
                     "the same memory" if x.pointer == y.pointer else "memory that may alias (no __restrict__)"
                 )
                 return (
-                    f"cross-element dependence: {y.pointer}[{_text_of(y)}] (line {y.span.line}) and "
-                    f"{x.pointer}[{_text_of(x)}] (line {x.span.line}) reach {where} at different "
+                    f"cross-element dependence: {y.pointer}[{_text_of(y)}] (line {y.line}) and "
+                    f"{x.pointer}[{_text_of(x)}] (line {x.line}) reach {where} at different "
                     f"offsets from {var}"
                 )
-            if a.packable and not x.writes and y.writes and b.lo < a.time:
+            if a.packable and not x.writes and y.writes and earliest(b) < when(a):
                 return (
-                    f"{x.pointer}[{_text_of(x)}] (line {x.span.line}) is read after "
-                    f"{y.pointer}[{_text_of(y)}] (line {y.span.line}) is written, and they "
+                    f"{x.pointer}[{_text_of(x)}] (line {x.line}) is read after "
+                    f"{y.pointer}[{_text_of(y)}] (line {y.line}) is written, and they "
                     "may alias: a packed load would read first"
                 )
-            if a.packable and x.writes and b.hi > a.time:
+            if a.packable and x.writes and latest(b) > when(a):
                 return (
-                    f"{y.pointer}[{_text_of(y)}] (line {y.span.line}) is accessed after "
-                    f"{x.pointer}[{_text_of(x)}] (line {x.span.line}) is written, and they "
+                    f"{y.pointer}[{_text_of(y)}] (line {y.line}) is accessed after "
+                    f"{x.pointer}[{_text_of(x)}] (line {x.line}) is written, and they "
                     "may alias: a packed store would write last"
                 )
     return None
 
 
-def _text_of(a: Access) -> str:
-    return " ".join((a.index.text or b"").decode("utf-8", "replace").split())
+def _text_of(a: MemRef) -> str:
+    return " ".join(index_source(a).decode("utf-8", "replace").split())
+

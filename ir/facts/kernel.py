@@ -4,9 +4,9 @@ Each question is answered by the analysis that owns it and cached here, so that 
 handing partial results to each other (the ``known`` roots dict, re-run loop analyses):
 
 * :mod:`ktx.ir.affine` reads indices as affine forms, loops as start/step/bound, and every
-  memory reference as a :class:`~ktx.ir.affine.MemRef`;
+  memory reference as a :class:`~ktx.ir.memref.MemRef`;
 * :mod:`ktx.ir.access` reads a loop's subscripts relative to its induction variable (what
-  ``vectorize`` packs), over the same roots;
+  ``vectorize`` packs) into the same records, over the same roots;
 * :mod:`ktx.ir.facts.types` sizes element types;
 * :mod:`ktx.ir.facts.reductions` recognises reductions.
 
@@ -17,17 +17,18 @@ facts (nothing to invalidate).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Literal
 
 import tree_sitter as ts
-from ktx.ir.access import LoopAccesses, Root, analyze_loop, roots
-from ktx.ir.affine import BlockAlias, KernelIndex, LoopShape, MemRef, ThreadIndex, kernel_index
+from ktx.ir.access import LoopAccesses, analyze_loop, roots
+from ktx.ir.affine import BlockAlias, KernelIndex, LoopShape, ThreadIndex, kernel_index
 from ktx.ir.facts.owners import splits_exactly
 from ktx.ir.facts.reductions import Reduction, TreeReduction, reductions, tree_reductions
 from ktx.ir.facts.types import type_size
 from ktx.ir.facts.writes import written_roots
+from ktx.ir.memref import UNKNOWN, MemRef, Root
 from ktx.ir.nodes import Function, LaunchSite, Loop
 
 if TYPE_CHECKING:
@@ -66,24 +67,6 @@ class LoopFact:
     """Start and step split the index space among threads with no overlap."""
     depth: int
     """How many loops of the kernel enclose it."""
-
-
-@dataclass(frozen=True)
-class RefFact:
-    """One memory reference with the facts a pass needs about it."""
-
-    ref: MemRef
-    element_type: str
-    """The root's element type as written, template parameters bound where known."""
-    element_size: int | None
-    """``sizeof`` the root's element type, or None when it is not known."""
-    conditional: bool
-    """Under an ``if``, ``?:``, ``&&``/``||`` right operand, ``switch``, or a ``while``/``do``."""
-    alias: str
-    """May-alias class: ``restrict:<p>`` (only ``p`` reaches it), ``global`` (parameters that are
-    not ``__restrict__``: any two may alias), ``shared:<a>``, ``local:<a>``, or ``unknown``."""
-    loop: str
-    """The innermost loop around it (``L3``), or ``''``."""
 
 
 @dataclass(frozen=True)
@@ -163,19 +146,21 @@ class Facts:
     # -- memory --------------------------------------------------------------------------------
 
     @cached_property
-    def refs(self) -> tuple[RefFact, ...]:
-        """Every memory reference of the kernel body, in source order."""
+    def refs(self) -> tuple[MemRef, ...]:
+        """Every memory reference of the kernel body, in source order, with its memory, element
+        type and size (template parameters bound), whether it is conditional in the kernel body
+        and its innermost loop."""
         return tuple(self._fact(r) for r in self.index.accesses())
 
-    def refs_under(self, node: ts.Node) -> tuple[RefFact, ...]:
-        return tuple(f for f in self.refs if node.start_byte <= f.ref.node.start_byte < node.end_byte)
+    def refs_under(self, node: ts.Node) -> tuple[MemRef, ...]:
+        return tuple(r for r in self.refs if node.start_byte <= r.node.start_byte < node.end_byte)
 
     @cached_property
     def written_roots(self) -> frozenset[str]:
         """Roots the kernel may write: stores, updates, and pointers passed to functions or
         locals that may write through them (:func:`ktx.ir.facts.writes.written_roots`; an address
         kept in a pointer to const, ``const float* p = &in[i]``, is no write)."""
-        refs = {f.ref.root for f in self.refs if f.ref.kind in ("store", "update") and f.ref.root}
+        refs = {r.root for r in self.refs if r.kind in ("store", "update") and r.root}
         return frozenset(refs | written_roots(self.module, self.fn, self.roots))
 
     @cached_property
@@ -193,13 +178,8 @@ class Facts:
         return got[0] if got is not None else None
 
     def alias_class(self, root: str) -> str:
-        """The may-alias class of ``root`` (see :attr:`RefFact.alias`)."""
-        r = self.roots.get(root)
-        if r is None or not r.name or r.space == "unknown":
-            return "unknown"
-        if r.space in ("shared", "local"):
-            return f"{r.space}:{r.name}"
-        return f"restrict:{r.name}" if r.restrict else "global"
+        """The may-alias class of ``root`` (:attr:`ktx.ir.memref.Root.alias_class`)."""
+        return self.roots.get(root, UNKNOWN).alias_class
 
     def may_alias(self, a: str, b: str) -> bool:
         """Whether two roots may reach the same bytes (:meth:`ktx.ir.access.Root.may_alias`)."""
@@ -208,7 +188,7 @@ class Facts:
             return True
         return ra.may_alias(rb)
 
-    def _fact(self, ref: MemRef) -> RefFact:
+    def _fact(self, ref: MemRef) -> MemRef:
         etype = self.index.root_type(ref.root) if ref.root else ""
         bound = _bind(etype, self.fn, self.template_args)
         loop = next(
@@ -219,13 +199,13 @@ class Facts:
             ),
             "",
         )
-        return RefFact(
+        return replace(
             ref,
-            bound,
-            self.element_size(bound),
-            _conditional(ref.node, self.body),
-            self.alias_class(ref.root),
-            loop,
+            memory=self.roots.get(ref.root, UNKNOWN),
+            element_type=bound,
+            element_size=self.element_size(bound),
+            conditional=_conditional(ref.node, self.body),
+            loop_label=loop,
         )
 
     # -- reductions ----------------------------------------------------------------------------

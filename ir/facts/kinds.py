@@ -1,8 +1,8 @@
 """The one load/store classifier: what a subscript, ``*p`` or intrinsic address does to memory.
 
-Every model of memory in ktx (:class:`ktx.ir.affine.MemRef`, :class:`ktx.ir.access.Access`,
-the per-thread body of :mod:`ktx.ir.facts.elements`, ``ktx draft``) asks :func:`access_kind`,
-so that they cannot disagree. Earlier, three copies did: ``__stcs(&p[i], v)`` was a store to
+Every reader of memory in ktx (the kernel-wide, loop and per-thread readers that build
+:class:`ktx.ir.memref.MemRef` records, ``ktx draft``) asks :func:`access_kind`, so that they
+cannot disagree. Earlier, three copies did: ``__stcs(&p[i], v)`` was a store to
 one and an escaping address to the others.
 
 * ``p[i] = v``: ``store``; ``p[i] += v``, ``++p[i]``: ``update`` (read and written);

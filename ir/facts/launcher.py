@@ -32,6 +32,7 @@ from ktx.ir.launch import (
     Untranslatable,
     _Translator,
     launch_dims,
+    launch_value_node,
     launcher_node,
     substitute,
 )
@@ -528,7 +529,7 @@ def read_launch(module: Module, site: LaunchSite, tr: _DraftTranslator) -> Launc
     shared: str | None = "0"
     shared_text = ""
     if site.shared is not None:
-        node = syntax.node_at(module, site.shared, _EXPRESSIONS) or module.node(site.shared)
+        node = launch_value_node(module, site, site.shared)  # inside a macro body too
         shared_text = " ".join(syntax.text(module, node).split())
         try:
             shared = canonical(inline_vars(tr.expr(node), tr))

@@ -25,9 +25,7 @@ from dataclasses import dataclass, field
 import tree_sitter as ts
 from ktx.ir import syntax
 from ktx.ir.access import (
-    Access,
     LoopAccesses,
-    Root,
     affine,
     assigned_names,
     conflict_text,
@@ -37,7 +35,6 @@ from ktx.ir.affine import kernel_index
 from ktx.ir.facts.canon import canon as _canon
 from ktx.ir.facts.canon import expand as _expand
 from ktx.ir.facts.elements import (
-    ElementAccess,
     ElementBody,
     body_refusal,
     element_accesses,
@@ -49,6 +46,7 @@ from ktx.ir.facts.kinds import access_kind
 from ktx.ir.facts.owners import across_blocks, splits_exactly
 from ktx.ir.facts.reductions import unreorderable
 from ktx.ir.facts.types import type_size
+from ktx.ir.memref import MemRef, Root
 from ktx.ir.module import Module
 from ktx.ir.nodes import Loop
 from ktx.ir.source import Span
@@ -72,14 +70,14 @@ class Plan:
     bound: ts.Node
     step: str
     update: ts.Node
-    packed: tuple[Access, ...]
+    packed: tuple[MemRef, ...]
     opened: frozenset[int]
     """Node ids of the nested ``for`` loops that stay loops around per-iteration packs."""
     widened: tuple[str, ...]
     sizes: tuple[tuple[str, int], ...]
     """(pointer, element size in bytes) of each packed pointer."""
     inner_vars: tuple[tuple[int, str], ...] = field(default=())
-    apart: tuple[tuple[Access, Access], ...] = field(default=())
+    apart: tuple[tuple[MemRef, MemRef], ...] = field(default=())
     """Pairs of pointers, indexed alike, that may alias: packs are taken only where a run-time
     check finds them the same elements or disjoint over the loop's range."""
     disjoint: frozenset[frozenset[str]] = field(default=frozenset())
@@ -245,30 +243,30 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
     if info.pointer_writes:
         w = info.pointer_writes[0]
         return f"the body writes through a pointer expression (`{_text(module, w)}`), which cannot be checked"
-    apart: list[tuple[Access, Access]] = []
+    apart: list[tuple[MemRef, MemRef]] = []
     for a, b in info.conflict_pairs():
         if not _checkable_alias(module, a, b, info):
             return "aliasing: " + conflict_text(a, b)
         apart.append((a, b))
     opened, inner_vars = _openable(module, info, body, var)
-    packed: list[Access] = []
+    packed: list[MemRef] = []
     for a in info.accesses:
         if not a.writes and not a.reads:
             continue
         if a.writes and not a.contiguous:
             return (
-                f"the body writes {a.pointer}[{_text(module, a.index)}], which is not element {var} of a "
+                f"the body writes {a.pointer}[{_index_text(module, a)}], which is not element {var} of a "
                 "row; packs would change which thread writes it"
             )
-        if a.pinned and a.via:
+        if a.pinned and a.intrinsic:
             return (
                 f"the body stores {a.pointer}[...] through {a.via}: packs would drop the {a.via} hint "
                 "(run cache-hints after vectorize instead)"
             )
         if a.pinned:
             return f"the body takes the address of {a.pointer}[...], which may be used in any order"
-        if a.root.space == "local":
-            if a.writes and a.root.name not in info.declared:
+        if a.memory.space == "local":
+            if a.writes and a.memory.name not in info.declared:
                 return f"the body writes the per-thread array {a.pointer} declared outside the loop"
             continue
         if _packable(module, a, info, opened, inner_vars, body):
@@ -293,7 +291,7 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
         return problem
     sizes: list[tuple[str, int]] = []
     for a in packed:
-        elem = a.root.element_type
+        elem = a.memory.element_type
         # typedefs followed into the file's local headers too (llm.c's floatX in common.h)
         found = type_size(module, fn, facts.template_args, elem)
         size = None if found is None else found[0]
@@ -367,11 +365,15 @@ def _break_bound(module: Module, body: ts.Node, var: str) -> tuple[ts.Node | Non
     return first, limit
 
 
+def _index_text(module: Module, a: MemRef) -> str:
+    return _text(module, a.index_node) if a.index_node is not None else ""
+
+
 def _inside(node: ts.Node, outer: ts.Node) -> bool:
     return outer.start_byte <= node.start_byte and node.end_byte <= outer.end_byte
 
 
-def _evaluated_at(a: Access) -> int:
+def _evaluated_at(a: MemRef) -> int:
     """Where an access takes effect in the body's order: a store when its assignment completes
     (``out[i] = x[i]`` reads ``x[i]`` first), anything else where it stands."""
     if a.kind == "store" and a.node.parent is not None and a.node.parent.type == "assignment_expression":
@@ -379,7 +381,7 @@ def _evaluated_at(a: Access) -> int:
     return a.node.start_byte
 
 
-def _same_address_ok(accesses: Sequence[Access], p: str, q: str) -> bool:
+def _same_address_ok(accesses: Sequence[MemRef], p: str, q: str) -> bool:
     """Whether ``p`` and ``q`` may be one and the same array under packs: each is packed on its
     own (loaded at the pack's start, stored at its end), which matches the scalar order only if
     nothing reaches an element through one pointer after the other has written it."""
@@ -392,7 +394,7 @@ def _same_address_ok(accesses: Sequence[Access], p: str, q: str) -> bool:
     return True
 
 
-def _checkable_alias(module: Module, a: Access, b: Access, info: LoopAccesses) -> bool:
+def _checkable_alias(module: Module, a: MemRef, b: MemRef, info: LoopAccesses) -> bool:
     """Whether two accesses that may alias can be packed behind a run-time check: both contiguous
     subscripts written alike (``x[i]``, ``out[i]``), in no nested loop, neither an escaping
     address. Then the two pointers' ranges over the loop are ``[p + off, p + off + bound)``, and
@@ -483,13 +485,13 @@ def _openable(module: Module, info: LoopAccesses, body: ts.Node, var: str) -> tu
 
 def _packable(
     module: Module,
-    a: Access,
+    a: MemRef,
     info: LoopAccesses,
     opened: set[int],
     inner_vars: dict[int, str],
     body: ts.Node,
 ) -> bool:
-    if not a.contiguous or a.conditional or a.root.space not in ("global", "shared") or not a.root.name:
+    if not a.contiguous or a.conditional or a.memory.space not in ("global", "shared") or not a.memory.name:
         return False
     if a.pointer in info.declared or a.pointer in info.assigned:
         return False
@@ -523,8 +525,8 @@ def _ownership(
     ``strict``: the loop's iterations are split across blocks, which no ``__syncthreads()``
     orders: then any other access to memory the loop touches is refused.
     """
-    inside_written = {a.root.name for a in info.accesses if a.writes and a.root.name}
-    inside_all = {a.root.name for a in info.accesses if a.root.name}
+    inside_written = {a.memory.name for a in info.accesses if a.writes and a.memory.name}
+    inside_all = {a.memory.name for a in info.accesses if a.memory.name}
     outside: list[tuple[str, ts.Node, bool]] = []
     for n in syntax.walk(fn_body):
         if loop.start_byte <= n.start_byte < loop.end_byte:
@@ -781,7 +783,7 @@ class ElementPlan:
     """A one-element-per-thread kernel whose threads may take several elements each."""
 
     body: ElementBody
-    accesses: tuple[ElementAccess, ...]
+    accesses: tuple[MemRef, ...]
     sizes: tuple[tuple[str, int], ...]
     notes: tuple[str, ...]
     span: Span
@@ -837,19 +839,19 @@ def element_plan(facts: Facts, max_bytes: int, launched: bool) -> ElementPlan | 
     sizes: list[tuple[str, int]] = []
     notes: list[str] = []
     for e in packed:
-        elem = e.access.root.element_type
+        elem = e.memory.element_type
         found = type_size(module, fn, facts.template_args, elem)
         if found is None:
             return Refusal(
-                f"unknown size of element type {elem!r} of {e.access.pointer} "
+                f"unknown size of element type {elem!r} of {e.pointer} "
                 "(give the kernel's template arguments)",
                 span,
             )
         size, how = found
         if how and f"{how} ({size} B)" not in notes:
             notes.append(f"{how} ({size} B)")
-        if (e.access.pointer, size) not in sizes:
-            sizes.append((e.access.pointer, size))
+        if (e.pointer, size) not in sizes:
+            sizes.append((e.pointer, size))
     if max(s for _, s in sizes) * 2 > max_bytes:
         return Refusal(
             f"elements of {max(s for _, s in sizes)} bytes leave no pack width within {max_bytes} bytes",

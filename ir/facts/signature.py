@@ -79,7 +79,7 @@ def param_facts(
 def params_of(facts: Facts) -> tuple[ParamFact, ...]:
     """Each parameter of the kernel ``facts`` describe (what :attr:`Facts.params` answers)."""
     module, fn = facts.module, facts.fn
-    stores = [f.ref for f in facts.refs if f.ref.kind in ("store", "update") and f.ref.root]
+    stores = [r for r in facts.refs if r.kind in ("store", "update") and r.root]
     stored: dict[str, tuple[int, int]] = {}
     for ref in stores:
         stored.setdefault(ref.root, (ref.node.start_point[0] + 1, ref.node.start_point[1] + 1))

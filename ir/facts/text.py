@@ -55,17 +55,16 @@ def render(facts: Facts) -> str:
             desc = f"{s.var} from {_opt(s.start)} step {_opt(s.step)} while {s.var} {s.cmp} {_opt(s.bound)}"
         owned = f"owner {lf.owner}" + (", partitions" if lf.partitions else "")
         lines.append(f"  loop {lf.label} line {lf.loop.span.line} depth {lf.depth}: {desc}; {owned}")
-    for rf in facts.refs:
-        r = rf.ref
-        where = f" loop {rf.loop}" if rf.loop else ""
-        size = f" {rf.element_size}B" if rf.element_size is not None else " size?"
-        via = f" via {r.via}" if r.via not in ("subscript", "deref") else ""
-        if r.unit_type and r.unit_type != rf.element_type and r.width != 1:
+    for r in facts.refs:
+        where = f" loop {r.loop_label}" if r.loop_label else ""
+        size = f" {r.element_size}B" if r.element_size is not None else " size?"
+        via = f" via {r.intrinsic}" if r.intrinsic else ""
+        if r.unit_type and r.unit_type != r.element_type and r.width != 1:
             via += f" unit {r.unit_type} x{_opt(r.width)}"
         lines.append(
             f"  ref line {r.line}: {r.kind} {_flat(_text(r.node))} root {r.root or '?'} index {_opt(r.index)}"
-            f" elt {rf.element_type or '?'}{size}{via} "
-            f"{'conditional' if rf.conditional else 'unconditional'} alias {rf.alias}{where}"
+            f" elt {r.element_type or '?'}{size}{via} "
+            f"{'conditional' if r.conditional else 'unconditional'} alias {r.alias}{where}"
         )
     for red in facts.reductions():
         lines.append(f"  reduction: {red.describe()}")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import tree_sitter as ts
 from ktx.ir import syntax
-from ktx.ir.access import Root
+from ktx.ir.memref import Root
 from ktx.ir.nodes import Function
 
 if TYPE_CHECKING:

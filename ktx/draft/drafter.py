@@ -14,11 +14,13 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from ktx.ir import parse_file
+import tree_sitter as ts
+from ktx.ir import parse_file, syntax
 from ktx.ir.clang import _namespace_path
 from ktx.ir.facts.dtypes import dtype_of
 from ktx.ir.facts.launcher import (
     LaunchDraft,
+    _DraftTranslator,
     branch_picked,
     caller_values,
     canonical,
@@ -46,10 +48,18 @@ from ktx.ir.facts.params import (
     subscript_extent,
     valid_extent,
 )
-from ktx.ir.launch import Untranslatable
+from ktx.ir.facts.structs import StructLayout
+from ktx.ir.launch import (
+    Untranslatable,
+    expansion_guess,
+    expansion_template_choice,
+    kernel_across_includes,
+    launcher_node,
+)
 from ktx.ir.module import Module
-from ktx.ir.nodes import Function
+from ktx.ir.nodes import Function, LaunchSite
 
+from ktx import structdraft
 from ktx.blockers import TODO
 from ktx.draft.entries import DRAFT_FLAGS, DTYPE_BYTES, Arg, Draft, toml_str
 from ktx.draft.review import second_look
@@ -57,10 +67,43 @@ from ktx.draft.sizing import shape_values, size_shapes
 from ktx.errors import KtxError
 
 
+def _struct_arg(
+    module: Module,
+    site: LaunchSite,
+    tr: _DraftTranslator,
+    name: str,
+    layout: StructLayout,
+    node: ts.Node | None,
+) -> Arg:
+    """``[[args]]`` for a struct passed by value: one ``fields.`` line per field (ktx.structdraft)."""
+
+    def translate(n: ts.Node) -> str | None:
+        with contextlib.suppress(Untranslatable, KtxError):
+            return inline_vars(tr.expr(n), tr)
+        return None
+
+    scope = launcher_node(module, site)
+    local = None
+    if node is not None and node.type == "identifier" and scope is not None:
+        locals_ = syntax.local_declarations(module, scope, before=site.span.start)
+        local = locals_.get(syntax.text(module, node))
+    parts = structdraft.components(node, local.components if local is not None else ())
+    values = structdraft.launcher_values(node, scope, parts, layout, translate)
+    lines, todos = structdraft.struct_lines(name, layout, values)
+    return Arg(name, ("[[args]]", f"name = {toml_str(name)}", *lines), tuple(todos))
+
+
 def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | None = None) -> Draft:
     """Draft the spec of ``kernel`` in ``path``; ``source`` is relative to ``out_dir``."""
     path = Path(path)
+    given = path
     module = parse_file(path)
+    source_path = path
+    pair = kernel_across_includes(path, module, kernel)
+    if pair is not None:
+        # The kernel in a header, its launch in a .cu that includes it: read both as one file;
+        # the spec's source is the header (what the passes rewrite), the launch is the .cu's.
+        module, path, source_path = pair.module, pair.launcher, pair.header
     fn, site = choose_kernel(module, str(path), kernel)
     k = read_kernel(module, fn)
     launcher = launcher_of(module, site)
@@ -72,9 +115,16 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
 
     # Scalars: the launcher's expressions; the kernel parameter -> its expression over shape vars.
     call_args = launch_arguments(module, site)
+    deduced = deduce_template_args(module, fn, site)
+    targ = {t.name: v for t, v in zip(fn.template_params, deduced.values, strict=False) if v is not None}
+    # Structs and vectors passed by value (ktx.structdraft): fields, never a shape variable.
+    targs = deduced.values if fn.template_params else ()
+    by_value = [p for p in fn.params if not p.is_pointer]
+    maybe = any(dtype_of(module, path, targ.get(p.base_type, p.base_type)) is None for p in by_value)
+    structs = structdraft.struct_layouts(path, module.text_str, fn.name, targs) if maybe else {}
     bindings: dict[str, str] = {}
     for p, node in zip(fn.params, call_args, strict=False):
-        if p.is_pointer:
+        if p.is_pointer or p.name in structs:
             continue
         with contextlib.suppress(Untranslatable, KtxError):
             bindings[p.name] = inline_vars(tr.expr(node), tr)
@@ -88,11 +138,15 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     if launch.grid is not None:
         grid_bounds(k, launch.grid)
         env.update({f"__grid{i}": g for i, g in enumerate(launch.grid)})
-    deduced = deduce_template_args(module, fn, site)
-    targ = {t.name: v for t, v in zip(fn.template_params, deduced.values, strict=False) if v is not None}
 
     args: list[Arg] = []
-    for p in fn.params:
+    for i, p in enumerate(fn.params):
+        if p.name in structs and not p.is_pointer:  # a struct or vector by value: its fields
+            passed = call_args[i] if i < len(call_args) else None
+            arg = _struct_arg(module, site, tr, p.name, structs[p.name], passed)
+            args.append(arg)
+            todos += arg.todos
+            continue
         base = targ.get(p.base_type, p.base_type)
         dtype = dtype_of(module, path, base)
         lines = ["[[args]]", f"name = {toml_str(p.name)}"]
@@ -182,7 +236,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     texts += [*(launch.grid or ()), *(launch.block or ()), launch.shared or ""]
     texts += [v for v in derived.values() if v is not None]
     for arg in args:
-        texts += [line.split("=", 1)[1] for line in arg.lines if line.startswith("shape =")]
+        texts += [line.split("=", 1)[1] for line in arg.lines if line.startswith(("shape =", "fields."))]
     names: set[str] = set()
     for text in texts:
         for name in re.findall(r"\b[A-Za-z_]\w*\b", text):
@@ -235,15 +289,18 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     )
 
     lines = [
-        f"# Drafted by `ktx init {path.name}` from {path}; check every line, then `ktx init --check`.",
+        f"# Drafted by `ktx init {given.name}` from {given}; check every line, then `ktx init --check`.",
         f"kernel = {toml_str(_qualified(module, fn))}",
-        f"source = {toml_str(_relative(path, out_dir))}",
+        f"source = {toml_str(_relative(source_path, out_dir))}",
     ]
+    if source_path != path:
+        lines.append(f"# note: {fn.name} is defined in {source_path.name} and launched from {where}")
     picked: str | None = None
     if fn.template_params:
         lines += [f"# note: {n}" for n in deduced.notes if "deduced" in n or "default" in n]
         missing = [t.name for t, v in zip(fn.template_params, deduced.values, strict=False) if v is None]
-        if missing:
+        choice = expansion_template_choice(module, site)
+        if missing and choice is None:
             written = len(site.template_arg_spans)
             unwritten = [n for n in missing if [t.name for t in fn.template_params].index(n) >= written]
             parts = [f"template argument {', '.join(missing)} of {fn.name} at the launch at {where}"]
@@ -254,8 +311,14 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             todos.append(why)
             lines.append(f"# {TODO}: {why}")
         values = [v if v is not None else TODO for v in deduced.values]
+        if choice is not None:
+            # A dispatch macro's branches launch different instantiations: show them, guess none.
+            why, positions = choice
+            todos.append(why)
+            lines.append(f"# {TODO}: {why}")
+            values = [TODO if i in positions else v for i, v in enumerate(values)]
         picked = branch_picked(module, site, fn.name, set(used))
-        if picked is not None and not missing:
+        if picked is not None and not missing and choice is None:
             why = f"template arguments of {fn.name} at {where}: {picked}"
             todos.append(why)
             lines.append(f"# {TODO}: {why}")
@@ -272,6 +335,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                     else f"{n}: the launch or an extent names {n}, which is no parameter and has no value in "
                     f"{path.name} or its local headers: write its value"
                 )
+                guess = expansion_guess(module, site, n)
+                why += f"; {guess}" if guess is not None else ""
                 todos.append(why)
                 lines += [f"# {TODO}: {why}", f"{n} = {toml_str(TODO)}"]
             elif e is None:

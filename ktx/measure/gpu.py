@@ -426,13 +426,18 @@ def _bind(
 
 
 def _args(spec: Spec, env: Mapping[str, Value], arrays: Mapping[str, Array]) -> tuple[Any, ...]:
+    from ktx.measure.argpack import pack, struct_layouts  # here: main's imports above move
+
     values = scalars(spec, env)
+    structs = struct_layouts(spec, env)
     out: list[Any] = []
     for arg in spec.args:
         if arg.is_array:
             out.append(arrays[arg.name])
         elif arg.null:  # a pointer the project passes as null (dist = "null")
             out.append(np.uint64(0))
+        elif arg.is_struct:
+            out.append(pack(arg, structs[arg.name], env))  # a structured scalar: CuPy passes its bytes
         else:
             out.append(np.dtype(arg.dtype.storage).type(values[arg.name]))
     return tuple(out)

@@ -24,6 +24,7 @@ import numpy.typing as npt
 from ktx.dtypes import decode, encode, fp8_order, poison
 from ktx.errors import KtxError, Location
 from ktx.expr import Value
+from ktx.measure.argpack import struct_values
 from ktx.spec import Arg, ShapePoint, Spec, Tolerance
 
 Array = npt.NDArray[Any]
@@ -179,7 +180,7 @@ def python_reference(
 ) -> dict[str, Array]:
     """Run the float64 reference on the decoded inputs; returns float64 outputs by name."""
     env = spec.env(point)
-    decoded: dict[str, Any] = {}
+    decoded: dict[str, Any] = dict(struct_values(spec, env))  # a struct as {field path: value}
     for arg in spec.args:
         # Pure outputs are what the reference computes: the device-side check does not copy
         # them to the host, so they are absent here (and a reference must not read them).

@@ -248,6 +248,12 @@ class Evaluator:
             with self._lock:
                 pending = self._inflight.get(key)
                 if pending is None:
+                    # Asked again under the lock: a trial that missed the cache above while
+                    # another measured this key, and got here after that one had stored it and
+                    # left _inflight, would otherwise measure it a second time.
+                    hit = self.cache.get(key)
+                    if hit is not None:
+                        return hit, "cache", key
                     if admit is not None and not admit():
                         return None, "budget", key
                     self._inflight[key] = threading.Event()

@@ -141,6 +141,8 @@ def spec_context(spec: Spec) -> dict[str, Any]:
             {
                 "name": a.name,
                 "dtype": a.dtype.name,
+                # a struct's field values (present only for one: other specs' keys stay as they were)
+                **({"fields": [[n, str(e)] for n, e in a.fields], "type": a.ctype} if a.fields else {}),
                 "role": str(a.role),
                 "shape": [str(e) for e in a.shape],
                 "value": None if a.value is None else str(a.value),

@@ -12,7 +12,8 @@ typedef enum { CUBLAS_GEMM_DEFAULT = -1, CUBLAS_GEMM_DEFAULT_TENSOR_OP = 99, CUB
 typedef enum { CUBLAS_COMPUTE_16F = 64, CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
                CUBLAS_COMPUTE_32I = 72 } cublasComputeType_t;
 typedef enum { CUBLAS_POINTER_MODE_HOST = 0, CUBLAS_POINTER_MODE_DEVICE = 1 } cublasPointerMode_t;
-typedef enum { CUBLAS_DEFAULT_MATH = 0, CUBLAS_TENSOR_OP_MATH = 1 } cublasMath_t;
+typedef enum { CUBLAS_DEFAULT_MATH = 0, CUBLAS_TENSOR_OP_MATH = 1, CUBLAS_PEDANTIC_MATH = 2,
+               CUBLAS_TF32_TENSOR_OP_MATH = 3 } cublasMath_t;
 #define KTX_STUB_CUBLAS_FN(name) template <class... A> inline cublasStatus_t name(A...) { return CUBLAS_STATUS_SUCCESS; }
 KTX_STUB_CUBLAS_FN(cublasCreate_v2)
 KTX_STUB_CUBLAS_FN(cublasCreate)

@@ -618,14 +618,19 @@ def test_init_check_takes_the_spec_file(world: Path, capsys: pytest.CaptureFixtu
     assert "the spec loads" in by_file and "ktx: error" not in by_file
 
 
+# One real process in the default run: the entry point's handling is the same for every command
+# (each of these cases also runs in-process above); the other two, 2-3 s of CPU each for a Python
+# start and ktx's import, run with the slow tests.
+SLOW = pytest.mark.slow
+
+
 @pytest.mark.parametrize(
     "argv",
     [
-        ["init", "--check", "{w}/spec_latin1"],
-        ["apply", "--passes", "block-size", "{w}/src/syntax.cu"],
-        ["export", "{w}/run_corrupt", "--torch"],
+        pytest.param(["init", "--check", "{w}/spec_latin1"], id="init-check-not-utf8", marks=SLOW),
+        pytest.param(["apply", "--passes", "block-size", "{w}/src/syntax.cu"], id="apply-syntax-error"),
+        pytest.param(["export", "{w}/run_corrupt", "--torch"], id="export-corrupt", marks=SLOW),
     ],
-    ids=["init-check-not-utf8", "apply-syntax-error", "export-corrupt"],
 )
 def test_a_real_process_prints_no_traceback(argv: list[str], world: Path) -> None:
     args = [a.replace("{w}", str(world)) for a in argv]

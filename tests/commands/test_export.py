@@ -20,17 +20,11 @@ ROOT = Path(__file__).resolve().parents[2]
 SILU = ROOT / "kernels" / "silu_and_mul"
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An optimize run replayed from the committed H200 recording, exported."""
-    base = tmp_path_factory.mktemp("export")
-    rec = SILU / "recorded" / "optimize" / "quick_h200_2026-11-21.json"
-    argv = ["optimize", str(SILU), "--backend", f"replay:{rec}", "--shapes", "quick", "--rounds", "4",
-            "--trials-per-round", "16", "--seed", "0", "--ncu", "off",
-            "--out", str(base / "run")]  # fmt: skip
-    assert main(argv) == 0
-    assert main(["export", str(base / "run"), "--torch", "-o", str(base / "torch")]) == 0
-    return base / "torch"
+@pytest.fixture
+def exported(replayed_optimize: Path) -> Path:
+    """An optimize run replayed from the committed H200 recording, exported (its ``torch/``;
+    the run is tests/conftest.py's, shared with tests/test_shipped.py)."""
+    return replayed_optimize / "torch"
 
 
 @pytest.mark.slow
@@ -146,7 +140,7 @@ def test_export_works_from_any_folder(
     project = tmp_path / "project"
     shutil.copytree(SILU, project / "kernels" / "silu_and_mul", ignore=shutil.ignore_patterns("recorded"))
     run = project / ".ktx" / "optimize" / "silu_and_mul"
-    shutil.copytree(exported.parent / "run", run)
+    shutil.copytree(exported.parent, run, ignore=shutil.ignore_patterns("torch", "report"))
     state = json.loads((run / "optimize.json").read_text())
     assert Path(state["spec"]).is_absolute()  # what new runs record
     state.update(spec="kernels/silu_and_mul/ktx.toml", source="kernels/silu_and_mul/kernel.cu")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ktx.ir import parse
-from ktx.ir.access import Root, affine, analyze_loop, coefficient, element_size, roots, terms
+from ktx.ir.access import affine, analyze_loop, coefficient, element_size, roots, terms
+from ktx.ir.memref import Root
 
 SRC = """\
 template <typename T, int K>

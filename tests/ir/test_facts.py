@@ -52,17 +52,17 @@ def test_element_types_bound_from_the_launch_or_the_spec() -> None:
     m = parse(ROWS)
     f = m.facts()
     assert f.template_args == ("__half",)
-    row = next(r for r in f.refs if r.ref.root == "in")
+    row = next(r for r in f.refs if r.root == "in")
     assert (row.element_type, row.element_size) == ("__half", 2)
     spec = m.facts(None, ["double"])
-    assert {(r.element_type, r.element_size) for r in spec.refs if r.ref.root == "in"} == {("double", 8)}
+    assert {(r.element_type, r.element_size) for r in spec.refs if r.root == "in"} == {("double", 8)}
     unbound = parse(ROWS.split("void go")[0]).facts()
-    assert {r.element_size for r in unbound.refs if r.ref.root == "in"} == {None}
+    assert {r.element_size for r in unbound.refs if r.root == "in"} == {None}
 
 
 def test_refs_roots_aliases_and_conditions() -> None:
     f = parse(ROWS).facts()
-    refs = [(r.ref.kind, r.ref.root, str(r.ref.index), r.alias, r.loop) for r in f.refs]
+    refs = [(r.kind, r.root, str(r.index), r.alias, r.loop_label) for r in f.refs]
     assert refs[:3] == [
         ("load", "in", "blockIdx.x*d + i", "restrict:in", "L0"),  # through the local row pointer
         ("store", "out", "blockIdx.x*d + i", "restrict:out", "L0"),
@@ -72,7 +72,7 @@ def test_refs_roots_aliases_and_conditions() -> None:
     assert f.written_roots == frozenset({"out", "o2"})
     assert not f.may_alias("out", "in") and f.may_alias("o2", "in") and f.may_alias("o2", "o2")
     g = parse("__global__ void k(float* y, int n) { if (n) y[0] = 1.f; y[1] = n > 2 ? y[2] : 0.f; }").facts()
-    conditional = [(r.ref.kind, r.conditional) for r in g.refs]
+    conditional = [(r.kind, r.conditional) for r in g.refs]
     assert conditional == [("store", True), ("store", False), ("load", True)]
 
 

@@ -4,6 +4,7 @@ repeatability, grid, warm starts, policies, joint search."""
 from __future__ import annotations
 
 import importlib.util
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -33,7 +34,7 @@ from ktx.search.study import open_storage
 from ktx.search.tunable import Tunable
 from ktx.spec import ShapePoint, load_spec
 
-from .conftest import SILU
+from .conftest import SILU, VirtualClock
 
 SPEC = load_spec(SILU)
 P1 = ShapePoint.from_name("tokens=1,d=4096")
@@ -202,37 +203,98 @@ def test_launch_limits_refuse_without_compiling() -> None:
 def test_trials_in_flight_never_measure_a_key_twice() -> None:
     backend = CountingBackend()
     ev = Evaluator(SPEC, formula_tunable(), backend, MeasurementCache(None), RunLog(None))
-    study = run(ev, trials=11, sampler="random", jobs=4, seed=0)
+    # The budget is every feasible config (11 of 14). Which config a trial draws depends on how
+    # the four threads interleave their suggest calls, so the stall rule (60 trials with nothing
+    # new) could end a random search before it found the last one (about 1 run in 40 under load,
+    # 10 of 10 measured, no key twice); a stall far past the trial cap (320) takes it out.
+    study = run(ev, trials=11, sampler="random", jobs=4, seed=0, stall=10_000)
     keys = [config_key(c) for c in backend.calls]
     assert len(keys) == len(set(keys)) == 11, "exactly the budget, with four trials in flight"
     assert study_stats(study).evaluations == 11
 
 
-class SlowBackend(CountingBackend):
-    """Each measurement takes ``delay`` seconds and records when it started."""
+class MissThenWaitCache(MeasurementCache):
+    """An in-memory cache whose first miss in thread ``B`` returns only once ``release`` is set:
+    it holds thread B between its cache lookup and its claim on the key, where the race was."""
 
-    def __init__(self, delay: float) -> None:
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.missed = threading.Event()
+        self.release = threading.Event()
+
+    def get(self, key: str) -> Measurement | None:
+        hit = super().get(key)
+        if hit is None and threading.current_thread().name == "B" and not self.missed.is_set():
+            self.missed.set()
+            assert self.release.wait(30), "thread A never finished"
+        return hit
+
+
+def test_a_key_measured_between_a_lookup_and_its_claim_is_not_measured_again() -> None:
+    """Thread B misses the cache; thread A then measures the same key, stores it and leaves;
+    only then does B claim the key. B must find A's measurement, not measure it again (the
+    full-suite failure of the test above: 11 measurements of 10 keys with four trials in flight)."""
+    backend = CountingBackend()
+    cache = MissThenWaitCache()
+    ev = Evaluator(SPEC, formula_tunable(), backend, cache, RunLog(None))
+    candidate = ev.tunable.candidate({"B": 64, "S": 1})
+    sources: dict[str, str] = {}
+
+    def measure() -> None:
+        sources[threading.current_thread().name] = ev.measure(candidate, P1)[1]
+
+    b = threading.Thread(target=measure, name="B")
+    b.start()
+    assert cache.missed.wait(30)
+    a = threading.Thread(target=measure, name="A")
+    a.start()
+    a.join(30)
+    cache.release.set()
+    b.join(30)
+    assert sources == {"A": "measured", "B": "cache"}
+    assert backend.calls == [{"B": 64, "S": 1}], "measured once"
+
+
+class SlowBackend(CountingBackend):
+    """Each measurement takes ``delay`` seconds and records when it started; the first waits
+    until ``in_flight`` trials have asked for a compile (``prefetch``, before the GPU lock)."""
+
+    def __init__(self, delay: float, in_flight: int) -> None:
         super().__init__()
         self.delay = delay
         self.starts: list[float] = []
+        self.in_flight = in_flight
+        self.prefetched = 0
+        self._arrived = threading.Condition()
+
+    def prefetch(self, candidate: Candidate, shape: ShapePoint) -> None:
+        with self._arrived:
+            self.prefetched += 1
+            self._arrived.notify_all()
 
     def measure(self, candidate: Candidate, shape: ShapePoint) -> Measurement:
+        with self._arrived:  # threading's waits keep the real clock
+            assert self._arrived.wait_for(lambda: self.prefetched >= self.in_flight, 60), "trials in flight"
         self.starts.append(time.monotonic())
         time.sleep(self.delay)
         return super().measure(candidate, shape)
 
 
-def test_trials_waiting_for_the_gpu_past_the_deadline_are_not_measured() -> None:
-    backend = SlowBackend(0.05)
+def test_trials_waiting_for_the_gpu_past_the_deadline_are_not_measured(virtual_clock: VirtualClock) -> None:
+    """Eight distinct configs in flight (queued as warm starts, one per thread), all waiting for
+    the GPU before the first is measured; 0.05 s each on the virtual clock (only the backend's
+    sleeps move it), a deadline at 0.12 s: three start before it (0, 0.05, 0.10), five are
+    dropped. The same under any load: on the real clock a slow first trial could start late."""
+    configs = [{"B": b, "S": 1} for b in (32, 64, 128, 256, 512)] + [{"B": b, "S": 2} for b in (32, 64, 128)]
+    backend = SlowBackend(0.05, in_flight=len(configs))
     ev = Evaluator(SPEC, formula_tunable(), backend, MeasurementCache(None), RunLog(None))
-    settings = Settings(trials=14, sampler="random", seed=0, jobs=8)
+    settings = Settings(trials=14, sampler="random", seed=0, jobs=len(configs))
     deadline = time.monotonic() + 0.12
-    study = search_shape(ev, optuna.storages.InMemoryStorage(), "s", P1, "graph", settings, deadline=deadline)
-    assert backend.starts, "something was measured before the deadline"
-    assert all(t < deadline for t in backend.starts), "no measurement starts after the deadline"
-    assert len(backend.starts) < 14, "eight trials were in flight; the waiting ones were dropped"
-    statuses = [t.user_attrs["ktx"]["status"] for t in study.trials if "ktx" in t.user_attrs]
-    assert "budget" in statuses
+    storage = optuna.storages.InMemoryStorage()
+    study = search_shape(ev, storage, "s", P1, "graph", settings, configs, deadline=deadline)
+    assert [s - deadline + 0.12 for s in backend.starts] == pytest.approx([0.0, 0.05, 0.10])
+    queued = [t.user_attrs["ktx"]["status"] for t in study.trials if t.user_attrs.get("warm_start")]
+    assert sorted(queued) == ["budget"] * 5 + ["ok"] * 3, "the waiting ones were dropped, unmeasured"
 
 
 def test_joint_search_minimises_the_geometric_mean_ratio(recording: Recording) -> None:

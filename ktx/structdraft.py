@@ -1,0 +1,194 @@
+"""``ktx init`` for by-value struct and vector parameters: one ``fields`` line per field.
+
+The draft (:mod:`ktx.draft`) writes ``value = ...`` for a scalar; a ``Params p`` or ``uint3 div``
+needs a value per field instead. The fields come from the struct's definition as libclang lays
+it out (:mod:`ktx.ir.facts.structs`), so the draft names exactly the fields the spec loader will
+ask for. A value is derived where the launcher says it plainly (``p.ncols = d;``, ``Params p{d,
+s}``, ``make_uint3(a, b, c)``, each translated by the draft's own launch translator into shape
+variables); every other field is a ``# TODO:`` with a placeholder the loader refuses.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import tree_sitter as ts
+from ktx.ir.facts.structs import FieldPath, StructLayout, kernel_layouts, path_name
+
+TODO = "TODO"
+#: ``p.div.mul`` / ``p.coef[2]`` on the left of an assignment, ``p`` the launcher's local.
+_FIELD_REF = r"^{var}((?:\.[A-Za-z_]\w*|\[\d+\])+)$"
+
+
+def struct_layouts(
+    path: Path, source: str, kernel: str, template_args: Sequence[str | None]
+) -> dict[str, StructLayout]:
+    """The by-value struct parameters of ``kernel`` by name; template kernels only when every
+    template argument was deduced (else their struct types are unknown and left as they were)."""
+    if any(t is None for t in template_args):
+        return {}
+    found = kernel_layouts(
+        source, kernel, path=str(path), template_args=[t for t in template_args if t is not None]
+    )
+    return {p.name: p.layout for p in found if p.layout is not None}
+
+
+def components(node: ts.Node | None, local_parts: Sequence[ts.Node]) -> list[ts.Node]:
+    """What a struct argument is built from, in order: ``make_uint3(a, b, c)`` or ``{a, b}`` at
+    the launch, else the launcher local's constructor or brace initialiser (``local_parts``)."""
+    for candidate in ([node] if node is not None else [], list(local_parts)):
+        if len(candidate) == 1 and candidate[0].type in (
+            "call_expression",
+            "initializer_list",
+            "compound_literal_expression",
+        ):
+            inner = candidate[0]
+            if inner.type == "call_expression":
+                args = inner.child_by_field_name("arguments")
+                return [c for c in args.named_children if c.type != "comment"] if args is not None else []
+            if inner.type == "compound_literal_expression":
+                inner = inner.child_by_field_name("value") or inner
+            return [c for c in inner.named_children if c.type != "comment"]
+        if candidate and candidate is not None and len(candidate) > 1:
+            return list(candidate)
+    return []
+
+
+def launcher_values(
+    var: ts.Node | None,
+    scope: ts.Node | None,
+    components: Sequence[ts.Node],
+    layout: StructLayout,
+    translate: Callable[[ts.Node], str | None],
+) -> dict[str, str]:
+    """Field values the launcher states: ``var.field = e;`` assignments in ``scope`` (``var`` the
+    identifier passed at the launch), else positional ``components`` (``Params p{a, b}``,
+    ``make_uint3(a, b, c)``) when there is one per field. Each is ``translate``d to an
+    expression over shape variables; a field whose value does not translate is left out."""
+    translate = _with_literals(translate)
+    out: dict[str, str] = {}
+    if len(components) == len(layout.leaves):
+        for leaf, node in zip(layout.leaves, components, strict=True):
+            value = translate(node)
+            if value is not None:
+                out[leaf.name] = value
+    if var is None or scope is None or var.type != "identifier" or var.text is None:
+        return out
+    pattern = re.compile(_FIELD_REF.format(var=re.escape(var.text.decode())))
+    known = {leaf.name for leaf in layout.leaves}
+    stack = [scope]
+    while stack:
+        node = stack.pop()
+        stack.extend(reversed(node.children))
+        if node.type != "assignment_expression" or node.end_byte > var.start_byte:
+            continue
+        left, right, op = (node.child_by_field_name(k) for k in ("left", "right", "operator"))
+        if left is None or right is None or left.text is None or (op is not None and op.type != "="):
+            continue
+        m = pattern.match(re.sub(r"\s+", "", left.text.decode()))
+        if m is None:
+            continue
+        name = m.group(1).lstrip(".")
+        if name in known:
+            value = translate(right)
+            if value is not None:
+                out[name] = value  # the last assignment before the launch wins
+            else:
+                out.pop(name, None)
+    return out
+
+
+def _with_literals(translate: Callable[[ts.Node], str | None]) -> Callable[[ts.Node], str | None]:
+    """``translate``, plus the number literals it refuses (``2.0f``, ``1e-6``, ``3u``): a field is
+    as often a float constant as a size."""
+
+    def inner(node: ts.Node) -> str | None:
+        value = translate(node)
+        if value is not None or node.type != "number_literal" or node.text is None:
+            return value
+        text = node.text.decode().rstrip("fFuUlL")
+        try:
+            float(text)
+        except ValueError:
+            return None
+        return text
+
+    return inner
+
+
+def struct_lines(name: str, layout: StructLayout, values: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """The ``[[args]]`` lines after ``name =``: ``type``, then one ``fields.`` line per field (a
+    whole fixed array on one line), each value ``values`` lacks a TODO. Returns (lines, todos)."""
+    lines = [f"type = {_quote(layout.type)}"]
+    todos: list[str] = []
+    done: set[str] = set()
+    for leaf in layout.leaves:
+        cut = next((i for i, part in enumerate(leaf.path) if isinstance(part, int)), None)
+        if cut is None:
+            key = ".".join(str(p) for p in leaf.path)
+            value = values.get(leaf.name)
+            if value is None:
+                why = f"value of {name}.{leaf.name} ({leaf.ctype} field of {layout.type})"
+                todos.append(why)
+                lines.append(f"# {TODO}: {why}")
+            lines.append(f"fields.{key} = {_quote(value or TODO)}")
+            continue
+        head = leaf.path[:cut]
+        key = path_name(head)
+        if key in done:
+            continue
+        done.add(key)
+        tree = _subtree(layout, head, values)
+        if TODO in _flat(tree):
+            why = f"values of {name}.{key} (an array in {layout.type})"
+            todos.append(why)
+            lines.append(f"# {TODO}: {why}")
+        lines.append(f"fields.{'.'.join(str(p) for p in head)} = {_inline(tree)}")
+    return lines, todos
+
+
+Tree = str | list["Tree"] | dict[str, "Tree"]
+
+
+def _subtree(layout: StructLayout, head: FieldPath, values: Mapping[str, str]) -> Tree:
+    """The nested value (lists for arrays, dicts for structs) of the leaves under ``head``."""
+    root: dict[str | int, object] = {}
+    for leaf in layout.leaves:
+        if leaf.path[: len(head)] != head:
+            continue
+        node = root
+        rest = leaf.path[len(head) :]
+        for part in rest[:-1]:
+            node = node.setdefault(part, {})  # type: ignore[assignment]
+        node[rest[-1]] = values.get(leaf.name, TODO)
+    return _shape(root)
+
+
+def _shape(node: object) -> Tree:
+    if isinstance(node, str):
+        return node
+    assert isinstance(node, dict)
+    if all(isinstance(k, int) for k in node):
+        return [_shape(node[k]) for k in sorted(node)]
+    return {str(k): _shape(v) for k, v in node.items()}
+
+
+def _flat(tree: Tree) -> list[str]:
+    if isinstance(tree, str):
+        return [tree]
+    items = tree.values() if isinstance(tree, dict) else tree
+    return [leaf for item in items for leaf in _flat(item)]
+
+
+def _inline(tree: Tree) -> str:
+    if isinstance(tree, str):
+        return _quote(tree)
+    if isinstance(tree, list):
+        return "[" + ", ".join(_inline(t) for t in tree) + "]"
+    return "{ " + ", ".join(f"{k} = {_inline(v)}" for k, v in tree.items()) + " }"
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

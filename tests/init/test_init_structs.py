@@ -1,0 +1,80 @@
+"""``ktx init`` drafts struct and vector parameters passed by value: one ``fields.`` line per
+field of the struct's definition, values from what the launcher states, a TODO for the rest;
+once the TODOs are filled the draft loads (the loader checks the fields against the layout)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ktx.ir.facts.structs import kernel_layouts
+
+from ktx.draft import draft
+from ktx.errors import KtxError
+from ktx.spec import load_spec
+
+KERNEL = r"""#include <cuda_runtime.h>
+struct Div { unsigned int mul; unsigned int shift; };
+struct Params { int ncols; float scale; Div div; short coef[2]; };
+
+__global__ void scale_rows(const float* __restrict__ x, float* __restrict__ y, Params p, uint3 fd, int rows) {
+  int r = blockIdx.x;
+  if (r >= rows) return;
+  for (int c = threadIdx.x; c < p.ncols; c += blockDim.x)
+    y[r * p.ncols + c] = x[r * p.ncols + c] * p.scale + fd.x;
+}
+
+void launch(const float* x, float* y, int rows, int d, cudaStream_t s) {
+  Params p;
+  p.ncols = d;
+  p.div.mul = 3;
+  p.div.shift = 2u;
+  p.scale = 0.5f;
+  scale_rows<<<rows, 256, 0, s>>>(x, y, p, make_uint3(d, 1, rows), rows);
+}
+"""
+
+pytestmark = pytest.mark.skipif(not kernel_layouts(KERNEL, "scale_rows"), reason="libclang is not available")
+
+
+def test_struct_fields_drafted_one_line_each(tmp_path: Path) -> None:
+    (tmp_path / "kernel.cu").write_text(KERNEL)
+    d = draft(tmp_path / "kernel.cu")
+    text = d.text
+    p_block = text[text.index('name = "p"') : text.index('name = "fd"')]
+    assert p_block.splitlines()[1:] == [
+        'type = "Params"',
+        'fields.ncols = "d"',
+        'fields.scale = "0.5"',
+        'fields.div.mul = "3"',
+        'fields.div.shift = "2"',
+        "# TODO: values of p.coef (an array in Params)",
+        'fields.coef = ["TODO", "TODO"]',
+        "",
+        "[[args]]",
+    ]
+    assert 'type = "uint3"\nfields.x = "d"\nfields.y = "1"\nfields.z = "rows"\n' in text
+    assert d.todos.count("values of p.coef (an array in Params)") == 1
+    assert "values of p.coef (an array in Params)" in d.todos
+    # p is a struct, not a size: the shape variables are rows and d.
+    assert "p = [" not in text and "d = [" in text and "rows = [" in text
+
+
+def test_draft_with_todos_filled_loads(tmp_path: Path) -> None:
+    (tmp_path / "kernel.cu").write_text(KERNEL)
+    text = draft(tmp_path / "kernel.cu").text
+    text = text.replace('fields.coef = ["TODO", "TODO"]', "fields.coef = [1, 2]")
+    text = text.replace('shape = "[TODO]"', 'shape = "[rows, d]"')
+    assert 'TODO"' not in text.replace("# TODO", "")
+    (tmp_path / "ktx.toml").write_text(text)
+    spec = load_spec(tmp_path)
+    p = next(a for a in spec.args if a.name == "p")
+    assert [n for n, _ in p.fields] == ["ncols", "scale", "div.mul", "div.shift", "coef[0]", "coef[1]"]
+
+
+def test_draft_with_a_todo_left_does_not_load(tmp_path: Path) -> None:
+    (tmp_path / "kernel.cu").write_text(KERNEL)
+    text = draft(tmp_path / "kernel.cu").text.replace('shape = "[TODO]"', 'shape = "[rows, d]"')
+    (tmp_path / "ktx.toml").write_text(text)
+    with pytest.raises(KtxError, match="TODO"):
+        load_spec(tmp_path)
