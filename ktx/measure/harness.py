@@ -20,6 +20,7 @@ from typing import Any, Literal
 from ktx.errors import KtxError, Location, NoGpuError
 from ktx.expr import expand
 from ktx.measure.compile import CompilePool, CompileRequest, CompileResult
+from ktx.measure.cost import paired_options
 from ktx.measure.gpu import Options, verify_shapes
 from ktx.measure.guards import is_spec_error
 from ktx.measure.occupancy import DeviceLimits
@@ -322,10 +323,9 @@ class Harness:
                     self.spec, cand, point.name, Status.COMPILE_ERROR, _clip(failed.log or "compile failed")
                 )
                 return [(bad, bad)] * pairs
-            # timing only, with fewer graph batches: both were verified and timed before
-            batches = min(self.options.max_batches, 2)
-            replays = min(self.options.graph_replays, 10)
-            options = replace(self.options, verify=False, max_batches=batches, graph_replays=replays)
+            # timing only, with fewer graph batches: both were verified and timed before (the
+            # final check's cost estimate counts the launches of these very options)
+            options = paired_options(self.options)
             job: dict[str, Any] = {"spec": str(self.spec.path), "shape": point.name}
             job["candidate"] = cand.to_dict()
             job.update(modules=modules, reference=None, options=asdict(options), paired=True)

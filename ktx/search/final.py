@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ktx.measure.cost import PAIRED_REQUEST_S, pair_seconds, rotated_sets
+from ktx.measure.gpu import Options
 from ktx.search.evaluate import Evaluator
 from ktx.search.paired import (
     IDENTICAL,
@@ -53,11 +55,34 @@ class Shortlist:
     #: The search's speedup at this shape: the largest wins are checked first, so a limit
     #: that runs out drops the smallest ones.
     gain: float | None = None
+    #: Per-launch times (µs, the single-launch median: it includes the launch's host time) of
+    #: the original and of the config, and the bytes one launch moves: with them the check's
+    #: cost is counted from its launches (:mod:`ktx.measure.cost`), not guessed from the
+    #: original's verified measurement, which costs many times more than a timing (issue 23).
+    original_us: float | None = None
+    config_us: float | None = None
+    set_bytes: int | None = None
+
+    def pair_s(self, options: Options) -> float | None:
+        """Seconds one pair of this shape's check takes; None where a time is not known."""
+        if not self.original_us or not self.config_us:
+            return None
+        nsets = rotated_sets(self.set_bytes, options)
+        return pair_seconds(self.original_us, self.config_us, options, nsets)
 
 
 #: The fewest pairs a check runs with when the full :data:`PAIRS` do not fit the time left
 #: (two give an interval, but one noisy pair then decides it).
 MIN_PAIRS = 3
+
+#: A search gain at least this large is checked with as few as :data:`FLOOR_PAIRS` pairs rather
+#: than skipped: a check of two pairs is noisier than three, but keeping a kernel many times
+#: slower because three did not fit loses far more than a noisy check can (issue 23: encoder B=1
+#: kept its naive kernel, 72x slower, after the search found one about 70x faster).
+LARGE_GAIN = 1.5
+
+#: The fewest pairs that give an interval (:func:`ktx.search.paired.from_pairs`).
+FLOOR_PAIRS = 2
 
 
 def check_cost(cost_s: float, pairs: int = PAIRS) -> float:
@@ -66,13 +91,27 @@ def check_cost(cost_s: float, pairs: int = PAIRS) -> float:
     return 2 * pairs * TIMING_SHARE * cost_s + 0.2
 
 
-def reserve(costs: Mapping[str, float], holdout: int, time_limit: float, pairs: int = PAIRS) -> float:
+def reserve(
+    costs: Mapping[str, float],
+    holdout: int,
+    time_limit: float,
+    pairs: int = PAIRS,
+    pair_s: Mapping[str, float] | None = None,
+) -> float:
     """Seconds to keep free after the search: the final check of every shape, ``holdout``
     held-out shapes (original and chosen config, verified) and writing; at most
-    :data:`MAX_RESERVE` of ``time_limit``."""
+    :data:`MAX_RESERVE` of ``time_limit``. ``pair_s``: seconds of one check pair per shape,
+    counted from per-launch times (:meth:`Shortlist.pair_s`); other shapes fall back to the
+    original's verified cost, an upper bound many times too high."""
     known = [c for c in costs.values() if c > 0]
     typical = max(known) if known else DEFAULT_COST_S
-    final = sum(check_cost(costs.get(name) or typical, pairs) for name in costs)
+    counted = pair_s or {}
+    final = sum(
+        PAIRED_REQUEST_S + pairs * counted[name]
+        if counted.get(name)
+        else check_cost(costs.get(name) or typical, pairs)
+        for name in costs
+    )
     held = 2 * holdout * typical
     return min(MAX_RESERVE * time_limit, final + held + WRITE_S)
 
@@ -84,17 +123,27 @@ def final_check(
     costs: Mapping[str, float],
     pairs: int = PAIRS,
     log: Callable[[PairedCheck], None] | None = None,
+    options: Options | None = None,
+    spent: dict[str, dict[str, float]] | None = None,
 ) -> dict[str, PairedCheck]:
     """Re-measure each shape's best config against the original, interleaved, in one worker
-    process (``measure_paired`` of the backend); identical code is 1.0 without measuring."""
+    process (``measure_paired`` of the backend); identical code is 1.0 without measuring.
+
+    A check that does not fit the time left with all ``pairs`` runs with fewer: down to
+    :data:`MIN_PAIRS`, or :data:`FLOOR_PAIRS` where the search's gain is :data:`LARGE_GAIN` or
+    more. ``spent`` (filled when given): per shape measured, the expected and the real seconds
+    and the pairs run, so that a run's log shows how honest the estimate was."""
     out: dict[str, PairedCheck] = {}
     backend = evaluator.backend
     paired = getattr(backend, "measure_paired", None)
     recorded = getattr(backend, "recorded_check", None)
+    found = getattr(backend, "options", None)
+    opts = options or (found if isinstance(found, Options) else Options())
     original = evaluator.tunable.candidate({})
-    # The estimate comes from the original's verified measurement, an upper bound (a check
-    # only times); once a check has run, its real cost scales the estimates of the rest.
-    scale = 1.0
+    # Estimates counted from per-launch times ("counted") and those from the original's verified
+    # measurement ("verified", an upper bound) are corrected apart: once a check of a kind has
+    # run, its real cost scales the rest of that kind.
+    scale = {"counted": 1.0, "verified": 1.0}
     order = sorted(shapes, key=lambda it: -(it.gain or 0.0))
     for item in order:
         name = item.point.name
@@ -103,10 +152,18 @@ def final_check(
         else:
             config = dict(item.config)
             candidate = evaluator.tunable.candidate(evaluator.space.normalize(config))
-            per_pair = scale * (check_cost(costs.get(name) or DEFAULT_COST_S, 1) - 0.2)
-            expected = per_pair * pairs + 0.2
+            counted = item.pair_s(opts)
+            kind = "verified" if counted is None else "counted"
+            base = check_cost(costs.get(name) or DEFAULT_COST_S, 1) - 0.2 if counted is None else counted
+            per_pair = scale[kind] * base
+            expected = per_pair * pairs + PAIRED_REQUEST_S
+            floor = FLOOR_PAIRS if (item.gain or 0.0) >= LARGE_GAIN else MIN_PAIRS
             left = None if deadline is None else deadline - time.monotonic()
-            n = pairs if left is None else min(pairs, int(max(0.0, left - 0.2) / max(per_pair, 1e-9)))
+            n = (
+                pairs
+                if left is None
+                else min(pairs, int(max(0.0, left - PAIRED_REQUEST_S) / max(per_pair, 1e-9)))
+            )
             if same_code(original, candidate, evaluator.spec, item.point):
                 check = PairedCheck(name, item.metric, IDENTICAL, config, reason="the original's code")
             elif callable(recorded):  # the replay of a recorded run: the run's own check, as it went
@@ -115,18 +172,32 @@ def final_check(
                 check = PairedCheck(
                     name, item.metric, UNSUPPORTED, config, reason="the backend cannot re-measure"
                 )
-            elif left is not None and n < min(pairs, MIN_PAIRS):
-                why = f"{left:.1f} s left of the time limit, the check needs about {expected:.1f} s"
+            elif left is not None and n < min(pairs, floor):
+                least = per_pair * min(pairs, floor) + PAIRED_REQUEST_S
+                why = (
+                    f"{left:.1f} s left of the time limit, the check needs about {least:.1f} s "
+                    f"with {min(pairs, floor)} pairs ({expected:.1f} s with {pairs})"
+                )
                 check = PairedCheck(name, item.metric, SKIPPED, config, reason=why)
             else:
                 timeout = None if left is None else max(1.0, left)
                 start = time.monotonic()
                 with evaluator._gpu:  # the backend measures one thing at a time
                     measured = paired(original, candidate, item.point, n, timeout)
-                spent = time.monotonic() - start
+                took = time.monotonic() - start
                 check = from_pairs(name, item.metric, config, measured)
-                if measured and per_pair > 0:
-                    scale = min(1.0, scale * spent / (per_pair * n + 0.2))
+                guess = per_pair * n + PAIRED_REQUEST_S
+                if spent is not None:
+                    spent[name] = {
+                        "expected_s": round(guess, 3),
+                        "spent_s": round(took, 3),
+                        "pairs": float(n),
+                    }
+                if measured and base > 0 and n > 0:
+                    # the pairs' share of the time (the request's own part is not per pair)
+                    ratio = max(took - PAIRED_REQUEST_S, took / 2) / (base * n)
+                    low, high = (0.25, 4.0) if kind == "counted" else (0.0, 1.0)
+                    scale[kind] = min(high, max(low, ratio))
         out[name] = check
         if log is not None:
             log(check)

@@ -33,6 +33,7 @@ import optuna
 
 from ktx.errors import KtxError, Location
 from ktx.measure.backend import Backend
+from ktx.measure.gpu import Options
 from ktx.measure.occupancy import DeviceLimits
 from ktx.measure.types import Measurement, Status, config_key
 from ktx.search.cache import MeasurementCache
@@ -407,8 +408,54 @@ def tune_joint(ctx: Context, deadline: float | None) -> None:
     ctx.display.finish()
 
 
-def start_workers(ctx: Context) -> None:
-    """Start ``workers`` copies of this command on the same studies; wait for all of them."""
+#: The run's deadline as wall-clock (epoch) seconds, passed to its workers: a worker's own start-up
+#: (Python, CUDA, the warm-up) then counts against the run's limit instead of extending it.
+DEADLINE_ENV = "KTX_RUN_DEADLINE"
+
+#: How many workers the run started (a worker measures the originals of its share of the shapes).
+WORKERS_ENV = "KTX_RUN_WORKERS"
+
+
+def run_deadline(own: float | None) -> float | None:
+    """A worker's deadline (``time.monotonic()`` seconds): the run's, from :data:`DEADLINE_ENV`,
+    where the main process set it; else its own."""
+    epoch = os.environ.get(DEADLINE_ENV)
+    if not epoch:
+        return own
+    return time.monotonic() + float(epoch) - time.time()
+
+
+def share_of(points: Sequence[ShapePoint], index: int, count: int) -> tuple[ShapePoint, ...]:
+    """The shapes whose originals worker ``index`` of ``count`` measures first: every
+    ``count``-th, from its own offset, so the originals are measured side by side."""
+    return tuple(points[index % max(1, count) :: max(1, count)])
+
+
+def prepare_share(ctx: Context, deadline: float | None) -> None:
+    """A worker measures the originals of its share of the shapes (another worker's that are
+    still missing are measured where the search reaches them: whoever gets there first)."""
+    count = int(os.environ.get(WORKERS_ENV) or 1)
+    for point in share_of(ctx.points, ctx.request.worker_index or 0, count):
+        if deadline is not None and skipped_after(ctx, deadline):
+            return
+        prepare_shape(ctx, point)
+
+
+def unmeasured_after_workers(ctx: Context) -> None:
+    """Shapes whose original no worker measured before the limit are reported unmeasured."""
+    missing = []
+    for point in ctx.points:
+        attrs = open_study(ctx.storage, study_name(ctx, point), optuna.samplers.RandomSampler()).user_attrs
+        if "original" not in attrs or "metric" not in attrs:
+            missing.append(point)
+    if missing:
+        ctx.skipped = tuple(missing)
+        ctx.log.write("baselines_cut", skipped=[p.name for p in missing])
+
+
+def start_workers(ctx: Context, deadline: float | None = None) -> None:
+    """Start ``workers`` copies of this command on the same studies; wait for all of them.
+    ``deadline``: the run's, which the workers search up to, less the final phases' reserve."""
     req = ctx.request
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     devices = (
@@ -417,6 +464,9 @@ def start_workers(ctx: Context) -> None:
     procs: list[subprocess.Popen[bytes]] = []
     for i in range(req.workers):
         env = dict(os.environ)
+        env[WORKERS_ENV] = str(req.workers)
+        if deadline is not None:
+            env[DEADLINE_ENV] = repr(time.time() + deadline - time.monotonic())
         if req.backend == "cupy":
             env["CUDA_VISIBLE_DEVICES"] = devices[i % len(devices)]
         cmd = [sys.executable, "-m", "ktx", "tune", *req.worker_argv(i, ctx.run_dir, ctx.url)]
@@ -565,7 +615,15 @@ def paired_checks(
         if old is not None and old.status != SKIPPED and same:
             kept[r.point.name] = old
     shortlist = [
-        Shortlist(r.point, r.metric, r.best_config, r.speedup)
+        Shortlist(
+            r.point,
+            r.metric,
+            r.best_config,
+            r.speedup,
+            launch_us(r.original),
+            None if r.best is None else launch_us(r.best),
+            r.original.bytes,
+        )
         for r in results
         if r.point not in ctx.skipped and r.point.name not in kept
     ]
@@ -576,7 +634,10 @@ def paired_checks(
                       interval=None if iv is None else iv.to_dict(), reason=check.reason[:300])  # fmt: skip
         ctx.display.message(f"{check.shape}: final check {check.text()}")
 
-    checked = final_check(ctx.evaluator, shortlist, deadline, costs, PAIRS, log)
+    spent: dict[str, dict[str, float]] = {}
+    checked = final_check(ctx.evaluator, shortlist, deadline, costs, PAIRS, log, spent=spent)
+    for name, cost in spent.items():  # how honest the estimate was (issue 23)
+        ctx.log.write("paired_cost", shape=name, **cost)
     return {r.point.name: kept.get(r.point.name) or checked[r.point.name] for r in results
             if r.point.name in kept or r.point.name in checked}  # fmt: skip
 
@@ -727,7 +788,9 @@ def run_tune(req: TuneRequest) -> Summary | None:
         bound_timeouts(ctx.backend, req.time_limit)
     try:
         if req.is_worker:
-            (tune_joint if req.joint else tune_shapes)(ctx, deadline)
+            deadline = run_deadline(deadline)
+            prepare_share(ctx, deadline)
+            (tune_joint if req.joint else tune_shapes)(ctx, search_until(ctx, deadline))
             return None
         with run_lock(ctx.run_dir):
             if ctx.url == default_url(ctx.run_dir):
@@ -737,15 +800,16 @@ def run_tune(req: TuneRequest) -> Summary | None:
             shapes = [p.name for p in ctx.points]
             space = ctx.tunable.space.describe()
             ctx.log.write("start", request=_jsonable(req), url=redact(ctx.url), shapes=shapes, space=space)
-            prepare_all(ctx, deadline)
-            search_deadline = search_until(ctx, deadline)
             if req.workers > 1:
-                if search_deadline is not None:  # the workers get what the search may spend
-                    left = max(0.0, search_deadline - time.monotonic())
-                    ctx.request = dataclasses.replace(req, time_limit=left)
-                start_workers(ctx)
+                # The workers measure the originals, each its share of the shapes on its own GPU,
+                # then search until the run's deadline less the final phases' reserve: the main
+                # process measuring every original serially first (and the workers' start-up
+                # after that) is where a 4-worker run lost its fourth worker (issue 23).
+                start_workers(ctx, deadline)
+                unmeasured_after_workers(ctx)
             else:
-                (tune_joint if req.joint else tune_shapes)(ctx, search_deadline)
+                prepare_all(ctx, deadline)
+                (tune_joint if req.joint else tune_shapes)(ctx, search_until(ctx, deadline))
             return finalize(ctx, time.monotonic() - start, deadline, start)
     finally:
         ctx.close()
@@ -790,6 +854,32 @@ def measured_costs(ctx: Context) -> dict[str, float]:
     return {**ctx.costs, **(harness if isinstance(harness, dict) else {})}
 
 
+def launch_us(m: Measurement) -> float | None:
+    """A measurement's time per launch for cost estimates: the single-launch median (it holds
+    the launch's host time), else the graph one."""
+    value = m.single_us if m.single_us else m.graph_us
+    return value if m.ok and value and value > 0 else None
+
+
+def original_pair_s(ctx: Context) -> dict[str, float]:
+    """Seconds of one check pair per searched shape, counted before the search from the
+    original's per-launch time on both sides (the config found is at most as slow: an upper
+    bound; :mod:`ktx.measure.cost`)."""
+    found = getattr(ctx.backend, "options", None)
+    options = found if isinstance(found, Options) else Options()
+    out: dict[str, float] = {}
+    for point in ctx.searched:
+        attrs = open_study(ctx.storage, study_name(ctx, point), optuna.samplers.RandomSampler()).user_attrs
+        if "original" not in attrs:  # not measured (cut by the limit): nothing to count from
+            continue
+        original = Measurement.from_dict(attrs["original"])
+        item = Shortlist(point, "graph", None, None, launch_us(original), launch_us(original), original.bytes)
+        pair = item.pair_s(options)
+        if pair is not None:
+            out[point.name] = pair
+    return out
+
+
 def search_until(ctx: Context, deadline: float | None) -> float | None:
     """The search's own deadline: the run's, less what the phases after it need (the final
     check of every shape, the held-out check, writing; :func:`ktx.search.final.reserve`)."""
@@ -801,7 +891,7 @@ def search_until(ctx: Context, deadline: float | None) -> float | None:
         holdout = len(holdout_points(ctx, ctx.searched, bucket))
     known = measured_costs(ctx)
     costs = {p.name: known.get(p.name, 0.0) for p in ctx.searched}
-    kept = reserve(costs, holdout, ctx.request.time_limit or 0.0)
+    kept = reserve(costs, holdout, ctx.request.time_limit or 0.0, pair_s=original_pair_s(ctx))
     ctx.log.write(
         "time_budget", reserved_s=round(kept, 3), search_s=round(deadline - kept - time.monotonic(), 3)
     )

@@ -1,0 +1,133 @@
+"""The final check under a time limit (issue 23): estimated from per-launch times, run with fewer
+pairs rather than skipped, a found win never dropped for a check that would have fit."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Mapping
+from types import SimpleNamespace
+from typing import Any
+
+from ktx.measure.cost import PAIRED_REQUEST_S, check_seconds
+from ktx.measure.gpu import Options
+from ktx.measure.types import Measurement
+from ktx.search.final import FLOOR_PAIRS, MIN_PAIRS, Shortlist, check_cost, final_check, reserve
+from ktx.search.paired import MEASURED, PAIRS, SKIPPED
+from ktx.spec import ShapePoint
+
+
+def _timed(us: float, config: Mapping[str, int]) -> Measurement:
+    t = {"median_us": us, "mean_us": us, "min_us": us, "max_us": us, "p10_us": us, "p90_us": us, "n": 10}
+    return Measurement.from_dict(
+        {
+            "kernel": "k",
+            "shape": "s",
+            "config": dict(config),
+            "status": "ok",
+            "message": "",
+            "single": t,
+            "graph": t,
+        }
+    )
+
+
+class _Backend:
+    """Re-measures as a GPU would, costing ``per_pair_s`` of wall time a pair and the request's
+    own 0.2 s (slept, where ``per_pair_s`` is not 0)."""
+
+    def __init__(self, per_pair_s: float, original_us: float, config_us: float) -> None:
+        self.per_pair_s = per_pair_s
+        self.times = (original_us, config_us)
+        self.calls: list[int] = []
+
+    def measure_paired(self, first: Any, second: Any, point: Any, pairs: int, timeout: Any) -> Any:
+        self.calls.append(pairs)
+        time.sleep(self.per_pair_s * pairs + (PAIRED_REQUEST_S if self.per_pair_s else 0.0))
+        return [(_timed(self.times[0], {}), _timed(self.times[1], {"X": 1}))] * pairs
+
+
+def _evaluator(backend: _Backend) -> Any:
+    def candidate(config: Mapping[str, int]) -> Any:
+        return SimpleNamespace(source="original" if not config else "found", flags=(), config=dict(config))
+
+    return SimpleNamespace(
+        backend=backend,
+        tunable=SimpleNamespace(candidate=candidate),
+        space=SimpleNamespace(normalize=dict),
+        spec=None,
+        _gpu=contextlib.nullcontext(),
+    )
+
+
+POINT = ShapePoint((("B", 1),))
+
+
+def _item(gain: float, original_us: float | None, config_us: float | None) -> Shortlist:
+    return Shortlist(POINT, "graph", {"X": 1}, gain, original_us, config_us)
+
+
+def test_a_check_the_old_estimate_skipped_runs_in_full() -> None:
+    """The issue's case: the original's verified measurement cost 7 s, so the old estimate of five
+    pairs was 70 s and 12 s left skipped it, keeping a kernel 74x slower. Counted from the
+    per-launch times (572.8 µs and 7.7 µs) the check needs about 3 s and runs with every pair."""
+    opts = Options()
+    costs = {"B=1": 7.0}
+    assert check_cost(7.0, PAIRS) > 60.0  # what the old estimate asked for
+    assert check_seconds(572.8, 7.7, PAIRS, opts) < 5.0
+    backend = _Backend(0.0, 572.8, 7.7)
+    got = final_check(
+        _evaluator(backend), [_item(74.0, 572.8, 7.7)], time.monotonic() + 12.0, costs, options=opts
+    )
+    assert got["B=1"].status == MEASURED
+    assert backend.calls == [PAIRS]
+
+
+def test_a_large_win_that_does_not_fit_three_pairs_runs_with_two() -> None:
+    opts = Options()
+    per_pair = check_seconds(40_000.0, 500.0, 1, opts) - check_seconds(40_000.0, 500.0, 0, opts)
+    left = 0.2 + 2.5 * per_pair  # room for two pairs, not three
+    spent: dict[str, dict[str, float]] = {}
+    backend = _Backend(0.0, 40_000.0, 500.0)
+    item = _item(80.0, 40_000.0, 500.0)
+    got = final_check(_evaluator(backend), [item], time.monotonic() + left, {}, options=opts, spent=spent)
+    assert got["B=1"].status == MEASURED
+    assert backend.calls == [FLOOR_PAIRS]
+    assert spent["B=1"]["pairs"] == FLOOR_PAIRS
+
+
+def test_a_small_gain_keeps_the_three_pair_floor() -> None:
+    """Two pairs decide a 1.1x gain by one noisy ratio: it is still skipped, and says why."""
+    opts = Options()
+    per_pair = check_seconds(40_000.0, 36_000.0, 1, opts) - check_seconds(40_000.0, 36_000.0, 0, opts)
+    backend = _Backend(0.0, 40_000.0, 36_000.0)
+    item = _item(1.1, 40_000.0, 36_000.0)
+    got = final_check(_evaluator(backend), [item], time.monotonic() + 0.2 + 2.5 * per_pair, {}, options=opts)
+    assert got["B=1"].status == SKIPPED
+    assert f"with {MIN_PAIRS} pairs" in got["B=1"].reason
+    assert backend.calls == []
+
+
+def test_the_estimate_is_corrected_by_the_first_check_that_ran() -> None:
+    """A check that took 3x its estimate makes the next shape's estimate 3x, so a limit that the
+    first check's real cost shows too short cuts the second to fewer pairs instead of overrunning."""
+    opts = Options(max_runs=50, graph_launches=10, graph_replays=5, settle_s=0.0)  # light: the test sleeps
+    estimate = check_seconds(20.0, 10.0, 1, opts) - check_seconds(20.0, 10.0, 0, opts)
+    backend = _Backend(3 * estimate, 20.0, 10.0)
+    first = Shortlist(ShapePoint((("a", 1),)), "graph", {"X": 1}, 2.0, 20.0, 10.0)
+    second = Shortlist(ShapePoint((("b", 1),)), "graph", {"X": 1}, 1.9, 20.0, 10.0)
+    spent: dict[str, dict[str, float]] = {}
+    left = 0.4 + PAIRS * 3 * estimate + 3.5 * 3 * estimate  # the first in full; three of the second
+    final_check(_evaluator(backend), [first, second], time.monotonic() + left, {}, options=opts, spent=spent)
+    assert backend.calls[0] == PAIRS
+    assert 0.5 <= spent["a=1"]["spent_s"] / spent["a=1"]["expected_s"] / 3 <= 1.5
+    assert backend.calls[1] == 3, "the second check's estimate learned from the first"
+    assert 0.5 <= spent["b=1"]["spent_s"] / spent["b=1"]["expected_s"] <= 2.0
+
+
+def test_the_reserve_counts_launches_where_the_times_are_known() -> None:
+    costs = {"B=1": 7.0, "B=8": 7.0}
+    old = reserve(costs, 0, 1000.0)
+    new = reserve(costs, 0, 1000.0, pair_s={"B=1": 0.5})
+    assert new < old
+    assert new == reserve({"B=8": 7.0}, 0, 1000.0) + 0.2 + PAIRS * 0.5
