@@ -8,7 +8,7 @@ import pytest
 from ktx.ir import parse, parse_file
 from ktx.ir.launch import LaunchMapping, mapping_from_file, substitute
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(
