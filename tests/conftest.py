@@ -2,7 +2,7 @@
 
 * ``gpu``: tests marked so skip unless CuPy sees a CUDA device.
 * ``slow``: tests marked so (nvcc sweeps, end-to-end CLI runs, mypy) are left out of a run over
-  directories, so the README's ``pytest -q`` stays a few minutes on two cores; ``pytest -m slow``
+  directories, so the README's ``pytest -q -n 2`` stays a few minutes on two cores; ``pytest -m slow``
   runs them (``.ci/run`` does, after the main command). A run that chooses its own tests keeps
   them: any ``-m`` or ``-k`` expression, or a file or node id named on the command line.
 * pytest-xdist (the README's ``-n 2 --dist loadscope``): each worker collects and deselects the
