@@ -58,8 +58,9 @@ pass rewrites the launcher and the mapping in step.
 from __future__ import annotations
 
 import ast
+import functools
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -178,8 +179,14 @@ def wrapper_sites(
     return found
 
 
-def _calls(root: ts.Node) -> Iterator[tuple[ts.Node, str]]:
-    """Every call in the file with its callee's last name (``ns::launch<T>`` -> ``launch``)."""
+@functools.lru_cache(maxsize=32)
+def _calls(root: ts.Node) -> tuple[tuple[ts.Node, str], ...]:
+    """Every call in the file with its callee's last name (``ns::launch<T>`` -> ``launch``).
+
+    Cached per tree (a node equals another only in the same tree, and a cached node keeps its
+    tree alive): indexing a file asks for every launch site about twenty times per parse, and
+    this walk over every node, twice each time, was the hottest function of a pass run."""
+    found: list[tuple[ts.Node, str]] = []
     stack = [root]
     while stack:
         node = stack.pop()
@@ -189,7 +196,8 @@ def _calls(root: ts.Node) -> Iterator[tuple[ts.Node, str]]:
         callee = node.child_by_field_name("function")
         name = _last_name(callee)
         if name:
-            yield node, name
+            found.append((node, name))
+    return tuple(found)
 
 
 def _last_name(node: ts.Node | None) -> str:

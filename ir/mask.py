@@ -305,10 +305,20 @@ def _inside_function(root: ts.Node, start: int, end: int) -> bool:
     return False
 
 
+#: The bytes :func:`_brace_depths` must look at: literal and comment starts, line ends, brackets.
+_BRACE_SCAN_STOPS = frozenset(bytes([b]) for b in b"\"'/\n{}()")
+_BRACE_SCAN_STOP = re.compile(rb"[\"'/\n{}()]")
+#: A string or char literal's body after its opening quote: up to its closing quote or the line's
+#: end (a backslash escapes the next byte, a newline too), matched where the loop stepped bytes.
+_LITERAL_BODY = {q: re.compile(rb"(?:\\[\s\S]|[^\\\n" + q + rb"])*") for q in (b'"', b"'")}
+
+
 def _brace_depths(source: bytes, offsets: list[int]) -> list[int]:
     """Braces and parentheses open at each of ``offsets`` (ascending line starts): code only
     (comments, strings and directive lines skipped), and in ``#if`` groups the first branch
-    only, as tree-sitter would pair them. One scan for all offsets."""
+    only, as tree-sitter would pair them. One scan for all offsets; it jumps (by regex) over
+    the bytes that cannot matter, which most are: a byte at a time, this was a hot spot of every
+    parse of a file with ``#if`` in it."""
     found: list[int] = []
     depth = 0
     skipping: list[bool] = []  # per open #if: whether this branch is skipped (not the first)
@@ -341,11 +351,13 @@ def _brace_depths(source: bytes, offsets: list[int]) -> list[int]:
                 i = n if end < 0 else end + 1
                 continue
         at_line_start = False
+        if c not in _BRACE_SCAN_STOPS:  # nothing here can change the depth: jump to what can
+            found_stop = _BRACE_SCAN_STOP.search(source, i)
+            i = n if found_stop is None else found_stop.start()
+            continue
         if c in (b'"', b"'"):
-            j = i + 1
-            while j < n and source[j : j + 1] not in (c, b"\n"):
-                j += 2 if source[j : j + 1] == b"\\" else 1
-            i = j + 1
+            body = _LITERAL_BODY[c].match(source, i + 1)  # always matches, maybe empty
+            i = (i + 1 if body is None else body.end()) + 1
             continue
         if source.startswith(b"//", i):
             j = source.find(b"\n", i)

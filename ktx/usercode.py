@@ -13,7 +13,9 @@ ktx itself writes, and comments must be skipped before any tree exists (lowering
 
 from __future__ import annotations
 
+import bisect
 import re
+import sys
 
 HEADER_BEGIN = "// ktx:knobs begin"
 HEADER_END = "// ktx:knobs end"
@@ -36,17 +38,26 @@ def user_code(source: str) -> str:
     return "".join(chars)
 
 
+#: Where a comment or a literal can start; every other character :func:`comment_spans` passes over.
+_COMMENT_SCAN_STOP = re.compile(r"[\"'/]")
+#: A string or char literal's body after its opening quote: up to its closing quote or the line's
+#: end (a backslash escapes the next character, a newline too).
+_LITERAL_BODY = {q: re.compile(r"(?:\\[\s\S]|[^\\\n" + q + r"])*") for q in "\"'"}
+
+
 def comment_spans(text: str) -> list[tuple[int, int]]:
     """``[start, end)`` of each ``//`` and ``/* */`` comment (string and char literals skipped)."""
     spans: list[tuple[int, int]] = []
     i, n = 0, len(text)
     while i < n:
+        stop = _COMMENT_SCAN_STOP.search(text, i)  # jump over what cannot start either (most text)
+        if stop is None:
+            break
+        i = stop.start()
         ch = text[i]
         if ch in "\"'":
-            j = i + 1
-            while j < n and text[j] != ch and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            i = j + 1
+            body = _LITERAL_BODY[ch].match(text, i + 1)  # always matches, maybe empty
+            i = (i + 1 if body is None else body.end()) + 1
         elif text.startswith("//", i):
             j = text.find("\n", i)
             j = n if j < 0 else j
@@ -63,4 +74,7 @@ def comment_spans(text: str) -> list[tuple[int, int]]:
 
 
 def inside(offset: int, spans: list[tuple[int, int]]) -> bool:
-    return any(a <= offset < b for a, b in spans)
+    """Whether ``offset`` lies in one of ``spans`` (:func:`comment_spans`: ascending, disjoint),
+    by bisection: callers ask once per match over a whole template."""
+    k = bisect.bisect_right(spans, (offset, sys.maxsize)) - 1
+    return k >= 0 and spans[k][0] <= offset < spans[k][1]

@@ -2,9 +2,13 @@
 
 * ``gpu``: tests marked so skip unless CuPy sees a CUDA device.
 * ``slow``: tests marked so (nvcc sweeps, end-to-end CLI runs, mypy) are left out of a run over
-  directories, so the README's ``pytest -q`` stays a few minutes on two cores; ``pytest -m slow``
+  directories, so the README's ``pytest -q -n 2`` stays a few minutes on two cores; ``pytest -m slow``
   runs them (``.ci/run`` does, after the main command). A run that chooses its own tests keeps
   them: any ``-m`` or ``-k`` expression, or a file or node id named on the command line.
+* pytest-xdist (the README's ``-n 2 --dist loadscope``): each worker collects and deselects the
+  same way; a module stays on one worker, so its module fixtures are made once. Workers put the
+  slowest modules first (:data:`_FIRST`) so that neither worker is left with a long one at the
+  end, and report their slow count to the controller for the closing line.
 """
 
 from __future__ import annotations
@@ -60,6 +64,27 @@ def replayed_optimize(tmp_path_factory: pytest.TempPathFactory) -> Path:
 #: How many slow tests this run left out, for the closing summary.
 _SLOW_LEFT_OUT = pytest.StashKey[int]()
 
+#: Test modules an xdist run hands out first, slowest first (CPU seconds of their tests and module
+#: fixtures, measured): loadscope sends whole modules in collection order, so a long module
+#: collected last would leave one worker idle while the other finishes it.
+_FIRST = (
+    "tests/test_lint.py",  # mypy, cold cache: the slowest test
+    "tests/agent/test_loop.py",
+    "tests/agent/test_suite_smoke.py",
+    "tests/agent/test_keep_going.py",
+)
+
+
+def _relative(path: Path) -> str:
+    try:
+        return path.relative_to(ROOT).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
 
 def _named_files(config: pytest.Config) -> set[Path]:
     """Test files named on the command line (alone or in a node id), as absolute paths."""
@@ -88,6 +113,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Slow tests leave a directory run; a module's ``start_early(item)`` is called for each test
     that stays; tests marked ``gpu`` skip themselves without one."""
     _deselect_slow(config, items)
+    if _xdist_worker(config):  # every worker sorts alike (xdist checks that they collect the same)
+        rank = {name: i for i, name in enumerate(_FIRST)}
+        items.sort(key=lambda item: rank.get(_relative(item.path), len(rank)))
+        if _SLOW_LEFT_OUT in config.stash:
+            config.workeroutput["ktx_slow_left_out"] = config.stash[_SLOW_LEFT_OUT]  # type: ignore[attr-defined]
     for item in items:  # a test module may start a long subprocess now (tests/test_lint.py: mypy)
         start = getattr(getattr(item, "module", None), "start_early", None)
         if callable(start):
@@ -99,6 +129,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if reason:
         for item in marked:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    """xdist controller: take a worker's slow count (every worker deselects the same tests)."""
+    output = getattr(node, "workeroutput", {})
+    if "ktx_slow_left_out" in output:
+        node.config.stash[_SLOW_LEFT_OUT] = output["ktx_slow_left_out"]  # type: ignore[attr-defined]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:

@@ -75,8 +75,12 @@ _STARTED = pytest.StashKey[tuple[Path, "subprocess.Popen[str]"]]()
 def start_early(item: pytest.Item) -> None:
     """Called by tests/conftest.py for every test selected to run, when collection ends: starts
     mypy (30-60 s of CPU on a cold cache, in a process of its own) then, so that it checks on the
-    second core while the suite, one process, runs on the first; the test only awaits it."""
-    if item.name != "test_mypy_strict_clean":
+    second core while the suite, one process, runs on the first; the test only awaits it.
+
+    Not under pytest-xdist: every worker collects every test, so each would start one mypy on
+    the same cache. There tests/conftest.py hands this module out first instead, and the test
+    starts mypy itself."""
+    if item.name != "test_mypy_strict_clean" or hasattr(item.config, "workerinput"):
         return
     try:
         _tool("mypy")
