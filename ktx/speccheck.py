@@ -188,7 +188,7 @@ class _Compare:
                     f"{p.type} {p.name} by value",
                     'give it value = "..." instead of shape and role',
                 )
-            elif not arg.is_array and p.is_pointer:
+            elif not arg.is_array and not arg.null and p.is_pointer:
                 self.add(
                     "args",
                     ("args", i, "value"),

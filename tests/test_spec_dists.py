@@ -138,3 +138,20 @@ def test_the_range_is_part_of_the_cache_context(tmp_path: Path) -> None:
     two = spec_context(load_spec(write(tmp_path / "b", "int:1..rows")))
     assert one["args"][2]["dist"] == ["int", [], ["0", "rows"]]
     assert one != two
+
+
+def test_a_null_pointer_is_no_contradiction_of_the_kernels_pointer_parameter(tmp_path: Path) -> None:
+    """``dist = "null"`` has no shape, so the spec's arg is not an array: ``--check`` must not read
+    it as a scalar given for the kernel's pointer (ggml soft_max's mask and sinks are null)."""
+    from ktx.speccheck import contradictions
+
+    folder = write(tmp_path)
+    text = (folder / "ktx.toml").read_text()
+    spec = load_spec(folder / "ktx.toml")
+    found = [c.message for c in contradictions(spec, text)]
+    assert not [m for m in found if "scale" in m and "is a scalar" in m], found
+    # a real scalar for a pointer is still refused
+    bad = text.replace('dist = "null"', 'value = "1.0"')
+    (folder / "ktx.toml").write_text(bad)
+    found = [c.message for c in contradictions(load_spec(folder / "ktx.toml"), bad)]
+    assert any("scale is a scalar (it has a value)" in m for m in found), found

@@ -62,6 +62,7 @@ from ktx.ir.nodes import Function, LaunchSite
 from ktx import structdraft
 from ktx.blockers import TODO
 from ktx.draft.entries import DRAFT_FLAGS, DTYPE_BYTES, Arg, Draft, toml_str
+from ktx.draft.includes import include_flags
 from ktx.draft.review import second_look
 from ktx.draft.sizing import shape_values, size_shapes
 from ktx.errors import KtxError
@@ -413,10 +414,13 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     elif launch.shared not in ("0", ""):
         lines.append(f"shared = {toml_str(launch.shared)}")
     lines += [f"# note: {n}" for n in launch.notes]
+    inc_flags, inc_todo = include_flags(path, Path(out_dir) if out_dir is not None else path.parent)
+    lines += ["", "[compile]"]
+    if inc_todo is not None:
+        todos.append(inc_todo)
+        lines.append(f"# {TODO}: {inc_todo}")
     lines += [
-        "",
-        "[compile]",
-        f"flags = [{', '.join(toml_str(f) for f in DRAFT_FLAGS)}]",
+        f"flags = [{', '.join(toml_str(f) for f in (*DRAFT_FLAGS, *inc_flags))}]",
         "",
         "[reference]",
         "# Candidates are checked against the original kernel. To check the original too, write",

@@ -1,0 +1,57 @@
+"""The drafter's ``-I`` folders: the project's headers the kernel's file includes, found above it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ktx.draft.drafter import draft
+from ktx.draft.includes import include_dirs, include_flags
+
+KERNEL = """#include "common.cuh"
+#include <cuda_fp16.h>
+#include <hip/hip_runtime.h>
+__global__ void scale(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] *= 2.0f; }
+void launch(float* x, int n) { scale<<<1, 256>>>(x, n); }
+"""
+
+
+def _project(root: Path, extra: str = "") -> Path:
+    """proj/src/cuda/k.cu includes common.cuh (beside it), which includes "proj.h" (proj/include)."""
+    (root / "proj" / "include").mkdir(parents=True)
+    (root / "proj" / "src" / "cuda").mkdir(parents=True)
+    (root / "proj" / "include" / "proj.h").write_text("#pragma once\n#define PROJ 1\n")
+    (root / "proj" / "src" / "cuda" / "common.cuh").write_text(f'#pragma once\n#include "proj.h"\n{extra}')
+    kernel = root / "proj" / "src" / "cuda" / "k.cu"
+    kernel.write_text(KERNEL)
+    return kernel
+
+
+def test_a_header_included_from_a_header_is_found_in_the_projects_include_folder(tmp_path: Path) -> None:
+    found = include_dirs(_project(tmp_path))
+    assert found.dirs == ((tmp_path / "proj" / "include").resolve(),)
+    assert found.missing == ()  # <hip/hip_runtime.h> is not installed and not a TODO
+
+
+def test_the_flags_are_relative_to_the_spec_folder(tmp_path: Path) -> None:
+    kernel = _project(tmp_path)
+    out = tmp_path / "specs" / "scale"
+    out.mkdir(parents=True)
+    flags, todo = include_flags(kernel, out)
+    assert flags == ["-I../../proj/include"]
+    assert todo is None
+
+
+def test_a_quoted_header_found_nowhere_is_a_todo_that_names_it(tmp_path: Path) -> None:
+    kernel = _project(tmp_path, '#include "generated/config.h"\n')
+    flags, todo = include_flags(kernel, kernel.parent)
+    assert flags == ["-I../../include"]
+    assert todo is not None and "generated/config.h" in todo
+
+
+def test_the_draft_carries_the_include_flag_and_the_todo(tmp_path: Path) -> None:
+    kernel = _project(tmp_path, '#include "generated/config.h"\n')
+    text = draft(kernel, "scale").text
+    flags = next(ln for ln in text.splitlines() if ln.startswith("flags = "))
+    assert '"-I../../include"' in flags
+    before = text.splitlines()[text.splitlines().index(flags) - 1]
+    assert before.startswith("# TODO: compile flags") and "generated/config.h" in before
