@@ -58,7 +58,7 @@ DEAD_URL = _dead_url()
 #: ``ktx optimize --planner llm`` at an endpoint that never answers, on one recorded shape.
 LLM_DEAD = (
     "optimize", "{w}/silu_and_mul", "--planner", "llm", "--model", "m", "--base-url", DEAD_URL,
-    "--backend", f"replay:{OPT_RECORDING}", "--ncu", "off", "--shapes", "tokens=1,d=4096",
+    "--backend", "replay:{w}/measurements_only.json", "--ncu", "off", "--shapes", "tokens=1,d=4096",
     "--llm-attempts", "1", "--rounds", "1",
 )  # fmt: skip
 
@@ -106,6 +106,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (w / "afile").write_text("not a folder\n")
 
     _spec_folder(w, "silu_and_mul")  # the recordings are of a folder of this name
+    # the recorded measurements without the run they came from: an LLM planner cannot follow a
+    # rules-planned run's rounds, so its cases search these measurements instead
+    recorded = json.loads(OPT_RECORDING.read_text())
+    recorded.pop("run", None)
+    (w / "measurements_only.json").write_text(json.dumps(recorded))
     (w / "nospec").mkdir()
     shutil.copy(SILU / "kernel.cu", w / "nospec" / "kernel.cu")
     _spec_folder(w, "spec_empty", "")
