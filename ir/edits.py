@@ -12,11 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from ktx.ir.errors import KtxError, Location
 from ktx.ir.language import parse_tree
 from ktx.ir.module import Module, error_nodes
 from ktx.ir.source import Span
-
-from ktx.errors import KtxError, Location
 
 
 class EditError(KtxError):

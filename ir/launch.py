@@ -42,7 +42,7 @@ the ``.cu`` that includes and launches it.
 **The launch mapping**: grid, block and shared memory as expressions of shape variables and knobs.
 
 A template must say how to launch what it produces. :class:`LaunchMapping` holds that as
-:mod:`ktx.expr` text (``grid = ("tokens", "SPLIT")``, ``block = ("max(1, min(d // 8, 256))",)``),
+:mod:`ktx.ir.expr` text (``grid = ("tokens", "SPLIT")``, ``block = ("max(1, min(d // 8, 256))",)``),
 plus named intermediate ``vars`` (the launcher's ``num_warps``) so that a pass that changes one
 of them (block-size making ``num_warps`` a knob) changes every expression that uses it (the
 shared-memory size follows the warp count). :meth:`LaunchMapping.resolved` inlines the vars for
@@ -68,13 +68,12 @@ from typing import TYPE_CHECKING
 import tree_sitter as ts
 from ktx.ir import syntax
 from ktx.ir.consteval import SIZEOF, int_literal
+from ktx.ir.errors import KtxError
+from ktx.ir.expr import Expr, Value
 from ktx.ir.facts import assign
 from ktx.ir.language import macro_body_tree
 from ktx.ir.nodes import Function, LaunchSite
 from ktx.ir.source import Span
-
-from ktx.errors import KtxError
-from ktx.expr import Expr, Value
 
 if TYPE_CHECKING:
     from ktx.ir.module import Module

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import tree_sitter as ts
+from ktx.ir.errors import KtxError, Location
 from ktx.ir.foreign import IsolatedBody, isolate_broken_bodies, mask_foreign_syntax
 from ktx.ir.index import Indexer
 from ktx.ir.language import captures, parse_tree
@@ -28,8 +29,6 @@ from ktx.ir.nodes import (
     SharedArray,
 )
 from ktx.ir.source import LineIndex, Span
-
-from ktx.errors import KtxError, Location
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

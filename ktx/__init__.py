@@ -21,11 +21,11 @@ __all__ = [
 ]
 
 _WHERE = {
-    "KtxError": "ktx.errors",
+    "KtxError": "ktx.ir.errors",
     "Pass": "ktx.passbase",
     "apply": "ktx.api",
     "init": "ktx.api",
-    "load_spec": "ktx.spec",
+    "load_spec": "ktx.specload",
     "optimize": "ktx.api",
     "register": "ktx.registry",
     "tune": "ktx.api",

@@ -5,7 +5,7 @@ not shell out and parse tables: :func:`apply` returns the :class:`~ktx.template.
 ``ktx apply`` prints, :func:`tune` the :class:`~ktx.search.report.Summary` behind ``ktx tune``'s
 table, :func:`optimize` the :class:`~ktx.agent.loop.OptimizeResult` behind ``ktx optimize``'s,
 and :func:`init` the :class:`~ktx.draft.Draft` ``ktx init`` writes. Errors are
-:class:`~ktx.errors.KtxError`, as on the command line. See ``docs/api.md``.
+:class:`~ktx.ir.errors.KtxError`, as on the command line. See ``docs/api.md``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ktx.errors import KtxError
+from ktx.ir.errors import KtxError
 
 if TYPE_CHECKING:
     from ktx.agent.loop import OptimizeResult
@@ -53,7 +53,7 @@ def tune(
     ``out``, ``seed``, ...)."""
     from ktx.registry import run_plugins
     from ktx.search.runner import TuneRequest, run_tune
-    from ktx.spec import load_spec
+    from ktx.specload import load_spec
 
     _check_options(TuneRequest, options)
     out = options.get("out") or Path(".ktx") / "runs" / load_spec(kernel_dir).name
@@ -72,7 +72,7 @@ def optimize(kernel_dir: str | Path, *, plugins: Sequence[str] = (), **options: 
     from ktx.agent.loop import OptimizeRequest
     from ktx.agent.loop import optimize as run_optimize
     from ktx.registry import run_plugins
-    from ktx.spec import load_spec
+    from ktx.specload import load_spec
 
     _check_options(OptimizeRequest, options)
     out = options.get("out") or Path(".ktx") / "optimize" / load_spec(kernel_dir).name

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ktx.errors import KtxError
+from ktx.ir.errors import KtxError
 
 #: The placeholder a draft writes where it cannot tell a value; the spec loader refuses it, so a
 #: draft with TODOs never runs by accident.

@@ -25,11 +25,14 @@ from pathlib import Path
 from typing import Literal
 
 from ktx.ir import parse_file
+from ktx.ir.errors import KtxError, Location
+from ktx.ir.expr import Value
 from ktx.ir.facts.extents import AccessCheck, KernelExtents
 
-from ktx.errors import KtxError, Location
-from ktx.expr import Value
-from ktx.spec import ShapePoint, Spec, load_spec, shape_note
+from ktx.spec import ShapePoint, Spec, shape_note
+
+#: Shared memory a block gets without opting in, and on sm_90 with it
+from ktx.specload import load_spec
 
 #: Shared memory a block gets without opting in, and on sm_90 with it
 #: (``cudaFuncAttributeMaxDynamicSharedMemorySize``, which ktx's harness sets when needed).

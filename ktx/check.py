@@ -5,7 +5,7 @@ In order, each step only when the one before found nothing:
 1. the ``# TODO:`` lines ``ktx init`` left whose placeholder is still there;
 2. the raw TOML types ``--check`` knows the loader may take for something else (an ``[[args]]
    shape = 5``: an integer where an extent list belongs);
-3. the spec loader's own error (:func:`ktx.spec.load_spec`);
+3. the spec loader's own error (:func:`ktx.specload.load_spec`);
 4. the kernel the spec names, among the ``__global__`` functions of its source;
 5. the spec against the source (:mod:`ktx.speccheck`): ``[[args]]`` names and count, roles
    against reads and writes, dtypes against element types, template arguments against the
@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ktx.ir import parse_file
+from ktx.ir.errors import KtxError, Location
 
 from ktx.blockers import TODO, Blocker
 from ktx.bounds import Finding, check_spec
-from ktx.errors import KtxError, Location
 from ktx.spec import SPEC_FILE, ShapePoint, Spec, parse_spec
 from ktx.speccheck import contradictions
 from ktx.tomlpos import TomlPositions

@@ -2,7 +2,7 @@
 
 Each subcommand lives in its own module under :mod:`ktx.commands` and exposes
 ``register(subparsers)``; this module only wires them together and turns
-:class:`~ktx.errors.KtxError` into a one-line message and exit code 2.
+:class:`~ktx.ir.errors.KtxError` into a one-line message and exit code 2.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from ktx.errors import KtxError
+from ktx.ir.errors import KtxError
 
 #: Subcommand modules, in the order ``ktx --help`` lists them.
 COMMANDS: tuple[str, ...] = (

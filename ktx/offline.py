@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ktx.errors import KtxError, Location, NoGpuError
+from ktx.ir.errors import KtxError, Location, NoGpuError
 
 #: Where a kernel folder keeps the recordings of whole ``ktx optimize`` runs.
 RECORDED = Path("recorded") / "optimize"

@@ -35,10 +35,10 @@ from enum import IntEnum
 from typing import ClassVar, Generic, Literal, TypeVar
 
 from ktx.ir import Edit, Function, LaunchSite, Loop, Module, Span
+from ktx.ir.errors import KtxError
+from ktx.ir.expr import Expr
 from ktx.ir.launch import LaunchMapping
 
-from ktx.errors import KtxError
-from ktx.expr import Expr
 from ktx.usercode import user_code
 
 PASS_NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")

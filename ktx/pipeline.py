@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 from ktx.ir import Edit, EditSet, Function, Loop, Module, apply, parse
 from ktx.ir.edits import map_back
+from ktx.ir.errors import KtxError, Location
 from ktx.ir.launch import LaunchMapping, mapping_from_file
 
-from ktx.errors import KtxError, Location
 from ktx.passbase import (
     Knob,
     Outcome,

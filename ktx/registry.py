@@ -26,7 +26,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from ktx.errors import KtxError, Location
+from ktx.ir.errors import KtxError, Location
+
 from ktx.passbase import KNOB_NAME, OPTION_NAME, PASS_NAME, Pass, Phase
 
 PassClass = type[Pass[Any]]

@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ktx.ir import Function, Module, parse
+from ktx.ir.errors import KtxError, Location
+from ktx.ir.expr import expand
 from ktx.ir.facts.signature import ParamFact, launched_template_args, param_facts
 
 from ktx.dtypes import DType, of_ctype
-from ktx.errors import KtxError, Location
-from ktx.expr import expand
 from ktx.tomlpos import TomlPositions
 
 if TYPE_CHECKING:  # types only: ktx.spec calls this module at load

@@ -39,10 +39,10 @@ from typing import Any
 
 from ktx.ir import Edit
 from ktx.ir.edits import splice
+from ktx.ir.errors import KtxError
+from ktx.ir.expr import Expr, Value
 from ktx.ir.launch import LaunchMapping
 
-from ktx.errors import KtxError
-from ktx.expr import Expr, Value
 from ktx.passbase import CONSTEXPR_PREFIX, HELPERS, MACRO_PREFIX, Knob, Outcome, outcome_from_json
 from ktx.usercode import (
     HEADER_BEGIN,
@@ -67,7 +67,7 @@ Config = Mapping[str, int]
 class KnobSpace:
     """Knobs (finite integer domains with defaults) and constraints over knobs and shapes.
 
-    Constraints are :mod:`ktx.expr` predicates. One that names a shape variable
+    Constraints are :mod:`ktx.ir.expr` predicates. One that names a shape variable
     (``d % (VEC * 32) == 0``) can only be checked for a shape; without one it is left to the
     harness.
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ktx.errors import Location
+from ktx.ir.errors import Location
 
 PathPart = str | int
 KeyPath = tuple[PathPart, ...]

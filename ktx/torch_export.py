@@ -27,11 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ktx.errors import KtxError, Location
+from ktx.ir.errors import KtxError, Location
+
 from ktx.measure.types import Candidate
 from ktx.records import check_schema
 from ktx.records.files import check_format
-from ktx.spec import Spec, load_spec
+from ktx.spec import Spec
+
+#: Spec dtypes to torch dtypes (attribute names of ``torch``).
+from ktx.specload import load_spec
 
 #: Spec dtypes to torch dtypes (attribute names of ``torch``).
 TORCH_DTYPES: Mapping[str, str] = {

@@ -41,7 +41,8 @@ sys.path.insert(0, str(ROOT))
 from ktx.measure.harness import Harness as _Harness  # noqa: E402
 from ktx.measure.protocol import DEFAULT_HANDLER  # noqa: E402
 from ktx.measure.types import Candidate, Measurement  # noqa: E402
-from ktx.spec import ShapePoint, Spec, load_spec  # noqa: E402
+from ktx.spec import ShapePoint, Spec  # noqa: E402
+from ktx.specload import load_spec  # noqa: E402
 
 HANDLER = [DEFAULT_HANDLER]
 

@@ -26,11 +26,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from ktx.errors import KtxError
+from ktx.ir.errors import KtxError
+
 from ktx.search import synthetic
 from ktx.search.compare import CHECKPOINTS, SamplerResult, compare, fraction_checkpoints, markdown, optimum
 from ktx.search.recording import Recording, write
-from ktx.spec import ShapePoint, load_spec
+from ktx.spec import ShapePoint
+from ktx.specload import load_spec
 
 
 def main() -> int:

@@ -92,7 +92,7 @@ def child(shapes: Sequence[str], index: int) -> list[dict[str, Any]]:
     from ktx.measure.types import original_candidate
     from ktx.measure.verify import seeded_inputs
     from ktx.measure.warmup import warm_up
-    from ktx.spec import load_spec
+    from ktx.specload import load_spec
 
     spec = load_spec(ROOT / "kernels" / "silu_and_mul")
     limits = gpu.device_limits(measure_bandwidth=False)
@@ -102,7 +102,7 @@ def child(shapes: Sequence[str], index: int) -> list[dict[str, Any]]:
 
     def bind(point_name: str) -> Any:
         point = spec.find_point(point_name)
-        from ktx.expr import expand
+        from ktx.ir.expr import expand
 
         name = expand(cand.name_expression, cand.env(spec, point))
         req = CompileRequest(cand.source, name, tuple(cand.flags), limits.cc, spec.include_dirs)

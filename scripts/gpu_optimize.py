@@ -56,7 +56,7 @@ def ncu_check(root: Path, kernel: str, budget: float) -> dict[str, Any]:
     """Profile one shape of one kernel with ncu (no loop), to record whether the metrics come."""
     sys.path.insert(0, str(root))
     from ktx.agent import ncu
-    from ktx.spec import load_spec
+    from ktx.specload import load_spec
 
     if ncu.ncu_path() is None:
         return {"ran": False, "why": "ncu is not on the PATH"}

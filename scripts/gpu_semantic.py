@@ -41,7 +41,8 @@ from ktx.measure.gpu import Options  # noqa: E402
 from ktx.measure.harness import Harness  # noqa: E402
 from ktx.measure.types import Candidate, Measurement  # noqa: E402
 from ktx.pipeline import candidate_from_template, template_for_spec  # noqa: E402
-from ktx.spec import ShapePoint, Spec, load_spec  # noqa: E402
+from ktx.spec import ShapePoint, Spec  # noqa: E402
+from ktx.specload import load_spec  # noqa: E402
 from ktx.template import Template  # noqa: E402
 
 STRUCTURAL = "block-size,launch-bounds,unroll"

@@ -85,7 +85,8 @@ def written(tops: Iterable[str] = WHERE) -> set[str]:
 
 def resolve(pipeline: str) -> str:
     """The scheduled order of ``pipeline``: names joined by commas, an added pass marked ``+``."""
-    from ktx.errors import KtxError
+    from ktx.ir.errors import KtxError
+
     from ktx.pipeline import instantiate_specs, parse_pipeline, schedule
     from ktx.registry import default_registry
 
@@ -100,8 +101,8 @@ def resolve(pipeline: str) -> str:
 def what_if(phases: str, table: Path) -> int:
     """Print the rows of ``table`` that edges derived from ``phases`` would move; 1 if any do."""
     import networkx as nx
+    from ktx.ir.errors import KtxError
 
-    from ktx.errors import KtxError
     from ktx.pipeline import instantiate_specs, parse_pipeline
     from ktx.registry import default_registry
 

@@ -35,7 +35,8 @@ from typing import Any
 from ktx.measure.types import Measurement, config_key
 from ktx.search.recording import FORMAT, write
 from ktx.search.tunable import load_tunable
-from ktx.spec import ShapePoint, load_spec
+from ktx.spec import ShapePoint
+from ktx.specload import load_spec
 
 KERNEL = "kernels/act_and_mul_scalar"
 PASSES = "vectorize,block-size{min=64},split{max=32},unroll{loops=L0,max=4},cache-hints{stores=false}"

@@ -283,8 +283,8 @@ def sweep_file(job: Job) -> list[Case]:
     """Run every (kernel, pipeline) of one file; a rewrite to compile is written under job.work
     and named in ``Case.error`` (as ``instance:<path>``) for the compile phase."""
     from ktx.ir import parse
+    from ktx.ir.errors import KtxError
 
-    from ktx.errors import KtxError
     from ktx.pipeline import run
 
     signal.signal(signal.SIGALRM, _alarm)
@@ -362,8 +362,9 @@ def sweep_file(job: Job) -> list[Case]:
 
 def init_file(job: Job) -> list[InitCase]:
     """``ktx init --print`` (and ``--check`` on the drafted folder) for every kernel of a file."""
+    from ktx.ir.errors import KtxError
+
     from ktx.draft import check, draft
-    from ktx.errors import KtxError
 
     signal.signal(signal.SIGALRM, _alarm)
     src = job.source

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from ktx.errors import KtxError, Location
-from ktx.expr import Expr
+from ktx.ir.errors import KtxError, Location
+from ktx.ir.expr import Expr
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,9 @@
 Two rules keep the house standing:
 
 * ``ir/`` (``ktx.ir``) is the analysis layer: it reads the source and answers questions about
-  it. It may import nothing of ``ktx`` above it but a few leaf modules (:data:`IR_MAY_IMPORT`),
-  or the analysis would again depend on the code that consumes it (the 12-module cycle between
+  it. It imports nothing of ``ktx`` outside ``ktx.ir`` (:data:`IR_MAY_IMPORT` is empty: the
+  leaves it needed, ``errors``, ``expr`` and the C type table, live in ``ir/`` now), or the
+  analysis would again depend on the code that consumes it (the 12-module cycle between
   ``ir/facts/`` and ``ktx/syntax.py`` was that).
 * No import cycle anywhere in the package: a cycle makes the import order matter, invites
   function-local imports to dodge it, and means neither module can be read, tested or moved
@@ -37,9 +38,9 @@ import networkx as nx
 ROOT = Path(__file__).resolve().parents[1]
 #: Folder -> the package it installs as (pyproject's ``package-dir``).
 PACKAGES = {"ktx": "ktx", "ir": "ktx.ir", "passes": "ktx.passes"}
-#: What ``ktx.ir`` may import from ``ktx`` above it: leaf modules, which import nothing of ktx
-#: but each other (checked by :func:`test_allowed_modules_are_leaves`).
-IR_MAY_IMPORT = frozenset({"ktx.errors", "ktx.expr", "ktx.dtypes"})
+#: What ``ktx.ir`` may import from ``ktx`` outside ``ktx.ir``: nothing (issue 21, item 6). Were a
+#: leaf ever added, it must import nothing of ktx but the others (:func:`test_allowed_modules_are_leaves`).
+IR_MAY_IMPORT: frozenset[str] = frozenset()
 
 
 def module_files() -> dict[str, Path]:
@@ -123,7 +124,7 @@ def cycles() -> list[list[str]]:
 def test_the_graph_sees_the_imports() -> None:
     """The reader is not blind: known edges are found (a regression here would pass the rest)."""
     graph = import_graph()
-    assert graph.has_edge("ktx.ir.module", "ktx.errors")  # a module-level import
+    assert graph.has_edge("ktx.ir.module", "ktx.ir.errors")  # a module-level import
     assert graph.has_edge("ktx.pipeline", "ktx.ir")  # ``from ktx.ir import ...`` is the package
     assert graph.has_edge("ktx.passes.vectorize", "ktx.ir.syntax")
     assert len(graph) > 120 and graph.number_of_edges() > 500
@@ -144,6 +145,18 @@ def test_function_local_and_type_checking_imports(tmp_path: Path) -> None:
 
 def test_ir_imports_nothing_above_it_but_leaves() -> None:
     assert ir_imports_above() == []
+
+
+def test_ir_imports_nothing_of_ktx_outside_ir() -> None:
+    """ir/ stands on the ground floor: every ktx module it imports (TYPE_CHECKING too) is ktx.ir's."""
+    graph = import_graph(type_checking=True)
+
+    def in_ir(name: str) -> bool:
+        return name == "ktx.ir" or name.startswith("ktx.ir.")
+
+    outside = sorted((a, b) for a, b in graph.edges if in_ir(a) and not in_ir(b))
+    assert outside == []
+    assert not IR_MAY_IMPORT
 
 
 def test_allowed_modules_are_leaves() -> None:

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import pytest
+from ktx.ir.errors import KtxError
 
-from ktx.errors import KtxError
 from ktx.passbase import Option, Pass, Rewriter, Site, Skip, Target
 from ktx.pipeline import instantiate_specs, parse_pipeline, run, schedule
 from ktx.registry import Registry, default_registry
@@ -167,7 +167,7 @@ def test_spec_seam_for_the_harness() -> None:
     from pathlib import Path
 
     from ktx.pipeline import candidate, template_for_spec
-    from ktx.spec import load_spec
+    from ktx.specload import load_spec
 
     spec = load_spec(Path(__file__).resolve().parents[1] / "kernels" / "rmsnorm")
     t = template_for_spec(spec, "block-size")

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from ktx.ir.errors import KtxError, Location
 
-from ktx.errors import KtxError, Location
 from ktx.records import (
     RecordedRound,
     RecordedRun,

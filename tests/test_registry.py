@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ktx.ir.errors import KtxError
 
 import ktx.registry as registry_module
-from ktx.errors import KtxError
 from ktx.passbase import KnobSpec, Option, Pass, Rewriter, Site, Skip, Target
 from ktx.registry import PassDefinitionError, Registry, check_pass, load_plugin
 

@@ -27,7 +27,8 @@ from ktx.measure.types import Candidate
 from ktx.pipeline import candidate_from_template, template_for_spec
 from ktx.report.diffs import global_functions, tuned_source
 from ktx.search.tunable import Tunable
-from ktx.spec import Spec, load_spec
+from ktx.spec import Spec
+from ktx.specload import load_spec
 from ktx.template import Template
 from ktx.torch_export import VARIANT_HEADER, Variant, cuda_source, without_knob_line
 

@@ -7,10 +7,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from ktx.ir.errors import KtxError
+from ktx.ir.expr import expand
 
-from ktx.errors import KtxError
-from ktx.expr import expand
-from ktx.spec import ShapePoint, find_specs, load_spec, parse_spec
+from ktx.spec import ShapePoint, find_specs, parse_spec
+from ktx.specload import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = find_specs(ROOT / "kernels")

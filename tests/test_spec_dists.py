@@ -7,10 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ktx.ir.errors import KtxError
 
-from ktx.errors import KtxError
 from ktx.measure.verify import Draws, draw, python_reference, seeded_inputs
-from ktx.spec import ShapePoint, load_spec
+from ktx.spec import ShapePoint
+from ktx.specload import load_spec
 
 SOURCE = """\
 __global__ void rope(float* out, const float* cache, const long* positions, const int* slots,

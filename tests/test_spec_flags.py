@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ktx.spec import flag_paths, load_spec
+from ktx.spec import flag_paths
+from ktx.specload import load_spec
 
 
 def test_include_folders_resolve_against_the_spec_folder(tmp_path: Path) -> None:

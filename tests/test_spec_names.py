@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ktx.ir.errors import KtxError
 
-from ktx.errors import KtxError
 from ktx.measure.types import original_candidate
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 
 SOURCE = """\
 #include <cstdint>

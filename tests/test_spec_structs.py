@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ktx.ir.errors import KtxError
 from ktx.ir.facts.structs import kernel_layouts
 
-from ktx.errors import KtxError
-from ktx.spec import STRUCT, load_spec
+from ktx.spec import STRUCT
+from ktx.specload import load_spec
 
 KERNEL = r"""
 #include <cuda_runtime.h>

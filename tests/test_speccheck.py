@@ -16,12 +16,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from ktx.ir.errors import KtxError
 
 from ktx.check import review
 from ktx.cli import main
-from ktx.errors import KtxError
-from ktx.spec import load_spec, parse_spec
+from ktx.spec import parse_spec
 from ktx.speccheck import contradictions
+from ktx.specload import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "init" / "contradict"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from ktx.ir.errors import KtxError
 from ktx.ir.launch import LaunchMapping
 
-from ktx.errors import KtxError
 from ktx.passbase import Knob
 from ktx.pipeline import run
 from ktx.template import KnobSpace, Template, Trace, lower

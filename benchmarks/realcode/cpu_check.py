@@ -116,7 +116,8 @@ def ktx_build(folder: Path) -> str:
     proves the harness can build what it names (a kernel in a namespace, say, it cannot)."""
     from ktx.measure.compile import CompileRequest, compile_kernel
     from ktx.measure.types import original_candidate
-    from ktx.spec import expand, load_spec
+    from ktx.spec import expand
+    from ktx.specload import load_spec
 
     cwd = os.getcwd()
     os.chdir(folder)
@@ -173,9 +174,10 @@ def samples(folder: Path, passes: Sequence[str] = SAMPLE_PASSES) -> dict[str, st
     built the way ``ktx run`` builds a candidate. ``ok``, ``no knob`` (the pass found no site),
     ``refused: ...`` (ktx's reason) or ``fails: ...`` (the build's first error): whether each
     rewrite of a real kernel is valid CUDA, before a GPU is involved."""
-    from ktx.errors import KtxError
+    from ktx.ir.errors import KtxError
+
     from ktx.pipeline import candidate_from_template, template_for_spec
-    from ktx.spec import load_spec
+    from ktx.specload import load_spec
 
     out: dict[str, str] = {}
     cwd = os.getcwd()

@@ -71,8 +71,9 @@ def kernel_dir(kernel: Mapping[str, Any]) -> Path:
 
 def draft_kernel(kernel: Mapping[str, Any], src: Path = SRC, seconds: int = DRAFT_SECONDS) -> Drafted:
     """``ktx init`` on the kernel, as if its folder were ``<id>/`` (so ``source`` is relative)."""
+    from ktx.ir.errors import KtxError
+
     from ktx.api import init
-    from ktx.errors import KtxError
 
     try:
         with _limit(seconds):

@@ -14,13 +14,33 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ktx.dtypes import C_TYPES
-
 if TYPE_CHECKING:
     from ktx.ir.module import Module
 
 
-#: C/CUDA element types to spec dtypes (PyTorch's c10::BFloat16 ... included); ktx.dtypes is a leaf.
+#: C++ element types to spec dtypes: CUDA's, PyTorch's (``c10::``/``at::``, which a project's
+#: launchers pass as ``scalar_t``), CUTLASS's and ``<cstdint>``'s. ``ktx init`` maps a kernel's
+#: pointer types through it, and a spec may write any of them as a dtype. ``c10::Float8_e4m3fnuz``
+#: (bias 8, no negative zero) is a different encoding and is not mapped.
+C_TYPES: dict[str, str] = {
+    "float": "fp32", "double": "fp64",
+    "half": "fp16", "__half": "fp16", "at::Half": "fp16", "c10::Half": "fp16", "float16_t": "fp16",
+    "cutlass::half_t": "fp16", "half_t": "fp16", "_Float16": "fp16",
+    "__nv_bfloat16": "bf16", "nv_bfloat16": "bf16", "at::BFloat16": "bf16", "c10::BFloat16": "bf16",
+    "bfloat16_t": "bf16", "cutlass::bfloat16_t": "bf16", "__bf16": "bf16",
+    "__nv_fp8_e4m3": "fp8_e4m3", "c10::Float8_e4m3fn": "fp8_e4m3", "at::Float8_e4m3fn": "fp8_e4m3",
+    "cutlass::float_e4m3_t": "fp8_e4m3", "float_e4m3_t": "fp8_e4m3",
+    "__nv_fp8_e5m2": "fp8_e5m2", "c10::Float8_e5m2": "fp8_e5m2", "at::Float8_e5m2": "fp8_e5m2",
+    "cutlass::float_e5m2_t": "fp8_e5m2", "float_e5m2_t": "fp8_e5m2",
+    "int8_t": "int8", "signed char": "int8", "char": "int8", "uint8_t": "uint8", "unsigned char": "uint8",
+    "int16_t": "int16", "short": "int16", "uint16_t": "uint16", "unsigned short": "uint16",
+    "int": "int32", "int32_t": "int32", "unsigned": "uint32", "unsigned int": "uint32",
+    "uint32_t": "uint32", "long": "int64", "long long": "int64", "int64_t": "int64",
+    "unsigned long": "uint64", "unsigned long long": "uint64", "uint64_t": "uint64", "size_t": "uint64",
+    "bool": "bool",
+}  # fmt: skip
+
+#: The table under the name this module's readers use (ktx.dtypes re-exports it as C_TYPES).
 DTYPES: Mapping[str, str] = C_TYPES
 
 

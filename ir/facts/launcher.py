@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING
 
 import tree_sitter as ts
 from ktx.ir import syntax
+from ktx.ir.errors import KtxError, Location
+from ktx.ir.expr import Expr
 from ktx.ir.facts import assign
 from ktx.ir.facts.dtypes import DTYPES, dtype_of
 from ktx.ir.launch import (
@@ -38,9 +40,6 @@ from ktx.ir.launch import (
 )
 from ktx.ir.nodes import Function, LaunchSite
 
-from ktx.errors import KtxError, Location
-from ktx.expr import Expr
-
 if TYPE_CHECKING:
     from ktx.ir.module import Module
 
@@ -49,7 +48,7 @@ if TYPE_CHECKING:
 
 def choose_kernel(module: Module, path: str, name: str | None) -> tuple[Function, LaunchSite]:
     """The kernel ``name`` (the file's only kernel when None) and its first launch site; a
-    :class:`~ktx.errors.KtxError` at ``path`` says what is missing (ktx init's error line)."""
+    :class:`~ktx.ir.errors.KtxError` at ``path`` says what is missing (ktx init's error line)."""
     kernels = module.kernels
     if not kernels:
         raise KtxError("no __global__ kernel in the file", Location(path, 1, 1), "ktx init needs a kernel")

@@ -744,7 +744,7 @@ def varies(
 
 
 def to_expr(module: Module, node: ts.Node, params: set[str], constants: dict[str, str]) -> str | None:
-    """A C integer expression of parameters and constants as ktx.expr text, or None."""
+    """A C integer expression of parameters and constants as ktx.ir.expr text, or None."""
     t = node.type
     if t == "number_literal":
         text = _text(module, node).rstrip("uUlL")

@@ -11,7 +11,7 @@ For each parameter the drafter asks the body:
   size goes.
 
 The answers are expressions over parameter names, in the spec's expression language
-(:mod:`ktx.expr`), or None where the body does not say.
+(:mod:`ktx.ir.expr`), or None where the body does not say.
 """
 
 from __future__ import annotations
@@ -27,13 +27,12 @@ import tree_sitter as ts
 from ktx.ir import syntax
 from ktx.ir.access import _index_node, terms
 from ktx.ir.affine import Affine, kernel_index
+from ktx.ir.errors import KtxError
+from ktx.ir.expr import Expr
 from ktx.ir.facts import assign
 from ktx.ir.facts.kinds import access_kind as _kind
 from ktx.ir.facts.launcher import LaunchDraft
 from ktx.ir.nodes import Function, Param
-
-from ktx.errors import KtxError
-from ktx.expr import Expr
 
 if TYPE_CHECKING:
     from ktx.ir.module import Module

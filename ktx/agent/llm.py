@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from ktx.ir.errors import KtxError, Location
+
 from ktx.agent.plan import Plan, PlanError, extract_json, plan_schema, validate_plan
 from ktx.agent.planner import Attempt, PlanContext, Planner, PlanOutcome, Usage, checked
-from ktx.errors import KtxError, Location
 from ktx.records import check_schema, schema_of
 
 Message = dict[str, str]

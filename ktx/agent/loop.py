@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ktx.ir import parse
+from ktx.ir.errors import KtxError, Location
 
 from ktx.agent.analysis import Analysis, Device, KernelFacts, NcuMetrics, analyze, kernel_facts
 from ktx.agent.catalog import Catalog
@@ -56,7 +57,6 @@ from ktx.agent.search import (
     restricted,
     tunable_for,
 )
-from ktx.errors import KtxError, Location
 from ktx.measure.backend import Backend
 from ktx.measure.occupancy import DeviceLimits
 from ktx.measure.types import Measurement
@@ -72,7 +72,8 @@ from ktx.search.recording import Recording, ReplayDiverged, RunReplayBackend, re
 from ktx.search.runlog import RunLog, read_log
 from ktx.search.space import Config
 from ktx.search.tunable import Tunable
-from ktx.spec import ShapePoint, Spec, load_spec
+from ktx.spec import ShapePoint, Spec
+from ktx.specload import load_spec
 from ktx.template import KnobSpace, Template
 
 FORMAT = "ktx.optimize/1"

@@ -27,8 +27,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ktx.ir.errors import KtxError
+
 from ktx.agent.catalog import Catalog, PassInfo, option_to_json
-from ktx.errors import KtxError
 from ktx.passbase import Knob, OptionValue
 
 #: Most passes a plan may list (a longer pipeline is a sign of a confused answer).

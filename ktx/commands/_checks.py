@@ -2,7 +2,7 @@
 
 The commands read and write files a user names: a folder that does not exist, a file where a
 folder belongs, a JSON file a crash left half written, a kernel with a syntax error. Each check
-raises a :class:`~ktx.errors.KtxError` naming the path (and line, where there is one) and what
+raises a :class:`~ktx.ir.errors.KtxError` naming the path (and line, where there is one) and what
 to do, *before* the work starts, so a long run never fails at its end for want of a folder.
 """
 
@@ -13,8 +13,10 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ktx.errors import KtxError, Location
-from ktx.spec import Spec, load_spec
+from ktx.ir.errors import KtxError, Location
+
+from ktx.spec import Spec
+from ktx.specload import load_spec
 
 if TYPE_CHECKING:
     from ktx.ir.module import Module

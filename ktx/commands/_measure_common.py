@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from ktx.errors import KtxError
+from ktx.ir.errors import KtxError
+
 from ktx.measure.gpu import Options
 from ktx.measure.harness import Harness
 from ktx.measure.types import Candidate, Measurement

@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 from ktx.ir import parse_file
+from ktx.ir.errors import KtxError, Location
 
 from ktx.commands._checks import kernel_syntax, output_file
-from ktx.errors import KtxError, Location
 from ktx.pipeline import run as run_pipeline
 from ktx.registry import add_plugin_option, load_plugins
 from ktx.template import Template

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ktx.ir.errors import KtxError, Location
+
 from ktx.commands._checks import check_number, load_checked_spec, output_file
 from ktx.commands._measure_common import (
     add_measure_options,
@@ -24,7 +26,6 @@ from ktx.commands._measure_common import (
     us,
 )
 from ktx.commands._original import failure_line, warn_tolerances
-from ktx.errors import KtxError, Location
 from ktx.measure.harness import Harness, ReferenceChoice
 from ktx.measure.protocol import Supervisor
 from ktx.measure.replay import save_results

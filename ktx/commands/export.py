@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 
+from ktx.ir.errors import KtxError
+
 from ktx.commands._checks import output_folder
-from ktx.errors import KtxError
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -18,12 +18,12 @@ import sys
 from pathlib import Path
 
 from ktx.ir import parse_file
+from ktx.ir.errors import KtxError, Location
 
 from ktx.blockers import Blocker
 from ktx.check import review
 from ktx.commands._checks import kernel_syntax, load_checked_spec, output_folder
 from ktx.draft import draft
-from ktx.errors import KtxError, Location
 from ktx.spec import read_spec_text
 
 

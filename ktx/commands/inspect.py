@@ -16,8 +16,7 @@ from typing import Any
 from ktx.ir import Module, parse_file
 from ktx.ir.affine import LoopShape, kernel_index
 from ktx.ir.analysis import perf_constants
-
-from ktx.errors import KtxError, Location
+from ktx.ir.errors import KtxError, Location
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -19,11 +19,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ktx.ir.errors import KtxError
+
 from ktx import offline
 from ktx.agent.loop import PLANNERS, OptimizeRequest, OptimizeResult, optimize
 from ktx.commands._checks import check_number, load_checked_spec, output_folder
 from ktx.commands._original import report_failed_originals, warn_tolerances
-from ktx.errors import KtxError
 from ktx.records import FastMathRecord
 from ktx.registry import add_plugin_option, run_plugins
 from ktx.report.data import dispatched_config, dispatched_fast_math, fast_math_on, read_dispatch

@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ktx.ir.errors import KtxError, Location
+
 from ktx.commands._checks import output_folder
-from ktx.errors import KtxError, Location
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

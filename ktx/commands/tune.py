@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ktx.ir.errors import KtxError
+
 from ktx.commands._checks import check_number, load_checked_spec, output_folder
 from ktx.commands._original import report_failed_originals, warn_tolerances
-from ktx.errors import KtxError
 from ktx.registry import add_plugin_option, run_plugins
 from ktx.search.evaluate import METRICS
 from ktx.search.runner import TuneRequest, run_tune, select_points

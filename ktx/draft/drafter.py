@@ -17,6 +17,7 @@ from pathlib import Path
 import tree_sitter as ts
 from ktx.ir import parse_file, syntax
 from ktx.ir.clang import _namespace_path
+from ktx.ir.errors import KtxError
 from ktx.ir.facts.dtypes import dtype_of
 from ktx.ir.facts.launcher import (
     LaunchDraft,
@@ -65,7 +66,6 @@ from ktx.draft.entries import DRAFT_FLAGS, DTYPE_BYTES, Arg, Draft, toml_str
 from ktx.draft.includes import include_flags
 from ktx.draft.review import second_look
 from ktx.draft.sizing import shape_values, size_shapes
-from ktx.errors import KtxError
 
 
 def _struct_arg(

@@ -11,12 +11,12 @@ import ast
 from collections.abc import Sequence
 from pathlib import Path
 
+from ktx.ir.errors import KtxError
 from ktx.ir.nodes import Function
 
 from ktx.blockers import TODO, Blocker
 from ktx.check import review
 from ktx.draft.entries import toml_str
-from ktx.errors import KtxError
 from ktx.spec import ShapePoint
 
 

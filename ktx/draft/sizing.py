@@ -13,11 +13,10 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from ktx.ir.errors import KtxError
+from ktx.ir.expr import Expr, Value
 from ktx.ir.facts.launcher import LaunchDraft
 from ktx.ir.facts.params import extent_dims
-
-from ktx.errors import KtxError
-from ktx.expr import Expr, Value
 
 #: The most bytes of buffers a default shape point may need (the largest point of the product).
 SHAPE_BUDGET = 2 << 30

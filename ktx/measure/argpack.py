@@ -8,7 +8,7 @@ copying its bytes, so the kernel sees exactly the struct its own build declares.
 
 The layouts are checked against the spec when it is loaded (:func:`struct_layouts`): a field
 the struct lacks, one the spec leaves out, a ``type =`` that is not the kernel's, or a parameter
-that is no struct at all is a :class:`~ktx.errors.KtxError` at the argument's line.
+that is no struct at all is a :class:`~ktx.ir.errors.KtxError` at the argument's line.
 
 >>> from ktx.ir.facts.structs import Leaf, StructLayout
 >>> n, s = Leaf(("n",), 0, 4, "int", "int"), Leaf(("s",), 8, 8, "float", "double")
@@ -24,10 +24,10 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from ktx.ir.errors import KtxError, Location
+from ktx.ir.expr import Value
 
 from ktx.dtypes import encode
-from ktx.errors import KtxError, Location
-from ktx.expr import Value
 
 if TYPE_CHECKING:
     from ktx.ir.facts.structs import Leaf, StructLayout

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from ktx.ir.expr import Value, expand
 
 from ktx.dtypes import decode, poison
-from ktx.expr import Value, expand
 from ktx.measure.compile import CompileResult, cache_dir
 from ktx.measure.guards import (
     GuardFault,
@@ -59,7 +59,8 @@ from ktx.measure.verify import (
     seeded_inputs,
 )
 from ktx.measure.warmup import settle_seconds, steady_samples, warm_up
-from ktx.spec import ShapePoint, Spec, load_spec
+from ktx.spec import ShapePoint, Spec
+from ktx.specload import load_spec
 
 Array = Any  # a cupy.ndarray; CuPy has no type stubs
 

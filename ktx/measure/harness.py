@@ -17,8 +17,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, replace
 from typing import Any, Literal
 
-from ktx.errors import KtxError, Location, NoGpuError
-from ktx.expr import expand
+from ktx.ir.errors import KtxError, Location, NoGpuError
+from ktx.ir.expr import expand
+
 from ktx.measure.compile import CompilePool, CompileRequest, CompileResult
 from ktx.measure.cost import paired_options
 from ktx.measure.gpu import Options, verify_shapes

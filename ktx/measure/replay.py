@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ktx.errors import KtxError, Location
+from ktx.ir.errors import KtxError, Location
+
 from ktx.measure.types import Candidate, Measurement, config_key
 from ktx.spec import ShapePoint
 

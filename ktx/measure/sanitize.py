@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ktx.errors import KtxError
+from ktx.ir.errors import KtxError
+
 from ktx.measure.compile import find_nvcc
 from ktx.measure.types import Candidate
 from ktx.spec import ShapePoint, Spec
@@ -208,11 +209,11 @@ def _text(data: str | bytes | None) -> str:
 def launch_once(job: Mapping[str, Any]) -> str:
     """Compile, draw the inputs and launch the job's kernel once, with exact-size allocations."""
     import cupy as cp
+    from ktx.ir.expr import expand
 
-    from ktx.expr import expand
     from ktx.measure import gpu
     from ktx.measure.compile import CompileRequest, compile_kernel
-    from ktx.spec import load_spec
+    from ktx.specload import load_spec
 
     cp.cuda.set_allocator(None)  # every array its own cudaMalloc: memcheck knows its bounds
     cp.cuda.set_pinned_memory_allocator(None)

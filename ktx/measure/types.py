@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from typing import Any
 
-from ktx.expr import Expr, Value
+from ktx.ir.expr import Expr, Value
+
 from ktx.spec import ShapePoint, Spec
 
 

@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from ktx.ir.errors import KtxError, Location
+from ktx.ir.expr import Value
 
 from ktx.dtypes import decode, encode, fp8_order, poison
-from ktx.errors import KtxError, Location
-from ktx.expr import Value
 from ktx.measure.argpack import struct_values
 from ktx.spec import Arg, ShapePoint, Spec, Tolerance
 

@@ -14,7 +14,7 @@ The whole-file records (``dispatch.json``, ``trace.json``, ``summary.json``, ``b
 ``plan.json``, ``plugins.json``, ``baseline.json``) carry a ``format`` tag and are read through
 :mod:`ktx.records.files`.
 
-This module is a leaf: it imports only :mod:`ktx.errors`, so that the report, the replay and the
+This module is a leaf: it imports only :mod:`ktx.ir.errors`, so that the report, the replay and the
 loop can all use it without import cycles.
 
 >>> s = RecordedShape("tokens=1,d=4096", evaluations=2, measured=({"SPLIT": 4}, {"SPLIT": 2}))
@@ -23,7 +23,7 @@ True
 >>> check_schema({"schema": "ktx.rounds/9"}, "rounds", Location("r.jsonl", 3, 1))
 Traceback (most recent call last):
 ...
-ktx.errors.KtxError: r.jsonl:3:1: ktx.rounds/9 is not a schema this ktx reads (it reads ktx.rounds/1)
+ktx.ir.errors.KtxError: r.jsonl:3:1: ktx.rounds/9 is not a schema this ktx reads (it reads ktx.rounds/1)
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ktx.errors import KtxError, Location
+from ktx.ir.errors import KtxError, Location
 
 #: The schema version of each kind of record this ktx writes (and the only one it reads).
 VERSIONS: Mapping[str, int] = {

@@ -16,7 +16,7 @@ carry ``"schema"`` on each line instead: see :data:`ktx.records.VERSIONS`.
 >>> check_format({"format": "ktx.summary/7"}, "summary", Location("s.json"))
 Traceback (most recent call last):
 ...
-ktx.errors.KtxError: s.json: ktx.summary/7 is not a format this ktx reads (it reads ktx.summary/1)
+ktx.ir.errors.KtxError: s.json: ktx.summary/7 is not a format this ktx reads (it reads ktx.summary/1)
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ktx.errors import KtxError, Location
+from ktx.ir.errors import KtxError, Location
 
 #: The version of each whole-file record this ktx writes (and the only one it reads).
 FORMATS: Mapping[str, int] = {

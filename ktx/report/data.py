@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ktx.errors import KtxError, Location
+from ktx.ir.errors import KtxError, Location
+
 from ktx.records import RoundLine, RunState, ShapeRecord, read_rounds
 from ktx.records.files import read_record, stamped
 

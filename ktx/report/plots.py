@@ -11,7 +11,8 @@ import io
 import math
 from collections.abc import Mapping, Sequence
 
-from ktx.errors import KtxError
+from ktx.ir.errors import KtxError
+
 from ktx.report.data import RunData, finite
 
 STATUS_COLOURS = {

@@ -27,7 +27,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ktx.errors import Location
+from ktx.ir.errors import Location
+
 from ktx.measure.types import Candidate, Measurement
 from ktx.records import check_schema, schema_of
 from ktx.search.runlog import append_line, end_torn_line

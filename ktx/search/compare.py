@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import optuna
+from ktx.ir.errors import KtxError
 
-from ktx.errors import KtxError
 from ktx.search.cache import MeasurementCache
 from ktx.search.engine import Settings, evaluation_curve, search_shape
 from ktx.search.evaluate import Evaluator, choose_metric, objective_time

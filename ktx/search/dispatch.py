@@ -40,8 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ktx.errors import KtxError
-from ktx.expr import Expr, Value
+from ktx.ir.errors import KtxError
+from ktx.ir.expr import Expr, Value
+
 from ktx.measure.types import config_key
 from ktx.spec import ShapePoint
 

@@ -20,7 +20,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ktx.errors import KtxError
+from ktx.ir.errors import KtxError
+
 from ktx.measure.backend import Backend
 from ktx.measure.occupancy import DeviceLimits
 from ktx.measure.types import Candidate, Measurement, Status

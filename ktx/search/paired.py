@@ -30,8 +30,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ktx.errors import KtxError
-from ktx.expr import expand
+from ktx.ir.errors import KtxError
+from ktx.ir.expr import expand
+
 from ktx.measure.replay import REPLAYED
 from ktx.measure.types import Candidate, Measurement
 from ktx.spec import ShapePoint, Spec

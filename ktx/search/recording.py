@@ -33,7 +33,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ktx.errors import KtxError, Location
+from ktx.ir.errors import KtxError, Location
+
 from ktx.measure.replay import ReplayBackend
 from ktx.measure.types import Candidate, Measurement, Status, config_key
 from ktx.records import (

@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ktx.errors import Location
+from ktx.ir.errors import Location
+
 from ktx.records import check_schema, schema_of
 
 

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import optuna
+from ktx.ir.errors import KtxError, Location
 
-from ktx.errors import KtxError, Location
 from ktx.measure.backend import Backend
 from ktx.measure.gpu import Options
 from ktx.measure.occupancy import DeviceLimits
@@ -60,7 +60,8 @@ from ktx.search.report import HoldoutRow, ShapeResult, Summary, write_outputs
 from ktx.search.runlog import RunLog
 from ktx.search.study import default_url, open_storage, redact
 from ktx.search.tunable import Tunable, load_tunable
-from ktx.spec import ShapePoint, Spec, load_spec
+from ktx.spec import ShapePoint, Spec
+from ktx.specload import load_spec
 
 
 @dataclass(frozen=True)

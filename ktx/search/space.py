@@ -14,7 +14,7 @@ A knob may carry a *condition* over earlier knobs (the knobs of a pass are only 
 that pass is switched on). An inactive knob is not suggested at all, which keeps TPE's model of
 it clean, and takes its default so that the template can still be instantiated.
 
-Constraints are :class:`~ktx.expr.Expr` predicates over knobs and shape variables; they are
+Constraints are :class:`~ktx.ir.expr.Expr` predicates over knobs and shape variables; they are
 checked before anything is compiled (:meth:`Space.violations`).
 
 >>> space = Space((Knob("BLOCK", (64, 128, 256), 128), Knob("VEC", (1, 2, 4, 8), 8)),
@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
+from ktx.ir.errors import KtxError
+from ktx.ir.expr import Expr, Value
 
-from ktx.errors import KtxError
-from ktx.expr import Expr, Value
 from ktx.measure.types import config_key
 
 Config = Mapping[str, int]

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from ktx.ir.errors import KtxError
 
-from ktx.errors import KtxError
 from ktx.search.space import Space
 
 SAMPLERS = ("auto", "tpe", "random", "grid", "cmaes", "gp")

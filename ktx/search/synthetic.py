@@ -34,7 +34,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from ktx.expr import Expr
+from ktx.ir.expr import Expr
+
 from ktx.measure.occupancy import DeviceLimits, occupancy
 from ktx.measure.types import Measurement, Resources, Status, Timing, config_key
 from ktx.search.space import Knob, Space

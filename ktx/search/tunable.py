@@ -21,8 +21,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ktx.errors import KtxError
-from ktx.expr import Expr
+from ktx.ir.errors import KtxError
+from ktx.ir.expr import Expr
+
 from ktx.measure.replay import REPLAYED
 from ktx.measure.types import Candidate, original_candidate
 from ktx.search.space import Config, Space, knob_from

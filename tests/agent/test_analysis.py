@@ -86,7 +86,7 @@ def test_vector_types_mean_not_scalar_only() -> None:
     ],
 )
 def test_suite_kernels(folder: str, expect: dict[str, object]) -> None:
-    from ktx.spec import load_spec
+    from ktx.specload import load_spec
 
     path = ROOT / "kernels" / folder
     if not (path / "ktx.toml").exists():

@@ -8,7 +8,7 @@ from ktx.agent.loop import OptimizeRequest, load_records, optimize
 from ktx.agent.plan import PassChoice, Plan
 from ktx.agent.planner import PlanContext, PlanOutcome
 from ktx.agent.search import REWRITTEN
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 
 from .model_backend import GenericBackend
 

@@ -14,12 +14,13 @@ import pytest
 
 pytest.importorskip("openai", reason="the llm planner's tests need the openai package (ktx[llm])")
 
+from ktx.ir.errors import KtxError
+
 from ktx.agent.catalog import Catalog
 from ktx.agent.llm import AnswerCache, LLMPlanner, OpenAIChat, api_key_from_env, build_messages
 from ktx.agent.plan import restrict_knobs
 from ktx.agent.planner import PlanContext
 from ktx.agent.rules import RulesPlanner
-from ktx.errors import KtxError
 from ktx.passbase import Knob
 
 from .fake_openai import FakeOpenAI, Reply

@@ -10,7 +10,7 @@ import pytest
 
 from ktx.agent.loop import OptimizeRequest, error_budget, load_records, optimize
 from ktx.cli import main
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 
 from .model_backend import ModelBackend, recording_from_cache
 

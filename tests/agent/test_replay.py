@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ktx.ir.errors import KtxError
 
 from ktx.agent.loop import OptimizeRequest, load_records, optimize
-from ktx.errors import KtxError
 from ktx.records import measured_configs, read_jsonl
 from ktx.search.recording import Recording, ReplayDiverged
 from ktx.search.runlog import read_log

@@ -107,7 +107,7 @@ def test_vectorize_still_applies_after_the_planner_chose_split_first() -> None:
     from pathlib import Path
 
     from ktx.pipeline import template_for_spec
-    from ktx.spec import load_spec
+    from ktx.specload import load_spec
 
     spec = load_spec(Path(__file__).resolve().parents[2] / "kernels" / "act_and_mul_scalar")
     t = template_for_spec(spec, "split,vectorize")

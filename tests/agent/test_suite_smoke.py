@@ -7,12 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from ktx.ir.errors import KtxError
 
 from ktx.agent.loop import OptimizeRequest, load_records, optimize
-from ktx.errors import KtxError
 from ktx.pipeline import template_for_spec
 from ktx.registry import default_registry
-from ktx.spec import Spec, find_specs, load_spec
+from ktx.spec import Spec, find_specs
+from ktx.specload import load_spec
 
 from .model_backend import GenericBackend
 

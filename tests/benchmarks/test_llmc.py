@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from ktx.measure.compile import CompileRequest, compile_kernel, find_nvcc
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks" / "llmc"

@@ -14,7 +14,7 @@ from ktx.commands._original import failure_line, tolerance_warnings
 from ktx.measure.types import Status
 from ktx.search import synthetic
 from ktx.search.recording import write
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 SILU = ROOT / "kernels" / "silu_and_mul"

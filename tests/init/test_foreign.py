@@ -15,7 +15,7 @@ from ktx.ir.facts.params import read_kernel, size_use
 
 from ktx.draft import check, draft
 from ktx.draft.sizing import size_shapes
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 from tests.init.test_init import compare
 
 FOREIGN = Path(__file__).parent / "foreign"

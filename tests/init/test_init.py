@@ -14,7 +14,7 @@ import pytest
 
 from ktx.cli import main
 from ktx.draft import check, draft
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden"

@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ktx.ir.errors import KtxError
 from ktx.ir.facts.structs import kernel_layouts
 
 from ktx.draft import draft
-from ktx.errors import KtxError
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 
 KERNEL = r"""#include <cuda_runtime.h>
 struct Div { unsigned int mul; unsigned int shift; };

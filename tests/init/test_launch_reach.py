@@ -11,7 +11,7 @@ import pytest
 from ktx.cli import main
 from ktx.draft import check, draft
 from ktx.pipeline import template_for_spec
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 
 REACH = Path(__file__).resolve().parents[1] / "corpus" / "launch_reach"
 

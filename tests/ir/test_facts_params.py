@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 from ktx.ir import parse
+from ktx.ir.errors import KtxError
 from ktx.ir.facts.dtypes import dtype_of
 from ktx.ir.facts.launcher import choose_kernel, deduce_template_args, launcher_of
 from ktx.ir.facts.params import read_kernel, role_of, size_use, subscript_extent
-
-from ktx.errors import KtxError
 
 SRC = """\
 typedef float floatX;

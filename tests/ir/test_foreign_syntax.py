@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 from ktx.ir import parse
+from ktx.ir.errors import KtxError
 from ktx.ir.foreign import mask_foreign_syntax
-
-from ktx.errors import KtxError
 
 LAMBDA = """\
 __global__ void k(float* y, const float* x, int n) {

@@ -119,7 +119,7 @@ def test_spans_signature_and_body(mod: Module) -> None:
 
 
 def test_kernel_lookup_errors(mod: Module) -> None:
-    from ktx.errors import KtxError
+    from ktx.ir.errors import KtxError
 
     with pytest.raises(KtxError, match="3 kernels in this file: scale, weird, c_kernel"):
         mod.kernel()

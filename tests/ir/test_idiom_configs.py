@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 from ktx.ir import parse
+from ktx.ir.expr import Expr
 
-from ktx.expr import Expr
 from ktx.pipeline import run
 from ktx.template import Template
 

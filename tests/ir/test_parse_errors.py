@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 from ktx.ir import ParseError, parse, parse_file
-
-from ktx.errors import KtxError
+from ktx.ir.errors import KtxError
 
 
 def test_binary_file(tmp_path: Path) -> None:

@@ -48,10 +48,10 @@ SPEC_KERNELS: list[str] = sorted(p.parent.name for p in KERNELS_DIR.glob("*/ktx.
 
 def spec_name_expressions(name: str) -> list[str]:
     """The instantiations ktx compiles for a kernel: its spec's name expression expanded at
-    every point (and odd variant) of every shape set, read through ``ktx.spec.load_spec``."""
+    every point (and odd variant) of every shape set, read through ``ktx.specload.load_spec``."""
     from ktx.measure.types import original_candidate
-    from ktx.expr import expand
-    from ktx.spec import load_spec
+    from ktx.ir.expr import expand
+    from ktx.specload import load_spec
 
     spec = load_spec(KERNELS_DIR / name)
     cand = original_candidate(spec)

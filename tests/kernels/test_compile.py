@@ -10,7 +10,7 @@ import pytest
 
 from ktx.measure.compile import CompileRequest, compile_kernel, find_nvcc
 from ktx.measure.types import original_candidate
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 
 from ._suite import (
     KERNEL_NAMES,

@@ -21,7 +21,8 @@ from ktx.measure.occupancy import DeviceLimits
 from ktx.measure.protocol import WorkerFailure
 from ktx.measure.types import Candidate, Measurement, Resources, Status, Timing
 from ktx.measure.verify import seeded_inputs
-from ktx.spec import ShapePoint, Spec, load_spec
+from ktx.spec import ShapePoint, Spec
+from ktx.specload import load_spec
 
 OOB = "KTX_TEST_OOB_PACK"
 #: A source carrying this models a kernel that writes none of its outputs.

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ktx.ir.errors import KtxError
+from ktx.ir.expr import Expr
 from ktx.ir.facts.structs import Leaf, StructLayout, kernel_layouts, path_name
 
-from ktx.errors import KtxError
-from ktx.expr import Expr
 from ktx.measure.argpack import pack, struct_dtype
 from ktx.spec import STRUCT, Arg
 
@@ -125,7 +125,7 @@ def test_worker_launch_arguments_carry_the_packed_struct(tmp_path: Path) -> None
     """``ktx.measure.gpu._args``, the one place every launch (timed, graph, sanitizer) gets its
     arguments from: arrays, then the struct as a structured scalar, then the int scalar."""
     from ktx.measure import gpu
-    from ktx.spec import load_spec
+    from ktx.specload import load_spec
 
     (tmp_path / "kernel.cu").write_text(
         "struct P { char c; double s; };\n__global__ void k(float* y, P p, uint3 q, int n) { y[0] = 0.f; }\n"

@@ -13,7 +13,8 @@ import pytest
 from ktx.dtypes import POISON_BYTES, bf16_encode, decode, encode, fp8_encode, poison, poison_byte
 from ktx.measure.refcache import Verdict, VerdictCache, spec_digest, verdict_key
 from ktx.measure.verify import compare, seeded_inputs
-from ktx.spec import DEFAULT_TOLERANCE, Arg, Tolerance, load_spec
+from ktx.spec import DEFAULT_TOLERANCE, Arg, Tolerance
+from ktx.specload import load_spec
 
 EXACT = Tolerance(0.0, 0.0, 0.0)
 

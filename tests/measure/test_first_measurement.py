@@ -147,7 +147,7 @@ def test_the_workers_timing_path_on_a_simulated_device(
     from ktx.measure.occupancy import DeviceLimits
     from ktx.measure.types import Resources
     from ktx.measure.verify import seeded_inputs
-    from ktx.spec import load_spec
+    from ktx.specload import load_spec
 
     sim = SimGpu(low_runs=10 + 500 + 100 + 2 * 20 * 100 + 1000)
     cuda = SimpleNamespace(Event=lambda: SimEvent(sim), get_elapsed_time=lambda s, e: (e.t - s.t) * 1e3)
@@ -205,7 +205,7 @@ def test_the_first_graph_of_a_process_is_measured_again_from_a_fresh_capture(
     from ktx.measure.occupancy import DeviceLimits
     from ktx.measure.types import Resources
     from ktx.measure.verify import seeded_inputs
-    from ktx.spec import load_spec
+    from ktx.specload import load_spec
 
     sim = SimGpu(low_runs=0)
     monkeypatch.setattr(FirstGraphLow, "captured", 0)
@@ -254,7 +254,7 @@ def test_a_long_kernel_pays_neither_the_second_capture_nor_the_dropped_batch(
     from ktx.measure.occupancy import DeviceLimits
     from ktx.measure.types import Resources
     from ktx.measure.verify import seeded_inputs
-    from ktx.spec import load_spec
+    from ktx.specload import load_spec
 
     sim = SimGpu(low_runs=0)
     monkeypatch.setattr(FirstGraphLow, "captured", 0)

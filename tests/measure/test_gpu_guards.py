@@ -15,7 +15,7 @@ from ktx.measure.guards import is_spec_error
 from ktx.measure.harness import Harness
 from ktx.measure.sanitize import find_sanitizer, sanitize
 from ktx.measure.types import Status, original_candidate
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 
 pytestmark = pytest.mark.gpu
 

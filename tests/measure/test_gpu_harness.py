@@ -11,7 +11,8 @@ import pytest
 from ktx.measure.gpu import Options
 from ktx.measure.harness import Harness
 from ktx.measure.types import Candidate, Status, original_candidate
-from ktx.spec import find_specs, load_spec
+from ktx.spec import find_specs
+from ktx.specload import load_spec
 
 pytestmark = pytest.mark.gpu
 

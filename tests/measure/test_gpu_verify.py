@@ -15,7 +15,7 @@ import pytest
 from ktx.measure.gpu import Options
 from ktx.measure.harness import Harness
 from ktx.measure.types import Status, original_candidate
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 
 pytestmark = pytest.mark.gpu
 

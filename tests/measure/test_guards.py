@@ -28,7 +28,7 @@ from ktx.measure.guards import (
 from ktx.measure.harness import Harness
 from ktx.measure.types import Status
 from ktx.measure.verify import seeded_inputs
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = str(Path(__file__).with_name("fake_gpu.py")) + ":handle"

@@ -17,7 +17,7 @@ from ktx.measure import compile as compiler
 from ktx.measure.compile import CompileRequest, compile_kernel, find_nvcc, mangled_name
 from ktx.measure.harness import Harness
 from ktx.measure.types import Measurement, Resources, Status, original_candidate
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 
 
 def gpu_present() -> bool:

@@ -23,7 +23,7 @@ from ktx.measure.compile import (
     mangled_name,
 )
 from ktx.measure.types import original_candidate
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 
 FIXTURE = Path(__file__).with_name("fixtures") / "moe_sum_host"
 M2 = "_Z14moe_sum_kernelI13__nv_bfloat16Li2EEvPT_PKS1_i"

@@ -16,7 +16,8 @@ from ktx.measure.gpu import Options, verify_shapes
 from ktx.measure.harness import Harness
 from ktx.measure.types import Candidate, Measurement, Status
 from ktx.pipeline import candidate
-from ktx.spec import Spec, load_spec
+from ktx.spec import Spec
+from ktx.specload import load_spec
 
 from .test_harness_cpu import FAKE, needs_compiler
 

@@ -137,7 +137,7 @@ def test_run_sanitize_prints_one_block(
 def test_a_hung_child_is_reported_not_raised(no_toolkit: Path) -> None:
     from ktx.measure.sanitize import sanitize
     from ktx.measure.types import original_candidate
-    from ktx.spec import load_spec
+    from ktx.specload import load_spec
 
     script = no_toolkit / "compute-sanitizer"
     body = "import time\nprint('========= COMPUTE-SANITIZER', flush=True)\ntime.sleep(30)\n"
@@ -156,7 +156,7 @@ def test_the_tools_leave_api_errors_out_and_run_the_child_on_the_job(no_toolkit:
     ``python -m ktx.measure.sanitize JOB``."""
     from ktx.measure.sanitize import sanitize
     from ktx.measure.types import original_candidate
-    from ktx.spec import load_spec
+    from ktx.specload import load_spec
 
     (no_toolkit / "memcheck.txt").write_text(MEMCHECK_CLEAN)
     (no_toolkit / "racecheck.txt").write_text(RACECHECK_CLEAN)

@@ -15,7 +15,7 @@ from ktx.measure.argpack import pack, struct_layouts
 from ktx.measure.gpu import Options
 from ktx.measure.harness import Harness
 from ktx.measure.types import Status
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 
 pytestmark = pytest.mark.gpu
 

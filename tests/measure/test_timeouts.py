@@ -13,7 +13,7 @@ from ktx.measure.compile import find_nvcc
 from ktx.measure.harness import Harness
 from ktx.measure.timeouts import TimeoutPolicy, request_cost
 from ktx.measure.types import Status
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = str(Path(__file__).with_name("fake_gpu.py")) + ":handle"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ktx.ir.errors import KtxError
 
 from ktx.dtypes import bf16_decode, bf16_encode, decode, encode, fp8_table, poison
-from ktx.errors import KtxError
 from ktx.measure.occupancy import DeviceLimits, occupancy
 from ktx.measure.replay import ReplayBackend, save_results
 from ktx.measure.types import (
@@ -23,7 +23,8 @@ from ktx.measure.types import (
     original_candidate,
 )
 from ktx.measure.verify import compare, host_inputs, python_reference, round_seed, scalars
-from ktx.spec import DEFAULT_TOLERANCE, ShapePoint, load_spec
+from ktx.spec import DEFAULT_TOLERANCE, ShapePoint
+from ktx.specload import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 

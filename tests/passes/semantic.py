@@ -16,7 +16,8 @@ from passtest import ROOT
 
 from ktx.measure.types import Candidate
 from ktx.pipeline import candidate_from_template, template_for_spec
-from ktx.spec import Spec, load_spec
+from ktx.spec import Spec
+from ktx.specload import load_spec
 from ktx.template import Template
 
 SEMANTIC = ("vectorize", "fast-math", "warp-reduce", "hoist", "cache-hints", "rows-per-block")

@@ -216,7 +216,7 @@ def test_the_template_norm_benchmark_spec_searches_its_template_block_size() -> 
     from passtest import ROOT
 
     from ktx.pipeline import template_for_spec
-    from ktx.spec import load_spec
+    from ktx.specload import load_spec
 
     spec = load_spec(ROOT / "benchmarks" / "template_norm" / "ktx.toml")
     t = template_for_spec(spec, "block-size,vectorize")

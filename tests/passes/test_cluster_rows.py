@@ -20,7 +20,7 @@ from passtest import ROOT, apply, changed, code, remarks, suite_source
 from ktx.pipeline import mapping_from_spec, run
 from ktx.report.diffs import tuned_source
 from ktx.search.dispatch import DispatchTable, Rule, header
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 from ktx.template import Template
 
 NVCC = shutil.which("nvcc")

@@ -15,7 +15,7 @@ import pytest
 from passtest import ROOT, apply, remarks
 
 from ktx.pipeline import mapping_from_spec, run
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 from ktx.template import Template
 
 NVCC = shutil.which("nvcc")

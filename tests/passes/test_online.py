@@ -24,7 +24,7 @@ from test_row_owner import LADDER, LLMC
 
 from ktx.measure.compile import CompileRequest, compile_kernel, find_nvcc
 from ktx.pipeline import candidate_from_template, template_for_spec
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 
 HOST = Path(__file__).resolve().parent / "host"
 GXX = shutil.which("g++") or shutil.which("c++")

@@ -25,7 +25,7 @@ from test_row_owner import LADDER, LADDERS, LLMC
 
 from ktx.measure.gpu import Options
 from ktx.pipeline import candidate_from_template, template_for_spec
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 
 pytestmark = pytest.mark.gpu
 

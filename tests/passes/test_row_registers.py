@@ -17,7 +17,7 @@ from passtest import ROOT, apply, remarks
 
 from ktx.measure.compile import CompileRequest, compile_kernel, find_nvcc
 from ktx.pipeline import candidate_from_template, template_for_spec
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 
 CONFIG_LINE = re.compile(r"(?m)^// ktx: `[^`]*` instantiated with [^\n]*\n")
 KERNELS = {"rmsnorm": "rmsnorm_kernel", "fused_add_rmsnorm": "fused_add_rmsnorm_kernel"}

@@ -29,7 +29,7 @@ from test_vectorize_thread import CUBLAS_STUB, LLMC
 
 from ktx.measure.gpu import Options
 from ktx.pipeline import candidate_from_template, template_for_spec
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 
 pytestmark = pytest.mark.gpu
 

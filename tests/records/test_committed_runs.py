@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ktx.ir.errors import Location
 
 from ktx.agent.llm import AnswerCache
-from ktx.errors import Location
 from ktx.records import RecordedRun, RunState, read_rounds
 from ktx.records.files import BaselineRecord, PlanRecord, PluginsRecord, read_record
 from ktx.report.data import read_dispatch, read_trace

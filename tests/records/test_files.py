@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from ktx.ir.errors import KtxError
 
 from ktx.agent.llm import AnswerCache, CachedAnswer
-from ktx.errors import KtxError
 from ktx.records import schema_of
 from ktx.records.files import (
     FORMATS,

@@ -6,14 +6,16 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from ktx.expr import Expr
+from ktx.ir.expr import Expr
+
 from ktx.measure.types import Candidate, Measurement, Status, Timing
 from ktx.search.cache import MeasurementCache, cache_key
 from ktx.search.evaluate import Evaluator
 from ktx.search.runlog import RunLog
 from ktx.search.space import Knob, Space
 from ktx.search.tunable import Tunable
-from ktx.spec import Dist, ShapePoint, Spec, Tolerance, load_spec
+from ktx.spec import Dist, ShapePoint, Spec, Tolerance
+from ktx.specload import load_spec
 
 from .conftest import SILU
 

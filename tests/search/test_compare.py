@@ -6,7 +6,7 @@ import pytest
 
 from ktx.search.compare import compare, evaluations_to_reach, fraction_curve, markdown, optimum
 from ktx.search.recording import Recording
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 
 from .conftest import SILU
 

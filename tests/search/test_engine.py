@@ -11,9 +11,9 @@ from pathlib import Path
 
 import optuna
 import pytest
+from ktx.ir.errors import KtxError
+from ktx.ir.expr import Expr
 
-from ktx.errors import KtxError
-from ktx.expr import Expr
 from ktx.measure.types import Candidate, Measurement, Resources, Status, Timing, config_key
 from ktx.search.cache import MeasurementCache
 from ktx.search.engine import (
@@ -32,7 +32,8 @@ from ktx.search.runlog import RunLog
 from ktx.search.space import Knob, Space
 from ktx.search.study import open_storage
 from ktx.search.tunable import Tunable
-from ktx.spec import ShapePoint, load_spec
+from ktx.spec import ShapePoint
+from ktx.specload import load_spec
 
 from .conftest import SILU, VirtualClock
 

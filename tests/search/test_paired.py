@@ -36,7 +36,8 @@ from ktx.search.runlog import RunLog, read_log
 from ktx.search.space import Knob, Space
 from ktx.search.study import default_url, open_storage
 from ktx.search.tunable import Tunable
-from ktx.spec import ShapePoint, load_spec
+from ktx.spec import ShapePoint
+from ktx.specload import load_spec
 
 from .conftest import ROOT, SILU
 

@@ -9,7 +9,7 @@ import pytest
 
 from ktx.search.compare import compare, optimum
 from ktx.search.recording import Recording
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 
 from .conftest import ROOT
 

@@ -14,7 +14,7 @@ from ktx.cli import main as ktx_main
 from ktx.measure.compile import find_nvcc
 from ktx.search.compare import compare
 from ktx.search.recording import Recording
-from ktx.spec import load_spec
+from ktx.specload import load_spec
 
 from .conftest import ROOT, SILU
 

@@ -7,9 +7,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from ktx.ir.errors import KtxError
 
 from ktx.cli import main
-from ktx.errors import KtxError
 from ktx.measure.replay import ReplayBackend, save_results
 from ktx.measure.types import Candidate, Measurement, Status, Timing
 from ktx.search.recording import Recording

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import optuna
 import pytest
+from ktx.ir.errors import KtxError
+from ktx.ir.expr import Expr
 
-from ktx.errors import KtxError
-from ktx.expr import Expr
 from ktx.measure.types import config_key
 from ktx.passbase import Knob as PassKnob
 from ktx.search.space import Knob, Space, knob_from

@@ -46,7 +46,7 @@ def test_paired_check_of_identical_code_is_one(tmp_path: Path, monkeypatch: pyte
     from ktx.measure.harness import Harness
     from ktx.measure.types import original_candidate
     from ktx.search.paired import MEASURED, from_pairs
-    from ktx.spec import load_spec
+    from ktx.specload import load_spec
 
     monkeypatch.setenv("KTX_CACHE_DIR", str(tmp_path / "cache"))
     spec = load_spec(SILU)

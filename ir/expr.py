@@ -36,7 +36,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ktx.errors import KtxError, Location
+from ktx.ir.errors import KtxError, Location
 
 Value = int | float | bool
 
