@@ -563,6 +563,14 @@ class Optimizer:
         found = {} if recorded is None else {s.shape: s.evaluations for s in recorded.shapes}
         return {p.name: found.get(p.name, 0) for p in self.points}
 
+    def recorded_configs(self, index: int) -> dict[str, tuple[Config, ...]]:
+        """Per shape, the configs the recorded run's round ``index`` measured, in order."""
+        recorded = None if self.script is None else self.script.round(index)
+        found = (
+            {} if recorded is None else {s.shape: tuple(dict(c) for c in s.measured) for s in recorded.shapes}
+        )
+        return {p.name: found.get(p.name, ()) for p in self.points}
+
     def follow(self, record: RoundRecord) -> None:
         """Check a replayed round against the recorded one: pipeline, outcome, and the configs
         each shape's search measured, in order. Any difference stops the replay."""
@@ -699,7 +707,13 @@ class Optimizer:
                 result = self.search.search(folder, tunable, warm, round_deadline, trials)
             else:
                 result = self.search.search(
-                    folder, tunable, warm, round_deadline, trials, self.stop_after(index)
+                    folder,
+                    tunable,
+                    warm,
+                    round_deadline,
+                    trials,
+                    self.stop_after(index),
+                    self.recorded_configs(index),
                 )
         except ReplayDiverged:
             raise

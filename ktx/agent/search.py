@@ -309,7 +309,12 @@ class TuneSearch:
         deadline: float | None,
         trials: int,
         stop_after: Mapping[str, int] | None = None,
+        recorded: Mapping[str, Sequence[Config]] | None = None,
     ) -> RoundResult:
+        """One round's search. ``recorded`` (the replay of a recorded run): per shape, the configs
+        the recorded round measured, in order; they are enqueued first, so the replay asks the
+        recording for exactly what the real run measured, whatever the sampler or the warm start
+        of this ktx would pick (a later search change does not make a faithful replay diverge)."""
         from ktx.search import runner
         from ktx.search.engine import open_study
 
@@ -318,6 +323,18 @@ class TuneSearch:
         try:
             runner.prepare_all(ctx, deadline)
             for point in ctx.searched:
+                if recorded is not None:
+                    study = open_study(
+                        ctx.storage, runner.study_name(ctx, point), optuna.samplers.RandomSampler()
+                    )
+                    if not study.trials:
+                        for config in recorded.get(point.name, ()):
+                            mapped = map_config(config, tunable)
+                            if mapped is not None and tunable.space.knobs:
+                                study.enqueue_trial(
+                                    tunable.space.to_params(mapped), user_attrs={"recorded": True}
+                                )
+                    continue
                 config = warm.get(point.name)
                 mapped = None if config is None else map_config(config, tunable)
                 if mapped is None or not tunable.space.knobs:
