@@ -218,9 +218,11 @@ class RoundSearch(Protocol):
         deadline: float | None,
         trials: int,
         stop_after: Mapping[str, int] | None = None,
+        recorded: Mapping[str, Sequence[Config]] | None = None,
     ) -> RoundResult:
-        """``stop_after`` (the replay of a recorded run): per shape, the evaluations after which
-        the search stops, as the recorded run's did."""
+        """``stop_after`` and ``recorded`` (the replay of a recorded run): per shape, the
+        evaluations after which the search stops and the configs it measured, in order, as the
+        recorded run's did."""
         ...
 
 
@@ -328,8 +330,8 @@ class TuneSearch:
                         ctx.storage, runner.study_name(ctx, point), optuna.samplers.RandomSampler()
                     )
                     if not study.trials:
-                        for config in recorded.get(point.name, ()):
-                            mapped = map_config(config, tunable)
+                        for measured in recorded.get(point.name, ()):
+                            mapped = map_config(measured, tunable)
                             if mapped is not None and tunable.space.knobs:
                                 study.enqueue_trial(
                                     tunable.space.to_params(mapped), user_attrs={"recorded": True}
