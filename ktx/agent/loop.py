@@ -516,6 +516,10 @@ class Optimizer:
             _append(rounds_path, record.to_json())
             self.write_state(records, best, "running", "", start)
             self.follow(record)
+            if record.status == "no-time":
+                stop = "budget"
+                self.notes.append(f"budget: {record.note}; a larger --budget lets the planner try more")
+                break
             if record.status == "stopped":
                 stop = "no answer from the LLM" if outcome.unanswered else "planner"
                 self.notes.append(f"planner stop: {outcome.plan.rationale}")
@@ -698,6 +702,15 @@ class Optimizer:
             # An equal share of what is left, but never less than a round needs: with a short
             # budget the last rounds are dropped (the loop stops on budget) instead of every
             # round getting a slice too thin to measure anything.
+            if left < self.min_round_s() and self.script is None:
+                # planning and templating took what the check before the round left: searching
+                # now would measure nothing, so the run stops on budget instead
+                return replace(
+                    base,
+                    status="no-time",
+                    note=f"{left:.1f} s left after planning and templating, less than one round needs "
+                    f"(about {self.min_round_s():.1f} s)",
+                )
             share = max(left / max(1, rounds_left), self.min_round_s())
             round_deadline = time.monotonic() + min(left, share)
             base = replace(base, share_s=min(left, share))

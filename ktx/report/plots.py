@@ -22,6 +22,7 @@ STATUS_COLOURS = {
     "search-failed": "#c62828",
     "repeat": "#bdbdbd",
     "stopped": "#bdbdbd",
+    "no-time": "#bdbdbd",
 }
 
 
