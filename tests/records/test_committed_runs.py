@@ -73,8 +73,8 @@ def test_committed_run_folders_load_through_the_typed_readers(tarball: Path, tmp
     for path in files:
         READERS[path.name](path)
         seen.add(path.name)
-    if "optimize.json" in seen:  # an optimize run folder: its rounds and outcome are there
-        assert {"rounds.jsonl", "plan.json", "trace.json"} <= seen
+    if "rounds.jsonl" in seen:  # an optimize run that searched: its rounds' plans and traces are there
+        assert {"optimize.json", "plan.json", "trace.json"} <= seen
     # the replay's recorder reads the same folders through the same typed readers
     for path in files:
         if path.name == "rounds.jsonl" and (path.parent / "optimize.json").is_file():
