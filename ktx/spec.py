@@ -185,6 +185,8 @@ class ShapePoint:
         (the name comes from the command line as often as from ktx's own files)."""
         hint = "a shape is NAME=VALUE,... with integer values, e.g. tokens=1,d=4096"
         values: list[tuple[str, int]] = []
+        if not name.strip():
+            return cls(())  # a spec whose sizes are all fixed has one point with no variables
         for part in name.split(","):
             key, eq, value = (s.strip() for s in part.partition("="))
             if not eq or not key:

@@ -230,3 +230,14 @@ def test_include_dirs_start_at_the_source_files_folder(tmp_path: Path) -> None:
     spec = load_spec(spec_dir)
     assert spec.include_dirs == (str(src_dir.resolve()), str(spec_dir.resolve()))
     assert load_spec(KERNELS / "silu_and_mul").include_dirs == (str((KERNELS / "silu_and_mul").resolve()),)
+
+
+def test_a_spec_without_shape_variables_round_trips_its_one_point() -> None:
+    """cuda-samples' vectorAdd fixes every size (``default = [{}]``): its one point is named ``''``,
+    and that name is read back as the empty point (it crashed ``ktx bench`` on an H200)."""
+    empty = ShapePoint(())
+    assert empty.name == ""
+    assert ShapePoint.from_name(empty.name) == empty
+    assert ShapePoint.from_name("  ") == empty
+    with pytest.raises(KtxError):
+        ShapePoint.from_name("tokens=1,")
