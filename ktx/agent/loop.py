@@ -57,12 +57,14 @@ from ktx.agent.search import (
     restricted,
     tunable_for,
 )
+from ktx.agent.timing import PhaseClock
 from ktx.measure.backend import Backend
 from ktx.measure.occupancy import DeviceLimits
 from ktx.measure.types import Measurement
 from ktx.passbase import Rewritten
 from ktx.records import RecordedRun, measured_configs, read_jsonl, schema_of
 from ktx.records.files import stamped
+from ktx.records.phases import PhaseTimings
 from ktx.registry import Registry, default_registry
 from ktx.search.cache import MeasurementCache
 from ktx.search.engine import geomean
@@ -206,6 +208,8 @@ class OptimizeResult:
     wall_s: float
     usage: Usage = field(default_factory=Usage)
     notes: tuple[str, ...] = field(default=())
+    #: Where the wall time went (``optimize.json``'s ``phases``); None from a fake loop.
+    phases: PhaseTimings | None = None
 
     @property
     def geomean_speedup(self) -> float | None:
@@ -268,6 +272,14 @@ def probe_passes(
         knobs = tuple((k.name, k.values) for k in template.knobs if k.pass_name == info.name)
         probes.append(Probe(info.name, rewritten, knobs, skipped[:5]))
     return tuple(probes)
+
+
+def check_seconds(log: Path) -> float:
+    """Seconds the paired final checks logged in a round's ``log.jsonl`` took (their
+    ``paired_cost`` events: only checks that measured; a skipped or identical one costs nothing)."""
+    if not log.is_file():
+        return 0.0
+    return sum(float(e.get("spent_s") or 0.0) for e in read_log(log) if e.get("event") == "paired_cost")
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -333,8 +345,12 @@ class Optimizer:
         ncu: Callable[[Sequence[str]], tuple[Mapping[str, NcuMetrics], list[str]]] | None = None,
         script: RecordedRun | None = None,
         script_path: str = "",
+        clock: PhaseClock | None = None,
     ) -> None:
         self.request = request
+        #: The run's phase timings; its ``start`` is the budget's (the command's start, so that
+        #: loading the spec and opening the backend count against ``--budget`` as they cost).
+        self.clock = clock or PhaseClock()
         #: The recorded run a replay follows (None: a run that decides for itself).
         self.script = script
         self.script_path = script_path
@@ -353,9 +369,10 @@ class Optimizer:
         #: Each searched round's tunable (its study names derive from it): a re-check reopens it.
         self.tunables: dict[int, Tunable] = {}
         self.tolerance, self.fast_math_budget = error_budget(spec)
-        self.facts: KernelFacts = kernel_facts(
-            parse(spec.source_text(), str(spec.folder / spec.source)), spec.kernel
-        )
+        with self.clock.timing("load"):
+            self.facts: KernelFacts = kernel_facts(
+                parse(spec.source_text(), str(spec.folder / spec.source)), spec.kernel
+            )
 
     # -- pieces --------------------------------------------------------------------------------
 
@@ -418,6 +435,7 @@ class Optimizer:
                 "wall_s": round(time.monotonic() - start, 3),
                 "usage": usage.to_json(),
                 "fast_math": self.fast_math_used(best),
+                "phases": self.clock.record().to_json(),
             },
         )
 
@@ -436,7 +454,7 @@ class Optimizer:
 
     def run(self) -> OptimizeResult:
         req = self.request
-        start = time.monotonic()
+        start = self.clock.start
         deadline = None if req.budget_s is None else start + req.budget_s
         rounds_path = self.run_dir / "rounds.jsonl"
         if rounds_path.exists():
@@ -445,10 +463,12 @@ class Optimizer:
         base_start = time.monotonic()
         base = self.baseline()
         self.baseline_s = time.monotonic() - base_start
+        self.clock.add("originals", self.baseline_s)
         ncu: Mapping[str, NcuMetrics] = {}
         if self.ncu is not None:
             names = [self.points[0].name] + ([self.points[-1].name] if len(self.points) > 1 else [])
-            ncu, errors = self.ncu(names)
+            with self.clock.timing("ncu"):
+                ncu, errors = self.ncu(names)
             self.notes += [f"ncu: {e}" for e in errors]
         _write_json(
             self.run_dir / "baseline.json",
@@ -494,6 +514,7 @@ class Optimizer:
                 tuple(r.summary() for r in records), probes, check=self.check,
             )  # fmt: skip
             outcome = self.planner.plan(context)
+            self.clock.round(index).plan_s = time.monotonic() - round_start
             record = self.round(
                 index, outcome, current_analysis, probes, best, deadline, max(2, req.rounds - index + 1)
             )
@@ -536,7 +557,8 @@ class Optimizer:
                 f"the replay stopped after round {len(records)} ({stop}); the recorded run after round "
                 f"{len(script.rounds)} ({script.stop_reason})"
             )
-        self.finish(best)
+        with self.clock.timing("report"):
+            self.finish(best)
         self.write_state(records, best, "done", stop, start)
         return OptimizeResult(
             self.spec.name,
@@ -549,6 +571,7 @@ class Optimizer:
             time.monotonic() - start,
             sum((r.outcome.usage for r in records), Usage()),
             tuple(self.notes),
+            self.clock.record(),
         )
 
     # -- the replay of a recorded run ----------------------------------------------------------
@@ -666,9 +689,12 @@ class Optimizer:
             return replace(base, note=why)
         if plan.pipeline == best.plan.pipeline and plan.knob_ranges() == best.plan.knob_ranges():
             return replace(base, status="repeat", note="same pipeline as the best")
+        phases = self.clock.round(index)
+        began = time.monotonic()
         try:
             template = self.templates(plan.pipeline)
         except Exception as exc:
+            phases.template_s = time.monotonic() - began
             what = str(exc) if isinstance(exc, KtxError) else f"{type(exc).__name__} in a pass: {exc}"
             return replace(base, status="template-failed", note=what[:500])
         new = [p for p in plan.names if p not in best.plan.names]
@@ -688,10 +714,12 @@ class Optimizer:
             base, failures=tuple(failures), sites=sites, knobs=knobs, range_problems=restriction.problems
         )
         if new and len(failures) == len(new):
+            phases.template_s = time.monotonic() - began
             names = ", ".join(f.name for f in failures)
             return replace(base, status="template-failed", note=f"{names} rewrote nothing")
         narrowed = restricted(template, KnobSpace(restriction.knobs, template.space.constraints))
         tunable = tunable_for(self.spec, narrowed)
+        phases.template_s = time.monotonic() - began
         self.tunables[index] = tunable
         warm: dict[str, Config] = {
             s.shape: dict(s.best_config) for s in best.shapes if s.wins and s.best_config
@@ -714,6 +742,7 @@ class Optimizer:
             share = max(left / max(1, rounds_left), self.min_round_s())
             round_deadline = time.monotonic() + min(left, share)
             base = replace(base, share_s=min(left, share))
+        searching = time.monotonic()
         try:
             trials = self.request.trials_per_round
             if self.script is None:
@@ -731,8 +760,14 @@ class Optimizer:
         except ReplayDiverged:
             raise
         except KtxError as exc:
+            phases.search_s = time.monotonic() - searching
             return replace(base, status="search-failed", note=str(exc)[:500])
+        phases.check_s = check_seconds(folder / "log.jsonl")
+        phases.search_s = max(0.0, time.monotonic() - searching - phases.check_s)
+        phases.evaluations = result.evaluations
+        rechecking = time.monotonic()
         result = self.recheck(index, tunable, result, deadline)
+        phases.recheck_s = time.monotonic() - rechecking
         spreads = [s.spread for s in result.shapes if s.spread is not None]
         noise = max(self.request.min_gain, 0.5 * statistics.median(spreads) if spreads else 0.0)
         gain = result.geomean_speedup
@@ -824,14 +859,18 @@ def optimize(
     """
     from ktx.search import runner
 
+    clock = PhaseClock()
     req.check()
-    spec = load_spec(req.kernel_dir)
+    with clock.timing("load"):
+        spec = load_spec(req.kernel_dir)
     run_dir = (req.out or Path(".ktx") / "optimize" / spec.name).resolve()
     with runner.run_lock(run_dir):
         if backend is None:
-            backend, recording, limits = runner.open_backend(req.backend, spec, 0.0)
+            with clock.timing("backend"):
+                backend, recording, limits = runner.open_backend(req.backend, spec, 0.0)
         else:
             recording, limits = None, getattr(backend, "limits", DeviceLimits())
+        clock.backend = backend
         given = backend is not None
         try:
             points = runner.select_points(spec, req.shapes)
@@ -873,21 +912,34 @@ def optimize(
             opt = Optimizer(
                 req, spec, chosen, rounds, evaluator, points, device_of(limits, device_name), run_dir,
                 registry or default_registry(), notes, ncu, script, recording.path if recording else "",
+                clock,
             )  # fmt: skip
             result = opt.run()
             if recording is None:  # what a replay of this run will need (``recording.json``)
-                stand_in = req.backend if req.backend.startswith("harness:") else ""
-                toolkit = f"driver {limits.driver}, runtime {limits.runtime}"
-                made = recording_of_run(
-                    run_dir, device=limits.name, toolkit=toolkit, synthetic=given or req.backend != "cupy",
-                    stand_in=stand_in,
-                )  # fmt: skip
-                write(made, run_dir / "recording.json")
-            return result
+                with clock.timing("report"):
+                    stand_in = req.backend if req.backend.startswith("harness:") else ""
+                    toolkit = f"driver {limits.driver}, runtime {limits.runtime}"
+                    made = recording_of_run(
+                        run_dir, device=limits.name, toolkit=toolkit,
+                        synthetic=given or req.backend != "cupy", stand_in=stand_in,
+                    )  # fmt: skip
+                    write(made, run_dir / "recording.json")
+            phases = clock.record()
+            write_phases(run_dir / "optimize.json", phases)
+            return replace(result, phases=phases, wall_s=phases.wall_s)
         finally:
             close = getattr(backend, "close", None)
             if callable(close):
                 close()
+
+
+def write_phases(state: Path, phases: PhaseTimings) -> None:
+    """The run's final phase timings into its ``optimize.json`` (written before the recording
+    was, whose writing they count), with the whole command's wall time."""
+    data = json.loads(state.read_text())
+    data["phases"] = phases.to_json()
+    data["wall_s"] = round(phases.wall_s, 3)
+    _write_json(state, data)
 
 
 def check_shapes(recording: Recording, points: Sequence[ShapePoint]) -> None:

@@ -152,6 +152,8 @@ def render(result: OptimizeResult) -> str:
         f"tokens {result.usage.total_tokens}",
         fast_math_line(result, dispatch, fm),
     ]
+    if result.phases is not None and not replay:
+        lines.append(result.phases.line())
     if any(s.paired is not None for s in result.shapes):
         lines.append(
             "re-measured: the best config and the original timed again alternately in one worker; "

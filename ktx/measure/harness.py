@@ -93,6 +93,9 @@ class Harness:
         self.spec_errors: dict[str, str] = {}
         #: The supervisor's start count when this harness last warmed its worker (-1: never).
         self._warmed_start = -1
+        #: Every compile this harness waited for, by request key (the run's phase timings count
+        #: them by compiler: :meth:`compile_results`).
+        self._compiled: dict[str, CompileResult] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -164,10 +167,16 @@ class Harness:
         modules: dict[str, Any] = {}
         for req in self._requests(cand, point):
             result = self.pool.result(req)
+            self._compiled.setdefault(req.key, result)
             if not result.ok:
                 return modules, result
             modules[req.name_expression] = result.to_dict()
         return modules, None
+
+    def compile_results(self) -> list[dict[str, Any]]:
+        """Each compile this harness waited for, once (``CompileResult.to_dict()``): the run's
+        phase timings count them by compiler (NVRTC, nvcc, nvcc after NVRTC failed, cached)."""
+        return [r.to_dict() for r in self._compiled.values()]
 
     # -- measure --------------------------------------------------------------------------
 
