@@ -466,10 +466,16 @@ class Optimizer:
         self.clock.add("originals", self.baseline_s)
         ncu: Mapping[str, NcuMetrics] = {}
         if self.ncu is not None:
+            from ktx.agent.ncu import budgeted
+
             names = [self.points[0].name] + ([self.points[-1].name] if len(self.points) > 1 else [])
-            with self.clock.timing("ncu"):
-                ncu, errors = self.ncu(names)
-            self.notes += [f"ncu: {e}" for e in errors]
+            names, why = budgeted(names, req.budget_s, req.ncu)
+            if why:
+                self.notes.append(f"ncu: {why}")
+            if names:
+                with self.clock.timing("ncu"):
+                    ncu, errors = self.ncu(names)
+                self.notes += [f"ncu: {e}" for e in errors]
         _write_json(
             self.run_dir / "baseline.json",
             {
@@ -868,6 +874,9 @@ def optimize(
         if backend is None:
             with clock.timing("backend"):
                 backend, recording, limits = runner.open_backend(req.backend, spec, 0.0)
+            warm = getattr(backend, "warm_in_background", None)
+            if callable(warm):  # the worker warms up while the facts are read and the original compiles
+                warm()
         else:
             recording, limits = None, getattr(backend, "limits", DeviceLimits())
         clock.backend = backend
@@ -900,8 +909,12 @@ def optimize(
                     notes.append("ncu: not on the PATH; analysis from timings only")
                 else:
 
+                    # under a budget one profile may not run away with it (a hang is killed)
+                    share = 0.0 if req.budget_s is None else ncu_module.BUDGET_SHARE * req.budget_s
+                    cap = 300.0 if req.budget_s is None else max(2 * ncu_module.PROFILE_S, share)
+
                     def ncu(shapes: Sequence[str]) -> tuple[Mapping[str, NcuMetrics], list[str]]:
-                        return ncu_module.profile_shapes(req.kernel_dir, shapes, spec.kernel)
+                        return ncu_module.profile_shapes(req.kernel_dir, shapes, spec.kernel, min(300.0, cap))
 
             chosen = planner or make_planner(req, run_dir)
             rounds = search or TuneSearch(
