@@ -955,6 +955,19 @@ def write_phases(state: Path, phases: PhaseTimings) -> None:
     _write_json(state, data)
 
 
+def add_report_time(result: OptimizeResult, seconds: float) -> OptimizeResult:
+    """``result`` with ``seconds`` more of report (the command's ``report.md``/``.html``, written
+    after the run): counted in its phases and its ``optimize.json``, as the process spent them."""
+    if result.phases is None:
+        return result
+    phases = replace(result.phases, report_s=result.phases.report_s + seconds,
+                     wall_s=result.phases.wall_s + seconds)  # fmt: skip
+    state = result.run_dir / "optimize.json"
+    if state.is_file():
+        write_phases(state, phases)
+    return replace(result, phases=phases, wall_s=phases.wall_s)
+
+
 def check_shapes(recording: Recording, points: Sequence[ShapePoint]) -> None:
     """A replay answers only at the shapes its recording holds: asked for another, the error is
     the recording's (which shapes it holds), not the spec's."""

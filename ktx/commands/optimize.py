@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from typing import Any
 from ktx.ir.errors import KtxError
 
 from ktx import offline
-from ktx.agent.loop import PLANNERS, OptimizeRequest, OptimizeResult, optimize
+from ktx.agent.loop import PLANNERS, OptimizeRequest, OptimizeResult, add_report_time, optimize
 from ktx.commands._checks import check_number, load_checked_spec, output_folder
 from ktx.commands._original import report_failed_originals, warn_tolerances
 from ktx.records import FastMathRecord
@@ -238,7 +239,12 @@ def run(args: argparse.Namespace) -> int:
     if silent:
         print(silent, file=sys.stderr)
         sys.stderr.flush()
-    text = render(result) + ("\n\n" + "\n".join(offline.tour(result.run_dir)) if auto else "")
+    tour: list[str] = []
+    if auto:  # the report is written now: its seconds join the run's phases (issue 23 item 6)
+        began = time.monotonic()
+        tour = list(offline.tour(result.run_dir))
+        result = add_report_time(result, time.monotonic() - began)
+    text = render(result) + ("\n\n" + "\n".join(tour) if auto else "")
     print(replayed.stamp(text) if replayed is not None else text)
     sys.stdout.flush()
     failed = report_failed_originals(spec, [s.original for s in result.shapes])
