@@ -208,3 +208,24 @@ def test_final_checks_a_round_could_not_fit_run_with_the_budget_left(
     summary = json.loads((out / "final" / "summary.json").read_text())
     assert {r["paired"]["status"] for r in summary["shapes"]} == {"measured"}
     assert sorted(set(state["rechecked"])) == sorted(SHAPES), "every cut check ran once more"
+
+
+def test_a_rounds_least_time_leaves_out_the_first_measurements_one_off_costs() -> None:
+    """Session 8's probe (H200, --budget 40): measuring two originals took 17 s, most of it the
+    worker's warm-up and the original's compile; twice that as the least a round needs left none
+    the room. The backend's own account of a repeated request is what a round repeats."""
+    from types import SimpleNamespace
+
+    from ktx.agent.loop import Optimizer
+    from ktx.spec import ShapePoint
+
+    points = (ShapePoint((("a", 1),)), ShapePoint((("a", 2),)))
+
+    def fake(costs: Any) -> Any:
+        backend = SimpleNamespace(original_cost=costs)
+        return SimpleNamespace(evaluator=SimpleNamespace(backend=backend), points=points)
+
+    assert Optimizer.repeatable_originals_s(fake({"a=1": 0.2, "a=2": 0.3}), 17.0) == pytest.approx(0.5)
+    assert Optimizer.repeatable_originals_s(fake({"a=1": 0.2}), 17.0) == 17.0  # a shape unaccounted
+    assert Optimizer.repeatable_originals_s(fake({}), 17.0) == 17.0
+    assert Optimizer.repeatable_originals_s(fake(None), 17.0) == 17.0  # a replay or a model

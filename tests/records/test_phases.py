@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from ktx.ir.errors import KtxError
+
 from ktx.records.phases import PHASES_SCHEMA, CompileCount, PhaseTimings, RoundPhases, compile_counts
 
 
@@ -21,7 +21,7 @@ def test_round_trip_and_schema() -> None:
     data = p.to_json()
     assert data["schema"] == PHASES_SCHEMA
     assert PhaseTimings.from_json(data) == p
-    with pytest.raises(KtxError, match="ktx.phases/9"):
+    with pytest.raises(KtxError, match=r"ktx\.phases/9"):
         PhaseTimings.from_json({**data, "schema": "ktx.phases/9"})
     with pytest.raises(KtxError, match="malformed phases"):
         PhaseTimings.from_json({**data, "rounds": [{"plan_s": 1}]})

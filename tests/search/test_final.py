@@ -9,8 +9,6 @@ from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
-
 from ktx.measure.cost import PAIRED_REQUEST_S, check_seconds
 from ktx.measure.gpu import Options
 from ktx.measure.types import Measurement
