@@ -874,14 +874,17 @@ def optimize(
     registry: Registry | None = None,
     search: RoundSearch | None = None,
     backend: Backend | None = None,
+    clock: PhaseClock | None = None,
 ) -> OptimizeResult:
     """Run the loop on one kernel folder (see the module docstring).
 
     ``backend`` replaces the one ``req.backend`` names (library use and tests: a model of the GPU).
+    ``clock``: the phase clock the command started (its spec checks timed as ``load``); the
+    budget counts from its start.
     """
     from ktx.search import runner
 
-    clock = PhaseClock()
+    clock = clock or PhaseClock()
     req.check()
     with clock.timing("load"):
         spec = load_spec(req.kernel_dir)

@@ -24,6 +24,7 @@ from ktx.ir.errors import KtxError
 
 from ktx import offline
 from ktx.agent.loop import PLANNERS, OptimizeRequest, OptimizeResult, add_report_time, optimize
+from ktx.agent.timing import PhaseClock
 from ktx.commands._checks import check_number, load_checked_spec, output_folder
 from ktx.commands._original import report_failed_originals, warn_tolerances
 from ktx.records import FastMathRecord
@@ -192,6 +193,7 @@ _DEFAULTS: dict[str, object] = {
 
 
 def run(args: argparse.Namespace) -> int:
+    clock = PhaseClock()  # the budget and the phase timings count from here
     check_number("--min-gain", args.min_gain, 0, hint="a fraction: 0.02 asks for 2% above the original")
     check_number("--llm-timeout", args.llm_timeout, 0, above=True, hint="seconds per answer, e.g. 60")
     check_number("--seed", args.seed, 0, hint="e.g. --seed 0")
@@ -201,7 +203,8 @@ def run(args: argparse.Namespace) -> int:
         raise KtxError("--llm-fallback is for --planner llm", None, hint)
     if args.out is not None:
         output_folder(args.out, "--out")
-    spec = load_checked_spec(args.kernel_dir)
+    with clock.timing("load"):  # the spec and its static checks
+        spec = load_checked_spec(args.kernel_dir)
     name = spec.name
     auto = args.backend == "auto"
     args.backend, replayed = offline.resolve(args.backend, Path(args.kernel_dir))
@@ -234,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
         quiet=not args.progress,
         llm_fallback=args.llm_fallback,
     )
-    result = optimize(request)
+    result = optimize(request, clock=clock)
     silent = unanswered_line(result, args.llm_fallback)  # before the summary: the error line first
     if silent:
         print(silent, file=sys.stderr)
