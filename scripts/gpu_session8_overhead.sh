@@ -31,8 +31,9 @@ wait $p0 $p1 $p2
 "$PY" - "$WORK" "$OUT" <<'PY' | tee "$OUT/overhead.md"
 import json, pathlib, sys
 work, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
-print("| run | wall s | stop | rounds searched | evaluations | checks (expected s -> spent s) |")
-print("| --- | ---: | --- | ---: | ---: | --- |")
+print("| run | wall s | stop | rounds searched | evaluations | s an evaluation | goal s (0.2 + 30 x original) "
+      "| checks (expected s -> spent s) |")
+print("| --- | ---: | --- | ---: | ---: | ---: | ---: | --- |")
 lines = []
 for run in sorted(p for p in work.iterdir() if (p / "optimize.json").is_file()):
     state = json.loads((run / "optimize.json").read_text())
@@ -46,8 +47,12 @@ for run in sorted(p for p in work.iterdir() if (p / "optimize.json").is_file()):
                 checks.append(f"{e['expected_s']:.2f}->{e['spent_s']:.2f} ({int(e['pairs'])} pairs)")
     searched = sum(1 for r in rounds if r.get("evaluations"))
     evals = sum(r.get("evaluations", 0) for r in rounds)
+    each = sum(r.get("search_s", 0.0) for r in rounds) / evals if evals else None
+    originals = [s["original_us"] for s in state["shapes"] if s.get("original_us")]
+    goal = 0.2 + 30 * max(originals) * 1e-6 if originals else None  # the slowest shape's original
+    cell = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
     print(f"| {run.name} | {state['wall_s']:.1f} | {state['stop_reason']} | {searched} | {evals} | "
-          f"{'; '.join(checks) or '-'} |")
+          f"{cell(each)} | {cell(goal)} | {'; '.join(checks) or '-'} |")
     text = (out / f"{run.name}.txt").read_text() if (out / f"{run.name}.txt").is_file() else ""
     lines += [f"{run.name}: {l}" for l in text.splitlines() if l.startswith(("time ", "process wall", "note: ncu"))]
 print()
