@@ -57,12 +57,14 @@ from ktx.agent.search import (
     restricted,
     tunable_for,
 )
+from ktx.agent.timing import PhaseClock
 from ktx.measure.backend import Backend
 from ktx.measure.occupancy import DeviceLimits
 from ktx.measure.types import Measurement
 from ktx.passbase import Rewritten
 from ktx.records import RecordedRun, measured_configs, read_jsonl, schema_of
 from ktx.records.files import stamped
+from ktx.records.phases import PhaseTimings
 from ktx.registry import Registry, default_registry
 from ktx.search.cache import MeasurementCache
 from ktx.search.engine import geomean
@@ -206,6 +208,8 @@ class OptimizeResult:
     wall_s: float
     usage: Usage = field(default_factory=Usage)
     notes: tuple[str, ...] = field(default=())
+    #: Where the wall time went (``optimize.json``'s ``phases``); None from a fake loop.
+    phases: PhaseTimings | None = None
 
     @property
     def geomean_speedup(self) -> float | None:
@@ -268,6 +272,14 @@ def probe_passes(
         knobs = tuple((k.name, k.values) for k in template.knobs if k.pass_name == info.name)
         probes.append(Probe(info.name, rewritten, knobs, skipped[:5]))
     return tuple(probes)
+
+
+def check_seconds(log: Path) -> float:
+    """Seconds the paired final checks logged in a round's ``log.jsonl`` took (their
+    ``paired_cost`` events: only checks that measured; a skipped or identical one costs nothing)."""
+    if not log.is_file():
+        return 0.0
+    return sum(float(e.get("spent_s") or 0.0) for e in read_log(log) if e.get("event") == "paired_cost")
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -333,8 +345,12 @@ class Optimizer:
         ncu: Callable[[Sequence[str]], tuple[Mapping[str, NcuMetrics], list[str]]] | None = None,
         script: RecordedRun | None = None,
         script_path: str = "",
+        clock: PhaseClock | None = None,
     ) -> None:
         self.request = request
+        #: The run's phase timings; its ``start`` is the budget's (the command's start, so that
+        #: loading the spec and opening the backend count against ``--budget`` as they cost).
+        self.clock = clock or PhaseClock()
         #: The recorded run a replay follows (None: a run that decides for itself).
         self.script = script
         self.script_path = script_path
@@ -353,9 +369,10 @@ class Optimizer:
         #: Each searched round's tunable (its study names derive from it): a re-check reopens it.
         self.tunables: dict[int, Tunable] = {}
         self.tolerance, self.fast_math_budget = error_budget(spec)
-        self.facts: KernelFacts = kernel_facts(
-            parse(spec.source_text(), str(spec.folder / spec.source)), spec.kernel
-        )
+        with self.clock.timing("load"):
+            self.facts: KernelFacts = kernel_facts(
+                parse(spec.source_text(), str(spec.folder / spec.source)), spec.kernel
+            )
 
     # -- pieces --------------------------------------------------------------------------------
 
@@ -418,6 +435,7 @@ class Optimizer:
                 "wall_s": round(time.monotonic() - start, 3),
                 "usage": usage.to_json(),
                 "fast_math": self.fast_math_used(best),
+                "phases": self.clock.record().to_json(),
             },
         )
 
@@ -436,7 +454,7 @@ class Optimizer:
 
     def run(self) -> OptimizeResult:
         req = self.request
-        start = time.monotonic()
+        start = self.clock.start
         deadline = None if req.budget_s is None else start + req.budget_s
         rounds_path = self.run_dir / "rounds.jsonl"
         if rounds_path.exists():
@@ -444,12 +462,20 @@ class Optimizer:
         (self.run_dir / "original.cu").write_text(self.spec.source_text())
         base_start = time.monotonic()
         base = self.baseline()
-        self.baseline_s = time.monotonic() - base_start
+        self.clock.add("originals", time.monotonic() - base_start)
+        self.baseline_s = self.repeatable_originals_s(time.monotonic() - base_start)
         ncu: Mapping[str, NcuMetrics] = {}
         if self.ncu is not None:
+            from ktx.agent.ncu import budgeted
+
             names = [self.points[0].name] + ([self.points[-1].name] if len(self.points) > 1 else [])
-            ncu, errors = self.ncu(names)
-            self.notes += [f"ncu: {e}" for e in errors]
+            names, why = budgeted(names, req.budget_s, req.ncu)
+            if why:
+                self.notes.append(f"ncu: {why}")
+            if names:
+                with self.clock.timing("ncu"):
+                    ncu, errors = self.ncu(names)
+                self.notes += [f"ncu: {e}" for e in errors]
         _write_json(
             self.run_dir / "baseline.json",
             {
@@ -483,7 +509,7 @@ class Optimizer:
                 self.notes.append(
                     f"budget: {max(0.0, deadline - time.monotonic()):.1f} s left, less than one round "
                     f"needs (about {self.min_round_s():.1f} s: twice the {self.baseline_s:.1f} s the "
-                    "originals' measurement took, at least "
+                    "originals' measurement takes without its one-off costs, at least "
                     f"{self.MIN_ROUND_S:.0f} s); a larger --budget lets the planner try more"
                 )
                 break
@@ -494,6 +520,7 @@ class Optimizer:
                 tuple(r.summary() for r in records), probes, check=self.check,
             )  # fmt: skip
             outcome = self.planner.plan(context)
+            self.clock.round(index).plan_s = time.monotonic() - round_start
             record = self.round(
                 index, outcome, current_analysis, probes, best, deadline, max(2, req.rounds - index + 1)
             )
@@ -536,7 +563,8 @@ class Optimizer:
                 f"the replay stopped after round {len(records)} ({stop}); the recorded run after round "
                 f"{len(script.rounds)} ({script.stop_reason})"
             )
-        self.finish(best)
+        with self.clock.timing("report"):
+            self.finish(best)
         self.write_state(records, best, "done", stop, start)
         return OptimizeResult(
             self.spec.name,
@@ -549,6 +577,7 @@ class Optimizer:
             time.monotonic() - start,
             sum((r.outcome.usage for r in records), Usage()),
             tuple(self.notes),
+            self.clock.record(),
         )
 
     # -- the replay of a recorded run ----------------------------------------------------------
@@ -620,6 +649,22 @@ class Optimizer:
         :attr:`MIN_ROUND_S`."""
         return max(self.MIN_ROUND_S, 2.0 * self.baseline_s)
 
+    def repeatable_originals_s(self, took: float) -> float:
+        """The seconds of the originals' measurement a round repeats: the backend's own account
+        per shape (the GPU harness's ``original_cost``: each request without the worker's
+        warm-up and the Python reference check) where it has one, else all ``took``.
+
+        Why (session 8's probe, H200, --budget 40): the first measurement of a process also
+        compiles the original (nvcc, seconds) and waits for the worker's warm-up (8-9 s); twice
+        that as the least a round needs left no round any room although a candidate's
+        measurement costs a fraction of a second."""
+        costs = getattr(self.evaluator.backend, "original_cost", None)
+        if not isinstance(costs, Mapping) or not costs:
+            return took
+        names = {p.name for p in self.points}
+        known = [float(v) for k, v in costs.items() if k in names and isinstance(v, int | float)]
+        return min(took, sum(known)) if len(known) == len(names) else took
+
     #: Below this fraction of speed-of-light (median over shapes) the run goes on past
     #: ``--rounds`` and ``--patience`` while the budget lasts and the planner has passes to try.
     #: 0.8, not 0.5: on an H100 (llm.c ladder, 2026-11-25) layernorm stopped on patience at 59%
@@ -666,9 +711,12 @@ class Optimizer:
             return replace(base, note=why)
         if plan.pipeline == best.plan.pipeline and plan.knob_ranges() == best.plan.knob_ranges():
             return replace(base, status="repeat", note="same pipeline as the best")
+        phases = self.clock.round(index)
+        began = time.monotonic()
         try:
             template = self.templates(plan.pipeline)
         except Exception as exc:
+            phases.template_s = time.monotonic() - began
             what = str(exc) if isinstance(exc, KtxError) else f"{type(exc).__name__} in a pass: {exc}"
             return replace(base, status="template-failed", note=what[:500])
         new = [p for p in plan.names if p not in best.plan.names]
@@ -688,10 +736,12 @@ class Optimizer:
             base, failures=tuple(failures), sites=sites, knobs=knobs, range_problems=restriction.problems
         )
         if new and len(failures) == len(new):
+            phases.template_s = time.monotonic() - began
             names = ", ".join(f.name for f in failures)
             return replace(base, status="template-failed", note=f"{names} rewrote nothing")
         narrowed = restricted(template, KnobSpace(restriction.knobs, template.space.constraints))
         tunable = tunable_for(self.spec, narrowed)
+        phases.template_s = time.monotonic() - began
         self.tunables[index] = tunable
         warm: dict[str, Config] = {
             s.shape: dict(s.best_config) for s in best.shapes if s.wins and s.best_config
@@ -714,6 +764,7 @@ class Optimizer:
             share = max(left / max(1, rounds_left), self.min_round_s())
             round_deadline = time.monotonic() + min(left, share)
             base = replace(base, share_s=min(left, share))
+        searching = time.monotonic()
         try:
             trials = self.request.trials_per_round
             if self.script is None:
@@ -731,8 +782,14 @@ class Optimizer:
         except ReplayDiverged:
             raise
         except KtxError as exc:
+            phases.search_s = time.monotonic() - searching
             return replace(base, status="search-failed", note=str(exc)[:500])
+        phases.check_s = check_seconds(folder / "log.jsonl")
+        phases.search_s = max(0.0, time.monotonic() - searching - phases.check_s)
+        phases.evaluations = result.evaluations
+        rechecking = time.monotonic()
         result = self.recheck(index, tunable, result, deadline)
+        phases.recheck_s = time.monotonic() - rechecking
         spreads = [s.spread for s in result.shapes if s.spread is not None]
         noise = max(self.request.min_gain, 0.5 * statistics.median(spreads) if spreads else 0.0)
         gain = result.geomean_speedup
@@ -817,21 +874,31 @@ def optimize(
     registry: Registry | None = None,
     search: RoundSearch | None = None,
     backend: Backend | None = None,
+    clock: PhaseClock | None = None,
 ) -> OptimizeResult:
     """Run the loop on one kernel folder (see the module docstring).
 
     ``backend`` replaces the one ``req.backend`` names (library use and tests: a model of the GPU).
+    ``clock``: the phase clock the command started (its spec checks timed as ``load``); the
+    budget counts from its start.
     """
     from ktx.search import runner
 
+    clock = clock or PhaseClock()
     req.check()
-    spec = load_spec(req.kernel_dir)
+    with clock.timing("load"):
+        spec = load_spec(req.kernel_dir)
     run_dir = (req.out or Path(".ktx") / "optimize" / spec.name).resolve()
     with runner.run_lock(run_dir):
         if backend is None:
-            backend, recording, limits = runner.open_backend(req.backend, spec, 0.0)
+            with clock.timing("backend"):
+                backend, recording, limits = runner.open_backend(req.backend, spec, 0.0)
+            warm = getattr(backend, "warm_in_background", None)
+            if callable(warm):  # the worker warms up while the facts are read and the original compiles
+                warm()
         else:
             recording, limits = None, getattr(backend, "limits", DeviceLimits())
+        clock.backend = backend
         given = backend is not None
         try:
             points = runner.select_points(spec, req.shapes)
@@ -861,8 +928,12 @@ def optimize(
                     notes.append("ncu: not on the PATH; analysis from timings only")
                 else:
 
+                    # under a budget one profile may not run away with it (a hang is killed)
+                    share = 0.0 if req.budget_s is None else ncu_module.BUDGET_SHARE * req.budget_s
+                    cap = 300.0 if req.budget_s is None else max(2 * ncu_module.PROFILE_S, share)
+
                     def ncu(shapes: Sequence[str]) -> tuple[Mapping[str, NcuMetrics], list[str]]:
-                        return ncu_module.profile_shapes(req.kernel_dir, shapes, spec.kernel)
+                        return ncu_module.profile_shapes(req.kernel_dir, shapes, spec.kernel, min(300.0, cap))
 
             chosen = planner or make_planner(req, run_dir)
             rounds = search or TuneSearch(
@@ -873,21 +944,47 @@ def optimize(
             opt = Optimizer(
                 req, spec, chosen, rounds, evaluator, points, device_of(limits, device_name), run_dir,
                 registry or default_registry(), notes, ncu, script, recording.path if recording else "",
+                clock,
             )  # fmt: skip
             result = opt.run()
             if recording is None:  # what a replay of this run will need (``recording.json``)
-                stand_in = req.backend if req.backend.startswith("harness:") else ""
-                toolkit = f"driver {limits.driver}, runtime {limits.runtime}"
-                made = recording_of_run(
-                    run_dir, device=limits.name, toolkit=toolkit, synthetic=given or req.backend != "cupy",
-                    stand_in=stand_in,
-                )  # fmt: skip
-                write(made, run_dir / "recording.json")
-            return result
+                with clock.timing("report"):
+                    stand_in = req.backend if req.backend.startswith("harness:") else ""
+                    toolkit = f"driver {limits.driver}, runtime {limits.runtime}"
+                    made = recording_of_run(
+                        run_dir, device=limits.name, toolkit=toolkit,
+                        synthetic=given or req.backend != "cupy", stand_in=stand_in,
+                    )  # fmt: skip
+                    write(made, run_dir / "recording.json")
+            phases = clock.record()
+            write_phases(run_dir / "optimize.json", phases)
+            return replace(result, phases=phases, wall_s=phases.wall_s)
         finally:
             close = getattr(backend, "close", None)
             if callable(close):
                 close()
+
+
+def write_phases(state: Path, phases: PhaseTimings) -> None:
+    """The run's final phase timings into its ``optimize.json`` (written before the recording
+    was, whose writing they count), with the whole command's wall time."""
+    data = json.loads(state.read_text())
+    data["phases"] = phases.to_json()
+    data["wall_s"] = round(phases.wall_s, 3)
+    _write_json(state, data)
+
+
+def add_report_time(result: OptimizeResult, seconds: float) -> OptimizeResult:
+    """``result`` with ``seconds`` more of report (the command's ``report.md``/``.html``, written
+    after the run): counted in its phases and its ``optimize.json``, as the process spent them."""
+    if result.phases is None:
+        return result
+    phases = replace(result.phases, report_s=result.phases.report_s + seconds,
+                     wall_s=result.phases.wall_s + seconds)  # fmt: skip
+    state = result.run_dir / "optimize.json"
+    if state.is_file():
+        write_phases(state, phases)
+    return replace(result, phases=phases, wall_s=phases.wall_s)
 
 
 def check_shapes(recording: Recording, points: Sequence[ShapePoint]) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,8 @@ from typing import Any
 from ktx.ir.errors import KtxError
 
 from ktx import offline
-from ktx.agent.loop import PLANNERS, OptimizeRequest, OptimizeResult, optimize
+from ktx.agent.loop import PLANNERS, OptimizeRequest, OptimizeResult, add_report_time, optimize
+from ktx.agent.timing import PhaseClock
 from ktx.commands._checks import check_number, load_checked_spec, output_folder
 from ktx.commands._original import report_failed_originals, warn_tolerances
 from ktx.records import FastMathRecord
@@ -152,6 +154,8 @@ def render(result: OptimizeResult) -> str:
         f"tokens {result.usage.total_tokens}",
         fast_math_line(result, dispatch, fm),
     ]
+    if result.phases is not None and not replay:
+        lines.append(result.phases.line())
     if any(s.paired is not None for s in result.shapes):
         lines.append(
             "re-measured: the best config and the original timed again alternately in one worker; "
@@ -189,6 +193,7 @@ _DEFAULTS: dict[str, object] = {
 
 
 def run(args: argparse.Namespace) -> int:
+    clock = PhaseClock()  # the budget and the phase timings count from here
     check_number("--min-gain", args.min_gain, 0, hint="a fraction: 0.02 asks for 2% above the original")
     check_number("--llm-timeout", args.llm_timeout, 0, above=True, hint="seconds per answer, e.g. 60")
     check_number("--seed", args.seed, 0, hint="e.g. --seed 0")
@@ -198,7 +203,8 @@ def run(args: argparse.Namespace) -> int:
         raise KtxError("--llm-fallback is for --planner llm", None, hint)
     if args.out is not None:
         output_folder(args.out, "--out")
-    spec = load_checked_spec(args.kernel_dir)
+    with clock.timing("load"):  # the spec and its static checks
+        spec = load_checked_spec(args.kernel_dir)
     name = spec.name
     auto = args.backend == "auto"
     args.backend, replayed = offline.resolve(args.backend, Path(args.kernel_dir))
@@ -231,12 +237,17 @@ def run(args: argparse.Namespace) -> int:
         quiet=not args.progress,
         llm_fallback=args.llm_fallback,
     )
-    result = optimize(request)
+    result = optimize(request, clock=clock)
     silent = unanswered_line(result, args.llm_fallback)  # before the summary: the error line first
     if silent:
         print(silent, file=sys.stderr)
         sys.stderr.flush()
-    text = render(result) + ("\n\n" + "\n".join(offline.tour(result.run_dir)) if auto else "")
+    tour: list[str] = []
+    if auto:  # the report is written now: its seconds join the run's phases (issue 23 item 6)
+        began = time.monotonic()
+        tour = list(offline.tour(result.run_dir))
+        result = add_report_time(result, time.monotonic() - began)
+    text = render(result) + ("\n\n" + "\n".join(tour) if auto else "")
     print(replayed.stamp(text) if replayed is not None else text)
     sys.stdout.flush()
     failed = report_failed_originals(spec, [s.original for s in result.shapes])

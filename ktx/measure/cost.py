@@ -13,6 +13,8 @@ overhead, gives an estimate that follows the kernel instead of the verification 
 from __future__ import annotations
 
 import math
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ktx.measure.gpu import Options, graph_shape
@@ -131,3 +133,43 @@ def check_seconds(
 ) -> float:
     """Wall seconds of a paired check of ``pairs`` pairs, its request included."""
     return PAIRED_REQUEST_S + pairs * pair_seconds(original_us, candidate_us, options, nsets)
+
+
+def request_overhead(seconds: float, costs: Mapping[str, object] | None) -> float:
+    """Wall seconds of one measure request outside its warm-up, verification and timing: the
+    call to the worker and its reply, loading the modules, the arena of argument sets. The
+    worker reports where its seconds went (``costs``); without a report (a stand-in handler)
+    the whole request is overhead.
+
+    Why (issue 23 item 6): a paired check makes two such requests' worth of work per pair
+    besides its launches, and an estimate that counts only the launches was many times short
+    where that fixed part dominates (a stand-in worker's 0.2 s a measurement made a check
+    start with too little time and time out).
+
+    >>> request_overhead(0.5, {"warmup_s": 0.1, "verify_s": 0.2, "time_s": 0.15})
+    0.05
+    >>> request_overhead(0.2, None)
+    0.2
+    """
+    spent = 0.0
+    for name in ("warmup_s", "verify_s", "time_s"):
+        value = (costs or {}).get(name)
+        spent += float(value) if isinstance(value, int | float) else 0.0
+    return round(max(0.0, seconds - spent), 6)
+
+
+#: How far a timing's measured wall time may correct :func:`timing_seconds` (either way).
+TIMING_SCALE_BOUNDS = (0.25, 4.0)
+
+
+def timing_scale(measured_s: float, time_us: float, options: Options, nsets: int = 1) -> float:
+    """The measured wall seconds of a timing over :func:`timing_seconds`'s count of them,
+    bounded by :data:`TIMING_SCALE_BOUNDS`: the host's own launch overhead, measured."""
+    counted = timing_seconds(time_us, options, nsets)
+    low, high = TIMING_SCALE_BOUNDS
+    return min(high, max(low, measured_s / counted)) if counted > 0 else 1.0
+
+
+def typical(values: Sequence[float]) -> float | None:
+    """The median of what was observed (None before anything was)."""
+    return statistics.median(values) if values else None

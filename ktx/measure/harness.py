@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, replace
 from typing import Any, Literal
@@ -21,7 +22,7 @@ from ktx.ir.errors import KtxError, Location, NoGpuError
 from ktx.ir.expr import expand
 
 from ktx.measure.compile import CompilePool, CompileRequest, CompileResult
-from ktx.measure.cost import paired_options
+from ktx.measure.cost import paired_options, request_overhead, rotated_sets, timing_scale, typical
 from ktx.measure.gpu import Options, verify_shapes
 from ktx.measure.guards import is_spec_error
 from ktx.measure.occupancy import DeviceLimits
@@ -31,6 +32,9 @@ from ktx.measure.types import Candidate, Measurement, Status, original_candidate
 from ktx.spec import ShapePoint, Spec
 
 ReferenceChoice = Literal["auto", "original", "python", "none"]
+
+#: Requests whose overhead and timing scale a harness keeps (the latest).
+OBSERVED = 32
 
 #: Knobs that trade precision for speed (``fast-math``'s): with ``precision_python`` a config
 #: that turns one on is verified against the spec's float64 Python reference.
@@ -93,6 +97,17 @@ class Harness:
         self.spec_errors: dict[str, str] = {}
         #: The supervisor's start count when this harness last warmed its worker (-1: never).
         self._warmed_start = -1
+        #: Every compile this harness waited for, by request key (the run's phase timings count
+        #: them by compiler: :meth:`compile_results`).
+        self._compiled: dict[str, CompileResult] = {}
+        #: Per ok measure request (the last :data:`OBSERVED`): its seconds outside warm-up,
+        #: verification and timing, and its timing's wall time over the launches' count: what a
+        #: paired check's estimate adds to its launches (:attr:`request_overhead_s`).
+        self._overheads: list[float] = []
+        self._scales: list[float] = []
+        #: The warm-up running beside the compiles (:meth:`warm_in_background`), if any.
+        self._warming: threading.Thread | None = None
+        self._warm_lock = threading.Lock()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -104,6 +119,9 @@ class Harness:
 
     def close(self) -> None:
         self.pool.close()
+        running = self._warming
+        if running is not None:
+            running.join(timeout=max(self.timeout_s, 120.0))
         if self._own_supervisor:
             self.supervisor.close()
 
@@ -164,10 +182,16 @@ class Harness:
         modules: dict[str, Any] = {}
         for req in self._requests(cand, point):
             result = self.pool.result(req)
+            self._compiled.setdefault(req.key, result)
             if not result.ok:
                 return modules, result
             modules[req.name_expression] = result.to_dict()
         return modules, None
+
+    def compile_results(self) -> list[dict[str, Any]]:
+        """Each compile this harness waited for, once (``CompileResult.to_dict()``): the run's
+        phase timings count them by compiler (NVRTC, nvcc, nvcc after NVRTC failed, cached)."""
+        return [r.to_dict() for r in self._compiled.values()]
 
     # -- measure --------------------------------------------------------------------------
 
@@ -182,6 +206,7 @@ class Harness:
         if refused is not None:
             return refused
         self.prefetch(candidate, point)
+        self.warm_in_background()  # the worker warms up while the compile processes work
         modules, failed = self._modules(candidate, point)
         if failed is not None:
             return Measurement.failure(
@@ -233,9 +258,33 @@ class Harness:
             cost = request_cost(outcome.seconds, costs if isinstance(costs, dict) else None)
             self.original_cost[point.name] = max(cost, self.original_cost.get(point.name, 0.0))
         result = self._result(candidate, point, outcome, ref_kind)
+        if outcome.ok and isinstance(outcome.result, Mapping):
+            self._observe(outcome.seconds, outcome.result.get("costs"), result)
         if is_spec_error(result.message):  # the original's, or the original reference run's
             self.spec_errors[point.name] = result.message
         return result
+
+    def _observe(self, seconds: float, costs: object, measured: Measurement) -> None:
+        report = costs if isinstance(costs, Mapping) else None
+        self._overheads = [*self._overheads, request_overhead(seconds, report)][-OBSERVED:]
+        spent = None if report is None else report.get("time_s")
+        us = measured.single_us or measured.graph_us
+        if measured.ok and us and isinstance(spent, int | float) and spent > 0:
+            nsets = rotated_sets(measured.bytes, self.options)
+            self._scales = [*self._scales, timing_scale(float(spent), us, self.options, nsets)][-OBSERVED:]
+
+    @property
+    def request_overhead_s(self) -> float | None:
+        """The typical seconds of a measure request outside its warm-up, verification and timing,
+        as measured by this harness (None before any): each side of each pair of a paired check
+        costs this much besides its launches (:func:`ktx.search.final.pair_estimate`)."""
+        return typical(self._overheads)
+
+    @property
+    def observed_timing_scale(self) -> float | None:
+        """The typical ratio of a timing's measured wall time to its launches' count
+        (:func:`ktx.measure.cost.timing_scale`); None before any timing."""
+        return typical(self._scales)
 
     def _spec_error(self, candidate: Candidate, point: ShapePoint) -> Measurement | None:
         """A candidate at a shape where the original writes out of bounds is not measured: the
@@ -293,20 +342,48 @@ class Harness:
             f"at least {self.timeout_floor_s:g} s, at most {self.timeout_s:g} s"
         )
 
+    def _is_warm(self) -> bool:
+        worker = self.supervisor.worker
+        return worker is not None and worker.alive and self._warmed_start == self.supervisor.starts
+
+    def _warm_now(self) -> None:
+        if self.warm_workers and not self._is_warm():
+            self.supervisor.call("warmup", {"spec": str(self.spec.path)}, timeout=max(self.timeout_s, 120.0))
+            self._warmed_start = self.supervisor.starts
+
+    def warm_in_background(self) -> None:
+        """Start the worker's warm-up in a thread and return at once.
+
+        Why (session 8's probe, H200): a fresh worker's warm-up (CUDA's start, CuPy's imports,
+        :func:`~ktx.measure.gpu.prime` compiling the verification kernels, the clocks' ramp)
+        took 8-9 s, and it ran only after the original's compile (nvcc: seconds more) had
+        finished, one after the other, inside the run's budget. Started here, it overlaps the
+        compiles and whatever the caller does meanwhile (``ktx optimize`` reads the kernel's
+        facts). The worker is used by nothing else until :meth:`_warm_worker` joins the thread."""
+        if not self.warm_workers:
+            return
+        with self._warm_lock:
+            if self._warming is not None and self._warming.is_alive():
+                return
+            if self._is_warm():
+                return
+            self._warming = threading.Thread(target=self._warm_now, name="ktx-warm-worker", daemon=True)
+            self._warming.start()
+
     def _warm_worker(self) -> None:
         """A worker warms up before its first measurement, outside any measurement's timeout.
 
         Keyed by the supervisor's start count, not by whether a worker is alive: the ``device``
         request (made before anything compiles) starts the worker, so "not alive yet" never
         held and the warm-up (with :func:`~ktx.measure.gpu.prime`, which compiles CuPy's
-        verification kernels) never ran as a request of its own (issue 18)."""
-        worker = self.supervisor.worker
-        if not self.warm_workers:
-            return
-        if worker is not None and worker.alive and self._warmed_start == self.supervisor.starts:
-            return
-        self.supervisor.call("warmup", {"spec": str(self.spec.path)}, timeout=max(self.timeout_s, 120.0))
-        self._warmed_start = self.supervisor.starts
+        verification kernels) never ran as a request of its own (issue 18). A warm-up started
+        by :meth:`warm_in_background` is waited for, not repeated."""
+        with self._warm_lock:
+            running = self._warming
+            self._warming = None
+        if running is not None:
+            running.join()
+        self._warm_now()
 
     def measure_paired(
         self, first: Candidate, second: Candidate, point: ShapePoint, pairs: int, timeout: float | None = None

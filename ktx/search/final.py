@@ -63,12 +63,37 @@ class Shortlist:
     config_us: float | None = None
     set_bytes: int | None = None
 
-    def pair_s(self, options: Options) -> float | None:
-        """Seconds one pair of this shape's check takes; None where a time is not known."""
+    def pair_s(self, options: Options, overhead_s: float = 0.0, scale: float = 1.0) -> float | None:
+        """Seconds one pair of this shape's check takes; None where a time is not known.
+        ``overhead_s``: a request's measured seconds besides its launches, paid by each side of
+        the pair; ``scale``: the measured wall time of a timing over its launches' count (see
+        :func:`pair_estimate`)."""
         if not self.original_us or not self.config_us:
             return None
         nsets = rotated_sets(self.set_bytes, options)
-        return pair_seconds(self.original_us, self.config_us, options, nsets)
+        return scale * pair_seconds(self.original_us, self.config_us, options, nsets) + 2 * overhead_s
+
+
+def measured_overheads(backend: object) -> tuple[float, float]:
+    """(seconds a request costs besides its launches, the timing scale) as the backend measured
+    them on this host (the GPU harness's ``request_overhead_s`` and ``observed_timing_scale``);
+    (0, 1) for a backend that measured none."""
+    overhead = getattr(backend, "request_overhead_s", None)
+    scale = getattr(backend, "observed_timing_scale", None)
+    return (
+        float(overhead) if isinstance(overhead, int | float) else 0.0,
+        float(scale) if isinstance(scale, int | float) and scale > 0 else 1.0,
+    )
+
+
+def pair_estimate(item: Shortlist, backend: object, options: Options) -> float | None:
+    """Seconds of one pair of ``item``'s check: its launches counted from the per-launch times
+    (:mod:`ktx.measure.cost`), scaled by how long timings really took on this host, plus each
+    side's fixed request cost as measured (issue 23: leaving that out made the estimate many
+    times short where it dominates, so it was capped below by the verified measurement's cost,
+    which is many times too long for a slow original and dropped found wins)."""
+    overhead, scale = measured_overheads(backend)
+    return item.pair_s(options, overhead, scale)
 
 
 #: The fewest pairs a check runs with when the full :data:`PAIRS` do not fit the time left
@@ -152,13 +177,12 @@ def final_check(
         else:
             config = dict(item.config)
             candidate = evaluator.tunable.candidate(evaluator.space.normalize(config))
-            counted = item.pair_s(opts)
+            counted = pair_estimate(item, backend, opts)
             kind = "verified" if counted is None else "counted"
             verified = check_cost(costs.get(name) or DEFAULT_COST_S, 1) - 0.2
-            # the counted estimate leaves out what a request costs besides its launches (a stand-in
-            # worker's fixed 0.2 s a measurement made a check start with too little time and time
-            # out): until it counts that, the verified upper bound stays the estimate
-            base = verified if counted is None else max(counted, verified)
+            # counted: launches and the measured fixed cost of each side's request (no cap: the
+            # verified cost is many times too long for a slow original, and dropped found wins)
+            base = verified if counted is None else counted
             per_pair = scale[kind] * base
             expected = per_pair * pairs + PAIRED_REQUEST_S
             floor = FLOOR_PAIRS if (item.gain or 0.0) >= LARGE_GAIN else MIN_PAIRS

@@ -52,7 +52,7 @@ from ktx.search.engine import (
     warm_start_configs,
 )
 from ktx.search.evaluate import Evaluator, Policy, choose_metric, objective_time
-from ktx.search.final import WRITE_S, Shortlist, final_check, reserve
+from ktx.search.final import WRITE_S, Shortlist, final_check, pair_estimate, reserve
 from ktx.search.paired import PAIRS, SKIPPED, PairedCheck
 from ktx.search.progress import Display
 from ktx.search.recording import FORMAT, Recording, RecordingBackend, write
@@ -875,7 +875,7 @@ def original_pair_s(ctx: Context) -> dict[str, float]:
             continue
         original = Measurement.from_dict(attrs["original"])
         item = Shortlist(point, "graph", None, None, launch_us(original), launch_us(original), original.bytes)
-        pair = item.pair_s(options)
+        pair = pair_estimate(item, ctx.backend, options)
         if pair is not None:
             out[point.name] = pair
     return out

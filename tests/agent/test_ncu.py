@@ -111,3 +111,31 @@ def test_ncu_on_without_ncu_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     code = main(["optimize", str(KERNEL), "--ncu", "on", "--backend", f"replay:{tmp_path / 'x.json'}",
                  "--out", str(tmp_path / "run")])  # fmt: skip
     assert code == 2
+
+
+def test_ncu_auto_takes_a_tenth_of_the_budget_at_most() -> None:
+    """Session 8's probe: two profiles took 25-28 s of a 40 s budget before round 1."""
+    shapes = ["a=1", "b=2"]
+    assert ncu.budgeted(shapes, None, "auto") == (shapes, "")
+    assert ncu.budgeted(shapes, 40.0, "on") == (shapes, "")
+    kept, why = ncu.budgeted(shapes, 40.0, "auto")
+    assert kept == [] and why.startswith("skipped:") and "10% of the --budget of 40 s" in why
+    kept, why = ncu.budgeted(shapes, 200.0, "auto")
+    assert kept == ["a=1"] and "profiled a=1 only" in why and "300 s would profile one more" in why
+    assert ncu.budgeted(shapes, 300.0, "auto") == (shapes, "")
+
+
+@pytest.mark.slow
+def test_a_small_budget_runs_no_profile_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_ncu(tmp_path)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    out = tmp_path / "run"
+    req = OptimizeRequest(
+        kernel_dir=KERNEL, rounds=1, trials_per_round=4, out=out, budget_s=40.0,
+        shapes=("tokens=1,d=4096", "tokens=64,d=4096"), ncu="auto",
+    )  # fmt: skip
+    result = optimize(req, backend=ModelBackend())
+    assert not (tmp_path / "args.txt").exists(), "ncu ran"
+    assert json.loads((out / "baseline.json").read_text())["ncu"] == {}
+    assert any(n.startswith("ncu: skipped:") for n in result.notes)
+    assert result.phases is not None and result.phases.ncu_s == 0.0

@@ -106,3 +106,25 @@ def test_result_round_trips_dropped_flags() -> None:
     assert CompileResult.from_dict(data) == done
     legacy = {k: v for k, v in done.to_dict().items() if k not in ("dropped_flags", "fallback")}
     assert CompileResult.from_dict(legacy).dropped_flags == ()
+
+
+def test_headers_are_read_again_only_when_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key is asked several times a measurement; reading a project's headers each time cost
+    16 ms a key. A header is read again only when its size, time or inode changed."""
+    header = tmp_path / "tile.cuh"
+    header.write_text("#define TILE 64\n")
+    reads: list[Path] = []
+    real = Path.read_bytes
+
+    def counted(self: Path) -> bytes:
+        reads.append(self)
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", counted)
+    first = headers_digest([str(tmp_path)])
+    assert headers_digest([str(tmp_path)]) == first
+    assert reads.count(header) <= 1
+    header.write_text("#define TILE 32\n")  # the same size: the time tells
+    stamp = header.stat().st_mtime_ns
+    os.utime(header, ns=(stamp + 10_000_000, stamp + 10_000_000))
+    assert headers_digest([str(tmp_path)]) != first

@@ -9,8 +9,6 @@ from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
-
 from ktx.measure.cost import PAIRED_REQUEST_S, check_seconds
 from ktx.measure.gpu import Options
 from ktx.measure.types import Measurement
@@ -69,12 +67,6 @@ def _item(gain: float, original_us: float | None, config_us: float | None) -> Sh
     return Shortlist(POINT, "graph", {"X": 1}, gain, original_us, config_us)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the counted estimate is capped below by the verified one (ktx/search/final.py) until it "
-    "counts a request's fixed cost besides its launches: a stand-in worker's 0.2 s a measurement "
-    "made a check time out (tests/search/test_time_limit.py, slow); issue 23 item 6 is open",
-)
 def test_a_check_the_old_estimate_skipped_runs_in_full() -> None:
     """The issue's case: the original's verified measurement cost 7 s, so the old estimate of five
     pairs was 70 s and 12 s left skipped it, keeping a kernel 74x slower. Counted from the
@@ -116,12 +108,6 @@ def test_a_small_gain_keeps_the_three_pair_floor() -> None:
     assert backend.calls == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the counted estimate is capped below by the verified one (ktx/search/final.py) until it "
-    "counts a request's fixed cost besides its launches: a stand-in worker's 0.2 s a measurement "
-    "made a check time out (tests/search/test_time_limit.py, slow); issue 23 item 6 is open",
-)
 def test_the_estimate_is_corrected_by_the_first_check_that_ran() -> None:
     """A check that took 3x its estimate makes the next shape's estimate 3x, so a limit that the
     first check's real cost shows too short cuts the second to fewer pairs instead of overrunning."""
@@ -145,3 +131,49 @@ def test_the_reserve_counts_launches_where_the_times_are_known() -> None:
     new = reserve(costs, 0, 1000.0, pair_s={"B=1": 0.5})
     assert new < old
     assert new == reserve({"B=8": 7.0}, 0, 1000.0) + 0.2 + PAIRS * 0.5
+
+
+class _Overhead(_Backend):
+    """A worker whose every timing request costs ``request_s`` besides its launches (a stand-in's
+    sleep, a real worker's call, reply and module loads), which the harness measured before:
+    ``request_overhead_s``."""
+
+    def __init__(self, request_s: float, original_us: float, config_us: float) -> None:
+        super().__init__(0.0, original_us, config_us)
+        self.request_overhead_s = request_s
+
+    def measure_paired(self, first: Any, second: Any, point: Any, pairs: int, timeout: Any) -> Any:
+        self.calls.append(pairs)
+        time.sleep(2 * self.request_overhead_s * pairs + 0.05)
+        return [(_timed(self.times[0], {}), _timed(self.times[1], {"X": 1}))] * pairs
+
+
+def test_the_estimate_counts_each_requests_measured_fixed_cost() -> None:
+    """Two 2 µs kernels: their launches cost milliseconds, each side's request 0.2 s. The estimate
+    with the measured fixed cost is within 2x of what the check takes; the launches alone are
+    several times short (what made a stand-in's check time out)."""
+    opts = Options(max_runs=50, graph_launches=10, graph_replays=5, settle_s=0.0)
+    backend = _Overhead(0.2, 2.0, 1.6)
+    item = Shortlist(POINT, "graph", {"X": 1}, 1.25, 2.0, 1.6)
+    spent: dict[str, dict[str, float]] = {}
+    got = final_check(_evaluator(backend), [item], time.monotonic() + 30.0, {}, options=opts, spent=spent)
+    assert got["B=1"].status == MEASURED and backend.calls == [PAIRS]
+    took, expected = spent["B=1"]["spent_s"], spent["B=1"]["expected_s"]
+    assert 0.5 <= took / expected <= 2.0, spent
+    launches_only = PAIRED_REQUEST_S + PAIRS * (item.pair_s(opts) or 0.0)
+    assert took / launches_only > 3.0, "the launches alone would have been an honest estimate"
+
+
+def test_a_check_whose_fixed_cost_does_not_fit_runs_with_fewer_pairs_and_in_time() -> None:
+    """Room for three pairs once each request's 0.1 s is counted: the check runs three and ends
+    before the deadline, where five (the launches-only estimate's choice) would overrun it."""
+    opts = Options(max_runs=50, graph_launches=10, graph_replays=5, settle_s=0.0)
+    backend = _Overhead(0.1, 2.0, 1.6)
+    item = Shortlist(POINT, "graph", {"X": 1}, 1.25, 2.0, 1.6)
+    per_pair = item.pair_s(opts, 0.1) or 0.0
+    left = PAIRED_REQUEST_S + 3.5 * per_pair
+    deadline = time.monotonic() + left
+    got = final_check(_evaluator(backend), [item], deadline, {}, options=opts)
+    assert got["B=1"].status == MEASURED
+    assert backend.calls == [3]
+    assert time.monotonic() <= deadline + 0.05
