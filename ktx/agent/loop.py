@@ -219,6 +219,14 @@ class OptimizeResult:
 # -- helpers -----------------------------------------------------------------------------------
 
 
+def search_jobs(backend: str, recording: Recording | None) -> int:
+    """Trials in flight in a round's search: 2 on a GPU, so each candidate's compile (nvcc takes
+    seconds on real project code, and it sat on the critical path between two measurements)
+    overlaps the measurement before it; the GPU still measures one at a time. A replay and the
+    stand-in backends keep 1: their order of evaluation is part of what they reproduce."""
+    return 2 if recording is None and backend == "cupy" else 1
+
+
 def error_budget(spec: Spec) -> tuple[str, bool]:
     """The outputs' tolerances in words, and whether they leave room for fast math (rtol >= 1e-3)."""
     parts: list[str] = []
@@ -939,7 +947,7 @@ def optimize(
             rounds = search or TuneSearch(
                 spec, backend, recording, limits, points, cache,
                 kernel_dir=req.kernel_dir, backend_text=req.backend, seed=req.seed, quiet=req.quiet,
-                min_gain=req.min_gain,
+                min_gain=req.min_gain, jobs=search_jobs(req.backend, recording),
             )  # fmt: skip
             opt = Optimizer(
                 req, spec, chosen, rounds, evaluator, points, device_of(limits, device_name), run_dir,

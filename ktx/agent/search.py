@@ -258,6 +258,7 @@ class TuneSearch:
         quiet: bool = True,
         sampler: str = "auto",
         min_gain: float = 0.0,
+        jobs: int = 1,
     ) -> None:
         self.spec = spec
         self.backend = backend
@@ -271,6 +272,9 @@ class TuneSearch:
         self.quiet = quiet
         self.sampler = sampler
         self.min_gain = min_gain
+        #: trials in flight: with 2, the next candidate compiles (nvcc: seconds on real code)
+        #: while the GPU measures this one, instead of after it
+        self.jobs = jobs
 
     def _context(self, folder: Path, tunable: Tunable, deadline: float | None, start: float,
                  trials: int, stop_after: Mapping[str, int] | None = None) -> Any:  # fmt: skip
@@ -292,6 +296,7 @@ class TuneSearch:
             holdout="none",
             quiet=self.quiet,
             min_gain=self.min_gain,
+            jobs=self.jobs,
             stop_after=tuple(sorted((stop_after or {}).items())),
         )
         url = default_url(folder)

@@ -229,3 +229,13 @@ def test_a_rounds_least_time_leaves_out_the_first_measurements_one_off_costs() -
     assert Optimizer.repeatable_originals_s(fake({"a=1": 0.2}), 17.0) == 17.0  # a shape unaccounted
     assert Optimizer.repeatable_originals_s(fake({}), 17.0) == 17.0
     assert Optimizer.repeatable_originals_s(fake(None), 17.0) == 17.0  # a replay or a model
+
+
+def test_rounds_overlap_compiles_only_on_a_gpu_that_is_not_a_replay() -> None:
+    """On the GPU a round keeps two trials in flight (the next compile beside this measurement);
+    replays and stand-in backends keep one, their order being what they reproduce."""
+    from ktx.agent.loop import search_jobs
+
+    assert search_jobs("cupy", None) == 2
+    assert search_jobs("harness:tests.measure.fake_gpu", None) == 1
+    assert search_jobs("synthetic", None) == 1
