@@ -62,6 +62,7 @@ from ktx.ir.nodes import Function, LaunchSite
 
 from ktx import structdraft
 from ktx.blockers import TODO
+from ktx.draft.doubt import nullable, spread
 from ktx.draft.entries import DRAFT_FLAGS, DTYPE_BYTES, Arg, Draft, toml_str
 from ktx.draft.includes import include_flags
 from ktx.draft.review import second_look
@@ -184,6 +185,14 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 arg_todos.append(why)
                 lines += [f"# {TODO}: {why}", f'role = "{TODO}"']
             else:
+                test = nullable(k.text(k.body), p.name) if role == "in" else None
+                if test is not None:
+                    why = (
+                        f"{p.name} may be null: the kernel tests it ({test}); if the caller passes "
+                        'none, write dist = "null" instead of its role and extent'
+                    )
+                    arg_todos.append(why)
+                    lines.append(f"# {TODO}: {why}")
                 lines.append(f"role = {toml_str(role)}")
             use = _index_use(k.text(k.body), p.name) if dtype in _INT_DTYPES else None
             if use is not None and role != "out":
@@ -431,7 +440,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         'use = "original"',
     ]
     lines, more = second_look(lines, path, fn)
-    return Draft(fn.name, "\n".join(lines) + "\n", (*todos, *more))
+    lines, spread_todos = spread(lines)
+    return Draft(fn.name, "\n".join(lines) + "\n", (*todos, *more, *spread_todos))
 
 
 _INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
