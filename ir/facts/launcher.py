@@ -233,6 +233,27 @@ def redeclared(module: Module, site: LaunchSite, which: str) -> int | None:
     return None
 
 
+def reassigned(module: Module, site: LaunchSite, which: str) -> tuple[int, ...]:
+    """Lines, before the launch, where the launcher changes the ``dim3`` local it passes as its
+    ``grid`` or ``block`` after declaring it (``block.x = 1024`` under ``if (n % 32 != 0)``,
+    ``block.x /= 2`` for half): the declaration alone is then not the launch's value."""
+    scope = launcher_node(module, site)
+    span = site.grid if which == "grid" else site.block
+    node = syntax.node_at(module, span, _EXPRESSIONS) or module.node(span)
+    if scope is None or node.type != "identifier":
+        return ()
+    name = re.escape(syntax.text(module, node))
+    text = module.text_str[scope.start_byte : site.span.start]
+    first = scope.start_point[0] + 1
+    found = re.finditer(rf"(?<![\w.])\b{name}\s*(?:\.\s*[xyz]\s*)?(?:[-+*/]?=)(?!=)", text)
+    lines = []
+    for m in found:
+        head = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
+        if not re.search(r"\bdim3\b", head):  # ``dim3 block = ...`` declares it
+            lines.append(first + text.count("\n", 0, m.start()))
+    return tuple(lines)
+
+
 def _guard(module: Module, site: LaunchSite) -> str | None:
     """The condition of the innermost ``if`` whose then-branch holds ``site``."""
     node: ts.Node | None = module.node(site.span)

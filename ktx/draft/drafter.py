@@ -33,6 +33,7 @@ from ktx.ir.facts.launcher import (
     launcher_of,
     main_values,
     read_launch,
+    reassigned,
     redeclared,
     translator_for,
 )
@@ -142,6 +143,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         env.update({f"__grid{i}": g for i, g in enumerate(launch.grid)})
 
     args: list[Arg] = []
+    template_names = {t.name for t in fn.template_params if t.kind == "type"}
     for i, p in enumerate(fn.params):
         if p.name in structs and not p.is_pointer:  # a struct or vector by value: its fields
             passed = call_args[i] if i < len(call_args) else None
@@ -150,11 +152,19 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             todos += arg.todos
             continue
         base = targ.get(p.base_type, p.base_type)
-        dtype = dtype_of(module, path, base)
+        # A template parameter the launch does not settle is no type of its own, whatever a
+        # typedef of the same name elsewhere in the file says (apex's scalar_t is bf16 in one
+        # dispatch branch): its dtype is the template argument's, a TODO.
+        unsettled = p.base_type in template_names and p.base_type not in targ
+        dtype = None if unsettled else dtype_of(module, path, base)
         lines = ["[[args]]", f"name = {toml_str(p.name)}"]
         arg_todos: list[str] = []
         shape: str | None = None
-        if dtype is None:
+        if unsettled:
+            why = f"element type of {p.name}: template parameter {p.base_type}, its argument a TODO above"
+            arg_todos.append(why)
+            lines += [f"# {TODO}: {why}", f'dtype = "{TODO}"']
+        elif dtype is None:
             why = f"element type {base!r} of {p.name}: not a scalar type ktx knows (looked at typedefs)"
             arg_todos.append(why)
             lines += [f"# {TODO}: {why}", f'dtype = "{TODO}"']
@@ -327,7 +337,10 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             todos.append(why)
             lines.append(f"# {TODO}: {why}")
             values = [TODO if i in positions else v for i, v in enumerate(values)]
-        picked = branch_picked(module, site, fn.name, set(used))
+        # a condition on a launcher parameter (``if (ncols < 1024)``) picks as surely as one on
+        # a shape variable: the parameter is one once the caller's values are written
+        conditioned = set(used) | set(vars_) | ({q.name for q in launcher.params} if launcher else set())
+        picked = branch_picked(module, site, fn.name, conditioned)
         if picked is not None and not missing and choice is None:
             why = f"template arguments of {fn.name} at {where}: {picked}"
             todos.append(why)
@@ -396,6 +409,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     lines += ["", "[launch]"]
     for which, dims in (("grid", launch.grid), ("block", launch.block)):
         again = redeclared(module, site, which) if picked is not None and dims is not None else None
+        changed = reassigned(module, site, which) if dims is not None else ()
         if dims is None:
             why = f"{which} of the launch of {fn.name} at {where}: ktx cannot translate its expressions"
             todos.append(why)
@@ -411,6 +425,16 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             )
             todos.append(why)
             lines += [f"# {TODO}: {why}", f'{which} = ["{TODO}"]']
+        elif changed:
+            # ``dim3 block(min(n, 1024)); if (n % 32) block.x = 1024; block.x /= 2;``: the
+            # declaration is only the start of the launch's value.
+            drafted = ", ".join(dims)
+            why = (
+                f"{which} of the launch at {where}: [{drafted}] as declared, but the launcher changes "
+                f"it before the launch (line {', '.join(map(str, changed))}): write the value it has there"
+            )
+            todos.append(why)
+            lines += [f"# {TODO}: {why}", f"{which} = [" + ", ".join(toml_str(g) for g in dims) + "]"]
         else:
             lines.append(f"{which} = [" + ", ".join(toml_str(g) for g in dims) + "]")
     if launch.shared is None:

@@ -12,9 +12,11 @@ of a library that is not installed) becomes a TODO naming it, so the person adds
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +45,28 @@ class Includes:
     tested: tuple[str, ...] = ()
 
 
+@functools.cache
+def _host_dirs() -> tuple[Path, ...]:
+    """The host C++ compiler's own search list (``<type_traits>``, ``<float.h>`` live in
+    ``/usr/include/c++/12`` and gcc's folder, which no fixed list names): asked once."""
+    cxx = next((c for c in (os.environ.get("CXX"), "g++", "c++", "clang++") if c and shutil.which(c)), None)
+    if cxx is None:
+        return ()
+    try:
+        proc = subprocess.run(
+            [cxx, "-xc++", "-E", "-v", "-"], input="", capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    lines = proc.stderr.splitlines()
+    try:
+        start = lines.index("#include <...> search starts here:") + 1
+        end = lines.index("End of search list.", start)
+    except ValueError:
+        return ()
+    return tuple(Path(ln.strip()) for ln in lines[start:end] if ln.strip())
+
+
 def _system_dirs() -> tuple[Path, ...]:
     """Where nvcc and the host compiler find angle-bracket headers without a flag."""
     homes = [Path(os.environ[v]) for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
@@ -50,7 +74,7 @@ def _system_dirs() -> tuple[Path, ...]:
     if nvcc is not None:
         homes.append(Path(nvcc).resolve().parent.parent)
     homes.append(Path("/usr/local/cuda"))
-    found = [Path("/usr/include"), Path("/usr/local/include")]
+    found = [*_host_dirs(), Path("/usr/include"), Path("/usr/local/include")]
     for home in homes:
         for inc in (home / "include", *sorted((home / "targets").glob("*/include"))):
             found += [inc, inc / "cccl"]  # CUDA 13 keeps CUB/Thrust/libcu++ under cccl/
