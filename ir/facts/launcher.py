@@ -234,9 +234,11 @@ def redeclared(module: Module, site: LaunchSite, which: str) -> int | None:
 
 
 def reassigned(module: Module, site: LaunchSite, which: str) -> tuple[int, ...]:
-    """Lines, before the launch, where the launcher changes the ``dim3`` local it passes as its
-    ``grid`` or ``block`` after declaring it (``block.x = 1024`` under ``if (n % 32 != 0)``,
-    ``block.x /= 2`` for half): the declaration alone is then not the launch's value."""
+    """Lines, before the launch, where the launcher changes a field of the ``dim3`` it passes as
+    its ``grid`` or ``block`` after constructing it with a value (``dim3 block(min(n, 1024));``
+    then ``block.x = 1024`` under ``if (n % 32 != 0)`` and ``block.x /= 2`` for half): the
+    declaration alone is then not the launch's value. A ``dim3`` declared empty and set field
+    by field is read whole by the launch reader, and is not this."""
     scope = launcher_node(module, site)
     span = site.grid if which == "grid" else site.block
     node = syntax.node_at(module, span, _EXPRESSIONS) or module.node(span)
@@ -244,14 +246,12 @@ def reassigned(module: Module, site: LaunchSite, which: str) -> tuple[int, ...]:
         return ()
     name = re.escape(syntax.text(module, node))
     text = module.text_str[scope.start_byte : site.span.start]
+    built = re.search(rf"\bdim3\s+{name}\s*[({{=]", text)
+    if built is None:
+        return ()
     first = scope.start_point[0] + 1
-    found = re.finditer(rf"(?<![\w.])\b{name}\s*(?:\.\s*[xyz]\s*)?(?:[-+*/]?=)(?!=)", text)
-    lines = []
-    for m in found:
-        head = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
-        if not re.search(r"\bdim3\b", head):  # ``dim3 block = ...`` declares it
-            lines.append(first + text.count("\n", 0, m.start()))
-    return tuple(lines)
+    found = re.finditer(rf"(?<![\w.])\b{name}\s*\.\s*[xyz]\s*[-+*/]?=(?!=)", text[built.end() :])
+    return tuple(first + text.count("\n", 0, built.end() + m.start()) for m in found)
 
 
 def _guard(module: Module, site: LaunchSite) -> str | None:

@@ -47,22 +47,36 @@ def _unknowns(lines: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
     todo_vars: list[str] = []
     no_extent: list[str] = []
     no_dtype: list[str] = []
-    arg = ""
+    arg = dtype = previous = ""
     for line in lines:
         if line.startswith("["):
             section = line.strip()
             continue
         key = _key(line)
+        if key == "name":
+            dtype = ""
         if section == "[vars]" and key and _is_placeholder(line):
             todo_vars.append(key)
         elif section == "[[args]]":
             if key == "name":
                 arg = _value(line).strip().strip('"')
-            elif key in ("shape", "value") and _is_placeholder(line):
+            elif _is_placeholder(line) and (
+                key == "shape" or (key == "value" and _maybe_size(dtype, previous))
+            ):
                 no_extent.append(arg)
-            elif key == "dtype" and _is_placeholder(line):
+            elif key == "dtype":
+                dtype = _value(line).strip().strip('"')
+            if key == "dtype" and _is_placeholder(line):
                 no_dtype.append(arg)
+        previous = line
     return todo_vars, no_extent, no_dtype
+
+
+def _maybe_size(dtype: str, todo: str) -> bool:
+    """Whether a scalar whose value is a TODO may be a size the shapes must name: an integer the
+    drafter did not rule out as one (a bit count the kernel never compares nor indexes with is
+    not; a float is not), or one whose type is unknown too."""
+    return (dtype.startswith(("int", "uint")) or dtype in ("", TODO)) and "(no size)" not in todo
 
 
 def nullable(body: str, name: str) -> str | None:

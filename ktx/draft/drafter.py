@@ -144,6 +144,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
 
     args: list[Arg] = []
     template_names = {t.name for t in fn.template_params if t.kind == "type"}
+    checks: list[str] = []  # TODO comments over a drafted line: to check, blocking nothing
     for i, p in enumerate(fn.params):
         if p.name in structs and not p.is_pointer:  # a struct or vector by value: its fields
             passed = call_args[i] if i < len(call_args) else None
@@ -201,7 +202,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                         f"{p.name} may be null: the kernel tests it ({test}); if the caller passes "
                         'none, write dist = "null" instead of its role and extent'
                     )
-                    arg_todos.append(why)
+                    checks.append(why)
                     lines.append(f"# {TODO}: {why}")
                 lines.append(f"role = {toml_str(role)}")
             use = _index_use(k.text(k.body), p.name) if dtype in _INT_DTYPES else None
@@ -433,7 +434,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 f"{which} of the launch at {where}: [{drafted}] as declared, but the launcher changes "
                 f"it before the launch (line {', '.join(map(str, changed))}): write the value it has there"
             )
-            todos.append(why)
+            checks.append(why)
             lines += [f"# {TODO}: {why}", f"{which} = [" + ", ".join(toml_str(g) for g in dims) + "]"]
         else:
             lines.append(f"{which} = [" + ", ".join(toml_str(g) for g in dims) + "]")
@@ -465,7 +466,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     ]
     lines, more = second_look(lines, path, fn)
     lines, spread_todos = spread(lines)
-    return Draft(fn.name, "\n".join(lines) + "\n", (*todos, *more, *spread_todos))
+    return Draft(fn.name, "\n".join(lines) + "\n", (*todos, *more), (*checks, *spread_todos))
 
 
 _INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
