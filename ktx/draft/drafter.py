@@ -264,11 +264,13 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             if name not in names and name not in used and name not in _EXPR_WORDS and name != TODO:
                 used.append(name)
     vars_: dict[str, str | None] = {}
+    from_caller: set[str] = set()  # names of the caller's expressions for the launcher's sizes
     for name in list(used):
         if name in launcher_vars:
             vars_[name] = launcher_vars[name]
             used.remove(name)
             for extra in re.findall(r"\b[A-Za-z_]\w*\b", launcher_vars[name]):
+                from_caller.add(extra)
                 if extra not in used and extra not in _EXPR_WORDS:
                     used.append(extra)
     for name, value in derived.items():
@@ -279,9 +281,17 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     # its value from the file's local headers, else a TODO.
     parameters = {q.name for f in module.functions for q in f.params if "dim3" not in q.type}
     external: dict[str, str | None] = {}
+    callers_sizes: list[str] = []
     for name in list(used):
         if name not in parameters:
             number = header_value(path, name)
+            if number is None and name in from_caller and name not in derived:
+                # ggml's ``norm_f32_cuda(x, dst, ne00, ne01, ...)``: the caller passes its own
+                # locals (``src0->ne[0]``, a macro's declarations) to the launcher's integer
+                # sizes; no header gives them a value, so they are the run's sizes: shape
+                # variables, as the person finishing the draft makes them.
+                callers_sizes.append(name)
+                continue
             external[name] = str(number) if number is not None else None
             used.remove(name)
             if name in derived:
@@ -385,6 +395,11 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         defaults = [n for n in used if origins[n] == "default"]
         if defaults:
             lines.append(f"# {', '.join(defaults)}: no value in the file's main(); default sizes")
+        if callers_sizes:
+            lines.append(
+                f"# note: {', '.join(callers_sizes)}: the caller's values for the launcher's sizes "
+                "(its locals, no value in the file's headers), taken as shape variables"
+            )
         flagged = [n for n in used if origins[n] == "flag"]
         if flagged:
             why = 'shape values are positive: for false, set value = "0"'

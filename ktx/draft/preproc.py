@@ -26,7 +26,10 @@ _DEFINED = re.compile(r"\bdefined\s*(?:\(\s*(\w+)\s*\)|(\w+))")
 _BOOL_OPS = (ast.And, ast.Or)
 #: Words of a macro that selects another platform than CUDA's (``GGML_USE_HIP``, ``USE_ROCM``):
 #: a CUDA build leaves it undefined, so it is no ``-D`` the draft should ask about.
-_OTHER_PLATFORM = re.compile(r"(?:^|_)(?:HIP|ROCM|MUSA|SYCL|METAL|VULKAN|OPENCL|CANN|MPS|XPU|NPU|CPU)(?:_|$)")
+_OTHER_PLATFORM = re.compile(
+    r"(?:^|_)(?:HIP|ROCM|MUSA|SYCL|METAL|VULKAN|OPENCL|CANN|MPS|XPU|NPU|CPU)(?:_|$)"
+    r"|^CUDA(?:RT)?_VERSION$"  # the toolkit's headers define these, no build flag does
+)
 
 
 @dataclass(frozen=True)

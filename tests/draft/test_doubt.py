@@ -119,3 +119,30 @@ def test_an_unsettled_template_type_is_a_todo_dtype_not_a_typedef_of_its_name(tm
     text = draft(src, None, tmp_path).text
     assert 'dtype = "fp32"' not in text
     assert "# TODO: element type of x: template parameter T" in text
+
+
+CALLER_LOCALS = """
+struct tensor { long ne[4]; };
+__global__ void scale(const float* x, float* y, int ncols) {
+  int i = blockIdx.x * ncols + threadIdx.x;
+  if (threadIdx.x < ncols) y[i] = 2.0f * x[i];
+}
+static void scale_cuda(const float* x, float* y, int ncols, int nrows) {
+  scale<<<nrows, 256>>>(x, y, ncols);
+}
+void op(const tensor* src0, const float* x, float* y) {
+  const long ne00 = src0->ne[0];
+  const long ne01 = src0->ne[1];
+  scale_cuda(x, y, ne00, ne01);
+}
+"""
+
+
+def test_the_callers_locals_for_the_launchers_sizes_are_shape_variables(tmp_path: Path) -> None:
+    src = tmp_path / "op.cu"
+    src.write_text(CALLER_LOCALS)
+    text = draft(src, "scale", tmp_path).text
+    assert 'ne00 = "TODO"' not in text and 'ne01 = "TODO"' not in text
+    assert "# note: ne00, ne01: the caller's values for the launcher's sizes" in text
+    default = next(ln for ln in text.splitlines() if ln.startswith("default = "))
+    assert "ne00 = " in default and "ne01 = " in default
