@@ -44,6 +44,7 @@ from ktx.ir.facts.params import (
     mentions,
     moved_line,
     passed_to,
+    pointer_uses,
     read_kernel,
     role_of,
     size_use,
@@ -179,6 +180,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             )
             if extent is not None and not valid_extent(extent):
                 extent = None
+            if extent is None and not moved and not subs and pointer_uses(k, p).deref_only:
+                extent = "[1]"  # only ``*p``: one element (a scale, a counter)
             if moved:
                 why = f"extent of {p.name}: the kernel moves the pointer ({p.name} set again at line {moved})"
                 arg_todos.append(why)

@@ -146,3 +146,16 @@ def test_the_callers_locals_for_the_launchers_sizes_are_shape_variables(tmp_path
     assert "# note: ne00, ne01: the caller's values for the launcher's sizes" in text
     default = next(ln for ln in text.splitlines() if ln.startswith("default = "))
     assert "ne00 = " in default and "ne01 = " in default
+
+
+def test_a_pointer_only_dereferenced_is_one_element_with_its_role(tmp_path: Path) -> None:
+    src = tmp_path / "s.cu"
+    src.write_text(
+        "__global__ void upd(float* scale, int* tracker, float f) {\n"
+        "  if (*tracker > 0) { *tracker -= 1; } else { *scale = (*scale) * f; }\n}\n"
+        "void go(float* s, int* t, float f) { upd<<<1, 1>>>(s, t, f); }\n"
+    )
+    text = draft(src, None, tmp_path).text
+    for name in ("scale", "tracker"):
+        entry = text.split(f'name = "{name}"', 1)[1].split("[[args]]", 1)[0]
+        assert 'shape = "[1]"' in entry and 'role = "inout"' in entry, entry
