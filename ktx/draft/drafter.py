@@ -18,7 +18,7 @@ import tree_sitter as ts
 from ktx.ir import parse_file, syntax
 from ktx.ir.clang import _namespace_path
 from ktx.ir.errors import KtxError
-from ktx.ir.facts.dtypes import dtype_of
+from ktx.ir.facts.dtypes import dtype_of, vector_of
 from ktx.ir.facts.launcher import (
     LaunchDraft,
     _DraftTranslator,
@@ -159,6 +159,9 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         # dispatch branch): its dtype is the template argument's, a TODO.
         unsettled = p.base_type in template_names and p.base_type not in targ
         dtype = None if unsettled else dtype_of(module, path, base)
+        vector = vector_of(module, path, base) if dtype is None and p.is_pointer and not unsettled else None
+        if vector is not None:
+            dtype = vector[0]  # float4* -> fp32 elements; the lanes are the extent's last dim
         lines = ["[[args]]", f"name = {toml_str(p.name)}"]
         arg_todos: list[str] = []
         shape: str | None = None
@@ -192,6 +195,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 arg_todos.append(why)
                 lines += [f"# {TODO}: {why}", f'shape = "[{TODO}]"']
             else:
+                if vector is not None:
+                    extent = f"{extent[:-1]}, {vector[1]}]"
                 lines.append(f"shape = {toml_str(extent)}")
                 shape = extent
             if role is None:

@@ -159,3 +159,16 @@ def test_a_pointer_only_dereferenced_is_one_element_with_its_role(tmp_path: Path
     for name in ("scale", "tracker"):
         entry = text.split(f'name = "{name}"', 1)[1].split("[[args]]", 1)[0]
         assert 'shape = "[1]"' in entry and 'role = "inout"' in entry, entry
+
+
+def test_a_vector_pointer_drafts_as_its_elements_with_the_lanes_last(tmp_path: Path) -> None:
+    src = tmp_path / "v.cu"
+    src.write_text(
+        "__global__ void ax(const float4* x, float4* y, float a, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (i < n) { float4 v = x[i]; v.x *= a; y[i] = v; }\n}\n"
+        "void go(const float4* x, float4* y, float a, int n) { ax<<<(n + 255) / 256, 256>>>(x, y, a, n); }\n"
+    )
+    text = draft(src, None, tmp_path).text
+    entry = text.split('name = "x"', 1)[1].split("[[args]]", 1)[0]
+    assert 'dtype = "fp32"' in entry and 'shape = "[n, 4]"' in entry, entry

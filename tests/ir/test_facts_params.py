@@ -89,3 +89,16 @@ def test_roles_without_subscripts_come_from_derefs_and_load_store_helpers() -> N
     assert roles == {"in": "in", "out": "out", "res": "out", "scale": "inout", "counter": "inout"}
     assert pointer_uses(k, params["scale"]).deref_only
     assert not pointer_uses(k, params["in"]).deref_only
+
+
+def test_vector_types_are_their_elements_and_lanes() -> None:
+    from ktx.ir.facts.dtypes import vector_of
+
+    module = parse("typedef float4 vec_t;\n__global__ void k(float4* x) {}\n", "v.cu")
+    here = Path("v.cu")
+    assert vector_of(module, here, "const float4") == ("fp32", 4)
+    assert vector_of(module, here, "vec_t") == ("fp32", 4)
+    assert vector_of(module, here, "__half2") == ("fp16", 2)
+    assert vector_of(module, here, "__nv_bfloat162") == ("bf16", 2)
+    assert vector_of(module, here, "uint2") == ("uint32", 2)
+    assert vector_of(module, here, "float") is None
