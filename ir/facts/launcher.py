@@ -603,6 +603,41 @@ def caller_values(module: Module, launcher: Function) -> dict[str, str] | None:
     return None
 
 
+#: Calls that state a relation the sizes must meet (the program stops where it fails).
+_ASSERTS = frozenset(
+    {"assert", "GGML_ASSERT", "TORCH_CHECK", "AT_ASSERT", "AT_ASSERTM", "CHECK", "TORCH_INTERNAL_ASSERT"}
+)
+
+
+def relations(module: Module, launcher: Function) -> list[tuple[str, int]]:
+    """The launcher's own assertions on its sizes, and those of the functions that call it
+    (``GGML_ASSERT(ncols % WARP_SIZE == 0)``, ``TORCH_CHECK(d % 8 == 0, ...)``), as expressions
+    over the names they use (each function's parameters and locals, as the draft names them),
+    with their lines. Default shape points that break one would stop the program: the sizing
+    drops them. An assertion ktx cannot translate is left out (the draft cannot check it)."""
+    out: list[tuple[str, int]] = []
+    for fn in module.functions:
+        if fn.is_kernel:
+            continue
+        body = syntax.function_node(module, fn)
+        if fn.name != launcher.name and not syntax.calls(module, body, [launcher.name]):
+            continue
+        params = frozenset(p.name for p in fn.params)
+        for call in syntax.calls(module, body, sorted(_ASSERTS)):
+            arguments = call.child_by_field_name("arguments")
+            named = [c for c in arguments.named_children if c.type != "comment"] if arguments else []
+            first = named[0] if named else None
+            if first is None:
+                continue
+            tr = _Translator(module, body, call.start_byte, {}, params)
+            try:
+                text = canonical(tr.expr(first))
+            except (Untranslatable, KtxError):
+                continue
+            out.append((text, call.start_point[0] + 1))
+    return out
+
+
 def header_value(path: Path, name: str, depth: int = 2) -> int | None:
     """``#define NAME 32`` or ``constexpr int NAME = 32;`` in ``path`` or the local headers it
     includes (``#include "..."``, two levels deep), the first found."""

@@ -35,6 +35,7 @@ from ktx.ir.facts.launcher import (
     read_launch,
     reassigned,
     redeclared,
+    relations,
     translator_for,
 )
 from ktx.ir.facts.params import (
@@ -325,6 +326,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             for n, v in bindings.items()
             if scalar_types.get(n) in _INT_DTYPES and size_use(k, n) is not None
         ],
+        relations=relations(module, launcher) if launcher is not None else (),
     )
 
     lines = [
