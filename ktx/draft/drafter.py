@@ -67,7 +67,7 @@ from ktx import structdraft
 from ktx.blockers import TODO
 from ktx.draft.doubt import nullable, spread
 from ktx.draft.entries import DRAFT_FLAGS, DTYPE_BYTES, Arg, Draft, toml_str
-from ktx.draft.includes import include_flags
+from ktx.draft.includes import define_flags, include_flags
 from ktx.draft.review import second_look
 from ktx.draft.sizing import shape_values, size_shapes
 
@@ -474,10 +474,15 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         lines.append(f"shared = {toml_str(launch.shared)}")
     lines += [f"# note: {n}" for n in launch.notes]
     inc_flags, inc_todo = include_flags(path, Path(out_dir) if out_dir is not None else path.parent)
+    def_flags, def_check = define_flags(path)
+    inc_flags += def_flags
     lines += ["", "[compile]"]
     if inc_todo is not None:
         todos.append(inc_todo)
         lines.append(f"# {TODO}: {inc_todo}")
+    if def_check is not None:
+        checks.append(def_check)
+        lines.append(f"# {TODO}: {def_check}")
     lines += [
         f"flags = [{', '.join(toml_str(f) for f in (*DRAFT_FLAGS, *inc_flags))}]",
         "",

@@ -215,9 +215,8 @@ def _shown(names: tuple[str, ...] | list[str], most: int = 4) -> str:
 
 
 def include_flags(source: Path, out_dir: Path) -> tuple[list[str], str | None]:
-    """``-I`` and ``-D`` flags relative to ``out_dir`` (where the spec is), and the TODO for
-    what the draft cannot settle: headers found nowhere, macros the files test that nothing
-    defines (the project's build may pass them)."""
+    """``-I`` flags relative to ``out_dir`` (where the spec is), and the TODO for headers found
+    nowhere (the build fails without them: it blocks a run)."""
     found = include_dirs(source)
     flags = [f"-I{os.path.relpath(d, out_dir.resolve())}" for d in found.dirs]
     parts: list[str] = []
@@ -234,22 +233,32 @@ def include_flags(source: Path, out_dir: Path) -> tuple[list[str], str | None]:
             + ", installed nowhere ktx looked (the CUDA toolkit, /usr/include) nor in the project: "
             "add -I for the folder that holds them (a library's headers, or stubs)"
         )
-    if found.tested:
-        known = build_defines(source)
-        drafted = [n for n in found.tested if n in known]
-        flags += [known[n][0] for n in drafted]
-        if drafted:
-            parts.append(
-                "drafted "
-                + ", ".join(f"{known[n][0]} (read in {known[n][1]})" for n in drafted)
-                + ": keep those the project's build passes unconditionally"
-            )
-        rest = [n for n in found.tested if n not in known]
-        if rest:
-            parts.append(
-                f"the files test {_shown(rest)} (#ifdef / defined), which none of them defines: "
-                "add -DNAME for each the project's build defines (no -D is drafted)"
-            )
     if not parts:
         return flags, None
     return flags, "compile flags: " + "; ".join(parts)
+
+
+def define_flags(source: Path) -> tuple[list[str], str | None]:
+    """``-D`` flags read in the project's build files for macros the files test, and a TODO to
+    check: which of those, and of the tested macros nothing defines (``BF16_AVAILABLE``), the
+    project's build passes. The build succeeds either way, so this blocks nothing; it is why a
+    drafted ``flags`` line may still differ from the project's."""
+    tested = include_dirs(source).tested
+    if not tested:
+        return [], None
+    known = build_defines(source)
+    drafted = [n for n in tested if n in known]
+    parts: list[str] = []
+    if drafted:
+        parts.append(
+            "drafted "
+            + ", ".join(f"{known[n][0]} (read in {known[n][1]})" for n in drafted)
+            + ": keep those the project's build passes unconditionally"
+        )
+    rest = [n for n in tested if n not in known]
+    if rest:
+        parts.append(
+            f"the files test {_shown(rest)} (#ifdef / defined), which none of them defines: "
+            "add -DNAME for each the project's build defines (no -D is drafted)"
+        )
+    return [known[n][0] for n in drafted], "compile flags (check): " + "; ".join(parts)

@@ -29,7 +29,11 @@ _BOOL_OPS = (ast.And, ast.Or)
 _OTHER_PLATFORM = re.compile(
     r"(?:^|_)(?:HIP|ROCM|MUSA|SYCL|METAL|VULKAN|OPENCL|CANN|MPS|XPU|NPU|CPU)(?:_|$)"
     r"|^CUDA(?:RT)?_VERSION$"  # the toolkit's headers define these, no build flag does
+    r"|^(?:WIN32|WIN64|APPLE|ANDROID|linux|unix)$"
 )
+#: A macro another header defines, tested to see whether it was included (helper_cuda.h's
+#: ``#ifdef CUBLAS_API_H_``, ``CUSPARSEAPI``): a header guard or a library's export macro.
+_OTHER_HEADER = re.compile(r"_(?:H|HPP|CUH|INCLUDED)_?$|[A-Z]API$")
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,10 @@ def directives(text: str) -> FileDirectives:
     unset = tuple(
         n
         for n in tested
-        if n not in defines and n not in guards and not n.startswith("_") and not _OTHER_PLATFORM.search(n)
+        if n not in defines
+        and n not in guards
+        and not n.startswith("_")
+        and not _OTHER_PLATFORM.search(n)
+        and not _OTHER_HEADER.search(n)
     )
     return FileDirectives(tuple(includes), unset, frozenset(defines))

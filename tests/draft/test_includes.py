@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ktx.draft.drafter import draft
-from ktx.draft.includes import build_defines, include_dirs, include_flags
+from ktx.draft.includes import build_defines, define_flags, include_dirs, include_flags
 
 KERNEL = """#include "common.cuh"
 #include <cuda_fp16.h>
@@ -75,15 +75,17 @@ def test_an_angle_bracket_header_of_the_project_is_found_and_flagged_by_folder(t
     assert todo is None
 
 
-def test_a_macro_the_files_test_is_a_todo_and_a_build_files_define_is_drafted(tmp_path: Path) -> None:
+def test_a_macro_the_files_test_is_a_check_and_a_build_files_define_is_drafted(tmp_path: Path) -> None:
     kernel = _project(tmp_path, "#ifdef BF16_AVAILABLE\n#endif\n#ifdef USE_FAST\n#endif\n")
-    flags, todo = include_flags(kernel, kernel.parent)
-    assert todo is not None and "BF16_AVAILABLE, USE_FAST" in todo
-    assert not any(f.startswith("-D") for f in flags)
+    assert include_flags(kernel, kernel.parent) == (["-I../../include"], None)  # nothing blocks
+    flags, check = define_flags(kernel)
+    assert flags == [] and check is not None and "BF16_AVAILABLE, USE_FAST" in check
     (tmp_path / "proj" / "setup.py").write_text('cc_flag = ["-O3", "-DBF16_AVAILABLE"]\n')
-    flags, todo = include_flags(kernel, kernel.parent)
-    assert flags == ["-I../../include", "-DBF16_AVAILABLE"]
-    assert todo is not None and "setup.py:1" in todo and "USE_FAST" in todo
+    flags, check = define_flags(kernel)
+    assert flags == ["-DBF16_AVAILABLE"]
+    assert check is not None and "setup.py:1" in check and "USE_FAST" in check
+    text = draft(kernel, "scale").text
+    assert '"-I../../include", "-DBF16_AVAILABLE"]' in text
 
 
 def test_build_defines_reads_cmake_definitions(tmp_path: Path) -> None:

@@ -21,6 +21,8 @@ GGML_LIKE = """#pragma once
 #ifdef BF16_AVAILABLE
 #include <cuda_bf16.h>
 #endif
+#if defined(CUBLAS_API_H_) || defined(CUSPARSEAPI) || defined(WIN32)
+#endif
 #define HAVE_X
 #if defined(HAVE_X) && !defined(GGML_CUDA_F16)
 #include <x.h>
