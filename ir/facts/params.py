@@ -224,9 +224,9 @@ def pointer_uses(k: KernelBody, p: Param) -> PointerUses:
             deref = op is not None and op.type == "*" and arg is not None and arg.type == "identifier"
             if deref and arg is not None and syntax.text(k.module, arg) in names:
                 derefs += 1
-                kind = _kind(n)
-                reads |= kind in ("load", "update", "address")
-                writes |= kind in ("store", "update", "address")
+                access = _kind(n)
+                reads |= access in ("load", "update", "address")
+                writes |= access in ("store", "update", "address")
         elif n.type == "call_expression":
             kind = _helper_kind(n, k.module)
             args = n.child_by_field_name("arguments")

@@ -83,8 +83,8 @@ def size_shapes(
         moved = sorted({max(step, v - v % step) for v in current[name]})
         if moved != current[name]:
             current[name] = moved
-            why = f"the launcher asserts {text}, line {line}"
-            notes.append(f"{name}: default sizes made multiples of {step} ({why})")
+            asserted = f"the launcher asserts {text}, line {line}"
+            notes.append(f"{name}: default sizes made multiples of {step} ({asserted})")
 
     def total(point: Mapping[str, int]) -> int | None:
         env = _env(point, derived)
