@@ -57,6 +57,40 @@ def dtype_of(module: Module, path: Path, type_name: str) -> str | None:
     return DTYPES.get(name)
 
 
+#: CUDA's vector types by their element: ``float4`` is four ``float`` lanes (cuda-samples'
+#: saxpy takes ``float4*``), ``__half2`` two ``half``.
+_VECTOR = re.compile(
+    r"(?:::)?(float|double|char|uchar|short|ushort|int|uint|long|ulong|longlong|ulonglong)([1-4])"
+    r"|(?:__)?(half|nv_bfloat16)(2)"
+)
+_VECTOR_ELEMENT = {
+    "float": "float", "double": "double", "char": "signed char", "uchar": "unsigned char",
+    "short": "short", "ushort": "unsigned short", "int": "int", "uint": "unsigned int", "long": "long",
+    "ulong": "unsigned long", "longlong": "long long", "ulonglong": "unsigned long long",
+    "half": "half", "nv_bfloat16": "__nv_bfloat16",
+}  # fmt: skip
+
+
+def vector_of(module: Module, path: Path, type_name: str) -> tuple[str, int] | None:
+    """(element dtype, lanes) of a CUDA vector type (``float4`` -> ``("fp32", 4)``), aliases
+    followed; None for any other type. A spec writes such an array as its elements with a last
+    dimension of the lanes: ``float4* x`` over ``n`` vectors is ``fp32 [n, 4]``."""
+    name = " ".join(type_name.replace("const", " ").replace("__restrict__", " ").split())
+    seen: set[str] = set()
+    while name not in seen:
+        seen.add(name)
+        m = _VECTOR.fullmatch(name)
+        if m is not None:
+            base, lanes = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+            dtype = DTYPES.get(_VECTOR_ELEMENT[base])
+            return (dtype, int(lanes)) if dtype is not None else None
+        alias = _alias(module, path, name)
+        if alias is None:
+            return None
+        name = alias
+    return None
+
+
 def _alias(module: Module, path: Path, name: str) -> str | None:
     """The type ``name`` stands for, by ``typedef``/``using``/``#define`` in the file or a local
     header it includes, in the branches of ``#if defined(M)``/``#ifdef``/``#else`` that the

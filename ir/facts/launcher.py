@@ -233,6 +233,27 @@ def redeclared(module: Module, site: LaunchSite, which: str) -> int | None:
     return None
 
 
+def reassigned(module: Module, site: LaunchSite, which: str) -> tuple[int, ...]:
+    """Lines, before the launch, where the launcher changes a field of the ``dim3`` it passes as
+    its ``grid`` or ``block`` after constructing it with a value (``dim3 block(min(n, 1024));``
+    then ``block.x = 1024`` under ``if (n % 32 != 0)`` and ``block.x /= 2`` for half): the
+    declaration alone is then not the launch's value. A ``dim3`` declared empty and set field
+    by field is read whole by the launch reader, and is not this."""
+    scope = launcher_node(module, site)
+    span = site.grid if which == "grid" else site.block
+    node = syntax.node_at(module, span, _EXPRESSIONS) or module.node(span)
+    if scope is None or node.type != "identifier":
+        return ()
+    name = re.escape(syntax.text(module, node))
+    text = module.text_str[scope.start_byte : site.span.start]
+    built = re.search(rf"\bdim3\s+{name}\s*[({{=]", text)
+    if built is None:
+        return ()
+    first = scope.start_point[0] + 1
+    found = re.finditer(rf"(?<![\w.])\b{name}\s*\.\s*[xyz]\s*[-+*/]?=(?!=)", text[built.end() :])
+    return tuple(first + text.count("\n", 0, built.end() + m.start()) for m in found)
+
+
 def _guard(module: Module, site: LaunchSite) -> str | None:
     """The condition of the innermost ``if`` whose then-branch holds ``site``."""
     node: ts.Node | None = module.node(site.span)
@@ -580,6 +601,41 @@ def caller_values(module: Module, launcher: Function) -> dict[str, str] | None:
                     return None
             return out
     return None
+
+
+#: Calls that state a relation the sizes must meet (the program stops where it fails).
+_ASSERTS = frozenset(
+    {"assert", "GGML_ASSERT", "TORCH_CHECK", "AT_ASSERT", "AT_ASSERTM", "CHECK", "TORCH_INTERNAL_ASSERT"}
+)
+
+
+def relations(module: Module, launcher: Function) -> list[tuple[str, int]]:
+    """The launcher's own assertions on its sizes, and those of the functions that call it
+    (``GGML_ASSERT(ncols % WARP_SIZE == 0)``, ``TORCH_CHECK(d % 8 == 0, ...)``), as expressions
+    over the names they use (each function's parameters and locals, as the draft names them),
+    with their lines. Default shape points that break one would stop the program: the sizing
+    drops them. An assertion ktx cannot translate is left out (the draft cannot check it)."""
+    out: list[tuple[str, int]] = []
+    for fn in module.functions:
+        if fn.is_kernel:
+            continue
+        body = syntax.function_node(module, fn)
+        if fn.name != launcher.name and not syntax.calls(module, body, [launcher.name]):
+            continue
+        params = frozenset(p.name for p in fn.params)
+        for call in syntax.calls(module, body, sorted(_ASSERTS)):
+            arguments = call.child_by_field_name("arguments")
+            named = [c for c in arguments.named_children if c.type != "comment"] if arguments else []
+            first = named[0] if named else None
+            if first is None:
+                continue
+            tr = _Translator(module, body, call.start_byte, {}, params)
+            try:
+                text = canonical(tr.expr(first))
+            except (Untranslatable, KtxError):
+                continue
+            out.append((text, call.start_point[0] + 1))
+    return out
 
 
 def header_value(path: Path, name: str, depth: int = 2) -> int | None:

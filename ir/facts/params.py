@@ -165,6 +165,11 @@ def role_of(k: KernelBody, p: Param) -> tuple[str | None, list[ts.Node]]:
         kind = _kind(n)
         reads |= kind in ("load", "update")
         writes |= kind in ("store", "update")
+    if not subs:
+        # No subscript: ``*p`` (a scalar through a pointer) and the project's vector load and
+        # store helpers (``vec.load(p + off)``, ``store_global<16>(p + off, buf)``) tell.
+        uses = pointer_uses(k, p)
+        reads, writes = uses.reads, uses.writes
     if p.const:
         return "in", subs
     if reads and writes:
@@ -174,6 +179,63 @@ def role_of(k: KernelBody, p: Param) -> tuple[str | None, list[ts.Node]]:
     if reads:
         return "in", subs
     return None, subs
+
+
+@dataclass(frozen=True)
+class PointerUses:
+    """What a kernel does with a pointer parameter besides subscripting it: reads and writes
+    through ``*p`` or a load/store helper, and whether ``*p`` is all it does (one element)."""
+
+    reads: bool
+    writes: bool
+    deref_only: bool
+
+
+def _helper_kind(call: ts.Node, module: Module) -> str | None:
+    """``load``/``store`` for a call whose function's own name says so (``vec.load``,
+    ``mem_access::store_global<16>``, ``cast_load``), else None."""
+    fn = call.child_by_field_name("function")
+    if fn is None:
+        return None
+    text = re.sub(r"<[^<>]*>", "", syntax.text(module, fn))
+    last = re.split(r"::|\.|->", text)[-1].lower()
+    if "store" in last or "write" in last:
+        return "store"
+    if "load" in last or "read" in last or last.startswith("__ld"):
+        return "load"
+    return None
+
+
+def pointer_uses(k: KernelBody, p: Param) -> PointerUses:
+    """Reads and writes of ``p`` (or a pointer the kernel derives from it) by ``*p`` and by
+    load/store helpers; ``deref_only`` when every mention of ``p`` is a ``*p`` (apex's
+    ``*growth_tracker = 0``: an extent of one element)."""
+    names = {p.name} | {n for n, (root, _) in k.pointers.items() if root == p.name}
+    reads = writes = False
+    mentions = derefs = 0
+    for n in syntax.walk(k.body):
+        if n.type == "identifier" and syntax.text(k.module, n) in names:
+            mentions += 1
+        elif n.type == "pointer_expression":
+            op = n.child_by_field_name("operator")
+            arg = n.child_by_field_name("argument")
+            while arg is not None and arg.type == "parenthesized_expression":
+                arg = arg.named_children[0] if arg.named_children else None
+            deref = op is not None and op.type == "*" and arg is not None and arg.type == "identifier"
+            if deref and arg is not None and syntax.text(k.module, arg) in names:
+                derefs += 1
+                access = _kind(n)
+                reads |= access in ("load", "update", "address")
+                writes |= access in ("store", "update", "address")
+        elif n.type == "call_expression":
+            kind = _helper_kind(n, k.module)
+            args = n.child_by_field_name("arguments")
+            if kind is None or args is None:
+                continue
+            if any(a.type == "identifier" and syntax.text(k.module, a) in names for a in syntax.walk(args)):
+                reads |= kind == "load"
+                writes |= kind == "store"
+    return PointerUses(reads, writes, mentions > 0 and derefs == mentions)
 
 
 def subscript_extent(

@@ -58,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {target} ({result.kernel})")
     for todo in result.todos:
         print(f"ktx init: TODO: {todo}", file=sys.stderr)
+    for todo in result.checks:
+        print(f"ktx init: TODO (check the line drafted under it): {todo}", file=sys.stderr)
     if result.todos:
         print(f"ktx init: {len(result.todos)} TODO(s) block a run; edit them, then ktx init --check DIR",
               file=sys.stderr)  # fmt: skip

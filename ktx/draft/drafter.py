@@ -18,7 +18,7 @@ import tree_sitter as ts
 from ktx.ir import parse_file, syntax
 from ktx.ir.clang import _namespace_path
 from ktx.ir.errors import KtxError
-from ktx.ir.facts.dtypes import dtype_of
+from ktx.ir.facts.dtypes import dtype_of, vector_of
 from ktx.ir.facts.launcher import (
     LaunchDraft,
     _DraftTranslator,
@@ -33,7 +33,9 @@ from ktx.ir.facts.launcher import (
     launcher_of,
     main_values,
     read_launch,
+    reassigned,
     redeclared,
+    relations,
     translator_for,
 )
 from ktx.ir.facts.params import (
@@ -43,6 +45,7 @@ from ktx.ir.facts.params import (
     mentions,
     moved_line,
     passed_to,
+    pointer_uses,
     read_kernel,
     role_of,
     size_use,
@@ -62,8 +65,9 @@ from ktx.ir.nodes import Function, LaunchSite
 
 from ktx import structdraft
 from ktx.blockers import TODO
+from ktx.draft.doubt import nullable, spread
 from ktx.draft.entries import DRAFT_FLAGS, DTYPE_BYTES, Arg, Draft, toml_str
-from ktx.draft.includes import include_flags
+from ktx.draft.includes import define_flags, include_flags
 from ktx.draft.review import second_look
 from ktx.draft.sizing import shape_values, size_shapes
 
@@ -141,6 +145,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         env.update({f"__grid{i}": g for i, g in enumerate(launch.grid)})
 
     args: list[Arg] = []
+    template_names = {t.name for t in fn.template_params if t.kind == "type"}
+    checks: list[str] = []  # TODO comments over a drafted line: to check, blocking nothing
     for i, p in enumerate(fn.params):
         if p.name in structs and not p.is_pointer:  # a struct or vector by value: its fields
             passed = call_args[i] if i < len(call_args) else None
@@ -149,11 +155,22 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             todos += arg.todos
             continue
         base = targ.get(p.base_type, p.base_type)
-        dtype = dtype_of(module, path, base)
+        # A template parameter the launch does not settle is no type of its own, whatever a
+        # typedef of the same name elsewhere in the file says (apex's scalar_t is bf16 in one
+        # dispatch branch): its dtype is the template argument's, a TODO.
+        unsettled = p.base_type in template_names and p.base_type not in targ
+        dtype = None if unsettled else dtype_of(module, path, base)
+        vector = vector_of(module, path, base) if dtype is None and p.is_pointer and not unsettled else None
+        if vector is not None:
+            dtype = vector[0]  # float4* -> fp32 elements; the lanes are the extent's last dim
         lines = ["[[args]]", f"name = {toml_str(p.name)}"]
         arg_todos: list[str] = []
         shape: str | None = None
-        if dtype is None:
+        if unsettled:
+            why = f"element type of {p.name}: template parameter {p.base_type}, its argument a TODO above"
+            arg_todos.append(why)
+            lines += [f"# {TODO}: {why}", f'dtype = "{TODO}"']
+        elif dtype is None:
             why = f"element type {base!r} of {p.name}: not a scalar type ktx knows (looked at typedefs)"
             arg_todos.append(why)
             lines += [f"# {TODO}: {why}", f'dtype = "{TODO}"']
@@ -167,6 +184,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             )
             if extent is not None and not valid_extent(extent):
                 extent = None
+            if extent is None and not moved and not subs and pointer_uses(k, p).deref_only:
+                extent = "[1]"  # only ``*p``: one element (a scale, a counter)
             if moved:
                 why = f"extent of {p.name}: the kernel moves the pointer ({p.name} set again at line {moved})"
                 arg_todos.append(why)
@@ -177,6 +196,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 arg_todos.append(why)
                 lines += [f"# {TODO}: {why}", f'shape = "[{TODO}]"']
             else:
+                if vector is not None:
+                    extent = f"{extent[:-1]}, {vector[1]}]"
                 lines.append(f"shape = {toml_str(extent)}")
                 shape = extent
             if role is None:
@@ -184,6 +205,14 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 arg_todos.append(why)
                 lines += [f"# {TODO}: {why}", f'role = "{TODO}"']
             else:
+                test = nullable(k.text(k.body), p.name) if role == "in" else None
+                if test is not None:
+                    why = (
+                        f"{p.name} may be null: the kernel tests it ({test}); if the caller passes "
+                        'none, write dist = "null" instead of its role and extent'
+                    )
+                    checks.append(why)
+                    lines.append(f"# {TODO}: {why}")
                 lines.append(f"role = {toml_str(role)}")
             use = _index_use(k.text(k.body), p.name) if dtype in _INT_DTYPES else None
             if use is not None and role != "out":
@@ -244,11 +273,13 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             if name not in names and name not in used and name not in _EXPR_WORDS and name != TODO:
                 used.append(name)
     vars_: dict[str, str | None] = {}
+    from_caller: set[str] = set()  # names of the caller's expressions for the launcher's sizes
     for name in list(used):
         if name in launcher_vars:
             vars_[name] = launcher_vars[name]
             used.remove(name)
             for extra in re.findall(r"\b[A-Za-z_]\w*\b", launcher_vars[name]):
+                from_caller.add(extra)
                 if extra not in used and extra not in _EXPR_WORDS:
                     used.append(extra)
     for name, value in derived.items():
@@ -259,9 +290,17 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     # its value from the file's local headers, else a TODO.
     parameters = {q.name for f in module.functions for q in f.params if "dim3" not in q.type}
     external: dict[str, str | None] = {}
+    callers_sizes: list[str] = []
     for name in list(used):
         if name not in parameters:
             number = header_value(path, name)
+            if number is None and name in from_caller and name not in derived:
+                # ggml's ``norm_f32_cuda(x, dst, ne00, ne01, ...)``: the caller passes its own
+                # locals (``src0->ne[0]``, a macro's declarations) to the launcher's integer
+                # sizes; no header gives them a value, so they are the run's sizes: shape
+                # variables, as the person finishing the draft makes them.
+                callers_sizes.append(name)
+                continue
             external[name] = str(number) if number is not None else None
             used.remove(name)
             if name in derived:
@@ -287,6 +326,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             for n, v in bindings.items()
             if scalar_types.get(n) in _INT_DTYPES and size_use(k, n) is not None
         ],
+        relations=relations(module, launcher) if launcher is not None else (),
     )
 
     lines = [
@@ -318,7 +358,10 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             todos.append(why)
             lines.append(f"# {TODO}: {why}")
             values = [TODO if i in positions else v for i, v in enumerate(values)]
-        picked = branch_picked(module, site, fn.name, set(used))
+        # a condition on a launcher parameter (``if (ncols < 1024)``) picks as surely as one on
+        # a shape variable: the parameter is one once the caller's values are written
+        conditioned = set(used) | set(vars_) | ({q.name for q in launcher.params} if launcher else set())
+        picked = branch_picked(module, site, fn.name, conditioned)
         if picked is not None and not missing and choice is None:
             why = f"template arguments of {fn.name} at {where}: {picked}"
             todos.append(why)
@@ -362,6 +405,11 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         defaults = [n for n in used if origins[n] == "default"]
         if defaults:
             lines.append(f"# {', '.join(defaults)}: no value in the file's main(); default sizes")
+        if callers_sizes:
+            lines.append(
+                f"# note: {', '.join(callers_sizes)}: the caller's values for the launcher's sizes "
+                "(its locals, no value in the file's headers), taken as shape variables"
+            )
         flagged = [n for n in used if origins[n] == "flag"]
         if flagged:
             why = 'shape values are positive: for false, set value = "0"'
@@ -387,6 +435,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     lines += ["", "[launch]"]
     for which, dims in (("grid", launch.grid), ("block", launch.block)):
         again = redeclared(module, site, which) if picked is not None and dims is not None else None
+        changed = reassigned(module, site, which) if dims is not None else ()
         if dims is None:
             why = f"{which} of the launch of {fn.name} at {where}: ktx cannot translate its expressions"
             todos.append(why)
@@ -402,6 +451,16 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             )
             todos.append(why)
             lines += [f"# {TODO}: {why}", f'{which} = ["{TODO}"]']
+        elif changed:
+            # ``dim3 block(min(n, 1024)); if (n % 32) block.x = 1024; block.x /= 2;``: the
+            # declaration is only the start of the launch's value.
+            drafted = ", ".join(dims)
+            why = (
+                f"{which} of the launch at {where}: [{drafted}] as declared, but the launcher changes "
+                f"it before the launch (line {', '.join(map(str, changed))}): write the value it has there"
+            )
+            checks.append(why)
+            lines += [f"# {TODO}: {why}", f"{which} = [" + ", ".join(toml_str(g) for g in dims) + "]"]
         else:
             lines.append(f"{which} = [" + ", ".join(toml_str(g) for g in dims) + "]")
     if launch.shared is None:
@@ -415,10 +474,15 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         lines.append(f"shared = {toml_str(launch.shared)}")
     lines += [f"# note: {n}" for n in launch.notes]
     inc_flags, inc_todo = include_flags(path, Path(out_dir) if out_dir is not None else path.parent)
+    def_flags, def_check = define_flags(path)
+    inc_flags += def_flags
     lines += ["", "[compile]"]
     if inc_todo is not None:
         todos.append(inc_todo)
         lines.append(f"# {TODO}: {inc_todo}")
+    if def_check is not None:
+        checks.append(def_check)
+        lines.append(f"# {TODO}: {def_check}")
     lines += [
         f"flags = [{', '.join(toml_str(f) for f in (*DRAFT_FLAGS, *inc_flags))}]",
         "",
@@ -431,7 +495,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         'use = "original"',
     ]
     lines, more = second_look(lines, path, fn)
-    return Draft(fn.name, "\n".join(lines) + "\n", (*todos, *more))
+    lines, spread_todos = spread(lines)
+    return Draft(fn.name, "\n".join(lines) + "\n", (*todos, *more), (*checks, *spread_todos))
 
 
 _INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})

@@ -34,6 +34,9 @@ class Draft:
     kernel: str
     text: str
     todos: tuple[str, ...]
+    checks: tuple[str, ...] = ()
+    """``# TODO:`` comments over lines the draft did write but cannot vouch for (they hang on a
+    TODO, or the source makes them a guess): a run is not blocked by them, a person checks them."""
 
 
 def toml_str(text: str) -> str:

@@ -12,14 +12,17 @@ of a library that is not installed) becomes a TODO naming it, so the person adds
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-_INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.MULTILINE)
+from ktx.draft.preproc import FileDirectives, directives
+
 #: How many folders above the kernel's folder are searched for a header (a project's root is
 #: rarely further up than this; further would walk unrelated trees).
 _LEVELS = 4
@@ -31,10 +34,37 @@ _SKIP_DIRS = frozenset({".git", "build", "node_modules", "__pycache__", ".venv",
 
 @dataclass(frozen=True)
 class Includes:
-    """``dirs``: folders to pass as ``-I`` (absolute); ``missing``: headers found nowhere."""
+    """``dirs``: folders to pass as ``-I`` (absolute); ``missing``: quoted headers found nowhere;
+    ``uninstalled``: angle-bracket headers a plain build reaches that are neither installed nor
+    in the project (``<torch/extension.h>``, ``<cublas_v2.h>``); ``tested``: macros the files'
+    conditions test that none of them defines (``BF16_AVAILABLE``: the build's ``-D``?)."""
 
     dirs: tuple[Path, ...]
     missing: tuple[str, ...]
+    uninstalled: tuple[str, ...] = ()
+    tested: tuple[str, ...] = ()
+
+
+@functools.cache
+def _host_dirs() -> tuple[Path, ...]:
+    """The host C++ compiler's own search list (``<type_traits>``, ``<float.h>`` live in
+    ``/usr/include/c++/12`` and gcc's folder, which no fixed list names): asked once."""
+    cxx = next((c for c in (os.environ.get("CXX"), "g++", "c++", "clang++") if c and shutil.which(c)), None)
+    if cxx is None:
+        return ()
+    try:
+        proc = subprocess.run(
+            [cxx, "-xc++", "-E", "-v", "-"], input="", capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    lines = proc.stderr.splitlines()
+    try:
+        start = lines.index("#include <...> search starts here:") + 1
+        end = lines.index("End of search list.", start)
+    except ValueError:
+        return ()
+    return tuple(Path(ln.strip()) for ln in lines[start:end] if ln.strip())
 
 
 def _system_dirs() -> tuple[Path, ...]:
@@ -44,7 +74,7 @@ def _system_dirs() -> tuple[Path, ...]:
     if nvcc is not None:
         homes.append(Path(nvcc).resolve().parent.parent)
     homes.append(Path("/usr/local/cuda"))
-    found = [Path("/usr/include"), Path("/usr/local/include")]
+    found = [*_host_dirs(), Path("/usr/include"), Path("/usr/local/include")]
     for home in homes:
         for inc in (home / "include", *sorted((home / "targets").glob("*/include"))):
             found += [inc, inc / "cccl"]  # CUDA 13 keeps CUB/Thrust/libcu++ under cccl/
@@ -75,12 +105,21 @@ def _search(name: str, start: Path) -> Path | None:
     return None
 
 
-def _includes(path: Path) -> list[tuple[bool, str]]:
+def _directives(path: Path) -> FileDirectives:
     try:
-        text = path.read_text(errors="replace")
+        return directives(path.read_text(errors="replace"))
     except OSError:
-        return []
-    return [(m.group(1) == '"', m.group(2).strip()) for m in _INCLUDE.finditer(text)]
+        return directives("")
+
+
+def _both(a: bool | None, b: bool | None) -> bool | None:
+    """Reached when both are: False if either is not, True if both are, else unknown."""
+    if a is False or b is False:
+        return False
+    return True if a is True and b is True else None
+
+
+_RANK = {False: 0, None: 1, True: 2}
 
 
 def include_dirs(source: Path) -> Includes:
@@ -89,49 +128,137 @@ def include_dirs(source: Path) -> Includes:
     system = _system_dirs()
     dirs: list[Path] = []
     missing: list[str] = []
-    queue, seen = [source], {source}
-    while queue and len(seen) <= _MAX_FILES:
-        current = queue.pop(0)
-        for quoted, name in _includes(current):
+    uninstalled: list[str] = []
+    tested: list[str] = []
+    defined: set[str] = set()
+    queue: list[tuple[Path, bool | None]] = [(source, True)]
+    seen: dict[Path, bool | None] = {source: True}
+    reads = 0
+    while queue and reads <= _MAX_FILES:
+        current, reached = queue.pop(0)
+        reads += 1
+        found_here = _directives(current)
+        defined |= found_here.defines
+        if reached is not False:
+            tested += [n for n in found_here.tested if n not in tested]
+        for inc in found_here.includes:
+            live = _both(reached, inc.live)
+            name = inc.name
             beside = current.parent / name
-            if quoted and beside.is_file():
+            if inc.quoted and beside.is_file():
                 found: Path | None = beside
             else:
                 found = next((d / name for d in (*dirs, *system) if (d / name).is_file()), None)
-            if found is None and not quoted:
-                # An angle-bracket header not installed is most often another platform's
-                # (<hip/hip_runtime.h>, <arm_neon.h> in an #if branch), and a project file of
-                # the same name (ggml's vendors/musa.h for <musa.h>) is not it: left alone.
+            if found is None and not inc.quoted and live is not True:
+                # An angle-bracket header not installed, in a branch a plain build may not
+                # take, is most often another platform's (<hip/hip_runtime.h>, <arm_neon.h>),
+                # and a project file of the same name (ggml's vendors/musa.h for <musa.h>)
+                # is not it: left alone.
                 continue
             if found is None:
                 folder = _search(name, source.parent)
                 if folder is None:
-                    if name not in missing:
-                        missing.append(name)
+                    where = missing if inc.quoted else uninstalled
+                    if name not in where:
+                        where.append(name)
                     continue
                 dirs.append(folder)
                 found = folder / name
-            if (
-                found is not None
-                and found.resolve() not in seen
-                and not any(found.resolve().is_relative_to(s) for s in system)
-            ):
-                seen.add(found.resolve())
-                queue.append(found.resolve())
-    return Includes(tuple(dirs), tuple(missing))
+            path = found.resolve()
+            if any(path.is_relative_to(s) for s in system):
+                continue
+            if path not in seen or _RANK[live] > _RANK[seen[path]]:
+                seen[path] = live
+                queue.append((path, live))
+    tested = [n for n in tested if n not in defined]
+    return Includes(tuple(dirs), tuple(missing), tuple(uninstalled), tuple(tested))
+
+
+#: Build files whose ``-D`` definitions a draft may read (beside the kernel or above it).
+_BUILD_FILES = ("setup.py", "CMakeLists.txt", "Makefile", "build.py", "meson.build")
+_BUILD_DEFINE = re.compile(
+    r"""-D\s*([A-Za-z_]\w*)(=[^\s"',)\]]+)?"""
+    r"|(?:add_compile_definitions|add_definitions|target_compile_definitions)\s*\(([^)]*)\)"
+)
+
+
+def build_defines(source: Path, levels: int = _LEVELS) -> dict[str, tuple[str, str]]:
+    """``-DNAME[=V]`` definitions in the build files at and above ``source``'s folder, nearest
+    first: name -> (the flag, where it was read as ``file:line``). A build file may define a
+    name only under an option, so the draft shows where each came from (in its TODO)."""
+    out: dict[str, tuple[str, str]] = {}
+    start = source.resolve().parent
+    for folder in [start, *list(start.parents)[:levels]]:
+        for name in _BUILD_FILES:
+            path = folder / name
+            if not path.is_file():
+                continue
+            try:
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            for m in _BUILD_DEFINE.finditer(text):
+                line = text.count("\n", 0, m.start()) + 1
+                where = f"{os.path.relpath(path, start)}:{line}"
+                if m.group(1):
+                    out.setdefault(m.group(1), (f"-D{m.group(1)}{m.group(2) or ''}", where))
+                for word in re.findall(r"(?:-D)?([A-Za-z_]\w*(?:=\S+)?)", m.group(3) or ""):
+                    macro = word.split("=")[0]
+                    if macro.isupper() or "_" in macro:  # a CMake target's name is no macro
+                        out.setdefault(macro, (f"-D{word}", where))
+    return out
+
+
+def _shown(names: tuple[str, ...] | list[str], most: int = 4) -> str:
+    more = len(names) - most
+    return ", ".join(names[:most]) + (f" and {more} more" if more > 0 else "")
 
 
 def include_flags(source: Path, out_dir: Path) -> tuple[list[str], str | None]:
-    """``-I`` flags relative to ``out_dir`` (where the spec is), and the TODO for missing headers."""
+    """``-I`` flags relative to ``out_dir`` (where the spec is), and the TODO for headers found
+    nowhere (the build fails without them: it blocks a run)."""
     found = include_dirs(source)
     flags = [f"-I{os.path.relpath(d, out_dir.resolve())}" for d in found.dirs]
-    if not found.missing:
+    parts: list[str] = []
+    if found.missing:
+        parts.append(
+            f"the kernel's file includes {_shown(found.missing)}, which ktx found beside no includer "
+            f"and in no folder up to {_LEVELS} above the file: add -I for the folder that holds "
+            "each (or drop it if only an unused #if branch includes it)"
+        )
+    if found.uninstalled:
+        parts.append(
+            f"a plain build includes <{'>, <'.join(found.uninstalled[:4])}>"
+            + (f" and {len(found.uninstalled) - 4} more" if len(found.uninstalled) > 4 else "")
+            + ", installed nowhere ktx looked (the CUDA toolkit, /usr/include) nor in the project: "
+            "add -I for the folder that holds them (a library's headers, or stubs)"
+        )
+    if not parts:
         return flags, None
-    more = len(found.missing) - 4
-    shown = ", ".join(found.missing[:4]) + (f" and {more} more" if more > 0 else "")
-    why = (
-        f"compile flags: the kernel's file includes {shown}, which ktx found beside no includer "
-        f"and in no folder up to {_LEVELS} above the file: add -I for the folder that holds "
-        "each (or drop it if only an unused #if branch includes it)"
-    )
-    return flags, why
+    return flags, "compile flags: " + "; ".join(parts)
+
+
+def define_flags(source: Path) -> tuple[list[str], str | None]:
+    """``-D`` flags read in the project's build files for macros the files test, and a TODO to
+    check: which of those, and of the tested macros nothing defines (``BF16_AVAILABLE``), the
+    project's build passes. The build succeeds either way, so this blocks nothing; it is why a
+    drafted ``flags`` line may still differ from the project's."""
+    tested = include_dirs(source).tested
+    if not tested:
+        return [], None
+    known = build_defines(source)
+    drafted = [n for n in tested if n in known]
+    parts: list[str] = []
+    if drafted:
+        parts.append(
+            "drafted "
+            + ", ".join(f"{known[n][0]} (read in {known[n][1]})" for n in drafted)
+            + ": keep those the project's build passes unconditionally"
+        )
+    rest = [n for n in tested if n not in known]
+    if rest:
+        parts.append(
+            f"the files test {_shown(rest)} (#ifdef / defined), which none of them defines: "
+            "add -DNAME for each the project's build defines (no -D is drafted)"
+        )
+    return [known[n][0] for n in drafted], "compile flags (check): " + "; ".join(parts)

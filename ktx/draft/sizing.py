@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -56,6 +57,7 @@ def size_shapes(
     budget: int = SHAPE_BUDGET,
     unknown: int = 0,
     sizes: Sequence[tuple[str, str]] = (),
+    relations: Sequence[tuple[str, int]] = (),
 ) -> Sizing:
     """Shrink the default values of ``free`` variables until the largest point's buffers fit
     ``budget`` bytes (a four-variable kernel at 4096 each needs terabytes), then keep only the
@@ -67,9 +69,22 @@ def size_shapes(
     TODOs in does not turn the defaults into hundreds of gigabytes. ``sizes`` are the integer
     scalars (name, value) the kernel uses as sizes: a point where one is 0 or less (a group size
     ``total_count // group_num`` with more groups than elements) runs no work, so it is dropped.
+    ``relations`` are the launcher's assertions (expression, line): a point that breaks one
+    would stop the program, so it is dropped too.
     """
     current = {n: list(v) for n, v in values.items()}
     notes: list[str] = []
+    # ``n % 96 == 0`` on a free variable: its defaults become multiples (round, not sweep past)
+    for text, line in relations:
+        m = re.fullmatch(r"\(?\s*(\w+)\s*\)?\s*%\s*(\d+)\s*==\s*0", text.strip())
+        if m is None or m.group(1) not in free or int(m.group(2)) <= 1:
+            continue
+        name, step = m.group(1), int(m.group(2))
+        moved = sorted({max(step, v - v % step) for v in current[name]})
+        if moved != current[name]:
+            current[name] = moved
+            asserted = f"the launcher asserts {text}, line {line}"
+            notes.append(f"{name}: default sizes made multiples of {step} ({asserted})")
 
     def total(point: Mapping[str, int]) -> int | None:
         env = _env(point, derived)
@@ -126,7 +141,11 @@ def size_shapes(
     valid: list[dict[str, int]] = []
     bad: list[str] = []
     for point in points:
-        why = launch_problem(point, derived, launch) or _empty_size(point, derived, sizes)
+        why = (
+            launch_problem(point, derived, launch)
+            or _empty_size(point, derived, sizes)
+            or _broken(point, derived, relations)
+        )
         if why is None:
             valid.append(point)
         elif len(bad) < 3:
@@ -169,6 +188,22 @@ def _empty_size(
             continue
         if value <= 0:
             return f"{name} = {text} is {value}"
+    return None
+
+
+def _broken(
+    point: Mapping[str, int], derived: Sequence[tuple[str, str | None]], relations: Sequence[tuple[str, int]]
+) -> str | None:
+    """The first launcher assertion ``point`` breaks (``ncols % 32 == 0`` at ncols = 100), or
+    None; one that names a value the point does not give is not judged."""
+    env = _env(point, derived)
+    for text, line in relations:
+        try:
+            holds = Expr.parse(text).evaluate(env)
+        except (KtxError, SyntaxError, ZeroDivisionError, TypeError):
+            continue
+        if not holds:
+            return f"the launcher asserts {text} (line {line})"
     return None
 
 

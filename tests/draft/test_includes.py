@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from ktx.draft.drafter import draft
-from ktx.draft.includes import include_dirs, include_flags
+from ktx.draft.includes import build_defines, define_flags, include_dirs, include_flags
 
 KERNEL = """#include "common.cuh"
 #include <cuda_fp16.h>
+#ifdef USE_HIP
 #include <hip/hip_runtime.h>
+#endif
 __global__ void scale(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] *= 2.0f; }
 void launch(float* x, int n) { scale<<<1, 256>>>(x, n); }
 """
@@ -55,3 +57,40 @@ def test_the_draft_carries_the_include_flag_and_the_todo(tmp_path: Path) -> None
     assert '"-I../../include"' in flags
     before = text.splitlines()[text.splitlines().index(flags) - 1]
     assert before.startswith("# TODO: compile flags") and "generated/config.h" in before
+
+
+def test_an_uninstalled_header_a_plain_build_reaches_is_a_todo(tmp_path: Path) -> None:
+    kernel = _project(tmp_path, "#include <torch/extension.h>\n")
+    flags, todo = include_flags(kernel, kernel.parent)
+    assert flags == ["-I../../include"]
+    assert todo is not None and "<torch/extension.h>" in todo
+
+
+def test_an_angle_bracket_header_of_the_project_is_found_and_flagged_by_folder(tmp_path: Path) -> None:
+    kernel = _project(tmp_path, "#include <helper_proj.h>\n")
+    (tmp_path / "proj" / "common").mkdir()
+    (tmp_path / "proj" / "common" / "helper_proj.h").write_text("#pragma once\n")
+    flags, todo = include_flags(kernel, kernel.parent)
+    assert flags == ["-I../../include", "-I../../common"]
+    assert todo is None
+
+
+def test_a_macro_the_files_test_is_a_check_and_a_build_files_define_is_drafted(tmp_path: Path) -> None:
+    kernel = _project(tmp_path, "#ifdef BF16_AVAILABLE\n#endif\n#ifdef USE_FAST\n#endif\n")
+    assert include_flags(kernel, kernel.parent) == (["-I../../include"], None)  # nothing blocks
+    flags, check = define_flags(kernel)
+    assert flags == [] and check is not None and "BF16_AVAILABLE, USE_FAST" in check
+    (tmp_path / "proj" / "setup.py").write_text('cc_flag = ["-O3", "-DBF16_AVAILABLE"]\n')
+    flags, check = define_flags(kernel)
+    assert flags == ["-DBF16_AVAILABLE"]
+    assert check is not None and "setup.py:1" in check and "USE_FAST" in check
+    text = draft(kernel, "scale").text
+    assert '"-I../../include", "-DBF16_AVAILABLE"]' in text
+
+
+def test_build_defines_reads_cmake_definitions(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "CMakeLists.txt").write_text("project(p)\nadd_compile_definitions(GGML_CUDA_F16 K=2)\n")
+    got = build_defines(tmp_path / "src" / "k.cu")
+    assert got["GGML_CUDA_F16"][0] == "-DGGML_CUDA_F16"
+    assert got["K"] == ("-DK=2", "../CMakeLists.txt:2")

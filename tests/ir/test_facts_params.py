@@ -59,3 +59,46 @@ def test_choosing_a_kernel_says_what_is_missing() -> None:
         choose_kernel(parse("__global__ void k(float* x) { x[0] = 1.f; }", "k.cu"), "k.cu", None)
     with pytest.raises(KtxError, match="no kernel 'other'"):
         choose_kernel(parse(SRC, "axpy.cu"), "axpy.cu", "other")
+
+
+HELPERS = """\
+struct vec { float v[4]; __device__ void load(const float* p); __device__ void store(float* p); };
+template <int N> __device__ void store_global(float* dst, const float* src);
+__global__ void k(float* in, float* out, float* res, float* scale, int* counter, int n) {
+  vec a;
+  a.load(in + blockIdx.x * n);
+  float* r = res + blockIdx.x * n;
+  float buf[4];
+  store_global<16>(r, buf);
+  a.store(out + blockIdx.x * n);
+  *scale = (*scale) * 2.0f;
+  *counter += 1;
+}
+void go(float* a, float* b, float* c, float* s, int* t, int n) { k<<<n, 1>>>(a, b, c, s, t, n); }
+"""
+
+
+def test_roles_without_subscripts_come_from_derefs_and_load_store_helpers() -> None:
+    from ktx.ir.facts.params import pointer_uses
+
+    module = parse(HELPERS, "k.cu")
+    fn, _site = choose_kernel(module, "k.cu", None)
+    k = read_kernel(module, fn)
+    params = {p.name: p for p in fn.params}
+    roles = {name: role_of(k, p)[0] for name, p in params.items() if p.is_pointer}
+    assert roles == {"in": "in", "out": "out", "res": "out", "scale": "inout", "counter": "inout"}
+    assert pointer_uses(k, params["scale"]).deref_only
+    assert not pointer_uses(k, params["in"]).deref_only
+
+
+def test_vector_types_are_their_elements_and_lanes() -> None:
+    from ktx.ir.facts.dtypes import vector_of
+
+    module = parse("typedef float4 vec_t;\n__global__ void k(float4* x) {}\n", "v.cu")
+    here = Path("v.cu")
+    assert vector_of(module, here, "const float4") == ("fp32", 4)
+    assert vector_of(module, here, "vec_t") == ("fp32", 4)
+    assert vector_of(module, here, "__half2") == ("fp16", 2)
+    assert vector_of(module, here, "__nv_bfloat162") == ("bf16", 2)
+    assert vector_of(module, here, "uint2") == ("uint32", 2)
+    assert vector_of(module, here, "float") is None
