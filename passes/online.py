@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ktx.ir import syntax
-from ktx.ir.facts.online import OnlinePair, online_pairs
+from ktx.ir.facts.online import OnlinePair, VariancePair, online_pairs
 from ktx.passes._common import kernel_node
 from ktx.passes._variants import line_bounds, wrap_lines
 
@@ -86,9 +86,55 @@ __device__ __forceinline__ void ktx_online_reduce(M& m, S& s) {
 """
 
 
+WELFORD_HELPERS = """\
+#ifndef KTX_WELFORD_REDUCE
+#define KTX_WELFORD_REDUCE
+// online: merge two Welford triples (count, mean, sum of squared deviations), Chan et al. 1979
+template <typename V>
+__device__ __forceinline__ void ktx_welford_combine(V& n, V& mean, V& m2, V on, V omean, V om2) {
+  const V tn = n + on;
+  const V w = tn > V(0) ? on / tn : V(0);
+  const V d = omean - mean;
+  mean += d * w;
+  m2 += om2 + d * d * n * w;
+  n = tn;
+}
+// online: reduce the triple over the T threads that own a row (all lanes get it)
+template <int T, typename V>
+__device__ __forceinline__ void ktx_welford_reduce(V& n, V& mean, V& m2) {
+  constexpr int W = T < 32 ? T : 32;
+  const unsigned group = threadIdx.x & 31u & ~(unsigned)(W - 1);
+  const unsigned mask = W == 32 ? 0xffffffffu : ((1u << W) - 1u) << group;
+#pragma unroll
+  for (int o = W / 2; o > 0; o /= 2) {
+    const V on = __shfl_xor_sync(mask, n, o);
+    const V omean = __shfl_xor_sync(mask, mean, o);
+    const V om2 = __shfl_xor_sync(mask, m2, o);
+    ktx_welford_combine(n, mean, m2, on, omean, om2);
+  }
+  __syncwarp(mask);
+  if (T > 32) {
+    __shared__ V pn[32], pmean[32], pm2[32];
+    __syncthreads();
+    if ((threadIdx.x & 31u) == 0) {
+      pn[threadIdx.x / 32] = n;
+      pmean[threadIdx.x / 32] = mean;
+      pm2[threadIdx.x / 32] = m2;
+    }
+    __syncthreads();
+    n = pn[0];
+    mean = pmean[0];
+    m2 = pm2[0];
+    for (int w = 1; w < T / 32; ++w) ktx_welford_combine(n, mean, m2, pn[w], pmean[w], pm2[w]);
+  }
+}
+#endif
+"""
+
+
 @dataclass(frozen=True)
 class OnlineSite(Site):
-    pairs: tuple[OnlinePair, ...]
+    pairs: tuple[OnlinePair | VariancePair, ...]
 
 
 class Online(Pass[OnlineSite]):
@@ -125,15 +171,25 @@ class Online(Pass[OnlineSite]):
             _, last = line_bounds(source, p.last.end_byte, p.last.end_byte)
             if source[first : p.first.start_byte].strip():
                 raise Refuse(f"line {p.line}: the max loop does not start its line")
+            if isinstance(p, VariancePair):
+                wrap_lines(rw, first, last, _welford(source, p), COND)
+                lanes = f"; one triple reduction over {p.group} lanes" if p.group else ""
+                notes.append(
+                    f"{p.m} (line {p.lead.line}) and the squared deviations {p.v} (line {p.squares.line})"
+                    f" in one pass (Welford){lanes}"
+                )
+                continue
             wrap_lines(rw, first, last, _fused(source, p), COND)
             joined = f"; the loop at line {p.fused.start_point[0] + 1} joins the stores" if p.fused else ""
             lanes = f"; one pair reduction over {p.group} lanes" if p.group else ""
             notes.append(
                 f"{p.m} (line {p.maximum.line}) and {p.s} (line {p.total.line}) in one pass{joined}{lanes}"
             )
-        if any(p.group for p in site.pairs):
-            start = syntax.line_start(source, kernel_node(rw.target).start_byte)
+        start = syntax.line_start(source, kernel_node(rw.target).start_byte)
+        if any(p.group for p in site.pairs if isinstance(p, OnlinePair)):
             rw.insert(start, HELPERS)
+        if any(p.group for p in site.pairs if isinstance(p, VariancePair)):
+            rw.insert(start, WELFORD_HELPERS)
         rw.note("; ".join(notes))
 
 
@@ -186,4 +242,48 @@ def _fused(source: bytes, p: OnlinePair) -> str:
         out.append(f"{indent}{p.header} {{")
         out += body
         out.append(f"{indent}}}")
+    return "\n".join(out)
+
+
+def _welford(source: bytes, p: VariancePair) -> str:
+    """The first loop as written plus Welford's update of what the second loop reads; the
+    statements between the loops in order; then ``v`` from the triple."""
+    indent = syntax.indentation(source, p.first.start_byte)
+    body = p.lead.loop.child_by_field_name("body")
+    assert body is not None
+    stmts = list(body.named_children) if body.type == "compound_statement" else [body]
+    inner = indent + ("  " if len(indent) % 4 else "    ")
+    for n in stmts:
+        if n.type != "comment" and not source[syntax.line_start(source, n.start_byte) : n.start_byte].strip():
+            inner = syntax.indentation(source, n.start_byte)
+            break
+    t, k = p.v_type, f"ktx_{p.v}"
+    out: list[str] = []
+    if p.declaration is not None:
+        out.append(_lines(source, p.declaration.start_byte, p.declaration.end_byte, indent))
+    out += [
+        f"{indent}// online: Welford's count, mean and sum of squared deviations of what {p.v} sums",
+        f"{indent}{t} {k}_n = 0, {k}_mean = 0, {k}_m2 = 0;",
+        f"{indent}{p.header} {{",
+        *(_lines(source, n.start_byte, n.end_byte, inner) for n in stmts),
+        f"{inner}// online: the element the sum of squares reads, folded into the triple",
+        f"{inner}const {t} ktx_x = {p.element};",
+        f"{inner}{k}_n += 1;",
+        f"{inner}const {t} ktx_d = ktx_x - {k}_mean;",
+        f"{inner}{k}_mean += ktx_d / {k}_n;",
+        f"{inner}{k}_m2 += ktx_d * (ktx_x - {k}_mean);",
+        f"{indent}}}",
+    ]
+    if p.group:
+        out.append(f"{indent}ktx_welford_reduce<{p.group}>({k}_n, {k}_mean, {k}_m2);")
+    out += [
+        _lines(source, n.start_byte, n.end_byte, indent)
+        for n in p.between
+        if p.declaration is None or n.id != p.declaration.id
+    ]
+    c = p.center if p.center.isidentifier() else f"({p.center})"
+    out += [
+        f"{indent}// online: sum (x - c)^2 = M2 + n (mean - c)^2, c = {p.center} as the second loop had it",
+        f"{indent}{p.v} += {k}_m2 + {k}_n * ({k}_mean - {c}) * ({k}_mean - {c});",
+    ]
     return "\n".join(out)

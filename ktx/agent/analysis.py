@@ -37,7 +37,7 @@ from typing import Any, Literal
 import tree_sitter as ts
 from ktx.ir import Function, Module, parse, syntax
 from ktx.ir.analysis import perf_constants
-from ktx.ir.facts.online import online_pairs
+from ktx.ir.facts.online import VariancePair, online_pairs
 from ktx.ir.facts.rowkeep import row_keep
 
 from ktx.measure.types import Measurement
@@ -147,7 +147,7 @@ class KernelFacts:
             ("shared arrays", ", ".join(self.shared_arrays)),
             ("shared-memory tree reductions", ", ".join(self.tree_reductions)),
             ("reductions", "; ".join(self.reductions)),
-            ("online pairs (max, then sum of exp)", "; ".join(self.online_pairs)),
+            ("online pairs (dependent row reductions one pass fuses)", "; ".join(self.online_pairs)),
             ("dependent pairs not fusable", "; ".join(self.online_refusals)),
             ("second row loop's loads registers can serve", ", ".join(self.row_keep)),
             ("warp shuffles", "yes" if self.shuffles else ""),
@@ -260,7 +260,8 @@ def kernel_facts(module: Module, kernel: str | None = None) -> KernelFacts:
     )
     pairs, refusals = online_pairs(module, fn)
     online = tuple(
-        f"{la.label}, {lb_.label}: max {p.m}, sum {p.s}"
+        f"{la.label}, {lb_.label}: "
+        + (f"sum {p.m}, squared deviations {p.v}" if isinstance(p, VariancePair) else f"max {p.m}, sum {p.s}")
         for p in pairs
         if (la := facts.loop_at(p.maximum.loop)) is not None
         and (lb_ := facts.loop_at(p.total.loop)) is not None

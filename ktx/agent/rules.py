@@ -141,17 +141,24 @@ def _row_owner(a: Analysis) -> str | None:
 
 
 def _online(a: Analysis) -> str | None:
-    """A row max and then the sum of exp(x - max) read the row twice: one pass keeps the running
-    (max, rescaled sum) pair. Any shape that is not compute-bound gains the saved read."""
+    """A row max and then the sum of exp(x - max), or a sum and then the squared deviations from
+    its mean, read the row twice: one pass keeps the running (max, rescaled sum) pair or Welford's
+    (count, mean, M2). Any shape that is not compute-bound gains the saved read."""
     if not a.facts.online_pairs:
         return None
     hit = [s.shape for s in a.shapes if s.bound in ("memory", "latency")]
     if not hit:
         return None
+    welford = all("squared deviations" in p for p in a.facts.online_pairs)
+    what = (
+        "a row sum and then the squared deviations from its mean"
+        if welford
+        else "a row max and then a sum of exp(x - max)"
+    )
+    how = "Welford's running (count, mean, M2)" if welford else "the running (max, rescaled sum) pair"
     return (
-        f"a row max and then a sum of exp(x - max) ({'; '.join(a.facts.online_pairs[:2])}), "
-        f"{a.bound}-bound at {_shapes(hit)}: one pass keeps the running (max, rescaled sum) pair "
-        "and reads the row once less"
+        f"{what} ({'; '.join(a.facts.online_pairs[:2])}), "
+        f"{a.bound}-bound at {_shapes(hit)}: one pass keeps {how} and reads the row once less"
     )
 
 
