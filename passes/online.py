@@ -89,43 +89,49 @@ __device__ __forceinline__ void ktx_online_reduce(M& m, S& s) {
 WELFORD_HELPERS = """\
 #ifndef KTX_WELFORD_REDUCE
 #define KTX_WELFORD_REDUCE
-// online: merge two Welford triples (count, mean, sum of squared deviations), Chan et al. 1979
+// online: merge two Welford quadruples (count, shift, mean and squared deviations of x - shift),
+// Chan et al. 1979; each side's mean is kept relative to its shift (its first element), so a row
+// whose mean is far larger than its spread loses no digits to the running mean's rounding
 template <typename V>
-__device__ __forceinline__ void ktx_welford_combine(V& n, V& mean, V& m2, V on, V omean, V om2) {
+__device__ __forceinline__ void ktx_welford_combine(V& n, V& k, V& mean, V& m2, V on, V ok, V omean, V om2) {
+  k = n > V(0) ? k : ok;
   const V tn = n + on;
   const V w = tn > V(0) ? on / tn : V(0);
-  const V d = omean - mean;
+  const V d = (ok - k) + (omean - mean);
   mean += d * w;
   m2 += om2 + d * d * n * w;
   n = tn;
 }
-// online: reduce the triple over the T threads that own a row (all lanes get it)
+// online: reduce the quadruple over the T threads that own a row (all lanes get it)
 template <int T, typename V>
-__device__ __forceinline__ void ktx_welford_reduce(V& n, V& mean, V& m2) {
+__device__ __forceinline__ void ktx_welford_reduce(V& n, V& k, V& mean, V& m2) {
   constexpr int W = T < 32 ? T : 32;
   const unsigned group = threadIdx.x & 31u & ~(unsigned)(W - 1);
   const unsigned mask = W == 32 ? 0xffffffffu : ((1u << W) - 1u) << group;
 #pragma unroll
   for (int o = W / 2; o > 0; o /= 2) {
     const V on = __shfl_xor_sync(mask, n, o);
+    const V ok = __shfl_xor_sync(mask, k, o);
     const V omean = __shfl_xor_sync(mask, mean, o);
     const V om2 = __shfl_xor_sync(mask, m2, o);
-    ktx_welford_combine(n, mean, m2, on, omean, om2);
+    ktx_welford_combine(n, k, mean, m2, on, ok, omean, om2);
   }
   __syncwarp(mask);
   if (T > 32) {
-    __shared__ V pn[32], pmean[32], pm2[32];
+    __shared__ V pn[32], pk[32], pmean[32], pm2[32];
     __syncthreads();
     if ((threadIdx.x & 31u) == 0) {
       pn[threadIdx.x / 32] = n;
+      pk[threadIdx.x / 32] = k;
       pmean[threadIdx.x / 32] = mean;
       pm2[threadIdx.x / 32] = m2;
     }
     __syncthreads();
     n = pn[0];
+    k = pk[0];
     mean = pmean[0];
     m2 = pm2[0];
-    for (int w = 1; w < T / 32; ++w) ktx_welford_combine(n, mean, m2, pn[w], pmean[w], pm2[w]);
+    for (int w = 1; w < T / 32; ++w) ktx_welford_combine(n, k, mean, m2, pn[w], pk[w], pmean[w], pm2[w]);
   }
 }
 #endif
@@ -262,20 +268,23 @@ def _welford(source: bytes, p: VariancePair) -> str:
     if p.declaration is not None:
         out.append(_lines(source, p.declaration.start_byte, p.declaration.end_byte, indent))
     out += [
-        f"{indent}// online: Welford's count, mean and sum of squared deviations of what {p.v} sums",
-        f"{indent}{t} {k}_n = 0, {k}_mean = 0, {k}_m2 = 0;",
+        f"{indent}// online: Welford's count, shift (the first element), mean and squared deviations of",
+        f"{indent}// x - shift, for what {p.v} sums",
+        f"{indent}{t} {k}_n = 0, {k}_k = 0, {k}_mean = 0, {k}_m2 = 0;",
         f"{indent}{p.header} {{",
         *(_lines(source, n.start_byte, n.end_byte, inner) for n in stmts),
-        f"{inner}// online: the element the sum of squares reads, folded into the triple",
+        f"{inner}// online: the element the sum of squares reads, folded into the quadruple",
         f"{inner}const {t} ktx_x = {p.element};",
+        f"{inner}{k}_k = {k}_n > 0 ? {k}_k : ktx_x;",
+        f"{inner}const {t} ktx_y = ktx_x - {k}_k;",
         f"{inner}{k}_n += 1;",
-        f"{inner}const {t} ktx_d = ktx_x - {k}_mean;",
+        f"{inner}const {t} ktx_d = ktx_y - {k}_mean;",
         f"{inner}{k}_mean += ktx_d / {k}_n;",
-        f"{inner}{k}_m2 += ktx_d * (ktx_x - {k}_mean);",
+        f"{inner}{k}_m2 += ktx_d * (ktx_y - {k}_mean);",
         f"{indent}}}",
     ]
     if p.group:
-        out.append(f"{indent}ktx_welford_reduce<{p.group}>({k}_n, {k}_mean, {k}_m2);")
+        out.append(f"{indent}ktx_welford_reduce<{p.group}>({k}_n, {k}_k, {k}_mean, {k}_m2);")
     out += [
         _lines(source, n.start_byte, n.end_byte, indent)
         for n in p.between
@@ -284,6 +293,6 @@ def _welford(source: bytes, p: VariancePair) -> str:
     c = p.center if p.center.isidentifier() else f"({p.center})"
     out += [
         f"{indent}// online: sum (x - c)^2 = M2 + n (mean - c)^2, c = {p.center} as the second loop had it",
-        f"{indent}{p.v} += {k}_m2 + {k}_n * ({k}_mean - {c}) * ({k}_mean - {c});",
+        f"{indent}{p.v} += {k}_m2 + {k}_n * (({k}_k - {c}) + {k}_mean) * (({k}_k - {c}) + {k}_mean);",
     ]
     return "\n".join(out)

@@ -450,6 +450,25 @@ def _square_of(
     return raw
 
 
+def _index(module: Module, sub: ts.Node) -> str | None:
+    """The compact index text of a subscript, or None for anything else."""
+    if sub.type != "subscript_expression":
+        return None
+    idx = sub.child_by_field_name("indices") or sub.child_by_field_name("index")
+    return _compact(module, idx).strip("[]") if idx is not None else None
+
+
+def _counter_offset(index: str, var: str) -> bool:
+    """``j``, ``e + j`` or ``j + e`` with ``e`` free of ``j``: distinct iterations, distinct elements."""
+    if index == var:
+        return True
+    for rest in (index[: -len(var) - 1] if index.endswith("+" + var) else None,
+                 index[len(var) + 1 :] if index.startswith(var + "+") else None):  # fmt: skip
+        if rest and not _mentions_any(rest, {var}):
+            return True
+    return False
+
+
 def _mentions_any(expr: str, names: set[str]) -> bool:
     return any(re.search(rf"\b{re.escape(n)}\b", expr) for n in names)
 
@@ -486,15 +505,31 @@ def _variance_pair(module: Module, fn: Function, a: Reduction, b: Reduction) -> 
     for node in walk(a.loop):
         if node.type in ("break_statement", "continue_statement", "return_statement", "goto_statement"):
             return f"line {node.start_point[0] + 1}: the first loop can leave an iteration early"
+    written: dict[str, str] = {}
     for w in memory_writes(module, a.loop):
         t = w.child_by_field_name("left") or w.child_by_field_name("argument")
-        idx = t.child_by_field_name("indices") or t.child_by_field_name("index") if t is not None else None
-        at = _compact(module, idx).strip("[]") if idx is not None else ""
-        if t is None or t.type != "subscript_expression" or at != var:
+        arr = t.child_by_field_name("argument") if t is not None else None
+        at = _index(module, t) if t is not None else None
+        if (
+            arr is None
+            or at is None
+            or not _counter_offset(at, var)
+            or written.get(_compact(module, arr), at) != at
+        ):
             return (
-                f"line {w.start_point[0] + 1}: the first loop writes memory at another index than {var}"
-                " (the second loop's reads may not be final)"
+                f"line {w.start_point[0] + 1}: the first loop writes memory at an index other than {var}"
+                " plus a value fixed over the loop (the second loop's reads may not be final)"
             )
+        written[_compact(module, arr)] = at
+    for node in walk(b.loop):
+        if node.type == "subscript_expression":
+            arr = node.child_by_field_name("argument")
+            name = _compact(module, arr) if arr is not None else ""
+            if name in written and _index(module, node) != written[name]:
+                return (
+                    f"line {node.start_point[0] + 1}: the second loop reads {name} at another index than"
+                    f" the first loop writes it ({written[name]})"
+                )
     fn_body = module.node(fn.body)
     dv = _declaration(module, fn_body, v, b.loop.start_byte)
     if dv is None or not _is_zero(dv[2]):
@@ -517,6 +552,17 @@ def _variance_pair(module: Module, fn: Function, a: Reduction, b: Reduction) -> 
         n = _next_statement(n)
     if n is None:
         return None
+    # the centre must come from the sum: m itself or a value the statements between compute from it
+    derived = {m}
+    for st in between:
+        for node in walk(st):
+            if node.type == "init_declarator" or node.type == "assignment_expression":
+                left = node.child_by_field_name("declarator") or node.child_by_field_name("left")
+                right = node.child_by_field_name("value") or node.child_by_field_name("right")
+                if left is not None and right is not None and _mentions_any(text(module, right), derived):
+                    derived.add(_compact(module, left))
+    if not _mentions_any(center, derived):
+        return f"{where}: the centre {center} is not computed from {m}"
     declaration = dv[0] if dv[0].id in {x.id for x in between} else None
     if dv[0].start_byte > a.loop.start_byte and declaration is None:
         return f"{where}: {v} is declared inside the first loop"
@@ -559,6 +605,15 @@ def online_pairs(
             elif isinstance(q, str):
                 why.append(q)
             continue
+        if r.op == "sum" and r.depends_on is None:
+            # a centre computed between the loops (``const float mu = m / C;``) hides the
+            # dependence from the recogniser: the nearest earlier sum stands in, and only a pair
+            # whose centre reads it counts (a refusal here would be about independent sums)
+            sums = [e for e in found if e.op == "sum" and e.loop.end_byte <= r.loop.start_byte]
+            q = _variance_pair(module, fn, sums[-1], r) if sums else None
+            if isinstance(q, VariancePair):
+                pairs.append(q)
+                continue
         # the recogniser sees the dependence through locals; a value stored and read back
         # (``o[j] = expf(x[j] - m); s += o[j];``) hides it, so the nearest earlier max stands in
         earlier = [e for e in found if e.op == "max" and e.loop.end_byte <= r.loop.start_byte]

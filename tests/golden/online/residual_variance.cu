@@ -46,19 +46,22 @@ __global__ void shifted_rows(float* out, float* var, const float* a, int N, int 
 // CHECK: {{.*}}: remark: [online] residual_rows: rewritten: exposed ONLINE {0, 1}; m (line 18) and the squared deviations v (line 24) in one pass (Welford)
 // CHECK: +// ktx: `online` instantiated with ONLINE=1
 // CHECK: +    float v = 0.0f;
-// CHECK: +    // online: Welford's count, mean and sum of squared deviations of what v sums
-// CHECK: +    float ktx_v_n = 0, ktx_v_mean = 0, ktx_v_m2 = 0;
-// CHECK: +        // online: the element the sum of squares reads, folded into the triple
+// CHECK: +    // online: Welford's count, shift (the first element), mean and squared deviations of
+// CHECK: +    // x - shift, for what v sums
+// CHECK: +    float ktx_v_n = 0, ktx_v_k = 0, ktx_v_mean = 0, ktx_v_m2 = 0;
+// CHECK: +        // online: the element the sum of squares reads, folded into the quadruple
 // CHECK: +        const float ktx_x = (float)res[j];
+// CHECK: +        ktx_v_k = ktx_v_n > 0 ? ktx_v_k : ktx_x;
+// CHECK: +        const float ktx_y = ktx_x - ktx_v_k;
 // CHECK: +        ktx_v_n += 1;
-// CHECK: +        const float ktx_d = ktx_x - ktx_v_mean;
+// CHECK: +        const float ktx_d = ktx_y - ktx_v_mean;
 // CHECK: +        ktx_v_mean += ktx_d / ktx_v_n;
-// CHECK: +        ktx_v_m2 += ktx_d * (ktx_x - ktx_v_mean);
+// CHECK: +        ktx_v_m2 += ktx_d * (ktx_y - ktx_v_mean);
 // CHECK: -    float v = 0.0f;
 // CHECK: -    for (int j = 0; j < C; j++) {
 // CHECK: -        v += ((float)res[j] - m) * ((float)res[j] - m);
 // CHECK: -    }
 // CHECK: +    // online: sum (x - c)^2 = M2 + n (mean - c)^2, c = m as the second loop had it
-// CHECK: +    v += ktx_v_m2 + ktx_v_n * (ktx_v_mean - m) * (ktx_v_mean - m);
-// SHIFT: {{.*}}: remark: [online] shifted_rows: skipped: line 35: the first loop writes memory at another index than j (the second loop's reads may not be final)
+// CHECK: +    v += ktx_v_m2 + ktx_v_n * ((ktx_v_k - m) + ktx_v_mean) * ((ktx_v_k - m) + ktx_v_mean);
+// SHIFT: {{.*}}: remark: [online] shifted_rows: skipped: line 35: the first loop writes memory at an index other than j plus a value fixed over the loop (the second loop's reads may not be final)
 // SHIFT-NOT: {{[-+].*}}
