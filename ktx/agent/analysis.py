@@ -38,7 +38,7 @@ import tree_sitter as ts
 from ktx.ir import Function, Module, parse, syntax
 from ktx.ir.analysis import perf_constants
 from ktx.ir.facts.online import VariancePair, online_pairs
-from ktx.ir.facts.rowkeep import row_keep
+from ktx.ir.facts.rowkeep import ScalarKeep, row_keeps
 
 from ktx.measure.types import Measurement
 
@@ -266,8 +266,18 @@ def kernel_facts(module: Module, kernel: str | None = None) -> KernelFacts:
         if (la := facts.loop_at(p.maximum.loop)) is not None
         and (lb_ := facts.loop_at(p.total.loop)) is not None
     )
-    keep = row_keep(module, fn)
-    kept = () if isinstance(keep, str) else tuple(f"{ld.variable} ({ld.kind})" for ld in keep.loads)
+    keeps = row_keeps(module, fn)
+    kept = (
+        ()
+        if isinstance(keeps, str)
+        else tuple(
+            dict.fromkeys(
+                f"{ld.element if isinstance(k, ScalarKeep) else ld.variable} ({ld.kind})"  # type: ignore[union-attr]
+                for k in keeps
+                for ld in k.loads
+            )
+        )
+    )
     device = [module.node(fn.body), *(module.node(h.body) for h in helpers)]
     lb = fn.launch_bounds
     return KernelFacts(
