@@ -298,7 +298,7 @@ def test_cluster_rows_and_row_registers_compose_on_rmsnorm() -> None:
     assert "ktx_keep_in[ktx_k] = in;" in src and "__cluster_map_shared_rank(&smem[0], ktx_rank)" in src
     hand = load_spec(ROOT / "benchmarks" / "cluster_rows")
     assert hand.kernel == "rmsnorm_cluster_hand"
-    assert {p.name for p in hand.shape_set("default").points} >= {"tokens=1,d=8192", "tokens=64,d=4096"}
+    assert {p.name for p in hand.shape_set("decode").points} >= {"tokens=1,d=8192", "tokens=64,d=4096"}
 
 
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not on PATH")
@@ -341,7 +341,7 @@ def test_wide_row_configs_and_the_hand_variant_verify_on_the_gpu() -> None:
 
     spec = load_spec(ROOT / "kernels" / "rmsnorm")
     t = template_for_spec(spec, WIDE)
-    points = [p for p in spec.shape_set("default").points if p.values["tokens"] in (1, 16)]
+    points = [p for p in spec.shape_set("decode").points if p.values["tokens"] in (1, 16)]
     jobs = [
         (candidate_from_template(spec, t, {"BLOCK_Y": y, "CLUSTER": c, "PACKS": k}), p)
         for y, c, k in WIDE_CONFIGS
@@ -355,7 +355,7 @@ def test_wide_row_configs_and_the_hand_variant_verify_on_the_gpu() -> None:
     assert not failures, "\n".join(failures)
     hand = load_spec(ROOT / "benchmarks" / "cluster_rows")
     th = template_for_spec(hand, "")  # the hand kernel as written, against the suite's reference
-    hjobs = [(candidate_from_template(hand, th, {}), p) for p in hand.shape_set("default").points]
+    hjobs = [(candidate_from_template(hand, th, {}), p) for p in hand.shape_set("decode").points]
     with Harness(hand, options=Options(rounds=2, time=False, odd=False)) as harness:
         bad = [
             f"{p.name}: {m.message[:300]}"

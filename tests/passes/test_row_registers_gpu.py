@@ -66,9 +66,10 @@ def test_every_packs_config_verifies(stem: str, passes: str) -> None:
 @pytest.mark.skipif(LLMC is None, reason="llm.c is not at ../shared/llmc")
 @pytest.mark.parametrize("kernel", ["layernorm_forward", "fused_residual_forward"])
 def test_llmc_every_scalar_packs_config_verifies(tmp_path: Path, kernel: str) -> None:
-    """llm.c layernorm v1 and fused_residual v2 after row-owner: every feasible (THREADS_PER_ROW,
-    PACKS) pair verifies against the naive kernel at the quick shape and the widest ladder shape,
-    with the odd variants (C not a multiple of 32, a row fewer)."""
+    """llm.c layernorm v1 and fused_residual v2 after row-owner: every PACKS value at each
+    ownership branch (THREADS_PER_ROW 1, 32, 256, 1024), where feasible, against the naive
+    kernel at the quick shape and the widest ladder shape, with the odd variants (C not a
+    multiple of 32, a row fewer)."""
     pytest.importorskip("cupy")
     from ktx.measure.harness import Harness
 
@@ -80,7 +81,7 @@ def test_llmc_every_scalar_packs_config_verifies(tmp_path: Path, kernel: str) ->
     assert "PACKS" in knobs, [o.message for o in t.outcomes]
     points = list(spec.shape_set("quick").points) + list(spec.shape_set("ladder").points)[-1:]
     jobs = []
-    for tpr in knobs["THREADS_PER_ROW"].values:
+    for tpr in (1, 32, 256, 1024):  # the thread, warp and block branches, the widest block
         for packs in knobs["PACKS"].values:
             if packs == 0:
                 continue
@@ -88,7 +89,7 @@ def test_llmc_every_scalar_packs_config_verifies(tmp_path: Path, kernel: str) ->
             for p in points:
                 if t.space.feasible(config, dict(p.values)):
                     jobs.append((candidate_from_template(spec, t, config), p))
-    assert len(jobs) >= 20
+    assert len(jobs) >= 40
     failures: list[str] = []
     with Harness(spec, options=Options(rounds=2, time=False, odd=True)) as harness:
         for (cand, point), m in zip(jobs, harness.measure_many(jobs), strict=True):
