@@ -255,12 +255,10 @@ def _welford(source: bytes, p: VariancePair) -> str:
     """The first loop as written plus Welford's update of what the second loop reads; the
     statements between the loops in order; then ``v`` from the triple."""
     indent = syntax.indentation(source, p.first.start_byte)
-    body = p.lead.loop.child_by_field_name("body")
-    assert body is not None
-    stmts = list(body.named_children) if body.type == "compound_statement" else [body]
+    stmts = p.body
     inner = indent + ("  " if len(indent) % 4 else "    ")
     for n in stmts:
-        if n.type != "comment" and not source[syntax.line_start(source, n.start_byte) : n.start_byte].strip():
+        if not source[syntax.line_start(source, n.start_byte) : n.start_byte].strip():
             inner = syntax.indentation(source, n.start_byte)
             break
     t, k = p.v_type, f"ktx_{p.v}"

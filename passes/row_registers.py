@@ -205,16 +205,15 @@ def _first_scalar(source: bytes, k: ScalarKeep) -> str:
     the rest of the first loop, and the head that loads the early elements."""
     indent = syntax.indentation(source, k.first.start_byte)
     lines = [f"{indent}{ld.type} {_slot(k, j)}[{MACRO}];" for j, ld in enumerate(k.loads)]
-    body = k.first.child_by_field_name("body")
-    assert body is not None
     kept = " ".join(
         f"{_slot(k, j)}[ktx_k] = {ld.element};" for j, ld in enumerate(k.loads) if ld.kind == "kept"
     )
-    stmts = [c for c in body.named_children if c.type != "comment"]
-    inner = syntax.indentation(source, stmts[0].start_byte) if stmts else indent + "    "
-    close = syntax.line_start(source, body.end_byte - 1)  # the line of the body's closing brace
-    if source[close : body.end_byte - 1].strip():
-        close = body.end_byte - 1
+    s0 = k.first_statement
+    inner = syntax.indentation(source, s0.start_byte) if s0 is not None else indent + "    "
+    brace = k.body_end - 1
+    close = syntax.line_start(source, brace)  # the line of the body's closing brace
+    if source[close:brace].strip():
+        close = brace
     lines += _head(indent, k, _body_with(source, k.first, [(close, close, f"{inner}{kept}\n")]))
     lines.append(_rest(source, k.first, k))
     early = [f"{_slot(k, j)}[ktx_k] = {ld.element};" for j, ld in enumerate(k.loads) if ld.kind == "early"]

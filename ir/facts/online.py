@@ -398,6 +398,8 @@ class VariancePair:
     """Threads per row of row-owner's reduces around the pair (``''``: none)."""
     after: ts.Node | None
     """Row-owner's reduce of ``v`` right after the second loop, or None."""
+    body: tuple[ts.Node, ...] = ()
+    """The first loop's body, statement by statement (comments too): what the fused loop keeps."""
 
     @property
     def maximum(self) -> Reduction:  # the first loop's reduction, as OnlinePair names it
@@ -586,7 +588,16 @@ def _variance_pair(module: Module, fn: Function, a: Reduction, b: Reduction) -> 
         declaration,
         group,
         after,
+        tuple(_body(a.loop)),
     )
+
+
+def _body(loop: ts.Node) -> list[ts.Node]:
+    """A loop's body statements, comments included (a body that is one statement: itself)."""
+    body = loop.child_by_field_name("body")
+    if body is None:
+        return []
+    return list(body.named_children) if body.type == "compound_statement" else [body]
 
 
 def online_pairs(

@@ -211,6 +211,10 @@ class ScalarKeep:
     bound: str
     step: str
     loads: tuple[ScalarLoad, ...]
+    body_end: int = 0
+    """The byte after the first loop's body (its closing brace is the byte before)."""
+    first_statement: ts.Node | None = None
+    """The first loop's first statement (its indentation is the body's)."""
 
     @property
     def line(self) -> int:
@@ -336,7 +340,21 @@ def _scalar_keep(module: Module, fn: Function, loops: list[ts.Node], a: int) -> 
     if not any(v[0] == "kept" for v in found.values()):
         return None
     loads = tuple(ScalarLoad(k, e, p, t, tuple(r)) for k, e, p, t, r in found.values())  # type: ignore[arg-type]
-    return ScalarKeep(first, tuple(seconds), var, ha[0], ha[2], ha[3], ha[4], loads)
+    fb = bodies[0]
+    assert fb is not None
+    stmts = [c for c in fb.named_children if c.type != "comment"]
+    return ScalarKeep(
+        first,
+        tuple(seconds),
+        var,
+        ha[0],
+        ha[2],
+        ha[3],
+        ha[4],
+        loads,
+        fb.end_byte,
+        stmts[0] if stmts else None,
+    )
 
 
 def row_keeps(module: Module, fn: Function) -> tuple[RowKeep | ScalarKeep, ...] | str:
