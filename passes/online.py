@@ -28,6 +28,19 @@ Precision: the sum is accumulated in a different order and rescaled, so it diffe
 three-pass sum by rounding (relative 1e-6 in float over 50k elements; a ``double`` sum stays
 double). A row whose leading elements are ``-inf`` gives NaN where the original gives 0
 (``-inf - -inf``); a row of finite values is unaffected.
+
+The second pair is the layernorm's: a sum ``m`` (divided into the mean between the loops), then
+``v += (x - c) * (x - c)`` with ``c`` computed from ``m`` (llm.c's layernorm_forward v1 and
+fused_residual_forward v2). The first loop stays as written, so ``m`` keeps its exact value, and
+also folds what the second loop reads into Welford's quadruple: the count, a shift (the lane's
+first element), and the mean and the squared deviations of ``x - shift``; the second loop goes,
+and ``v += M2 + n * ((shift - c) + mean)^2`` (the sum of squares about any centre ``c``).
+After row-owner the quadruple is reduced across the row's lanes by ``ktx_welford_reduce<T>``
+(Chan et al.'s combine over shuffles, then shared memory past a warp), beside row-owner's own
+reduce of ``m``. Precision guard: the shift keeps the running mean small, so a row whose mean is
+1e4 times its spread keeps its digits (a numpy replay of the emitted combine: relative 2e-5 of
+the two-pass sum against 1e-2 and worse for the sum, sum-of-squares pair); the spec's
+tolerance should still allow a few ulps of ``v`` (rstd moves by half of ``v``'s relative error).
 """
 
 from __future__ import annotations
@@ -146,7 +159,9 @@ class OnlineSite(Site):
 class Online(Pass[OnlineSite]):
     name = "online"
     phase = Phase.OWNERSHIP
-    summary = "a row max and the sum of exp(x - max) after it fuse into one pass over the row (knob ONLINE)"
+    summary = (
+        "a row max and the sum of exp(x - max), or a mean and the squared deviations: one pass (knob ONLINE)"
+    )
     description = __doc__ or ""
     knobs = (
         KnobSpec(
