@@ -12,6 +12,9 @@ The rules, highest priority first (each says why in the plan's rationale):
 0. ``row-owner`` (a warp or a block of warps takes over each row): a thread walks a whole row
    in unit-step loops with no thread index (neighbouring threads read a row apart), no warp
    cooperation yet, and the shapes are under 50% of speed-of-light;
+0b. ``row-registers`` before ``online`` when the online pair is a mean and its squared
+    deviations and the later loops can take the row from registers (llm.c's layernorm): one read
+    of the row, where the fused pass still makes two;
 1. ``online``: a row max, then a sum of ``exp(x - max)`` over the same row, or a sum then the
    squared deviations from its mean (the facts' online pairs), and a shape not compute-bound:
    one pass keeps the running pair, or Welford's (after row-owner, reduced across lanes as one);
@@ -222,6 +225,18 @@ def row_silence(a: Analysis) -> list[str]:
     return out
 
 
+def _rows_in_registers_first(a: Analysis) -> str | None:
+    """A mean/variance pair whose row the later loops could read from registers: keeping the row
+    reads it once, where online's fused pass still reads it twice (sum and squares, then the
+    write), so row-registers goes first; online is tried on top in a later round."""
+    if not a.facts.online_pairs or not all("squared deviations" in p for p in a.facts.online_pairs):
+        return None
+    if not any(k.endswith("(kept)") for k in a.facts.row_keep):
+        return None
+    reason = _row_registers(a)
+    return None if reason is None else f"{reason}; before online: the row is then read once, not twice"
+
+
 def _vectorize_per_thread(a: Analysis) -> str | None:
     """One element per thread (no loops), element by element: VEC contiguous elements a thread."""
     if a.facts.loops or not a.facts.scalar_only:
@@ -418,6 +433,7 @@ def _fast_math(a: Analysis) -> str | None:
 #: The rules in priority order.
 RULES: tuple[Rule, ...] = (
     Rule("row-owner", _row_owner),
+    Rule("row-registers", _rows_in_registers_first),
     Rule("online", _online),
     Rule("warp-reduce", _warp_reduce),
     Rule("split", _underfilled),
