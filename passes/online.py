@@ -9,7 +9,7 @@ pair ``(m, s)`` (Milakov & Gimelshein 2018, online softmax), saving a read of th
 
     for (j ...) {                           // was: the max loop, then the sum loop
       const float ktx_x = x[j];
-      const float ktx_d = ktx_x - m;
+      const float ktx_d = ktx_x == m ? 0.f : ktx_x - m;   // -inf - -inf: 0, not NaN
       const bool ktx_up = ktx_d > 0;        // the max moves: rescale the sum to it
       const float ktx_e = expf(ktx_up ? -ktx_d : ktx_d);
       s = ktx_up ? s * ktx_e + 1 : s + ktx_e;
@@ -26,8 +26,9 @@ past a warp, shared memory. Every change sits under ``#if KTX_ONLINE``.
 
 Precision: the sum is accumulated in a different order and rescaled, so it differs from the
 three-pass sum by rounding (relative 1e-6 in float over 50k elements; a ``double`` sum stays
-double). A row whose leading elements are ``-inf`` gives NaN where the original gives 0
-(``-inf - -inf``); a row of finite values is unaffected.
+double). A row whose leading elements are ``-inf`` (a masked prefix) counts them at the scale
+``-inf`` (``x == m`` gives a difference of 0, not ``-inf - -inf`` = NaN), and the first finite
+element rescales that count by ``exp(-inf) = 0``: the original's 0 for them, not NaN.
 
 The second pair is the layernorm's: a sum ``m`` (divided into the mean between the loops), then
 ``v += (x - c) * (x - c)`` with ``c`` computed from ``m`` (llm.c's layernorm_forward v1 and
@@ -243,7 +244,7 @@ def _fused(source: bytes, p: OnlinePair) -> str:
         f"{indent}{p.header} {{",
         f"{inner}// online: the running max and the sum of {p.exp}(x - max) rescaled to it, in one pass",
         f"{inner}const {t} ktx_x = {p.element};",
-        f"{inner}const {t} ktx_d = ktx_x - {p.m};",
+        f"{inner}const {t} ktx_d = ktx_x == {p.m} ? {t}(0) : ktx_x - {p.m};  // -inf - -inf: 0, not NaN",
         f"{inner}const bool ktx_up = ktx_d > 0;",
         f"{inner}const {t} ktx_e = {p.exp}(ktx_up ? -ktx_d : ktx_d);",
         f"{inner}{p.s} = ktx_up ? {p.s} * ktx_e + 1 : {p.s} + ktx_e;",
