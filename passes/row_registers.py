@@ -65,9 +65,9 @@ class RowRegisters(Pass[RowRegistersSite]):
     knobs = (
         KnobSpec(
             KNOB,
-            "0, 1, 2, 4",
-            "0 (both loops load, the original)",
-            "packs per thread kept in registers from the first loop to the second",
+            "0, 1, 2, 4 (packs); 0, 1, 2, 4, 8, 16, 32 (scalar rows)",
+            "0 (every loop loads, the original)",
+            "packs (elements, on scalar rows) a thread keeps in registers from the first loop to later ones",
         ),
     )
     after = ("expose", "block-size", "vectorize", "unroll", "tile", "cache-hints", "fast-math", "hoist")
