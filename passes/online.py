@@ -9,7 +9,7 @@ pair ``(m, s)`` (Milakov & Gimelshein 2018, online softmax), saving a read of th
 
     for (j ...) {                           // was: the max loop, then the sum loop
       const float ktx_x = x[j];
-      const float ktx_d = ktx_x - m;
+      const float ktx_d = ktx_x == m ? 0.f : ktx_x - m;   // -inf - -inf: 0, not NaN
       const bool ktx_up = ktx_d > 0;        // the max moves: rescale the sum to it
       const float ktx_e = expf(ktx_up ? -ktx_d : ktx_d);
       s = ktx_up ? s * ktx_e + 1 : s + ktx_e;
@@ -26,8 +26,22 @@ past a warp, shared memory. Every change sits under ``#if KTX_ONLINE``.
 
 Precision: the sum is accumulated in a different order and rescaled, so it differs from the
 three-pass sum by rounding (relative 1e-6 in float over 50k elements; a ``double`` sum stays
-double). A row whose leading elements are ``-inf`` gives NaN where the original gives 0
-(``-inf - -inf``); a row of finite values is unaffected.
+double). A row whose leading elements are ``-inf`` (a masked prefix) counts them at the scale
+``-inf`` (``x == m`` gives a difference of 0, not ``-inf - -inf`` = NaN), and the first finite
+element rescales that count by ``exp(-inf) = 0``: the original's 0 for them, not NaN.
+
+The second pair is the layernorm's: a sum ``m`` (divided into the mean between the loops), then
+``v += (x - c) * (x - c)`` with ``c`` computed from ``m`` (llm.c's layernorm_forward v1 and
+fused_residual_forward v2). The first loop stays as written, so ``m`` keeps its exact value, and
+also folds what the second loop reads into Welford's quadruple: the count, a shift (the lane's
+first element), and the mean and the squared deviations of ``x - shift``; the second loop goes,
+and ``v += M2 + n * ((shift - c) + mean)^2`` (the sum of squares about any centre ``c``).
+After row-owner the quadruple is reduced across the row's lanes by ``ktx_welford_reduce<T>``
+(Chan et al.'s combine over shuffles, then shared memory past a warp), beside row-owner's own
+reduce of ``m``. Precision guard: the shift keeps the running mean small, so a row whose mean is
+1e4 times its spread keeps its digits (a numpy replay of the emitted combine: relative 2e-5 of
+the two-pass sum against 1e-2 and worse for the sum, sum-of-squares pair); the spec's
+tolerance should still allow a few ulps of ``v`` (rstd moves by half of ``v``'s relative error).
 """
 
 from __future__ import annotations
@@ -36,7 +50,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ktx.ir import syntax
-from ktx.ir.facts.online import OnlinePair, online_pairs
+from ktx.ir.facts.online import OnlinePair, VariancePair, online_pairs
 from ktx.passes._common import kernel_node
 from ktx.passes._variants import line_bounds, wrap_lines
 
@@ -86,15 +100,69 @@ __device__ __forceinline__ void ktx_online_reduce(M& m, S& s) {
 """
 
 
+WELFORD_HELPERS = """\
+#ifndef KTX_WELFORD_REDUCE
+#define KTX_WELFORD_REDUCE
+// online: merge two Welford quadruples (count, shift, mean and squared deviations of x - shift),
+// Chan et al. 1979; each side's mean is kept relative to its shift (its first element), so a row
+// whose mean is far larger than its spread loses no digits to the running mean's rounding
+template <typename V>
+__device__ __forceinline__ void ktx_welford_combine(V& n, V& k, V& mean, V& m2, V on, V ok, V omean, V om2) {
+  k = n > V(0) ? k : ok;
+  const V tn = n + on;
+  const V w = tn > V(0) ? on / tn : V(0);
+  const V d = (ok - k) + (omean - mean);
+  mean += d * w;
+  m2 += om2 + d * d * n * w;
+  n = tn;
+}
+// online: reduce the quadruple over the T threads that own a row (all lanes get it)
+template <int T, typename V>
+__device__ __forceinline__ void ktx_welford_reduce(V& n, V& k, V& mean, V& m2) {
+  constexpr int W = T < 32 ? T : 32;
+  const unsigned group = threadIdx.x & 31u & ~(unsigned)(W - 1);
+  const unsigned mask = W == 32 ? 0xffffffffu : ((1u << W) - 1u) << group;
+#pragma unroll
+  for (int o = W / 2; o > 0; o /= 2) {
+    const V on = __shfl_xor_sync(mask, n, o);
+    const V ok = __shfl_xor_sync(mask, k, o);
+    const V omean = __shfl_xor_sync(mask, mean, o);
+    const V om2 = __shfl_xor_sync(mask, m2, o);
+    ktx_welford_combine(n, k, mean, m2, on, ok, omean, om2);
+  }
+  __syncwarp(mask);
+  if (T > 32) {
+    __shared__ V pn[32], pk[32], pmean[32], pm2[32];
+    __syncthreads();
+    if ((threadIdx.x & 31u) == 0) {
+      pn[threadIdx.x / 32] = n;
+      pk[threadIdx.x / 32] = k;
+      pmean[threadIdx.x / 32] = mean;
+      pm2[threadIdx.x / 32] = m2;
+    }
+    __syncthreads();
+    n = pn[0];
+    k = pk[0];
+    mean = pmean[0];
+    m2 = pm2[0];
+    for (int w = 1; w < T / 32; ++w) ktx_welford_combine(n, k, mean, m2, pn[w], pk[w], pmean[w], pm2[w]);
+  }
+}
+#endif
+"""
+
+
 @dataclass(frozen=True)
 class OnlineSite(Site):
-    pairs: tuple[OnlinePair, ...]
+    pairs: tuple[OnlinePair | VariancePair, ...]
 
 
 class Online(Pass[OnlineSite]):
     name = "online"
     phase = Phase.OWNERSHIP
-    summary = "a row max and the sum of exp(x - max) after it fuse into one pass over the row (knob ONLINE)"
+    summary = (
+        "a row max and the sum of exp(x - max), or a mean and the squared deviations: one pass (knob ONLINE)"
+    )
     description = __doc__ or ""
     knobs = (
         KnobSpec(
@@ -125,15 +193,25 @@ class Online(Pass[OnlineSite]):
             _, last = line_bounds(source, p.last.end_byte, p.last.end_byte)
             if source[first : p.first.start_byte].strip():
                 raise Refuse(f"line {p.line}: the max loop does not start its line")
+            if isinstance(p, VariancePair):
+                wrap_lines(rw, first, last, _welford(source, p), COND)
+                lanes = f"; one triple reduction over {p.group} lanes" if p.group else ""
+                notes.append(
+                    f"{p.m} (line {p.lead.line}) and the squared deviations {p.v} (line {p.squares.line})"
+                    f" in one pass (Welford){lanes}"
+                )
+                continue
             wrap_lines(rw, first, last, _fused(source, p), COND)
             joined = f"; the loop at line {p.fused.start_point[0] + 1} joins the stores" if p.fused else ""
             lanes = f"; one pair reduction over {p.group} lanes" if p.group else ""
             notes.append(
                 f"{p.m} (line {p.maximum.line}) and {p.s} (line {p.total.line}) in one pass{joined}{lanes}"
             )
-        if any(p.group for p in site.pairs):
-            start = syntax.line_start(source, kernel_node(rw.target).start_byte)
+        start = syntax.line_start(source, kernel_node(rw.target).start_byte)
+        if any(p.group for p in site.pairs if isinstance(p, OnlinePair)):
             rw.insert(start, HELPERS)
+        if any(p.group for p in site.pairs if isinstance(p, VariancePair)):
+            rw.insert(start, WELFORD_HELPERS)
         rw.note("; ".join(notes))
 
 
@@ -166,7 +244,7 @@ def _fused(source: bytes, p: OnlinePair) -> str:
         f"{indent}{p.header} {{",
         f"{inner}// online: the running max and the sum of {p.exp}(x - max) rescaled to it, in one pass",
         f"{inner}const {t} ktx_x = {p.element};",
-        f"{inner}const {t} ktx_d = ktx_x - {p.m};",
+        f"{inner}const {t} ktx_d = ktx_x == {p.m} ? {t}(0) : ktx_x - {p.m};  // -inf - -inf: 0, not NaN",
         f"{inner}const bool ktx_up = ktx_d > 0;",
         f"{inner}const {t} ktx_e = {p.exp}(ktx_up ? -ktx_d : ktx_d);",
         f"{inner}{p.s} = ktx_up ? {p.s} * ktx_e + 1 : {p.s} + ktx_e;",
@@ -186,4 +264,49 @@ def _fused(source: bytes, p: OnlinePair) -> str:
         out.append(f"{indent}{p.header} {{")
         out += body
         out.append(f"{indent}}}")
+    return "\n".join(out)
+
+
+def _welford(source: bytes, p: VariancePair) -> str:
+    """The first loop as written plus Welford's update of what the second loop reads; the
+    statements between the loops in order; then ``v`` from the triple."""
+    indent = syntax.indentation(source, p.first.start_byte)
+    stmts = p.body
+    inner = indent + ("  " if len(indent) % 4 else "    ")
+    for n in stmts:
+        if not source[syntax.line_start(source, n.start_byte) : n.start_byte].strip():
+            inner = syntax.indentation(source, n.start_byte)
+            break
+    t, k = p.v_type, f"ktx_{p.v}"
+    out: list[str] = []
+    if p.declaration is not None:
+        out.append(_lines(source, p.declaration.start_byte, p.declaration.end_byte, indent))
+    out += [
+        f"{indent}// online: Welford's count, shift (the first element), mean and squared deviations of",
+        f"{indent}// x - shift, for what {p.v} sums",
+        f"{indent}{t} {k}_n = 0, {k}_k = 0, {k}_mean = 0, {k}_m2 = 0;",
+        f"{indent}{p.header} {{",
+        *(_lines(source, n.start_byte, n.end_byte, inner) for n in stmts),
+        f"{inner}// online: the element the sum of squares reads, folded into the quadruple",
+        f"{inner}const {t} ktx_x = {p.element};",
+        f"{inner}{k}_k = {k}_n > 0 ? {k}_k : ktx_x;",
+        f"{inner}const {t} ktx_y = ktx_x - {k}_k;",
+        f"{inner}{k}_n += 1;",
+        f"{inner}const {t} ktx_d = ktx_y - {k}_mean;",
+        f"{inner}{k}_mean += ktx_d / {k}_n;",
+        f"{inner}{k}_m2 += ktx_d * (ktx_y - {k}_mean);",
+        f"{indent}}}",
+    ]
+    if p.group:
+        out.append(f"{indent}ktx_welford_reduce<{p.group}>({k}_n, {k}_k, {k}_mean, {k}_m2);")
+    out += [
+        _lines(source, n.start_byte, n.end_byte, indent)
+        for n in p.between
+        if p.declaration is None or n.id != p.declaration.id
+    ]
+    c = p.center if p.center.isidentifier() else f"({p.center})"
+    out += [
+        f"{indent}// online: sum (x - c)^2 = M2 + n (mean - c)^2, c = {p.center} as the second loop had it",
+        f"{indent}{p.v} += {k}_m2 + {k}_n * (({k}_k - {c}) + {k}_mean) * (({k}_k - {c}) + {k}_mean);",
+    ]
     return "\n".join(out)

@@ -21,6 +21,14 @@ are issued right after the first loop, before the reduction, so that the barrier
 Rows longer than ``threads x P`` packs are still correct (the remainder loops run as written);
 a row that fits is read once. Registers grow by ``P`` packs per kept load. Facts:
 :mod:`ktx.ir.facts.rowkeep`. Every change sits under ``#if KTX_PACKS``.
+
+Scalar rows (llm.c's layernorm_forward v1 and fused_residual_forward v2 after row-owner: each
+element a subscript ``x[i]``, three loops over the row) are kept the same way, element by
+element: the first loop's head stores ``x[i]`` into ``ktx_keep<j>[ktx_k]`` at the end of its
+iteration, every later loop with the same header reads the slot in its head instead of memory,
+and the const rows no statement writes (weight, bias) are loaded right after the first loop.
+Then PACKS counts elements a thread keeps (up to 32), and a row of ``threads x PACKS`` elements
+is read from memory once.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 from ktx.ir import syntax
-from ktx.ir.facts.rowkeep import KeptLoad, RowKeep, row_keep
+from ktx.ir.facts.rowkeep import KeptLoad, RowKeep, ScalarKeep, row_keeps
 from ktx.passes._variants import line_bounds, wrap_lines
 
 from ktx.passbase import KnobSpec, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
@@ -39,9 +47,12 @@ KNOB = "PACKS"
 MACRO = "KTX_PACKS"
 
 
+SCALAR_VALUES = (0, 1, 2, 4, 8, 16, 32)
+
+
 @dataclass(frozen=True)
 class RowRegistersSite(Site):
-    keep: RowKeep
+    keeps: tuple[RowKeep | ScalarKeep, ...]
 
 
 class RowRegisters(Pass[RowRegistersSite]):
@@ -54,44 +65,68 @@ class RowRegisters(Pass[RowRegistersSite]):
     knobs = (
         KnobSpec(
             KNOB,
-            "0, 1, 2, 4",
-            "0 (both loops load, the original)",
-            "packs per thread kept in registers from the first loop to the second",
+            "0, 1, 2, 4 (packs); 0, 1, 2, 4, 8, 16, 32 (scalar rows)",
+            "0 (every loop loads, the original)",
+            "packs (elements, on scalar rows) a thread keeps in registers from the first loop to later ones",
         ),
     )
     after = ("expose", "block-size", "vectorize", "unroll", "tile", "cache-hints", "fast-math", "hoist")
 
     def sites(self, target: Target) -> Iterator[RowRegistersSite | Skip]:
         fn = target.kernel
-        keep = row_keep(target.module, fn)
-        if isinstance(keep, str):
-            yield Skip(keep, fn.name, fn.span)
+        keeps = row_keeps(target.module, fn)
+        if isinstance(keeps, str):
+            yield Skip(keeps, fn.name, fn.span)
             return
-        yield RowRegistersSite(fn.name, fn.span, keep)
+        yield RowRegistersSite(fn.name, fn.span, keeps)
 
     def rewrite(self, site: RowRegistersSite, rw: Rewriter) -> None:
         module = rw.target.module
         source = module.source
-        k = site.keep
-        rw.knob(KNOB, (0, 1, 2, 4), 0, "packs per thread kept in registers between the row's two loops")
-        # 4 packs of two kept loads took 80 registers (rmsnorm, sm_90): more than a block of 1024
-        # threads may hold (64 each); 2 packs took 46
+        scalar = any(isinstance(k, ScalarKeep) for k in site.keeps)
+        if scalar:
+            rw.knob(KNOB, SCALAR_VALUES, 0, "elements per thread kept in registers across the row's loops")
+        else:
+            rw.knob(KNOB, (0, 1, 2, 4), 0, "packs per thread kept in registers between the row's two loops")
         if rw.mapping is not None:
             threads = " * ".join(f"({b})" for b in rw.mapping.resolved().block)
-            rw.constraint(f"{KNOB} <= 2 or {threads} <= 512")
-        for loop in (k.first, k.second):
-            start = syntax.line_start(source, loop.start_byte)
-            if source[start : loop.start_byte].strip():
-                raise Refuse(f"line {loop.start_point[0] + 1}: the loop does not start its line")
-        f0, f1 = line_bounds(source, k.first.start_byte, k.first.end_byte)
-        s0, s1 = line_bounds(source, k.second.start_byte, k.second.end_byte)
-        wrap_lines(rw, f0, f1, _first(source, k), MACRO)
-        wrap_lines(rw, s0, s1, _second(source, k), MACRO)
-        kept = [f"{ld.variable} ({ld.kind})" for ld in k.loads]
-        rw.note(
-            f"loops at line {k.first.start_point[0] + 1} and line {k.line}; "
-            f"loads in registers: {', '.join(kept)}"
-        )
+            if scalar:
+                # three kept rows of 32 floats a thread is 96 registers: at most 8192 elements a block
+                rw.constraint(f"{KNOB} * {threads} <= 8192")
+            else:
+                # 4 packs of two kept loads took 80 registers (rmsnorm, sm_90): more than a block of
+                # 1024 threads may hold (64 each); 2 packs took 46
+                rw.constraint(f"{KNOB} <= 2 or {threads} <= 512")
+        notes: list[str] = []
+        for k in site.keeps:
+            loops = (k.first, *k.seconds) if isinstance(k, ScalarKeep) else (k.first, k.second)
+            for loop in loops:
+                start = syntax.line_start(source, loop.start_byte)
+                if source[start : loop.start_byte].strip():
+                    raise Refuse(f"line {loop.start_point[0] + 1}: the loop does not start its line")
+            if isinstance(k, ScalarKeep):
+                f0, f1 = line_bounds(source, k.first.start_byte, k.first.end_byte)
+                wrap_lines(rw, f0, f1, _first_scalar(source, k), MACRO)
+                for j, b in enumerate(k.seconds):
+                    s0, s1 = line_bounds(source, b.start_byte, b.end_byte)
+                    wrap_lines(rw, s0, s1, _second_scalar(source, k, j), MACRO)
+                kept = [f"{ld.element} ({ld.kind})" for ld in k.loads]
+                later = ", ".join(f"line {b.start_point[0] + 1}" for b in k.seconds)
+                notes.append(
+                    f"loop at line {k.first.start_point[0] + 1}, then {later}; elements in registers: "
+                    f"{', '.join(kept)}"
+                )
+                continue
+            f0, f1 = line_bounds(source, k.first.start_byte, k.first.end_byte)
+            s0, s1 = line_bounds(source, k.second.start_byte, k.second.end_byte)
+            wrap_lines(rw, f0, f1, _first(source, k), MACRO)
+            wrap_lines(rw, s0, s1, _second(source, k), MACRO)
+            kept = [f"{ld.variable} ({ld.kind})" for ld in k.loads]
+            notes.append(
+                f"loops at line {k.first.start_point[0] + 1} and line {k.line}; "
+                f"loads in registers: {', '.join(kept)}"
+            )
+        rw.note("; ".join(notes))
 
 
 def _keep_name(ld: KeptLoad) -> str:
@@ -119,7 +154,7 @@ def _body_with(source: bytes, loop: ts.Node, edits: list[tuple[int, int, str]]) 
     return out.decode()
 
 
-def _head(indent: str, k: RowKeep, body: str) -> list[str]:
+def _head(indent: str, k: RowKeep | ScalarKeep, body: str) -> list[str]:
     return [
         "#pragma unroll",
         f"{indent}for (int ktx_k = 0; ktx_k < {MACRO}; ++ktx_k) {{",
@@ -129,7 +164,7 @@ def _head(indent: str, k: RowKeep, body: str) -> list[str]:
     ]
 
 
-def _rest(source: bytes, loop: ts.Node, k: RowKeep) -> str:
+def _rest(source: bytes, loop: ts.Node, k: RowKeep | ScalarKeep) -> str:
     return _loop_text(source, loop, f"({k.init}) + {MACRO} * ({k.step})")
 
 
@@ -158,4 +193,45 @@ def _second(source: bytes, k: RowKeep) -> str:
     ]
     lines = _head(indent, k, _body_with(source, k.second, edits))
     lines.append(_rest(source, k.second, k))
+    return "\n".join(lines)
+
+
+def _slot(k: ScalarKeep, j: int) -> str:
+    return f"ktx_keep{j}_{k.loads[j].pointer}"
+
+
+def _first_scalar(source: bytes, k: ScalarKeep) -> str:
+    """Keep arrays, the first loop's head (each kept element stored at the end of its iteration),
+    the rest of the first loop, and the head that loads the early elements."""
+    indent = syntax.indentation(source, k.first.start_byte)
+    lines = [f"{indent}{ld.type} {_slot(k, j)}[{MACRO}];" for j, ld in enumerate(k.loads)]
+    kept = " ".join(
+        f"{_slot(k, j)}[ktx_k] = {ld.element};" for j, ld in enumerate(k.loads) if ld.kind == "kept"
+    )
+    s0 = k.first_statement
+    inner = syntax.indentation(source, s0.start_byte) if s0 is not None else indent + "    "
+    brace = k.body_end - 1
+    close = syntax.line_start(source, brace)  # the line of the body's closing brace
+    if source[close:brace].strip():
+        close = brace
+    lines += _head(indent, k, _body_with(source, k.first, [(close, close, f"{inner}{kept}\n")]))
+    lines.append(_rest(source, k.first, k))
+    early = [f"{_slot(k, j)}[ktx_k] = {ld.element};" for j, ld in enumerate(k.loads) if ld.kind == "early"]
+    if early:
+        lines += _head(indent, k, f"{{ {' '.join(early)} }}")
+    return "\n".join(lines)
+
+
+def _second_scalar(source: bytes, k: ScalarKeep, which: int) -> str:
+    """A later loop's head reading the keep slots, then its rest as written."""
+    loop = k.seconds[which]
+    indent = syntax.indentation(source, loop.start_byte)
+    edits = [
+        (n.start_byte, n.end_byte, f"{_slot(k, j)}[ktx_k]")
+        for j, ld in enumerate(k.loads)
+        for n in ld.reads
+        if loop.start_byte <= n.start_byte < loop.end_byte
+    ]
+    lines = _head(indent, k, _body_with(source, loop, edits))
+    lines.append(_rest(source, loop, k))
     return "\n".join(lines)

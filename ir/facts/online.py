@@ -21,6 +21,16 @@ the pair is one the rewrite may fuse, and gathers what the rewrite needs:
 
 :func:`online_pairs` answers per kernel with the pairs and, for every dependent max/sum it could
 not take, the reason (the planner and the pass's remarks quote it).
+
+The same machinery covers the layernorm pair, a sum ``m`` (the mean, once divided) followed by a
+sum of squared deviations ``v += (x - c) * (x - c)`` with ``c`` computed from ``m`` between the
+loops (:class:`VariancePair`). The first loop stays as it is (``m`` keeps its exact value and
+order of summation); it also keeps Welford's running count, mean and sum of squared deviations of
+the element the second loop reads, and ``v`` follows from them for any centre ``c``:
+``sum (x - c)^2 = M2 + n * (mean - c)^2``. That needs only that iteration ``j`` of the first loop
+leaves the element the second loop reads at ``j`` final: the first loop writes memory at the
+counter's index only (fused_residual stores the row it sums, the variance loop reads it back),
+and the second loop does nothing but fold (its locals and the one update).
 """
 
 from __future__ import annotations
@@ -32,12 +42,12 @@ from typing import TYPE_CHECKING
 import tree_sitter as ts
 from ktx.ir.facts.reductions import Reduction, reductions
 from ktx.ir.nodes import Function
-from ktx.ir.syntax import text, walk
+from ktx.ir.syntax import declared_names, memory_writes, text, walk
 
 if TYPE_CHECKING:
     from ktx.ir.module import Module
 
-__all__ = ["EXP_CALLS", "OnlinePair", "online_pairs"]
+__all__ = ["EXP_CALLS", "OnlinePair", "VariancePair", "online_pairs"]
 
 #: The exponentials whose rescaling the fused loop reproduces.
 EXP_CALLS = frozenset({"expf", "__expf", "exp"})
@@ -101,6 +111,17 @@ def _header(module: Module, loop: ts.Node) -> str | None:
     if loop.type != "for_statement" or body is None:
         return None
     return module.source[loop.start_byte : body.start_byte].decode().rstrip()
+
+
+def _same_header(a: str | None, b: str | None) -> bool:
+    """Whether two loop headers are the same text, spacing aside and ``++j`` read as ``j++``."""
+    if a is None or b is None:
+        return False
+
+    def norm(h: str) -> str:
+        return re.sub(r"\+\+(\w+)", r"\1++", "".join(h.split()))
+
+    return norm(a) == norm(b)
 
 
 def _statements(loop: ts.Node) -> list[ts.Node]:
@@ -352,12 +373,258 @@ def _pair(module: Module, fn: Function, a: Reduction | None, b: Reduction) -> On
     )
 
 
-def online_pairs(module: Module, fn: Function) -> tuple[tuple[OnlinePair, ...], tuple[str, ...]]:
-    """The fusable (max, sum-of-exp) pairs of ``fn``, and why each other dependent pair is not."""
-    pairs: list[OnlinePair] = []
+@dataclass(frozen=True)
+class VariancePair:
+    """A sum and the dependent sum of squared deviations one pass may compute (Welford)."""
+
+    lead: Reduction
+    """The sum (``m``) whose loop the fused pass runs, unchanged."""
+    squares: Reduction
+    """The sum of ``(x - c) * (x - c)`` (``v``) that the first loop's Welford triple replaces."""
+    m: str
+    v: str
+    v_type: str
+    """The declared type of ``v`` (the Welford triple's type)."""
+    element: str
+    """The element the second loop reads (``(float)x[i]``, as written), read again in the fused loop."""
+    center: str
+    """``c`` as written, the second loop's loop-invariant centre (``m`` after ``m = m / C``)."""
+    header: str
+    between: tuple[ts.Node, ...]
+    """Statements between the loops, in order (``m``'s reduce and division, ``v``'s declaration)."""
+    declaration: ts.Node | None
+    """``v``'s declaration when it sits between the loops (it moves above the fused loop)."""
+    group: str
+    """Threads per row of row-owner's reduces around the pair (``''``: none)."""
+    after: ts.Node | None
+    """Row-owner's reduce of ``v`` right after the second loop, or None."""
+    body: tuple[ts.Node, ...] = ()
+    """The first loop's body, statement by statement (comments too): what the fused loop keeps."""
+
+    @property
+    def maximum(self) -> Reduction:  # the first loop's reduction, as OnlinePair names it
+        return self.lead
+
+    @property
+    def total(self) -> Reduction:
+        return self.squares
+
+    @property
+    def first(self) -> ts.Node:
+        return self.lead.loop
+
+    @property
+    def line(self) -> int:
+        return self.lead.loop.start_point[0] + 1
+
+    @property
+    def last(self) -> ts.Node:
+        return self.after if self.after is not None else self.squares.loop
+
+
+def _square_of(
+    module: Module, stmts: list[ts.Node], update: ts.Node, operand: ts.Node
+) -> tuple[str, str] | None:
+    """``(x, c)`` when the folded value is ``(x - c) * (x - c)``, each factor written out or a local
+    of the loop's body (``float xshift = x - c; v += xshift * xshift;``)."""
+    node = operand
+    while node.type == "parenthesized_expression" and node.named_child_count == 1:
+        node = node.named_children[0]
+    op = node.child_by_field_name("operator")
+    left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+    if node.type != "binary_expression" or op is None or op.type != "*" or left is None or right is None:
+        return None
+    diffs: list[str] = []
+    raw: tuple[str, str] | None = None
+    for f in (left, right):
+        v = _value_of(module, stmts, update, f) if f.type == "identifier" else f
+        while v is not None and v.type == "parenthesized_expression" and v.named_child_count == 1:
+            v = v.named_children[0]
+        if v is None or v.type != "binary_expression":
+            return None
+        o, a, b = (v.child_by_field_name(k) for k in ("operator", "left", "right"))
+        if o is None or o.type != "-" or a is None or b is None:
+            return None
+        diffs.append(f"{_compact(module, a)}\0{_compact(module, b)}")
+        raw = raw or (text(module, a), text(module, b))
+    if diffs[0] != diffs[1]:
+        return None
+    return raw
+
+
+def _index(module: Module, sub: ts.Node) -> str | None:
+    """The compact index text of a subscript, or None for anything else."""
+    if sub.type != "subscript_expression":
+        return None
+    idx = sub.child_by_field_name("indices") or sub.child_by_field_name("index")
+    return _compact(module, idx).strip("[]") if idx is not None else None
+
+
+def _counter_offset(index: str, var: str) -> bool:
+    """``j``, ``e + j`` or ``j + e`` with ``e`` free of ``j``: distinct iterations, distinct elements."""
+    if index == var:
+        return True
+    for rest in (index[: -len(var) - 1] if index.endswith("+" + var) else None,
+                 index[len(var) + 1 :] if index.startswith(var + "+") else None):  # fmt: skip
+        if rest and not _mentions_any(rest, {var}):
+            return True
+    return False
+
+
+def _mentions_any(expr: str, names: set[str]) -> bool:
+    return any(re.search(rf"\b{re.escape(n)}\b", expr) for n in names)
+
+
+def _variance_pair(module: Module, fn: Function, a: Reduction, b: Reduction) -> VariancePair | str | None:
+    if a.op != "sum" or b.op != "sum" or len(a.carried) != 1 or len(b.carried) != 1:
+        return None
+    m, v = a.name, b.name
+    where = f"line {b.line}: the sum of squares {v} after the sum {m} (line {a.line})"
+    ha, hb = _header(module, a.loop), _header(module, b.loop)
+    if ha is None or hb is None or not _same_header(ha, hb):
+        return f"{where}: the two loops are not for loops over the same range (headers differ)"
+    var = _counter(a.loop, module)
+    if var is None:
+        return f"{where}: the first loop declares no counter"
+    ub = b.updates
+    if len(ub) != 1 or ub[0].operand is None or ub[0].negated or ub[0].form not in ("+=", "="):
+        return f"{where}: the second loop must make one update, v += (x - c) * (x - c)"
+    stmts_b = _statements(b.loop)
+    if ub[0].statement.parent is None or ub[0].statement.id not in {x.id for x in stmts_b}:
+        return f"{where}: the update is nested in the loop's body"
+    sq = _square_of(module, stmts_b, ub[0].statement, ub[0].operand)
+    if sq is None:
+        return f"{where}: the folded value is not (x - c) * (x - c) (through a local or written out)"
+    element, center = sq
+    others = [x for x in stmts_b if x.id != ub[0].statement.id]
+    if any(x.type != "declaration" for x in others) or memory_writes(module, b.loop):
+        return f"{where}: the second loop does more than fold (only its locals and the update may stay)"
+    local = declared_names(module, b.loop)
+    if _mentions_any(element, local - {var}) or _mentions_any(center, local | {var}):
+        return f"{where}: x or c reads a local of the second loop, or c reads the counter"
+    if _mentions_any(element, declared_names(module, a.loop) - {var}):
+        return f"{where}: the first loop declares a name x reads ({element})"
+    for node in walk(a.loop):
+        if node.type in ("break_statement", "continue_statement", "return_statement", "goto_statement"):
+            return f"line {node.start_point[0] + 1}: the first loop can leave an iteration early"
+    written: dict[str, str] = {}
+    for w in memory_writes(module, a.loop):
+        t = w.child_by_field_name("left") or w.child_by_field_name("argument")
+        arr = t.child_by_field_name("argument") if t is not None else None
+        at = _index(module, t) if t is not None else None
+        if (
+            arr is None
+            or at is None
+            or not _counter_offset(at, var)
+            or written.get(_compact(module, arr), at) != at
+        ):
+            return (
+                f"line {w.start_point[0] + 1}: the first loop writes memory at an index other than {var}"
+                " plus a value fixed over the loop (the second loop's reads may not be final)"
+            )
+        written[_compact(module, arr)] = at
+    for node in walk(b.loop):
+        if node.type == "subscript_expression":
+            arr = node.child_by_field_name("argument")
+            name = _compact(module, arr) if arr is not None else ""
+            if name in written and _index(module, node) != written[name]:
+                return (
+                    f"line {node.start_point[0] + 1}: the second loop reads {name} at another index than"
+                    f" the first loop writes it ({written[name]})"
+                )
+    fn_body = module.node(fn.body)
+    dv = _declaration(module, fn_body, v, b.loop.start_byte)
+    if dv is None or not _is_zero(dv[2]):
+        return f"{where}: {v} must be declared starting at zero"
+    between: list[ts.Node] = []
+    group = ""
+    n = _next_statement(a.loop)
+    while n is not None and n.id != b.loop.id:
+        c = _ROW_REDUCE.match(_compact(module, n))
+        if c is not None and c.group(1) == m == c.group(3) and c.group(4) == "sum":
+            group = c.group(2)
+        elif n.id == dv[0].id:
+            if len([d for d in n.named_children if d.type == "init_declarator"]) != 1:
+                return f"line {n.start_point[0] + 1}: {v}'s declaration declares other names"
+        elif n.type not in ("declaration", "expression_statement") or not _plain_value(module, n):
+            return f"line {n.start_point[0] + 1}: a statement between the loops reads memory or calls"
+        elif _writes(module, [n], {v}):
+            return f"line {n.start_point[0] + 1}: {v} is written between the loops"
+        between.append(n)
+        n = _next_statement(n)
+    if n is None:
+        return None
+    # the centre must come from the sum: m itself or a value the statements between compute from it
+    derived = {m}
+    for st in between:
+        for node in walk(st):
+            if node.type == "init_declarator" or node.type == "assignment_expression":
+                left = node.child_by_field_name("declarator") or node.child_by_field_name("left")
+                right = node.child_by_field_name("value") or node.child_by_field_name("right")
+                if left is not None and right is not None and _mentions_any(text(module, right), derived):
+                    derived.add(_compact(module, left))
+    if not _mentions_any(center, derived):
+        return f"{where}: the centre {center} is not computed from {m}"
+    declaration = dv[0] if dv[0].id in {x.id for x in between} else None
+    if dv[0].start_byte > a.loop.start_byte and declaration is None:
+        return f"{where}: {v} is declared inside the first loop"
+    after = _next_statement(b.loop)
+    if after is not None:
+        c = _ROW_REDUCE.match(_compact(module, after))
+        if c is None or c.group(1) != v or c.group(3) != v or c.group(4) != "sum" or c.group(2) != group:
+            after = None
+    if bool(group) != (after is not None):
+        return f"{where}: only one of the two sums is reduced across lanes"
+    return VariancePair(
+        a,
+        b,
+        m,
+        v,
+        dv[1].replace("const", "").strip(),
+        element,
+        center,
+        ha.strip(),
+        tuple(between),
+        declaration,
+        group,
+        after,
+        tuple(_body(a.loop)),
+    )
+
+
+def _body(loop: ts.Node) -> list[ts.Node]:
+    """A loop's body statements, comments included (a body that is one statement: itself)."""
+    body = loop.child_by_field_name("body")
+    if body is None:
+        return []
+    return list(body.named_children) if body.type == "compound_statement" else [body]
+
+
+def online_pairs(
+    module: Module, fn: Function
+) -> tuple[tuple[OnlinePair | VariancePair, ...], tuple[str, ...]]:
+    """The fusable (max, sum-of-exp) and (sum, sum of squared deviations) pairs of ``fn``, and
+    why each other dependent pair is not."""
+    pairs: list[OnlinePair | VariancePair] = []
     why: list[str] = []
     found = reductions(module, fn)
     for r in found:
+        if r.op == "sum" and r.depends_on is not None and r.depends_on.op == "sum":
+            q = _variance_pair(module, fn, r.depends_on, r)
+            if isinstance(q, VariancePair):
+                pairs.append(q)
+            elif isinstance(q, str):
+                why.append(q)
+            continue
+        if r.op == "sum" and r.depends_on is None:
+            # a centre computed between the loops (``const float mu = m / C;``) hides the
+            # dependence from the recogniser: the nearest earlier sum stands in, and only a pair
+            # whose centre reads it counts (a refusal here would be about independent sums)
+            sums = [e for e in found if e.op == "sum" and e.loop.end_byte <= r.loop.start_byte]
+            q = _variance_pair(module, fn, sums[-1], r) if sums else None
+            if isinstance(q, VariancePair):
+                pairs.append(q)
+                continue
         # the recogniser sees the dependence through locals; a value stored and read back
         # (``o[j] = expf(x[j] - m); s += o[j];``) hides it, so the nearest earlier max stands in
         earlier = [e for e in found if e.op == "max" and e.loop.end_byte <= r.loop.start_byte]

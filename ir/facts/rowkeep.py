@@ -12,22 +12,34 @@ module finds the two loops and the loads the second one can take from registers:
   first loop has ``u.load(ADDR);`` with the same address text, or *early* when ``ADDR`` reads a
   ``const __restrict__`` pointer only (no write of the kernel reaches it);
 * a kept load's pointer is ``const __restrict__`` too: nothing between the loops rewrites it.
+
+Scalar rows (llm.c's layernorm and fused_residual, one element a subscript, after row-owner) are
+:class:`ScalarKeep`: a first loop and every later loop with the same header in the same statement
+list (a block, or a branch of row-owner's ``#if``), the elements ``p[e]`` the later loops read
+that the first one read or stored (*kept*), and those of pointers no statement of the kernel
+writes, declared ``const`` (*early*: the weight, the bias). Kept values are taken at the end of
+the first loop's iteration (a stored element is final: the first loop writes only at the
+counter's index plus a value fixed over the loop), and nothing between the loops stores to
+memory; the later loops store only at such indices, through pointers that are not kept. Without
+``__restrict__`` that assumes no pointer overlaps another at a shifted index (in place, the same
+index, stays correct).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import tree_sitter as ts
 from ktx.ir.access import roots
 from ktx.ir.nodes import Function
-from ktx.ir.syntax import identifiers, text, walk
+from ktx.ir.syntax import identifiers, memory_writes, text, walk
 
 if TYPE_CHECKING:
     from ktx.ir.module import Module
 
-__all__ = ["KeptLoad", "RowKeep", "row_keep"]
+__all__ = ["KeptLoad", "RowKeep", "ScalarKeep", "ScalarLoad", "row_keep", "row_keeps"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,11 @@ def _header(module: Module, loop: ts.Node) -> tuple[str, str, str, str, str] | N
     if text(module, left).strip() != var:
         return None
     uop, uleft, uright = (upd.child_by_field_name(f) for f in ("operator", "left", "right"))
+    if upd.type == "update_expression" and "++" in text(module, upd):
+        arg = upd.child_by_field_name("argument")
+        if arg is None or text(module, arg).strip() != var:
+            return None
+        return text(module, t), var, text(module, dv), text(module, right), "1"
     if (
         upd.type != "assignment_expression"
         or uop is None
@@ -167,4 +184,201 @@ def row_keep(module: Module, fn: Function) -> RowKeep | str:
     return (
         "no two row loops with the same header whose second loads packs (v.load(p)) from a "
         "const __restrict__ row or from what the first loop loaded"
+    )
+
+
+@dataclass(frozen=True)
+class ScalarLoad:
+    """An element ``p[e]`` later loops read that registers can serve."""
+
+    kind: Literal["kept", "early"]
+    element: str
+    """As the later loops write it (``x[i]``); compact (no spaces) for matching."""
+    pointer: str
+    type: str
+    """The pointee type the keep array holds (``float``, ``floatX``)."""
+    reads: tuple[ts.Node, ...]
+    """The subscripts of the later loops that read it (each becomes the keep slot in the head)."""
+
+
+@dataclass(frozen=True)
+class ScalarKeep:
+    first: ts.Node
+    seconds: tuple[ts.Node, ...]
+    var: str
+    var_type: str
+    init: str
+    bound: str
+    step: str
+    loads: tuple[ScalarLoad, ...]
+    body_end: int = 0
+    """The byte after the first loop's body (its closing brace is the byte before)."""
+    first_statement: ts.Node | None = None
+    """The first loop's first statement (its indentation is the body's)."""
+
+    @property
+    def line(self) -> int:
+        return self.seconds[0].start_point[0] + 1
+
+
+_LISTS = ("compound_statement", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif")
+_MATH = re.compile(r"^(__)?(sqrt|rsqrt|exp|exp2|log|log2|pow|fabs|abs|fmax|fmin|max|min|tanh|erf|fma)f?$")
+
+
+def _compact_text(module: Module, node: ts.Node) -> str:
+    return "".join(text(module, node).split())
+
+
+def _subscript(module: Module, node: ts.Node) -> tuple[str, str] | None:
+    """``(pointer, index)`` compact texts of ``p[e]`` with ``p`` a name."""
+    if node.type != "subscript_expression":
+        return None
+    arr = node.child_by_field_name("argument")
+    idx = node.child_by_field_name("indices") or node.child_by_field_name("index")
+    if arr is None or idx is None or arr.type != "identifier":
+        return None
+    return text(module, arr), _compact_text(module, idx).strip("[]")
+
+
+def _counter_offset(index: str, var: str) -> bool:
+    """``i``, ``e + i`` or ``i + e`` with ``e`` free of ``i``: one element per iteration."""
+    word = re.compile(rf"\b{re.escape(var)}\b")
+    if index == var:
+        return True
+    if index.endswith("+" + var):
+        return not word.search(index[: -len(var) - 1])
+    if index.startswith(var + "+"):
+        return not word.search(index[len(var) + 1 :])
+    return False
+
+
+def _stores(module: Module, node: ts.Node) -> list[tuple[ts.Node, tuple[str, str] | None]]:
+    out: list[tuple[ts.Node, tuple[str, str] | None]] = []
+    for w in memory_writes(module, node):
+        t = w.child_by_field_name("left") or w.child_by_field_name("argument")
+        out.append((w, _subscript(module, t) if t is not None else None))
+    return out
+
+
+def _calls_only_math(module: Module, node: ts.Node) -> bool:
+    for n in walk(node):
+        if n.type == "call_expression":
+            f = n.child_by_field_name("function")
+            name = text(module, f) if f is not None else ""
+            if not (name.startswith("ktx_") or _MATH.match(name)):
+                return False
+    return True
+
+
+def _scalar_keep(module: Module, fn: Function, loops: list[ts.Node], a: int) -> ScalarKeep | None:
+    first = loops[a]
+    ha = _header(module, first)
+    if ha is None:
+        return None
+    norm = [" ".join(x.split()) for x in ha]
+    seconds = [
+        b for b in loops[a + 1 :] if (hb := _header(module, b)) and [" ".join(x.split()) for x in hb] == norm
+    ]
+    var = ha[1]
+    bodies = [x.child_by_field_name("body") for x in (first, *seconds)]
+    if not seconds or any(b is None or b.type != "compound_statement" for b in bodies):
+        return None
+    for n in walk(first):
+        if n.type in ("break_statement", "continue_statement", "return_statement", "goto_statement"):
+            return None
+    first_stores = _stores(module, first)
+    if any(sub is None or not _counter_offset(sub[1], var) for _, sub in first_stores):
+        return None
+    # between the first loop and the last later loop: no store, no call but math and ktx_ helpers
+    parent = first.parent
+    assert parent is not None
+    last = seconds[-1]
+    second_ids = {b.id for b in seconds}
+    for st in parent.named_children:
+        if st.start_byte <= first.end_byte or st.start_byte >= last.start_byte or st.id in second_ids:
+            continue
+        if memory_writes(module, st) or not _calls_only_math(module, st):
+            return None
+    later_written: set[str] = set()
+    for b in seconds:
+        for _, sub in _stores(module, b):
+            if sub is None or not _counter_offset(sub[1], var):
+                return None
+            later_written.add(sub[0])
+        for n in walk(b):
+            if n.type in ("break_statement", "continue_statement", "return_statement", "goto_statement"):
+                return None
+    in_first = {f"{sub[0]}[{sub[1]}]" for n in walk(first) if (sub := _subscript(module, n)) is not None}
+    rts = roots(module, fn)
+    body = module.node(fn.body)
+    written_anywhere = {sub[0] for _, sub in _stores(module, body) if sub is not None}
+    declared_before = {p.name for p in fn.params} | {
+        text(module, i)
+        for d in walk(body)
+        if d.type == "declaration" and d.end_byte <= first.start_byte
+        for i in identifiers(d)
+    }
+    found: dict[str, tuple[str, str, str, str, list[ts.Node]]] = {}
+    for b in seconds:
+        for n in walk(b):
+            sub = _subscript(module, n)
+            if sub is None or sub[0] in later_written or not _counter_offset(sub[1], var):
+                continue
+            key = f"{sub[0]}[{sub[1]}]"
+            root = rts.get(sub[0])
+            if root is None or not root.element_type or root.space != "global":
+                continue
+            if key in in_first:
+                kind = "kept"
+            elif sub[0] not in written_anywhere and root.const and sub[0] in declared_before:
+                kind = "early"
+            else:
+                continue
+            if key not in found:
+                found[key] = (kind, text(module, n), sub[0], root.element_type, [])
+            found[key][4].append(n)
+    if not any(v[0] == "kept" for v in found.values()):
+        return None
+    loads = tuple(ScalarLoad(k, e, p, t, tuple(r)) for k, e, p, t, r in found.values())  # type: ignore[arg-type]
+    fb = bodies[0]
+    assert fb is not None
+    stmts = [c for c in fb.named_children if c.type != "comment"]
+    return ScalarKeep(
+        first,
+        tuple(seconds),
+        var,
+        ha[0],
+        ha[2],
+        ha[3],
+        ha[4],
+        loads,
+        fb.end_byte,
+        stmts[0] if stmts else None,
+    )
+
+
+def row_keeps(module: Module, fn: Function) -> tuple[RowKeep | ScalarKeep, ...] | str:
+    """Every place a row's loads can stay in registers: the packed pair of :func:`row_keep`, or
+    else the scalar rows of each statement list (one per branch of row-owner's ``#if``)."""
+    keep = row_keep(module, fn)
+    if isinstance(keep, RowKeep):
+        return (keep,)
+    found: list[RowKeep | ScalarKeep] = []
+    taken: set[int] = set()
+    for node in walk(module.node(fn.body)):
+        if node.type not in _LISTS:
+            continue
+        loops = [c for c in node.named_children if c.type == "for_statement"]
+        for a in range(len(loops)):
+            if loops[a].id in taken:
+                continue
+            sk = _scalar_keep(module, fn, loops, a)
+            if sk is not None:
+                found.append(sk)
+                taken.update(x.id for x in (sk.first, *sk.seconds))
+    if found:
+        return tuple(found)
+    return (
+        f"{keep}; nor scalar rows: a loop whose elements later loops with the same header read "
+        "again (none stored between, the later loops storing only at the counter's index)"
     )

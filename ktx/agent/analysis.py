@@ -37,8 +37,8 @@ from typing import Any, Literal
 import tree_sitter as ts
 from ktx.ir import Function, Module, parse, syntax
 from ktx.ir.analysis import perf_constants
-from ktx.ir.facts.online import online_pairs
-from ktx.ir.facts.rowkeep import row_keep
+from ktx.ir.facts.online import VariancePair, online_pairs
+from ktx.ir.facts.rowkeep import ScalarKeep, row_keeps
 
 from ktx.measure.types import Measurement
 
@@ -147,7 +147,7 @@ class KernelFacts:
             ("shared arrays", ", ".join(self.shared_arrays)),
             ("shared-memory tree reductions", ", ".join(self.tree_reductions)),
             ("reductions", "; ".join(self.reductions)),
-            ("online pairs (max, then sum of exp)", "; ".join(self.online_pairs)),
+            ("online pairs (dependent row reductions one pass fuses)", "; ".join(self.online_pairs)),
             ("dependent pairs not fusable", "; ".join(self.online_refusals)),
             ("second row loop's loads registers can serve", ", ".join(self.row_keep)),
             ("warp shuffles", "yes" if self.shuffles else ""),
@@ -260,13 +260,24 @@ def kernel_facts(module: Module, kernel: str | None = None) -> KernelFacts:
     )
     pairs, refusals = online_pairs(module, fn)
     online = tuple(
-        f"{la.label}, {lb_.label}: max {p.m}, sum {p.s}"
+        f"{la.label}, {lb_.label}: "
+        + (f"sum {p.m}, squared deviations {p.v}" if isinstance(p, VariancePair) else f"max {p.m}, sum {p.s}")
         for p in pairs
         if (la := facts.loop_at(p.maximum.loop)) is not None
         and (lb_ := facts.loop_at(p.total.loop)) is not None
     )
-    keep = row_keep(module, fn)
-    kept = () if isinstance(keep, str) else tuple(f"{ld.variable} ({ld.kind})" for ld in keep.loads)
+    keeps = row_keeps(module, fn)
+    kept = (
+        ()
+        if isinstance(keeps, str)
+        else tuple(
+            dict.fromkeys(
+                f"{ld.element if isinstance(k, ScalarKeep) else ld.variable} ({ld.kind})"  # type: ignore[union-attr]
+                for k in keeps
+                for ld in k.loads
+            )
+        )
+    )
     device = [module.node(fn.body), *(module.node(h.body) for h in helpers)]
     lb = fn.launch_bounds
     return KernelFacts(

@@ -12,11 +12,14 @@ The rules, highest priority first (each says why in the plan's rationale):
 0. ``row-owner`` (a warp or a block of warps takes over each row): a thread walks a whole row
    in unit-step loops with no thread index (neighbouring threads read a row apart), no warp
    cooperation yet, and the shapes are under 50% of speed-of-light;
-1. ``online``: a row max, then a sum of ``exp(x - max)`` over the same row (the facts'
-   online pairs), and a shape not compute-bound: one pass keeps the running pair (after
-   row-owner, the pair is reduced across lanes as one); a dependent pair the facts refuse is
-   listed with the reason in the analysis (``dependent pairs not fusable``), and the pass's
-   probe quotes it when the planner stops;
+0b. ``row-registers`` before ``online`` when the online pair is a mean and its squared
+    deviations and the later loops can take the row from registers (llm.c's layernorm): one read
+    of the row, where the fused pass still makes two;
+1. ``online``: a row max, then a sum of ``exp(x - max)`` over the same row, or a sum then the
+   squared deviations from its mean (the facts' online pairs), and a shape not compute-bound:
+   one pass keeps the running pair, or Welford's (after row-owner, reduced across lanes as one);
+   a dependent pair the facts refuse is listed with the reason in the analysis (``dependent
+   pairs not fusable``), and the pass's probe quotes it when the planner stops;
 2. ``warp-reduce``: a shared-memory tree reduction (a halving loop with ``__syncthreads``);
 3. ``split``: latency-bound shapes that launch fewer blocks than SMs: more blocks per row;
 4. ``cluster-rows``: a block reduction through shared memory, and latency-bound shapes under 30%
@@ -26,8 +29,9 @@ The rules, highest priority first (each says why in the plan's rationale):
 6. ``loads-first``: packed loads, math between them, no reduction, and calls under 20 µs
    under 50% of speed-of-light: every load in flight before the math;
 6b. ``row-registers``: a block's second row loop reloads packs the first loaded (or
-    ``const __restrict__`` packs such as the weight), any shape not compute-bound: the packs
-    stay in registers (knob PACKS) and the weight loads before the reduction;
+    ``const __restrict__`` packs such as the weight), or later scalar loops over a row read the
+    elements an earlier one read (llm.c's layernorm), any shape not compute-bound: the row
+    stays in registers (knob PACKS) and the weight loads before the reduction;
 7. ``vectorize`` for one element per thread: no loops, element-by-element accesses: each thread
    takes VEC contiguous elements and the grid shrinks (before coarsen and rows-per-block, which
    would otherwise take the same kernels first);
@@ -49,7 +53,8 @@ kernel, in the order that composes (:func:`phases`: who owns a row, then vector 
 block size, then unrolling, then the rest), before it stops. "Tried" is relative to the current
 pipeline: a pass that gained nothing on the original is tried again once another pass (say the
 row ownership change) has landed, since it then rewrites different code. The stop message lists
-every pass that had no site, with the pass's own remark (its Skip reason).
+every pass that had no site, with the pass's own remark (its Skip reason), and, for a kernel
+that reduces rows, why each row pass's rule stayed silent (:func:`row_silence`).
 """
 
 from __future__ import annotations
@@ -141,17 +146,24 @@ def _row_owner(a: Analysis) -> str | None:
 
 
 def _online(a: Analysis) -> str | None:
-    """A row max and then the sum of exp(x - max) read the row twice: one pass keeps the running
-    (max, rescaled sum) pair. Any shape that is not compute-bound gains the saved read."""
+    """A row max and then the sum of exp(x - max), or a sum and then the squared deviations from
+    its mean, read the row twice: one pass keeps the running (max, rescaled sum) pair or Welford's
+    (count, mean, M2). Any shape that is not compute-bound gains the saved read."""
     if not a.facts.online_pairs:
         return None
     hit = [s.shape for s in a.shapes if s.bound in ("memory", "latency")]
     if not hit:
         return None
+    welford = all("squared deviations" in p for p in a.facts.online_pairs)
+    what = (
+        "a row sum and then the squared deviations from its mean"
+        if welford
+        else "a row max and then a sum of exp(x - max)"
+    )
+    how = "Welford's running (count, mean, M2)" if welford else "the running (max, rescaled sum) pair"
     return (
-        f"a row max and then a sum of exp(x - max) ({'; '.join(a.facts.online_pairs[:2])}), "
-        f"{a.bound}-bound at {_shapes(hit)}: one pass keeps the running (max, rescaled sum) pair "
-        "and reads the row once less"
+        f"{what} ({'; '.join(a.facts.online_pairs[:2])}), "
+        f"{a.bound}-bound at {_shapes(hit)}: one pass keeps {how} and reads the row once less"
     )
 
 
@@ -169,6 +181,60 @@ def _row_registers(a: Analysis) -> str | None:
         f"{a.bound}-bound at {_shapes(hit)}: keep PACKS packs per thread from the first loop and "
         "load the weight before the reduction"
     )
+
+
+def row_silence(a: Analysis) -> list[str]:
+    """For a kernel that reduces rows, why each row pass's rule stays silent (``pass: reason``).
+
+    A stop message that only says "no rule proposes a new pass" left the held-out RMSNorm's
+    reader guessing; these are the facts each rule looked at."""
+    if not (a.facts.reductions or a.facts.tree_reductions):
+        return []
+    out: list[str] = []
+    hit = [s for s in a.shapes if s.bound in ("memory", "latency")]
+    if _online(a) is None:
+        if a.facts.online_pairs:
+            out.append("online: every shape is compute-bound")
+        else:
+            refused = "; ".join(a.facts.online_refusals[:2])
+            out.append(
+                "online: "
+                + (
+                    refused
+                    or "no dependent pair (a max then a sum of exp(x - max), or a sum then the "
+                    "squared deviations from its mean)"
+                )
+            )
+    if _row_registers(a) is None:
+        out.append(
+            "row-registers: "
+            + (
+                "every shape is compute-bound"
+                if a.facts.row_keep and not hit
+                else "no later loop over the row reads what an earlier one read (or a const row)"
+            )
+        )
+    if _cluster_rows(a) is None:
+        if not (a.facts.syncthreads and a.facts.shared_arrays):
+            why = "no block-wide reduction through shared memory (a block per row)"
+        elif not a.underfilled:
+            why = "every shape launches at least as many blocks as SMs"
+        else:
+            why = "the shapes with fewer blocks than SMs are at 30% of speed-of-light or more"
+        out.append(f"cluster-rows: {why}")
+    return out
+
+
+def _rows_in_registers_first(a: Analysis) -> str | None:
+    """A mean/variance pair whose row the later loops could read from registers: keeping the row
+    reads it once, where online's fused pass still reads it twice (sum and squares, then the
+    write), so row-registers goes first; online is tried on top in a later round."""
+    if not a.facts.online_pairs or not all("squared deviations" in p for p in a.facts.online_pairs):
+        return None
+    if not any(k.endswith("(kept)") for k in a.facts.row_keep):
+        return None
+    reason = _row_registers(a)
+    return None if reason is None else f"{reason}; before online: the row is then read once, not twice"
 
 
 def _vectorize_per_thread(a: Analysis) -> str | None:
@@ -367,6 +433,7 @@ def _fast_math(a: Analysis) -> str | None:
 #: The rules in priority order.
 RULES: tuple[Rule, ...] = (
     Rule("row-owner", _row_owner),
+    Rule("row-registers", _rows_in_registers_first),
     Rule("online", _online),
     Rule("warp-reduce", _warp_reduce),
     Rule("split", _underfilled),
@@ -486,6 +553,9 @@ class RulesPlanner:
                 )
         if chosen is None:
             why = f"{overview}; no rule proposes a new pass" + (f" ({'; '.join(passed)})" if passed else "")
+            silent = row_silence(context.analysis)
+            if silent:
+                why += "; row reductions, why no row pass fires: " + "; ".join(silent)
             nosite = [p.text() for p in context.probes if not p.applies]
             if nosite:
                 why += "; passes with no site: " + "; ".join(nosite)

@@ -322,3 +322,55 @@ def test_a_pass_without_a_phase_is_rejected_at_registration() -> None:
 
     with pytest.raises(PassDefinitionError, match=r"phase must be one of Phase\.OWNERSHIP"):
         Registry().register(Loose)
+
+
+def test_a_sum_then_squared_deviations_gets_online_and_its_row_registers(catalog: Catalog) -> None:
+    """llm.c layernorm v1's facts after row-owner: the Welford pair is proposed as online (said
+    as such), and the scalar rows the later loops read again as row-registers."""
+    facts = KernelFacts(
+        "layernorm_forward_kernel1",
+        loops=thread_per_row().loops,
+        scalar_accesses=("x", "out_idx"),
+        reductions=("L0: sum m", "L1: sum v"),
+        online_pairs=("L0, L1: sum m, squared deviations v",),
+        row_keep=("x[i] (kept)", "weight[i] (early)"),
+    )
+    ms = [measurement("B=8,T=1024,C=768", 300.0, nbytes=8192 * 768 * 8, blocks=32)]
+    cat = _with(catalog, "row-owner", "online", "row-registers")
+    current = Plan((PassChoice("row-owner"),), "r1")
+    plan = choose(context(make_analysis(facts, ms), cat, current=current))
+    # the row in registers first: one read of the row, where the fused pass makes two
+    assert plan.names == ("row-owner", "row-registers"), plan.rationale
+    assert "(x[i] (kept), weight[i] (early))" in plan.rationale
+    assert "before online: the row is then read once, not twice" in plan.rationale
+    current = Plan((PassChoice("row-owner"), PassChoice("row-registers")), "r2")
+    plan = choose(context(make_analysis(facts, ms), cat, current=current))
+    assert plan.names[-1] == "online", plan.rationale
+    assert "a row sum and then the squared deviations from its mean" in plan.rationale
+    assert "Welford's running (count, mean, M2)" in plan.rationale
+    # without a row to keep, online comes first
+    nokeep = KernelFacts(**{**facts.__dict__, "row_keep": ()})
+    plan = choose(context(make_analysis(nokeep, ms), cat, current=Plan((PassChoice("row-owner"),), "r1")))
+    assert plan.names == ("row-owner", "online")
+
+
+def test_a_stop_on_a_row_reduction_says_why_no_row_pass_fires(catalog: Catalog) -> None:
+    """The held-out RMSNorm stopped at 'latency-bound overall; no rule proposes a new pass'. A
+    kernel that reduces rows now hears, per row pass, what its rule looked at."""
+    facts = KernelFacts(
+        "rms",
+        vector_types=("uint4",),
+        loops=(LoopFact("L0", 3, "", 0, True, False),),
+        reductions=("L0: sum s",),
+    )
+    history = (RoundSummary(1, "block-size", "rules", "", "no-gain", 1.0, failures=(PassFailure("x", ()),)),)
+    history += (RoundSummary(2, "cache-hints", "rules", "", "no-gain", 1.0),)
+    plan = choose(context(make_analysis(facts, [memory_bound()]), catalog, history=history))
+    assert plan.stop
+    assert "row reductions, why no row pass fires: online: no dependent pair" in plan.rationale
+    assert "row-registers: no later loop over the row reads what an earlier one read" in plan.rationale
+    assert "cluster-rows: no block-wide reduction through shared memory" in plan.rationale
+    # no reduction: nothing to say about row passes
+    plain = KernelFacts("k", vector_types=("uint4",), loops=facts.loops)
+    plan = choose(context(make_analysis(plain, [memory_bound()]), catalog, history=history))
+    assert plan.stop and "row reductions" not in plan.rationale

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from passtest import ROOT, apply, changed, code, remarks, suite_source
 
+from ktx.measure.compile import find_nvcc
 from ktx.pipeline import mapping_from_spec, run
 from ktx.report.diffs import tuned_source
 from ktx.search.dispatch import DispatchTable, Rule, header
@@ -272,3 +273,93 @@ def test_a_combine_call_must_fold_the_accumulator() -> None:
     recogniser says so; the pass's own check used to look at the callee alone)."""
     overwrite = ROW_MAX.replace("m = fmaxf(m, x[", "m = fmaxf(-1e30f, x[")
     assert "is neither acc += x nor" in remarks(apply(overwrite, "cluster-rows"))[0]
+
+
+# -- wide rows at decode (issue 23 item 3): a cluster per row, each block's part in registers ----
+
+WIDE = "block-size,cluster-rows,row-registers"
+#: the probe's design at d = 8192, tokens = 1 (BLOCK_Y, CLUSTER, PACKS): 4 warps x 8 blocks x 1
+#: pack of 8 is the whole row in registers; 4 blocks need 2 packs; the hand variant's shape
+WIDE_CONFIGS = ((4, 8, 1), (4, 8, 2), (8, 4, 1), (4, 4, 2), (8, 8, 1), (0, 8, 0), (4, 1, 2))
+
+
+def test_cluster_rows_and_row_registers_compose_on_rmsnorm() -> None:
+    """The pass's form of the hand variant: the clustered thread index and stride are what the
+    register heads step by, so each block keeps its own interleaved part of the row."""
+    spec = load_spec(ROOT / "kernels" / "rmsnorm")
+    from ktx.pipeline import candidate_from_template, template_for_spec
+
+    t = template_for_spec(spec, WIDE)
+    assert [k.name for k in t.knobs] == ["BLOCK_Y", "CLUSTER", "PACKS"]
+    src = candidate_from_template(spec, t, {"BLOCK_Y": 4, "CLUSTER": 8, "PACKS": 1}).source
+    assert "cluster_dims(1, 8, 1)" in src
+    assert "const int num_threads = (blockDim.x * blockDim.y) * 8;" in src
+    assert "const int i = (thread_id) + ktx_k * (num_threads);" in src
+    assert "ktx_keep_in[ktx_k] = in;" in src and "__cluster_map_shared_rank(&smem[0], ktx_rank)" in src
+    hand = load_spec(ROOT / "benchmarks" / "cluster_rows")
+    assert hand.kernel == "rmsnorm_cluster_hand"
+    assert {p.name for p in hand.shape_set("decode").points} >= {"tokens=1,d=8192", "tokens=64,d=4096"}
+
+
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not on PATH")
+@pytest.mark.slow
+def test_wide_row_configs_and_the_hand_variant_compile_for_sm90_without_spills() -> None:
+    from ktx.measure.compile import CompileRequest, compile_kernel
+    from ktx.pipeline import candidate_from_template, template_for_spec
+
+    spec = load_spec(ROOT / "kernels" / "rmsnorm")
+    t = template_for_spec(spec, WIDE)
+    jobs = []
+    for y, c, p in WIDE_CONFIGS:
+        src = candidate_from_template(spec, t, {"BLOCK_Y": y, "CLUSTER": c, "PACKS": p}).source
+        jobs.append((f"{(y, c, p)}", src, spec, ROOT / "kernels" / "rmsnorm"))
+    hand = load_spec(ROOT / "benchmarks" / "cluster_rows")
+    hand_src = (ROOT / "benchmarks" / "cluster_rows" / "kernel.cu").read_text()
+    jobs.append(("hand", hand_src, hand, ROOT / "benchmarks" / "cluster_rows"))
+    failed, spilled = [], []
+    for name, src, sp, folder in jobs:
+        name_expr = f"{sp.kernel}<__nv_bfloat16>"
+        req = CompileRequest(src, name_expr, (*sp.flags, "-Xptxas", "-v"), "90", (str(folder),), "nvcc")
+        r = compile_kernel(req)
+        if not r.ok:
+            failed.append(f"{name}: {r.log[-800:]}")
+        elif re.search(r"[1-9]\d* bytes spill stores", r.log):
+            spilled.append(name)
+    assert not failed, "\n".join(failed)
+    assert not spilled, spilled
+
+
+@pytest.mark.gpu
+def test_wide_row_configs_and_the_hand_variant_verify_on_the_gpu() -> None:
+    """Every WIDE_CONFIGS point of block-size,cluster-rows,row-registers on rmsnorm at its decode
+    shapes (tokens 1 and 16, d 4096 and 8192, odd sizes too), and the hand variant against the
+    suite's reference at its own shapes."""
+    from ktx.measure.gpu import Options
+    from ktx.measure.harness import Harness
+    from ktx.measure.types import Status
+    from ktx.pipeline import candidate_from_template, template_for_spec
+
+    spec = load_spec(ROOT / "kernels" / "rmsnorm")
+    t = template_for_spec(spec, WIDE)
+    points = [p for p in spec.shape_set("decode").points if p.values["tokens"] in (1, 16)]
+    jobs = [
+        (candidate_from_template(spec, t, {"BLOCK_Y": y, "CLUSTER": c, "PACKS": k}), p)
+        for y, c, k in WIDE_CONFIGS
+        for p in points
+    ]
+    failures: list[str] = []
+    with Harness(spec, options=Options(rounds=2, time=False, odd=True)) as harness:
+        for (cand, point), m in zip(jobs, harness.measure_many(jobs), strict=True):
+            if not m.ok and m.status is not Status.RESOURCES:
+                failures.append(f"{dict(cand.config)} @ {point.name}: {m.status.value}: {m.message[:300]}")
+    assert not failures, "\n".join(failures)
+    hand = load_spec(ROOT / "benchmarks" / "cluster_rows")
+    th = template_for_spec(hand, "")  # the hand kernel as written, against the suite's reference
+    hjobs = [(candidate_from_template(hand, th, {}), p) for p in hand.shape_set("decode").points]
+    with Harness(hand, options=Options(rounds=2, time=False, odd=False)) as harness:
+        bad = [
+            f"{p.name}: {m.message[:300]}"
+            for (_, p), m in zip(hjobs, harness.measure_many(hjobs), strict=True)
+            if not m.ok
+        ]
+    assert not bad, "\n".join(bad)

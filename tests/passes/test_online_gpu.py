@@ -9,6 +9,8 @@ Pipelines: ``online`` alone (one thread per row), ``row-owner,online`` at every 
 with vectorize's widest packs. Shapes: the spec's ``quick`` shape and llm.c's vocabulary row
 (rows=1024, C=50257).
 
+Also llm.c layernorm v1 and fused_residual v2 under online's Welford pair (alone, after row-owner).
+
 Skipped without CuPy and a device, or without llm.c (``../shared/llmc`` or ``shared/llmc``).
 """
 
@@ -55,6 +57,44 @@ def test_llmc_softmax_v1_every_online_config_verifies(tmp_path: Path, passes: st
     assert configs
     points = list(spec.shape_set("quick").points)
     points += [p for p in spec.shape_set("ladder").points if "C=50257" in p.name][:1]
+    jobs = [(candidate_from_template(spec, t, c), p) for c in configs for p in points]
+    failures: list[str] = []
+    with Harness(spec, options=Options(rounds=2, time=False, odd=True)) as harness:
+        for (cand, point), m in zip(jobs, harness.measure_many(jobs), strict=True):
+            if not m.ok:
+                failures.append(f"{dict(cand.config)} @ {point.name}: {m.status.value}: {m.message[:400]}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.skipif(LLMC is None, reason="llm.c is not at ../shared/llmc")
+@pytest.mark.parametrize("kernel", ["layernorm_forward", "fused_residual_forward"])
+@pytest.mark.parametrize("passes", ["online", "row-owner,online"])
+def test_llmc_every_welford_config_verifies(tmp_path: Path, kernel: str, passes: str) -> None:
+    """layernorm v1 and fused_residual v2: the mean and the squared deviations in one pass
+    (Welford), alone and after row-owner at every THREADS_PER_ROW, at the spec's quick shape and
+    its widest ladder shape, with the odd variants, within the spec's tolerance."""
+    pytest.importorskip("cupy")
+    from ktx.measure.harness import Harness
+
+    assert LLMC is not None
+    lad = next(lad for lad in LADDER.LADDERS if lad.name == kernel)
+    spec = load_spec(LADDER.stage(lad, lad.naive, LLMC, tmp_path / "stage"))
+    t = template_for_spec(spec, passes)
+    names = [k.name for k in t.knobs]
+    assert "ONLINE" in names, [o.message for o in t.outcomes]
+    tprs: list[int | None] = (
+        [None]
+        if "THREADS_PER_ROW" not in names
+        else list(next(k for k in t.knobs if k.name == "THREADS_PER_ROW").values)
+    )
+    configs = [
+        c
+        for tpr in tprs
+        for c in [{"ONLINE": 1, **({} if tpr is None else {"THREADS_PER_ROW": tpr})}]
+        if t.space.feasible(c, {})
+    ]
+    assert configs
+    points = list(spec.shape_set("quick").points) + list(spec.shape_set("ladder").points)[-1:]
     jobs = [(candidate_from_template(spec, t, c), p) for c in configs for p in points]
     failures: list[str] = []
     with Harness(spec, options=Options(rounds=2, time=False, odd=True)) as harness:

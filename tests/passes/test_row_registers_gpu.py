@@ -3,13 +3,19 @@ verifies against the original kernel at every default shape (tokens 1-4096 x d 4
 the specs' odd row lengths, where no pack path runs), without timing; alone and after block-size
 at its smallest and largest y (where 4 packs must cover the row with fewer threads).
 
-Skipped without CuPy and a device.
+Also llm.c's layernorm v1 and fused_residual v2 after row-owner (scalar rows: PACKS elements a
+thread), every feasible THREADS_PER_ROW x PACKS pair.
+
+Skipped without CuPy and a device (and the llm.c cases without ../shared/llmc).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from passtest import ROOT
+from test_row_owner import LADDER, LLMC
 
 from ktx.measure.gpu import Options
 from ktx.pipeline import candidate_from_template, template_for_spec
@@ -49,6 +55,41 @@ def test_every_packs_config_verifies(stem: str, passes: str) -> None:
                 if t.space.feasible(config, dict(p.values)):
                     jobs.append((candidate_from_template(spec, t, config), p))
     assert jobs
+    failures: list[str] = []
+    with Harness(spec, options=Options(rounds=2, time=False, odd=True)) as harness:
+        for (cand, point), m in zip(jobs, harness.measure_many(jobs), strict=True):
+            if not m.ok:
+                failures.append(f"{dict(cand.config)} @ {point.name}: {m.status.value}: {m.message[:400]}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.skipif(LLMC is None, reason="llm.c is not at ../shared/llmc")
+@pytest.mark.parametrize("kernel", ["layernorm_forward", "fused_residual_forward"])
+def test_llmc_every_scalar_packs_config_verifies(tmp_path: Path, kernel: str) -> None:
+    """llm.c layernorm v1 and fused_residual v2 after row-owner: every PACKS value at each
+    ownership branch (THREADS_PER_ROW 1, 32, 256, 1024), where feasible, against the naive
+    kernel at the quick shape and the widest ladder shape, with the odd variants (C not a
+    multiple of 32, a row fewer)."""
+    pytest.importorskip("cupy")
+    from ktx.measure.harness import Harness
+
+    assert LLMC is not None
+    lad = next(lad for lad in LADDER.LADDERS if lad.name == kernel)
+    spec = load_spec(LADDER.stage(lad, lad.naive, LLMC, tmp_path / "stage"))
+    t = template_for_spec(spec, "row-owner,row-registers")
+    knobs = {k.name: k for k in t.knobs}
+    assert "PACKS" in knobs, [o.message for o in t.outcomes]
+    points = list(spec.shape_set("quick").points) + list(spec.shape_set("ladder").points)[-1:]
+    jobs = []
+    for tpr in (1, 32, 256, 1024):  # the thread, warp and block branches, the widest block
+        for packs in knobs["PACKS"].values:
+            if packs == 0:
+                continue
+            config = {"THREADS_PER_ROW": tpr, "PACKS": packs}
+            for p in points:
+                if t.space.feasible(config, dict(p.values)):
+                    jobs.append((candidate_from_template(spec, t, config), p))
+    assert len(jobs) >= 40
     failures: list[str] = []
     with Harness(spec, options=Options(rounds=2, time=False, odd=True)) as harness:
         for (cand, point), m in zip(jobs, harness.measure_many(jobs), strict=True):

@@ -41,7 +41,7 @@ void softmax(float* out, const float* inp, int N, int C) {
 // CHECK: -            sum += out_row[j];
 // CHECK: +            // online: the running max and the sum of expf(x - max) rescaled to it, in one pass
 // CHECK: +            const float ktx_x = inp_row[j];
-// CHECK: +            const float ktx_d = ktx_x - maxval;
+// CHECK: +            const float ktx_d = ktx_x == maxval ? float(0) : ktx_x - maxval;  // -inf - -inf: 0, not NaN
 // CHECK: +            const bool ktx_up = ktx_d > 0;
 // CHECK: +            const float ktx_e = expf(ktx_up ? -ktx_d : ktx_d);
 // CHECK: +            sum = ktx_up ? sum * ktx_e + 1 : sum + ktx_e;
@@ -126,7 +126,7 @@ void softmax(float* out, const float* inp, int N, int C) {
 // WARP: +        for (int j = ktx_lane; j < C; j += 32) {
 // WARP: +            // online: the running max and the sum of expf(x - max) rescaled to it, in one pass
 // WARP: +            const float ktx_x = inp_row[j];
-// WARP: +            const float ktx_d = ktx_x - maxval;
+// WARP: +            const float ktx_d = ktx_x == maxval ? float(0) : ktx_x - maxval;  // -inf - -inf: 0, not NaN
 // WARP: +            const bool ktx_up = ktx_d > 0;
 // WARP: +            const float ktx_e = expf(ktx_up ? -ktx_d : ktx_d);
 // WARP: +            sum = ktx_up ? sum * ktx_e + 1 : sum + ktx_e;
