@@ -197,4 +197,11 @@ def _site_arg(
     if host is not None and host.param(arg) is not None:
         return None
     dispatched = _dispatched(module, at, arg)
-    return {" ".join(d.split()) for d in dispatched} if dispatched is not None else {arg}
+    if dispatched is not None:
+        return {" ".join(d.split()) for d in dispatched}
+    # ``scalar_t`` inside a dispatch macro of a header not read (vLLM's
+    # ``VLLM_DISPATCH_FLOATING_TYPES`` over torch's ``AT_DISPATCH_SWITCH``), or a launcher local:
+    # a name the file gives no one meaning says nothing about which types are instantiated.
+    from ktx.ir.facts.launcher import _uncertain
+
+    return None if _uncertain(module, host, arg) is not None else {arg}

@@ -77,3 +77,25 @@ def test_launched_template_arguments() -> None:
     assert launched_template_args(deduced, deduced.kernel()) == (None,)
     unlaunched = parse("template <typename T> __global__ void k(T* x) {}\n")
     assert launched_template_args(unlaunched, unlaunched.kernel()) == (None,)
+
+
+def test_a_dispatch_name_the_file_does_not_define_tells_nothing() -> None:
+    """``scalar_t`` bound by a dispatch macro from a header not read (llm-awq's
+    ``VLLM_DISPATCH_FLOATING_TYPES`` over torch's ``AT_DISPATCH_SWITCH``): no verdict, where a
+    type the file declares, or a CUDA type, is still the launch's one instantiation."""
+    m = parse(
+        "#define DISPATCH(TYPE, NAME, ...) AT_DISPATCH_SWITCH(TYPE, NAME, __VA_ARGS__)\n"
+        "template <typename T, typename S> __global__ void k(T* x, S s) {}\n"
+        "void go(Tensor t, float* y) {\n"
+        "  DISPATCH(t.scalar_type(), \"k\", [&] {\n"
+        "    k<scalar_t, float><<<1, 1>>>(t.data_ptr<scalar_t>(), 1.f);\n"
+        "  });\n"
+        "}\n"
+    )
+    assert launched_template_args(m, m.kernel()) == (None, frozenset({"float"}))
+    declared = parse(
+        "struct Pair { float a, b; };\n"
+        "template <typename T> __global__ void k(T* x) {}\n"
+        "void go(Pair* p) { k<Pair><<<1, 1>>>(p); }\n"
+    )
+    assert launched_template_args(declared, declared.kernel()) == (frozenset({"Pair"}),)
