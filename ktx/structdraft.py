@@ -25,13 +25,13 @@ _FIELD_REF = r"^{var}((?:\.[A-Za-z_]\w*|\[\d+\])+)$"
 def struct_layouts(
     path: Path, source: str, kernel: str, template_args: Sequence[str | None]
 ) -> dict[str, StructLayout]:
-    """The by-value struct parameters of ``kernel`` by name; template kernels only when every
-    template argument was deduced (else their struct types are unknown and left as they were)."""
-    if any(t is None for t in template_args):
-        return {}
-    found = kernel_layouts(
-        source, kernel, path=str(path), template_args=[t for t in template_args if t is not None]
-    )
+    """The by-value struct parameters of ``kernel`` by name. Where a template argument was not
+    deduced, the uninstantiated declaration still lays out every struct whose type does not
+    depend on a template parameter (ggml's ``rope_norm<forward, has_ff, T, D>`` takes a plain
+    ``rope_corr_dims``); the dependent ones are left as they were."""
+    given = [t for t in template_args if t is not None]
+    complete = len(given) == len(template_args)
+    found = kernel_layouts(source, kernel, path=str(path), template_args=given if complete else ())
     return {p.name: p.layout for p in found if p.layout is not None}
 
 

@@ -78,3 +78,23 @@ def test_draft_with_a_todo_left_does_not_load(tmp_path: Path) -> None:
     (tmp_path / "ktx.toml").write_text(text)
     with pytest.raises(KtxError, match="TODO"):
         load_spec(tmp_path)
+
+
+def test_a_plain_struct_of_a_template_kernel_whose_arguments_are_not_deduced(tmp_path: Path) -> None:
+    """ggml's ``rope_norm<forward, has_ff, T, D>`` takes ``rope_corr_dims corr_dims``, a struct
+    that does not depend on the template parameters: drafted as fields even though the launch
+    leaves ``T`` to the launcher's own template parameter; a ``Box<T>`` that does is not."""
+    (tmp_path / "kernel.cu").write_text(
+        "struct corr { float v[2]; };\n"
+        "template <typename T> struct Box { T lo; };\n"
+        "template <typename T>\n"
+        "__global__ void k(const T* x, T* y, corr c, Box<T> b, int n) {\n"
+        "  int i = threadIdx.x; if (i < n) y[i] = x[i] * c.v[0] + b.lo; }\n"
+        "template <typename T> void run(const T* x, T* y, corr c, Box<T> b, int n) {\n"
+        "  k<T><<<1, 256>>>(x, y, c, b, n); }\n"
+    )
+    text = draft(tmp_path / "kernel.cu").text
+    c_block = text[text.index('name = "c"') : text.index('name = "b"')]
+    assert 'type = "corr"' in c_block and 'fields.v = ["TODO", "TODO"]' in c_block
+    b_block = text[text.index('name = "b"') : text.index('name = "n"')]
+    assert "fields." not in b_block

@@ -99,3 +99,22 @@ def test_a_dispatch_name_the_file_does_not_define_tells_nothing() -> None:
         "void go(Pair* p) { k<Pair><<<1, 1>>>(p); }\n"
     )
     assert launched_template_args(declared, declared.kernel()) == (frozenset({"Pair"}),)
+
+
+def test_a_launcher_template_that_passes_its_own_parameter_on_names_no_instantiation() -> None:
+    """ggml's ``rope_norm_cuda<forward, float, float>`` is called from a function template whose
+    own ``forward`` is the argument: the file instantiates ``rope_norm<forward, ...>`` with no
+    literal, so no value is the launch's, and a spec's ``true`` is no contradiction."""
+    m = parse(
+        "template <bool F, typename T> __global__ void k(T* x) {}\n"
+        "template <bool F, typename T> void run(T* x) { k<F, T><<<1, 1>>>(x); }\n"
+        "template <bool F> void op(float* x) { run<F, float>(x); }\n"
+    )
+    assert launched_template_args(m, m.kernel()) == (None, frozenset({"float"}))
+    plain = parse(
+        "template <bool F, typename T> __global__ void k(T* x) {}\n"
+        "template <bool F, typename T> void run(T* x) { k<F, T><<<1, 1>>>(x); }\n"
+        "void op(float* x) { run<true, float>(x); run<false, float>(x); }\n"
+    )
+    got = launched_template_args(plain, plain.kernel())
+    assert got == (frozenset({"true", "false"}), frozenset({"float"}))
