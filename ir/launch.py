@@ -1367,7 +1367,9 @@ def kernel_across_includes(
     * ``path`` launches a kernel it does not define: the quoted ``#include``s (relative to the
       file, then ``include_dirs``) are searched for the kernel's definition;
     * ``path`` defines the kernel but never launches it: the ``.cu`` files beside it that
-      include it (by name, quoted) are searched for a launch.
+      include it (by name, quoted), or include a header that declares the kernel
+      (bitsandbytes: ``kernels.cu`` defines ``kQuantizeBlockwise``, ``kernels.cuh`` declares
+      it, ``ops.cu`` includes that and launches it), are searched for a launch.
 
     One level of includes, by design: a kernel two headers deep is named by the spec. None
     when neither applies (the file has the kernel and its launch, or no pair is found).
@@ -1384,12 +1386,15 @@ def kernel_across_includes(
         return None
     if not (names - launched) or (kernel is not None and kernel in launched):
         return None
+    unlaunched = (names - launched) if kernel is None else {kernel}
     for cu in sorted(path.parent.glob("*.cu")):
         if cu == path:
             continue
         text = cu.read_bytes()
-        includes = {h.resolve() for h in _quoted_includes(cu, text, include_dirs)}
-        if path.resolve() not in includes:
+        # ``<kernels.cuh>`` too: a project built with ``-I csrc`` may include its own headers so
+        # (only a file found beside the .cu or in include_dirs counts)
+        includes = {h.resolve() for h in _quoted_includes(cu, text, include_dirs, angled=True)}
+        if path.resolve() not in includes and not any(_declares(h, unlaunched) for h in includes):
             continue
         pair = _paired(module, cu, text, path, kernel)
         if pair is not None:
@@ -1397,9 +1402,29 @@ def kernel_across_includes(
     return None
 
 
-def _quoted_includes(path: Path, source: bytes, include_dirs: tuple[Path, ...]) -> list[Path]:
+def _declares(header: Path, kernels: set[str]) -> bool:
+    """``header`` declares one of ``kernels`` as a ``__global__`` function (by its text: a
+    declaration is all a launcher's header needs)."""
+    try:
+        text = header.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    if "__global__" not in text:
+        return False
+    return any(re.search(rf"__global__[^;{{}}]*?\b{re.escape(k)}\s*\(", text) for k in kernels)
+
+
+_QUOTED_INCLUDE = rb'(?m)^\s*#\s*include\s+"([^"]+)"()'
+_ANY_INCLUDE = rb'(?m)^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)'
+
+
+def _quoted_includes(
+    path: Path, source: bytes, include_dirs: tuple[Path, ...], angled: bool = False
+) -> list[Path]:
     found: list[Path] = []
-    for inc in re.findall(rb'(?m)^\s*#\s*include\s+"([^"]+)"', source):
+    pattern = _ANY_INCLUDE if angled else _QUOTED_INCLUDE
+    for quoted, bracketed in re.findall(pattern, source):
+        inc = quoted or bracketed
         name = inc.decode("utf-8", "replace")
         for folder in (path.parent, *include_dirs):
             candidate = folder / name

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from ktx.ir.errors import KtxError
 
 from ktx.cli import main
 from ktx.draft import check, draft
@@ -43,6 +44,24 @@ def test_a_cu_without_the_header_it_launches_from_is_still_an_error(
     shutil.copy(REACH / "header_pair" / "scale.cu", cu)  # scale.cuh left behind
     assert main(["init", "--print", str(cu)]) == 2
     assert "no __global__ kernel in the file" in capsys.readouterr().err
+
+
+def test_a_kernel_launched_from_a_sibling_cu_through_its_declaring_header(tmp_path: Path) -> None:
+    # bitsandbytes: kernels.cu defines the kernel, kernels.cuh declares it, ops.cu includes
+    # <kernels.cuh> (the project builds with -I csrc) and launches it. ktx init kernels.cu
+    # drafts the launch from ops.cu instead of refusing "never launched in the file".
+    folder = tmp_path / "sibling"
+    shutil.copytree(REACH / "sibling_cu", folder)
+    d = draft(folder / "kernels.cu", "quant", folder)
+    lines = _lines(d.text)
+    assert 'source = "kernels.cu"' in lines
+    assert "# note: quant is defined in kernels.cu and launched from ops.cu:5" in lines
+    assert 'template_args = ["float", "256"]' in lines
+    assert 'block = ["256"]' in lines and 'grid = ["(n + 255) // 256"]' in lines
+    # without ops.cu it is the one-line refusal it was
+    (folder / "ops.cu").unlink()
+    with pytest.raises(KtxError, match="never launched in the file"):
+        draft(folder / "kernels.cu", "quant", folder)
 
 
 def test_a_params_struct_helper_gives_the_launch_the_caller_set() -> None:

@@ -200,3 +200,16 @@ def test_a_template_parameter_bound_to_a_pointer_type_makes_its_parameter_a_buff
     stored = {p.name: p.stored for p in m.facts(fn, ["float", "at::Half *"]).params}
     assert stored == {"x": False, "scale": True, "n": False}
     assert not any(p.stored for p in m.facts(fn, ["float", "float"]).params)
+
+
+def test_a_parenthesized_element_address_handed_to_a_call_may_be_written() -> None:
+    """bitsandbytes stores through cub: ``StoreChar(storec).Store(&(out[i]), qvals, n)``. The
+    parentheses around ``out[i]`` do not hide the buffer from the may-write answer."""
+    m = parse(
+        "__global__ void k(const float* a, unsigned char* out, int n) {\n"
+        "  unsigned char q[4];\n"
+        "  Store(s).Store(&(out[blockIdx.x * 4]), q, n);\n"
+        "  Load(l).Load(&(a[blockIdx.x * 4]), q, n); }\n"
+    )
+    got = {p.name: p.may_write for p in m.facts().params}
+    assert got == {"a": False, "out": True, "n": False}
