@@ -32,7 +32,7 @@ def struct_layouts(
     given = [t for t in template_args if t is not None]
     complete = len(given) == len(template_args)
     found = kernel_layouts(source, kernel, path=str(path), template_args=given if complete else ())
-    return {p.name: p.layout for p in found if p.layout is not None}
+    return {p.name: p.layout for p in found if p.layout is not None and not p.pointee}
 
 
 def components(node: ts.Node | None, local_parts: Sequence[ts.Node]) -> list[ts.Node]:
