@@ -56,6 +56,7 @@ from ktx.ir.launch import (
     expansion_template_choice,
     kernel_across_includes,
     launcher_node,
+    standin_launch,
 )
 from ktx.ir.module import Module
 from ktx.ir.nodes import Function, LaunchSite
@@ -105,6 +106,11 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         # The kernel in a header, its launch in a .cu that includes it: read both as one file;
         # the spec's source is the header (what the passes rewrite), the launch is the .cu's.
         module, path, source_path = pair.module, pair.launcher, pair.header
+    standin = standin_launch(module, kernel) if pair is None else None
+    if standin is not None:
+        # Launched nowhere ktx can see (FlashInfer's JIT writes the launcher): a stand-in
+        # launch whose every value is a TODO, rather than a refusal (ktx.ir.launch).
+        module = standin
     fn, site = choose_kernel(module, str(path), kernel)
     k = read_kernel(module, fn)
     launcher = launcher_of(module, site)
@@ -296,6 +302,12 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     ]
     if source_path != path:
         lines.append(f"# note: {fn.name} is defined in {source_path.name} and launched from {where}")
+    if standin is not None:
+        lines.append(
+            f"# TODO: {fn.name} is launched nowhere in {path.name} or the .cu files beside it: "
+            "template_args, scalar values, grid and block below are the project's launcher's to give"
+        )
+        todos.append(f"{fn.name} is launched nowhere ktx can see: give the launch")
     picked: str | None = None
     if fn.template_params:
         lines += [f"# note: {n}" for n in deduced.notes if "deduced" in n or "default" in n]
