@@ -129,6 +129,13 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     by_value = [p for p in fn.params if not p.is_pointer]
     maybe = any(dtype_of(module, path, targ.get(p.base_type, p.base_type)) is None for p in by_value)
     structs = structdraft.struct_layouts(path, module.text_str, fn.name, targs) if maybe else {}
+    # Pointers to structs (``const RaggedBatchDescriptor* batch``): arrays of them, by fields.
+    opaque = [
+        p
+        for p in fn.params
+        if p.is_pointer and dtype_of(module, path, targ.get(p.base_type, p.base_type)) is None
+    ]
+    pointees = structdraft.pointee_layouts(path, module.text_str, fn.name, targs) if opaque else {}
     bindings: dict[str, str] = {}
     for p, node in zip(fn.params, call_args, strict=False):
         if p.is_pointer or p.name in structs:
@@ -159,7 +166,11 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         lines = ["[[args]]", f"name = {toml_str(p.name)}"]
         arg_todos: list[str] = []
         shape: str | None = None
-        if dtype is None:
+        pointee = pointees.get(p.name) if p.is_pointer else None
+        if pointee is not None:
+            # an array of structs: its type here, one fields. line per field after the role
+            lines.append(f"type = {toml_str(pointee.type)}")
+        elif dtype is None:
             why = f"element type {base!r} of {p.name}: not a scalar type ktx knows (looked at typedefs)"
             arg_todos.append(why)
             lines += [f"# {TODO}: {why}", f'dtype = "{TODO}"']
@@ -191,6 +202,11 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 lines += [f"# {TODO}: {why}", f'role = "{TODO}"']
             else:
                 lines.append(f"role = {toml_str(role)}")
+            if pointee is not None:
+                # each element's fields; an expression may name i, the element's index
+                field_lines, field_todos = structdraft.struct_lines(p.name, pointee, {})
+                lines += field_lines[1:]
+                arg_todos += field_todos
             use = _index_use(k.text(k.body), p.name) if dtype in _INT_DTYPES else None
             if use is not None and role != "out":
                 why = (
