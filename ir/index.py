@@ -637,7 +637,66 @@ class Indexer:
                     if value.type == "pointer_expression":  # auto k = &kernel<T>;
                         arg = value.child_by_field_name("argument")
                         return arg
+                    if value.type == "conditional_expression":
+                        # ``auto k = c ? &kernel<A, false> : &kernel<A, true>;`` (causal-conv1d):
+                        # the first branch, as the draft takes a launcher's first launch
+                        return value.child_by_field_name("consequence")
+                    if value.type == "call_expression":
+                        # ``fp_k kernel = pick_kernel(bpw);`` (exllamav2): what the picker returns
+                        return self._returned_kernel(value)
             stack.extend(n.children)
+        return None
+
+    def _returned_kernel(self, call: ts.Node) -> ts.Node | None:
+        """The first kernel reference a picker function in this file returns (``return
+        rms_norm_kernel<bpw>;``), written in its body or in a function-like macro it invokes
+        there (``#define kernel_instance(bpw) if (...) return rms_norm_kernel<bpw>``)."""
+        callee = call.child_by_field_name("function")
+        if callee is None or callee.type != "identifier":
+            return None
+        name = self.text(callee)
+        body = next(
+            (
+                f.child_by_field_name("body")
+                for f in self.root.children
+                if f.type == "function_definition" and function_name(f) == name
+            ),
+            None,
+        )
+        if body is None:
+            return None
+        invoked: set[str] = set()
+        stack = [body]
+        while stack:
+            n = stack.pop()
+            if n.type == "return_statement" and n.named_children:
+                got = _kernel_like(n.named_children[0])
+                if got is not None:
+                    return got
+            if n.type == "call_expression":
+                fn = n.child_by_field_name("function")
+                if fn is not None and fn.type == "identifier":
+                    invoked.add(self.text(fn))
+            stack.extend(reversed(n.children))
+        for define in captures("macros", self.root).get("define", []):
+            value = define.child_by_field_name("value")
+            params = define.child_by_field_name("parameters")
+            named = define.child_by_field_name("name")
+            if value is None or params is None or named is None or self.text(named) not in invoked:
+                continue
+            if b"return" not in self.source[value.start_byte : value.end_byte]:
+                continue
+            tree = macro_body_tree(self.source, define.start_byte, value.start_byte, value.end_byte)
+            if tree is None:
+                continue
+            stack = [tree.root_node]
+            while stack:
+                n = stack.pop()
+                if n.type == "return_statement" and n.named_children and value.start_byte <= n.start_byte:
+                    got = _kernel_like(n.named_children[0])
+                    if got is not None:
+                        return got
+                stack.extend(reversed(n.children))
         return None
 
     # -- constants -------------------------------------------------------------------
@@ -786,3 +845,15 @@ def eval_int_text(value: str, env: dict[str, int] | None = None) -> int | None:
     init = decl.child_by_field_name("declarator") if decl is not None else None
     node = init.child_by_field_name("value") if init is not None else None
     return const_eval(node, env or {}) if node is not None else None
+
+
+def _kernel_like(node: ts.Node) -> ts.Node | None:
+    """``k<A>``, ``&k<A>`` or ``ns::k<A>`` as a returned value: the template reference; None for
+    anything else (``NULL``, a call)."""
+    while node.type in ("pointer_expression", "parenthesized_expression") and node.named_children:
+        node = node.child_by_field_name("argument") or node.named_children[-1]
+    if node.type == "template_function":
+        return node
+    if node.type == "qualified_identifier" and "<" in (node.text or b"").decode("utf-8", "replace"):
+        return node
+    return None

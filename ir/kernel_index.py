@@ -638,7 +638,9 @@ _CACHE: weakref.WeakKeyDictionary[Module, dict[str, KernelIndex]] = weakref.Weak
 def kernel_index(module: Module, fn: Function) -> KernelIndex:
     """The index facts of ``fn`` in ``module``, computed once per module and kernel."""
     per = _CACHE.setdefault(module, {})
-    key = f"{fn.name}@{fn.span.start}"
+    # A template parameter bound to a pointer type changes which names are buffers
+    # (:func:`ktx.ir.facts.kernel.with_bound_pointers`): part of the key.
+    key = f"{fn.name}@{fn.span.start}:{','.join(str(p.pointer_depth) for p in fn.params)}"
     if key not in per:
         per[key] = KernelIndex(module, fn)
     return per[key]

@@ -1367,7 +1367,9 @@ def kernel_across_includes(
     * ``path`` launches a kernel it does not define: the quoted ``#include``s (relative to the
       file, then ``include_dirs``) are searched for the kernel's definition;
     * ``path`` defines the kernel but never launches it: the ``.cu`` files beside it that
-      include it (by name, quoted) are searched for a launch.
+      include it (by name, quoted), or include a header that declares the kernel
+      (bitsandbytes: ``kernels.cu`` defines ``kQuantizeBlockwise``, ``kernels.cuh`` declares
+      it, ``ops.cu`` includes that and launches it), are searched for a launch.
 
     One level of includes, by design: a kernel two headers deep is named by the spec. None
     when neither applies (the file has the kernel and its launch, or no pair is found).
@@ -1384,12 +1386,15 @@ def kernel_across_includes(
         return None
     if not (names - launched) or (kernel is not None and kernel in launched):
         return None
+    unlaunched = (names - launched) if kernel is None else {kernel}
     for cu in sorted(path.parent.glob("*.cu")):
         if cu == path:
             continue
         text = cu.read_bytes()
-        includes = {h.resolve() for h in _quoted_includes(cu, text, include_dirs)}
-        if path.resolve() not in includes:
+        # ``<kernels.cuh>`` too: a project built with ``-I csrc`` may include its own headers so
+        # (only a file found beside the .cu or in include_dirs counts)
+        includes = {h.resolve() for h in _quoted_includes(cu, text, include_dirs, angled=True)}
+        if path.resolve() not in includes and not any(_declares(h, unlaunched) for h in includes):
             continue
         pair = _paired(module, cu, text, path, kernel)
         if pair is not None:
@@ -1397,9 +1402,29 @@ def kernel_across_includes(
     return None
 
 
-def _quoted_includes(path: Path, source: bytes, include_dirs: tuple[Path, ...]) -> list[Path]:
+def _declares(header: Path, kernels: set[str]) -> bool:
+    """``header`` declares one of ``kernels`` as a ``__global__`` function (by its text: a
+    declaration is all a launcher's header needs)."""
+    try:
+        text = header.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    if "__global__" not in text:
+        return False
+    return any(re.search(rf"__global__[^;{{}}]*?\b{re.escape(k)}\s*\(", text) for k in kernels)
+
+
+_QUOTED_INCLUDE = rb'(?m)^\s*#\s*include\s+"([^"]+)"()'
+_ANY_INCLUDE = rb'(?m)^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)'
+
+
+def _quoted_includes(
+    path: Path, source: bytes, include_dirs: tuple[Path, ...], angled: bool = False
+) -> list[Path]:
     found: list[Path] = []
-    for inc in re.findall(rb'(?m)^\s*#\s*include\s+"([^"]+)"', source):
+    pattern = _ANY_INCLUDE if angled else _QUOTED_INCLUDE
+    for quoted, bracketed in re.findall(pattern, source):
+        inc = quoted or bracketed
         name = inc.decode("utf-8", "replace")
         for folder in (path.parent, *include_dirs):
             candidate = folder / name
@@ -1425,3 +1450,57 @@ def _paired(module: Module, cu: Path, cu_text: bytes, header: Path, kernel: str 
     launched = {s.kernel for s in combined.launch_sites if s.span.start < boundary}
     wanted = defined & launched if kernel is None else {kernel} & defined & launched
     return combined if wanted else None
+
+
+#: The stand-in launcher's grid and block: names no file gives a value, so the draft asks.
+STANDIN_GRID, STANDIN_BLOCK = "grid_TODO", "block_TODO"
+
+
+def standin_launch(module: Module, kernel: str | None) -> Module | None:
+    """``module`` with a stand-in launcher appended, when ``kernel`` (the file's only kernel
+    when None) is launched nowhere ktx can see: neither in the file nor from a ``.cu`` beside
+    it (:func:`kernel_across_includes`). FlashInfer's ``act_and_mul_kernel`` is launched only
+    from code its Python JIT writes; the draft should still be a draft with TODOs, not a
+    refusal. The stand-in is a template over the kernel's own template parameters that passes
+    its own parameters straight through, ``<<<grid_TODO, block_TODO>>>``: every template
+    argument, scalar value and the launch then read as the TODOs they are, while the kernel's
+    own index use still drafts the arrays' extents, dtypes and roles. None when the kernel is
+    launched (a helper ktx cannot read included), or is not one kernel of the file."""
+    kernels = module.kernels
+    named = [k for k in kernels if k.name == kernel] if kernel is not None else kernels
+    if len(named) != 1:
+        return None
+    fn = named[0]
+    if module.launches_of(fn.name) or any(p.name == "" for p in fn.params):
+        return None
+    handed = rb"[(,]\s*&?\s*(?:\w+::)*" + re.escape(fn.name.encode()) + rb"\b(?:\s*<[^;(){}]*>)?\s*[,)]"
+    if any(o.kernel == fn.name for o in module.opaque_launches) or re.search(handed, module.source):
+        # handed to a helper ktx cannot read (``launch_kernel(scale, params, ...)``): the
+        # launch exists, and the refusal, which says so, is worth more than a stand-in
+        return None
+    from ktx.ir.clang import _namespace_path  # ir.clang imports this module
+
+    qualified = "::".join([*(n for n in _namespace_path(module, fn) if n), fn.name])
+    source = module.source
+    header = ""
+    targs = ""
+    if fn.template_params:
+        # the kernel's own ``template <...>`` head, as written
+        start = fn.span.start
+        head = re.match(rb"\s*template\s*<", source[start:])
+        if head is None:
+            return None
+        depth, i = 1, start + head.end()
+        while i < len(source) and depth:
+            depth += {ord("<"): 1, ord(">"): -1}.get(source[i], 0)
+            i += 1
+        header = source[start:i].decode("utf-8", "replace") + "\n"
+        targs = "<" + ", ".join(t.name for t in fn.template_params) + ">"
+    params = ", ".join(" ".join(module.text(p.span).split()) for p in fn.params)
+    names = ", ".join(p.name for p in fn.params)
+    text = (
+        f"\n// ktx: {fn.name} is launched nowhere in this file or beside it: a stand-in launcher\n"
+        f"{header}void __ktx_standin_launch_{fn.name}({params}) {{\n"
+        f"  {qualified}{targs}<<<{STANDIN_GRID}, {STANDIN_BLOCK}>>>({names});\n}}\n"
+    )
+    return type(module)(source + text.encode(), module.path)

@@ -28,6 +28,7 @@ from ktx.ir import parse_file
 from ktx.ir.errors import KtxError, Location
 from ktx.ir.expr import Value
 from ktx.ir.facts.extents import AccessCheck, KernelExtents
+from ktx.ir.facts.kernel import with_bound_pointers
 
 from ktx.spec import ShapePoint, Spec, shape_note
 
@@ -147,7 +148,7 @@ def check_spec(
     fn = next((k for k in module.kernels if k.name == spec.kernel), None)
     if fn is None:
         raise KtxError(f"no kernel {spec.kernel!r} in {spec.source}", Location(str(spec.path)))
-    kernel = KernelExtents(module, fn)
+    kernel = KernelExtents(module, with_bound_pointers(fn, spec.template_args))
     source = os.path.normpath(spec.folder / spec.source)
     findings: list[Finding] = []
     said: set[tuple[str, int, str]] = set()

@@ -975,8 +975,14 @@ def _struct_arg(t: _Table, name: str) -> Arg:
     """``fields = { ncols = "d", div = { x = "m", y = "s" }, coef = ["1", "0.5"] }``: a struct
     passed by value. Nested tables are nested structs, arrays are fixed arrays; each leaf is an
     expression (a string or a number; ``true``/``false`` for a bool). TOML's dotted keys write
-    one field a line: ``fields.div.x = "m"``."""
-    for bad in ("dtype", "shape", "role", "dist", "value"):
+    one field a line: ``fields.div.x = "m"``.
+
+    With a ``shape``, an array of such structs behind a pointer parameter (DeepSpeed's
+    ``const RaggedBatchDescriptor* batch``): the fields are each element's, and may name ``i``,
+    the element's flat index (``fields.start_idx = "i * seq_len"``). Such an array is an input
+    (role ``in``): ktx writes its bytes, as the kernel's own build lays the struct out."""
+    shaped = t.has("shape")
+    for bad in ("dtype", "dist", "value") if shaped else ("dtype", "shape", "role", "dist", "value"):
         if t.has(bad):
             raise t.error(bad, f"struct argument {name!r} (it has fields) takes no {bad!r}",
                           "its layout comes from the kernel's parameter type")  # fmt: skip
@@ -1010,6 +1016,15 @@ def _struct_arg(t: _Table, name: str) -> Arg:
 
     for key, value in raw.items():
         leaf((key,), value)
+    if shaped:
+        _shape_is_a_list(t, name)
+        shape = t.exprs("shape", required=True)
+        role = t.string("role", "in")
+        if role != "in":
+            raise t.error("role", f"an array of structs is an input (role = \"in\"), got {role!r}",
+                          "ktx fills its elements from the fields; it does not compare them")  # fmt: skip
+        t.done(("name", "fields", "type", "shape", "role"))
+        return Arg(name, STRUCT, "in", shape, where=t.loc(), fields=tuple(out), ctype=ctype)
     t.done(("name", "fields", "type"))
     return Arg(name, STRUCT, "scalar", where=t.loc(), fields=tuple(out), ctype=ctype)
 
@@ -1144,7 +1159,9 @@ def _check_names(spec: Spec, top: _Table) -> None:
         known.add(name)
     for arg in spec.args:
         for field_name, expr in arg.fields:
-            _names_ok(expr, known, f"args.{arg.name}.fields.{field_name}")
+            # an array of structs' fields may name the element's index ``i``
+            names = known | ({"i"} if arg.is_array else set())
+            _names_ok(expr, names, f"args.{arg.name}.fields.{field_name}")
         for expr in arg.shape:
             _names_ok(expr, known, f"args.{arg.name}.shape")
         if arg.value is not None:
@@ -1207,7 +1224,7 @@ def _check_points(spec: Spec, top: _Table) -> None:
                 elif arg.value is not None:
                     arg.value.evaluate(env)
                 for _, expr in arg.fields:
-                    expr.evaluate(env)
+                    expr.evaluate({**env, "i": 0} if arg.is_array else env)
             for expr in (*spec.launch.grid, *spec.launch.block, spec.launch.shared):
                 expr.evaluate_int(env)
 

@@ -179,7 +179,7 @@ class _Compare:
                     f"is {p.name!r}",
                     f'write name = "{p.name}": the spec binds arguments by position',
                 )
-            if arg.is_array and not p.is_pointer and "[" not in p.type:
+            if arg.is_array and not param.pointer_depth and "[" not in p.type:
                 self.add(
                     "args",
                     ("args", i, "shape"),
@@ -188,7 +188,7 @@ class _Compare:
                     f"{p.type} {p.name} by value",
                     'give it value = "..." instead of shape and role',
                 )
-            elif not arg.is_array and not arg.null and p.is_pointer:
+            elif not arg.is_array and not arg.null and param.pointer_depth:
                 self.add(
                     "args",
                     ("args", i, "value"),
@@ -204,7 +204,7 @@ class _Compare:
         fn = self.fn
         for i, arg, param in self._pairs():
             p = fn.params[i]
-            if not arg.is_array or not p.is_pointer or (p.name and arg.name != p.name):
+            if not arg.is_array or not param.pointer_depth or (p.name and arg.name != p.name):
                 continue
             key = ("args", i, "role") if ("args", i, "role") in self.pos.where else ("args", i, "name")
             if arg.is_output and not param.may_write:

@@ -18,6 +18,10 @@ import tree_sitter as ts
 from ktx.ir.facts.structs import FieldPath, StructLayout, kernel_layouts, path_name
 
 TODO = "TODO"
+#: CUDA's vector types: ``float4``, ``uchar2``, ``__half2``, ``__nv_bfloat162`` ...
+_VECTOR_TYPE = re.compile(
+    r"(?:u?(?:char|short|int|long|longlong)|float|double)[1-4]|(?:__)?half2|(?:__)?nv_bfloat162"
+)
 #: ``p.div.mul`` / ``p.coef[2]`` on the left of an assignment, ``p`` the launcher's local.
 _FIELD_REF = r"^{var}((?:\.[A-Za-z_]\w*|\[\d+\])+)$"
 
@@ -25,14 +29,37 @@ _FIELD_REF = r"^{var}((?:\.[A-Za-z_]\w*|\[\d+\])+)$"
 def struct_layouts(
     path: Path, source: str, kernel: str, template_args: Sequence[str | None]
 ) -> dict[str, StructLayout]:
-    """The by-value struct parameters of ``kernel`` by name; template kernels only when every
-    template argument was deduced (else their struct types are unknown and left as they were)."""
-    if any(t is None for t in template_args):
-        return {}
+    """The by-value struct parameters of ``kernel`` by name. Where a template argument was not
+    deduced, the uninstantiated declaration still lays out every struct whose type does not
+    depend on a template parameter (ggml's ``rope_norm<forward, has_ff, T, D>`` takes a plain
+    ``rope_corr_dims``); the dependent ones are left as they were."""
+    given = [t for t in template_args if t is not None]
+    complete = len(given) == len(template_args)
+    found = kernel_layouts(source, kernel, path=str(path), template_args=given if complete else ())
+    return {p.name: p.layout for p in found if p.layout is not None and not p.pointee}
+
+
+def pointee_layouts(
+    path: Path, source: str, kernel: str, template_args: Sequence[str | None]
+) -> dict[str, StructLayout]:
+    """The pointer-to-struct parameters of ``kernel`` by name, each with its pointee's layout
+    (DeepSpeed's ``const RaggedBatchDescriptor* batch``): the spec gives them as arrays of
+    structs, ``type`` and ``fields`` per element (:func:`struct_layouts` for the rest)."""
+    from ktx.draft.includes import include_dirs  # the folders the draft's -I flags name
+
+    given = [t for t in template_args if t is not None]
+    complete = len(given) == len(template_args)
+    dirs = [str(d) for d in include_dirs(path).dirs]
     found = kernel_layouts(
-        source, kernel, path=str(path), template_args=[t for t in template_args if t is not None]
+        source, kernel, path=str(path), template_args=given if complete else (), include_dirs=dirs
     )
-    return {p.name: p.layout for p in found if p.layout is not None}
+    # a pointer to CUDA's vector types (float4*, half2*) is a buffer of their elements, not
+    # an array of structs to fill field by field
+    return {
+        p.name: p.layout
+        for p in found
+        if p.layout is not None and p.pointee and not _VECTOR_TYPE.fullmatch(p.layout.type)
+    }
 
 
 def components(node: ts.Node | None, local_parts: Sequence[ts.Node]) -> list[ts.Node]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from ktx.ir.errors import KtxError
 from ktx.ir.facts.structs import kernel_layouts
@@ -187,3 +188,54 @@ def test_layout_per_instantiation_of_shape_template_args(tmp_path: Path) -> None
     four, eight = (struct_layouts(spec, spec.env(p))["p"] for p in points)
     assert (four.size, four.leaves[1].offset) == (8, 4)
     assert (eight.size, eight.leaves[1].offset) == (16, 8)
+
+
+#: DeepSpeed's ragged descriptors: pointers to structs, read per element (``meta[i].start``).
+POINTER_KERNEL = r"""
+struct Batch { int n_tokens; int n_sequences; };
+struct alignas(16) Seq { int start; int n; int seen; };
+__global__ void k(const float* x, float* y, const Batch* batch, const Seq* seqs, int n) {
+  int s = blockIdx.x;
+  if (s >= batch->n_sequences) return;
+  y[s] = x[seqs[s].start + seqs[s].n - 1];
+}
+"""
+
+POINTER_ARGS = """[[args]]
+name = "batch"
+type = "Batch"
+shape = "[1]"
+fields.n_tokens = "n"
+fields.n_sequences = "n // 4"
+[[args]]
+name = "seqs"
+type = "Seq"
+shape = "[n // 4]"
+role = "in"
+fields = { start = "i * 4", n = 4, seen = "i" }
+"""
+
+
+def test_an_array_of_structs_behind_a_pointer(tmp_path: Path) -> None:
+    from ktx.measure.verify import seeded_inputs
+
+    spec = load_spec(write(tmp_path, POINTER_ARGS, POINTER_KERNEL))
+    batch, seqs = spec.args[2], spec.args[3]
+    assert batch.is_array and batch.is_struct and batch.role == "in" and seqs.ctype == "Seq"
+    point = spec.shape_set().points[0]  # n = 8: two sequences
+    arrays = seeded_inputs(spec, point, seed=1)
+    assert arrays["batch"].tobytes() == np.array([8, 2], np.int32).tobytes()
+    # Seq is 16 bytes (alignas(16)): three ints and four bytes of zero padding, element by element
+    words = arrays["seqs"].view(np.int32).reshape(2, 4)
+    assert words.tolist() == [[0, 4, 0, 0], [4, 4, 1, 0]]
+
+
+def test_an_array_of_structs_is_an_input_and_needs_a_pointer(tmp_path: Path) -> None:
+    exc = error(tmp_path, POINTER_ARGS.replace('role = "in"', 'role = "out"'), POINTER_KERNEL)
+    assert "an array of structs is an input" in exc.message
+    by_value = POINTER_KERNEL.replace("const Seq* seqs", "Seq seqs").replace("seqs[s]", "seqs")
+    exc = error(tmp_path, POINTER_ARGS, by_value)
+    assert "arg 'seqs' is an array of structs (it has a shape), but parameter seqs" in exc.message
+    exc = error(tmp_path, POINTER_ARGS.replace('shape = "[1]"\n', ""), POINTER_KERNEL)
+    assert "arg 'batch' is a struct by value, but parameter batch" in exc.message
+    assert "a pointer to one" in exc.message and exc.hint == "give it a shape"

@@ -292,6 +292,32 @@ def test_an_out_written_only_through_a_helper_counts_as_written(tmp_path: Path) 
     assert found.kind == "unwritten" and "no store reaches it, nor a call that may write" in found.message
 
 
+def test_a_type_template_parameter_bound_to_a_pointer_is_a_buffer(tmp_path: Path) -> None:
+    # llm-awq's quant_kernel<T, scale_type, ...> launched with scale_type = at::Half *: the spec
+    # gives scale a shape and role, and the kernel's store through it is read as a write
+    folder = tmp_path / "bound"
+    folder.mkdir()
+    (folder / "kernel.cu").write_text(
+        "template <typename T, typename S>\n"
+        "__global__ void k(const T* x, S scale, int n) {\n"
+        "  int i = threadIdx.x; if (i < n) scale[i] = x[i] * 2.f; }\n"
+    )
+    spec_text = (
+        'kernel = "k"\ntemplate_args = ["float", "float *"]\n'
+        '[[args]]\nname = "x"\ndtype = "fp32"\nshape = "[n]"\nrole = "in"\n'
+        '[[args]]\nname = "scale"\ndtype = "fp32"\nshape = "[n]"\nrole = "out"\n'
+        '[[args]]\nname = "n"\ndtype = "int32"\nvalue = "n"\n'
+        '[shapes]\ndefault = [{ n = 32 }]\n[launch]\ngrid = ["1"]\nblock = ["32"]\n'
+    )
+    (folder / "ktx.toml").write_text(spec_text)
+    assert contradictions(parse_spec(spec_text, folder / "ktx.toml"), spec_text) == []
+    # bound to a scalar type, the same parameter is a value: a shape for it is a contradiction
+    by_value = spec_text.replace('"float *"', '"float"')
+    (found,) = contradictions(parse_spec(by_value, folder / "ktx.toml"), by_value)
+    said = "[[args]] scale is an array (it has a shape), but the kernel takes S scale by value"
+    assert said in found.message
+
+
 def test_a_suite_folder_with_roles_swapped_fails_check_through_the_cli(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -98,7 +98,9 @@ def fetch(manifest: Mapping[str, Any], dest: Path, mirror_root: Path, clone_root
     lines = []
     files_by_project: dict[str, set[str]] = {}
     for k in manifest["kernels"]:
-        files_by_project.setdefault(k["project"], set()).add(k["file"])
+        # ``launchers``: the project's files that launch a kernel its own file never launches
+        # (bitsandbytes' ops.cu beside kernels.cu): ``ktx init`` reads the launch there.
+        files_by_project.setdefault(k["project"], set()).update([k["file"], *k.get("launchers", ())])
     for name, pin in projects(manifest).items():
         wanted = sorted(files_by_project.get(name, ()))
         if not wanted:

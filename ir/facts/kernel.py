@@ -16,6 +16,7 @@ facts (nothing to invalidate).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -91,6 +92,7 @@ class Facts:
         if template_args is None:
             template_args = next((s.template_args for s in launches if s.template_args), ())
         self.template_args: tuple[str, ...] = tuple(template_args)
+        self.fn = with_bound_pointers(fn, self.template_args)
         self._loop_accesses: dict[int, LoopAccesses] = {}
         self._labels = {lp.id: f"L{lp.id}" for lp in module.loops}
 
@@ -258,6 +260,25 @@ def _splits(shape: LoopShape | None) -> bool:
     if shape is None:
         return False
     return shape.partitions or splits_exactly(shape.start, shape.step)
+
+
+def with_bound_pointers(fn: Function, template_args: Sequence[str]) -> Function:
+    """``fn`` with each parameter whose type is a template parameter bound to a pointer type
+    counted as that pointer (llm-awq's ``quant_kernel<T, scale_type>`` launched with
+    ``scale_type = at::Half *``: ``scale_type scale`` is a buffer the kernel stores to); ``fn``
+    itself where none is."""
+    params = []
+    for p in fn.params:
+        extra = 0
+        for tp, arg in zip(fn.template_params, template_args, strict=False):
+            if tp.kind == "type" and tp.name == p.base_type and "{" not in arg and "<" not in arg:
+                extra = arg.count("*")
+                base = " ".join(re.sub(r"\b(?:const|volatile)\b|\*", " ", arg).split())
+                break
+        params.append(replace(p, pointer_depth=p.pointer_depth + extra, base_type=base) if extra else p)
+    if all(a is b for a, b in zip(params, fn.params, strict=True)):
+        return fn
+    return replace(fn, params=tuple(params))
 
 
 def _bind(type_text: str, fn: Function, args: Sequence[str]) -> str:

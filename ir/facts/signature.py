@@ -175,6 +175,16 @@ def launched_template_args(module: Module, fn: Function) -> tuple[frozenset[str]
     return tuple(out)
 
 
+def _plain(module: Module, arg: str, kind: str) -> bool:
+    """``arg`` names one instantiation wherever it is written: a literal value, or a type the
+    file or CUDA gives one meaning."""
+    if kind == "value":
+        return bool(_INT.fullmatch(arg)) or arg in ("true", "false")
+    from ktx.ir.facts.launcher import _uncertain
+
+    return kind != "type" or _uncertain(module, None, arg) is None
+
+
 def _site_arg(
     module: Module, args: Sequence[str], function: str | None, at: int, macro: str | None, pos: int, kind: str
 ) -> set[str] | None:
@@ -188,8 +198,13 @@ def _site_arg(
     if host is not None and host_pos is not None:
         if any(t.variadic for t in host.template_params):
             return None
-        bound = _instantiations(module, host.name, host_pos)
-        return {" ".join(b.split()) for b in bound} if bound else None
+        found = _instantiations(module, host.name, host_pos)
+        bound = {" ".join(b.split()) for b in found or ()}
+        if not bound or not all(_plain(module, b, kind) for b in bound):
+            # ``rope_norm_cuda<forward, float, float>`` called from a template whose own
+            # ``forward`` is the argument again: the file names no instantiation of it
+            return None
+        return bound
     if kind == "value":
         return {arg} if _INT.fullmatch(arg) or arg in ("true", "false") else None
     if kind != "type":
@@ -197,4 +212,11 @@ def _site_arg(
     if host is not None and host.param(arg) is not None:
         return None
     dispatched = _dispatched(module, at, arg)
-    return {" ".join(d.split()) for d in dispatched} if dispatched is not None else {arg}
+    if dispatched is not None:
+        return {" ".join(d.split()) for d in dispatched}
+    # ``scalar_t`` inside a dispatch macro of a header not read (vLLM's
+    # ``VLLM_DISPATCH_FLOATING_TYPES`` over torch's ``AT_DISPATCH_SWITCH``), or a launcher local:
+    # a name the file gives no one meaning says nothing about which types are instantiated.
+    from ktx.ir.facts.launcher import _uncertain
+
+    return None if _uncertain(module, host, arg) is not None else {arg}

@@ -101,6 +101,9 @@ class ParamLayout:
     record: bool
     layout: StructLayout | None = None
     reason: str = ""
+    pointee: bool = False
+    """The parameter is a pointer to one record (``const RaggedBatchDescriptor* meta``) and
+    ``layout`` is the pointee's: a spec array of such structs, each element's fields given."""
 
 
 class _Refused(Exception):
@@ -304,8 +307,18 @@ def _param(ci: Any, index: int, name: str, declared: Any) -> ParamLayout:
     if "type-parameter-" in spelling and t.kind != K.POINTER:
         why = "its type depends on a template parameter (give the spec's template_args)"
         return ParamLayout(index, name, spelling, False, reason=why)
+    if t.kind == K.POINTER:
+        target = t.get_pointee()
+        pointee = target.get_canonical()
+        if pointee.kind == K.RECORD and _unqualified(pointee.spelling) not in _NAMED_LEAVES:
+            inner = _param(ci, index, name, target)
+            return ParamLayout(index, name, spelling, False, inner.layout, inner.reason, pointee=True)
+        return ParamLayout(index, name, spelling, False)
     if t.kind != K.RECORD or spelling in _NAMED_LEAVES:
         return ParamLayout(index, name, spelling, False)
+    if "(unnamed" in spelling or "(anonymous" in spelling:
+        # ``struct { ... } typedef RaggedBatchDescriptor;`` (DeepSpeed): the typedef names it
+        spelling = _unqualified(declared.spelling)
     size, align = int(t.get_size()), int(t.get_align())
     if size <= 0 or align <= 0:
         why = (

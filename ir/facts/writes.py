@@ -78,6 +78,8 @@ def pointer_root(module: Module, node: ts.Node, known: dict[str, Root]) -> Root 
     if n.type == "pointer_expression":
         op = n.child_by_field_name("operator")
         arg = n.child_by_field_name("argument")
+        while arg is not None and arg.type == "parenthesized_expression" and arg.named_child_count == 1:
+            arg = arg.named_children[0]  # ``&(out[i])`` (bitsandbytes' cub stores)
         if op is not None and op.type == "&" and arg is not None and arg.type == "subscript_expression":
             base = arg.child_by_field_name("argument")
             return pointer_root(module, base, known) if base is not None else None

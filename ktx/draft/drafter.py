@@ -59,6 +59,7 @@ from ktx.ir.launch import (
     expansion_template_choice,
     kernel_across_includes,
     launcher_node,
+    standin_launch,
 )
 from ktx.ir.module import Module
 from ktx.ir.nodes import Function, LaunchSite
@@ -109,6 +110,11 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         # The kernel in a header, its launch in a .cu that includes it: read both as one file;
         # the spec's source is the header (what the passes rewrite), the launch is the .cu's.
         module, path, source_path = pair.module, pair.launcher, pair.header
+    standin = standin_launch(module, kernel) if pair is None else None
+    if standin is not None:
+        # Launched nowhere ktx can see (FlashInfer's JIT writes the launcher): a stand-in
+        # launch whose every value is a TODO, rather than a refusal (ktx.ir.launch).
+        module = standin
     fn, site = choose_kernel(module, str(path), kernel)
     k = read_kernel(module, fn)
     launcher = launcher_of(module, site)
@@ -127,6 +133,13 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     by_value = [p for p in fn.params if not p.is_pointer]
     maybe = any(dtype_of(module, path, targ.get(p.base_type, p.base_type)) is None for p in by_value)
     structs = structdraft.struct_layouts(path, module.text_str, fn.name, targs) if maybe else {}
+    # Pointers to structs (``const RaggedBatchDescriptor* batch``): arrays of them, by fields.
+    opaque = [
+        p
+        for p in fn.params
+        if p.is_pointer and dtype_of(module, path, targ.get(p.base_type, p.base_type)) is None
+    ]
+    pointees = structdraft.pointee_layouts(path, module.text_str, fn.name, targs) if opaque else {}
     bindings: dict[str, str] = {}
     for p, node in zip(fn.params, call_args, strict=False):
         if p.is_pointer or p.name in structs:
@@ -166,10 +179,14 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         lines = ["[[args]]", f"name = {toml_str(p.name)}"]
         arg_todos: list[str] = []
         shape: str | None = None
+        pointee = pointees.get(p.name) if p.is_pointer else None
         if unsettled:
             why = f"element type of {p.name}: template parameter {p.base_type}, its argument a TODO above"
             arg_todos.append(why)
             lines += [f"# {TODO}: {why}", f'dtype = "{TODO}"']
+        elif pointee is not None:
+            # an array of structs: its type here, one fields. line per field after the role
+            lines.append(f"type = {toml_str(pointee.type)}")
         elif dtype is None:
             why = f"element type {base!r} of {p.name}: not a scalar type ktx knows (looked at typedefs)"
             arg_todos.append(why)
@@ -214,6 +231,11 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                     checks.append(why)
                     lines.append(f"# {TODO}: {why}")
                 lines.append(f"role = {toml_str(role)}")
+            if pointee is not None:
+                # each element's fields; an expression may name i, the element's index
+                field_lines, field_todos = structdraft.struct_lines(p.name, pointee, {})
+                lines += field_lines[1:]
+                arg_todos += field_todos
             use = _index_use(k.text(k.body), p.name) if dtype in _INT_DTYPES else None
             if use is not None and role != "out":
                 why = (
@@ -336,6 +358,12 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     ]
     if source_path != path:
         lines.append(f"# note: {fn.name} is defined in {source_path.name} and launched from {where}")
+    if standin is not None:
+        lines.append(
+            f"# TODO: {fn.name} is launched nowhere in {path.name} or the .cu files beside it: "
+            "template_args, scalar values, grid and block below are the project's launcher's to give"
+        )
+        todos.append(f"{fn.name} is launched nowhere ktx can see: give the launch")
     picked: str | None = None
     if fn.template_params:
         lines += [f"# note: {n}" for n in deduced.notes if "deduced" in n or "default" in n]

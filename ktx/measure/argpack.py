@@ -74,6 +74,20 @@ def pack(arg: Arg, layout: StructLayout, env: Mapping[str, Value]) -> np.void:
     return result
 
 
+def pack_array(arg: Arg, layout: StructLayout, env: Mapping[str, Value], count: int) -> np.ndarray[Any, Any]:
+    """An array of ``count`` structs (``const RaggedBatchDescriptor* batch``) as its bytes: element
+    ``i`` holds ``arg``'s fields evaluated at ``env`` with ``i`` bound to its index, so per-sequence
+    descriptors can differ (``start_idx = "i * seq_len"``); padding is zero."""
+    out = np.zeros(count, dtype=struct_dtype(layout))
+    for k in range(count):
+        at = {**env, "i": k}
+        for name, expr in arg.fields:
+            leaf = layout.leaf(name)
+            assert leaf is not None, f"{arg.name}.{name}: checked by struct_layouts"
+            out[k][name] = _bits(arg, leaf, expr.evaluate(at), expr.where)
+    return out.view(np.uint8)
+
+
 def _bits(arg: Arg, leaf: Leaf, value: Value, where: Location | None) -> Any:
     label = f"arg {arg.name!r} field {leaf.name} ({leaf.ctype})"
     if leaf.kind == "float":
@@ -150,6 +164,12 @@ def _layouts(spec: Spec, template_args: tuple[str, ...]) -> tuple[tuple[str, Str
         if i >= len(params):
             raise KtxError(f"arg {arg.name!r}: the kernel has only {len(params)} parameters", arg.where)
         param = params[i]
+        if arg.is_array != param.pointee:
+            said = "an array of structs (it has a shape)" if arg.is_array else "a struct by value"
+            takes = "a pointer to one" if param.pointee else "not a pointer to a struct"
+            hint = "drop shape and role" if param.pointee is False and arg.is_array else "give it a shape"
+            declared = f"parameter {param.name} ({param.type})"
+            raise KtxError(f"arg {arg.name!r} is {said}, but {declared} is {takes}", arg.where, hint)
         if param.layout is None:
             if param.record:
                 raise KtxError(

@@ -149,7 +149,12 @@ def seeded_inputs(
         if not arg.is_array:
             continue
         dims = arg.dims(env)
-        if arg.role == "out":
+        if arg.is_struct:  # an array of structs: its bytes, from the fields (never drawn)
+            from ktx.measure.argpack import pack_array, struct_layouts  # libclang: only when needed
+
+            layout = struct_layouts(spec, env)[arg.name]
+            arrays[arg.name] = xp.asarray(pack_array(arg, layout, env, int(np.prod(dims))))
+        elif arg.role == "out":
             arrays[arg.name] = poison(dims, arg.dtype, round_index, xp)
         else:
             arrays[arg.name] = draw(arg, dims, draws, xp, env)

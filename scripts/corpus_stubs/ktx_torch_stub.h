@@ -56,7 +56,22 @@ namespace c10 {
   inline __host__ __device__ bool operator>(NAME a, NAME b) { return float(a) > float(b); }          \
   inline __host__ __device__ bool operator==(NAME a, NAME b) { return float(a) == float(b); }        \
   KTX_STUB_MIXED(NAME, float, float) KTX_STUB_MIXED(NAME, double, double)                          \
-  KTX_STUB_MIXED(NAME, int, float) KTX_STUB_MIXED(NAME, int64_t, float)
+  KTX_STUB_MIXED_INT(NAME, int) KTX_STUB_MIXED_INT(NAME, int64_t)
+// c10 (Half-inl.h): Half op int is Half (`a * static_cast<Half>(b)`), not float, so that
+// `welford_merge_element(count, mean, m2n, n, mean_new, var * n)` deduces one T (apex).
+#define KTX_STUB_MIXED_INT(NAME, OTHER)                                                            \
+  inline __host__ __device__ NAME operator+(NAME a, OTHER b) { return NAME(float(a) + float(b)); } \
+  inline __host__ __device__ NAME operator-(NAME a, OTHER b) { return NAME(float(a) - float(b)); } \
+  inline __host__ __device__ NAME operator*(NAME a, OTHER b) { return NAME(float(a) * float(b)); } \
+  inline __host__ __device__ NAME operator/(NAME a, OTHER b) { return NAME(float(a) / float(b)); } \
+  inline __host__ __device__ NAME operator+(OTHER a, NAME b) { return NAME(float(a) + float(b)); } \
+  inline __host__ __device__ NAME operator-(OTHER a, NAME b) { return NAME(float(a) - float(b)); } \
+  inline __host__ __device__ NAME operator*(OTHER a, NAME b) { return NAME(float(a) * float(b)); } \
+  inline __host__ __device__ NAME operator/(OTHER a, NAME b) { return NAME(float(a) / float(b)); } \
+  inline __host__ __device__ bool operator<(NAME a, OTHER b) { return float(a) < float(b); }       \
+  inline __host__ __device__ bool operator>(NAME a, OTHER b) { return float(a) > float(b); }       \
+  inline __host__ __device__ bool operator<(OTHER a, NAME b) { return float(a) < float(b); }       \
+  inline __host__ __device__ bool operator>(OTHER a, NAME b) { return float(a) > float(b); }
 #define KTX_STUB_MIXED(NAME, OTHER, R)                                                             \
   inline __host__ __device__ R operator+(NAME a, OTHER b) { return R(float(a)) + R(b); }           \
   inline __host__ __device__ R operator-(NAME a, OTHER b) { return R(float(a)) - R(b); }           \

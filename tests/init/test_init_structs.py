@@ -78,3 +78,52 @@ def test_draft_with_a_todo_left_does_not_load(tmp_path: Path) -> None:
     (tmp_path / "ktx.toml").write_text(text)
     with pytest.raises(KtxError, match="TODO"):
         load_spec(tmp_path)
+
+
+def test_a_plain_struct_of_a_template_kernel_whose_arguments_are_not_deduced(tmp_path: Path) -> None:
+    """ggml's ``rope_norm<forward, has_ff, T, D>`` takes ``rope_corr_dims corr_dims``, a struct
+    that does not depend on the template parameters: drafted as fields even though the launch
+    leaves ``T`` to the launcher's own template parameter; a ``Box<T>`` that does is not."""
+    (tmp_path / "kernel.cu").write_text(
+        "struct corr { float v[2]; };\n"
+        "template <typename T> struct Box { T lo; };\n"
+        "template <typename T>\n"
+        "__global__ void k(const T* x, T* y, corr c, Box<T> b, int n) {\n"
+        "  int i = threadIdx.x; if (i < n) y[i] = x[i] * c.v[0] + b.lo; }\n"
+        "template <typename T> void run(const T* x, T* y, corr c, Box<T> b, int n) {\n"
+        "  k<T><<<1, 256>>>(x, y, c, b, n); }\n"
+    )
+    text = draft(tmp_path / "kernel.cu").text
+    c_block = text[text.index('name = "c"') : text.index('name = "b"')]
+    assert 'type = "corr"' in c_block and 'fields.v = ["TODO", "TODO"]' in c_block
+    b_block = text[text.index('name = "b"') : text.index('name = "n"')]
+    assert "fields." not in b_block
+
+
+def test_a_pointer_to_structs_is_drafted_as_an_array_of_them(tmp_path: Path) -> None:
+    """DeepSpeed's ``const RaggedBatchDescriptor* batch``: ``type`` and one ``fields.`` TODO a
+    field (each element's), no ``dtype`` TODO; filled in, the draft loads as an array of structs."""
+    (tmp_path / "kernel.cu").write_text(
+        "struct Seq { int start; int n; };\n"
+        "__global__ void k(const float* x, float* y, const Seq* seqs, int d) {\n"
+        "  const Seq s = seqs[blockIdx.x];\n"
+        "  for (int c = threadIdx.x; c < d; c += blockDim.x)\n"
+        "    y[blockIdx.x * d + c] = x[(s.start + s.n - 1) * d + c];\n"
+        "}\n"
+        "void go(const float* x, float* y, const Seq* seqs, int n, int d) { k<<<n, 128>>>(x, y, seqs, d); }\n"
+    )
+    d = draft(tmp_path / "kernel.cu")
+    block = d.text[d.text.index('name = "seqs"') : d.text.index('name = "d"')]
+    assert 'type = "Seq"' in block and 'fields.start = "TODO"' in block and 'fields.n = "TODO"' in block
+    assert "dtype" not in block
+    assert "value of seqs.start (int field of Seq)" in d.todos
+
+
+def test_a_pointer_to_a_cuda_vector_type_is_no_array_of_structs(tmp_path: Path) -> None:
+    (tmp_path / "kernel.cu").write_text(
+        "__global__ void k(const float4* x, float4* y, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }\n"
+        "void go(const float4* x, float4* y, int n) { k<<<(n + 255) / 256, 256>>>(x, y, n); }\n"
+    )
+    text = draft(tmp_path / "kernel.cu").text
+    assert "fields." not in text and 'type = "float4"' not in text

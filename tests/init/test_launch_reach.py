@@ -45,6 +45,49 @@ def test_a_cu_without_the_header_it_launches_from_is_still_an_error(
     assert "no __global__ kernel in the file" in capsys.readouterr().err
 
 
+def test_a_kernel_launched_from_a_sibling_cu_through_its_declaring_header(tmp_path: Path) -> None:
+    # bitsandbytes: kernels.cu defines the kernel, kernels.cuh declares it, ops.cu includes
+    # <kernels.cuh> (the project builds with -I csrc) and launches it. ktx init kernels.cu
+    # drafts the launch from ops.cu instead of refusing "never launched in the file".
+    folder = tmp_path / "sibling"
+    shutil.copytree(REACH / "sibling_cu", folder)
+    d = draft(folder / "kernels.cu", "quant", folder)
+    lines = _lines(d.text)
+    assert 'source = "kernels.cu"' in lines
+    assert "# note: quant is defined in kernels.cu and launched from ops.cu:5" in lines
+    assert 'template_args = ["float", "256"]' in lines
+    assert 'block = ["256"]' in lines and 'grid = ["(n + 255) // 256"]' in lines
+    # without ops.cu the launch is nowhere ktx can see: a stand-in whose values are TODOs
+    (folder / "ops.cu").unlink()
+    alone = draft(folder / "kernels.cu", "quant", folder)
+    assert "quant is launched nowhere ktx can see: give the launch" in alone.todos
+    assert 'template_args = ["TODO", "TODO"]' in alone.text and 'grid = ["grid_TODO"]' in alone.text
+
+
+def test_a_kernel_launched_nowhere_is_drafted_from_its_own_index_use(tmp_path: Path) -> None:
+    # FlashInfer's act_and_mul_kernel: in a header, in a namespace, launched only from code the
+    # project's Python JIT writes. ktx init drafts it (arrays from the kernel's subscripts, the
+    # launch a TODO) instead of refusing; --check then names what is left to give.
+    header = tmp_path / "act.cuh"
+    header.write_text(
+        "namespace act {\n"
+        "template <typename T, float (*F)(const float&)>\n"
+        "__global__ void act_and_mul(T* __restrict__ out, const T* __restrict__ in, const int d) {\n"
+        "  const int64_t t = blockIdx.x;\n"
+        "  for (int i = threadIdx.x; i < d; i += blockDim.x)\n"
+        "    out[t * d + i] = T(F(float(in[t * 2 * d + i])) * float(in[t * 2 * d + d + i]));\n"
+        "}\n"
+        "}  // namespace act\n"
+    )
+    d = draft(header, None, tmp_path)
+    lines = _lines(d.text)
+    assert 'kernel = "act::act_and_mul"' in lines and 'source = "act.cuh"' in lines
+    assert any(line.startswith("# TODO: act_and_mul is launched nowhere in act.cuh") for line in lines)
+    assert 'role = "out"' in lines and 'role = "in"' in lines
+    # the source is left as it was: the stand-in exists only in the draft's reading
+    assert "__ktx_standin" not in header.read_text()
+
+
 def test_a_params_struct_helper_gives_the_launch_the_caller_set() -> None:
     lines = _lines(draft(REACH / "params_helper.cu", None, REACH).text)
     assert 'grid = ["(rows + 3) // 4"]' in lines and 'block = ["32", "4"]' in lines

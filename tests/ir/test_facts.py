@@ -180,3 +180,36 @@ def test_a_leading_break_is_a_second_bound() -> None:
         "the loop bounds use ncols, which the body changes",
         "the body has a `break`: packs cannot stop mid-way",  # a data-dependent exit
     ]
+
+
+def test_a_template_parameter_bound_to_a_pointer_type_makes_its_parameter_a_buffer() -> None:
+    """llm-awq's ``quant_kernel<T, at::Half *, true>``: ``scale_type scale`` is a pointer the
+    kernel stores through, so its refs have a root and the parameter counts as stored."""
+    from ktx.ir.facts.kernel import with_bound_pointers
+
+    m = parse(
+        "template <typename T, typename S>\n"
+        "__global__ void k(const T* x, S scale, int n) {\n"
+        "  int i = threadIdx.x; if (i < n) scale[i] = x[i]; }\n"
+    )
+    fn = m.kernel()
+    bound = with_bound_pointers(fn, ["float", "at::Half *"])
+    scale = bound.params[1]
+    assert (scale.pointer_depth, scale.base_type) == (1, "at::Half")
+    assert with_bound_pointers(fn, ["float", "float"]) is fn
+    stored = {p.name: p.stored for p in m.facts(fn, ["float", "at::Half *"]).params}
+    assert stored == {"x": False, "scale": True, "n": False}
+    assert not any(p.stored for p in m.facts(fn, ["float", "float"]).params)
+
+
+def test_a_parenthesized_element_address_handed_to_a_call_may_be_written() -> None:
+    """bitsandbytes stores through cub: ``StoreChar(storec).Store(&(out[i]), qvals, n)``. The
+    parentheses around ``out[i]`` do not hide the buffer from the may-write answer."""
+    m = parse(
+        "__global__ void k(const float* a, unsigned char* out, int n) {\n"
+        "  unsigned char q[4];\n"
+        "  Store(s).Store(&(out[blockIdx.x * 4]), q, n);\n"
+        "  Load(l).Load(&(a[blockIdx.x * 4]), q, n); }\n"
+    )
+    got = {p.name: p.may_write for p in m.facts().params}
+    assert got == {"a": False, "out": True, "n": False}

@@ -77,3 +77,44 @@ def test_launched_template_arguments() -> None:
     assert launched_template_args(deduced, deduced.kernel()) == (None,)
     unlaunched = parse("template <typename T> __global__ void k(T* x) {}\n")
     assert launched_template_args(unlaunched, unlaunched.kernel()) == (None,)
+
+
+def test_a_dispatch_name_the_file_does_not_define_tells_nothing() -> None:
+    """``scalar_t`` bound by a dispatch macro from a header not read (llm-awq's
+    ``VLLM_DISPATCH_FLOATING_TYPES`` over torch's ``AT_DISPATCH_SWITCH``): no verdict, where a
+    type the file declares, or a CUDA type, is still the launch's one instantiation."""
+    m = parse(
+        "#define DISPATCH(TYPE, NAME, ...) AT_DISPATCH_SWITCH(TYPE, NAME, __VA_ARGS__)\n"
+        "template <typename T, typename S> __global__ void k(T* x, S s) {}\n"
+        "void go(Tensor t, float* y) {\n"
+        "  DISPATCH(t.scalar_type(), \"k\", [&] {\n"
+        "    k<scalar_t, float><<<1, 1>>>(t.data_ptr<scalar_t>(), 1.f);\n"
+        "  });\n"
+        "}\n"
+    )
+    assert launched_template_args(m, m.kernel()) == (None, frozenset({"float"}))
+    declared = parse(
+        "struct Pair { float a, b; };\n"
+        "template <typename T> __global__ void k(T* x) {}\n"
+        "void go(Pair* p) { k<Pair><<<1, 1>>>(p); }\n"
+    )
+    assert launched_template_args(declared, declared.kernel()) == (frozenset({"Pair"}),)
+
+
+def test_a_launcher_template_that_passes_its_own_parameter_on_names_no_instantiation() -> None:
+    """ggml's ``rope_norm_cuda<forward, float, float>`` is called from a function template whose
+    own ``forward`` is the argument: the file instantiates ``rope_norm<forward, ...>`` with no
+    literal, so no value is the launch's, and a spec's ``true`` is no contradiction."""
+    m = parse(
+        "template <bool F, typename T> __global__ void k(T* x) {}\n"
+        "template <bool F, typename T> void run(T* x) { k<F, T><<<1, 1>>>(x); }\n"
+        "template <bool F> void op(float* x) { run<F, float>(x); }\n"
+    )
+    assert launched_template_args(m, m.kernel()) == (None, frozenset({"float"}))
+    plain = parse(
+        "template <bool F, typename T> __global__ void k(T* x) {}\n"
+        "template <bool F, typename T> void run(T* x) { k<F, T><<<1, 1>>>(x); }\n"
+        "void op(float* x) { run<true, float>(x); run<false, float>(x); }\n"
+    )
+    got = launched_template_args(plain, plain.kernel())
+    assert got == (frozenset({"true", "false"}), frozenset({"float"}))

@@ -221,3 +221,18 @@ def test_namespaced_template_kernel_by_its_qualified_name() -> None:
         "ns::k",
     )
     assert plain.layout is not None and plain.layout.size == 8
+
+
+def test_a_pointer_to_a_struct_is_laid_out_as_its_pointee() -> None:
+    """``const RaggedBatchDescriptor* meta`` (DeepSpeed, a typedef of an unnamed struct): the
+    pointee's layout, marked ``pointee``; a pointer to a scalar has none."""
+    src = (
+        "struct { int n_tokens; int n_sequences; } typedef Desc;\n"
+        "__global__ void k(const Desc* meta, float* y, Desc by_value) {}\n"
+    )
+    meta, y, by_value = kernel_layouts(src, "k")
+    assert meta.pointee and not meta.record and meta.layout is not None
+    assert meta.layout.type == "Desc" and meta.layout.size == 8
+    assert [leaf.name for leaf in meta.layout.leaves] == ["n_tokens", "n_sequences"]
+    assert not y.pointee and y.layout is None
+    assert by_value.record and not by_value.pointee and by_value.layout is not None

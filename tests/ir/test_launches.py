@@ -132,3 +132,34 @@ def test_garbage_callee_in_error_region_is_not_a_site() -> None:
     src = "void f() {\n<<<<<<< HEAD\n  a::b<int>\n>>>>>>> main\n  <<<1, 2>>>(x);\n}\n"
     for site in parse(src).launch_sites:
         assert site.kernel.isidentifier()
+
+
+def test_launch_through_a_conditional_alias_or_a_picker_function() -> None:
+    """causal-conv1d's ``auto kernel = c ? &k<A, false> : &k<A, true>; kernel<<<...>>>`` (the
+    first branch, as a launcher's first launch) and exllamav2's ``fp kernel = pick(bpw);``,
+    whose picker returns the kernel from a macro it invokes."""
+    m = parse(
+        "template <int B, bool C> __global__ void k(float* x) {}\n"
+        "template <int B> __global__ void r(float* x) {}\n"
+        "typedef void (*fp_r)(float*);\n"
+        "#define instance(b) if (bpw == b) return r<b>\n"
+        "fp_r pick(int bpw) {\n  instance(1);\n  instance(2);\n  return NULL;\n}\n"
+        "fp_r plain(int bpw) { return &r<4>; }\n"
+        "void go(float* x, int* c, int bpw) {\n"
+        "  auto kernel = c == nullptr ? &k<64, false> : &k<64, true>;\n"
+        "  kernel<<<1, 64>>>(x);\n"
+        "  fp_r rk = pick(bpw);\n"
+        "  rk<<<2, 128>>>(x);\n"
+        "  fp_r pk = plain(bpw);\n"
+        "  pk<<<3, 32>>>(x);\n"
+        "  fp_r none = unknown(bpw);\n"
+        "  none<<<4, 32>>>(x);\n"
+        "}\n"
+    )
+    got = [(s.kernel, s.template_args, m.text(s.block)) for s in m.launch_sites]
+    assert got == [
+        ("k", ("64", "false"), "64"),
+        ("r", ("b",), "128"),  # the macro's parameter: the draft asks for its value
+        ("r", ("4",), "32"),
+        ("none", (), "32"),  # a picker the file does not define: not read as a kernel
+    ]

@@ -125,3 +125,68 @@ def test_harness_verifies_the_original_against_the_reference(folder: Path) -> No
         for point in spec.shape_set().points:
             m = h.measure(h.original, point)
             assert m.status is Status.OK, f"{point.name}: {m.status}: {m.message}"
+
+
+ARRAY_KERNEL = r"""
+struct Batch { int n_tokens; int n_sequences; };
+struct alignas(16) Seq { int start; int n; int seen; };
+// DeepSpeed's logits_gather, reduced: each sequence's last token, found through descriptors.
+__global__ void gather_last(const float* __restrict__ x, float* __restrict__ out, const Batch* batch,
+                            const Seq* seqs, int d) {
+  const int s = blockIdx.x;
+  if (s >= batch->n_sequences) return;
+  const Seq seq = seqs[s];
+  for (int c = threadIdx.x; c < d; c += blockDim.x) out[s * d + c] = x[(seq.start + seq.n - 1) * d + c];
+}
+"""
+
+ARRAY_SPEC = """kernel = "gather_last"
+[[args]]
+name = "x"
+dtype = "fp32"
+shape = "[n_seqs * seq_len, d]"
+[[args]]
+name = "out"
+dtype = "fp32"
+shape = "[n_seqs, d]"
+role = "out"
+[[args]]
+name = "batch"
+type = "Batch"
+shape = "[1]"
+fields = { n_tokens = "n_seqs * seq_len", n_sequences = "n_seqs" }
+[[args]]
+name = "seqs"
+type = "Seq"
+shape = "[n_seqs]"
+fields = { start = "i * seq_len", n = "seq_len", seen = 0 }
+[[args]]
+name = "d"
+dtype = "int32"
+value = "d"
+[shapes]
+default = [{ n_seqs = 5, seq_len = 3, d = 256 }]
+[launch]
+grid = ["n_seqs"]
+block = ["128"]
+[reference]
+python = "reference:expected"
+"""
+
+ARRAY_REFERENCE = """
+def expected(inputs, shape):
+    x = inputs["x"].reshape(shape["n_seqs"], shape["seq_len"], shape["d"])
+    return {"out": x[:, -1, :]}
+"""
+
+
+def test_harness_fills_an_array_of_structs_per_element(tmp_path: Path) -> None:
+    """The descriptors' bytes (16-byte Seq, each start from its index) reach the kernel: the
+    original matches a reference that gathers each sequence's last row."""
+    (tmp_path / "kernel.cu").write_text(ARRAY_KERNEL)
+    (tmp_path / "ktx.toml").write_text(ARRAY_SPEC)
+    (tmp_path / "reference.py").write_text(ARRAY_REFERENCE)
+    spec = load_spec(tmp_path)
+    with Harness(spec, reference="python", options=Options(rounds=2, time=False)) as h:
+        m = h.measure(h.original, spec.shape_set().points[0])
+        assert m.status is Status.OK, f"{m.status}: {m.message}"
