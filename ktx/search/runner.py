@@ -255,7 +255,7 @@ def open_context(req: TuneRequest) -> Context:
             raise KtxError(
                 "the recording carries no knob space", Location(recording.path), "give --passes PIPELINE"
             )
-        tunable = Tunable.recorded(spec.name, recording.space, recording.digest)
+        tunable = Tunable.recorded(spec.name, recording.space, recording.digest, recording.launches())
     else:
         tunable = load_tunable(spec, req.passes)
         recorded = None if recording is None else recording.pipeline

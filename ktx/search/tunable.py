@@ -25,7 +25,7 @@ from ktx.ir.errors import KtxError
 from ktx.ir.expr import Expr
 
 from ktx.measure.replay import REPLAYED
-from ktx.measure.types import Candidate, original_candidate
+from ktx.measure.types import Candidate, config_key, original_candidate
 from ktx.search.space import Config, Space, knob_from
 from ktx.spec import Spec
 
@@ -51,6 +51,9 @@ class Tunable:
     space: Space
     make: Callable[[Config], Candidate]
     fingerprint: str  # identifies the space and the templates: part of the study name
+    #: (grid, block) of a config at a shape where ``make``'s candidate cannot say (a recording's
+    #: candidates carry no launch mapping, only labels): the cost model's launch features.
+    launch_hint: Callable[[Config, str], tuple[tuple[int, ...], tuple[int, ...]] | None] | None = None
 
     def candidate(self, config: Config) -> Candidate:
         return self.make(config)
@@ -73,7 +76,17 @@ class Tunable:
         return cls(spec.name, "", Space(), make, _digest({"source": base.source, "spec": spec_context(spec)}))
 
     @classmethod
-    def recorded(cls, kernel: str, space: Space, recording_digest: str) -> Tunable:
+    def recorded(
+        cls,
+        kernel: str,
+        space: Space,
+        recording_digest: str,
+        launches: Mapping[tuple[str, str], tuple[tuple[int, ...], tuple[int, ...]]] | None = None,
+    ) -> Tunable:
+        """``launches``: (shape name, config key) -> (grid, block) as the recording saw them. The
+        launch is set by the template's mapping before anything is compiled, so the cost model
+        may use it for configs not yet replayed, as it uses the template's own mapping on a GPU."""
+
         def make(config: Config) -> Candidate:
             label = "original" if not config else "recorded"
             return Candidate(
@@ -85,12 +98,20 @@ class Tunable:
                 label=label,
             )
 
+        hint = None
+        if launches:
+            table = dict(launches)
+
+            def hint(config: Config, shape: str) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+                return table.get((shape, config_key(config)))
+
         return cls(
             kernel,
             "recording",
             space,
             make,
             _digest({"recording": recording_digest, "space": space.describe()}),
+            hint,
         )
 
     @classmethod
