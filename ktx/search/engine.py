@@ -342,7 +342,9 @@ def search_shape(
     elif neighbours and not study.trials:
         env = evaluator.spec.env(point)
         seeds = [full for c in neighbours if not space.violations(full := space.normalize(c), env)]
-        if not settings.warm_drop:
+        if not settings.warm_drop or settings.jobs > 1 or concurrent:
+            # Trials in flight (several jobs or workers) take the seeds at once: there is no
+            # "after the first one" to drop the others on, so all are queued, as before.
             for config in seeds:
                 study.enqueue_trial(
                     space.to_params(config), user_attrs={"warm_start": True}, skip_if_exists=True
@@ -421,8 +423,7 @@ def model_sampler(evaluator: Evaluator, point: ShapePoint, seed: int | None) -> 
     def launch(config: Config) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
         if tunable.launch_hint is not None:
             return tunable.launch_hint(config, point.name)
-        grid, block, _ = tunable.candidate(config).launch(spec, point)
-        return grid, block
+        return None  # the knob features alone (instantiating every config would cost more)
 
     configs = space.feasible_configs(spec.env(point))
     return ModelSampler(space, Pool.build(space, configs, point.as_dict(), launch), seed)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ktx.ir.errors import KtxError
@@ -27,7 +27,7 @@ from ktx.ir.expr import Expr
 from ktx.measure.replay import REPLAYED
 from ktx.measure.types import Candidate, config_key, original_candidate
 from ktx.search.space import Config, Space, knob_from
-from ktx.spec import Spec
+from ktx.spec import ShapePoint, Spec
 
 
 class TemplateLike(Protocol):
@@ -130,6 +130,14 @@ class Tunable:
             return Candidate(**fields, flags=base.flags, label=template.pipeline)
 
         fields = template.candidate_fields(space.default())
+        launch_of = Candidate(**fields, flags=base.flags, label=template.pipeline)
+
+        def hint(config: Config, shape: str) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+            """The template's launch mapping (one set of expressions over knobs and shape
+            variables for every config), evaluated without instantiating the source."""
+            grid, block, _ = replace(launch_of, config=dict(config)).launch(spec, ShapePoint.from_name(shape))
+            return grid, block
+
         return cls(
             spec.name,
             template.pipeline,
@@ -143,6 +151,7 @@ class Tunable:
                     "spec": spec_context(spec),
                 }
             ),
+            hint,
         )
 
 
