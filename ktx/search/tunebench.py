@@ -12,7 +12,7 @@ warm-start seeds included, failures included) until one reaches ``fraction`` of 
 optimum (optimum / time >= 0.98), or None when the budget ran out first.
 
 >>> quartiles([3, 5, None, 9])
-(4.5, 7.0, 9.0)
+(4.5, 7.0, inf)
 """
 
 from __future__ import annotations
