@@ -199,11 +199,13 @@ def choose(
         return None
     index = {k: i for i, k in enumerate(pool.keys)}
     done = [index[k] for k in measured if k in index]
-    if len(done) < startup or stalled(measured, patience):
+    if len(done) < max(startup, 2) or stalled(measured, patience):  # a fit needs two points
         return _spread(pool, done + [index[k] for k in excluded if k in index], free, rng)
     model = fit(pool.q[done], np.array([measured[pool.keys[i]] for i in done]), ridge)
     mean, std = model.predict(pool.q)
-    score = np.where(free, mean - kappa * std, np.inf)
+    score = np.where(free & np.isfinite(mean) & np.isfinite(std), mean - kappa * std, np.inf)
+    if not np.isfinite(score).any():  # a degenerate fit (all features equal): fall back to spread
+        return _spread(pool, done, free, rng)
     best = np.flatnonzero(score == score.min())
     return int(rng.choice(best))
 

@@ -194,3 +194,18 @@ def test_the_template_launch_hint_matches_what_the_recording_launched() -> None:
         grid, block = tunable.launch_hint(config, point.name) or ((), ())
         r_grid, r_block = launches[(point.name, config_key(config))]
         assert math.prod(grid) == math.prod(r_grid) and math.prod(block) == math.prod(r_block), config
+
+
+def test_trials_in_flight_are_not_proposed_again() -> None:
+    """With several trials in flight (--jobs), a config suggested to a running trial is excluded
+    from the next proposal, as TPE's constant liar keeps them apart."""
+    study = optuna.create_study(sampler=ModelSampler(SPACE, pool(), seed=0, startup=0))
+    for _ in range(6):  # fit data: six finished trials
+        trial = study.ask()
+        config = SPACE.suggest(trial)
+        trial.set_user_attr("ktx", {"config": config})
+        study.tell(trial, bowl(config))
+    running = study.ask()
+    first = SPACE.suggest(running)
+    second = SPACE.suggest(study.ask())
+    assert config_key(first) != config_key(second)
