@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ktx.ir.errors import KtxError
@@ -130,13 +130,17 @@ class Tunable:
             return Candidate(**fields, flags=base.flags, label=template.pipeline)
 
         fields = template.candidate_fields(space.default())
-        launch_of = Candidate(**fields, flags=base.flags, label=template.pipeline)
+        grid_exprs = tuple(Expr.parse(g) for g in fields["grid"])
+        block_exprs = tuple(Expr.parse(b) for b in fields["block"])
 
         def hint(config: Config, shape: str) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
             """The template's launch mapping (one set of expressions over knobs and shape
-            variables for every config), evaluated without instantiating the source."""
-            grid, block, _ = replace(launch_of, config=dict(config)).launch(spec, ShapePoint.from_name(shape))
-            return grid, block
+            variables for every config), evaluated without instantiating the source; parsed
+            once, since the cost model asks it of every config of a shape."""
+            env = spec.env(ShapePoint.from_name(shape), config)
+            return tuple(e.evaluate_int(env) for e in grid_exprs), tuple(
+                e.evaluate_int(env) for e in block_exprs
+            )
 
         return cls(
             spec.name,
