@@ -219,12 +219,13 @@ class OptimizeResult:
 # -- helpers -----------------------------------------------------------------------------------
 
 
-def search_jobs(backend: str, recording: Recording | None) -> int:
+def search_jobs(backend: str, recording: Recording | None, injected: bool = False) -> int:
     """Trials in flight in a round's search: 2 on a GPU, so each candidate's compile (nvcc takes
     seconds on real project code, and it sat on the critical path between two measurements)
     overlaps the measurement before it; the GPU still measures one at a time. A replay and the
-    stand-in backends keep 1: their order of evaluation is part of what they reproduce."""
-    return 2 if recording is None and backend == "cupy" else 1
+    stand-in backends keep 1: their order of evaluation is part of what they reproduce, and so
+    does a backend handed in by a caller (tests' models, under the default ``--backend cupy``)."""
+    return 2 if recording is None and backend == "cupy" and not injected else 1
 
 
 def error_budget(spec: Spec) -> tuple[str, bool]:
@@ -897,6 +898,9 @@ def optimize(
     with clock.timing("load"):
         spec = load_spec(req.kernel_dir)
     run_dir = (req.out or Path(".ktx") / "optimize" / spec.name).resolve()
+    # handed in by the caller (a model of the GPU, a stand-in): asked before the backend opens,
+    # for afterwards there always is one (the recording of a real run was marked synthetic)
+    given = backend is not None
     with runner.run_lock(run_dir):
         if backend is None:
             with clock.timing("backend"):
@@ -907,7 +911,6 @@ def optimize(
         else:
             recording, limits = None, getattr(backend, "limits", DeviceLimits())
         clock.backend = backend
-        given = backend is not None
         try:
             points = runner.select_points(spec, req.shapes)
             script = None
@@ -947,7 +950,7 @@ def optimize(
             rounds = search or TuneSearch(
                 spec, backend, recording, limits, points, cache,
                 kernel_dir=req.kernel_dir, backend_text=req.backend, seed=req.seed, quiet=req.quiet,
-                min_gain=req.min_gain, jobs=search_jobs(req.backend, recording),
+                min_gain=req.min_gain, jobs=search_jobs(req.backend, recording, given),
             )  # fmt: skip
             opt = Optimizer(
                 req, spec, chosen, rounds, evaluator, points, device_of(limits, device_name), run_dir,

@@ -84,7 +84,7 @@ def run_sampler(
     spec: Spec, recording: Recording, shape: str, sampler: str, seed: int, budget: int, metric: str
 ) -> list[float | None]:
     """One replayed search; the objective values of its distinct evaluations in order."""
-    tunable = Tunable.recorded(spec.name, recording.space, recording.digest)
+    tunable = Tunable.recorded(spec.name, recording.space, recording.digest, recording.launches())
     evaluator = Evaluator(spec, tunable, RecordingBackend(recording), MeasurementCache(None), RunLog(None))
     settings = Settings(trials=budget, sampler=sampler, seed=seed)
     storage = optuna.storages.InMemoryStorage()

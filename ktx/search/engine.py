@@ -30,6 +30,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ktx.measure.types import Measurement, config_key
+from ktx.search.costmodel import ModelSampler, Pool
 from ktx.search.evaluate import Evaluation, Evaluator, cacheable
 from ktx.search.space import Config, Space
 from ktx.search.study import make_sampler, resolve_sampler, seed_for
@@ -48,6 +49,9 @@ class Settings:
     metric: str = "auto"
     jobs: int = 1  # trials in flight in this process (compiles overlap the GPU)
     warm_start: int = 3  # best configs taken from each of the two nearest tuned shapes
+    #: Stop taking warm-start seeds once one measures slower than the original kernel: the
+    #: neighbour's optimum does not carry over to this shape (:func:`search_shape`).
+    warm_drop: bool = True
     stall: int = 60
     max_trials_factor: int = 20
 
@@ -246,6 +250,7 @@ def _optimize(
     settings: Settings,
     deadline: float | None,
     progress: Progress | None,
+    after: Callable[[optuna.Study, FrozenTrial], None] | None = None,
 ) -> None:
     cap = budget * settings.max_trials_factor + 100
 
@@ -256,6 +261,8 @@ def _optimize(
         return deadline is not None and time.monotonic() >= deadline
 
     def callback(study: optuna.Study, trial: FrozenTrial) -> None:
+        if after is not None:
+            after(study, trial)
         stats = study_stats(study)
         if progress is not None:
             progress(stats)
@@ -321,21 +328,33 @@ def search_shape(
     space = evaluator.space
     p = planned or plan(space, evaluator, (point,), settings)
     seed = seed_for(settings.seed, seed_name or study_name)
-    sampler = make_sampler(p.sampler, space, seed, p.budget, concurrent or settings.jobs > 1)
+    if p.sampler == "model":
+        sampler: optuna.samplers.BaseSampler = model_sampler(evaluator, point, seed)
+    else:
+        sampler = make_sampler(p.sampler, space, seed, p.budget, concurrent or settings.jobs > 1)
     study = open_study(storage, study_name, sampler)
     study.set_user_attr("shape", point.name)
     study.set_user_attr("metric", metric)
     study.set_user_attr("sampler", p.sampler)
+    seeds: list[dict[str, int]] = []
     if p.sampler == "grid":
         enqueue_grid(study, evaluator, (point,), settings.seed, concurrent)
     elif neighbours and not study.trials:
         env = evaluator.spec.env(point)
-        for config in neighbours:
-            full = space.normalize(config)
-            if not space.violations(full, env):
+        seeds = [full for c in neighbours if not space.violations(full := space.normalize(c), env)]
+        if not settings.warm_drop or settings.jobs > 1 or concurrent:
+            # Trials in flight (several jobs or workers) take the seeds at once: there is no
+            # "after the first one" to drop the others on, so all are queued, as before.
+            for config in seeds:
                 study.enqueue_trial(
-                    space.to_params(full), user_attrs={"warm_start": True}, skip_if_exists=True
+                    space.to_params(config), user_attrs={"warm_start": True}, skip_if_exists=True
                 )
+            seeds = []
+        elif seeds:
+            study.enqueue_trial(
+                space.to_params(seeds.pop(0)), user_attrs={"warm_start": True}, skip_if_exists=True
+            )
+    after = warm_seeder(space, seeds, original_time(study, metric)) if seeds else None
 
     shared = study_lookup(study) if concurrent else None
     budget = p.budget if stop_after is None else min(p.budget, stop_after)
@@ -349,8 +368,65 @@ def search_shape(
             raise optuna.TrialPruned(f"{ev.status}: {ev.reason}")
         return value
 
-    _optimize(study, objective, budget, settings, deadline, progress)
+    _optimize(study, objective, budget, settings, deadline, progress, after)
     return study
+
+
+def original_time(study: optuna.Study, metric: str) -> float | None:
+    """The original kernel's time at the study's shape, where the run recorded it in the study."""
+    data = study.user_attrs.get("original")
+    if not isinstance(data, dict):
+        return None
+    try:
+        m = Measurement.from_dict(data)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return m.graph_us if metric == "graph" else m.single_us
+
+
+def warm_seeder(
+    space: Space, seeds: list[dict[str, int]], original: float | None
+) -> Callable[[optuna.Study, FrozenTrial], None]:
+    """Enqueue the warm-start seeds one at a time, the next only while the last one measured
+    faster than the original kernel (or, where the original's time is unknown, succeeded).
+
+    A neighbour shape's best configs are a guess about this shape. On act_and_mul_scalar (H200)
+    the best configs at tokens=16 reach 0.51 of the optimum at tokens=4096, slower than the
+    original there: every further seed from the same neighbour spent an evaluation on the same
+    wrong guess. The first bad seed now ends the warm start and the sampler takes over."""
+    pending = list(seeds)
+
+    def after(study: optuna.Study, trial: FrozenTrial) -> None:
+        if not pending or not trial.user_attrs.get("warm_start"):
+            return
+        good = trial.state == TrialState.COMPLETE and trial.value is not None
+        if good and original is not None and trial.value is not None:
+            good = trial.value < original
+        if not good:
+            study.set_user_attr("warm_start_dropped", len(pending))
+            pending.clear()
+            return
+        study.enqueue_trial(
+            space.to_params(pending.pop(0)), user_attrs={"warm_start": True}, skip_if_exists=True
+        )
+
+    return after
+
+
+def model_sampler(evaluator: Evaluator, point: ShapePoint, seed: int | None) -> ModelSampler:
+    """The cost-model sampler over every config feasible at ``point``, with the launch each maps
+    to there (the template's launch mapping, or the recording's where the tunable is one)."""
+    space = evaluator.space
+    tunable = evaluator.tunable
+    spec = evaluator.spec
+
+    def launch(config: Config) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+        if tunable.launch_hint is not None:
+            return tunable.launch_hint(config, point.name)
+        return None  # the knob features alone (instantiating every config would cost more)
+
+    configs = space.feasible_configs(spec.env(point))
+    return ModelSampler(space, Pool.build(space, configs, point.as_dict(), launch), seed)
 
 
 def enqueue_grid(
@@ -432,6 +508,8 @@ def search_joint(
     """One config for all ``points``: minimise the geometric mean of time / original time."""
     space = evaluator.space
     p = plan(space, evaluator, points, settings)
+    if p.sampler == "model":  # the cost model ranks the candidates of one shape
+        p = Plan("tpe", p.budget, p.space_size, p.feasible)
     seed = seed_for(settings.seed, seed_name or study_name)
     sampler = make_sampler(p.sampler, space, seed, p.budget, concurrent or settings.jobs > 1)
     study = open_study(storage, study_name, sampler)

@@ -146,6 +146,15 @@ class Recording:
             if s == shape:
                 yield m
 
+    def launches(self) -> dict[tuple[str, str], tuple[tuple[int, ...], tuple[int, ...]]]:
+        """(shape, config key) -> (grid, block) of every recorded candidate with a launch: what the
+        template's launch mapping gave, which the cost model reads before a config is replayed."""
+        return {
+            (s, key): (tuple(m.grid), tuple(m.block))
+            for (s, key), m in self._index.items()
+            if m.config and m.grid and m.block
+        }
+
     @property
     def label(self) -> str:
         if self.stand_in:

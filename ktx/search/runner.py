@@ -53,6 +53,7 @@ from ktx.search.engine import (
 )
 from ktx.search.evaluate import Evaluator, Policy, choose_metric, objective_time
 from ktx.search.final import WRITE_S, Shortlist, final_check, pair_estimate, reserve
+from ktx.search.narrow import study_narrowness
 from ktx.search.paired import PAIRS, SKIPPED, PairedCheck
 from ktx.search.progress import Display
 from ktx.search.recording import FORMAT, Recording, RecordingBackend, write
@@ -255,7 +256,7 @@ def open_context(req: TuneRequest) -> Context:
             raise KtxError(
                 "the recording carries no knob space", Location(recording.path), "give --passes PIPELINE"
             )
-        tunable = Tunable.recorded(spec.name, recording.space, recording.digest)
+        tunable = Tunable.recorded(spec.name, recording.space, recording.digest, recording.launches())
     else:
         tunable = load_tunable(spec, req.passes)
         recorded = None if recording is None else recording.pipeline
@@ -375,6 +376,7 @@ def tune_shapes(ctx: Context, deadline: float | None) -> None:
             )
             tuned[point.name] = top_configs(study, settings.warm_start)
             stats = study_stats(study)
+            narrow = study_narrowness(study, ctx.tunable.space, point.name)
             ctx.log.write(
                 "shape_done",
                 shape=point.name,
@@ -382,6 +384,8 @@ def tune_shapes(ctx: Context, deadline: float | None) -> None:
                 evaluations=stats.evaluations,
                 best_us=stats.best_value,
                 failures=dict(stats.failures),
+                narrow=None if narrow is None else narrow.to_dict(),
+                warm_start_dropped=study.user_attrs.get("warm_start_dropped"),
             )
         ctx.display.finish()
 
@@ -538,6 +542,24 @@ def collect(ctx: Context) -> tuple[ShapeResult, ...]:
             sampler = str(study.user_attrs.get("sampler", "-"))
         results.append(ShapeResult(point, metric, sampler, original, config, best, stats, study.study_name))
     return tuple(results)
+
+
+def needle_notes(ctx: Context, results: Sequence[ShapeResult]) -> list[str]:
+    """A note for each shape whose best measured config stands alone (:mod:`ktx.search.narrow`)."""
+    if not ctx.tunable.space.knobs or ctx.request.joint:
+        return []
+    notes: list[str] = []
+    for r in results:
+        if not r.study or r.skipped:
+            continue
+        study = optuna.load_study(study_name=r.study, storage=ctx.storage)
+        found = study_narrowness(study, ctx.tunable.space, r.point.name)
+        if found is not None and found.needle:
+            notes.append(
+                f"{found.sentence()}: the speedup there rests on one config, which the final check "
+                "re-measures; more evaluations are unlikely to find a neighbour as good."
+            )
+    return notes
 
 
 def unmeasured(ctx: Context, point: ShapePoint) -> ShapeResult:
@@ -709,6 +731,7 @@ def finalize(
             notes.append(
                 f"The final check failed at {c.shape} ({c.reason[:200]}): the table keeps the original there."
             )
+    notes += needle_notes(ctx, results)
     cut = [c.shape for c in checks.values() if c.status == "skipped"]
     if cut:
         notes.append(

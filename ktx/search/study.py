@@ -18,7 +18,7 @@ from ktx.ir.errors import KtxError
 
 from ktx.search.space import Space
 
-SAMPLERS = ("auto", "tpe", "random", "grid", "cmaes", "gp")
+SAMPLERS = ("auto", "model", "tpe", "random", "grid", "cmaes", "gp")
 
 #: A worker that has not beaten its heartbeat for GRACE_S seconds is dead; its running trial fails.
 HEARTBEAT_S = 10
@@ -107,10 +107,20 @@ def seed_for(seed: int | None, *parts: str) -> int | None:
 
 
 def resolve_sampler(name: str, space_size: int | None, budget: int) -> str:
-    """``auto``: grid when the whole (finite) space fits in the budget, TPE otherwise."""
+    """``auto``: grid when the whole (finite) space fits in the budget; the cost model
+    (:mod:`ktx.search.costmodel`) when the space can be enumerated; TPE otherwise.
+
+    On the exhaustive act_and_mul_scalar recording (H200, tokens=4096, 2,304 configs) the model
+    reaches 0.98 of the optimum in fewer evaluations than TPE (results/search_model/).
+
+    >>> [resolve_sampler("auto", size, 100) for size in (100, 2304, None)]
+    ['grid', 'model', 'tpe']
+    """
     if name != "auto":
         return name
-    return "grid" if space_size is not None and space_size <= budget else "tpe"
+    if space_size is not None and space_size <= budget:
+        return "grid"
+    return "model" if space_size is not None else "tpe"
 
 
 def make_sampler(
@@ -130,6 +140,10 @@ def make_sampler(
             )
         if name == "random":
             return optuna.samplers.RandomSampler(seed=seed)
+        if name == "model":
+            # The cost model needs the shape's candidates (ktx.search.engine.model_sampler builds
+            # it); where there is no one shape to enumerate (a joint search) TPE stands in.
+            return make_sampler("tpe", space, seed, budget, concurrent)
         if name == "grid":
             # The grid itself is enqueued as trials (see ktx.search.engine.enqueue_grid); the
             # sampler only answers if the queue runs dry, which the budget check prevents.

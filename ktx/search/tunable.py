@@ -25,9 +25,9 @@ from ktx.ir.errors import KtxError
 from ktx.ir.expr import Expr
 
 from ktx.measure.replay import REPLAYED
-from ktx.measure.types import Candidate, original_candidate
+from ktx.measure.types import Candidate, config_key, original_candidate
 from ktx.search.space import Config, Space, knob_from
-from ktx.spec import Spec
+from ktx.spec import ShapePoint, Spec
 
 
 class TemplateLike(Protocol):
@@ -51,6 +51,9 @@ class Tunable:
     space: Space
     make: Callable[[Config], Candidate]
     fingerprint: str  # identifies the space and the templates: part of the study name
+    #: (grid, block) of a config at a shape where ``make``'s candidate cannot say (a recording's
+    #: candidates carry no launch mapping, only labels): the cost model's launch features.
+    launch_hint: Callable[[Config, str], tuple[tuple[int, ...], tuple[int, ...]] | None] | None = None
 
     def candidate(self, config: Config) -> Candidate:
         return self.make(config)
@@ -73,7 +76,17 @@ class Tunable:
         return cls(spec.name, "", Space(), make, _digest({"source": base.source, "spec": spec_context(spec)}))
 
     @classmethod
-    def recorded(cls, kernel: str, space: Space, recording_digest: str) -> Tunable:
+    def recorded(
+        cls,
+        kernel: str,
+        space: Space,
+        recording_digest: str,
+        launches: Mapping[tuple[str, str], tuple[tuple[int, ...], tuple[int, ...]]] | None = None,
+    ) -> Tunable:
+        """``launches``: (shape name, config key) -> (grid, block) as the recording saw them. The
+        launch is set by the template's mapping before anything is compiled, so the cost model
+        may use it for configs not yet replayed, as it uses the template's own mapping on a GPU."""
+
         def make(config: Config) -> Candidate:
             label = "original" if not config else "recorded"
             return Candidate(
@@ -85,12 +98,20 @@ class Tunable:
                 label=label,
             )
 
+        hint = None
+        if launches:
+            table = dict(launches)
+
+            def hint(config: Config, shape: str) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+                return table.get((shape, config_key(config)))
+
         return cls(
             kernel,
             "recording",
             space,
             make,
             _digest({"recording": recording_digest, "space": space.describe()}),
+            hint,
         )
 
     @classmethod
@@ -109,6 +130,18 @@ class Tunable:
             return Candidate(**fields, flags=base.flags, label=template.pipeline)
 
         fields = template.candidate_fields(space.default())
+        grid_exprs = tuple(Expr.parse(g) for g in fields["grid"])
+        block_exprs = tuple(Expr.parse(b) for b in fields["block"])
+
+        def hint(config: Config, shape: str) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+            """The template's launch mapping (one set of expressions over knobs and shape
+            variables for every config), evaluated without instantiating the source; parsed
+            once, since the cost model asks it of every config of a shape."""
+            env = spec.env(ShapePoint.from_name(shape), config)
+            return tuple(e.evaluate_int(env) for e in grid_exprs), tuple(
+                e.evaluate_int(env) for e in block_exprs
+            )
+
         return cls(
             spec.name,
             template.pipeline,
@@ -122,6 +155,7 @@ class Tunable:
                     "spec": spec_context(spec),
                 }
             ),
+            hint,
         )
 
 

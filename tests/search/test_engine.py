@@ -111,8 +111,10 @@ def test_grid_measures_every_feasible_config_once(recording: Recording) -> None:
     assert study.best_value == pytest.approx(best)
 
 
-def test_auto_picks_tpe_when_the_space_exceeds_the_budget(recording: Recording) -> None:
-    assert run(evaluator(recording), trials=20, sampler="auto").user_attrs["sampler"] == "tpe"
+def test_auto_picks_the_cost_model_when_the_space_exceeds_the_budget(recording: Recording) -> None:
+    study = run(evaluator(recording), trials=20, sampler="auto")
+    assert study.user_attrs["sampler"] == "model"
+    assert study_stats(study).evaluations == 20
 
 
 def test_warm_start_runs_the_neighbours_best_first(recording: Recording) -> None:
@@ -358,3 +360,51 @@ def test_finished_trial_race_is_told_apart_from_other_value_errors() -> None:
     assert finished_trial_race(ValueError("Cannot tell a FAIL trial."))
     assert not finished_trial_race(ValueError("Cannot tell anything"))
     assert not finished_trial_race(ValueError("invalid literal for int()"))
+
+
+def _with_original(storage: optuna.storages.BaseStorage, name: str, original: Measurement) -> None:
+    """Put the original's measurement in the study, as ktx.search.runner.prepare_shape does."""
+    from ktx.search.engine import open_study
+
+    open_study(storage, name, optuna.samplers.RandomSampler()).set_user_attr("original", original.to_dict())
+
+
+def _seeds(recording: Recording, point: ShapePoint, slow: bool) -> tuple[list[dict[str, int]], Measurement]:
+    """Three configs that are all slower (or all faster) than the original at ``point``."""
+    original = recording.get(point.name, {})
+    assert original is not None and original.graph_us is not None
+    ranked = sorted(
+        (m for m in recording.at(point.name) if m.config and m.ok and m.graph_us is not None),
+        key=lambda m: float(m.graph_us or 0.0),
+        reverse=slow,
+    )
+    picked = [dict(m.config) for m in ranked[:3]]
+    times = [m.graph_us or 0.0 for m in ranked[:3]]
+    assert all((t > original.graph_us) if slow else (t < original.graph_us) for t in times)
+    return picked, original
+
+
+@pytest.mark.parametrize("slow", [True, False])
+def test_warm_start_seeds_stop_at_the_first_slower_than_the_original(
+    recording: Recording, slow: bool
+) -> None:
+    """A seed slower than the original ends the warm start (issue 23: tokens=16's best configs
+    are slower than the original at tokens=4096); seeds that win are all taken, in order."""
+    seeds, original = _seeds(recording, P1, slow)
+    storage = optuna.storages.InMemoryStorage()
+    _with_original(storage, "w", original)
+    study = search_shape(evaluator(recording), storage, "w", P1, "graph", Settings(trials=10, seed=1), seeds)
+    warm = [config_key(t.user_attrs["ktx"]["config"]) for t in study.trials if t.user_attrs.get("warm_start")]
+    expected = seeds[:1] if slow else seeds
+    assert warm == [config_key(recording.space.normalize(c)) for c in expected]
+    assert study.user_attrs.get("warm_start_dropped") == (2 if slow else None)
+    assert study_stats(study).evaluations == 10  # the sampler spends what the seeds left
+
+
+def test_without_the_drop_rule_every_seed_is_measured(recording: Recording) -> None:
+    seeds, original = _seeds(recording, P1, slow=True)
+    storage = optuna.storages.InMemoryStorage()
+    _with_original(storage, "w", original)
+    settings = Settings(trials=10, seed=1, warm_drop=False)
+    study = search_shape(evaluator(recording), storage, "w", P1, "graph", settings, seeds)
+    assert sum(1 for t in study.trials if t.user_attrs.get("warm_start")) == 3

@@ -51,7 +51,7 @@ def test_outputs(tmp_path: Path, recording_path: Path, capsys: pytest.CaptureFix
     assert set(rows) == set(TUNED_ARG.split(";"))
     for row in rows.values():
         assert row["evaluations"] == 25 and row["trials"] >= 25
-        assert row["best_us"] and row["original_us"] and row["sampler"] == "tpe"
+        assert row["best_us"] and row["original_us"] and row["sampler"] == "model"  # auto: the cost model
         assert row["best_graph_us"] and row["best_single_us"], "both times recorded for the best"
     assert summary["geomean_speedup"] > 1.0
     assert summary["dispatched_geomean_speedup"] >= 1.0 and all(r["noise"] >= 0 for r in rows.values())
