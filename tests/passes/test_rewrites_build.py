@@ -43,11 +43,11 @@ CASES = [
 ]
 
 
-@pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
 #: CUB's headers take a minute of nvcc on a loaded two-core machine: run with the slow tests
 HEAVY = {"vectorize/cub_block.cu"}
 
 
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
 @pytest.mark.parametrize(
     ("golden", "pipeline", "config"),
     [pytest.param(*c, marks=pytest.mark.slow) if c[0] in HEAVY else c for c in CASES],
