@@ -100,6 +100,24 @@ int main() {
 """
 
 CASES = {
+    "warp_rows": r"""
+  for (int n : {0, 1, 3, 5, 33, 67}) for (int rows : {1, 3, 4}) for (int a = 0; a < 4; ++a) {
+    std::vector<float> m1(800), m2(800); fill(m1); fill(m2);
+    auto run = [&](auto k, std::vector<float>& m) {
+      float* in = m.data() + 8 + a; float* out = m.data() + 400 + a;  // rows of odd n start off a pack
+      launch_xy((rows + 1) / 2, 4, 2, [&] { k(out, in, rows, n); });
+    };
+    run(orig::warp_rows, m1); run(cand::warp_rows, m2); check("warp_rows", m1, m2, n, rows, a);
+  }""",
+    "cub_rows": r"""
+  for (int n : {0, 1, 3, 5, 33, 67}) for (int a = 0; a < 4; ++a) {
+    std::vector<float> m1(800), m2(800); fill(m1); fill(m2);
+    auto run = [&](auto k, std::vector<float>& m) {
+      float* in = m.data() + 8 + a; float* out = m.data() + 400 + a;
+      launch(3, 4, [&] { k(out, in, n); });
+    };
+    run(orig::cub_rows<4>, m1); run(cand::cub_rows<4>, m2); check("cub_rows", m1, m2, n, a, 0);
+  }""",
     "halve_rows": r"""
   for (int n : {0, 1, 3, 5, 33, 67}) for (int a = 0; a < 4; ++a) for (int b = 0; b < 3; ++b) {
     std::vector<float> m1(800), m2(800); fill(m1); fill(m2);
@@ -293,7 +311,39 @@ template void launch_halve_rows<short>(short*, const short*, int, int);
 #endif
 """
 
+#: a warp per row under a 2-D block (llama.cpp's `col += WARP_SIZE`): every launch's block x is
+#: WARP_SIZE, so the facts read it as blockDim.x (4 here, so that the host run stays small)
+WARP_ROWS = """\
+#define WARP_SIZE 4
+__global__ void warp_rows(float* __restrict__ out, const float* __restrict__ in, int rows, int n) {
+  const int row = blockIdx.x * blockDim.y + threadIdx.y;
+  if (row >= rows) return;
+  for (int col = threadIdx.x; col < n; col += WARP_SIZE) out[row * n + col] = in[row * n + col] * 3.f - 1.f;
+}
+#ifdef __CUDACC__
+void launch_warp_rows(float* out, const float* in, int rows, int n) {
+  warp_rows<<<(rows + 1) / 2, dim3(WARP_SIZE, 2)>>>(out, in, rows, n);
+}
+#endif
+"""
+
+#: no launch in the file (bitsandbytes launches from another): THREADS is blockDim.x because the
+#: kernel instantiates cub::BlockReduce with it (a stand-in cub on the host)
+CUB_ROWS = """\
+#ifndef __CUDACC__
+namespace cub { template <typename T, int N> struct BlockReduce {}; }
+#endif
+template <int THREADS>
+__global__ void cub_rows(float* __restrict__ out, const float* __restrict__ in, int n) {
+  using BlockReduceT = cub::BlockReduce<float, THREADS>;
+  const float* x = in + blockIdx.x * n;
+  for (int i = threadIdx.x; i < n; i += THREADS) out[blockIdx.x * n + i] = x[i] * 0.5f + 2.f;
+}
+"""
+
 KERNELS = {
+    "warp_rows": WARP_ROWS,
+    "cub_rows": CUB_ROWS,
     "halve_rows": TEMPLATED,
     "groups": GROUPS,
     "capped": CAPPED,
