@@ -256,6 +256,8 @@ def _block_word(module: Module, host: str | None, block: str, at: int) -> str | 
     if block.startswith("dim3(") and block.endswith(")"):
         arg = block[5:-1].strip()
         return None if "," in arg else arg
+    if block.startswith("{") and "," in block:
+        return None  # ``<<<g, {x, y, 1}>>>``: a block of several dimensions, like ``dim3(x, y, 1)``
     return block
 
 

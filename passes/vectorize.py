@@ -102,7 +102,7 @@ import tree_sitter as ts
 from ktx.ir import Loop, Module, syntax
 from ktx.ir.access import conflict_text, substitute
 from ktx.ir.facts.canon import balanced
-from ktx.ir.facts.elements import ElementBody
+from ktx.ir.facts.elements import ElementBody, nothing_to_pack
 from ktx.ir.facts.packing import (
     Plan,
     Refusal,
@@ -215,6 +215,9 @@ class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
             elif element is not None:
                 e = element
                 yield ElemSite(target.kernel.name, e.span, e.body, e.accesses, e.sizes, e.notes)
+            elif not target.loops:
+                why, node = nothing_to_pack(target.module, target.kernel)
+                yield Skip(why, target.kernel.name, target.module.span(node.start_byte, node.end_byte))
         for loop in target.loops:
             label = target.label(loop)
             if wanted and label not in wanted:
