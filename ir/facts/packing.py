@@ -108,6 +108,12 @@ def _partitioned(
     return (s, t) in _PARTITIONS
 
 
+def _flat(module: Module, node: ts.Node) -> str:
+    """``node``'s text on one line, cut at 60 characters (a remark quotes the construct it refuses)."""
+    text = " ".join(_text(module, node).split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _header(
     module: Module, node: ts.Node
 ) -> tuple[str, str, ts.Node, ts.Node, str, ts.Node | None, ts.Node] | str:
@@ -116,37 +122,42 @@ def _header(
     cond = node.child_by_field_name("condition")
     update = node.child_by_field_name("update")
     if init is None or cond is None or update is None:
-        return "the loop header is not `for (T i = start; i < n; i += step)`"
+        parts = (("start", init), ("condition", cond), ("step", update))
+        missing = ", ".join(w for w, n in parts if n is None)
+        return f"the loop header has no {missing}: not `for (T i = start; i < n; i += step)`"
     if init.type != "declaration":
-        return "the loop variable is declared outside the loop (its final value may be used after it)"
+        return (
+            f"the loop variable of `{_flat(module, init)}` is declared outside the loop (its final "
+            "value may be used after it)"
+        )
     decls = init.children_by_field_name("declarator")
     type_node = init.child_by_field_name("type")
     if len(decls) != 1 or decls[0].type != "init_declarator" or type_node is None:
-        return "the loop header declares more than one variable"
+        return f"the loop header `{_flat(module, init)}` declares more than one variable"
     ident = decls[0].child_by_field_name("declarator")
     start = decls[0].child_by_field_name("value")
     if ident is None or ident.type != "identifier" or start is None:
-        return "the loop variable has no plain initialiser"
+        return f"the loop variable of `{_flat(module, init)}` has no plain initialiser"
     var = _text(module, ident)
     var_type = " ".join(
         _text(module, c) for c in init.children if c.type != "init_declarator" and c.type != ";"
     )
     if cond.type != "binary_expression":
-        return "the loop condition is not `i < n`"
+        return f"the loop condition `{_flat(module, cond)}` is not `{var} < n`"
     op = cond.child_by_field_name("operator")
     left = cond.child_by_field_name("left")
     right = cond.child_by_field_name("right")
     if op is None or left is None or right is None:
-        return "the loop condition is not `i < n`"
+        return f"the loop condition `{_flat(module, cond)}` is not `{var} < n`"
     if op.type == "<" and left.type == "identifier" and _text(module, left) == var:
         bound = right
     elif op.type == ">" and right.type == "identifier" and _text(module, right) == var:
         bound = left
     else:
-        return "the loop condition is not `i < n`"
+        return f"the loop condition `{_flat(module, cond)}` is not `{var} < n`"
     step_text, step_node = _step(module, update, var)
     if step_text is None:
-        return "the loop step is not `i += step` or `++i`"
+        return f"the loop step `{_flat(module, update)}` is not `{var} += step` or `++{var}`"
     return var, var_type.replace("const ", "").strip(), start, bound, step_text, step_node, update
 
 

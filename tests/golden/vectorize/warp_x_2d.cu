@@ -28,7 +28,7 @@ void scale_rows_cuda(const float* x, float* dst, const float* w, const int ncols
 }
 
 // CHECK: {{.*}}: remark: [vectorize] L0: rewritten: exposed VEC_L0 {1, 2, 4}; packed 1 pointer(s): x
-// CHECK: {{.*}}: remark: [vectorize] L1: skipped: the loop condition is not `i < n`
+// CHECK: {{.*}}: remark: [vectorize] L1: skipped: the loop condition `offset > 0` is not `offset < n`
 // CHECK: {{.*}}: remark: [vectorize] L2: rewritten: exposed VEC_L2 {1, 2, 4}; packed 3 pointer(s): dst, w, x
 // CHECK: {{.*}}: remark: [vectorize] prelude: rewritten: rewritten; inserted the ktx device helpers (namespace ktx) after the includes
 // CHECK: +// ktx:prelude -- device helpers for code rewritten by ktx passes (vectorize, cache-hints).
@@ -232,5 +232,5 @@ void scale_rows_cuda(const float* x, float* dst, const float* w, const int ncols
 // FACTS:   ref line 20: load x[row * ncols + col] root x index blockDim.y*blockIdx.x*ncols + col + ncols*threadIdx.y elt float 4B unconditional alias restrict:x loop L2
 // FACTS:   reduction: sum sum over the loop at line 14 (line 15)
 // FACTS:   pack L0: x (4B)
-// FACTS:   pack L1: no, the loop condition is not `i < n`
+// FACTS:   pack L1: no, the loop condition `offset > 0` is not `offset < n`
 // FACTS:   pack L2: dst (4B), w (4B), x (4B)
