@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import tree_sitter as ts
+from ktx.ir import syntax
 from ktx.ir.affine_tree import declared as _declared
 from ktx.ir.index import eval_int_text
 from ktx.ir.index_facts import BlockAlias
@@ -55,10 +56,54 @@ def block_x_equalities(module: Module, fn: Function, env: Mapping[str, int]) -> 
     launches = module.launches_of(fn.name)
     flat = [_block_word(module, s.function, _flat(module.text(s.block)), s.span.start) for s in launches]
     found = _aliases(module, fn, env, several=True) if not all(w is not None for w in flat) else {}
-    for name, alias in cub_block_sizes(module, fn, env).items():
+    for name, alias in [*cub_block_sizes(module, fn, env).items(), *_header_names(module, fn).items()]:
         found.setdefault(name, alias)
     known = block_aliases(module, fn, env)
     return {k: v for k, v in found.items() if k not in known}
+
+
+def _hosts(f: Function, site: LaunchSite) -> bool:
+    return f.name == site.function and f.body.contains(site.span)
+
+
+def _header_names(module: Module, fn: Function) -> dict[str, BlockAlias]:
+    """A name from a header the file includes (``WARP_SIZE`` of ggml's ``common.cuh``) that every
+    launch passes as its block's x and the kernel reads: ``blockDim.x``, though its value is not
+    known here.
+
+    The launcher does not declare it (no local, no parameter) and neither does the kernel, so
+    both read the one file-scope name: a macro or a constant of a header. Kept out of
+    :func:`block_aliases`: block-size would rewrite its definition, which is not in this file.
+    """
+    launches = module.launches_of(fn.name)
+    words: set[str] = set()
+    for site in launches:
+        word = _block_word(module, site.function, _flat(module.text(site.block)), site.span.start)
+        word = word if word is not None else _x_word(module, site)
+        if word is None or not word.isidentifier():
+            return {}
+        host = next(
+            (f for f in module.functions if f.name == site.function and f.body.contains(site.span)), None
+        )
+        if host is None or word in {p.name for p in host.params}:
+            return {}
+        if word in syntax.local_declarations(module, module.node(host.body), before=site.span.start):
+            return {}
+        words.add(word)
+    if len(words) != 1:
+        return {}
+    (word,) = words
+    defined = {m.name for m in module.macros} | {c.name for c in module.constants}
+    kernel_body = module.node(fn.body)
+    if (
+        word in defined
+        or word in {p.name for p in fn.params}
+        or word in syntax.local_declarations(module, kernel_body)
+    ):
+        return {}
+    if word not in syntax.names_in(module, kernel_body):
+        return {}
+    return {word: BlockAlias(word, "x", None, "header")}
 
 
 #: CUB's block-wide collectives: their second template argument is ``BLOCK_DIM_X``, the block's

@@ -148,3 +148,34 @@ def test_a_kernel_with_nothing_to_pack_says_why_and_where(body: str, says: str) 
 @pytest.mark.parametrize("name", ["ktx.ir.block_alias", "ktx.ir.facts.elements"])
 def test_docstring_examples(name: str) -> None:
     assert doctest.testmod(importlib.import_module(name)).failed == 0
+
+
+HEADER_ROWS = """\
+#include "common.cuh"
+__global__ void k(const float* __restrict__ x, float* __restrict__ y, int n) {
+  for (int i = threadIdx.x; i < n; i += WARP_SIZE) y[blockIdx.x * n + i] = x[blockIdx.x * n + i];
+}
+"""
+
+
+GO = "void go(const float* x, float* y, int n, int r"
+
+
+@pytest.mark.parametrize(
+    ("launcher", "stride"),
+    [
+        # WARP_SIZE comes from a header this file does not define: every launch passes it
+        (GO + ") { const dim3 b(WARP_SIZE, 1, 1); k<<<r, b>>>(x, y, n); }", "block"),
+        (GO + ") { k<<<r, WARP_SIZE>>>(x, y, n); }", "block"),
+        # the launcher's own WARP_SIZE (a parameter, a local) is not the kernel's name
+        (GO + ", int WARP_SIZE) { k<<<r, WARP_SIZE>>>(x, y, n); }", "other"),
+        (GO + ") { int WARP_SIZE = 128; k<<<r, WARP_SIZE>>>(x, y, n); }", "other"),
+    ],
+)
+def test_a_header_name_every_launch_passes_is_blockdim_x(launcher: str, stride: str) -> None:
+    src = HEADER_ROWS + launcher + "\n"
+    assert _loop_strides(src) == [stride]
+    m = parse(src)
+    kinds = [a.kind for a in m.facts().launch.block_x_equal]
+    assert kinds == (["header"] if stride == "block" else [])
+    assert m.facts().launch.block_aliases == ()  # block-size never rewrites a header's definition
