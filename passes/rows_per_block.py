@@ -81,7 +81,7 @@ class RowsPerBlock(Pass[KernelSite]):
             why = "no launch mapping: the grid and block cannot be changed in step"
         if not why and target.mapping is not None:
             m = target.mapping.resolved()
-            if len(m.grid) > 1 or len(m.block) > 1:
+            if len(_trimmed(m.grid)) > 1 or len(_trimmed(m.block)) > 1:
                 why = "the launch already has a second grid or block dimension"
         if why:
             yield Skip(why, fn.name, fn.span)
@@ -114,7 +114,9 @@ class RowsPerBlock(Pass[KernelSite]):
             rw.note(f"the row loop's step gridDim.x (line {n.start_point[0] + 1}) becomes gridDim.x * ROWS")
         self._launchers(rw, macro)
         self._launch_bounds(rw, macro)
-        new = mapping.with_grid((f"({mapping.grid[0]}) // ROWS",)).with_block((mapping.block[0], "ROWS"))
+        grid_rest = _trimmed(mapping.grid)[1:]  # empty: trailing 1s dropped, checked in sites()
+        new = mapping.with_grid((f"({mapping.grid[0]}) // ROWS", *grid_rest))
+        new = new.with_block((mapping.block[0], "ROWS"))
         rw.set_mapping(new)
         del site
 
@@ -124,7 +126,11 @@ class RowsPerBlock(Pass[KernelSite]):
         for site in rw.target.launches:
             grid = launch_dims(module, site, "grid")
             block = launch_dims(module, site, "block")
-            if len(grid.components) > 1 or len(block.components) > 1:
+            # ``dim3 block(WARP_SIZE, 1, 1)`` (llama.cpp writes every block so) is a 1-D block:
+            # its y of 1 becomes ROWS, and the grid's trailing 1s stay
+            grid_y = [syntax.text(module, c) for c in grid.components[1:]]
+            block_y = [syntax.text(module, c) for c in block.components[1:]]
+            if any(t.strip() != "1" for t in grid_y + block_y):
                 raise Refuse(f"the launch at line {site.span.line} has a second grid or block dimension")
             comp = grid.components[0]
             local = local_value(module, site, comp)
@@ -146,6 +152,11 @@ class RowsPerBlock(Pass[KernelSite]):
                     rw.replace_bytes(
                         arg.start_byte, arg.end_byte, rebuilt_dim3(syntax.text(module, arg), y=macro)
                     )
+            elif block_y:
+                y = block.components[1]
+                if y.start_byte not in done:
+                    done.add(y.start_byte)
+                    rw.replace_bytes(y.start_byte, y.end_byte, macro)
             elif block.container is not None:
                 close = block.container.end_byte - 1
                 if close in done:
@@ -165,6 +176,14 @@ class RowsPerBlock(Pass[KernelSite]):
             return
         old = rw.target.module.text(bounds.args[0])
         rw.replace(bounds.args[0], f"({old}) * {macro}")
+
+
+def _trimmed(dims: tuple[str, ...]) -> tuple[str, ...]:
+    """``dims`` without trailing components of 1: ``(WARP_SIZE, 1, 1)`` is the 1-D ``(WARP_SIZE,)``."""
+    out = list(dims)
+    while len(out) > 1 and out[-1].strip() == "1":
+        out.pop()
+    return tuple(out)
 
 
 def _row_strides(target: Target) -> tuple[list[ts.Node], ts.Node | None]:

@@ -75,3 +75,23 @@ def test_grid_of_a_dim3_parameter_is_divided_through_x() -> None:
     text = template.instantiate({"COARSEN": 2})
     assert "fill<<<dim3((grid.x + 1) / 2, grid.y, grid.z), 256>>>(y, n);" in text
     assert "<<<(grid + 1) / 2" not in text
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
+@pytest.mark.parametrize(
+    ("pipeline", "config"), [("rows-per-block", {"ROWS": 4}), ("vectorize", {"VEC_L0": 4, "VEC_L2": 2})]
+)
+def test_header_block_size_rewrites_compile(tmp_path: Path, pipeline: str, config: dict[str, int]) -> None:
+    """A block size from a header the file includes (ggml's WARP_SIZE): the header stands beside it."""
+    template = run(parse_file(GOLDEN / "rows_per_block" / "dim3_trailing_ones.cu"), pipeline)
+    assert set(config) <= {k.name for k in template.space.knobs}, "the pass exposes the knobs"
+    (tmp_path / "common.cuh").write_text("#pragma once\n#define WARP_SIZE 32\n")
+    source = tmp_path / "case.cu"
+    source.write_text(template.instantiate(config) + "\n")
+    assert NVCC is not None
+    result = subprocess.run(
+        [NVCC, "-std=c++17", "-arch=sm_90", "-c", str(source), "-o", str(tmp_path / "case.o")],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
