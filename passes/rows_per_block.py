@@ -5,7 +5,8 @@ the blocks are small, and a small block leaves most of an SM idle or pays block 
 handful of elements. The knob ``ROWS`` (1, the original, by default) stacks rows along
 ``threadIdx.y``: the block becomes ``(block, ROWS)``, the grid ``grid / ROWS``, and every
 ``blockIdx.x`` of the kernel becomes ``(blockIdx.x * KTX_ROWS + threadIdx.y)``. The launcher in
-the file, the launch mapping and ``__launch_bounds__`` follow.
+the file, the launch mapping and ``__launch_bounds__`` follow. A block or grid written with
+trailing 1s (llama.cpp's ``dim3 block_dims(WARP_SIZE, 1, 1)``) is 1-D: its y of 1 becomes ROWS.
 
 The kernel gets no new parameter, so it cannot skip rows past the end: the pass adds the
 constraint ``grid % ROWS == 0`` (over the mapping's grid expression, e.g. ``tokens % ROWS == 0``)

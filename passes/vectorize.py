@@ -29,7 +29,10 @@ Legality comes from :mod:`ktx.ir.access`:
 
 * the loop is ``for (T i = start; i < n; i += step)`` with ``start``/``step`` one of the usual
   thread-partitioned strides (``threadIdx.x``/``blockDim.x``, the grid-stride pair, a lane of a
-  warp, ``0``/``1``), so that packs partition the index space the same way;
+  warp, ``0``/``1``), so that packs partition the index space the same way; a step the facts
+  equate with ``blockDim.x`` counts (``col += block_size`` for a template block size every
+  launch passes, ``col += WARP_SIZE`` under ``dim3(WARP_SIZE, nwarps)``, ``i += THREADS`` in a
+  kernel that instantiates ``cub::BlockReduce<T, THREADS>``), and the packed loop keeps that step;
 * packed accesses are ``p[i + off]`` with ``off`` loop-invariant (affine in the variables of
   nested loops), not under a condition, through a named parameter or ``__shared__`` array;
 * every write of the body is to element ``i`` of some row (no ``out[0] = ...``), no write may
@@ -80,6 +83,11 @@ last ``n % VEC`` elements, and every thread when a pointer is misaligned, take t
 that read thread builtins, synchronise, return early, loop, store through ``*p``, split the index
 (``idx / C``) for their stores, or read memory at another offset from ``i`` than a write to memory
 that may alias (``out[i] = in[i + 1]`` without ``__restrict__``).
+
+A kernel with neither (no loop of its own, no such index) gets one remark that names the
+statement and line that kept it out: loops in a ``__device__`` helper it calls, or the first
+thread index it declares, which is not one element per thread (scaled by 8: each thread already
+takes a pack; on ``threadIdx.y``; without the block offset).
 
 Element types and sizes (through the kernel's template arguments and libclang) give the
 domain: 1 and the powers of two with ``VEC * sizeof(element) <= 16`` bytes for every pointer.
