@@ -40,6 +40,7 @@ CASES = [
     ("vectorize/warp_x_2d.cu", "vectorize", {"VEC_L0": 4, "VEC_L2": 4}),
     ("split/warp_x_2d.cu", "split", {"SPLIT": 4}),
     ("vectorize/cub_block.cu", "vectorize", {"VEC_L0": 4, "VEC_L1": 2}),
+    ("vectorize/ldg_macro.cu", "vectorize", {"VEC_L0": 4}),
 ]
 
 

@@ -100,6 +100,15 @@ int main() {
 """
 
 CASES = {
+    "ldg_axpy": r"""
+  for (int n : {0, 1, 3, 5, 33, 67}) for (int a = 0; a < 4; ++a) {
+    std::vector<float> m1(400), m2(400); fill(m1); fill(m2);
+    auto run = [&](auto k, std::vector<float>& m) {
+      float* x = m.data() + 8 + a; float* y = m.data() + 200 + a;
+      launch(3, 4, [&] { k(y, x, n); });
+    };
+    run(orig::ldg_axpy, m1); run(cand::ldg_axpy, m2); check("ldg_axpy", m1, m2, n, a, 0);
+  }""",
     "warp_rows": r"""
   for (int n : {0, 1, 3, 5, 33, 67}) for (int rows : {1, 3, 4}) for (int a = 0; a < 4; ++a) {
     std::vector<float> m1(800), m2(800); fill(m1); fill(m2);
@@ -341,7 +350,21 @@ __global__ void cub_rows(float* __restrict__ out, const float* __restrict__ in, 
 }
 """
 
+#: a project's load macro: `*(x)` on the host (no __CUDA_ARCH__), `__ldg(x)` on the device
+LDG_AXPY = """\
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 350
+#define LDG(x) __ldg(x)
+#else
+#define LDG(x) (*(x))
+#endif
+__global__ void ldg_axpy(float* __restrict__ y, const float* __restrict__ x, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+    y[i] = 0.5f * LDG(&x[i]) + y[i];
+}
+"""
+
 KERNELS = {
+    "ldg_axpy": LDG_AXPY,
     "warp_rows": WARP_ROWS,
     "cub_rows": CUB_ROWS,
     "halve_rows": TEMPLATED,
