@@ -30,9 +30,9 @@ block, x stays as written when the kernel assumes it: it is 32 and the kernel (o
 it calls) shuffles or writes the warp size 32, or the kernel never reads ``blockDim.x`` (16
 lanes of ``float4`` covering a row of 64), or it reads a name that equals x only as written
 (``col += WARP_SIZE`` under ``dim3(WARP_SIZE, nwarps)``: :attr:`LaunchFacts.block_x_equal`);
-then y alone is the knob, with x * y within the limit. A literal block whose grid rounds up a division by the same literal
-(``(n + 255) / 256``, ``(n - 1) / 256 + 1``) rewrites the grid's copies too (255 as the knob
-minus one), in the source and in the launch mapping.
+then y alone is the knob, with x * y within the limit. A literal block whose grid rounds up a
+division by the same literal (``(n + 255) / 256``, ``(n - 1) / 256 + 1``) rewrites the grid's
+copies too (255 as the knob minus one), in the source and in the launch mapping.
 
 A template parameter every launch passes as its block too (``k<BS><<<g, BS>>>``, or through a
 ``dim3`` local in scope at the launch) is ``blockDim.x`` for the analysis, so its loops
