@@ -343,6 +343,23 @@ def _rewrite(
         n = em.text(plan.limit)
         bound = f"({bound}) < ({n}) ? ({bound}) : ({n})"
     bound_text = bound if re.fullmatch(r"[\w.]+", bound) else f"({bound})"
+    if plan.offset is not None:
+        # ``for (j = base + threadIdx.x; j < end; j += blockDim.x)``: packs from base
+        if not tail:
+            raise Refuse(
+                "tail=false: the loop starts at a block offset, whose alignment only a run-time check tells"
+            )
+        if plan.apart or plan.limit is not None:
+            raise Refuse(
+                "the loop starts at a block offset and needs a run-time aliasing check or a second "
+                "bound, which packs from an offset do not carry"
+            )
+        if peel:
+            rw.note(
+                "peel=true: not for a loop from a block offset; its packs run where the offset row is aligned"
+            )
+            peel = False
+        em.head = plan.offset
     lines: list[str] = [f"#if {vec} > 1"]
     if braces:
         lines.append(indent + "{")
@@ -374,7 +391,14 @@ def _rewrite(
         lines.append(
             f"{inner}// scalar loop after the packed one takes the elements past the last whole pack."
         )
-        lines.append(f"{inner}const {plan.var_type} {packs_name} = ({cond}) ? {bound_text} / {vec} : 0;")
+        if plan.offset is not None:
+            off = plan.offset
+            lines.append(
+                f"{inner}const {plan.var_type} {packs_name} = ({cond}) && {bound_text} > {off} ? "
+                f"({bound_text} - {off}) / {vec} : 0;"
+            )
+        else:
+            lines.append(f"{inner}const {plan.var_type} {packs_name} = ({cond}) ? {bound_text} / {vec} : 0;")
     else:
         if plan.apart:
             a, b = plan.apart[0]
@@ -398,7 +422,7 @@ def _rewrite(
     pragma = module.text(loop.pragma.span).strip() if loop.pragma is not None else ""
     if pragma:
         lines.append(pragma)
-    start = em.text(plan.start)
+    start = "threadIdx.x" if plan.offset is not None else em.text(plan.start)
     step_update = "++ktx_p" if plan.step == "1" else f"ktx_p += {plan.step}"
     lines.append(f"{inner}for ({plan.var_type} ktx_p = {start}; ktx_p < {packs_name}; {step_update}) {{")
     body = [st for st in statements(plan.body) if plan.limit_stmt is None or st.id != plan.limit_stmt.id]
@@ -499,7 +523,7 @@ def _tail_header(em: _Emit, packs_name: str) -> str:
     s0 = plan.start.start_byte - plan.node.start_byte
     s1 = plan.start.end_byte - plan.node.start_byte
     start_text = head[s0:s1]
-    lead = f"{em.head} + " if em.head else ""
+    lead = f"{em.head} + " if em.head and plan.offset is None else ""  # an offset start holds it
     new_start = f"{lead}{packs_name} * {em.vec} + {start_text}"
     return head[:s0] + new_start + head[s1:]
 

@@ -31,7 +31,7 @@ from ktx.ir.access import (
     conflict_text,
     same_index,
 )
-from ktx.ir.affine import kernel_index
+from ktx.ir.affine import Affine, LoopShape, kernel_index
 from ktx.ir.facts.canon import canon as _canon
 from ktx.ir.facts.canon import expand as _expand
 from ktx.ir.facts.elements import (
@@ -87,6 +87,10 @@ class Plan:
     """``N`` of a leading ``if (i >= N) break;``: packs run while ``i < min(bound, N)``."""
     limit_stmt: ts.Node | None = None
     """That ``if`` statement: left out of the packed body (the scalar loops keep it)."""
+    offset: str | None = None
+    """``((start) - threadIdx.x)`` for a loop from ``base + threadIdx.x`` by ``blockDim.x`` where
+    ``base`` is the same for every thread of the block (``blockIdx.x * group + threadIdx.x``):
+    packs are taken from ``base``, thread ``t`` taking packs ``t, t + blockDim.x, ...``."""
 
 
 #: (start, step) pairs whose starts, over the threads that run the loop, are 0 .. step-1.
@@ -239,6 +243,9 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
     # per warp row, blocks walking rows): across blocks no barrier orders the elements, so then
     # nothing outside the loop may touch what it writes (strict ownership below)
     exact = shape is not None and splits_exactly(shape.start, shape.step)
+    offset = None if legacy or exact else _block_offset(module, shape, start, var_type)
+    # a block-uniform offset moves where a block's range starts, not which block owns what
+    legacy = legacy or offset is not None
     strict = not legacy and across_blocks(start_form)
     if not legacy and not exact:
         return (
@@ -339,7 +346,31 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
         ),
         limit,
         limit_stmt,
+        offset,
     )
+
+
+def _block_offset(module: Module, shape: LoopShape | None, start: ts.Node, var_type: str) -> str | None:
+    """``((start) - threadIdx.x)`` when the loop starts at ``threadIdx.x`` plus a value the same for
+    every thread of a block and steps by ``blockDim.x``, else None.
+
+    The block's threads then split ``[base, bound)`` as ``threadIdx.x``/``blockDim.x`` split
+    ``[0, bound)``; the offset is written as the start minus ``threadIdx.x`` so that it is the
+    value the original computes (the start must be free of calls and assignments to be read twice).
+    """
+    if shape is None or shape.stride != "block" or shape.start is None:
+        return None
+    tx = shape.start.coeff("threadIdx.x")
+    if tx is None or not tx.equals(Affine.of(1)):
+        return None
+    rest = shape.start - Affine.sym("threadIdx.x")
+    if not rest.terms or any(s.startswith("threadIdx.") for s in rest.free):
+        return None
+    effects = ("call_expression", "assignment_expression", "update_expression")
+    if any(n.type in effects for n in syntax.walk(start)):
+        return None
+    # threadIdx.x is unsigned: subtracted as the loop's type, a negative base stays negative
+    return f"(({' '.join(_text(module, start).split())}) - static_cast<{var_type}>(threadIdx.x))"
 
 
 def _break_bound(module: Module, body: ts.Node, var: str) -> tuple[ts.Node | None, ts.Node | None]:

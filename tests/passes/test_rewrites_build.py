@@ -41,6 +41,7 @@ CASES = [
     ("split/warp_x_2d.cu", "split", {"SPLIT": 4}),
     ("vectorize/cub_block.cu", "vectorize", {"VEC_L0": 4, "VEC_L1": 2}),
     ("vectorize/ldg_macro.cu", "vectorize", {"VEC_L0": 4}),
+    ("vectorize/offset_start.cu", "vectorize", {"VEC_L0": 4, "VEC_L1": 2}),
 ]
 
 

@@ -100,6 +100,16 @@ int main() {
 """
 
 CASES = {
+    "groups_from": r"""
+  for (int group : {1, 3, 5, 8, 33}) for (int cut : {0, 1, 7}) for (int a = 0; a < 4; ++a) {
+    std::vector<float> m1(400), m2(400); fill(m1); fill(m2);
+    int ne = 3 * group - cut; if (ne < 0) ne = 0;
+    auto run = [&](auto k, std::vector<float>& m) {
+      float* x = m.data() + 8 + a; float* dst = m.data() + 200 + (a ? 4 - a : 0);  // on and off packs
+      launch(3, 4, [&] { k(dst, x, group, ne); });
+    };
+    run(orig::groups_from<4>, m1); run(cand::groups_from<4>, m2); check("groups_from", m1, m2, group, cut, a);
+  }""",
     "ldg_axpy": r"""
   for (int n : {0, 1, 3, 5, 33, 67}) for (int a = 0; a < 4; ++a) {
     std::vector<float> m1(400), m2(400); fill(m1); fill(m2);
@@ -363,7 +373,24 @@ __global__ void ldg_axpy(float* __restrict__ y, const float* __restrict__ x, int
 }
 """
 
+#: ggml's group_norm: each block walks its own group from a block-uniform offset
+#: (`start = blockIdx.x * group + threadIdx.x`), the last group cut short by ne
+GROUPS_FROM = """\
+template <int block_size>
+__global__ void groups_from(float* __restrict__ dst, const float* __restrict__ x, int group, int ne) {
+  const int start = blockIdx.x * group + threadIdx.x;
+  const int end = blockIdx.x * group + group < ne ? blockIdx.x * group + group : ne;
+  for (int j = start; j < end; j += block_size) dst[j] = x[j] * 2.f + 1.f;
+}
+#ifdef __CUDACC__
+void launch_groups_from(float* dst, const float* x, int group, int ne, int groups) {
+  groups_from<4><<<groups, 4>>>(dst, x, group, ne);
+}
+#endif
+"""
+
 KERNELS = {
+    "groups_from": GROUPS_FROM,
     "ldg_axpy": LDG_AXPY,
     "warp_rows": WARP_ROWS,
     "cub_rows": CUB_ROWS,
