@@ -33,6 +33,9 @@ Legality comes from :mod:`ktx.ir.access`:
   equate with ``blockDim.x`` counts (``col += block_size`` for a template block size every
   launch passes, ``col += WARP_SIZE`` under ``dim3(WARP_SIZE, nwarps)``, ``i += THREADS`` in a
   kernel that instantiates ``cub::BlockReduce<T, THREADS>``), and the packed loop keeps that step;
+  a start of ``threadIdx.x`` plus an offset the same for the block's threads (``blockIdx.x *
+  group + threadIdx.x``) packs from that offset (aligned there, checked at run time; not with
+  ``peel`` or ``tail=false``);
 * packed accesses are ``p[i + off]`` with ``off`` loop-invariant (affine in the variables of
   nested loops), not under a condition, through a named parameter or ``__shared__`` array;
 * every write of the body is to element ``i`` of some row (no ``out[0] = ...``), no write may
