@@ -12,11 +12,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import tree_sitter as ts
+from ktx.ir import syntax
 from ktx.ir.affine_tree import declared as _declared
 from ktx.ir.index import eval_int_text
 from ktx.ir.index_facts import BlockAlias
-from ktx.ir.launch import dim3_field_assignments
-from ktx.ir.nodes import Function
+from ktx.ir.launch import dim3_field_assignments, launch_dims
+from ktx.ir.nodes import Function, LaunchSite
 from ktx.ir.syntax import text as _text
 from ktx.ir.syntax import walk as _walk
 
@@ -31,6 +32,149 @@ def block_aliases(module: Module, fn: Function, env: Mapping[str, int]) -> dict[
     template parameter) makes ``BLOCK`` the block's x size; when every launch in the file
     agrees, the kernel's ``BLOCK`` means ``blockDim.x``.
     """
+    return _aliases(module, fn, env, several=False)
+
+
+def block_x_equalities(module: Module, fn: Function, env: Mapping[str, int]) -> dict[str, BlockAlias]:
+    """Names that equal ``blockDim.x`` at every launch of ``fn`` where some launch's block has
+    more than one dimension (``dim3 b(WARP_SIZE, nwarps)``): the x size is a fact there too.
+
+    Why apart from :func:`block_aliases`: a pass that makes the block size a knob rewrites an
+    alias as *the* block size, which a 2-D block's x is not (its y is a dimension too, and an x
+    of 32 is usually the warp the kernel shuffles across). The index analysis still reads
+    ``col += WARP_SIZE`` from ``threadIdx.x`` as a block-stride loop, which is what vectorize,
+    split and the row passes ask. Empty when every launch is 1-D (:func:`block_aliases` has them).
+
+    >>> from ktx.ir import parse
+    >>> m = parse('''#define WARP_SIZE 32
+    ... __global__ void k(float* y, int n) {
+    ...   for (int c = threadIdx.x; c < n; c += WARP_SIZE) y[c] = 0.f; }
+    ... void go(float* y, int n, int r) { k<<<r, dim3(WARP_SIZE, 4)>>>(y, n); }''')
+    >>> [(a.name, a.kind) for a in block_x_equalities(m, m.kernel(), {"WARP_SIZE": 32}).values()]
+    [('WARP_SIZE', 'define')]
+    """
+    launches = module.launches_of(fn.name)
+    flat = [_block_word(module, s.function, _flat(module.text(s.block)), s.span.start) for s in launches]
+    found = _aliases(module, fn, env, several=True) if not all(w is not None for w in flat) else {}
+    for name, alias in [*cub_block_sizes(module, fn, env).items(), *_header_names(module, fn).items()]:
+        found.setdefault(name, alias)
+    known = block_aliases(module, fn, env)
+    return {k: v for k, v in found.items() if k not in known}
+
+
+def _hosts(f: Function, site: LaunchSite) -> bool:
+    return f.name == site.function and f.body.contains(site.span)
+
+
+def _header_names(module: Module, fn: Function) -> dict[str, BlockAlias]:
+    """A name from a header the file includes (``WARP_SIZE`` of ggml's ``common.cuh``) that every
+    launch passes as its block's x and the kernel reads: ``blockDim.x``, though its value is not
+    known here.
+
+    The launcher does not declare it (no local, no parameter) and neither does the kernel, so
+    both read the one file-scope name: a macro or a constant of a header. Kept out of
+    :func:`block_aliases`: block-size would rewrite its definition, which is not in this file.
+    """
+    launches = module.launches_of(fn.name)
+    words: set[str] = set()
+    for site in launches:
+        word = _block_word(module, site.function, _flat(module.text(site.block)), site.span.start)
+        word = word if word is not None else _x_word(module, site)
+        if word is None or not word.isidentifier():
+            return {}
+        host = next(
+            (f for f in module.functions if f.name == site.function and f.body.contains(site.span)), None
+        )
+        if host is None or word in {p.name for p in host.params}:
+            return {}
+        if word in syntax.local_declarations(module, module.node(host.body), before=site.span.start):
+            return {}
+        words.add(word)
+    if len(words) != 1:
+        return {}
+    (word,) = words
+    defined = {m.name for m in module.macros} | {c.name for c in module.constants}
+    kernel_body = module.node(fn.body)
+    if (
+        word in defined
+        or word in {p.name for p in fn.params}
+        or word in syntax.local_declarations(module, kernel_body)
+    ):
+        return {}
+    if word not in syntax.names_in(module, kernel_body):
+        return {}
+    return {word: BlockAlias(word, "x", None, "header")}
+
+
+#: CUB's block-wide collectives: their second template argument is ``BLOCK_DIM_X``, the block's
+#: x size the collective is written for (CUB computes each thread's rank from it).
+CUB_BLOCK_TYPES = frozenset(
+    {
+        "BlockReduce", "BlockScan", "BlockLoad", "BlockStore", "BlockRadixSort", "BlockExchange",
+        "BlockHistogram", "BlockDiscontinuity", "BlockAdjacentDifference", "BlockMergeSort",
+        "BlockShuffle", "BlockRunLengthDecode",
+    }
+)  # fmt: skip
+
+
+def cub_block_sizes(module: Module, fn: Function, env: Mapping[str, int]) -> dict[str, BlockAlias]:
+    """Names the kernel hands to a CUB block collective as its ``BLOCK_DIM_X``: ``blockDim.x``.
+
+    ``using BlockReduceT = cub::BlockReduce<T, THREADS>;`` in a kernel is the author's contract
+    that the kernel runs with ``THREADS`` threads along x (CUB ranks the threads by it; with any
+    other block the reduction is wrong), so ``for (i = threadIdx.x; i < n; i += THREADS)`` is a
+    block-stride loop even where the file never launches the kernel (bitsandbytes defines its
+    kernels in one file and launches them from another). Only a scope that names CUB
+    (``cub::``, ``hipcub::``, a project's ``bnb_cub::`` alias) counts: a project's own
+    ``BlockReduce`` template promises nothing. The name must be a value template parameter, a
+    ``#define`` or a ``constexpr`` (a literal says nothing about a name the loop reads).
+
+    >>> from ktx.ir import parse
+    >>> m = parse('''template <typename T, int THREADS> __global__ void k(T* a, int n) {
+    ...   using BR = cub::BlockReduce<T, THREADS>;
+    ...   for (int i = threadIdx.x; i < n; i += THREADS) a[i] = T(0); }''')
+    >>> [(a.name, a.kind) for a in cub_block_sizes(m, m.kernel(), {}).values()]
+    [('THREADS', 'cub')]
+    """
+    tparams = {tp.name for tp in fn.template_params if tp.kind == "value" and not tp.variadic}
+    macros = {m.name for m in module.macros if m.params is None}
+    constexprs = {c.name for c in module.constants if c.function in (None, fn.name)}
+    found: dict[str, BlockAlias] = {}
+    for n in _walk(module.node(fn.body)):
+        if n.type != "template_type" or n.parent is None or n.parent.type != "qualified_identifier":
+            continue
+        scope = n.parent.child_by_field_name("scope")
+        name = n.child_by_field_name("name")
+        args = n.child_by_field_name("arguments")
+        if scope is None or name is None or args is None or _text(module, name) not in CUB_BLOCK_TYPES:
+            continue
+        if "cub" not in _text(module, scope).lower():
+            continue
+        named = [c for c in args.named_children if c.type != "comment"]
+        if len(named) < 2:
+            continue
+        word = _flat(_text(module, named[1]))
+        if word in tparams or word in macros or word in constexprs:
+            found.setdefault(word, BlockAlias(word, "x", env.get(word), "cub"))
+    return found
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _x_word(module: Module, site: LaunchSite) -> str | None:
+    """The x component of a launch's block of several dimensions (``dim3(X, Y)``, ``dim3 b(X, Y)``,
+    ``{X, Y, 1}``), or None where the launch does not write it (a ``dim3`` parameter)."""
+    dims = launch_dims(module, site, "block")
+    if dims.whole_dim3 or len(dims.components) < 2:
+        return None
+    return _flat(_text(module, dims.components[0]))
+
+
+def _aliases(module: Module, fn: Function, env: Mapping[str, int], several: bool) -> dict[str, BlockAlias]:
+    """The names equal to every launch's block x: of 1-D blocks only, or (``several``) of the x
+    component of blocks with more dimensions too."""
     launches = module.launches_of(fn.name)
     if not launches:
         return {}
@@ -39,8 +183,10 @@ def block_aliases(module: Module, fn: Function, env: Mapping[str, int]) -> dict[
     tparams: set[str] | None = None
     values: set[int | None] = set()
     for site in launches:
-        block = " ".join(module.text(site.block).split())
+        block = _flat(module.text(site.block))
         word = _block_word(module, site.function, block, site.span.start)
+        if word is None and several:
+            word = _x_word(module, site)
         if word is None:
             return {}
         # REACH (launch layer): ``dim3 block(ns::threads)`` names the file's constexpr ``threads``.
@@ -155,6 +301,8 @@ def _block_word(module: Module, host: str | None, block: str, at: int) -> str | 
     if block.startswith("dim3(") and block.endswith(")"):
         arg = block[5:-1].strip()
         return None if "," in arg else arg
+    if block.startswith("{") and "," in block:
+        return None  # ``<<<g, {x, y, 1}>>>``: a block of several dimensions, like ``dim3(x, y, 1)``
     return block
 
 

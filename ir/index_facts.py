@@ -23,10 +23,12 @@ class BlockAlias:
     axis: str
     """``x``, ``y`` or ``z``."""
     value: int | None
-    kind: Literal["define", "constexpr", "template", "param", "value"]
+    kind: Literal["define", "constexpr", "template", "param", "value", "cub", "header"]
     """How the launch names it: the ``#define``/``constexpr``/template parameter/parameter
     itself, or ``value``: a constant the kernel reads that equals the block every launch passes
-    (``<<<g, 256>>>`` and ``#define TPB 256``)."""
+    (``<<<g, 256>>>`` and ``#define TPB 256``); ``cub``: the kernel hands it to a CUB block
+    collective as ``BLOCK_DIM_X`` (``cub::BlockReduce<T, THREADS>``), its own contract; ``header``: a
+    name of an included header (its value unknown here) that every launch passes."""
 
 
 @dataclass(frozen=True)

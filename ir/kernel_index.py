@@ -28,6 +28,7 @@ from ktx.ir.affine_tree import size as _size
 from ktx.ir.affine_tree import strip as _strip
 from ktx.ir.affine_tree import top_level_in as _top_level_in
 from ktx.ir.block_alias import block_aliases as _block_aliases
+from ktx.ir.block_alias import block_x_equalities as _block_x_equalities
 from ktx.ir.block_alias import template_values as _template_values
 from ktx.ir.consteval import const_eval, int_literal
 from ktx.ir.facts.kinds import LOAD_INTRINSICS, STORE_INTRINSICS, AccessKind
@@ -68,6 +69,9 @@ class KernelIndex:
             if c.int_value is not None and c.function in (None, fn.name):
                 self.env[c.name] = c.int_value
         self.block_aliases: dict[str, BlockAlias] = _block_aliases(module, fn, self.env)
+        self.block_x_equal: dict[str, BlockAlias] = _block_x_equalities(module, fn, self.env)
+        """Names equal to ``blockDim.x`` where the launches' blocks have several dimensions
+        (``dim3(WARP_SIZE, 4)``): read as ``blockDim.x`` like an alias, but no block-size knob."""
         self.template_values: dict[str, int] = _template_values(module, fn, self.env)
         """Value template parameters every launch (or the default) gives one integer: folded."""
         self.params = {p.name: p for p in fn.params}
@@ -134,7 +138,7 @@ class KernelIndex:
         return self._memo[key]
 
     def _name(self, name: str) -> Affine:
-        alias = self.block_aliases.get(name)
+        alias = self.block_aliases.get(name) or self.block_x_equal.get(name)
         if alias is not None and name not in self.locals and name not in self.variables:
             return Affine.sym(f"blockDim.{alias.axis}")
         if name in self.locals and name not in self.variables:
@@ -148,7 +152,8 @@ class KernelIndex:
                 self._busy.discard(name)
             return value if value is not None else Affine.atom(name, self._free_names(local.value))
         if name not in self.locals:
-            if name in self.template_values and name not in self.block_aliases:
+            aliased = name in self.block_aliases or name in self.block_x_equal
+            if name in self.template_values and not aliased:
                 return Affine.of(self.template_values[name])
             if name in self.env:
                 return Affine.of(self.env[name])

@@ -28,10 +28,11 @@ shared arrays it sizes all follow.
 A block written in braces (``<<<g, {x, y, 1}>>>``) is a 2-D block like ``dim3(x, y, 1)``. In a 2-D
 block, x stays as written when the kernel assumes it: it is 32 and the kernel (or a function
 it calls) shuffles or writes the warp size 32, or the kernel never reads ``blockDim.x`` (16
-lanes of ``float4`` covering a row of 64); then y alone is the knob, with x * y within the
-limit. A literal block whose grid rounds up a division by the same literal
-(``(n + 255) / 256``, ``(n - 1) / 256 + 1``) rewrites the grid's copies too (255 as the knob
-minus one), in the source and in the launch mapping.
+lanes of ``float4`` covering a row of 64), or it reads a name that equals x only as written
+(``col += WARP_SIZE`` under ``dim3(WARP_SIZE, nwarps)``: :attr:`LaunchFacts.block_x_equal`);
+then y alone is the knob, with x * y within the limit. A literal block whose grid rounds up a
+division by the same literal (``(n + 255) / 256``, ``(n - 1) / 256 + 1``) rewrites the grid's
+copies too (255 as the knob minus one), in the source and in the launch mapping.
 
 A template parameter every launch passes as its block too (``k<BS><<<g, BS>>>``, or through a
 ``dim3`` local in scope at the launch) is ``blockDim.x`` for the analysis, so its loops
@@ -198,6 +199,24 @@ class BlockSize(Pass[KernelSite]):
                 # ``dim3 block(BLOCKSIZE_X, 1)`` for a kernel that never reads threadIdx.y: y is
                 # not a dimension of its work, so it stays 1 (no knob, nothing to keep in step).
                 thread_terms.append("1")
+                continue
+            # (a kernel that never reads blockDim.x keeps x by the branch after this one)
+            reads_x = syntax.uses_builtin(module, body, "blockDim.x")
+            equal = _x_equal_read(target) if ndims >= 2 and axis == 0 and reads_x else None
+            if equal is not None:
+                # ``col += WARP_SIZE`` under ``dim3(WARP_SIZE, nwarps)``: the kernel walks its rows
+                # by a name that is blockDim.x only while x is as written, so x stays.
+                if current is None:
+                    raise Refuse(
+                        f"the kernel steps by {equal}, which is blockDim.x only at the block's x as "
+                        f"written ({self._written(target, 0)}, not a constant here): x must stay, and "
+                        "y cannot be bounded against the hardware limit"
+                    )
+                pinned *= current
+                thread_terms.append(str(current))
+                rw.note(
+                    f"x stays {current}: the kernel reads {equal}, which equals blockDim.x only at that size"
+                )
                 continue
             if ndims >= 2 and axis == 0 and not syntax.uses_builtin(module, body, "blockDim.x"):
                 # ``<<<g, {16, 16, 1}>>>`` for a kernel that reads threadIdx.x but never blockDim.x
@@ -666,6 +685,15 @@ def _block_alias(target: Target) -> BlockAlias | None:
     names = syntax.names_in(target.module, body)
     read = [a for a in index.block_aliases.values() if a.name in names and a.kind != "value"]
     return read[0] if len(read) == 1 else None
+
+
+def _x_equal_read(target: Target) -> str | None:
+    """A name the kernel reads that equals blockDim.x only at the launches' 2-D block x as written
+    (:attr:`ktx.ir.facts.LaunchFacts.block_x_equal`): making x a knob would break it."""
+    facts = target.module.facts(target.kernel, target.template_args)
+    names = syntax.names_in(target.module, target.module.node(target.kernel.body))
+    read = sorted(a.name for a in facts.launch.block_x_equal if a.name in names)
+    return read[0] if read else None
 
 
 def _value_alias(target: Target) -> BlockAlias | None:

@@ -5,7 +5,8 @@ the blocks are small, and a small block leaves most of an SM idle or pays block 
 handful of elements. The knob ``ROWS`` (1, the original, by default) stacks rows along
 ``threadIdx.y``: the block becomes ``(block, ROWS)``, the grid ``grid / ROWS``, and every
 ``blockIdx.x`` of the kernel becomes ``(blockIdx.x * KTX_ROWS + threadIdx.y)``. The launcher in
-the file, the launch mapping and ``__launch_bounds__`` follow.
+the file, the launch mapping and ``__launch_bounds__`` follow. A block or grid written with
+trailing 1s (llama.cpp's ``dim3 block_dims(WARP_SIZE, 1, 1)``) is 1-D: its y of 1 becomes ROWS.
 
 The kernel gets no new parameter, so it cannot skip rows past the end: the pass adds the
 constraint ``grid % ROWS == 0`` (over the mapping's grid expression, e.g. ``tokens % ROWS == 0``)
@@ -81,7 +82,7 @@ class RowsPerBlock(Pass[KernelSite]):
             why = "no launch mapping: the grid and block cannot be changed in step"
         if not why and target.mapping is not None:
             m = target.mapping.resolved()
-            if len(m.grid) > 1 or len(m.block) > 1:
+            if len(_trimmed(m.grid)) > 1 or len(_trimmed(m.block)) > 1:
                 why = "the launch already has a second grid or block dimension"
         if why:
             yield Skip(why, fn.name, fn.span)
@@ -114,7 +115,9 @@ class RowsPerBlock(Pass[KernelSite]):
             rw.note(f"the row loop's step gridDim.x (line {n.start_point[0] + 1}) becomes gridDim.x * ROWS")
         self._launchers(rw, macro)
         self._launch_bounds(rw, macro)
-        new = mapping.with_grid((f"({mapping.grid[0]}) // ROWS",)).with_block((mapping.block[0], "ROWS"))
+        grid_rest = _trimmed(mapping.grid)[1:]  # empty: trailing 1s dropped, checked in sites()
+        new = mapping.with_grid((f"({mapping.grid[0]}) // ROWS", *grid_rest))
+        new = new.with_block((mapping.block[0], "ROWS"))
         rw.set_mapping(new)
         del site
 
@@ -124,7 +127,11 @@ class RowsPerBlock(Pass[KernelSite]):
         for site in rw.target.launches:
             grid = launch_dims(module, site, "grid")
             block = launch_dims(module, site, "block")
-            if len(grid.components) > 1 or len(block.components) > 1:
+            # ``dim3 block(WARP_SIZE, 1, 1)`` (llama.cpp writes every block so) is a 1-D block:
+            # its y of 1 becomes ROWS, and the grid's trailing 1s stay
+            grid_y = [syntax.text(module, c) for c in grid.components[1:]]
+            block_y = [syntax.text(module, c) for c in block.components[1:]]
+            if any(t.strip() != "1" for t in grid_y + block_y):
                 raise Refuse(f"the launch at line {site.span.line} has a second grid or block dimension")
             comp = grid.components[0]
             local = local_value(module, site, comp)
@@ -146,6 +153,11 @@ class RowsPerBlock(Pass[KernelSite]):
                     rw.replace_bytes(
                         arg.start_byte, arg.end_byte, rebuilt_dim3(syntax.text(module, arg), y=macro)
                     )
+            elif block_y:
+                y = block.components[1]
+                if y.start_byte not in done:
+                    done.add(y.start_byte)
+                    rw.replace_bytes(y.start_byte, y.end_byte, macro)
             elif block.container is not None:
                 close = block.container.end_byte - 1
                 if close in done:
@@ -165,6 +177,14 @@ class RowsPerBlock(Pass[KernelSite]):
             return
         old = rw.target.module.text(bounds.args[0])
         rw.replace(bounds.args[0], f"({old}) * {macro}")
+
+
+def _trimmed(dims: tuple[str, ...]) -> tuple[str, ...]:
+    """``dims`` without trailing components of 1: ``(WARP_SIZE, 1, 1)`` is the 1-D ``(WARP_SIZE,)``."""
+    out = list(dims)
+    while len(out) > 1 and out[-1].strip() == "1":
+        out.pop()
+    return tuple(out)
 
 
 def _row_strides(target: Target) -> tuple[list[ts.Node], ts.Node | None]:

@@ -29,7 +29,13 @@ Legality comes from :mod:`ktx.ir.access`:
 
 * the loop is ``for (T i = start; i < n; i += step)`` with ``start``/``step`` one of the usual
   thread-partitioned strides (``threadIdx.x``/``blockDim.x``, the grid-stride pair, a lane of a
-  warp, ``0``/``1``), so that packs partition the index space the same way;
+  warp, ``0``/``1``), so that packs partition the index space the same way; a step the facts
+  equate with ``blockDim.x`` counts (``col += block_size`` for a template block size every
+  launch passes, ``col += WARP_SIZE`` under ``dim3(WARP_SIZE, nwarps)``, ``i += THREADS`` in a
+  kernel that instantiates ``cub::BlockReduce<T, THREADS>``), and the packed loop keeps that step;
+  a start of ``threadIdx.x`` plus an offset the same for the block's threads (``blockIdx.x *
+  group + threadIdx.x``) packs from that offset (aligned there, checked at run time; not with
+  ``peel`` or ``tail=false``);
 * packed accesses are ``p[i + off]`` with ``off`` loop-invariant (affine in the variables of
   nested loops), not under a condition, through a named parameter or ``__shared__`` array;
 * every write of the body is to element ``i`` of some row (no ``out[0] = ...``), no write may
@@ -81,6 +87,11 @@ that read thread builtins, synchronise, return early, loop, store through ``*p``
 (``idx / C``) for their stores, or read memory at another offset from ``i`` than a write to memory
 that may alias (``out[i] = in[i + 1]`` without ``__restrict__``).
 
+A kernel with neither (no loop of its own, no such index) gets one remark that names the
+statement and line that kept it out: loops in a ``__device__`` helper it calls, or the first
+thread index it declares, which is not one element per thread (scaled by 8: each thread already
+takes a pack; on ``threadIdx.y``; without the block offset).
+
 Element types and sizes (through the kernel's template arguments and libclang) give the
 domain: 1 and the powers of two with ``VEC * sizeof(element) <= 16`` bytes for every pointer.
 
@@ -102,7 +113,7 @@ import tree_sitter as ts
 from ktx.ir import Loop, Module, syntax
 from ktx.ir.access import conflict_text, substitute
 from ktx.ir.facts.canon import balanced
-from ktx.ir.facts.elements import ElementBody
+from ktx.ir.facts.elements import ElementBody, nothing_to_pack
 from ktx.ir.facts.packing import (
     Plan,
     Refusal,
@@ -215,6 +226,9 @@ class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
             elif element is not None:
                 e = element
                 yield ElemSite(target.kernel.name, e.span, e.body, e.accesses, e.sizes, e.notes)
+            elif not target.loops:
+                why, node = nothing_to_pack(target.module, target.kernel)
+                yield Skip(why, target.kernel.name, target.module.span(node.start_byte, node.end_byte))
         for loop in target.loops:
             label = target.label(loop)
             if wanted and label not in wanted:
@@ -332,6 +346,23 @@ def _rewrite(
         n = em.text(plan.limit)
         bound = f"({bound}) < ({n}) ? ({bound}) : ({n})"
     bound_text = bound if re.fullmatch(r"[\w.]+", bound) else f"({bound})"
+    if plan.offset is not None:
+        # ``for (j = base + threadIdx.x; j < end; j += blockDim.x)``: packs from base
+        if not tail:
+            raise Refuse(
+                "tail=false: the loop starts at a block offset, whose alignment only a run-time check tells"
+            )
+        if plan.apart or plan.limit is not None:
+            raise Refuse(
+                "the loop starts at a block offset and needs a run-time aliasing check or a second "
+                "bound, which packs from an offset do not carry"
+            )
+        if peel:
+            rw.note(
+                "peel=true: not for a loop from a block offset; its packs run where the offset row is aligned"
+            )
+            peel = False
+        em.head = plan.offset
     lines: list[str] = [f"#if {vec} > 1"]
     if braces:
         lines.append(indent + "{")
@@ -363,7 +394,14 @@ def _rewrite(
         lines.append(
             f"{inner}// scalar loop after the packed one takes the elements past the last whole pack."
         )
-        lines.append(f"{inner}const {plan.var_type} {packs_name} = ({cond}) ? {bound_text} / {vec} : 0;")
+        if plan.offset is not None:
+            off = plan.offset
+            lines.append(
+                f"{inner}const {plan.var_type} {packs_name} = ({cond}) && {bound_text} > {off} ? "
+                f"({bound_text} - {off}) / {vec} : 0;"
+            )
+        else:
+            lines.append(f"{inner}const {plan.var_type} {packs_name} = ({cond}) ? {bound_text} / {vec} : 0;")
     else:
         if plan.apart:
             a, b = plan.apart[0]
@@ -387,7 +425,7 @@ def _rewrite(
     pragma = module.text(loop.pragma.span).strip() if loop.pragma is not None else ""
     if pragma:
         lines.append(pragma)
-    start = em.text(plan.start)
+    start = "threadIdx.x" if plan.offset is not None else em.text(plan.start)
     step_update = "++ktx_p" if plan.step == "1" else f"ktx_p += {plan.step}"
     lines.append(f"{inner}for ({plan.var_type} ktx_p = {start}; ktx_p < {packs_name}; {step_update}) {{")
     body = [st for st in statements(plan.body) if plan.limit_stmt is None or st.id != plan.limit_stmt.id]
@@ -488,7 +526,7 @@ def _tail_header(em: _Emit, packs_name: str) -> str:
     s0 = plan.start.start_byte - plan.node.start_byte
     s1 = plan.start.end_byte - plan.node.start_byte
     start_text = head[s0:s1]
-    lead = f"{em.head} + " if em.head else ""
+    lead = f"{em.head} + " if em.head and plan.offset is None else ""  # an offset start holds it
     new_start = f"{lead}{packs_name} * {em.vec} + {start_text}"
     return head[:s0] + new_start + head[s1:]
 

@@ -34,7 +34,7 @@ from typing import Literal
 import tree_sitter as ts
 from ktx.ir import Function, Module, syntax
 from ktx.ir.access import index_source, mentions, relative_terms, roots, subscript_ref
-from ktx.ir.affine import kernel_index
+from ktx.ir.affine import Affine, kernel_index
 from ktx.ir.affine_tree import index_node as _index_node
 from ktx.ir.facts import assign
 from ktx.ir.facts.canon import GLOBAL_INDEX, canon, expand
@@ -619,3 +619,87 @@ def reorder_conflict(accesses: list[MemRef], var: str) -> str | None:
 def _text_of(a: MemRef) -> str:
     return " ".join(index_source(a).decode("utf-8", "replace").split())
 
+
+# -- why a kernel has nothing to pack ----------------------------------------------------------
+
+_THREAD_BUILTINS = ("threadIdx", "blockIdx")
+
+
+def nothing_to_pack(module: Module, fn: Function) -> tuple[str, ts.Node]:
+    """Why a kernel with no loop of its own and no one-element-per-thread body gives vectorize no
+    site, naming the construct and its line (the node to point the remark at).
+
+    Without it such a kernel printed no remark at all, and a reader could not tell a kernel
+    ktx never looked at from one it looked at and passed over. In order: the loops are in a
+    ``__device__`` helper the kernel calls (vectorize rewrites the kernel's own body); a thread
+    index that is not ``blockIdx.x * blockDim.x + threadIdx.x`` (scaled: each thread already
+    takes several elements; another axis; an offset); no thread index at all.
+
+    >>> from ktx.ir import parse
+    >>> m = parse('''__global__ void k(float4* y, const float4* x) {
+    ...   int i = (blockIdx.x * blockDim.x + threadIdx.x) * 4;
+    ...   y[i] = x[i]; }''')
+    >>> why, node = nothing_to_pack(m, m.kernel())
+    >>> why.split(": ")[-1], node.start_point[0] + 1
+    ('it scales the thread index by 4, so each thread already takes several elements', 2)
+    """
+    body = module.node(fn.body)
+    helpers = {f.name: f for f in module.functions if not f.is_kernel and f.name != fn.name}
+    for call in syntax.calls(module, body):
+        callee = call.child_by_field_name("function")
+        name = _text(module, callee).rsplit("::", 1)[-1].split("<", 1)[0] if callee is not None else ""
+        helper = helpers.get(name)
+        if helper is None:
+            continue
+        inner = [n for n in syntax.walk(module.node(helper.body)) if n.type in _LOOPS]
+        if inner:
+            return (
+                f"no loop in the kernel: its loops are in the __device__ function {name} (line "
+                f"{helper.span.line}, loop at line {_line(inner[0])}), called at line {_line(call)}; "
+                "vectorize packs the kernel's own loops (inline the helper, or vectorize it as a kernel)",
+                call,
+            )
+    decls = [s for s in _code(body.named_children) if s.type == "declaration"]
+    reads = [
+        s
+        for b in _THREAD_BUILTINS  # a declaration that reads threadIdx first, else blockIdx
+        for s in decls
+        if any(syntax.uses_builtin(module, s, f"{b}.{a}") for a in "xyz")
+    ]
+    for stmt in reads[:1]:
+        decls = stmt.children_by_field_name("declarator")
+        init = decls[0] if decls and decls[0].type == "init_declarator" else None
+        value = init.child_by_field_name("value") if init is not None else None
+        why = _index_shape(module, fn, value)
+        return (
+            f"`{_first_line(module, stmt)}` (line {_line(stmt)}) is not one element per thread "
+            f"(i = blockIdx.x * blockDim.x + threadIdx.x){why}",
+            stmt,
+        )
+    return (
+        f"no loop in {fn.name} and no thread index declared at the top of its body (line "
+        f"{_line(body)}): there is no range of elements for packs to take",
+        body,
+    )
+
+
+def _index_shape(module: Module, fn: Function, value: ts.Node | None) -> str:
+    """What keeps the index ``value`` from being one element per thread, as a clause ('' if unknown)."""
+    form = kernel_index(module, fn).affine(value) if value is not None else None
+    if form is None:
+        return ""
+    tx = form.coeff("threadIdx.x")
+    if tx is None or not tx.is_const:
+        return ""
+    if tx.const == 0:
+        other = next((f"threadIdx.{a}" for a in "yz" if form.depends_on([f"threadIdx.{a}"])), None)
+        return f": it follows {other}, not threadIdx.x" if other else ": it does not follow threadIdx.x"
+    if abs(tx.const) > 1:
+        return f": it scales the thread index by {tx.const}, so each thread already takes several elements"
+    block = form.coeff("blockIdx.x")
+    if block is None or not block.equals(Affine.sym("blockDim.x")):
+        return ": it leaves out blockIdx.x * blockDim.x, so it numbers a block's threads, not the grid's"
+    rest = form.without("threadIdx.x", "blockIdx.x")
+    if not rest.is_const or rest.const != 0:
+        return f": it adds {rest} to the thread's position (an offset the guard would have to carry)"
+    return ""

@@ -80,6 +80,11 @@ class LaunchFacts:
     template_args: tuple[str, ...]
     """The type and value arguments bound to the kernel's template parameters (spec first,
     else the first launch that names them)."""
+    block_x_equal: tuple[BlockAlias, ...] = ()
+    """Names equal to ``blockDim.x`` at every launch where the block has several dimensions
+    (``dim3(WARP_SIZE, nwarps)``, ``k<BS><<<g, dim3(BS, 4)>>>``): the index analysis reads them
+    as ``blockDim.x``, so ``col += WARP_SIZE`` from ``threadIdx.x`` is a block-stride loop to
+    vectorize and split; unlike :attr:`block_aliases` they are not the block size a knob sets."""
 
 
 class Facts:
@@ -236,6 +241,7 @@ class Facts:
             tuple(self.index.block_aliases.values()),
             tuple(sorted(self.index.template_values.items())),
             self.template_args,
+            tuple(self.index.block_x_equal.values()),
         )
 
 

@@ -8,6 +8,8 @@ one and an escaping address to the others.
 * ``p[i] = v``: ``store``; ``p[i] += v``, ``++p[i]``: ``update`` (read and written);
 * ``__ldg(&p[i])`` and the other load intrinsics: ``load``; ``__stcs(&p[i], v)`` and the other
   store intrinsics: ``store`` (the address is what the intrinsic accesses, it does not escape);
+* ``LDG(&p[i])`` where the file defines ``LDG(x)`` as a load intrinsic of ``x`` (or, in another
+  ``#if`` branch, as ``*(x)``): ``load``, as the intrinsic it stands for;
 * any other ``&p[i]``: ``address`` (it may be used in any order: read and written);
 * everything else: ``load``.
 
@@ -25,6 +27,7 @@ subscripts ask :func:`intrinsic_of` and keep such a store in place.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 import tree_sitter as ts
@@ -106,4 +109,44 @@ def _intrinsic_name(address: ts.Node) -> str:
         return ""
     call = args.parent
     fn = call.child_by_field_name("function") if call is not None else None
-    return (fn.text or b"").decode() if fn is not None else ""
+    name = (fn.text or b"").decode() if fn is not None else ""
+    if name and name not in LOAD_INTRINSICS and name not in STORE_INTRINSICS and name.isidentifier():
+        return _load_macro(name, node) or name
+    return name
+
+
+def _load_macro(name: str, node: ts.Node) -> str:
+    """The load intrinsic a function-like macro ``name`` of ``node``'s file stands for, else ''.
+
+    ``#define LDG(x) __ldg(x)`` (with ``#define LDG(x) (*(x))`` for old architectures in the
+    other ``#if`` branch) makes ``LDG(&p[i])`` a load of ``p[i]``, not an address that escapes:
+    every definition must be one load intrinsic of the macro's one parameter, or a plain
+    dereference of it, and at least one the intrinsic. Read from the file's top level and its
+    preprocessor branches, where projects define such helpers.
+    """
+    root = node
+    while root.parent is not None:
+        root = root.parent
+    found: set[str] = set()
+    pending = list(root.children)
+    while pending:
+        n = pending.pop()
+        if n.type in ("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif"):
+            pending.extend(n.children)
+            continue
+        if n.type != "preproc_function_def":
+            continue
+        ident, params, value = (n.child_by_field_name(f) for f in ("name", "parameters", "value"))
+        if ident is None or (ident.text or b"").decode() != name:
+            continue
+        names = [(c.text or b"").decode() for c in params.named_children] if params is not None else []
+        body = "".join((value.text or b"").decode().split()) if value is not None else ""
+        if len(names) != 1:
+            return ""
+        p = re.escape(names[0])
+        call = re.fullmatch(rf"\(?(__ld\w+)\(\(?{p}\)?\)\)?", body)
+        if call is not None and call.group(1) in LOAD_INTRINSICS:
+            found.add(call.group(1))
+        elif re.fullmatch(rf"\(?\*\(?{p}\)?\)?", body) is None:
+            return ""
+    return min(found) if len(found) == 1 else ""

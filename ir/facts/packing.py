@@ -31,7 +31,7 @@ from ktx.ir.access import (
     conflict_text,
     same_index,
 )
-from ktx.ir.affine import kernel_index
+from ktx.ir.affine import Affine, LoopShape, kernel_index
 from ktx.ir.facts.canon import canon as _canon
 from ktx.ir.facts.canon import expand as _expand
 from ktx.ir.facts.elements import (
@@ -87,6 +87,10 @@ class Plan:
     """``N`` of a leading ``if (i >= N) break;``: packs run while ``i < min(bound, N)``."""
     limit_stmt: ts.Node | None = None
     """That ``if`` statement: left out of the packed body (the scalar loops keep it)."""
+    offset: str | None = None
+    """``((start) - threadIdx.x)`` for a loop from ``base + threadIdx.x`` by ``blockDim.x`` where
+    ``base`` is the same for every thread of the block (``blockIdx.x * group + threadIdx.x``):
+    packs are taken from ``base``, thread ``t`` taking packs ``t, t + blockDim.x, ...``."""
 
 
 #: (start, step) pairs whose starts, over the threads that run the loop, are 0 .. step-1.
@@ -108,6 +112,12 @@ def _partitioned(
     return (s, t) in _PARTITIONS
 
 
+def _flat(module: Module, node: ts.Node) -> str:
+    """``node``'s text on one line, cut at 60 characters (a remark quotes the construct it refuses)."""
+    text = " ".join(_text(module, node).split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _header(
     module: Module, node: ts.Node
 ) -> tuple[str, str, ts.Node, ts.Node, str, ts.Node | None, ts.Node] | str:
@@ -116,37 +126,42 @@ def _header(
     cond = node.child_by_field_name("condition")
     update = node.child_by_field_name("update")
     if init is None or cond is None or update is None:
-        return "the loop header is not `for (T i = start; i < n; i += step)`"
+        parts = (("start", init), ("condition", cond), ("step", update))
+        missing = ", ".join(w for w, n in parts if n is None)
+        return f"the loop header has no {missing}: not `for (T i = start; i < n; i += step)`"
     if init.type != "declaration":
-        return "the loop variable is declared outside the loop (its final value may be used after it)"
+        return (
+            f"the loop variable of `{_flat(module, init)}` is declared outside the loop (its final "
+            "value may be used after it)"
+        )
     decls = init.children_by_field_name("declarator")
     type_node = init.child_by_field_name("type")
     if len(decls) != 1 or decls[0].type != "init_declarator" or type_node is None:
-        return "the loop header declares more than one variable"
+        return f"the loop header `{_flat(module, init)}` declares more than one variable"
     ident = decls[0].child_by_field_name("declarator")
     start = decls[0].child_by_field_name("value")
     if ident is None or ident.type != "identifier" or start is None:
-        return "the loop variable has no plain initialiser"
+        return f"the loop variable of `{_flat(module, init)}` has no plain initialiser"
     var = _text(module, ident)
     var_type = " ".join(
         _text(module, c) for c in init.children if c.type != "init_declarator" and c.type != ";"
     )
     if cond.type != "binary_expression":
-        return "the loop condition is not `i < n`"
+        return f"the loop condition `{_flat(module, cond)}` is not `{var} < n`"
     op = cond.child_by_field_name("operator")
     left = cond.child_by_field_name("left")
     right = cond.child_by_field_name("right")
     if op is None or left is None or right is None:
-        return "the loop condition is not `i < n`"
+        return f"the loop condition `{_flat(module, cond)}` is not `{var} < n`"
     if op.type == "<" and left.type == "identifier" and _text(module, left) == var:
         bound = right
     elif op.type == ">" and right.type == "identifier" and _text(module, right) == var:
         bound = left
     else:
-        return "the loop condition is not `i < n`"
+        return f"the loop condition `{_flat(module, cond)}` is not `{var} < n`"
     step_text, step_node = _step(module, update, var)
     if step_text is None:
-        return "the loop step is not `i += step` or `++i`"
+        return f"the loop step `{_flat(module, update)}` is not `{var} += step` or `++{var}`"
     return var, var_type.replace("const ", "").strip(), start, bound, step_text, step_node, update
 
 
@@ -228,6 +243,9 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
     # per warp row, blocks walking rows): across blocks no barrier orders the elements, so then
     # nothing outside the loop may touch what it writes (strict ownership below)
     exact = shape is not None and splits_exactly(shape.start, shape.step)
+    offset = None if legacy or exact else _block_offset(module, shape, start, var_type)
+    # a block-uniform offset moves where a block's range starts, not which block owns what
+    legacy = legacy or offset is not None
     strict = not legacy and across_blocks(start_form)
     if not legacy and not exact:
         return (
@@ -328,7 +346,31 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
         ),
         limit,
         limit_stmt,
+        offset,
     )
+
+
+def _block_offset(module: Module, shape: LoopShape | None, start: ts.Node, var_type: str) -> str | None:
+    """``((start) - threadIdx.x)`` when the loop starts at ``threadIdx.x`` plus a value the same for
+    every thread of a block and steps by ``blockDim.x``, else None.
+
+    The block's threads then split ``[base, bound)`` as ``threadIdx.x``/``blockDim.x`` split
+    ``[0, bound)``; the offset is written as the start minus ``threadIdx.x`` so that it is the
+    value the original computes (the start must be free of calls and assignments to be read twice).
+    """
+    if shape is None or shape.stride != "block" or shape.start is None:
+        return None
+    tx = shape.start.coeff("threadIdx.x")
+    if tx is None or not tx.equals(Affine.of(1)):
+        return None
+    rest = shape.start - Affine.sym("threadIdx.x")
+    if not rest.terms or any(s.startswith("threadIdx.") for s in rest.free):
+        return None
+    effects = ("call_expression", "assignment_expression", "update_expression")
+    if any(n.type in effects for n in syntax.walk(start)):
+        return None
+    # threadIdx.x is unsigned: subtracted as the loop's type, a negative base stays negative
+    return f"(({' '.join(_text(module, start).split())}) - static_cast<{var_type}>(threadIdx.x))"
 
 
 def _break_bound(module: Module, body: ts.Node, var: str) -> tuple[ts.Node | None, ts.Node | None]:

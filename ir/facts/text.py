@@ -35,6 +35,9 @@ def render(facts: Facts) -> str:
     for alias in facts.launch.block_aliases:
         value = "" if alias.value is None else f" = {alias.value}"
         lines.append(f"  block alias: {alias.name} is blockDim.{alias.axis} ({alias.kind}{value})")
+    for alias in facts.launch.block_x_equal:
+        value = "" if alias.value is None else f" = {alias.value}"
+        lines.append(f"  block x: {alias.name} is blockDim.{alias.axis} ({alias.kind}{value}, not a knob)")
     for name, number in facts.launch.template_values:
         lines.append(f"  template value: {name} = {number}")
     if facts.template_args:

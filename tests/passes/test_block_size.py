@@ -227,3 +227,30 @@ def test_the_template_norm_benchmark_spec_searches_its_template_block_size() -> 
     assert launch.evaluate({"nrows": 1, "ncols": 4096, "BLOCK_X": 0})[1] == (1024,)
     assert launch.evaluate({"nrows": 1, "ncols": 768, "BLOCK_X": 0})[1] == (32,)
     assert launch.evaluate({"nrows": 1, "ncols": 4096, "BLOCK_X": 512})[1] == (512,)
+
+
+WARP_STEP_2D = """\
+#define WARP_SIZE 32
+__global__ void scale_rows(const float* __restrict__ x, float* __restrict__ y, int n, int rows) {
+  const int row = blockIdx.x * blockDim.y + threadIdx.y;
+  if (row >= rows) return;
+  for (int col = threadIdx.x; col < n; col += WARP_SIZE) y[row * n + col] = x[row * n + col] + blockDim.x;
+}
+void launch(const float* x, float* y, int n, int rows) {
+  const dim3 block_dims(WARP_SIZE, 4, 1);
+  scale_rows<<<(rows + 3) / 4, block_dims>>>(x, y, n, rows);
+}
+"""
+
+
+def test_x_stays_where_the_kernel_steps_by_a_name_equal_to_it() -> None:
+    """``col += WARP_SIZE`` under ``dim3(WARP_SIZE, 4)``: WARP_SIZE is blockDim.x only at x = 32.
+
+    The kernel reads blockDim.x too, so nothing else would keep x; a BLOCK_X of 64 would have two
+    threads take every element. y alone is the knob, within 1024 / 32.
+    """
+    t = apply(WARP_STEP_2D, "block-size")
+    assert [(k.name, max(k.values)) for k in t.knobs] == [("BLOCK_Y", 32)]
+    assert any("x stays 32: the kernel reads WARP_SIZE" in o.message for o in t.outcomes)
+    moved = WARP_STEP_2D.replace("col += WARP_SIZE", "col += blockDim.x")
+    assert {k.name for k in apply(moved, "block-size").knobs} == {"BLOCK_X", "BLOCK_Y"}

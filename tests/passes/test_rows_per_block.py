@@ -66,3 +66,38 @@ def test_refusals() -> None:
 def test_applies_where_pinned() -> None:
     found = {p.name for p in spec_dirs() if build(load(p.name), "rows-per-block").knobs}
     assert found == APPLIES["rows-per-block"]
+
+
+THREE = """\
+__global__ void k(float* __restrict__ y, const float* __restrict__ x, int d) {
+  const int row = blockIdx.x;
+  for (int i = threadIdx.x; i < d; i += 32) y[row * d + i] = 2.f * x[row * d + i];
+}
+
+void launch(float* y, const float* x, int rows, int d) {
+  const dim3 blocks_num(rows, 1, 1);
+  const dim3 block_dims(32, 1, 1);
+  k<<<blocks_num, block_dims>>>(y, x, d);
+}
+"""
+
+
+def test_trailing_ones_are_a_1d_launch() -> None:
+    """llama.cpp's ``dim3 block_dims(WARP_SIZE, 1, 1)``: the y of 1 becomes ROWS, the grid's 1s stay."""
+    t = apply(THREE, "rows-per-block")
+    assert [k.name for k in t.knobs] == ["ROWS"]
+    launch = t.launch()
+    assert launch is not None and launch.grid == ("rows // ROWS",) and launch.block == ("32", "ROWS")
+    out = t.instantiate({"ROWS": 4})
+    assert "const dim3 blocks_num((rows) / 4, 1, 1);" in out and "const dim3 block_dims(32, 4, 1);" in out
+    assert "const int row = (blockIdx.x * 4 + threadIdx.y);" in out
+
+
+def test_a_real_second_dimension_still_refuses() -> None:
+    for old, new in (
+        ("block_dims(32, 1, 1)", "block_dims(32, 2, 1)"),
+        ("blocks_num(rows, 1, 1)", "blocks_num(rows, 2, 1)"),
+    ):
+        assert (
+            "second grid or block dimension" in remarks(apply(THREE.replace(old, new), "rows-per-block"))[0]
+        )

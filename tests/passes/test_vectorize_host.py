@@ -100,6 +100,43 @@ int main() {
 """
 
 CASES = {
+    "groups_from": r"""
+  for (int group : {1, 3, 5, 8, 33}) for (int cut : {0, 1, 7}) for (int a = 0; a < 4; ++a) {
+    std::vector<float> m1(400), m2(400); fill(m1); fill(m2);
+    int ne = 3 * group - cut; if (ne < 0) ne = 0;
+    auto run = [&](auto k, std::vector<float>& m) {
+      float* x = m.data() + 8 + a; float* dst = m.data() + 200 + (a ? 4 - a : 0);  // on and off packs
+      launch(3, 4, [&] { k(dst, x, group, ne); });
+    };
+    run(orig::groups_from<4>, m1); run(cand::groups_from<4>, m2); check("groups_from", m1, m2, group, cut, a);
+  }""",
+    "ldg_axpy": r"""
+  for (int n : {0, 1, 3, 5, 33, 67}) for (int a = 0; a < 4; ++a) {
+    std::vector<float> m1(400), m2(400); fill(m1); fill(m2);
+    auto run = [&](auto k, std::vector<float>& m) {
+      float* x = m.data() + 8 + a; float* y = m.data() + 200 + a;
+      launch(3, 4, [&] { k(y, x, n); });
+    };
+    run(orig::ldg_axpy, m1); run(cand::ldg_axpy, m2); check("ldg_axpy", m1, m2, n, a, 0);
+  }""",
+    "warp_rows": r"""
+  for (int n : {0, 1, 3, 5, 33, 67}) for (int rows : {1, 3, 4}) for (int a = 0; a < 4; ++a) {
+    std::vector<float> m1(800), m2(800); fill(m1); fill(m2);
+    auto run = [&](auto k, std::vector<float>& m) {
+      float* in = m.data() + 8 + a; float* out = m.data() + 400 + a;  // rows of odd n start off a pack
+      launch_xy((rows + 1) / 2, 4, 2, [&] { k(out, in, rows, n); });
+    };
+    run(orig::warp_rows, m1); run(cand::warp_rows, m2); check("warp_rows", m1, m2, n, rows, a);
+  }""",
+    "cub_rows": r"""
+  for (int n : {0, 1, 3, 5, 33, 67}) for (int a = 0; a < 4; ++a) {
+    std::vector<float> m1(800), m2(800); fill(m1); fill(m2);
+    auto run = [&](auto k, std::vector<float>& m) {
+      float* in = m.data() + 8 + a; float* out = m.data() + 400 + a;
+      launch(3, 4, [&] { k(out, in, n); });
+    };
+    run(orig::cub_rows<4>, m1); run(cand::cub_rows<4>, m2); check("cub_rows", m1, m2, n, a, 0);
+  }""",
     "halve_rows": r"""
   for (int n : {0, 1, 3, 5, 33, 67}) for (int a = 0; a < 4; ++a) for (int b = 0; b < 3; ++b) {
     std::vector<float> m1(800), m2(800); fill(m1); fill(m2);
@@ -293,7 +330,70 @@ template void launch_halve_rows<short>(short*, const short*, int, int);
 #endif
 """
 
+#: a warp per row under a 2-D block (llama.cpp's `col += WARP_SIZE`): every launch's block x is
+#: WARP_SIZE, so the facts read it as blockDim.x (4 here, so that the host run stays small)
+WARP_ROWS = """\
+#define WARP_SIZE 4
+__global__ void warp_rows(float* __restrict__ out, const float* __restrict__ in, int rows, int n) {
+  const int row = blockIdx.x * blockDim.y + threadIdx.y;
+  if (row >= rows) return;
+  for (int col = threadIdx.x; col < n; col += WARP_SIZE) out[row * n + col] = in[row * n + col] * 3.f - 1.f;
+}
+#ifdef __CUDACC__
+void launch_warp_rows(float* out, const float* in, int rows, int n) {
+  warp_rows<<<(rows + 1) / 2, dim3(WARP_SIZE, 2)>>>(out, in, rows, n);
+}
+#endif
+"""
+
+#: no launch in the file (bitsandbytes launches from another): THREADS is blockDim.x because the
+#: kernel instantiates cub::BlockReduce with it (a stand-in cub on the host)
+CUB_ROWS = """\
+#ifndef __CUDACC__
+namespace cub { template <typename T, int N> struct BlockReduce {}; }
+#endif
+template <int THREADS>
+__global__ void cub_rows(float* __restrict__ out, const float* __restrict__ in, int n) {
+  using BlockReduceT = cub::BlockReduce<float, THREADS>;
+  const float* x = in + blockIdx.x * n;
+  for (int i = threadIdx.x; i < n; i += THREADS) out[blockIdx.x * n + i] = x[i] * 0.5f + 2.f;
+}
+"""
+
+#: a project's load macro: `*(x)` on the host (no __CUDA_ARCH__), `__ldg(x)` on the device
+LDG_AXPY = """\
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 350
+#define LDG(x) __ldg(x)
+#else
+#define LDG(x) (*(x))
+#endif
+__global__ void ldg_axpy(float* __restrict__ y, const float* __restrict__ x, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+    y[i] = 0.5f * LDG(&x[i]) + y[i];
+}
+"""
+
+#: ggml's group_norm: each block walks its own group from a block-uniform offset
+#: (`start = blockIdx.x * group + threadIdx.x`), the last group cut short by ne
+GROUPS_FROM = """\
+template <int block_size>
+__global__ void groups_from(float* __restrict__ dst, const float* __restrict__ x, int group, int ne) {
+  const int start = blockIdx.x * group + threadIdx.x;
+  const int end = blockIdx.x * group + group < ne ? blockIdx.x * group + group : ne;
+  for (int j = start; j < end; j += block_size) dst[j] = x[j] * 2.f + 1.f;
+}
+#ifdef __CUDACC__
+void launch_groups_from(float* dst, const float* x, int group, int ne, int groups) {
+  groups_from<4><<<groups, 4>>>(dst, x, group, ne);
+}
+#endif
+"""
+
 KERNELS = {
+    "groups_from": GROUPS_FROM,
+    "ldg_axpy": LDG_AXPY,
+    "warp_rows": WARP_ROWS,
+    "cub_rows": CUB_ROWS,
     "halve_rows": TEMPLATED,
     "groups": GROUPS,
     "capped": CAPPED,

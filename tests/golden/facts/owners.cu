@@ -29,4 +29,4 @@ void go(float* o, const float* x, int rows, int cols) { owners<<<rows, 256>>>(o,
 // CHECK:   pack L0: no, aliasing: out[row * cols + c] and in[row * cols + c] may touch aliasing memory (line 6 and 6)
 // CHECK:   pack L1: no, out is also accessed at line 10 with no __syncthreads() in between; packs change which thread owns each element
 // CHECK:   pack L2: no, the body has a `break`: packs cannot stop mid-way
-// CHECK:   pack L3: no, the loop condition is not `i < n`
+// CHECK:   pack L3: no, the loop condition `j != cols` is not `j < n`

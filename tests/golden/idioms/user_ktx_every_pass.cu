@@ -252,7 +252,7 @@ void launch(float* out, const float* in, int rows, int d) {
 // UNROLL: +  #pragma unroll 8
 // UNROLL: -#pragma unroll 4
 // VECTORIZE: {{.*}}: remark: [vectorize] L0: rewritten: exposed VEC_L0 {1, 2, 4}; packed 1 pointer(s): in
-// VECTORIZE: {{.*}}: remark: [vectorize] L1: skipped: the loop condition is not `i < n`
+// VECTORIZE: {{.*}}: remark: [vectorize] L1: skipped: the loop condition `o > 0` is not `o < n`
 // VECTORIZE: {{.*}}: remark: [vectorize] L2: rewritten: exposed VEC_L2 {1, 2, 4}; packed 2 pointer(s): in, out; out and in may alias: packed only where a run-time check finds them apart or the same
 // VECTORIZE: {{.*}}: remark: [vectorize] prelude: rewritten: rewritten; inserted the ktx device helpers (namespace ktx) after the includes
 // VECTORIZE: +// ktx: `vectorize` instantiated with VEC_L0=1, VEC_L2=4
