@@ -6,10 +6,12 @@ One run folder (default ``.ktx/runs/<kernel>/``) holds the study (``study.db`` u
 trials stay in the study, measured candidates stay in the cache, stale RUNNING trials of the
 killed process are marked FAIL, and each shape's budget counts what is already there.
 
-With ``workers > 1`` this process measures the baselines, starts that many worker processes
-(one per GPU through ``CUDA_VISIBLE_DEVICES``) on the same studies, waits, and writes the
-outputs. On several machines, start ``ktx tune --storage postgresql://...`` on each: each is a
-worker, and each writes the same outputs from the shared studies.
+With ``workers > 1`` this process starts that many worker processes (one per GPU through
+``CUDA_VISIBLE_DEVICES``) on the same studies, waits, and writes the outputs; each worker measures
+its share of the originals, searches, checks its share of the shapes and measures its share of
+the held-out points ahead (:mod:`ktx.search.workers`). On several machines, start
+``ktx tune --storage postgresql://...`` on each: each is a worker, and each writes the same
+outputs from the shared studies.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import hashlib
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -345,6 +348,12 @@ def tune_shapes(ctx: Context, deadline: float | None) -> None:
     tuned: dict[str, list[dict[str, int]]] = {}
     concurrent = req.workers > 1 or req.is_worker or req.storage is not None
     for i, point in enumerate(ordered):
+        if deadline is not None and time.monotonic() >= deadline:
+            # Past the search's deadline no shape gets an evaluation: opening, planning and
+            # (in a worker) measuring a missing original for each of the rest only delays the
+            # final checks (21 shapes cost seconds of Python each on a loaded host).
+            ctx.log.write("search_cut", shapes=[p.name for p in ordered[i:]])
+            break
         original, metric = prepare_shape(ctx, point)
         name = study_name(ctx, point)
         left = len(ordered) - i
@@ -416,6 +425,9 @@ DEADLINE_ENV = "KTX_RUN_DEADLINE"
 #: How many workers the run started (a worker measures the originals of its share of the shapes).
 WORKERS_ENV = "KTX_RUN_WORKERS"
 
+#: The folder where the run's workers mark the end of their search (:mod:`ktx.search.workers`).
+BARRIER_ENV = "KTX_RUN_BARRIER"
+
 
 def run_deadline(own: float | None) -> float | None:
     """A worker's deadline (``time.monotonic()`` seconds): the run's, from :data:`DEADLINE_ENV`,
@@ -463,9 +475,12 @@ def start_workers(ctx: Context, deadline: float | None = None) -> None:
         [d for d in visible.split(",") if d.strip()] if visible else [str(i) for i in range(req.workers)]
     )
     procs: list[subprocess.Popen[bytes]] = []
+    # where the workers mark the end of their search (ktx.search.workers): one folder per run
+    barrier = ctx.run_dir / ".searched" / f"{os.getpid()}-{time.time_ns()}"
     for i in range(req.workers):
         env = dict(os.environ)
         env[WORKERS_ENV] = str(req.workers)
+        env[BARRIER_ENV] = str(barrier)
         if deadline is not None:
             env[DEADLINE_ENV] = repr(time.time() + deadline - time.monotonic())
         if req.backend == "cupy":
@@ -475,6 +490,7 @@ def start_workers(ctx: Context, deadline: float | None = None) -> None:
     ctx.log.write("workers_started", count=req.workers, pids=[p.pid for p in procs])
     watch_workers(ctx, procs)
     failed = [(i, p.wait()) for i, p in enumerate(procs)]
+    shutil.rmtree(barrier, ignore_errors=True)
     bad = [(i, code) for i, code in failed if code != 0]
     if bad:
         raise KtxError(
@@ -508,8 +524,8 @@ def watch_workers(ctx: Context, procs: Sequence[subprocess.Popen[bytes]], every_
     ctx.display.finish()
 
 
-def collect(ctx: Context) -> tuple[ShapeResult, ...]:
-    """Results per shape, from the studies alone."""
+def collect(ctx: Context, points: Sequence[ShapePoint] | None = None) -> tuple[ShapeResult, ...]:
+    """Results per shape (``points``, default every shape of the run), from the studies alone."""
     results: list[ShapeResult] = []
     joint = None
     if ctx.request.joint and ctx.tunable.space.knobs:
@@ -519,7 +535,7 @@ def collect(ctx: Context) -> tuple[ShapeResult, ...]:
             best_joint = dict(joint.best_trial.user_attrs["ktx"]["config"])
         except (ValueError, KeyError):
             best_joint = None
-    for point in ctx.points:
+    for point in ctx.points if points is None else points:
         if point in ctx.skipped:
             results.append(unmeasured(ctx, point))
             continue
@@ -584,12 +600,17 @@ def check_holdout(
     rows: list[HoldoutRow] = []
     typical = max(ctx.costs.values(), default=1.0)
     for point in points:
-        if deadline is not None and deadline - time.monotonic() < 2 * typical + WRITE_S:
+        chosen = table.select(point.as_dict())
+        # what the workers measured ahead (:func:`ktx.search.workers.measure_holdout_ahead`)
+        # costs nothing here: only a point still needing the GPU is held to the clock
+        gpu = ctx.evaluator.needs_gpu(None, point) or (
+            chosen is not None and ctx.evaluator.needs_gpu(chosen, point)
+        )
+        if gpu and deadline is not None and deadline - time.monotonic() < 2 * typical + WRITE_S:
             ctx.log.write("holdout_skipped", shape=point.name, reason="the time limit")
             continue
         original = ctx.evaluator.original(point)
         metric = choose_metric(ctx.request.metric, original)
-        chosen = table.select(point.as_dict())
         measured = None if chosen is None else ctx.evaluator.evaluate(chosen, point).measurement
         rows.append(HoldoutRow(point, metric, original, chosen, measured))
         ctx.log.write("holdout", shape=point.name, chosen=chosen, ratio=rows[-1].ratio)
@@ -789,9 +810,9 @@ def run_tune(req: TuneRequest) -> Summary | None:
         bound_timeouts(ctx.backend, req.time_limit)
     try:
         if req.is_worker:
-            deadline = run_deadline(deadline)
-            prepare_share(ctx, deadline)
-            (tune_joint if req.joint else tune_shapes)(ctx, search_until(ctx, deadline))
+            from ktx.search.workers import run_worker  # it builds on this module
+
+            run_worker(ctx, deadline)
             return None
         with run_lock(ctx.run_dir):
             if ctx.url == default_url(ctx.run_dir):
@@ -806,11 +827,16 @@ def run_tune(req: TuneRequest) -> Summary | None:
                 # then search until the run's deadline less the final phases' reserve: the main
                 # process measuring every original serially first (and the workers' start-up
                 # after that) is where a 4-worker run lost its fourth worker (issue 23).
+                # They also check their shares of the shapes and measure the held-out points
+                # ahead (ktx.search.workers): the main process keeps their checks.
+                from ktx.search.workers import worker_checks
+
                 start_workers(ctx, deadline)
                 unmeasured_after_workers(ctx)
-            else:
-                prepare_all(ctx, deadline)
-                (tune_joint if req.joint else tune_shapes)(ctx, search_until(ctx, deadline))
+                keep = worker_checks(ctx) if not req.joint else None
+                return finalize(ctx, time.monotonic() - start, deadline, start, keep)
+            prepare_all(ctx, deadline)
+            (tune_joint if req.joint else tune_shapes)(ctx, search_until(ctx, deadline))
             return finalize(ctx, time.monotonic() - start, deadline, start)
     finally:
         ctx.close()
@@ -881,17 +907,22 @@ def original_pair_s(ctx: Context) -> dict[str, float]:
     return out
 
 
-def search_until(ctx: Context, deadline: float | None) -> float | None:
+def search_until(ctx: Context, deadline: float | None, index: int = 0, count: int = 1) -> float | None:
     """The search's own deadline: the run's, less what the phases after it need (the final
-    check of every shape, the held-out check, writing; :func:`ktx.search.final.reserve`)."""
+    check of every shape, the held-out check, writing; :func:`ktx.search.final.reserve`).
+
+    Worker ``index`` of ``count`` reserves for its share only: it checks every ``count``-th shape
+    and measures ahead every ``count``-th held-out point (the original and the configs of the
+    two tuned neighbours, three measurements where the main process would make two)."""
     if deadline is None:
         return None
     holdout = 0
     if ctx.tunable.space.knobs:
         bucket = choose_bucket_var(ctx.spec.variables, ctx.request.bucket_var)
-        holdout = len(holdout_points(ctx, ctx.searched, bucket))
+        held = share_of(holdout_points(ctx, ctx.searched, bucket), index, count)
+        holdout = len(held) if count == 1 else -(-3 * len(held) // 2)
     known = measured_costs(ctx)
-    costs = {p.name: known.get(p.name, 0.0) for p in ctx.searched}
+    costs = {p.name: known.get(p.name, 0.0) for p in share_of(ctx.searched, index, count)}
     kept = reserve(costs, holdout, ctx.request.time_limit or 0.0, pair_s=original_pair_s(ctx))
     ctx.log.write(
         "time_budget", reserved_s=round(kept, 3), search_s=round(deadline - kept - time.monotonic(), 3)
