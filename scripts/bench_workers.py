@@ -120,9 +120,7 @@ def main() -> int:
     for r in rows:
         print(" | ".join("-" if r[k] is None else str(r[k]) for k in keys))
     if args.json is not None:
-        args.json.write_text(
-            json.dumps({"args": vars(args) | {"json": str(args.json)}, "rows": rows}, indent=1) + "\n"
-        )
+        args.json.write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1, default=str) + "\n")
     return 0
 
 

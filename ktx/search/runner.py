@@ -175,8 +175,11 @@ class Context:
         self.display.close()
 
 
-def open_backend(text: str, spec: Spec, throttle: float) -> tuple[Backend, Recording | None, DeviceLimits]:
-    """``replay:FILE`` (a recording) or ``cupy`` (the GPU harness)."""
+def open_backend(
+    text: str, spec: Spec, throttle: float, bandwidth: bool = True
+) -> tuple[Backend, Recording | None, DeviceLimits]:
+    """``replay:FILE`` (a recording) or ``cupy`` (the GPU harness); ``bandwidth``: whether the
+    harness measures the device's copy bandwidth (:class:`ktx.measure.harness.Harness`)."""
     if text.startswith("replay:"):
         recording = Recording.load(text.removeprefix("replay:"))
         if not recording.kernel and spec.name in recording.kernels:  # a bench of several kernels
@@ -196,7 +199,7 @@ def open_backend(text: str, spec: Spec, throttle: float) -> tuple[Backend, Recor
 
     # harness:MODULE:FUNCTION swaps the GPU worker's handler (tests run the harness on a CPU).
     handler = DEFAULT_HANDLER if text == "cupy" else text.removeprefix("harness:")
-    harness = Harness(spec, options=Options(rounds=spec.verify.rounds), handler=handler)
+    harness = Harness(spec, options=Options(rounds=spec.verify.rounds), handler=handler, bandwidth=bandwidth)
     try:
         limits = harness.device()
     except BaseException:
@@ -250,9 +253,13 @@ def run_lock(run_dir: Path) -> Iterator[None]:
         handle.close()
 
 
-def open_context(req: TuneRequest) -> Context:
+def run_folder(req: TuneRequest, spec: Spec) -> Path:
+    return (req.out or Path(".ktx") / "runs" / spec.name).resolve()
+
+
+def open_context(req: TuneRequest, bandwidth: bool = True) -> Context:
     spec = load_spec(req.kernel_dir)
-    backend, recording, limits = open_backend(req.backend, spec, req.throttle)
+    backend, recording, limits = open_backend(req.backend, spec, req.throttle, bandwidth)
     if recording is not None and not req.passes:
         if not recording.space.knobs:
             raise KtxError(
@@ -270,7 +277,7 @@ def open_context(req: TuneRequest) -> Context:
                 f"give --passes {recording.pipeline!r}, or no --passes to search the recording's own space",
             )
     points = select_points(spec, req.shapes)
-    run_dir = (req.out or Path(".ktx") / "runs" / spec.name).resolve()
+    run_dir = run_folder(req, spec)
     run_dir.mkdir(parents=True, exist_ok=True)
     url = req.storage or default_url(run_dir)
     shared = req.workers > 1 or req.storage is not None or req.is_worker
@@ -466,17 +473,19 @@ def unmeasured_after_workers(ctx: Context) -> None:
         ctx.log.write("baselines_cut", skipped=[p.name for p in missing])
 
 
-def start_workers(ctx: Context, deadline: float | None = None) -> None:
-    """Start ``workers`` copies of this command on the same studies; wait for all of them.
-    ``deadline``: the run's, which the workers search up to, less the final phases' reserve."""
-    req = ctx.request
+def spawn_workers(
+    req: TuneRequest, run_dir: Path, url: str, deadline: float | None = None
+) -> tuple[list[subprocess.Popen[bytes]], Path]:
+    """Start ``workers`` copies of this command on the same studies (not waited for), and the
+    folder where they mark the end of their search. ``deadline``: the run's, which the workers
+    search up to, less the final phases' reserve."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     devices = (
         [d for d in visible.split(",") if d.strip()] if visible else [str(i) for i in range(req.workers)]
     )
     procs: list[subprocess.Popen[bytes]] = []
     # where the workers mark the end of their search (ktx.search.workers): one folder per run
-    barrier = ctx.run_dir / ".searched" / f"{os.getpid()}-{time.time_ns()}"
+    barrier = run_dir / ".searched" / f"{os.getpid()}-{time.time_ns()}"
     for i in range(req.workers):
         env = dict(os.environ)
         env[WORKERS_ENV] = str(req.workers)
@@ -485,9 +494,13 @@ def start_workers(ctx: Context, deadline: float | None = None) -> None:
             env[DEADLINE_ENV] = repr(time.time() + deadline - time.monotonic())
         if req.backend == "cupy":
             env["CUDA_VISIBLE_DEVICES"] = devices[i % len(devices)]
-        cmd = [sys.executable, "-m", "ktx", "tune", *req.worker_argv(i, ctx.run_dir, ctx.url)]
+        cmd = [sys.executable, "-m", "ktx", "tune", *req.worker_argv(i, run_dir, url)]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL))
-    ctx.log.write("workers_started", count=req.workers, pids=[p.pid for p in procs])
+    return procs, barrier
+
+
+def wait_workers(ctx: Context, procs: Sequence[subprocess.Popen[bytes]], barrier: Path) -> None:
+    """Show the workers' progress until they all exit; a worker that failed fails the run."""
     watch_workers(ctx, procs)
     failed = [(i, p.wait()) for i, p in enumerate(procs)]
     shutil.rmtree(barrier, ignore_errors=True)
@@ -805,6 +818,8 @@ def run_tune(req: TuneRequest) -> Summary | None:
         raise KtxError("--workers and --jobs must be at least 1")
     start = time.monotonic()
     deadline = None if req.time_limit is None else start + req.time_limit
+    if req.workers > 1 and not req.is_worker:
+        return run_with_workers(req, start, deadline)
     ctx = open_context(req)
     if req.time_limit is not None:
         bound_timeouts(ctx.backend, req.time_limit)
@@ -822,24 +837,57 @@ def run_tune(req: TuneRequest) -> Summary | None:
             shapes = [p.name for p in ctx.points]
             space = ctx.tunable.space.describe()
             ctx.log.write("start", request=_jsonable(req), url=redact(ctx.url), shapes=shapes, space=space)
-            if req.workers > 1:
-                # The workers measure the originals, each its share of the shapes on its own GPU,
-                # then search until the run's deadline less the final phases' reserve: the main
-                # process measuring every original serially first (and the workers' start-up
-                # after that) is where a 4-worker run lost its fourth worker (issue 23).
-                # They also check their shares of the shapes and measure the held-out points
-                # ahead (ktx.search.workers): the main process keeps their checks.
-                from ktx.search.workers import worker_checks
-
-                start_workers(ctx, deadline)
-                unmeasured_after_workers(ctx)
-                keep = worker_checks(ctx) if not req.joint else None
-                return finalize(ctx, time.monotonic() - start, deadline, start, keep)
             prepare_all(ctx, deadline)
             (tune_joint if req.joint else tune_shapes)(ctx, search_until(ctx, deadline))
             return finalize(ctx, time.monotonic() - start, deadline, start)
     finally:
         ctx.close()
+
+
+def run_with_workers(req: TuneRequest, start: float, deadline: float | None) -> Summary:
+    """The main process of ``--workers N``: it starts the workers first and opens its own
+    backend while they start, then waits and writes the outputs.
+
+    The workers measure the originals, each its share of the shapes on its own GPU, search until
+    the run's deadline less the final phases' reserve, check their shares of the shapes and
+    measure the held-out points ahead (:mod:`ktx.search.workers`): the main process measuring
+    every original serially first, its own start-up before the workers', and the final checks
+    and held-out checks serially after them are where a 4-worker run lost its fourth worker
+    (issue 23). Its backend asks the device without the copy-bandwidth run, which would share
+    worker 0's GPU with that worker's own."""
+    spec = load_spec(req.kernel_dir)
+    run_dir = run_folder(req, spec)
+    url = req.storage or default_url(run_dir)
+    with run_lock(run_dir):
+        log = RunLog(run_dir / "log.jsonl", worker=f"main:{os.getpid()}")
+        stale = 0
+        if url == default_url(run_dir):  # before any worker runs: their trials are live
+            storage = open_storage(url, heartbeat=True)
+            stale = sum(fail_running(storage, s) for s in _studies_in(storage))
+        shapes = [p.name for p in select_points(spec, req.shapes)]
+        log.write("start", request=_jsonable(req), url=redact(url), shapes=shapes)
+        procs, barrier = spawn_workers(req, run_dir, url, deadline)
+        log.write("workers_started", count=len(procs), pids=[p.pid for p in procs])
+        try:
+            ctx = open_context(req, bandwidth=False)
+            if req.time_limit is not None:
+                bound_timeouts(ctx.backend, req.time_limit)
+        except BaseException:
+            for p in procs:
+                p.kill()
+            raise
+        try:
+            if stale:
+                ctx.display.message(f"resuming: {stale} trial(s) of a killed run marked FAIL")
+            ctx.log.write("space", space=ctx.tunable.space.describe())
+            wait_workers(ctx, procs, barrier)
+            unmeasured_after_workers(ctx)
+            from ktx.search.workers import worker_checks  # it builds on this module
+
+            keep = None if req.joint else worker_checks(ctx)
+            return finalize(ctx, time.monotonic() - start, deadline, start, keep)
+        finally:
+            ctx.close()
 
 
 def bound_timeouts(backend: Backend, time_limit: float) -> None:
@@ -931,8 +979,12 @@ def search_until(ctx: Context, deadline: float | None, index: int = 0, count: in
 
 
 def _studies(ctx: Context) -> list[optuna.Study]:
-    names = [s.study_name for s in optuna.get_all_study_summaries(ctx.storage, include_best_trial=False)]
-    return [optuna.load_study(study_name=n, storage=ctx.storage) for n in names]
+    return _studies_in(ctx.storage)
+
+
+def _studies_in(storage: optuna.storages.BaseStorage) -> list[optuna.Study]:
+    names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)]
+    return [optuna.load_study(study_name=n, storage=storage) for n in names]
 
 
 def _jsonable(req: TuneRequest) -> dict[str, Any]:
