@@ -108,6 +108,8 @@ class TuneRequest:
         argv += ["--backend", self.backend, "--metric", self.metric, "--jobs", str(self.jobs)]
         argv += ["--warm-start", str(self.warm_start), "--min-occupancy", str(self.min_occupancy)]
         argv += ["--out", str(run_dir), "--storage", url, "--worker-index", str(index), "--quiet"]
+        # the workers reserve time for, and measure ahead, the held-out points the run will check
+        argv += ["--holdout", self.holdout]
         for flag, value in (
             ("--passes", self.passes),
             ("--shapes", ";".join(self.shapes)),
@@ -955,23 +957,31 @@ def original_pair_s(ctx: Context) -> dict[str, float]:
     return out
 
 
-def search_until(ctx: Context, deadline: float | None, index: int = 0, count: int = 1) -> float | None:
+def search_until(ctx: Context, deadline: float | None, count: int = 1) -> float | None:
     """The search's own deadline: the run's, less what the phases after it need (the final
     check of every shape, the held-out check, writing; :func:`ktx.search.final.reserve`).
 
-    Worker ``index`` of ``count`` reserves for its share only: it checks every ``count``-th shape
+    One of ``count`` workers reserves for a share only: each checks every ``count``-th shape
     and measures ahead every ``count``-th held-out point (the original and the configs of the
     two tuned neighbours, three measurements where the main process would make two)."""
     if deadline is None:
         return None
-    holdout = 0
+    held: tuple[ShapePoint, ...] = ()
     if ctx.tunable.space.knobs:
         bucket = choose_bucket_var(ctx.spec.variables, ctx.request.bucket_var)
-        held = share_of(holdout_points(ctx, ctx.searched, bucket), index, count)
-        holdout = len(held) if count == 1 else -(-3 * len(held) // 2)
+        held = holdout_points(ctx, ctx.searched, bucket)
     known = measured_costs(ctx)
-    costs = {p.name: known.get(p.name, 0.0) for p in share_of(ctx.searched, index, count)}
-    kept = reserve(costs, holdout, ctx.request.time_limit or 0.0, pair_s=original_pair_s(ctx))
+    pair_s = original_pair_s(ctx)
+
+    def share_reserve(i: int) -> float:
+        mine = len(share_of(held, i, count))
+        holdout = mine if count == 1 else -(-3 * mine // 2)
+        costs = {p.name: known.get(p.name, 0.0) for p in share_of(ctx.searched, i, count)}
+        return reserve(costs, holdout, ctx.request.time_limit or 0.0, pair_s=pair_s)
+
+    # every worker keeps the largest share's reserve, so that all stop searching together and
+    # each checks the configs the studies will hold best (ktx.search.workers.wait_for_searches)
+    kept = max(share_reserve(i) for i in range(count))
     ctx.log.write(
         "time_budget", reserved_s=round(kept, 3), search_s=round(deadline - kept - time.monotonic(), 3)
     )

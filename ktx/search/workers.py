@@ -65,7 +65,7 @@ def run_worker(ctx: Context, own_deadline: float | None) -> None:
     deadline = run_deadline(own_deadline)
     prepare_share(ctx, deadline)
     joint = ctx.request.joint
-    until = search_until(ctx, deadline, index, 1 if joint else count)
+    until = search_until(ctx, deadline, 1 if joint else count)
     started = time.monotonic()
     try:
         (tune_joint if joint else tune_shapes)(ctx, until)
@@ -181,8 +181,10 @@ def measure_holdout_ahead(ctx: Context, index: int, count: int, deadline: float 
     tuned = measured_points(ctx, ctx.points)
     points = share_of(holdout_points(ctx, tuned, bucket), index, count)
     typical = max(measured_costs(ctx).values(), default=1.0)
+    # a measurement starts only where it can end by the deadline (the main process writes then)
+    last = None if deadline is None else deadline - typical
     for point in points:
-        if deadline is not None and deadline - time.monotonic() < typical:
+        if last is not None and time.monotonic() > last:
             ctx.log.write("holdout_ahead_cut", shape=point.name)
             return
         ctx.evaluator.original(point)
@@ -190,4 +192,4 @@ def measure_holdout_ahead(ctx: Context, index: int, count: int, deadline: float 
             study = optuna.load_study(study_name=study_name(ctx, near), storage=ctx.storage)
             found = best_measurement(study)
             if found is not None:
-                ctx.evaluator.evaluate(found[0], point, deadline=deadline)
+                ctx.evaluator.evaluate(found[0], point, deadline=last)
