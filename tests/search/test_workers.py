@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ from ktx.measure.types import Candidate, Measurement
 from ktx.search import runner, synthetic
 from ktx.search.recording import RecordingBackend, write
 from ktx.search.runlog import read_log
-from ktx.search.runner import BARRIER_ENV, DEADLINE_ENV, WORKERS_ENV, TuneRequest, share_of
+from ktx.search.runner import share_of
 from ktx.spec import ShapePoint
 
 from .conftest import ROOT, SILU, TUNED, TUNED_ARG
@@ -205,18 +206,15 @@ def run_on_thread_clocks(
     monkeypatch.setattr(time, "sleep", clocks.sleep)
     monkeypatch.setattr(RecordingBackend, "measure_paired", paired_by_replay, raising=False)
 
-    def spawn(
-        req: TuneRequest, run_dir: Path, url: str, deadline: float | None = None
-    ) -> tuple[list[ThreadWorker], Path]:
-        barrier = run_dir / ".searched" / "threads"
-        monkeypatch.setenv(WORKERS_ENV, str(req.workers))
-        monkeypatch.setenv(BARRIER_ENV, str(barrier))
-        if deadline is not None:
-            monkeypatch.setenv(DEADLINE_ENV, repr(time.time() + deadline - time.monotonic()))
-        argvs = [["tune", *req.worker_argv(i, run_dir, url)] for i in range(req.workers)]
-        return [ThreadWorker(i, argv, clocks) for i, argv in enumerate(argvs)], barrier
+    def popen(cmd: list[str], env: dict[str, str], stdout: Any = None) -> ThreadWorker:
+        """``ktx tune --worker-index I ...`` as the runner starts it, in a thread."""
+        for key, value in env.items():  # the run's (KTX_RUN_*): the same for every worker
+            if key.startswith("KTX_RUN_"):
+                monkeypatch.setenv(key, value)
+        index = int(cmd[cmd.index("--worker-index") + 1])
+        return ThreadWorker(index, cmd[cmd.index("tune") :], clocks)
 
-    monkeypatch.setattr(runner, "spawn_workers", spawn)
+    monkeypatch.setattr(runner, "subprocess", SimpleNamespace(Popen=popen, DEVNULL=subprocess.DEVNULL))
     argv = ["tune", str(SILU), "--backend", f"replay:{recording}", "--shapes", shapes, "--sampler", "random"]
     argv += ["--seed", "1", "--out", str(out), "--quiet", "--workers", str(workers), *extra]
     assert main(argv) == 0
