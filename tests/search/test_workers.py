@@ -8,6 +8,7 @@ evaluations against one worker with a margin wide enough for a loaded two-core h
 
 from __future__ import annotations
 
+import doctest
 import json
 import subprocess
 import sys
@@ -21,7 +22,7 @@ import pytest
 
 from ktx.cli import main
 from ktx.measure.types import Candidate, Measurement
-from ktx.search import runner, synthetic
+from ktx.search import runner, synthetic, workers
 from ktx.search.recording import RecordingBackend, write
 from ktx.search.runlog import read_log
 from ktx.search.runner import share_of
@@ -31,6 +32,22 @@ from .conftest import ROOT, SILU, TUNED, TUNED_ARG
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from issue23_timeline import timeline
+
+
+def test_the_examples_in_the_workers_module() -> None:
+    result = doctest.testmod(workers)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_held_out_neighbours_are_the_nearest_tuned_shapes_with_the_other_dimensions_equal() -> None:
+    def p(t: int, d: int) -> ShapePoint:
+        return ShapePoint((("tokens", t), ("d", d)))
+
+    tuned = [p(1, 4096), p(16, 4096), p(256, 4096), p(1, 11008), p(64, 11008)]
+    assert workers.neighbours(p(4, 4096), tuned, "tokens") == [p(1, 4096), p(16, 4096)]
+    assert workers.neighbours(p(8, 11008), tuned, "tokens") == [p(1, 11008), p(64, 11008)]
+    assert workers.neighbours(p(1024, 4096), tuned, "tokens") == [p(256, 4096)]  # none above
+    assert workers.neighbours(p(4, 8192), tuned, "tokens") == []
 
 
 def tune(recording: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
