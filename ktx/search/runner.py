@@ -390,6 +390,7 @@ def tune_shapes(ctx: Context, deadline: float | None) -> None:
                 shape_plan,
                 seed_name(ctx, point),
                 dict(req.stop_after).get(point.name),
+                worker_share(req),
             )
             tuned[point.name] = top_configs(study, settings.warm_start)
             stats = study_stats(study)
@@ -445,6 +446,14 @@ def run_deadline(own: float | None) -> float | None:
     if not epoch:
         return own
     return time.monotonic() + float(epoch) - time.time()
+
+
+def worker_share(req: TuneRequest) -> tuple[int, int]:
+    """(index, count) of this process among the run's workers; (0, 1) outside a worker."""
+    if not req.is_worker:
+        return 0, 1
+    count = max(1, int(os.environ.get(WORKERS_ENV) or 1))
+    return (req.worker_index or 0) % count, count
 
 
 def share_of(points: Sequence[ShapePoint], index: int, count: int) -> tuple[ShapePoint, ...]:

@@ -18,17 +18,21 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import optuna
 import pytest
 
 from ktx.cli import main
 from ktx.measure.types import Candidate, Measurement
 from ktx.search import runner, synthetic, workers
-from ktx.search.recording import RecordingBackend, write
-from ktx.search.runlog import read_log
+from ktx.search.engine import GridFeed, Settings, open_study, search_shape
+from ktx.search.recording import Recording, RecordingBackend, write
+from ktx.search.runlog import RunLog, read_log
 from ktx.search.runner import share_of
+from ktx.search.study import open_storage
 from ktx.spec import ShapePoint
 
 from .conftest import ROOT, SILU, TUNED, TUNED_ARG
+from .test_engine import P256, SPEC, evaluator
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from issue23_timeline import timeline
@@ -48,6 +52,33 @@ def test_held_out_neighbours_are_the_nearest_tuned_shapes_with_the_other_dimensi
     assert workers.neighbours(p(8, 11008), tuned, "tokens") == [p(1, 11008), p(64, 11008)]
     assert workers.neighbours(p(1024, 4096), tuned, "tokens") == [p(256, 4096)]  # none above
     assert workers.neighbours(p(4, 8192), tuned, "tokens") == []
+
+
+def test_the_workers_grid_shares_partition_the_grid_and_a_share_is_searched_alone(
+    recording: Recording, tmp_path: Path
+) -> None:
+    """Two workers' shares of a shape's grid: disjoint, together every feasible config; one
+    worker searching alone measures exactly its share, then stops (issue 23: queueing the whole
+    grid up front cost a SQLite commit per config, and with workers a scan of the study each)."""
+    space = recording.space
+
+    def key(params: Any) -> str:
+        return json.dumps(dict(params), sort_keys=True)
+
+    feasible = {key(space.to_params(c)) for c in space.feasible_configs(SPEC.env(P256))}
+    storage = open_storage(f"sqlite:///{tmp_path / 'study.db'}")
+    study = open_study(storage, "g", optuna.samplers.RandomSampler())
+    ev = evaluator(recording)
+    shares = [{key(p) for p in GridFeed(study, ev, P256, seed, (i, 2)).todo} for i, seed in ((0, 1), (1, 2))]
+    assert not shares[0] & shares[1] and shares[0] | shares[1] == feasible
+    log = RunLog(None)
+    ev = evaluator(recording, log)
+    settings = Settings(trials=10_000, sampler="grid", seed=1)
+    search_shape(ev, storage, "g", P256, "graph", settings, share=(1, 2))
+    measured = [
+        key(space.to_params(space.normalize(e["config"]))) for e in log.events if e["event"] == "measure"
+    ]
+    assert len(measured) == len(set(measured)) and set(measured) == shares[1]
 
 
 def tune(recording: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
