@@ -9,6 +9,12 @@ originals and held-out checks) are counted per process from the run's ``log.json
 (:func:`scripts.issue23_timeline.timeline`), and the ratio to one worker's is set against the
 ideal, N.
 
+The workers are real processes on the real clock, so their start-up counts, as it does on GPUs;
+on a loaded two-core host it dominates (each worker took 20-45 s to its first measurement there
+at load 8-13, so the ratio there says little). The load-proof comparison is
+``tests/search/test_workers.py`` (per-thread virtual clocks), the real one
+``scripts/gpu_issue23_workers.sh``.
+
 Usage: python scripts/bench_workers.py [--workers 1,2,4] [--shapes 21] [--measure-s 0.25]
        [--time-limit 30] [--json FILE]
 """
