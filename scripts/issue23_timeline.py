@@ -41,6 +41,12 @@ def timeline(run_dir: Path) -> dict[str, Any]:
         p["measured"] += 1
         p["first_s"] = t if p["first_s"] is None else p["first_s"]
         p["last_s"] = t
+    # the search's evaluations alone: configs (not originals) measured at the tuned shapes, so
+    # that a run whose workers measure the held-out points ahead is not credited for those
+    tuned = set(next((e.get("shapes", []) for e in events if e["event"] == "start"), []))
+    searched = sum(
+        1 for e in events if e["event"] == "measure" and e.get("config") and e.get("shape") in tuned
+    )
     workers = {k: v for k, v in procs.items() if not k.startswith("main")}
     ended = max((v["last_s"] for v in workers.values()), default=None)
     main_before = main_after = 0
@@ -61,6 +67,7 @@ def timeline(run_dir: Path) -> dict[str, Any]:
         "run": str(run_dir),
         "wall_s": round(events[-1]["t"] - t0, 2),
         "measured": sum(p["measured"] for p in procs.values()),
+        "search_evaluations": searched,
         "workers_started_s": None if started is None else round(started, 2),
         "workers_first_measure_s": {k: v["first_s"] for k, v in sorted(workers.items())},
         "workers_last_measure_s": ended,

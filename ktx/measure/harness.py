@@ -65,8 +65,13 @@ class Harness:
         timeout_floor_s: float = 3.0,
         timeout_multiple: float = 50.0,
         warm_workers: bool | None = None,
+        bandwidth: bool = True,
     ) -> None:
         self.spec = spec
+        #: Whether :meth:`device` measures the copy bandwidth (when the device cache lacks it).
+        #: The main process of ``ktx tune --workers N`` asks without: it opens its harness while
+        #: worker 0 starts on the same GPU, and two copy-bandwidth runs at once halve both.
+        self.bandwidth = bandwidth
         self.reference = reference
         #: Under ``reference="auto"``: verify configs with a precision knob on (``FAST_MATH > 0``)
         #: against the spec's Python reference when it has one, not against the original kernel
@@ -134,7 +139,7 @@ class Harness:
                 ok, why = gpu_available()
                 if not ok:
                     raise NoGpuError(f"no GPU: {why}", None, "run this on a machine with a CUDA GPU")
-            outcome = self.supervisor.call("device", {"bandwidth": True}, timeout=self.timeout_s)
+            outcome = self.supervisor.call("device", {"bandwidth": self.bandwidth}, timeout=self.timeout_s)
             if not outcome.ok:
                 lines = outcome.message.strip().splitlines() or ["the worker failed"]
                 raise NoGpuError(

@@ -293,6 +293,18 @@ class Evaluator:
         assert m is not None  # no admission rule: always measured or cached
         return m
 
+    def needs_gpu(self, config: Config | None, point: ShapePoint) -> bool:
+        """Whether judging ``config`` (None: the original) at ``point`` would call the backend:
+        not when the constraints refuse it or the cache holds it (another process of the run,
+        such as a worker that measured it ahead, may have put it there)."""
+        if config is None:
+            candidate: Candidate | None = self.tunable.candidate({})
+        else:
+            candidate = self._screen(self.space.normalize(config), point)[1]
+        if candidate is None:
+            return False
+        return self.cache.get(cache_key(candidate, point.name, self.fingerprint, self.context)) is None
+
     def refusal(self, config: Config, point: ShapePoint) -> Evaluation | None:
         """The static verdict on ``config`` at ``point``: None when it may be measured."""
         return self._screen(config, point)[0]

@@ -6,10 +6,12 @@ One run folder (default ``.ktx/runs/<kernel>/``) holds the study (``study.db`` u
 trials stay in the study, measured candidates stay in the cache, stale RUNNING trials of the
 killed process are marked FAIL, and each shape's budget counts what is already there.
 
-With ``workers > 1`` this process measures the baselines, starts that many worker processes
-(one per GPU through ``CUDA_VISIBLE_DEVICES``) on the same studies, waits, and writes the
-outputs. On several machines, start ``ktx tune --storage postgresql://...`` on each: each is a
-worker, and each writes the same outputs from the shared studies.
+With ``workers > 1`` this process starts that many worker processes (one per GPU through
+``CUDA_VISIBLE_DEVICES``) on the same studies, waits, and writes the outputs; each worker measures
+its share of the originals, searches, checks its share of the shapes and measures its share of
+the held-out points ahead (:mod:`ktx.search.workers`). On several machines, start
+``ktx tune --storage postgresql://...`` on each: each is a worker, and each writes the same
+outputs from the shared studies.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import hashlib
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -106,6 +109,8 @@ class TuneRequest:
         argv += ["--backend", self.backend, "--metric", self.metric, "--jobs", str(self.jobs)]
         argv += ["--warm-start", str(self.warm_start), "--min-occupancy", str(self.min_occupancy)]
         argv += ["--out", str(run_dir), "--storage", url, "--worker-index", str(index), "--quiet"]
+        # the workers reserve time for, and measure ahead, the held-out points the run will check
+        argv += ["--holdout", self.holdout]
         for flag, value in (
             ("--passes", self.passes),
             ("--shapes", ";".join(self.shapes)),
@@ -173,8 +178,11 @@ class Context:
         self.display.close()
 
 
-def open_backend(text: str, spec: Spec, throttle: float) -> tuple[Backend, Recording | None, DeviceLimits]:
-    """``replay:FILE`` (a recording) or ``cupy`` (the GPU harness)."""
+def open_backend(
+    text: str, spec: Spec, throttle: float, bandwidth: bool = True
+) -> tuple[Backend, Recording | None, DeviceLimits]:
+    """``replay:FILE`` (a recording) or ``cupy`` (the GPU harness); ``bandwidth``: whether the
+    harness measures the device's copy bandwidth (:class:`ktx.measure.harness.Harness`)."""
     if text.startswith("replay:"):
         recording = Recording.load(text.removeprefix("replay:"))
         if not recording.kernel and spec.name in recording.kernels:  # a bench of several kernels
@@ -194,7 +202,7 @@ def open_backend(text: str, spec: Spec, throttle: float) -> tuple[Backend, Recor
 
     # harness:MODULE:FUNCTION swaps the GPU worker's handler (tests run the harness on a CPU).
     handler = DEFAULT_HANDLER if text == "cupy" else text.removeprefix("harness:")
-    harness = Harness(spec, options=Options(rounds=spec.verify.rounds), handler=handler)
+    harness = Harness(spec, options=Options(rounds=spec.verify.rounds), handler=handler, bandwidth=bandwidth)
     try:
         limits = harness.device()
     except BaseException:
@@ -248,9 +256,13 @@ def run_lock(run_dir: Path) -> Iterator[None]:
         handle.close()
 
 
-def open_context(req: TuneRequest) -> Context:
+def run_folder(req: TuneRequest, spec: Spec) -> Path:
+    return (req.out or Path(".ktx") / "runs" / spec.name).resolve()
+
+
+def open_context(req: TuneRequest, bandwidth: bool = True) -> Context:
     spec = load_spec(req.kernel_dir)
-    backend, recording, limits = open_backend(req.backend, spec, req.throttle)
+    backend, recording, limits = open_backend(req.backend, spec, req.throttle, bandwidth)
     if recording is not None and not req.passes:
         if not recording.space.knobs:
             raise KtxError(
@@ -268,7 +280,7 @@ def open_context(req: TuneRequest) -> Context:
                 f"give --passes {recording.pipeline!r}, or no --passes to search the recording's own space",
             )
     points = select_points(spec, req.shapes)
-    run_dir = (req.out or Path(".ktx") / "runs" / spec.name).resolve()
+    run_dir = run_folder(req, spec)
     run_dir.mkdir(parents=True, exist_ok=True)
     url = req.storage or default_url(run_dir)
     shared = req.workers > 1 or req.storage is not None or req.is_worker
@@ -346,6 +358,12 @@ def tune_shapes(ctx: Context, deadline: float | None) -> None:
     tuned: dict[str, list[dict[str, int]]] = {}
     concurrent = req.workers > 1 or req.is_worker or req.storage is not None
     for i, point in enumerate(ordered):
+        if deadline is not None and time.monotonic() >= deadline:
+            # Past the search's deadline no shape gets an evaluation: opening, planning and
+            # (in a worker) measuring a missing original for each of the rest only delays the
+            # final checks (21 shapes cost seconds of Python each on a loaded host).
+            ctx.log.write("search_cut", shapes=[p.name for p in ordered[i:]])
+            break
         original, metric = prepare_shape(ctx, point)
         name = study_name(ctx, point)
         left = len(ordered) - i
@@ -373,6 +391,7 @@ def tune_shapes(ctx: Context, deadline: float | None) -> None:
                 shape_plan,
                 seed_name(ctx, point),
                 dict(req.stop_after).get(point.name),
+                worker_share(req),
             )
             tuned[point.name] = top_configs(study, settings.warm_start)
             stats = study_stats(study)
@@ -420,6 +439,9 @@ DEADLINE_ENV = "KTX_RUN_DEADLINE"
 #: How many workers the run started (a worker measures the originals of its share of the shapes).
 WORKERS_ENV = "KTX_RUN_WORKERS"
 
+#: The folder where the run's workers mark the end of their search (:mod:`ktx.search.workers`).
+BARRIER_ENV = "KTX_RUN_BARRIER"
+
 
 def run_deadline(own: float | None) -> float | None:
     """A worker's deadline (``time.monotonic()`` seconds): the run's, from :data:`DEADLINE_ENV`,
@@ -428,6 +450,14 @@ def run_deadline(own: float | None) -> float | None:
     if not epoch:
         return own
     return time.monotonic() + float(epoch) - time.time()
+
+
+def worker_share(req: TuneRequest) -> tuple[int, int]:
+    """(index, count) of this process among the run's workers; (0, 1) outside a worker."""
+    if not req.is_worker:
+        return 0, 1
+    count = max(1, int(os.environ.get(WORKERS_ENV) or 1))
+    return (req.worker_index or 0) % count, count
 
 
 def share_of(points: Sequence[ShapePoint], index: int, count: int) -> tuple[ShapePoint, ...]:
@@ -458,27 +488,37 @@ def unmeasured_after_workers(ctx: Context) -> None:
         ctx.log.write("baselines_cut", skipped=[p.name for p in missing])
 
 
-def start_workers(ctx: Context, deadline: float | None = None) -> None:
-    """Start ``workers`` copies of this command on the same studies; wait for all of them.
-    ``deadline``: the run's, which the workers search up to, less the final phases' reserve."""
-    req = ctx.request
+def spawn_workers(
+    req: TuneRequest, run_dir: Path, url: str, deadline: float | None = None
+) -> tuple[list[subprocess.Popen[bytes]], Path]:
+    """Start ``workers`` copies of this command on the same studies (not waited for), and the
+    folder where they mark the end of their search. ``deadline``: the run's, which the workers
+    search up to, less the final phases' reserve."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     devices = (
         [d for d in visible.split(",") if d.strip()] if visible else [str(i) for i in range(req.workers)]
     )
     procs: list[subprocess.Popen[bytes]] = []
+    # where the workers mark the end of their search (ktx.search.workers): one folder per run
+    barrier = run_dir / ".searched" / f"{os.getpid()}-{time.time_ns()}"
     for i in range(req.workers):
         env = dict(os.environ)
         env[WORKERS_ENV] = str(req.workers)
+        env[BARRIER_ENV] = str(barrier)
         if deadline is not None:
             env[DEADLINE_ENV] = repr(time.time() + deadline - time.monotonic())
         if req.backend == "cupy":
             env["CUDA_VISIBLE_DEVICES"] = devices[i % len(devices)]
-        cmd = [sys.executable, "-m", "ktx", "tune", *req.worker_argv(i, ctx.run_dir, ctx.url)]
+        cmd = [sys.executable, "-m", "ktx", "tune", *req.worker_argv(i, run_dir, url)]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL))
-    ctx.log.write("workers_started", count=req.workers, pids=[p.pid for p in procs])
+    return procs, barrier
+
+
+def wait_workers(ctx: Context, procs: Sequence[subprocess.Popen[bytes]], barrier: Path) -> None:
+    """Show the workers' progress until they all exit; a worker that failed fails the run."""
     watch_workers(ctx, procs)
     failed = [(i, p.wait()) for i, p in enumerate(procs)]
+    shutil.rmtree(barrier, ignore_errors=True)
     bad = [(i, code) for i, code in failed if code != 0]
     if bad:
         raise KtxError(
@@ -512,8 +552,8 @@ def watch_workers(ctx: Context, procs: Sequence[subprocess.Popen[bytes]], every_
     ctx.display.finish()
 
 
-def collect(ctx: Context) -> tuple[ShapeResult, ...]:
-    """Results per shape, from the studies alone."""
+def collect(ctx: Context, points: Sequence[ShapePoint] | None = None) -> tuple[ShapeResult, ...]:
+    """Results per shape (``points``, default every shape of the run), from the studies alone."""
     results: list[ShapeResult] = []
     joint = None
     if ctx.request.joint and ctx.tunable.space.knobs:
@@ -523,7 +563,7 @@ def collect(ctx: Context) -> tuple[ShapeResult, ...]:
             best_joint = dict(joint.best_trial.user_attrs["ktx"]["config"])
         except (ValueError, KeyError):
             best_joint = None
-    for point in ctx.points:
+    for point in ctx.points if points is None else points:
         if point in ctx.skipped:
             results.append(unmeasured(ctx, point))
             continue
@@ -606,12 +646,17 @@ def check_holdout(
     rows: list[HoldoutRow] = []
     typical = max(ctx.costs.values(), default=1.0)
     for point in points:
-        if deadline is not None and deadline - time.monotonic() < 2 * typical + WRITE_S:
+        chosen = table.select(point.as_dict())
+        # what the workers measured ahead (:func:`ktx.search.workers.measure_holdout_ahead`)
+        # costs nothing here: only a point still needing the GPU is held to the clock
+        gpu = ctx.evaluator.needs_gpu(None, point) or (
+            chosen is not None and ctx.evaluator.needs_gpu(chosen, point)
+        )
+        if gpu and deadline is not None and deadline - time.monotonic() < 2 * typical + WRITE_S:
             ctx.log.write("holdout_skipped", shape=point.name, reason="the time limit")
             continue
         original = ctx.evaluator.original(point)
         metric = choose_metric(ctx.request.metric, original)
-        chosen = table.select(point.as_dict())
         measured = None if chosen is None else ctx.evaluator.evaluate(chosen, point).measurement
         rows.append(HoldoutRow(point, metric, original, chosen, measured))
         ctx.log.write("holdout", shape=point.name, chosen=chosen, ratio=rows[-1].ratio)
@@ -807,14 +852,16 @@ def run_tune(req: TuneRequest) -> Summary | None:
         raise KtxError("--workers and --jobs must be at least 1")
     start = time.monotonic()
     deadline = None if req.time_limit is None else start + req.time_limit
+    if req.workers > 1 and not req.is_worker:
+        return run_with_workers(req, start, deadline)
     ctx = open_context(req)
     if req.time_limit is not None:
         bound_timeouts(ctx.backend, req.time_limit)
     try:
         if req.is_worker:
-            deadline = run_deadline(deadline)
-            prepare_share(ctx, deadline)
-            (tune_joint if req.joint else tune_shapes)(ctx, search_until(ctx, deadline))
+            from ktx.search.workers import run_worker  # it builds on this module
+
+            run_worker(ctx, deadline)
             return None
         with run_lock(ctx.run_dir):
             if ctx.url == default_url(ctx.run_dir):
@@ -824,19 +871,57 @@ def run_tune(req: TuneRequest) -> Summary | None:
             shapes = [p.name for p in ctx.points]
             space = ctx.tunable.space.describe()
             ctx.log.write("start", request=_jsonable(req), url=redact(ctx.url), shapes=shapes, space=space)
-            if req.workers > 1:
-                # The workers measure the originals, each its share of the shapes on its own GPU,
-                # then search until the run's deadline less the final phases' reserve: the main
-                # process measuring every original serially first (and the workers' start-up
-                # after that) is where a 4-worker run lost its fourth worker (issue 23).
-                start_workers(ctx, deadline)
-                unmeasured_after_workers(ctx)
-            else:
-                prepare_all(ctx, deadline)
-                (tune_joint if req.joint else tune_shapes)(ctx, search_until(ctx, deadline))
+            prepare_all(ctx, deadline)
+            (tune_joint if req.joint else tune_shapes)(ctx, search_until(ctx, deadline))
             return finalize(ctx, time.monotonic() - start, deadline, start)
     finally:
         ctx.close()
+
+
+def run_with_workers(req: TuneRequest, start: float, deadline: float | None) -> Summary:
+    """The main process of ``--workers N``: it starts the workers first and opens its own
+    backend while they start, then waits and writes the outputs.
+
+    The workers measure the originals, each its share of the shapes on its own GPU, search until
+    the run's deadline less the final phases' reserve, check their shares of the shapes and
+    measure the held-out points ahead (:mod:`ktx.search.workers`): the main process measuring
+    every original serially first, its own start-up before the workers', and the final checks
+    and held-out checks serially after them are where a 4-worker run lost its fourth worker
+    (issue 23). Its backend asks the device without the copy-bandwidth run, which would share
+    worker 0's GPU with that worker's own."""
+    spec = load_spec(req.kernel_dir)
+    run_dir = run_folder(req, spec)
+    url = req.storage or default_url(run_dir)
+    with run_lock(run_dir):
+        log = RunLog(run_dir / "log.jsonl", worker=f"main:{os.getpid()}")
+        stale = 0
+        if url == default_url(run_dir):  # before any worker runs: their trials are live
+            storage = open_storage(url, heartbeat=True)
+            stale = sum(fail_running(storage, s) for s in _studies_in(storage))
+        shapes = [p.name for p in select_points(spec, req.shapes)]
+        log.write("start", request=_jsonable(req), url=redact(url), shapes=shapes)
+        procs, barrier = spawn_workers(req, run_dir, url, deadline)
+        log.write("workers_started", count=len(procs), pids=[p.pid for p in procs])
+        try:
+            ctx = open_context(req, bandwidth=False)
+            if req.time_limit is not None:
+                bound_timeouts(ctx.backend, req.time_limit)
+        except BaseException:
+            for p in procs:
+                p.kill()
+            raise
+        try:
+            if stale:
+                ctx.display.message(f"resuming: {stale} trial(s) of a killed run marked FAIL")
+            ctx.log.write("space", space=ctx.tunable.space.describe())
+            wait_workers(ctx, procs, barrier)
+            unmeasured_after_workers(ctx)
+            from ktx.search.workers import worker_checks  # it builds on this module
+
+            keep = None if req.joint else worker_checks(ctx)
+            return finalize(ctx, time.monotonic() - start, deadline, start, keep)
+        finally:
+            ctx.close()
 
 
 def bound_timeouts(backend: Backend, time_limit: float) -> None:
@@ -904,18 +989,31 @@ def original_pair_s(ctx: Context) -> dict[str, float]:
     return out
 
 
-def search_until(ctx: Context, deadline: float | None) -> float | None:
+def search_until(ctx: Context, deadline: float | None, count: int = 1) -> float | None:
     """The search's own deadline: the run's, less what the phases after it need (the final
-    check of every shape, the held-out check, writing; :func:`ktx.search.final.reserve`)."""
+    check of every shape, the held-out check, writing; :func:`ktx.search.final.reserve`).
+
+    One of ``count`` workers reserves for a share only: each checks every ``count``-th shape
+    and measures ahead every ``count``-th held-out point (the original and the configs of the
+    two tuned neighbours, three measurements where the main process would make two)."""
     if deadline is None:
         return None
-    holdout = 0
+    held: tuple[ShapePoint, ...] = ()
     if ctx.tunable.space.knobs:
         bucket = choose_bucket_var(ctx.spec.variables, ctx.request.bucket_var)
-        holdout = len(holdout_points(ctx, ctx.searched, bucket))
+        held = holdout_points(ctx, ctx.searched, bucket)
     known = measured_costs(ctx)
-    costs = {p.name: known.get(p.name, 0.0) for p in ctx.searched}
-    kept = reserve(costs, holdout, ctx.request.time_limit or 0.0, pair_s=original_pair_s(ctx))
+    pair_s = original_pair_s(ctx)
+
+    def share_reserve(i: int) -> float:
+        mine = len(share_of(held, i, count))
+        holdout = mine if count == 1 else -(-3 * mine // 2)
+        costs = {p.name: known.get(p.name, 0.0) for p in share_of(ctx.searched, i, count)}
+        return reserve(costs, holdout, ctx.request.time_limit or 0.0, pair_s=pair_s)
+
+    # every worker keeps the largest share's reserve, so that all stop searching together and
+    # each checks the configs the studies will hold best (ktx.search.workers.wait_for_searches)
+    kept = max(share_reserve(i) for i in range(count))
     ctx.log.write(
         "time_budget", reserved_s=round(kept, 3), search_s=round(deadline - kept - time.monotonic(), 3)
     )
@@ -923,8 +1021,12 @@ def search_until(ctx: Context, deadline: float | None) -> float | None:
 
 
 def _studies(ctx: Context) -> list[optuna.Study]:
-    names = [s.study_name for s in optuna.get_all_study_summaries(ctx.storage, include_best_trial=False)]
-    return [optuna.load_study(study_name=n, storage=ctx.storage) for n in names]
+    return _studies_in(ctx.storage)
+
+
+def _studies_in(storage: optuna.storages.BaseStorage) -> list[optuna.Study]:
+    names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)]
+    return [optuna.load_study(study_name=n, storage=storage) for n in names]
 
 
 def _jsonable(req: TuneRequest) -> dict[str, Any]:

@@ -1,0 +1,195 @@
+"""A worker process of ``ktx tune --workers N``: its share of everything that is not the search.
+
+Issue 23 item 7: a 200 s tune over 21 shapes on 4 GPUs made 2.9x the evaluations of one GPU, not
+4x. The main process measured the originals, the final checks and the held-out checks itself, one
+after another on one GPU, while the other three sat idle (or, before and after the workers, did
+not exist). Here every phase that measures is split the same way, each worker taking every
+N-th item from its own offset (:func:`ktx.search.runner.share_of`):
+
+1. the originals of its shapes (:func:`ktx.search.runner.prepare_share`);
+2. the search, which all workers share shape by shape, up to a deadline that reserves time only
+   for the worker's own share of what follows (:func:`ktx.search.runner.search_until`);
+3. the paired final check of its shapes, once every worker has stopped searching (a barrier of
+   files in the run folder: a best config found later by another worker would make the check
+   stale), stored in the shape's study as ``paired``;
+4. the held-out points of its share, measured ahead: the original and the best configs of the
+   two nearest tuned shapes, one of which the dispatch table will choose there.
+
+The main process then reads the checks from the studies (a check of the config the study still
+holds best is kept; anything else it measures itself) and finds the held-out measurements in the
+run's cache, so that after the workers it writes the outputs and measures little or nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import optuna
+
+from ktx.search.dispatch import choose_bucket_var
+from ktx.search.engine import best_measurement, open_study
+from ktx.search.final import WRITE_S
+from ktx.search.paired import PairedCheck
+from ktx.search.runner import (
+    BARRIER_ENV,
+    WORKERS_ENV,
+    Context,
+    collect,
+    holdout_points,
+    measured_costs,
+    paired_checks,
+    prepare_share,
+    run_deadline,
+    search_until,
+    share_of,
+    study_name,
+    tune_joint,
+    tune_shapes,
+)
+from ktx.spec import ShapePoint
+
+#: The study attribute holding the worker's final check of that shape (a PairedCheck's dict).
+PAIRED_ATTR = "paired"
+
+
+def worker_count() -> int:
+    return max(1, int(os.environ.get(WORKERS_ENV) or 1))
+
+
+def run_worker(ctx: Context, own_deadline: float | None) -> None:
+    """The whole life of worker ``ctx.request.worker_index`` (see the module docstring)."""
+    index, count = ctx.request.worker_index or 0, worker_count()
+    deadline = run_deadline(own_deadline)
+    prepare_share(ctx, deadline)
+    joint = ctx.request.joint
+    until = search_until(ctx, deadline, 1 if joint else count)
+    started = time.monotonic()
+    try:
+        (tune_joint if joint else tune_shapes)(ctx, until)
+    finally:  # a worker that failed must not keep the others waiting
+        mark_searched(index)
+    if joint or not ctx.tunable.space.knobs:
+        return  # one joint study: the main process checks its one config
+    # the checks and the measurements ahead end before the main process's own writing
+    tail = None if deadline is None else deadline - WRITE_S
+    wait_for_searches(ctx, count, until, time.monotonic() - started, tail)
+    check_share(ctx, index, count, tail)
+    measure_holdout_ahead(ctx, index, count, tail)
+
+
+def barrier_dir() -> Path | None:
+    text = os.environ.get(BARRIER_ENV)
+    return Path(text) if text else None
+
+
+def mark_searched(index: int) -> None:
+    folder = barrier_dir()
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / str(index)).touch()
+
+
+def wait_for_searches(
+    ctx: Context, count: int, until: float | None, searched_s: float, tail: float | None
+) -> None:
+    """Wait until every worker has stopped searching, so that the checks are of the configs the
+    studies will hold best. Workers under a time limit stop together (at ``until``, give or take
+    one measurement); a worker that stopped early (its shapes' budgets spent) waits at most until
+    then plus one original's cost, and never past ``tail``. Without a limit it waits at most as
+    long as its own search took (the budgets are the same for every worker)."""
+    folder = barrier_dir()
+    if folder is None or count <= 1:
+        return
+    if until is None:
+        limit = time.monotonic() + max(5.0, searched_s)
+    else:
+        grace = max(0.5, max(measured_costs(ctx).values(), default=0.5))
+        limit = max(time.monotonic(), until) + grace
+    if tail is not None:
+        limit = min(limit, tail)
+    start = time.monotonic()
+    while len(list(folder.iterdir())) < count and time.monotonic() < limit:
+        time.sleep(0.05)
+    done = len(list(folder.iterdir()))
+    ctx.log.write("searches_done", seen=done, of=count, waited_s=round(time.monotonic() - start, 3))
+
+
+def measured_points(ctx: Context, points: Sequence[ShapePoint]) -> list[ShapePoint]:
+    """The points whose original some process of the run measured (the others are not checked)."""
+    out = []
+    for point in points:
+        attrs = open_study(ctx.storage, study_name(ctx, point), optuna.samplers.RandomSampler()).user_attrs
+        if "original" in attrs and "metric" in attrs:
+            out.append(point)
+    return out
+
+
+def check_share(ctx: Context, index: int, count: int, deadline: float | None) -> None:
+    """The paired final check of this worker's shapes, each stored in its study."""
+    mine = measured_points(ctx, share_of(ctx.points, index, count))
+    if not mine:
+        return
+    checks = paired_checks(ctx, collect(ctx, mine), deadline)
+    for point in mine:
+        check = checks.get(point.name)
+        if check is not None:
+            study = open_study(ctx.storage, study_name(ctx, point), optuna.samplers.RandomSampler())
+            study.set_user_attr(PAIRED_ATTR, check.to_dict())
+
+
+def worker_checks(ctx: Context) -> dict[str, PairedCheck]:
+    """The final checks the workers stored, by shape (for :func:`ktx.search.runner.finalize`'s
+    ``keep``: a check of another config than the study's best is measured again there)."""
+    out: dict[str, PairedCheck] = {}
+    for point in ctx.searched:
+        attrs = open_study(ctx.storage, study_name(ctx, point), optuna.samplers.RandomSampler()).user_attrs
+        data = attrs.get(PAIRED_ATTR)
+        if isinstance(data, dict):
+            out[point.name] = PairedCheck.from_dict(data)
+    return out
+
+
+def neighbours(point: ShapePoint, tuned: Sequence[ShapePoint], bucket: str) -> list[ShapePoint]:
+    """The tuned shapes nearest ``point`` along ``bucket`` (one below, one above), the other
+    dimensions equal: the dispatch table gives ``point`` the config of one of them.
+
+    >>> from ktx.spec import ShapePoint
+    >>> p = lambda t, d: ShapePoint((("tokens", t), ("d", d)))
+    >>> [q.name for q in neighbours(p(8, 64), [p(1, 64), p(4, 64), p(16, 64), p(4, 32)], "tokens")]
+    ['tokens=4,d=64', 'tokens=16,d=64']
+    """
+    here = point.as_dict()
+    fixed = {k: v for k, v in here.items() if k != bucket}
+    same = [q for q in tuned if {k: v for k, v in q.as_dict().items() if k != bucket} == fixed]
+    below = [q for q in same if q.as_dict()[bucket] < here[bucket]]
+    above = [q for q in same if q.as_dict()[bucket] > here[bucket]]
+    out = []
+    if below:
+        out.append(max(below, key=lambda q: q.as_dict()[bucket]))
+    if above:
+        out.append(min(above, key=lambda q: q.as_dict()[bucket]))
+    return out
+
+
+def measure_holdout_ahead(ctx: Context, index: int, count: int, deadline: float | None) -> None:
+    """Measure this worker's share of the held-out points ahead of the main process: the
+    original and the best config of each tuned neighbour, into the run's cache."""
+    bucket = choose_bucket_var(ctx.spec.variables, ctx.request.bucket_var)
+    tuned = measured_points(ctx, ctx.points)
+    points = share_of(holdout_points(ctx, tuned, bucket), index, count)
+    typical = max(measured_costs(ctx).values(), default=1.0)
+    # a measurement starts only where it can end by the deadline (the main process writes then)
+    last = None if deadline is None else deadline - typical
+    for point in points:
+        if last is not None and time.monotonic() > last:
+            ctx.log.write("holdout_ahead_cut", shape=point.name)
+            return
+        ctx.evaluator.original(point)
+        for near in neighbours(point, tuned, bucket):
+            study = optuna.load_study(study_name=study_name(ctx, near), storage=ctx.storage)
+            found = best_measurement(study)
+            if found is not None:
+                ctx.evaluator.evaluate(found[0], point, deadline=last)
