@@ -239,3 +239,4 @@ def test_rounds_overlap_compiles_only_on_a_gpu_that_is_not_a_replay() -> None:
     assert search_jobs("cupy", None) == 2
     assert search_jobs("harness:tests.measure.fake_gpu", None) == 1
     assert search_jobs("synthetic", None) == 1
+    assert search_jobs("cupy", None, injected=True) == 1
