@@ -21,7 +21,8 @@ from types import TracebackType
 class GpuQueue:
     """A first-come, first-served lock: :meth:`join` takes a place, ``with place:`` waits for its
     turn and holds the GPU, and a place left without its turn (an error before measuring) is
-    skipped by :meth:`Place.leave` so it never blocks the ones behind it."""
+    skipped by :meth:`Place.leave` so it never blocks the ones behind it. ``with queue:`` does
+    both at once, like a lock."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
@@ -34,6 +35,17 @@ class GpuQueue:
             number = self._issued
             self._issued += 1
         return Place(self, number)
+
+    def __enter__(self) -> Place:
+        """``with queue:`` joins the queue and waits for the turn (the paired final check)."""
+        return self.join().__enter__()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        with self._cond:
+            holder = self._serving  # only the place whose turn it is can be inside ``with``
+        self._leave(holder)
 
     def _wait(self, number: int) -> None:
         with self._cond:

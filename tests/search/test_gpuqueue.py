@@ -66,3 +66,23 @@ def test_a_later_place_waits_while_an_earlier_one_holds_the_gpu() -> None:
         assert not entered.wait(0.1), "the second place entered while the first held the GPU"
     t.join(10)
     assert entered.is_set()
+
+
+def test_the_queue_itself_is_a_lock_that_keeps_the_order() -> None:
+    queue = GpuQueue()
+    waiting = queue.join()  # a trial that joined first, still compiling
+    entered = threading.Event()
+
+    def paired_check() -> None:
+        with queue:
+            entered.set()
+
+    t = threading.Thread(target=paired_check)
+    t.start()
+    assert not entered.wait(0.1), "the paired check went ahead of a trial that joined first"
+    with waiting:
+        pass
+    t.join(10)
+    assert entered.is_set()
+    with queue:  # free again
+        pass
