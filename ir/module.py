@@ -420,9 +420,8 @@ def parse(source: str | bytes, path: str | None = None) -> Module:
 #: facts are cached on it and depend on nothing else), so equal bytes may share one. The same
 #: text is parsed again and again: an edit set is reparsed once to look for new syntax errors and
 #: once for its result, every pass of a probe starts from the spec's source, and a search
-#: instantiates its template per shape and config. Parsing and indexing a suite kernel costs a
-#: few milliseconds to a fifth of a second; the cache made ``ktx optimize`` on a modelled
-#: backend about a third cheaper in CPU.
+#: instantiates its template per shape and config. In tests/agent/test_loop.py's modelled
+#: ``ktx optimize`` 270 modules were built, 212 of them by edits (two per edit set).
 _PARSED: OrderedDict[tuple[bytes, str | None], Module] = OrderedDict()
 _PARSED_MAX = 128
 _PARSED_LOCK = threading.Lock()
