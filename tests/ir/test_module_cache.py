@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ktx.ir import parse
 from ktx.ir.edits import EditSet, apply
 
@@ -30,3 +32,15 @@ def test_an_edit_result_is_parsed_once_and_matches_a_fresh_parse() -> None:
     assert out.print() == SRC.replace("0.f", "2.f")
     assert parse(out.source, "e.cu") is out, "the reparse for new errors and the result share one"
     assert [k.name for k in out.kernels] == ["k"] and out.loops == () and out.diagnostics == ()
+
+
+def test_a_header_rewritten_beside_the_file_gives_a_new_module(tmp_path: Path) -> None:
+    """Facts read local headers (typedefs, structs): a cached module would keep their old text."""
+    cu = tmp_path / "k.cu"
+    source = '#include "types.h"\n__global__ void k(real_t* x) { x[threadIdx.x] = 0; }\n'
+    cu.write_text(source)
+    (tmp_path / "types.h").write_text("typedef float real_t;\n")
+    first = parse(source, str(cu))
+    assert parse(source, str(cu)) is first
+    (tmp_path / "types.h").write_text("typedef double real_t; // now eight bytes\n")
+    assert parse(source, str(cu)) is not first
