@@ -124,6 +124,7 @@ class Indexer:
         self.lines = lines
         self.root = tree.root_node
         self.opaque_launches: tuple[OpaqueLaunch, ...] = ()
+        self._functions: tuple[Function, ...] | None = None
 
     def span(self, node: ts.Node) -> Span:
         return self.lines.span(node.start_byte, node.end_byte)
@@ -135,9 +136,12 @@ class Indexer:
     # -- functions ---------------------------------------------------------------------
 
     def functions(self) -> list[Function]:
-        nodes = captures("functions", self.root).get("function", [])
-        result = [self._function(n) for n in sorted(nodes, key=lambda n: n.start_byte)]
-        return [f for f in result if f.name]
+        """The file's functions, in source order; built once (the launch sites ask too)."""
+        if self._functions is None:
+            nodes = captures("functions", self.root).get("function", [])
+            result = [self._function(n) for n in sorted(nodes, key=lambda n: n.start_byte)]
+            self._functions = tuple(f for f in result if f.name)
+        return list(self._functions)
 
     def _function(self, fn: ts.Node) -> Function:
         qualifiers: list[str] = []

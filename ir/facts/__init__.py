@@ -2,9 +2,10 @@
 
 A pass reads like its rewrite rule: ``sites()`` asks facts, ``rewrite()`` edits. The facts of a
 kernel are a :class:`~ktx.ir.facts.kernel.Facts`, got from :func:`facts_of` (or
-``module.facts(kernel)``, the same call) and kept on the :class:`~ktx.ir.module.Module`: every
-pass gets a fresh module, so there is nothing to invalidate (MLIR's ``AnalysisManager``,
-libcst's metadata providers and Triton's ``AxisInfoAnalysis`` work the same way).
+``module.facts(kernel)``, the same call) and kept on the :class:`~ktx.ir.module.Module`: a
+module never changes, and edits give a module of the new bytes (equal bytes share one module,
+facts included: ``ktx.ir.module``'s parse cache), so there is nothing to invalidate (MLIR's
+``AnalysisManager``, libcst's metadata providers and Triton's ``AxisInfoAnalysis`` work the same way).
 
 What it answers, and the module that computes it:
 

@@ -26,6 +26,7 @@ from ktx.measure.backend import Backend
 from ktx.measure.occupancy import DeviceLimits
 from ktx.measure.types import Candidate, Measurement, Status
 from ktx.search.cache import MeasurementCache, cache_key
+from ktx.search.gpuqueue import GpuQueue
 from ktx.search.runlog import RunLog
 from ktx.search.space import Config, Space
 from ktx.search.tunable import Tunable, spec_digest
@@ -184,7 +185,7 @@ class Evaluator:
         self.fingerprint = fingerprint_of(backend)
         self.context = spec_digest(spec)
         self._lock = threading.Lock()
-        self._gpu = threading.Lock()  # backends measure one candidate at a time
+        self._gpu = GpuQueue()  # backends measure one candidate at a time, in arrival order
         self._inflight: dict[str, threading.Event] = {}
 
     @property
@@ -235,7 +236,9 @@ class Evaluator:
 
         With several trials in flight, the compile of each starts at once (the backend's
         ``prefetch``) while the GPU measures one at a time; a second trial asking for a key
-        already being measured waits for that measurement instead of repeating it.
+        already being measured waits for that measurement instead of repeating it. The GPU
+        serves trials in the order they got here (:mod:`ktx.search.gpuqueue`), so at a deadline
+        the trials dropped are the last to arrive, whatever the thread scheduler does.
         """
         key = cache_key(candidate, point.name, self.fingerprint, self.context)
         while True:
@@ -260,11 +263,12 @@ class Evaluator:
                     self._inflight[key] = threading.Event()
                     break
             pending.wait()
+        place = self._gpu.join()  # before the prefetch: the place is the order of admission
         try:
             prefetch = getattr(self.backend, "prefetch", None)
             if callable(prefetch):
                 prefetch(candidate, point)
-            with self._gpu:
+            with place:
                 if deadline is not None and time.monotonic() >= deadline:
                     return None, "deadline", key  # the finally below releases the waiters
                 m = self.backend.measure(candidate, point)
@@ -275,6 +279,7 @@ class Evaluator:
             if cacheable(m):
                 self.cache.put(key, m, {"shape": point.name, "config": dict(candidate.config)})
         finally:
+            place.leave()  # a prefetch that raised must not hold up the trials behind it
             with self._lock:
                 self._inflight.pop(key).set()
         self.log.write(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -133,15 +135,39 @@ def test_bad_requests(tmp_path: Path) -> None:
     assert main(["optimize", str(tmp_path / "nope"), "--out", str(tmp_path)]) == 2
 
 
-def test_a_short_budget_stops_rather_than_slicing_rounds_thin(tmp_path: Path) -> None:
-    """Eight rounds in 16 s would get 2 s each, too little to measure the originals (llm.c's
+class TimedModel(ModelBackend):
+    """The modelled GPU, each measurement taking ``cost_s`` (of a virtual clock's time)."""
+
+    def __init__(self, cost_s: float) -> None:
+        super().__init__()
+        self.cost_s = cost_s
+
+    def measure(self, candidate: Any, shape: Any) -> Any:
+        time.sleep(self.cost_s)
+        return super().measure(candidate, shape)
+
+
+def test_a_short_budget_stops_rather_than_slicing_rounds_thin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight rounds in 12 s would get 1.5 s each, too little to measure the originals (llm.c's
     ladder saw every round report its shapes unmeasured); each round gets at least
-    ``MIN_ROUND_S`` and the run stops on budget when less than that is left, saying why. (16 s, not
-    12: the budget's clock now starts with the command, so loading the spec and reading its facts,
-    about a second, count against it; 4 s of probes under load leave the round its 10 s)"""
+    ``MIN_ROUND_S`` and the run stops on budget when less than that is left, saying why.
+
+    On a virtual clock where only measurements take time (0.2 s each): on the real one, a
+    machine at load 9 spent the whole 12 s planning and templating, and no round searched."""
     from ktx.agent.loop import Optimizer
 
-    result = optimize(request(tmp_path / "run", rounds=8, budget_s=16), backend=ModelBackend())
+    now = [1000.0]  # tests/search/conftest.py's VirtualClock, here without its fixture
+
+    def sleep(seconds: float) -> None:
+        with lock:
+            now[0] += max(0.0, seconds)
+
+    lock = threading.Lock()
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(time, "sleep", sleep)
+    result = optimize(request(tmp_path / "run", rounds=8, budget_s=12), backend=TimedModel(0.2))
     # the share each searched round was given when it started (the search's own time_budget
     # event comes after the template and the baselines, later on a loaded machine)
     limits = [r.share_s for r in result.rounds if r.share_s is not None and r.result is not None]

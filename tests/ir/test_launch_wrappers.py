@@ -40,3 +40,34 @@ def test_dim3_fields_assigned_in_branches_are_unknown() -> None:
     assert body is not None
     fields = dim3_field_assignments(src, body, "b", len(src))
     assert {k: src[v.start_byte : v.end_byte] for k, v in fields.items()} == {"x": b"128"}
+
+
+def _walked_calls(root: object) -> list[tuple[int, int, str]]:
+    """The calls in the order of the Python walk the query replaced: a call before the calls
+    inside it, later siblings first (an independent spelling of the order ``_calls`` keeps)."""
+    from ktx.ir.launch import _last_name
+
+    found: list[tuple[int, int, str]] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)  # type: ignore[attr-defined]
+        if node.type == "call_expression":  # type: ignore[attr-defined]
+            name = _last_name(node.child_by_field_name("function"))  # type: ignore[attr-defined]
+            if name:
+                found.append((node.start_byte, node.end_byte, name))  # type: ignore[attr-defined]
+    return found
+
+
+def test_calls_come_from_the_query_in_the_walks_order() -> None:
+    from ktx.ir.launch import _calls
+
+    src = (CORPUS / "wrapper_launches.cu").read_bytes() + (
+        b"\nvoid h() { outer(inner(a), ns::mid<int>(b))(c); f(g(h2(x))); obj.m(1); (*fp)(2); }\n"
+    )
+    tree = parse_tree(src)
+    got = [(n.start_byte, n.end_byte, name) for n, name in _calls(tree.root_node)]
+    assert got == _walked_calls(tree.root_node)
+    names = [name for _, _, name in got]
+    assert {"outer", "inner", "mid", "f", "g", "h2"} <= set(names) and "m" not in names
+    assert names.index("f") < names.index("g") < names.index("h2"), "a call before the calls inside it"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import tree_sitter as ts
 from ktx.ir import parse
 from ktx.ir import syntax as ir_syntax
 from ktx.ir.access import _text as access_text
@@ -87,3 +88,27 @@ __global__ void k(float* o, int n) {
     assert ir_syntax.exclusive(o[1], o[2]) and ir_syntax.exclusive(o[2], o[3])
     assert not ir_syntax.exclusive(o[0], o[1]) and not ir_syntax.exclusive(o[0], o[2])
     assert not any(ir_syntax.exclusive(o[5], x) for x in o[:5])
+
+
+def _preorder(node: ts.Node) -> list[tuple[int, int, str]]:
+    """Source order by recursion over ``children`` (what the cursor walk must give)."""
+    out = [(node.start_byte, node.end_byte, node.type)]
+    for child in node.children:
+        out.extend(_preorder(child))
+    return out
+
+
+def test_walk_visits_every_node_in_source_order_and_stays_under_its_start() -> None:
+    from ktx.ir.language import parse_tree
+    from ktx.ir.syntax import walk
+
+    src = b"__global__ void k(float* x, int n) { for (int i = 0; i < n; ++i) { if (i) x[i] = f(i); } }\n"
+    src += b"void g() { k<<<1, 32>>>(0, 4); }\n"
+    root = parse_tree(src).root_node
+    assert [(n.start_byte, n.end_byte, n.type) for n in walk(root)] == _preorder(root)
+    loop = next(n for n in walk(root) if n.type == "for_statement")
+    inside = [(n.start_byte, n.end_byte, n.type) for n in walk(loop)]
+    assert inside == _preorder(loop) and inside[0][2] == "for_statement"
+    assert all(loop.start_byte <= a and b <= loop.end_byte for a, b, _ in inside), "left its subtree"
+    leaf = next(n for n in walk(root) if n.type == "number_literal")
+    assert [n.type for n in walk(leaf)] == ["number_literal"]

@@ -297,11 +297,10 @@ def test_trials_waiting_for_the_gpu_past_the_deadline_are_not_measured(virtual_c
     study = search_shape(ev, storage, "s", P1, "graph", settings, configs, deadline=deadline)
     assert [s - deadline + 0.12 for s in backend.starts] == pytest.approx([0.0, 0.05, 0.10])
     queued = [t.user_attrs["ktx"]["status"] for t in study.trials if t.user_attrs.get("warm_start")]
-    # the five that never started are dropped, unmeasured; the third measured one (0.10 to 0.15 s)
-    # ends past the deadline and is labelled ok or budget by which thread reads the clock first
-    # (seen both ways under xdist: a labelling race left open, see issue 21's note)
-    assert len(queued) == 8 and queued.count("budget") in (5, 6), queued
-    assert queued.count("ok") == 8 - queued.count("budget") >= 2, queued
+    # The GPU serves trials in arrival order, so a trial Optuna starts when the first one ends
+    # (a fresh sample) waits behind the warm starts: under a plain lock it took the third slot
+    # in about 1 run in 7 and a sixth warm start was dropped (ktx.search.gpuqueue).
+    assert sorted(queued) == ["budget"] * 5 + ["ok"] * 3, "the waiting ones were dropped, unmeasured"
 
 
 def test_joint_search_minimises_the_geometric_mean_ratio(recording: Recording) -> None:
