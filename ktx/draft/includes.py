@@ -29,6 +29,8 @@ _LEVELS = 4
 #: Files read while following includes, and folders walked looking for one: bounds for huge trees.
 _MAX_FILES = 400
 _MAX_DIRS = 4000
+#: A folder holding one of these is a project's root: the header search goes no higher.
+_PROJECT_MARKERS = (".git", "pyproject.toml", "setup.py", "CMakeLists.txt", "LICENSE", "README.md")
 _SKIP_DIRS = frozenset({".git", "build", "node_modules", "__pycache__", ".venv", "third_party"})
 
 
@@ -97,7 +99,11 @@ def _walk(root: Path) -> Iterator[Path]:
 
 def _search(name: str, start: Path) -> Path | None:
     """The folder ``D`` with ``D/name`` a file, in the folders at and above ``start``, nearest first."""
-    roots = [start, *list(start.parents)[:_LEVELS]]
+    roots = []
+    for root in [start, *list(start.parents)[:_LEVELS]]:
+        roots.append(root)
+        if any((root / marker).exists() for marker in _PROJECT_MARKERS):
+            break  # the project's root: folders beside it are other projects (a CI clone, ktx itself)
     for root in roots:
         for folder in _walk(root):
             if (folder / name).is_file():
