@@ -94,7 +94,7 @@ class Rule:
     def matches(self, shape: Mapping[str, int], bucket_var: str) -> bool:
         if any(shape.get(k) != v for k, v in self.fixed):
             return False
-        value = shape.get(bucket_var)
+        value = shape.get(bucket_var) if bucket_var else 0  # "": a spec without variables
         if value is None:
             return False
         return (self.lo is None or value >= self.lo) and (self.hi is None or value < self.hi)
@@ -230,7 +230,9 @@ def choose_bucket_var(variables: Sequence[str], requested: str | None = None) ->
     for name in ("tokens", "num_tokens", "batch", "m", "rows", "n"):
         if name in variables:
             return name
-    return variables[0]
+    # a spec whose sizes are all fixed (cuda-samples' vectorAdd) has one point and no variable
+    # to bucket on: "" stands for it, and every lookup of it reads 0
+    return variables[0] if variables else ""
 
 
 def _midpoint(a: int, b: int) -> int:
@@ -276,8 +278,8 @@ def build_table(
         groups.setdefault(fixed, []).append(choice)
     rules: list[Rule] = []
     for fixed in sorted(groups):
-        members = sorted(groups[fixed], key=lambda c: c.point.as_dict()[bucket_var])
-        values = [c.point.as_dict()[bucket_var] for c in members]
+        members = sorted(groups[fixed], key=lambda c: c.point.as_dict().get(bucket_var, 0))
+        values = [c.point.as_dict().get(bucket_var, 0) for c in members]
         bounds = [_midpoint(a, b) for a, b in itertools.pairwise(values)]
         for i, choice in enumerate(members):
             lo = None if i == 0 else bounds[i - 1]

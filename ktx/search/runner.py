@@ -622,7 +622,7 @@ def holdout_points(ctx: Context, tuned: Sequence[ShapePoint], bucket: str) -> tu
     groups: dict[tuple[tuple[str, int], ...], list[int]] = {}
     for p in tuned:
         fixed = tuple((k, v) for k, v in p.values if k != bucket)
-        groups.setdefault(fixed, []).append(p.as_dict()[bucket])
+        groups.setdefault(fixed, []).append(p.as_dict().get(bucket, 0))
     out: list[ShapePoint] = []
     for fixed, values in groups.items():
         values.sort()

@@ -197,3 +197,18 @@ def test_search_and_dispatched_geomeans_are_told_apart() -> None:
     ]
     assert [o.speedup for o in outcomes] == [2.0, 1.0]
     assert speedup_geomeans([(2.0, 1.0, True), (1.0, 2.0, False)]) == pytest.approx((1.0, 2**0.5))
+
+
+def test_a_spec_without_shape_variables_gets_a_one_rule_table() -> None:
+    """cuda-samples' vectorAdd fixes every size: its one point has no variable to bucket on
+    (``optimize`` crashed on an H200 with ``variables[0]``); the table still dispatches the
+    found config there, and its C++ header builds a function of no shape."""
+    from ktx.search.dispatch import Choice, build_table, choose_bucket_var
+    from ktx.spec import ShapePoint
+
+    bucket = choose_bucket_var(())
+    assert bucket == ""
+    choice = Choice(ShapePoint(()), {"VEC": 4}, 10.0, 5.0)
+    table = build_table("vectorAdd", (), bucket, [choice], min_gain=0.02)
+    assert table.select({}) == {"VEC": 4}
+    assert "ktx_dispatch_vectorAdd()" in table.to_header()
