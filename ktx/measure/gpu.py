@@ -639,7 +639,11 @@ def _verify(
         ]  # fmt: skip
         if todo:
             pool = ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1, len(todo))))
+            start = time.perf_counter()
+            # drawing every round's inputs and copying them to the host serves the Python
+            # reference alone: a one-off cost like the reference itself (no candidate repeats it)
             pending = _start_python(spec, todo, stream, pool)
+            costs.python_s += time.perf_counter() - start
     try:
         return _verify_rounds(
             spec, cand, modules, kind, ref_cand, ref_modules, verdicts, pending, shapes, point, opts,

@@ -257,6 +257,49 @@ def test_a_rounds_least_time_leaves_out_the_first_measurements_one_off_costs() -
     assert Optimizer.repeatable_originals_s(fake(None), 17.0) == 17.0  # a replay or a model
 
 
+def test_a_round_is_not_refused_because_the_originals_were_slow_to_verify() -> None:
+    """Issue 23 item 6 (llm.c layernorm v1, H200, --budget 78): three originals took 22 s to
+    measure without one-off costs, nearly all of it their check against the Python reference;
+    twice that refused every round with 42 s left. A round needs a few candidate measurements
+    and a final check at the candidates' expected cost."""
+    from types import SimpleNamespace
+
+    from ktx.agent.loop import Optimizer
+    from ktx.spec import ShapePoint
+
+    points = tuple(ShapePoint((("B", b),)) for b in (1, 8, 32))
+
+    def optimizer(candidate: Any) -> Any:
+        backend = SimpleNamespace(original_cost={p.name: 7.3 for p in points}, candidate_cost=candidate)
+        opt = SimpleNamespace(
+            evaluator=SimpleNamespace(backend=backend), points=points, baseline_s=22.0,
+            MIN_ROUND_S=Optimizer.MIN_ROUND_S, ROUND_EVALS=Optimizer.ROUND_EVALS,
+            ROUND_CHECK_TIMINGS=Optimizer.ROUND_CHECK_TIMINGS,
+        )  # fmt: skip
+        opt.candidates_s = Optimizer.expected_candidates_s(opt)
+        return opt
+
+    layernorm = optimizer({p.name: 1.2 for p in points})
+    assert Optimizer.expected_candidates_s(layernorm) == pytest.approx(3.6)
+    need = Optimizer.min_round_s(layernorm)
+    per_eval = Optimizer.ROUND_EVALS + Optimizer.ROUND_CHECK_TIMINGS
+    assert need == pytest.approx(per_eval * 3.6)
+    assert need < 42.0 < 2 * 22.0, "the round the run refused now fits"
+    assert "candidate measurements" in Optimizer.round_need_why(layernorm)
+    # a fast kernel still gets the least a round is given
+    fast = optimizer({p.name: 0.05 for p in points})
+    assert Optimizer.min_round_s(fast) == Optimizer.MIN_ROUND_S
+    # a slow candidate raises the need with it: the count is not a constant
+    slow = optimizer({p.name: 4.0 for p in points})
+    assert Optimizer.min_round_s(slow) == pytest.approx(per_eval * 12.0)
+    # no account for a shape (a replay, a model backend): the originals' measurement stands for it
+    for partial in ({points[0].name: 1.2}, None, {}):
+        old = optimizer(partial)
+        assert old.candidates_s is None
+        assert Optimizer.min_round_s(old) == pytest.approx(44.0)
+        assert "twice the 22.0 s" in Optimizer.round_need_why(old)
+
+
 def test_rounds_overlap_compiles_only_on_a_gpu_that_is_not_a_replay() -> None:
     """On the GPU a round keeps two trials in flight (the next compile beside this measurement);
     replays and stand-in backends keep one, their order being what they reproduce."""

@@ -11,7 +11,7 @@ import pytest
 
 from ktx.measure.compile import find_nvcc
 from ktx.measure.harness import Harness
-from ktx.measure.timeouts import TimeoutPolicy, request_cost
+from ktx.measure.timeouts import TimeoutPolicy, candidate_cost, request_cost
 from ktx.measure.types import Status
 from ktx.specload import load_spec
 
@@ -91,3 +91,21 @@ def test_a_candidate_first_at_a_shape_brings_the_original_measured_there(
         assert h.measure(tuned, point).ok
         assert point.name in h.original_cost
         assert h.timeout_for(tuned, point) < 120
+        # what a round of the loop counts per evaluation, from the same request
+        assert 0 < h.candidate_cost[point.name] <= h.original_cost[point.name] + 1e-9
+
+
+def test_a_candidates_cost_leaves_out_the_originals_python_check() -> None:
+    """Issue 23 item 6 (llm.c layernorm v1, H200): the original's request spent seconds checking
+    against the float64 Python reference, which no candidate repeats; a candidate costs its
+    timing, the request's fixed part and a check no dearer than its timing."""
+    layernorm = {"warmup_s": 0.0, "python_s": 2.0, "verify_s": 6.5, "time_s": 0.7}
+    assert request_cost(7.5, layernorm) == pytest.approx(5.5), "the repeatable cost keeps the check"
+    assert candidate_cost(7.5, layernorm) == pytest.approx(0.7 + 0.7 + 0.3)
+    cheap = {"warmup_s": 0.0, "python_s": 0.0, "verify_s": 0.05, "time_s": 0.4}
+    assert candidate_cost(0.5, cheap) == pytest.approx(0.5), "a cheap check is counted as it is"
+    # the warm-up is one-off: never part of a candidate's cost
+    assert candidate_cost(9.5, {**cheap, "warmup_s": 9.0}) == pytest.approx(0.5)
+    # without the worker's account the whole request stands for it
+    assert candidate_cost(0.2, None) == pytest.approx(0.2)
+    assert candidate_cost(0.2, {"warmup_s": 0.1}) == pytest.approx(0.1)
