@@ -1029,6 +1029,9 @@ def prime(spec: Spec, xp: Any = None) -> None:
             compare(arg, values, values.copy(), tol, True, cp)  # identical
             compare(arg, hole, values, tol, True, cp)  # differs: the failure path
             compare(arg, hole, decode(values, arg.dtype, cp), tol, False, cp)  # float64 reference
+        if arg.dtype.kind == "float":  # every value finite: the shortcut, passing and failing
+            compare(arg, values, decode(values, arg.dtype, cp), tol, False, cp)
+            compare(arg, values, decode(values, arg.dtype, cp) + 1.0, tol, False, cp)
     if xp is None:
         cp.cuda.Device().synchronize()
 
