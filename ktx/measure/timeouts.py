@@ -83,3 +83,16 @@ def candidate_cost(seconds: float, costs: Mapping[str, float] | None) -> float:
         else 0.0
     )
     return round(timing + min(max(0.0, own), timing) + request_overhead(seconds, costs), 6)
+
+
+def timing_cost(seconds: float, costs: Mapping[str, float] | None) -> float:
+    """Seconds a timing-only request at a shape is expected to take (each side of a paired
+    check), from the original's request there: its timing and the request's fixed part, no
+    verification. Without the worker's account, :func:`candidate_cost`.
+
+    >>> timing_cost(7.0, {"warmup_s": 0.0, "python_s": 1.0, "verify_s": 6.0, "time_s": 0.7})
+    1.0
+    """
+    if not costs or not isinstance(costs.get("time_s"), int | float):
+        return candidate_cost(seconds, costs)
+    return round(float(costs["time_s"]) + request_overhead(seconds, costs), 6)

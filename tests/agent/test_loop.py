@@ -261,7 +261,7 @@ def test_a_round_is_not_refused_because_the_originals_were_slow_to_verify() -> N
     """Issue 23 item 6 (llm.c layernorm v1, H200, --budget 78): three originals took 22 s to
     measure without one-off costs, nearly all of it their check against the Python reference;
     twice that refused every round with 42 s left. A round needs a few candidate measurements
-    and a final check at the candidates' expected cost."""
+    and a final check of timings at what those are expected to cost."""
     from types import SimpleNamespace
 
     from ktx.agent.loop import Optimizer
@@ -269,28 +269,35 @@ def test_a_round_is_not_refused_because_the_originals_were_slow_to_verify() -> N
 
     points = tuple(ShapePoint((("B", b),)) for b in (1, 8, 32))
 
-    def optimizer(candidate: Any) -> Any:
-        backend = SimpleNamespace(original_cost={p.name: 7.3 for p in points}, candidate_cost=candidate)
+    def optimizer(candidate: Any, timing: Any = None) -> Any:
+        backend = SimpleNamespace(
+            original_cost={p.name: 7.3 for p in points}, candidate_cost=candidate, timing_cost=timing
+        )
         opt = SimpleNamespace(
             evaluator=SimpleNamespace(backend=backend), points=points, baseline_s=22.0,
             MIN_ROUND_S=Optimizer.MIN_ROUND_S, ROUND_EVALS=Optimizer.ROUND_EVALS,
             ROUND_CHECK_TIMINGS=Optimizer.ROUND_CHECK_TIMINGS,
         )  # fmt: skip
         opt.candidates_s = Optimizer.expected_candidates_s(opt)
+        opt.timings_s = Optimizer.expected_candidates_s(opt, "timing_cost")
         return opt
 
-    layernorm = optimizer({p.name: 1.2 for p in points})
-    assert Optimizer.expected_candidates_s(layernorm) == pytest.approx(3.6)
+    # the layernorm run's numbers: a 0.7 s timing, 0.2 s of fixed request cost per shape
+    layernorm = optimizer({p.name: 1.6 for p in points}, {p.name: 0.9 for p in points})
+    assert layernorm.candidates_s == pytest.approx(4.8) and layernorm.timings_s == pytest.approx(2.7)
     need = Optimizer.min_round_s(layernorm)
-    per_eval = Optimizer.ROUND_EVALS + Optimizer.ROUND_CHECK_TIMINGS
-    assert need == pytest.approx(per_eval * 3.6)
+    assert need == pytest.approx(Optimizer.ROUND_EVALS * 4.8 + Optimizer.ROUND_CHECK_TIMINGS * 2.7)
     assert need < 42.0 < 2 * 22.0, "the round the run refused now fits"
     assert "candidate measurements" in Optimizer.round_need_why(layernorm)
+    # without a timing's account, a check's timings are counted as candidates'
+    untimed = optimizer({p.name: 1.6 for p in points})
+    per_eval = Optimizer.ROUND_EVALS + Optimizer.ROUND_CHECK_TIMINGS
+    assert Optimizer.min_round_s(untimed) == pytest.approx(per_eval * 4.8)
     # a fast kernel still gets the least a round is given
-    fast = optimizer({p.name: 0.05 for p in points})
+    fast = optimizer({p.name: 0.05 for p in points}, {p.name: 0.04 for p in points})
     assert Optimizer.min_round_s(fast) == Optimizer.MIN_ROUND_S
     # a slow candidate raises the need with it: the count is not a constant
-    slow = optimizer({p.name: 4.0 for p in points})
+    slow = optimizer({p.name: 4.0 for p in points}, {p.name: 4.0 for p in points})
     assert Optimizer.min_round_s(slow) == pytest.approx(per_eval * 12.0)
     # no account for a shape (a replay, a model backend): the originals' measurement stands for it
     for partial in ({points[0].name: 1.2}, None, {}):

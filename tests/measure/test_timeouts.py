@@ -11,7 +11,7 @@ import pytest
 
 from ktx.measure.compile import find_nvcc
 from ktx.measure.harness import Harness
-from ktx.measure.timeouts import TimeoutPolicy, candidate_cost, request_cost
+from ktx.measure.timeouts import TimeoutPolicy, candidate_cost, request_cost, timing_cost
 from ktx.measure.types import Status
 from ktx.specload import load_spec
 
@@ -93,6 +93,7 @@ def test_a_candidate_first_at_a_shape_brings_the_original_measured_there(
         assert h.timeout_for(tuned, point) < 120
         # what a round of the loop counts per evaluation, from the same request
         assert 0 < h.candidate_cost[point.name] <= h.original_cost[point.name] + 1e-9
+        assert 0 < h.timing_cost[point.name] <= h.candidate_cost[point.name] + 1e-9
 
 
 def test_a_candidates_cost_leaves_out_the_originals_python_check() -> None:
@@ -109,3 +110,6 @@ def test_a_candidates_cost_leaves_out_the_originals_python_check() -> None:
     # without the worker's account the whole request stands for it
     assert candidate_cost(0.2, None) == pytest.approx(0.2)
     assert candidate_cost(0.2, {"warmup_s": 0.1}) == pytest.approx(0.1)
+    # a side of a paired check only times: no verification at all
+    assert timing_cost(7.5, layernorm) == pytest.approx(0.7 + 0.3)
+    assert timing_cost(0.2, None) == pytest.approx(0.2)
