@@ -670,19 +670,23 @@ class Optimizer:
         """What one round needs, at least :attr:`MIN_ROUND_S`: :attr:`ROUND_EVALS` candidate
         measurements per shape at a candidate's expected cost, and a final check of
         :attr:`ROUND_CHECK_TIMINGS` timings per shape at a timing's; without the backend's
-        account of a candidate's cost, twice the originals' repeatable measurement.
+        account of a candidate's cost, twice the originals' repeatable measurement, which also
+        bounds the count from above: the count only lowers the old rule where the originals'
+        verification dominated (a long kernel, cheap to verify and slow to time, keeps the
+        rounds the old rule gave it: a round cut short still keeps the original where its check
+        does not fit, while a round refused tries nothing).
 
         Why (issue 23 item 6, llm.c layernorm v1, H200, --budget 78): the originals took 22 s to
         measure without one-off costs, nearly all of it their check (against the float64 Python
         reference, at four shapes and three rounds each), which no candidate repeats (they are
         checked against the original's outputs, on the device); twice that refused every round
         with 42 s left, and ktx kept a kernel 66x slower than llm.c's own."""
+        old = 2.0 * self.baseline_s
         if self.candidates_s is None:
-            return max(self.MIN_ROUND_S, 2.0 * self.baseline_s)
+            return max(self.MIN_ROUND_S, old)
         timings = self.candidates_s if self.timings_s is None else self.timings_s
-        return max(
-            self.MIN_ROUND_S, self.ROUND_EVALS * self.candidates_s + self.ROUND_CHECK_TIMINGS * timings
-        )
+        counted = self.ROUND_EVALS * self.candidates_s + self.ROUND_CHECK_TIMINGS * timings
+        return max(self.MIN_ROUND_S, min(old, counted))
 
     def round_need_why(self) -> str:
         """How :meth:`min_round_s` was counted, for the note that refuses a round."""
@@ -692,6 +696,8 @@ class Optimizer:
                 "one-off costs"
             )
         timings = self.candidates_s if self.timings_s is None else self.timings_s
+        if self.min_round_s() >= 2.0 * self.baseline_s > self.MIN_ROUND_S:
+            return f"twice the {self.baseline_s:.1f} s the originals' measurement takes"
         return (
             f"{self.ROUND_EVALS} candidate measurements per shape at {self.candidates_s:.2f} s over "
             f"all shapes, and a final check of {self.ROUND_CHECK_TIMINGS} timings per shape at "

@@ -267,10 +267,12 @@ class Harness:
             costs = outcome.result.get("costs")
             cost = request_cost(outcome.seconds, costs if isinstance(costs, dict) else None)
             self.original_cost[point.name] = max(cost, self.original_cost.get(point.name, 0.0))
-            expected = candidate_cost(outcome.seconds, costs if isinstance(costs, dict) else None)
-            self.candidate_cost[point.name] = max(expected, self.candidate_cost.get(point.name, 0.0))
-            timing = timing_cost(outcome.seconds, costs if isinstance(costs, dict) else None)
-            self.timing_cost[point.name] = max(timing, self.timing_cost.get(point.name, 0.0))
+            if isinstance(costs, dict) and isinstance(costs.get("time_s"), int | float):
+                # only from the worker's account: a stand-in's whole request says nothing of it
+                expected = candidate_cost(outcome.seconds, costs)
+                self.candidate_cost[point.name] = max(expected, self.candidate_cost.get(point.name, 0.0))
+                timing = timing_cost(outcome.seconds, costs)
+                self.timing_cost[point.name] = max(timing, self.timing_cost.get(point.name, 0.0))
         result = self._result(candidate, point, outcome, ref_kind)
         if outcome.ok and isinstance(outcome.result, Mapping):
             self._observe(outcome.seconds, outcome.result.get("costs"), result)
