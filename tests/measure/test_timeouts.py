@@ -134,3 +134,12 @@ def test_the_harness_counts_a_candidates_cost_from_the_originals_account(
         # the check a candidate repeats is counted at most as long as its timing
         assert h.candidate_cost[point.name] == pytest.approx(2 * timing + fixed, abs=1e-3)
         assert h.candidate_cost[point.name] < h.original_cost[point.name] - python
+
+
+def test_the_cost_examples_in_the_docstrings_hold() -> None:
+    import doctest
+
+    from ktx.measure import timeouts
+
+    result = doctest.testmod(timeouts)
+    assert result.attempted >= 4 and result.failed == 0
