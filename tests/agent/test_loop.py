@@ -312,6 +312,57 @@ def test_a_round_is_not_refused_because_the_originals_were_slow_to_verify() -> N
         assert "twice the 22.0 s" in Optimizer.round_need_why(old)
 
 
+class SlowOriginalsModel(ModelBackend):
+    """The modelled GPU whose originals take ``original_s`` each to measure (their check against
+    a Python reference), a candidate ``candidate_s``, with the harness's accounts of both."""
+
+    def __init__(self, original_s: float, candidate_s: float, accounts: bool) -> None:
+        super().__init__()
+        self.original_s, self.candidate_s = original_s, candidate_s
+        self.original_cost: dict[str, float] = {}
+        self.accounts = accounts
+        if accounts:
+            self.candidate_cost: dict[str, float] = {}
+            self.timing_cost: dict[str, float] = {}
+
+    def measure(self, candidate: Any, shape: Any) -> Any:
+        original = candidate.label == "original"
+        time.sleep(self.original_s if original else self.candidate_s)
+        if original:
+            self.original_cost[shape.name] = self.original_s
+            if self.accounts:
+                self.candidate_cost[shape.name] = self.timing_cost[shape.name] = self.candidate_s
+        return super().measure(candidate, shape)
+
+
+@pytest.mark.parametrize("accounts", [True, False])
+def test_slow_originals_leave_the_rounds_their_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, accounts: bool
+) -> None:
+    """The layernorm run of issue 23 item 6, on a virtual clock: three originals at 7 s each
+    leave 39 s of 60; twice their 21 s refused every round. Counted at the candidates' cost a
+    round fits; without that account (``accounts=False``) the old rule still holds."""
+    now = [time.monotonic()]  # on from the real clock: the run's start may be read before the patch
+    lock = threading.Lock()
+
+    def sleep(seconds: float) -> None:
+        with lock:
+            now[0] += max(0.0, seconds)
+
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(time, "sleep", sleep)
+    backend = SlowOriginalsModel(7.0, 0.2, accounts)
+    result = optimize(request(tmp_path / "run", rounds=2, budget_s=60), backend=backend)
+    assert backend.original_cost == {s: 7.0 for s in SHAPES}
+    refused = [n for n in result.notes if "less than one round needs" in n]
+    if accounts:
+        assert result.rounds, (result.stop_reason, result.notes)
+        assert not any("twice the" in n for n in refused), refused
+    else:
+        assert not result.rounds and result.stop_reason == "budget"
+        assert refused and "twice the 21.0 s" in refused[0], refused
+
+
 def test_rounds_overlap_compiles_only_on_a_gpu_that_is_not_a_replay() -> None:
     """On the GPU a round keeps two trials in flight (the next compile beside this measurement);
     replays and stand-in backends keep one, their order being what they reproduce."""
