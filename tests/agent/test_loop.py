@@ -335,6 +335,7 @@ class SlowOriginalsModel(ModelBackend):
         return super().measure(candidate, shape)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("accounts", [True, False])
 def test_slow_originals_leave_the_rounds_their_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, accounts: bool
