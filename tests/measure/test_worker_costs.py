@@ -13,6 +13,7 @@ import pytest
 from ktx.measure import gpu
 from ktx.measure.occupancy import DeviceLimits
 from ktx.measure.types import original_candidate
+from ktx.measure.verify import seeded_inputs
 from ktx.specload import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,3 +51,35 @@ def test_preparing_the_python_reference_is_booked_as_its_one_off_cost(
     assert started and started[0] >= 3, "every round of the shape is prepared"
     assert costs.python_s >= 0.3, costs
     assert costs.verify_s - costs.python_s < 0.25, "only the device-side check stays repeatable"
+
+
+def test_a_python_check_finds_the_reference_the_originals_check_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The original's check runs the Python reference in threads and keeps its outputs under
+    the key a later check against the Python reference (a candidate with a precision knob on)
+    looks up: that check then runs no reference of its own."""
+    import contextlib
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    spec = load_spec(ROOT / "kernels" / "silu_and_mul")
+    point = spec.find_point("tokens=4,d=4096")
+    memo = gpu.ArrayMemo(1 << 30)
+    monkeypatch.setattr(gpu, "_MEMO", memo)
+    shim = SimpleNamespace(asarray=np.asarray, asnumpy=lambda a, stream=None: np.asarray(a))
+    monkeypatch.setattr(gpu, "_cupy", lambda: shim)
+
+    def no_reference(*args: Any) -> Any:
+        raise AssertionError("the reference ran again")
+
+    monkeypatch.setattr(gpu, "python_reference", no_reference)
+    inputs_key = ("inputs", repr(spec.args), point.name, 7, 0)
+    kept = {"out": np.arange(6, dtype=np.float64)}
+    memo.put(gpu._python_key(spec, inputs_key), kept)  # as the original's check does
+    costs = gpu._Costs()
+    want = gpu._python_want(spec, point, inputs_key, {}, costs, contextlib.nullcontext())
+    assert np.array_equal(want["out"], np.arange(6)) and memo.hits == 1
+    other = ("inputs", repr(spec.args), point.name, 8, 1)  # other inputs: not answered from it
+    pristine = seeded_inputs(spec, point, 8, 1, np)
+    with pytest.raises(AssertionError, match="ran again"):
+        gpu._python_want(spec, point, other, pristine, costs, contextlib.nullcontext())
