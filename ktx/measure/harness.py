@@ -27,7 +27,7 @@ from ktx.measure.gpu import Options, verify_shapes
 from ktx.measure.guards import is_spec_error
 from ktx.measure.occupancy import DeviceLimits
 from ktx.measure.protocol import DEFAULT_HANDLER, Outcome, Supervisor
-from ktx.measure.timeouts import TimeoutPolicy, request_cost
+from ktx.measure.timeouts import TimeoutPolicy, candidate_cost, request_cost, timing_cost
 from ktx.measure.types import Candidate, Measurement, Status, original_candidate
 from ktx.spec import ShapePoint, Spec
 
@@ -86,6 +86,11 @@ class Harness:
         self.timeout_multiple = timeout_multiple
         #: Seconds the original's request took per shape (without one-off costs).
         self.original_cost: dict[str, float] = {}
+        #: Seconds a candidate's measurement is expected to take per shape, from the original's
+        #: own account (:func:`candidate_cost`): what a round of the loop spends per evaluation.
+        self.candidate_cost: dict[str, float] = {}
+        #: ... and a timing-only measurement's (a side of a paired check: no verification).
+        self.timing_cost: dict[str, float] = {}
         self._timed_out: set[tuple[str, str]] = set()
         self._calibrated: set[str] = set()
         #: Ask a fresh worker to warm up before its first measurement (the GPU worker knows the
@@ -262,6 +267,12 @@ class Harness:
             costs = outcome.result.get("costs")
             cost = request_cost(outcome.seconds, costs if isinstance(costs, dict) else None)
             self.original_cost[point.name] = max(cost, self.original_cost.get(point.name, 0.0))
+            if isinstance(costs, dict) and isinstance(costs.get("time_s"), int | float):
+                # only from the worker's account: a stand-in's whole request says nothing of it
+                expected = candidate_cost(outcome.seconds, costs)
+                self.candidate_cost[point.name] = max(expected, self.candidate_cost.get(point.name, 0.0))
+                timing = timing_cost(outcome.seconds, costs)
+                self.timing_cost[point.name] = max(timing, self.timing_cost.get(point.name, 0.0))
         result = self._result(candidate, point, outcome, ref_kind)
         if outcome.ok and isinstance(outcome.result, Mapping):
             self._observe(outcome.seconds, outcome.result.get("costs"), result)

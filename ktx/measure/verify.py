@@ -255,6 +255,8 @@ def compare(
         return _result(arg, bad, got_v, want_v, err, shape, f"more than {tol.ulp} ulp apart", xp)
     got = decode(got_stored, arg.dtype, xp)
     ref = decode(want, arg.dtype, xp) if want_is_stored else xp.asarray(want, dtype=xp.float64)
+    if arg.dtype.kind == "float" and bool(xp.isfinite(ref).all()) and bool(xp.isfinite(got).all()):
+        return _finite_compare(arg, got, ref, tol, shape, xp)
     finite = xp.isfinite(ref)
     with np.errstate(invalid="ignore"):
         err = xp.where(finite, xp.abs(got - ref), 0.0)
@@ -275,6 +277,51 @@ def compare(
             result.rel_err,
         )
     return result
+
+
+def _square_sum(a: Any, xp: Any) -> float:
+    """``sum(a * a)``: a dot product on the host (no temporary), the elementwise kernels the
+    worker primes on the device (a dot would start cuBLAS inside the first timed request)."""
+    flat = a.ravel()
+    return float(xp.dot(flat, flat)) if xp is np else float(xp.sum(flat * flat))
+
+
+def _finite_compare(
+    arg: Arg, got: Any, ref: Any, tol: Tolerance, shape: tuple[int, ...], xp: Any
+) -> Comparison:
+    """:func:`compare`'s rules where every value on both sides is finite (the usual case): no
+    masks for NaN and infinity, and the signed difference is kept once for the error, the
+    tolerance test and the relative norm, so the float64 passes over the buffer drop from
+    about twenty to about eight (issue 23 item 6: 2.5 s a round for 25M floats on a CPU)."""
+    d = got - ref
+    err = xp.abs(d)
+    bad = err > tol.atol + tol.rtol * xp.abs(ref)
+    max_abs = float(err.max()) if err.size else 0.0
+    norm, diff = math.sqrt(_square_sum(ref, xp)), math.sqrt(_square_sum(d, xp))
+    rel = diff / norm if norm > 0 else diff
+    count = int(xp.count_nonzero(bad))
+    why = f"beyond atol={tol.atol:g} + rtol={tol.rtol:g}*|want|"
+    if count:
+        flat = int(xp.argmax(bad.ravel().astype(xp.int8)))  # the first True
+        g, wv = float(got.ravel()[flat]), float(ref.ravel()[flat])
+        return Comparison(
+            False,
+            f"{arg.name}: {count} of {bad.size} elements differ ({why}); first at "
+            f"{_index(flat, shape)}: got {g:.6g}, want {wv:.6g}",
+            max_abs,
+            rel,
+        )
+    if max_abs > tol.max_abs:
+        flat = int(xp.argmax(err))
+        return Comparison(
+            False,
+            f"{arg.name}: max abs error {max_abs:.4g} exceeds the cap {tol.max_abs:g} "
+            f"at {_index(flat, shape)} (got {float(got.ravel()[flat]):.6g}, "
+            f"want {float(ref.ravel()[flat]):.6g})",
+            max_abs,
+            rel,
+        )
+    return Comparison(True, "", max_abs, rel)
 
 
 def _result(

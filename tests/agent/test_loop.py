@@ -257,6 +257,113 @@ def test_a_rounds_least_time_leaves_out_the_first_measurements_one_off_costs() -
     assert Optimizer.repeatable_originals_s(fake(None), 17.0) == 17.0  # a replay or a model
 
 
+def test_a_round_is_not_refused_because_the_originals_were_slow_to_verify() -> None:
+    """Issue 23 item 6 (llm.c layernorm v1, H200, --budget 78): three originals took 22 s to
+    measure without one-off costs, nearly all of it their check against the Python reference;
+    twice that refused every round with 42 s left. A round needs a few candidate measurements
+    and a final check of timings at what those are expected to cost."""
+    from types import SimpleNamespace
+
+    from ktx.agent.loop import Optimizer
+    from ktx.spec import ShapePoint
+
+    points = tuple(ShapePoint((("B", b),)) for b in (1, 8, 32))
+
+    def optimizer(candidate: Any, timing: Any = None) -> Any:
+        backend = SimpleNamespace(
+            original_cost={p.name: 7.3 for p in points}, candidate_cost=candidate, timing_cost=timing
+        )
+        opt = SimpleNamespace(
+            evaluator=SimpleNamespace(backend=backend), points=points, baseline_s=22.0,
+            MIN_ROUND_S=Optimizer.MIN_ROUND_S, ROUND_EVALS=Optimizer.ROUND_EVALS,
+            ROUND_CHECK_TIMINGS=Optimizer.ROUND_CHECK_TIMINGS,
+        )  # fmt: skip
+        opt.candidates_s = Optimizer.expected_candidates_s(opt)
+        opt.timings_s = Optimizer.expected_candidates_s(opt, "timing_cost")
+        opt.min_round_s = lambda: Optimizer.min_round_s(opt)
+        return opt
+
+    # the layernorm run's numbers: a 0.7 s timing, 0.2 s of fixed request cost per shape
+    layernorm = optimizer({p.name: 1.6 for p in points}, {p.name: 0.9 for p in points})
+    assert layernorm.candidates_s == pytest.approx(4.8) and layernorm.timings_s == pytest.approx(2.7)
+    need = Optimizer.min_round_s(layernorm)
+    assert need == pytest.approx(Optimizer.ROUND_EVALS * 4.8 + Optimizer.ROUND_CHECK_TIMINGS * 2.7)
+    assert need < 42.0 < 2 * 22.0, "the round the run refused now fits"
+    assert "candidate measurements" in Optimizer.round_need_why(layernorm)
+    # without a timing's account, a check's timings are counted as candidates'
+    untimed = optimizer({p.name: 1.2 for p in points})
+    per_eval = Optimizer.ROUND_EVALS + Optimizer.ROUND_CHECK_TIMINGS
+    assert Optimizer.min_round_s(untimed) == pytest.approx(per_eval * 3.6)
+    # a fast kernel still gets the least a round is given
+    fast = optimizer({p.name: 0.05 for p in points}, {p.name: 0.04 for p in points})
+    assert Optimizer.min_round_s(fast) == Optimizer.MIN_ROUND_S
+    # a slower candidate raises the need with it: the count is not a constant
+    slower = optimizer({p.name: 1.3 for p in points}, {p.name: 1.3 for p in points})
+    assert Optimizer.min_round_s(slower) == pytest.approx(per_eval * 3.9)
+    # ... up to the old rule: a long kernel (slow to time, cheap to verify) keeps its rounds
+    slow = optimizer({p.name: 4.0 for p in points}, {p.name: 4.0 for p in points})
+    assert Optimizer.min_round_s(slow) == pytest.approx(44.0)
+    assert "twice the 22.0 s" in Optimizer.round_need_why(slow)
+    # no account for a shape (a replay, a model backend): the originals' measurement stands for it
+    for partial in ({points[0].name: 1.2}, None, {}):
+        old = optimizer(partial)
+        assert old.candidates_s is None
+        assert Optimizer.min_round_s(old) == pytest.approx(44.0)
+        assert "twice the 22.0 s" in Optimizer.round_need_why(old)
+
+
+class SlowOriginalsModel(ModelBackend):
+    """The modelled GPU whose originals take ``original_s`` each to measure (their check against
+    a Python reference), a candidate ``candidate_s``, with the harness's accounts of both."""
+
+    def __init__(self, original_s: float, candidate_s: float, accounts: bool) -> None:
+        super().__init__()
+        self.original_s, self.candidate_s = original_s, candidate_s
+        self.original_cost: dict[str, float] = {}
+        self.accounts = accounts
+        if accounts:
+            self.candidate_cost: dict[str, float] = {}
+            self.timing_cost: dict[str, float] = {}
+
+    def measure(self, candidate: Any, shape: Any) -> Any:
+        original = candidate.label == "original"
+        time.sleep(self.original_s if original else self.candidate_s)
+        if original:
+            self.original_cost[shape.name] = self.original_s
+            if self.accounts:
+                self.candidate_cost[shape.name] = self.timing_cost[shape.name] = self.candidate_s
+        return super().measure(candidate, shape)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("accounts", [True, False])
+def test_slow_originals_leave_the_rounds_their_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, accounts: bool
+) -> None:
+    """The layernorm run of issue 23 item 6, on a virtual clock: three originals at 7 s each
+    leave 39 s of 60; twice their 21 s refused every round. Counted at the candidates' cost a
+    round fits; without that account (``accounts=False``) the old rule still holds."""
+    now = [time.monotonic()]  # on from the real clock: the run's start may be read before the patch
+    lock = threading.Lock()
+
+    def sleep(seconds: float) -> None:
+        with lock:
+            now[0] += max(0.0, seconds)
+
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(time, "sleep", sleep)
+    backend = SlowOriginalsModel(7.0, 0.2, accounts)
+    result = optimize(request(tmp_path / "run", rounds=2, budget_s=60), backend=backend)
+    assert backend.original_cost == {s: 7.0 for s in SHAPES}
+    refused = [n for n in result.notes if "less than one round needs" in n]
+    if accounts:
+        assert result.rounds, (result.stop_reason, result.notes)
+        assert not any("twice the" in n for n in refused), refused
+    else:
+        assert not result.rounds and result.stop_reason == "budget"
+        assert refused and "twice the 21.0 s" in refused[0], refused
+
+
 def test_rounds_overlap_compiles_only_on_a_gpu_that_is_not_a_replay() -> None:
     """On the GPU a round keeps two trials in flight (the next compile beside this measurement);
     replays and stand-in backends keep one, their order being what they reproduce."""

@@ -11,7 +11,7 @@ import pytest
 
 from ktx.measure.compile import find_nvcc
 from ktx.measure.harness import Harness
-from ktx.measure.timeouts import TimeoutPolicy, request_cost
+from ktx.measure.timeouts import TimeoutPolicy, candidate_cost, request_cost, timing_cost
 from ktx.measure.types import Status
 from ktx.specload import load_spec
 
@@ -91,3 +91,55 @@ def test_a_candidate_first_at_a_shape_brings_the_original_measured_there(
         assert h.measure(tuned, point).ok
         assert point.name in h.original_cost
         assert h.timeout_for(tuned, point) < 120
+        assert not h.candidate_cost, "a stand-in without a cost report tells nothing of a candidate"
+
+
+def test_a_candidates_cost_leaves_out_the_originals_python_check() -> None:
+    """Issue 23 item 6 (llm.c layernorm v1, H200): the original's request spent seconds checking
+    against the float64 Python reference, which no candidate repeats; a candidate costs its
+    timing, the request's fixed part and a check no dearer than its timing."""
+    layernorm = {"warmup_s": 0.0, "python_s": 2.0, "verify_s": 6.5, "time_s": 0.7}
+    assert request_cost(7.5, layernorm) == pytest.approx(5.5), "the repeatable cost keeps the check"
+    assert candidate_cost(7.5, layernorm) == pytest.approx(0.7 + 0.7 + 0.3)
+    cheap = {"warmup_s": 0.0, "python_s": 0.0, "verify_s": 0.05, "time_s": 0.4}
+    assert candidate_cost(0.5, cheap) == pytest.approx(0.5), "a cheap check is counted as it is"
+    # the warm-up is one-off: never part of a candidate's cost
+    assert candidate_cost(9.5, {**cheap, "warmup_s": 9.0}) == pytest.approx(0.5)
+    # without the worker's account the whole request stands for it
+    assert candidate_cost(0.2, None) == pytest.approx(0.2)
+    assert candidate_cost(0.2, {"warmup_s": 0.1}) == pytest.approx(0.1)
+    # a side of a paired check only times: no verification at all
+    assert timing_cost(7.5, layernorm) == pytest.approx(0.7 + 0.3)
+    assert timing_cost(0.2, None) == pytest.approx(0.2)
+
+
+@pytest.mark.skipif(not find_nvcc(), reason="no nvcc here")
+def test_the_harness_counts_a_candidates_cost_from_the_originals_account(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From the original's request the harness keeps what a candidate and a timing-only
+    request are expected to cost: without the original's Python check, which it alone pays."""
+    from tests.measure import fake_costs
+
+    monkeypatch.setenv("KTX_CACHE_DIR", str(tmp_path))
+    spec = load_spec(ROOT / "kernels" / "silu_and_mul")
+    point = spec.find_point("tokens=4,d=4096")
+    handler = str(Path(__file__).with_name("fake_costs.py")) + ":handle"
+    with Harness(spec, handler=handler, timeout_s=120, compile_workers=1) as h:
+        assert h.measure(h.original, point).ok
+        python, check, timing = fake_costs.ORIGINAL_PYTHON_S, fake_costs.ORIGINAL_CHECK_S, fake_costs.TIME_S
+        assert h.original_cost[point.name] >= check + timing, "the original's own check is repeatable"
+        fixed = h.original_cost[point.name] - check - timing  # the request's fixed part, as measured
+        assert h.timing_cost[point.name] == pytest.approx(timing + fixed, abs=1e-3)
+        # the check a candidate repeats is counted at most as long as its timing
+        assert h.candidate_cost[point.name] == pytest.approx(2 * timing + fixed, abs=1e-3)
+        assert h.candidate_cost[point.name] < h.original_cost[point.name] - python
+
+
+def test_the_cost_examples_in_the_docstrings_hold() -> None:
+    import doctest
+
+    from ktx.measure import timeouts
+
+    result = doctest.testmod(timeouts)
+    assert result.attempted >= 4 and result.failed == 0
