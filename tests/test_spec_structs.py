@@ -230,6 +230,36 @@ def test_an_array_of_structs_behind_a_pointer(tmp_path: Path) -> None:
     assert words.tolist() == [[0, 4, 0, 0], [4, 4, 1, 0]]
 
 
+def test_a_python_reference_sees_each_elements_fields(tmp_path: Path) -> None:
+    """The device check's reference path (``gpu._start_python`` / ``_python_want``: seeded
+    inputs, then :func:`python_reference`) gives an array of structs' fields per element, with
+    ``i`` bound as in the kernel's bytes; it once evaluated ``i * 4`` with no ``i`` and crashed
+    with "unknown name 'i'" on the GPU."""
+    from ktx.measure.verify import python_reference, seeded_inputs
+
+    spec = load_spec(write(tmp_path, POINTER_ARGS, POINTER_KERNEL))
+    point = spec.shape_set().points[0]  # n = 8: two sequences
+    seen: dict[str, object] = {}
+
+    def reference(inputs: dict[str, object], shape: dict[str, object]) -> dict[str, object]:
+        seen.update(inputs)
+        return {"y": np.zeros(8)}
+
+    arrays = seeded_inputs(spec, point, seed=1)
+    python_reference(spec, point, arrays, reference)
+    seqs, batch = seen["seqs"], seen["batch"]
+    assert isinstance(seqs, dict) and isinstance(batch, dict)
+    assert {k: np.asarray(v).tolist() for k, v in seqs.items()} == {
+        "start": [0, 4],
+        "n": [4, 4],
+        "seen": [0, 1],
+    }
+    assert {k: np.asarray(v).tolist() for k, v in batch.items()} == {"n_tokens": [8], "n_sequences": [2]}
+    # the same values as the bytes the kernel gets (words: start, n, seen, padding)
+    words = arrays["seqs"].view(np.int32).reshape(2, 4)
+    assert words[:, :3].T.tolist() == [seqs["start"].tolist(), seqs["n"].tolist(), seqs["seen"].tolist()]
+
+
 def test_an_array_of_structs_is_an_input_and_needs_a_pointer(tmp_path: Path) -> None:
     exc = error(tmp_path, POINTER_ARGS.replace('role = "in"', 'role = "out"'), POINTER_KERNEL)
     assert "an array of structs is an input" in exc.message

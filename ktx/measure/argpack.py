@@ -58,34 +58,49 @@ def struct_dtype(layout: StructLayout) -> np.dtype[Any]:
     )
 
 
+def element_values(arg: Arg, env: Mapping[str, Value]) -> list[dict[str, Value]]:
+    """Each element's field values (by field path) at ``env``: one element for a by-value
+    struct; for an array of structs (``const Seq* seqs``, ``shape = "[n_seqs]"``) one per flat
+    index ``i``, with ``i`` bound to it so that elements differ (``start = "i * seq_len"``).
+
+    The one place ``i`` is bound: the bytes the kernel gets (:func:`pack_array`) and the values a
+    Python reference gets (:func:`struct_values`) both come from here, so they cannot disagree
+    (the device check once evaluated the fields without ``i`` and failed on ``i * seq_len``)."""
+    if not arg.is_array:
+        return [{name: expr.evaluate(env) for name, expr in arg.fields}]
+    count = int(np.prod(arg.dims(env)))
+    return [{name: expr.evaluate({**env, "i": k}) for name, expr in arg.fields} for k in range(count)]
+
+
 def pack(arg: Arg, layout: StructLayout, env: Mapping[str, Value]) -> np.void:
     """``arg``'s fields evaluated at ``env``, as one structured scalar in ``layout``.
 
     Padding is zero. A value an integer field cannot hold (a fraction, out of range) is a
     KtxError at the field's expression rather than a silent wrap."""
     out = np.zeros((), dtype=struct_dtype(layout))
-    for name, expr in arg.fields:
-        leaf = layout.leaf(name)
-        assert leaf is not None, f"{arg.name}.{name}: checked by struct_layouts"
-        value = expr.evaluate(env)
-        out[name] = _bits(arg, leaf, value, expr.where)
+    (values,) = element_values(arg, env)
+    _fill(arg, layout, out, values)
     result = out[()]
     assert isinstance(result, np.void)
     return result
 
 
-def pack_array(arg: Arg, layout: StructLayout, env: Mapping[str, Value], count: int) -> np.ndarray[Any, Any]:
-    """An array of ``count`` structs (``const RaggedBatchDescriptor* batch``) as its bytes: element
-    ``i`` holds ``arg``'s fields evaluated at ``env`` with ``i`` bound to its index, so per-sequence
-    descriptors can differ (``start_idx = "i * seq_len"``); padding is zero."""
-    out = np.zeros(count, dtype=struct_dtype(layout))
-    for k in range(count):
-        at = {**env, "i": k}
-        for name, expr in arg.fields:
-            leaf = layout.leaf(name)
-            assert leaf is not None, f"{arg.name}.{name}: checked by struct_layouts"
-            out[k][name] = _bits(arg, leaf, expr.evaluate(at), expr.where)
+def pack_array(arg: Arg, layout: StructLayout, env: Mapping[str, Value]) -> np.ndarray[Any, Any]:
+    """An array of structs (``const RaggedBatchDescriptor* batch``) as its bytes: element ``i``
+    holds :func:`element_values`' ``i``-th values; padding is zero."""
+    elements = element_values(arg, env)
+    out = np.zeros(len(elements), dtype=struct_dtype(layout))
+    for k, values in enumerate(elements):
+        _fill(arg, layout, out[k], values)
     return out.view(np.uint8)
+
+
+def _fill(arg: Arg, layout: StructLayout, out: Any, values: Mapping[str, Value]) -> None:
+    """Write ``values`` into the structured element ``out``, each checked against its leaf."""
+    for name, expr in arg.fields:
+        leaf = layout.leaf(name)
+        assert leaf is not None, f"{arg.name}.{name}: checked by struct_layouts"
+        out[name] = _bits(arg, leaf, values[name], expr.where)
 
 
 def _bits(arg: Arg, leaf: Leaf, value: Value, where: Location | None) -> Any:
@@ -218,11 +233,18 @@ def _check_fields(arg: Arg, layout: StructLayout) -> None:
         )
 
 
-def struct_values(spec: Spec, env: Mapping[str, Value]) -> dict[str, dict[str, Value]]:
+def struct_values(spec: Spec, env: Mapping[str, Value]) -> dict[str, dict[str, Any]]:
     """Each struct argument's field values at ``env`` (by field path), as a Python reference
-    sees them: numbers, the struct's bytes left to :func:`pack`."""
-    out: dict[str, dict[str, Value]] = {}
+    sees them: numbers for a by-value struct (its bytes left to :func:`pack`); for an array of
+    structs, one array per field in the argument's shape, element ``i``'s value at ``[i]``."""
+    out: dict[str, dict[str, Any]] = {}
     for arg in spec.args:
-        if arg.is_struct:
-            out[arg.name] = {name: expr.evaluate(env) for name, expr in arg.fields}
+        if not arg.is_struct:
+            continue
+        elements = element_values(arg, env)
+        if not arg.is_array:
+            out[arg.name] = elements[0]
+            continue
+        dims = arg.dims(env)
+        out[arg.name] = {name: np.array([e[name] for e in elements]).reshape(dims) for name, _ in arg.fields}
     return out

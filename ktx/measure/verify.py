@@ -153,7 +153,7 @@ def seeded_inputs(
             from ktx.measure.argpack import pack_array, struct_layouts  # libclang: only when needed
 
             layout = struct_layouts(spec, env)[arg.name]
-            arrays[arg.name] = xp.asarray(pack_array(arg, layout, env, int(np.prod(dims))))
+            arrays[arg.name] = xp.asarray(pack_array(arg, layout, env))
         elif arg.role == "out":
             arrays[arg.name] = poison(dims, arg.dtype, round_index, xp)
         else:
@@ -189,7 +189,7 @@ def python_reference(
     for arg in spec.args:
         # Pure outputs are what the reference computes: the device-side check does not copy
         # them to the host, so they are absent here (and a reference must not read them).
-        if arg.is_array and (arg.role != "out" or arg.name in inputs):
+        if arg.is_array and not arg.is_struct and (arg.role != "out" or arg.name in inputs):
             decoded[arg.name] = decode(inputs[arg.name], arg.dtype)
     decoded.update(scalars(spec, env))
     decoded.update({arg.name: None for arg in spec.args if arg.null})  # null pointers

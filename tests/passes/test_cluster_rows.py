@@ -18,9 +18,11 @@ import pytest
 from passtest import ROOT, apply, changed, code, remarks, suite_source
 
 from ktx.measure.compile import find_nvcc
+from ktx.measure.types import Candidate
 from ktx.pipeline import mapping_from_spec, run
 from ktx.report.diffs import tuned_source
 from ktx.search.dispatch import DispatchTable, Rule, header
+from ktx.spec import ShapePoint
 from ktx.specload import load_spec
 from ktx.template import Template
 
@@ -329,30 +331,57 @@ def test_wide_row_configs_and_the_hand_variant_compile_for_sm90_without_spills()
     assert not spilled, spilled
 
 
+def wide_jobs() -> list[tuple[Candidate, ShapePoint]]:
+    """(candidate, shape) of every WIDE_CONFIGS point on rmsnorm at its decode shapes with tokens
+    1 and 16: what the GPU test verifies, built on the CPU."""
+    from ktx.pipeline import candidate_from_template, template_for_spec
+
+    spec = load_spec(ROOT / "kernels" / "rmsnorm")
+    t = template_for_spec(spec, WIDE)
+    points = [p for p in spec.shape_set("decode").points if p.as_dict()["tokens"] in (1, 16)]
+    return [
+        (candidate_from_template(spec, t, {"BLOCK_Y": y, "CLUSTER": c, "PACKS": k}), p)
+        for y, c, k in WIDE_CONFIGS
+        for p in points
+    ]
+
+
+def test_the_gpu_tests_jobs_are_every_wide_config_at_tokens_1_and_16() -> None:
+    """The GPU test's jobs build here (it once read ``p.as_dict()["tokens"]`` from a point whose
+    values became (name, value) pairs, a TypeError before any kernel ran)."""
+    jobs = wide_jobs()
+    configs = {tuple(sorted(dict(c.config).items())) for c, _ in jobs}
+    assert len(configs) == len(WIDE_CONFIGS)
+    assert sorted({p.name for _, p in jobs}) == [
+        "tokens=1,d=4096", "tokens=1,d=8192", "tokens=16,d=4096", "tokens=16,d=8192"
+    ]  # fmt: skip
+    assert len(jobs) == 4 * len(WIDE_CONFIGS)
+
+
 @pytest.mark.gpu
 def test_wide_row_configs_and_the_hand_variant_verify_on_the_gpu() -> None:
     """Every WIDE_CONFIGS point of block-size,cluster-rows,row-registers on rmsnorm at its decode
     shapes (tokens 1 and 16, d 4096 and 8192, odd sizes too), and the hand variant against the
-    suite's reference at its own shapes."""
+    suite's reference at its own shapes. A config the device refuses for its resources at a
+    shape is excused there, but each config must verify at one shape at least."""
     from ktx.measure.gpu import Options
     from ktx.measure.harness import Harness
     from ktx.measure.types import Status
     from ktx.pipeline import candidate_from_template, template_for_spec
 
     spec = load_spec(ROOT / "kernels" / "rmsnorm")
-    t = template_for_spec(spec, WIDE)
-    points = [p for p in spec.shape_set("decode").points if p.values["tokens"] in (1, 16)]
-    jobs = [
-        (candidate_from_template(spec, t, {"BLOCK_Y": y, "CLUSTER": c, "PACKS": k}), p)
-        for y, c, k in WIDE_CONFIGS
-        for p in points
-    ]
+    jobs = wide_jobs()
     failures: list[str] = []
+    verified: set[str] = set()
     with Harness(spec, options=Options(rounds=2, time=False, odd=True)) as harness:
         for (cand, point), m in zip(jobs, harness.measure_many(jobs), strict=True):
-            if not m.ok and m.status is not Status.RESOURCES:
+            if m.ok:
+                verified.add(repr(dict(cand.config)))
+            elif m.status is not Status.RESOURCES:
                 failures.append(f"{dict(cand.config)} @ {point.name}: {m.status.value}: {m.message[:300]}")
     assert not failures, "\n".join(failures)
+    never = {repr(dict(c.config)) for c, _ in jobs} - verified
+    assert not never, f"refused for resources at every shape: {sorted(never)}"
     hand = load_spec(ROOT / "benchmarks" / "cluster_rows")
     th = template_for_spec(hand, "")  # the hand kernel as written, against the suite's reference
     hjobs = [(candidate_from_template(hand, th, {}), p) for p in hand.shape_set("decode").points]

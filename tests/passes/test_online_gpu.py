@@ -16,12 +16,14 @@ Skipped without CuPy and a device, or without llm.c (``../shared/llmc`` or ``sha
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
 from test_row_owner import LADDER, LLMC
 
 from ktx.measure.gpu import Options
+from ktx.measure.types import Status
 from ktx.pipeline import candidate_from_template, template_for_spec
 from ktx.specload import load_spec
 
@@ -99,6 +101,16 @@ def test_llmc_every_welford_config_verifies(tmp_path: Path, kernel: str, passes:
     failures: list[str] = []
     with Harness(spec, options=Options(rounds=2, time=False, odd=True)) as harness:
         for (cand, point), m in zip(jobs, harness.measure_many(jobs), strict=True):
+            if m.status is Status.TIMEOUT:
+                # Measured again, as a search retries a timeout (the harness's shorter retry
+                # timeout): a hang fails twice; a one-off cost of the first request passes now
+                # and is reported as a warning. (The H200 run timed ONLINE=1 out at 3 s on
+                # layernorm v1 at B=1,T=1024,C=768, the emitted loop ends and agrees with the
+                # original on the host: tests/passes/test_online_llmc_host.py.)
+                again = harness.measure(cand, point)
+                warnings.warn(f"{dict(cand.config)} @ {point.name}: {m.message[:300]}; "
+                              f"again: {again.status.value} {again.message[:200]}", stacklevel=1)  # fmt: skip
+                m = again
             if not m.ok:
                 failures.append(f"{dict(cand.config)} @ {point.name}: {m.status.value}: {m.message[:400]}")
     assert not failures, "\n".join(failures)
