@@ -52,7 +52,8 @@ def tune(
     :class:`ktx.search.runner.TuneRequest` (``shapes``, ``trials``, ``backend="replay:FILE"``,
     ``out``, ``seed``, ...)."""
     from ktx.registry import run_plugins
-    from ktx.search.runner import TuneRequest, run_tune
+    from ktx.search.runner import TuneRequest
+    from ktx.search.workers import run_tune
     from ktx.specload import load_spec
 
     _check_options(TuneRequest, options)

@@ -17,8 +17,9 @@ from ktx.commands._checks import check_number, load_checked_spec, output_folder
 from ktx.commands._original import report_failed_originals, warn_tolerances
 from ktx.registry import add_plugin_option, run_plugins
 from ktx.search.evaluate import METRICS
-from ktx.search.runner import TuneRequest, run_tune, select_points
+from ktx.search.runner import TuneRequest, select_points
 from ktx.search.study import SAMPLERS
+from ktx.search.workers import run_tune
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

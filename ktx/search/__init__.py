@@ -17,8 +17,9 @@ from ktx.search.dispatch import DispatchTable, build_table
 from ktx.search.engine import Settings, search_joint, search_shape, study_stats
 from ktx.search.evaluate import Evaluation, Evaluator, Policy
 from ktx.search.recording import Recording, RecordingBackend
-from ktx.search.runner import TuneRequest, run_tune
+from ktx.search.runner import TuneRequest
 from ktx.search.space import Knob, Space
+from ktx.search.workers import run_tune
 
 __all__ = [
     "DispatchTable",

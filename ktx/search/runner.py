@@ -45,7 +45,6 @@ from ktx.search.engine import (
     Settings,
     StudyStats,
     best_measurement,
-    fail_running,
     open_study,
     plan,
     search_joint,
@@ -842,86 +841,6 @@ def run_recording(ctx: Context) -> dict[str, Any]:
         },
         "measurements": list(found.values()),
     }
-
-
-def run_tune(req: TuneRequest) -> Summary | None:
-    """Tune; returns the summary (None in a worker process, which writes no outputs)."""
-    if req.trials < 1:
-        raise KtxError(f"--trials {req.trials}: need at least 1")
-    if req.workers < 1 or req.jobs < 1:
-        raise KtxError("--workers and --jobs must be at least 1")
-    start = time.monotonic()
-    deadline = None if req.time_limit is None else start + req.time_limit
-    if req.workers > 1 and not req.is_worker:
-        return run_with_workers(req, start, deadline)
-    ctx = open_context(req)
-    if req.time_limit is not None:
-        bound_timeouts(ctx.backend, req.time_limit)
-    try:
-        if req.is_worker:
-            from ktx.search.workers import run_worker  # it builds on this module
-
-            run_worker(ctx, deadline)
-            return None
-        with run_lock(ctx.run_dir):
-            if ctx.url == default_url(ctx.run_dir):
-                stale = sum(fail_running(ctx.storage, s) for s in _studies(ctx))
-                if stale:
-                    ctx.display.message(f"resuming: {stale} trial(s) of a killed run marked FAIL")
-            shapes = [p.name for p in ctx.points]
-            space = ctx.tunable.space.describe()
-            ctx.log.write("start", request=_jsonable(req), url=redact(ctx.url), shapes=shapes, space=space)
-            prepare_all(ctx, deadline)
-            (tune_joint if req.joint else tune_shapes)(ctx, search_until(ctx, deadline))
-            return finalize(ctx, time.monotonic() - start, deadline, start)
-    finally:
-        ctx.close()
-
-
-def run_with_workers(req: TuneRequest, start: float, deadline: float | None) -> Summary:
-    """The main process of ``--workers N``: it starts the workers first and opens its own
-    backend while they start, then waits and writes the outputs.
-
-    The workers measure the originals, each its share of the shapes on its own GPU, search until
-    the run's deadline less the final phases' reserve, check their shares of the shapes and
-    measure the held-out points ahead (:mod:`ktx.search.workers`): the main process measuring
-    every original serially first, its own start-up before the workers', and the final checks
-    and held-out checks serially after them are where a 4-worker run lost its fourth worker
-    (issue 23). Its backend asks the device without the copy-bandwidth run, which would share
-    worker 0's GPU with that worker's own."""
-    spec = load_spec(req.kernel_dir)
-    run_dir = run_folder(req, spec)
-    url = req.storage or default_url(run_dir)
-    with run_lock(run_dir):
-        log = RunLog(run_dir / "log.jsonl", worker=f"main:{os.getpid()}")
-        stale = 0
-        if url == default_url(run_dir):  # before any worker runs: their trials are live
-            storage = open_storage(url, heartbeat=True)
-            stale = sum(fail_running(storage, s) for s in _studies_in(storage))
-        shapes = [p.name for p in select_points(spec, req.shapes)]
-        log.write("start", request=_jsonable(req), url=redact(url), shapes=shapes)
-        procs, barrier = spawn_workers(req, run_dir, url, deadline)
-        log.write("workers_started", count=len(procs), pids=[p.pid for p in procs])
-        try:
-            ctx = open_context(req, bandwidth=False)
-            if req.time_limit is not None:
-                bound_timeouts(ctx.backend, req.time_limit)
-        except BaseException:
-            for p in procs:
-                p.kill()
-            raise
-        try:
-            if stale:
-                ctx.display.message(f"resuming: {stale} trial(s) of a killed run marked FAIL")
-            ctx.log.write("space", space=ctx.tunable.space.describe())
-            wait_workers(ctx, procs, barrier)
-            unmeasured_after_workers(ctx)
-            from ktx.search.workers import worker_checks  # it builds on this module
-
-            keep = None if req.joint else worker_checks(ctx)
-            return finalize(ctx, time.monotonic() - start, deadline, start, keep)
-        finally:
-            ctx.close()
 
 
 def bound_timeouts(backend: Backend, time_limit: float) -> None:

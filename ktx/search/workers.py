@@ -29,8 +29,9 @@ from pathlib import Path
 
 import optuna
 
+from ktx.search import runner
 from ktx.search.dispatch import choose_bucket_var
-from ktx.search.engine import best_measurement, open_study
+from ktx.search.engine import best_measurement, fail_running, open_study
 from ktx.search.final import WRITE_S
 from ktx.search.paired import PairedCheck
 from ktx.search.runner import (
@@ -193,3 +194,81 @@ def measure_holdout_ahead(ctx: Context, index: int, count: int, deadline: float 
             found = best_measurement(study)
             if found is not None:
                 ctx.evaluator.evaluate(found[0], point, deadline=last)
+
+
+def run_tune(req: runner.TuneRequest) -> runner.Summary | None:
+    """Tune; returns the summary (None in a worker process, which writes no outputs)."""
+    if req.trials < 1:
+        raise runner.KtxError(f"--trials {req.trials}: need at least 1")
+    if req.workers < 1 or req.jobs < 1:
+        raise runner.KtxError("--workers and --jobs must be at least 1")
+    start = time.monotonic()
+    deadline = None if req.time_limit is None else start + req.time_limit
+    if req.workers > 1 and not req.is_worker:
+        return run_with_workers(req, start, deadline)
+    ctx = runner.open_context(req)
+    if req.time_limit is not None:
+        runner.bound_timeouts(ctx.backend, req.time_limit)
+    try:
+        if req.is_worker:
+            run_worker(ctx, deadline)
+            return None
+        with runner.run_lock(ctx.run_dir):
+            if ctx.url == runner.default_url(ctx.run_dir):
+                stale = sum(fail_running(ctx.storage, s) for s in runner._studies(ctx))
+                if stale:
+                    ctx.display.message(f"resuming: {stale} trial(s) of a killed run marked FAIL")
+            shapes = [p.name for p in ctx.points]
+            space = ctx.tunable.space.describe()
+            ctx.log.write(
+                "start", request=runner._jsonable(req), url=runner.redact(ctx.url), shapes=shapes, space=space
+            )
+            runner.prepare_all(ctx, deadline)
+            (runner.tune_joint if req.joint else runner.tune_shapes)(ctx, runner.search_until(ctx, deadline))
+            return runner.finalize(ctx, time.monotonic() - start, deadline, start)
+    finally:
+        ctx.close()
+
+
+def run_with_workers(req: runner.TuneRequest, start: float, deadline: float | None) -> runner.Summary:
+    """The main process of ``--workers N``: it starts the workers first and opens its own
+    backend while they start, then waits and writes the outputs.
+
+    The workers measure the originals, each its share of the shapes on its own GPU, search until
+    the run's deadline less the final phases' reserve, check their shares of the shapes and
+    measure the held-out points ahead (:mod:`ktx.search.workers`): the main process measuring
+    every original serially first, its own start-up before the workers', and the final checks
+    and held-out checks serially after them are where a 4-worker run lost its fourth worker
+    (issue 23). Its backend asks the device without the copy-bandwidth run, which would share
+    worker 0's GPU with that worker's own."""
+    spec = runner.load_spec(req.kernel_dir)
+    run_dir = runner.run_folder(req, spec)
+    url = req.storage or runner.default_url(run_dir)
+    with runner.run_lock(run_dir):
+        log = runner.RunLog(run_dir / "log.jsonl", worker=f"main:{os.getpid()}")
+        stale = 0
+        if url == runner.default_url(run_dir):  # before any worker runs: their trials are live
+            storage = runner.open_storage(url, heartbeat=True)
+            stale = sum(fail_running(storage, s) for s in runner._studies_in(storage))
+        shapes = [p.name for p in runner.select_points(spec, req.shapes)]
+        log.write("start", request=runner._jsonable(req), url=runner.redact(url), shapes=shapes)
+        procs, barrier = runner.spawn_workers(req, run_dir, url, deadline)
+        log.write("workers_started", count=len(procs), pids=[p.pid for p in procs])
+        try:
+            ctx = runner.open_context(req, bandwidth=False)
+            if req.time_limit is not None:
+                runner.bound_timeouts(ctx.backend, req.time_limit)
+        except BaseException:
+            for p in procs:
+                p.kill()
+            raise
+        try:
+            if stale:
+                ctx.display.message(f"resuming: {stale} trial(s) of a killed run marked FAIL")
+            ctx.log.write("space", space=ctx.tunable.space.describe())
+            runner.wait_workers(ctx, procs, barrier)
+            runner.unmeasured_after_workers(ctx)
+            keep = None if req.joint else worker_checks(ctx)
+            return runner.finalize(ctx, time.monotonic() - start, deadline, start, keep)
+        finally:
+            ctx.close()
