@@ -76,7 +76,7 @@ def optimize(folder: Path, out: Path, budget: float) -> dict[str, Any]:
         "rc": proc.returncode,
         "wall_s": round(time.monotonic() - clock, 1),
         "stop_reason": result.get("stop_reason"),
-        "rounds": len(result.get("rounds", [])),
+        "rounds": len((result.get("phases") or {}).get("rounds", [])),  # optimize.json's "rounds" is a count
         "geomean_speedup": result.get("geomean_speedup"),
         "notes": result.get("notes"),
         "phases": result.get("phases"),
