@@ -28,12 +28,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import optuna
+from ktx.ir.errors import KtxError
 
 from ktx.search import runner
 from ktx.search.dispatch import choose_bucket_var
 from ktx.search.engine import best_measurement, fail_running, open_study
 from ktx.search.final import WRITE_S
 from ktx.search.paired import PairedCheck
+from ktx.search.report import Summary
+from ktx.search.runlog import RunLog
 from ktx.search.runner import (
     BARRIER_ENV,
     WORKERS_ENV,
@@ -50,7 +53,9 @@ from ktx.search.runner import (
     tune_joint,
     tune_shapes,
 )
+from ktx.search.study import default_url, open_storage, redact
 from ktx.spec import ShapePoint
+from ktx.specload import load_spec
 
 #: The study attribute holding the worker's final check of that shape (a PairedCheck's dict).
 PAIRED_ATTR = "paired"
@@ -196,12 +201,12 @@ def measure_holdout_ahead(ctx: Context, index: int, count: int, deadline: float 
                 ctx.evaluator.evaluate(found[0], point, deadline=last)
 
 
-def run_tune(req: runner.TuneRequest) -> runner.Summary | None:
+def run_tune(req: runner.TuneRequest) -> Summary | None:
     """Tune; returns the summary (None in a worker process, which writes no outputs)."""
     if req.trials < 1:
-        raise runner.KtxError(f"--trials {req.trials}: need at least 1")
+        raise KtxError(f"--trials {req.trials}: need at least 1")
     if req.workers < 1 or req.jobs < 1:
-        raise runner.KtxError("--workers and --jobs must be at least 1")
+        raise KtxError("--workers and --jobs must be at least 1")
     start = time.monotonic()
     deadline = None if req.time_limit is None else start + req.time_limit
     if req.workers > 1 and not req.is_worker:
@@ -214,14 +219,14 @@ def run_tune(req: runner.TuneRequest) -> runner.Summary | None:
             run_worker(ctx, deadline)
             return None
         with runner.run_lock(ctx.run_dir):
-            if ctx.url == runner.default_url(ctx.run_dir):
+            if ctx.url == default_url(ctx.run_dir):
                 stale = sum(fail_running(ctx.storage, s) for s in runner._studies(ctx))
                 if stale:
                     ctx.display.message(f"resuming: {stale} trial(s) of a killed run marked FAIL")
             shapes = [p.name for p in ctx.points]
             space = ctx.tunable.space.describe()
             ctx.log.write(
-                "start", request=runner._jsonable(req), url=runner.redact(ctx.url), shapes=shapes, space=space
+                "start", request=runner._jsonable(req), url=redact(ctx.url), shapes=shapes, space=space
             )
             runner.prepare_all(ctx, deadline)
             (runner.tune_joint if req.joint else runner.tune_shapes)(ctx, runner.search_until(ctx, deadline))
@@ -230,7 +235,7 @@ def run_tune(req: runner.TuneRequest) -> runner.Summary | None:
         ctx.close()
 
 
-def run_with_workers(req: runner.TuneRequest, start: float, deadline: float | None) -> runner.Summary:
+def run_with_workers(req: runner.TuneRequest, start: float, deadline: float | None) -> Summary:
     """The main process of ``--workers N``: it starts the workers first and opens its own
     backend while they start, then waits and writes the outputs.
 
@@ -241,17 +246,17 @@ def run_with_workers(req: runner.TuneRequest, start: float, deadline: float | No
     and held-out checks serially after them are where a 4-worker run lost its fourth worker
     (issue 23). Its backend asks the device without the copy-bandwidth run, which would share
     worker 0's GPU with that worker's own."""
-    spec = runner.load_spec(req.kernel_dir)
+    spec = load_spec(req.kernel_dir)
     run_dir = runner.run_folder(req, spec)
-    url = req.storage or runner.default_url(run_dir)
+    url = req.storage or default_url(run_dir)
     with runner.run_lock(run_dir):
-        log = runner.RunLog(run_dir / "log.jsonl", worker=f"main:{os.getpid()}")
+        log = RunLog(run_dir / "log.jsonl", worker=f"main:{os.getpid()}")
         stale = 0
-        if url == runner.default_url(run_dir):  # before any worker runs: their trials are live
-            storage = runner.open_storage(url, heartbeat=True)
+        if url == default_url(run_dir):  # before any worker runs: their trials are live
+            storage = open_storage(url, heartbeat=True)
             stale = sum(fail_running(storage, s) for s in runner._studies_in(storage))
         shapes = [p.name for p in runner.select_points(spec, req.shapes)]
-        log.write("start", request=runner._jsonable(req), url=runner.redact(url), shapes=shapes)
+        log.write("start", request=runner._jsonable(req), url=redact(url), shapes=shapes)
         procs, barrier = runner.spawn_workers(req, run_dir, url, deadline)
         log.write("workers_started", count=len(procs), pids=[p.pid for p in procs])
         try:
