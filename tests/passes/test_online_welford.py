@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +23,10 @@ import pytest
 from ktx.ir import parse
 from ktx.ir.facts.online import VariancePair, online_pairs
 from ktx.passes.online import WELFORD_HELPERS
-from passtest import apply, remarks
+from passtest import apply, assert_built_without_spills, build_for_sm90, remarks
 from test_row_owner import LADDER, LLMC
 
-from ktx.measure.compile import CompileRequest, compile_kernel, find_nvcc
+from ktx.measure.compile import find_nvcc
 from ktx.pipeline import candidate_from_template, template_for_spec
 from ktx.specload import load_spec
 
@@ -341,17 +340,6 @@ def test_llmc_every_welford_config_compiles_for_sm90_without_spills(tmp_path: Pa
                 source = candidate_from_template(spec, t, config).source
                 jobs.append((f"{kernel} {pipeline} {config}", spec, folder, source))
 
-    def build(job: tuple[str, Any, Path, str]) -> tuple[str, bool, str]:
-        name, spec, folder, source = job
-        flags = (*spec.flags, "-Xptxas", "-v")
-        req = CompileRequest(source, spec.kernel, flags, "90", (str(folder),), "nvcc")
-        result = compile_kernel(req)
-        return name, result.ok, result.log
-
-    with ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(build, jobs))
+    results = build_for_sm90(jobs)
     assert len(results) == 10
-    failed = [f"{name}:\n{log[-1500:]}" for name, ok, log in results if not ok]
-    assert not failed, "\n".join(failed)
-    spills = [name for name, _, log in results if re.search(r"[1-9]\d* bytes spill stores", log)]
-    assert not spills, spills
+    assert_built_without_spills(results)
