@@ -160,6 +160,22 @@ class Arg:
     def is_struct(self) -> bool:
         return bool(self.fields)
 
+    order: str = ""
+    """How an output is compared (``order = ...`` in the spec): ``""`` element by element;
+    ``"multiset"`` the whole output as a multiset (its element order means nothing);
+    ``"multiset per row"`` each row (last dimension) as a multiset; ``"multiset per NAME"``
+    the elements that share a value of output ``NAME`` (same shape) as a multiset. For outputs
+    whose order comes from ``atomicAdd`` or a race the kernel accepts (slots handed out by a
+    counter): two runs of the original disagree element by element, yet agree as multisets."""
+
+    @property
+    def order_group(self) -> str | None:
+        """None (in order), ``"*"`` (one multiset), ``"row"`` or the grouping output's name."""
+        if not self.order:
+            return None
+        _, _, per = self.order.partition(" per ")
+        return per.strip() or "*"
+
 
 #: The dtype of a by-value struct argument: never a buffer's, never in ``DTYPES`` (a spec cannot
 #: name it); its bytes come from the layout, not from this.
@@ -939,13 +955,15 @@ def _args(top: _Table, pos: TomlPositions) -> tuple[Arg, ...]:
         if role not in ("in", "out", "inout"):
             raise t.error("role", f"role must be 'in', 'out' or 'inout', got {role!r}")
         kind = t.string("dist", "randint" if dtype.kind in ("int", "bool") else "normal")
+        order = _order(t, role)
         ranged = _RANGE.match(kind)
         if ranged is not None:
             if role == "out":
                 raise t.error("dist", "an output argument takes no input distribution")
-            t.done(("name", "dtype", "shape", "role", "dist"))
+            t.done(("name", "dtype", "shape", "role", "dist", "order"))
             bounds = (_range_end(t, ranged.group(2)), _range_end(t, ranged.group(3)))
-            args.append(Arg(name, dtype, role, shape, None, Dist(ranged.group(1), (), bounds), t.loc()))
+            args.append(Arg(name, dtype, role, shape, None, Dist(ranged.group(1), (), bounds), t.loc(),
+                            order=order))  # fmt: skip
             continue
         if kind not in DISTRIBUTIONS:
             raise t.error(
@@ -956,7 +974,7 @@ def _args(top: _Table, pos: TomlPositions) -> tuple[Arg, ...]:
         allowed = (*DISTRIBUTIONS[kind], *SPECIAL_PARAMS)
         params = []
         for key in item:
-            if key in ("name", "dtype", "shape", "role", "dist"):
+            if key in ("name", "dtype", "shape", "role", "dist", "order"):
                 continue
             if key not in allowed:
                 continue  # reported by done() below
@@ -966,9 +984,48 @@ def _args(top: _Table, pos: TomlPositions) -> tuple[Arg, ...]:
             params.append((key, number))
         if role == "out" and params:
             raise t.error(params[0][0], "an output argument takes no input distribution")
-        t.done(("name", "dtype", "shape", "role", "dist", *allowed))
-        args.append(Arg(name, dtype, role, shape, None, Dist(kind, tuple(params)), t.loc()))
+        t.done(("name", "dtype", "shape", "role", "dist", "order", *allowed))
+        args.append(Arg(name, dtype, role, shape, None, Dist(kind, tuple(params)), t.loc(), order=order))
+    _check_orders(args)
     return tuple(args)
+
+
+_ORDER = re.compile(r"^multiset(?:\s+per\s+([A-Za-z_][A-Za-z0-9_]*))?$")
+_ORDER_HINT = 'write order = "multiset", "multiset per row" or "multiset per NAME" (NAME: another output)'
+
+
+def _order(t: _Table, role: str) -> str:
+    """``order`` of an array argument, normalised (``"multiset per row"``); only outputs have one."""
+    if not t.has("order"):
+        return ""
+    text = t.string("order", "") or ""
+    match = _ORDER.match(text.strip())
+    if match is None:
+        raise t.error("order", f"unknown order {text!r}", _ORDER_HINT)
+    if role == "in":
+        raise t.error("order", "an input takes no order (it is drawn, not compared)", "give it to an output")
+    return f"multiset per {match.group(1)}" if match.group(1) else "multiset"
+
+
+def _check_orders(args: Sequence[Arg]) -> None:
+    """``multiset per NAME``: NAME is another output, compared in order, of the same shape (each
+    element's group is NAME's element at the same index)."""
+    by_name = {a.name: a for a in args}
+    for arg in args:
+        group = arg.order_group
+        if group in (None, "*", "row"):
+            continue
+        key = by_name.get(group or "")
+        where = arg.where
+        if key is None or not key.is_output or key.is_struct:
+            outs = ", ".join(a.name for a in args if a.is_output and a.name != arg.name) or "none"
+            raise KtxError(f"args.{arg.name}.order: {group!r} is not an output", where, f"outputs: {outs}")
+        if key.order:
+            raise KtxError(f"args.{arg.name}.order: {group!r} is itself compared as a multiset", where,
+                            "the grouping output must be compared in order")  # fmt: skip
+        if [e.text.strip() for e in key.shape] != [e.text.strip() for e in arg.shape]:
+            raise KtxError(f"args.{arg.name}.order: {group!r} has another shape", where,
+                            "the grouping output gives each element its group: same shape")  # fmt: skip
 
 
 def _struct_arg(t: _Table, name: str) -> Arg:
