@@ -284,6 +284,11 @@ class Spec:
     #: The namespaces around the kernel (``kernel = "vllm::rms_norm"`` gives ``kernel`` =
     #: ``rms_norm``, the name the source's parse knows, and ``scope`` = ``vllm``).
     scope: str = ""
+    #: Source compiled in front of the kernel's file (``[compile] prelude`` or
+    #: ``prelude_source``): what the project's own build generates and the fetched sources lack,
+    #: such as the ``__device__`` activation a Python JIT writes into its launcher. Compiled
+    #: only: ktx's passes and facts read the kernel's file alone.
+    prelude: str = ""
 
     # -- derived information ---------------------------------------------------------------
 
@@ -303,6 +308,14 @@ class Spec:
         src = (self.folder / self.source).resolve().parent
         spec = self.folder.resolve()
         return (str(src),) if src == spec else (str(src), str(spec))
+
+    def compile_source(self, source: str) -> str:
+        """``source`` as ktx compiles it: the prelude first, then a ``#line`` that makes the
+        compiler's messages name the kernel's own file and lines again."""
+        if not self.prelude:
+            return source
+        path = (self.folder / self.source).resolve()
+        return f'{self.prelude.rstrip()}\n#line 1 "{path}"\n{source}'
 
     def source_text(self) -> str:
         path = self.folder / self.source
@@ -700,7 +713,8 @@ def parse_spec(text: str, path: Path) -> Spec:
 
     compile_t = top.table("compile")
     flags = flag_paths(compile_t.strings("flags"), path.parent)
-    compile_t.done(("flags",))
+    prelude = _prelude(compile_t, path.parent)
+    compile_t.done(("flags", "prelude", "prelude_source"))
 
     reference = _reference(top, path)
     tolerance = _tolerance(top)
@@ -738,11 +752,34 @@ def parse_spec(text: str, path: Path) -> Spec:
         variables=variables, derived=derived, shapes=shapes, default_shapes=default_shapes,
         launch=launch, flags=flags, reference=reference, tolerance=tolerance, bytes=byte_expr,
         flops=flop_expr, require=require, verify=verify, description=description, scope=scope,
+        prelude=prelude,
     )  # fmt: skip
     _check_names(spec, top)
     _check_points(spec, top)
     _check_kernel_defined(spec, top)
     return spec
+
+
+def _prelude(compile_t: _Table, folder: Path) -> str:
+    """``prelude = "file.cuh"`` (a file beside the spec) and/or ``prelude_source = "..."``
+    (text; after the file's), as :attr:`Spec.prelude`. A file's text starts with a ``#line``
+    naming it, so the compiler's messages about it name the file."""
+    parts: list[str] = []
+    name = compile_t.string("prelude")
+    if name is not None:
+        file = folder / name
+        if not name.strip() or not file.is_file():
+            raise compile_t.error("prelude", f"file {name!r} not found next to the spec",
+                                  "a prelude is a file beside ktx.toml, or write prelude_source")  # fmt: skip
+        try:
+            text = file.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise compile_t.error("prelude", f"cannot read {name!r}: {exc}") from None
+        parts.append(f'#line 1 "{file.resolve()}"\n{text}')
+    source = compile_t.string("prelude_source")
+    if source is not None:
+        parts.append(source)
+    return "\n".join(parts)
 
 
 #: Flags that take a folder, joined (``-Iinc``, ``--include-path=inc``) or as the next flag.

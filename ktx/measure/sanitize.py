@@ -222,7 +222,8 @@ def launch_once(job: Mapping[str, Any]) -> str:
     cand = Candidate.from_dict(job["candidate"])
     limits = gpu.device_limits(measure_bandwidth=False)
     name = expand(cand.name_expression, cand.env(spec, point))
-    req = CompileRequest(cand.source, name, tuple(cand.flags), limits.cc, spec.include_dirs)
+    source = spec.compile_source(cand.source)
+    req = CompileRequest(source, name, tuple(cand.flags), limits.cc, spec.include_dirs)
     result = compile_kernel(req)
     if not result.ok:
         raise KtxError(f"{name} does not compile: {result.log[:2000]}", None)
