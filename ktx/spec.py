@@ -20,7 +20,7 @@ import os
 import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -156,9 +156,15 @@ class Arg:
     ctype: str | None = None
     """The struct's type as the spec names it (``type = "Params"``), checked against the kernel."""
 
+    pointers: tuple[tuple[str, str], ...] = ()
+    """A by-value struct's pointer fields that point at a spec buffer: (field path, buffer name).
+    ``fields.x_ptr = "x"`` with ``x`` a ``[[buffers]]`` entry (or an array argument): the harness
+    writes ``x``'s device address into the field, so the kernel reads and writes the buffer
+    through the struct (causal-conv1d's ``ConvParamsBase``)."""
+
     @property
     def is_struct(self) -> bool:
-        return bool(self.fields)
+        return bool(self.fields or self.pointers)
 
     order: str = ""
     """How an output is compared (``order = ...`` in the spec): ``""`` element by element;
@@ -289,6 +295,9 @@ class Spec:
     #: such as the ``__device__`` activation a Python JIT writes into its launcher. Compiled
     #: only: ktx's passes and facts read the kernel's file alone.
     prelude: str = ""
+    #: ``[[buffers]]``: arrays that are no kernel parameter, reached through a struct's pointer
+    #: fields (:attr:`Arg.pointers`); drawn, poisoned, guarded and compared as arguments are.
+    buffers: tuple[Arg, ...] = ()
 
     # -- derived information ---------------------------------------------------------------
 
@@ -308,6 +317,12 @@ class Spec:
         src = (self.folder / self.source).resolve().parent
         spec = self.folder.resolve()
         return (str(src),) if src == spec else (str(src), str(spec))
+
+    @property
+    def all_args(self) -> tuple[Arg, ...]:
+        """The kernel's arguments, then the ``[[buffers]]``: every array verification handles
+        (``args`` alone is what the kernel's parameter list holds)."""
+        return self.args + self.buffers
 
     def compile_source(self, source: str) -> str:
         """``source`` as ktx compiles it: the prelude first, then a ``#line`` that makes the
@@ -479,8 +494,8 @@ class Spec:
         if self.bytes is not None:
             return self.bytes.evaluate_int(env)
         total = 0
-        for arg in self.args:
-            if not arg.is_array:
+        for arg in self.all_args:
+            if not arg.is_array or arg.is_struct:
                 continue
             size = arg.dtype.itemsize
             for dim in arg.dims(env):
@@ -633,7 +648,7 @@ def _parse_list_expr(text: str, where: Location, fallback: Location | None) -> t
 
 _TOP_KEYS = (
     "kernel", "source", "template_args", "description", "args", "vars", "shapes", "default_shapes",
-    "launch", "compile", "reference", "tolerance", "bytes", "flops", "constraints", "verify",
+    "launch", "compile", "reference", "tolerance", "bytes", "flops", "constraints", "verify", "buffers",
 )  # fmt: skip
 _ARG_KEYS = ("name", "dtype", "shape", "role", "dist", "value", *DISTRIBUTIONS["normal"],
              *DISTRIBUTIONS["uniform"], *DISTRIBUTIONS["arange"], *SPECIAL_PARAMS)  # fmt: skip
@@ -699,6 +714,8 @@ def parse_spec(text: str, path: Path) -> Spec:
     shapes, default_shapes, variables = _shapes(top, pos)
     derived = _derived(top)
     args = _args(top, pos)
+    buffers = _args(top, pos, "buffers", {a.name for a in args}) if top.has("buffers") else ()
+    args = _pointer_fields(args, buffers)
     launch_t = top.table("launch", required=True)
     launch = Launch(
         grid=launch_t.exprs("grid", required=True),
@@ -752,7 +769,7 @@ def parse_spec(text: str, path: Path) -> Spec:
         variables=variables, derived=derived, shapes=shapes, default_shapes=default_shapes,
         launch=launch, flags=flags, reference=reference, tolerance=tolerance, bytes=byte_expr,
         flops=flop_expr, require=require, verify=verify, description=description, scope=scope,
-        prelude=prelude,
+        prelude=prelude, buffers=buffers,
     )  # fmt: skip
     _check_names(spec, top)
     _check_points(spec, top)
@@ -943,24 +960,38 @@ def _derived(top: _Table) -> tuple[tuple[str, Expr], ...]:
     return tuple(out)
 
 
-def _args(top: _Table, pos: TomlPositions) -> tuple[Arg, ...]:
-    if not top.has("args"):
+def _args(
+    top: _Table, pos: TomlPositions, section: str = "args", taken: set[str] | None = None
+) -> tuple[Arg, ...]:
+    """``[[args]]`` (the kernel's parameters, in order), or ``[[buffers]]`` (arrays a struct's
+    pointer fields name: the same keys as an array argument, never a value or fields)."""
+    if not top.has(section):
         raise top.error(None, "missing [[args]]", "list the kernel parameters in order")
-    items = top.raw("args")
+    items = top.raw(section)
     if not isinstance(items, list) or not items:
-        raise top.error("args", "expected [[args]] tables, one per kernel parameter")
+        what = "one per kernel parameter" if section == "args" else "one per buffer"
+        raise top.error(section, f"expected [[{section}]] tables, {what}")
     args: list[Arg] = []
-    seen: set[str] = set()
+    seen: set[str] = set(taken or ())
     for i, item in enumerate(items):
         if not isinstance(item, dict):
-            raise top.error("args", f"item {i} must be a table")
-        t = _Table(item, ("args", i), pos)
+            raise top.error(section, f"item {i} must be a table")
+        t = _Table(item, (section, i), pos)
         name = t.string("name", required=True)
         if not _IDENT.match(name):
             raise t.error("name", f"{name!r} is not an identifier")
         if name in seen:
             raise t.error("name", f"duplicate argument {name!r}")
         seen.add(name)
+        if section == "buffers":
+            hint = "a buffer is an array: dtype, shape, role (dist, order)"
+            if not t.has("shape"):
+                raise t.error(None, f"buffer {name!r} needs a 'shape'", hint)
+            for bad in ("fields", "value"):
+                if t.has(bad):
+                    raise t.error(bad, f"buffer {name!r} takes no {bad!r}", hint)
+            if t.has("dist") and t.string("dist") == "null":
+                raise t.error("dist", f"buffer {name!r} cannot be null", "write 0 for a null pointer field")
         if t.has("fields"):
             args.append(_struct_arg(t, name))
             continue
@@ -1025,6 +1056,28 @@ def _args(top: _Table, pos: TomlPositions) -> tuple[Arg, ...]:
         args.append(Arg(name, dtype, role, shape, None, Dist(kind, tuple(params)), t.loc(), order=order))
     _check_orders(args)
     return tuple(args)
+
+
+def _pointer_fields(args: tuple[Arg, ...], buffers: tuple[Arg, ...]) -> tuple[Arg, ...]:
+    """A by-value struct's field written as a buffer's bare name (``fields.x_ptr = "x"``) is a
+    pointer to that buffer (:attr:`Arg.pointers`); any other field stays an expression."""
+    arrays = {a.name for a in (*args, *buffers) if a.is_array and not a.is_struct}
+    out: list[Arg] = []
+    for arg in args:
+        named = [(f, e) for f, e in arg.fields if e.text.strip() in arrays]
+        if not named:
+            out.append(arg)
+            continue
+        if arg.is_array:
+            raise KtxError(
+                f"args.{arg.name}.fields.{named[0][0]}: names buffer {named[0][1].text.strip()!r}, "
+                "but pointer fields are filled only in a struct passed by value",
+                named[0][1].where,
+            )
+        pointers = tuple((f, e.text.strip()) for f, e in named)
+        fields = tuple((f, e) for f, e in arg.fields if (f, e) not in named)
+        out.append(replace(arg, fields=fields, pointers=pointers))
+    return tuple(out)
 
 
 _ORDER = re.compile(r"^multiset(?:\s+per\s+([A-Za-z_][A-Za-z0-9_]*))?$")
@@ -1251,7 +1304,7 @@ def _check_names(spec: Spec, top: _Table) -> None:
         if name in known:
             raise top.error("vars", f"vars.{name} redefines a shape variable")
         known.add(name)
-    for arg in spec.args:
+    for arg in spec.all_args:
         for field_name, expr in arg.fields:
             # an array of structs' fields may name the element's index ``i``
             names = known | ({"i"} if arg.is_array else set())
@@ -1310,7 +1363,7 @@ def _check_points(spec: Spec, top: _Table) -> None:
                         f"shapes.{shape_set.name}: {point.name} violates constraint {expr.text!r}",
                         top.pos.locate(("shapes", shape_set.name, index)),
                     )
-            for arg in spec.args:
+            for arg in spec.all_args:
                 if arg.is_array:
                     dims = arg.dims(env)
                     if arg.dist.bounds is not None:

@@ -145,7 +145,7 @@ def seeded_inputs(
     env = spec.env(point)
     draws = Draws(seed, xp)
     arrays: dict[str, Any] = {}
-    for arg in spec.args:
+    for arg in spec.all_args:  # the [[buffers]] too
         if not arg.is_array:
             continue
         dims = arg.dims(env)
@@ -186,7 +186,7 @@ def python_reference(
     """Run the float64 reference on the decoded inputs; returns float64 outputs by name."""
     env = spec.env(point)
     decoded: dict[str, Any] = dict(struct_values(spec, env))  # a struct as {field path: value}
-    for arg in spec.args:
+    for arg in spec.all_args:
         # Pure outputs are what the reference computes: the device-side check does not copy
         # them to the host, so they are absent here (and a reference must not read them).
         if arg.is_array and not arg.is_struct and (arg.role != "out" or arg.name in inputs):
@@ -195,14 +195,14 @@ def python_reference(
     decoded.update({arg.name: None for arg in spec.args if arg.null})  # null pointers
     result = fn(decoded, dict(env))
     out: dict[str, Array] = {}
-    for arg in spec.args:
+    for arg in spec.all_args:
         if not arg.is_output:
             continue
         if arg.name not in result:
             raise KtxError(
                 f"python reference {spec.reference.python} returned no {arg.name!r}",
                 Location(str(spec.path)),
-                f"return a dict with keys {', '.join(a.name for a in spec.args if a.is_output)}",
+                f"return a dict with keys {', '.join(a.name for a in spec.all_args if a.is_output)}",
             )
         value = np.asarray(result[arg.name], dtype=np.float64)
         want = arg.dims(env)
