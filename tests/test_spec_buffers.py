@@ -216,3 +216,14 @@ def test_conv_params_base_layout_is_the_compilers(tmp_path: Path) -> None:
     *offsets, size = _offsets_from_nvcc(tmp_path, struct, "ConvParamsBase", [leaf.name for leaf in leaves])
     assert offsets == [leaf.offset for leaf in leaves]
     assert size == found.layout.size
+
+
+def test_buffers_and_pointer_fields_are_part_of_the_measurement_key(tmp_path: Path) -> None:
+    from ktx.search.tunable import spec_digest
+
+    base = spec_digest(spec_at(tmp_path))
+    assert (
+        spec_digest(spec_at(tmp_path, extra='\n[[buffers]]\nname = "y"\ndtype = "fp32"\nshape = "[b]"\n'))
+        != base
+    )
+    assert spec_digest(spec_at(tmp_path, state="x")) != base  # state_ptr now points at x

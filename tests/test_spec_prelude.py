@@ -116,3 +116,12 @@ def test_nvcc_builds_with_the_prelude_and_not_without(
     spec = spec_at(tmp_path, 'prelude = "jit.cuh"', broken)
     failed = _build(spec, spec.compile_source(broken))
     assert not failed.ok and "kernel.cu(4)" in failed.log, failed.log
+
+
+def test_the_prelude_is_part_of_the_measurement_key(tmp_path: Path) -> None:
+    from ktx.search.tunable import spec_digest
+
+    spec = spec_at(tmp_path, 'prelude = "jit.cuh"')
+    (tmp_path / "jit.cuh").write_text(PRELUDE.replace("2.0f", "3.0f"))
+    changed = parse_spec((tmp_path / "ktx.toml").read_text(), tmp_path / "ktx.toml")
+    assert spec_digest(changed) != spec_digest(spec)

@@ -166,3 +166,12 @@ def test_an_input_takes_no_order(tmp_path: Path) -> None:
 def test_prime_runs_the_multiset_path(tmp_path: Path) -> None:
     """The GPU worker primes CuPy's kernels on tiny arrays; numpy runs the same code here."""
     prime(spec_of(tmp_path, score_order='order = "multiset per row"'), np)
+
+
+def test_the_order_is_part_of_the_measurement_key(tmp_path: Path) -> None:
+    """A measurement verified order-free is not reused for a spec that compares in order."""
+    from ktx.search.tunable import spec_digest
+
+    free = spec_digest(spec_of(tmp_path))
+    assert spec_digest(spec_of(tmp_path, order="")) != free
+    assert spec_digest(spec_of(tmp_path)) == free
