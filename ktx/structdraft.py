@@ -189,8 +189,9 @@ def struct_lines(name: str, layout: StructLayout, values: Mapping[str, str]) -> 
             lines.append(f"# {TODO}: {why}")
         lines.append(f"fields.{'.'.join(str(p) for p in head)} = {_inline(tree)}")
     for buffer in buffers:  # TOML appends each [[buffers]] table wherever it stands
-        lines += ["", "[[buffers]]", f"name = {_quote(buffer)}", f'dtype = "{TODO}"', f'shape = "[{TODO}]"',
-                  f'role = "{TODO}"']  # fmt: skip
+        why = f"the buffer {name}'s pointer field points at; a null pointer has none: drop the table"
+        lines += ["", f"# {TODO}: {why}", "[[buffers]]", f"name = {_quote(buffer)}  # {TODO}: see above",
+                  f'dtype = "{TODO}"', f'shape = "[{TODO}]"', f'role = "{TODO}"']  # fmt: skip
     return lines, todos
 
 

@@ -103,7 +103,7 @@ def _struct_arg(
 def _drafted_buffers(lines: Sequence[str]) -> set[str]:
     """The quoted names of the ``[[buffers]]`` tables drafted among a struct argument's lines."""
     return {
-        line.split("=", 1)[1].strip()
+        line.split("=", 1)[1].split("#", 1)[0].strip()
         for prev, line in pairwise(lines)
         if prev == "[[buffers]]" and line.startswith("name =")
     }

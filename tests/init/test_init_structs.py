@@ -158,10 +158,11 @@ def test_pointer_fields_are_drafted_as_buffers(tmp_path: Path) -> None:
         'fields.x_ptr = "x"' in text and 'fields.out_ptr = "out"' in text and 'fields.idx_ptr = "idx"' in text
     )
     assert text.splitlines().count("[[buffers]]") == 3
-    todo_block = 'name = "{}"\ndtype = "TODO"\nshape = "[TODO]"\nrole = "TODO"\n'
+    todo_block = 'name = "{}"  # TODO: see above\ndtype = "TODO"\nshape = "[TODO]"\nrole = "TODO"\n'
     assert "[[buffers]]\n" + todo_block.format("out") in text
     assert sum("points at a buffer, drafted as [[buffers]]" in t for t in d.todos) == 3
     assert "\nx = " not in text and "\nout = " not in text  # no [vars] or shape variables
+    assert "# TODO: shape points: drafted while the extents or values of x, out, idx" in text
     filled = (
         text.replace('fields.batch = "TODO"', 'fields.batch = "b"')
         .replace('fields.dim = "TODO"', 'fields.dim = "n"')
