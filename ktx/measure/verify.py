@@ -310,7 +310,7 @@ def compare_output(
         got_c = got_s.ravel()[xp.argsort(got_v.ravel())].reshape(shape)
         want_c = xp.asarray(want_s).ravel()[xp.argsort(want_v.ravel())].reshape(shape)
     else:
-        key = next(a for a in spec.args if a.name == group)
+        key = next(a for a in spec.all_args if a.name == group)
         got_k = decode(got[group], key.dtype, xp)
         want_k = (decode(want[group], key.dtype, xp) if want_is_stored
                   else xp.asarray(want[group], dtype=xp.float64))  # fmt: skip
