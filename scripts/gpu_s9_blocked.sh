@@ -3,7 +3,9 @@
 #   1. evidence: `ktx bench` on DeepSpeed top_k_gating WITHOUT `order = "multiset per assignments"`
 #      (a copy of the spec): the original checked against a second run of itself must fail
 #      (wrong_result on offsets: atomicAdd hands out the slots in block order); then with it.
-#   2. tests/measure/test_order_free_gpu.py: the order-free comparison on CuPy arrays.
+#   2. GPU tests: the order-free comparison on CuPy arrays (test_order_free_gpu.py); a struct of
+#      pointers to [[buffers]] through the harness, and atomicAdd slots that fail the original's
+#      second run in order and pass as multisets (test_struct_pointers_gpu.py).
 #   3. benchmarks/realcode/run.py on the three: `ktx bench`, then
 #      `ktx optimize --planner rules --shapes default --budget 40` each.
 #   OUT=/path bash scripts/gpu_s9_blocked.sh [PER_KERNEL_S]      (about 3 minutes)
@@ -33,7 +35,8 @@ rm -rf "$EV"
 grep -h -i -E "wrong|offsets|ok|status" "$OUT/evidence/in_order.txt" "$OUT/evidence/multiset.txt" | head -12
 
 # 2. the device path of the comparison
-timeout 60 python3 -m pytest -q -m gpu -p no:cacheprovider tests/measure/test_order_free_gpu.py >"$OUT/gpu_tests.txt" 2>&1
+timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/measure/test_order_free_gpu.py \
+  tests/measure/test_struct_pointers_gpu.py >"$OUT/gpu_tests.txt" 2>&1
 tail -3 "$OUT/gpu_tests.txt"
 
 # 3. the three kernels end to end
