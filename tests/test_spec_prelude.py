@@ -125,3 +125,33 @@ def test_the_prelude_is_part_of_the_measurement_key(tmp_path: Path) -> None:
     (tmp_path / "jit.cuh").write_text(PRELUDE.replace("2.0f", "3.0f"))
     changed = parse_spec((tmp_path / "ktx.toml").read_text(), tmp_path / "ktx.toml")
     assert spec_digest(changed) != spec_digest(spec)
+
+
+STRUCT_KERNEL = """\
+struct Params { int n; float scale; };
+template <float (*Act)(const float&)>
+__global__ void act_struct(float* out, Params p) { out[0] = Act(p.scale); }
+"""
+
+
+def test_a_struct_is_laid_out_with_the_prelude_that_defines_the_template_argument(tmp_path: Path) -> None:
+    from ktx.ir.facts.structs import kernel_layouts
+
+    from ktx.measure.argpack import struct_layouts
+
+    if not kernel_layouts("struct P { int n; };\n__global__ void k(P p) {}\n", "k"):
+        pytest.skip("libclang is not available")
+    (tmp_path / "kernel.cu").write_text(STRUCT_KERNEL)
+    (tmp_path / "jit.cuh").write_text(PRELUDE)
+    text = (
+        'kernel = "act_struct"\ntemplate_args = ["twice"]\n[[args]]\nname = "out"\ndtype = "fp32"\n'
+        'shape = "[1]"\nrole = "out"\n[[args]]\nname = "p"\nfields = { n = 1, scale = 0.5 }\n'
+        '[shapes]\ndefault = [{}]\n[launch]\ngrid = ["1"]\nblock = ["1"]\n[compile]\nprelude = "jit.cuh"\n'
+    )
+    (tmp_path / "ktx.toml").write_text(text)
+    spec = parse_spec(text, tmp_path / "ktx.toml")
+    layout = struct_layouts(spec)["p"]
+    assert [(leaf.name, leaf.offset) for leaf in layout.leaves] == [("n", 0), ("scale", 4)]
+    # the instantiation parsed (not the declaration fallback): without the prelude it does not
+    assert kernel_layouts(spec.compile_source(STRUCT_KERNEL), "act_struct", template_args=["twice"])
+    assert not kernel_layouts(STRUCT_KERNEL, "act_struct", template_args=["twice"])

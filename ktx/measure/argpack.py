@@ -169,7 +169,7 @@ def _layouts(spec: Spec, template_args: tuple[str, ...]) -> tuple[tuple[str, Str
 
     def read(targs: tuple[str, ...]) -> tuple[ParamLayout, ...]:
         return kernel_layouts(
-            spec.source_text(),
+            spec.compile_source(spec.source_text()),  # the prelude too: a template argument it defines
             # ``ns::k`` where the spec names namespaces (main's Spec.qualified_kernel), else ``k``
             str(getattr(spec, "qualified_kernel", spec.kernel)),
             path=str(spec.folder / spec.source),
