@@ -227,3 +227,21 @@ def test_buffers_and_pointer_fields_are_part_of_the_measurement_key(tmp_path: Pa
         != base
     )
     assert spec_digest(spec_at(tmp_path, state="x")) != base  # state_ptr now points at x
+
+
+def test_a_plain_struct_is_laid_out_when_the_instantiation_does_not_parse(tmp_path: Path) -> None:
+    """causal-conv1d's ``Ktraits`` names ``at::BFloat16``, from a torch header libclang is not
+    given: the instantiation does not parse, but ``ConvParamsBase`` depends on no template
+    parameter, so the declaration's layout is the one every instantiation has."""
+    kernel = STRUCT + "template <typename Traits, bool kFlag>\n__global__ void k(Params p) {}\n"
+    if not kernel_layouts(KERNEL, "k"):
+        pytest.skip("libclang is not available")
+    assert not kernel_layouts(kernel, "k", template_args=["Traits<at::BFloat16>", "false"])
+    (tmp_path / "kernel.cu").write_text(kernel)
+    text = SPEC.format(state="0", extra="").replace(
+        'kernel = "k"', 'kernel = "k"\ntemplate_args = ["Traits<at::BFloat16>", "false"]'
+    )
+    (tmp_path / "ktx.toml").write_text(text)
+    layout = struct_layouts(load_spec(tmp_path))["p"]
+    leaf = layout.leaf("x_ptr")
+    assert leaf is not None and leaf.kind == "pointer" and leaf.size == 8
