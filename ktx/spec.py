@@ -20,7 +20,7 @@ import os
 import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -156,9 +156,31 @@ class Arg:
     ctype: str | None = None
     """The struct's type as the spec names it (``type = "Params"``), checked against the kernel."""
 
+    pointers: tuple[tuple[str, str], ...] = ()
+    """A by-value struct's pointer fields that point at a spec buffer: (field path, buffer name).
+    ``fields.x_ptr = "x"`` with ``x`` a ``[[buffers]]`` entry (or an array argument): the harness
+    writes ``x``'s device address into the field, so the kernel reads and writes the buffer
+    through the struct (causal-conv1d's ``ConvParamsBase``)."""
+
     @property
     def is_struct(self) -> bool:
-        return bool(self.fields)
+        return bool(self.fields or self.pointers)
+
+    order: str = ""
+    """How an output is compared (``order = ...`` in the spec): ``""`` element by element;
+    ``"multiset"`` the whole output as a multiset (its element order means nothing);
+    ``"multiset per row"`` each row (last dimension) as a multiset; ``"multiset per NAME"``
+    the elements that share a value of output ``NAME`` (same shape) as a multiset. For outputs
+    whose order comes from ``atomicAdd`` or a race the kernel accepts (slots handed out by a
+    counter): two runs of the original disagree element by element, yet agree as multisets."""
+
+    @property
+    def order_group(self) -> str | None:
+        """None (in order), ``"*"`` (one multiset), ``"row"`` or the grouping output's name."""
+        if not self.order:
+            return None
+        _, _, per = self.order.partition(" per ")
+        return per.strip() or "*"
 
 
 #: The dtype of a by-value struct argument: never a buffer's, never in ``DTYPES`` (a spec cannot
@@ -268,6 +290,14 @@ class Spec:
     #: The namespaces around the kernel (``kernel = "vllm::rms_norm"`` gives ``kernel`` =
     #: ``rms_norm``, the name the source's parse knows, and ``scope`` = ``vllm``).
     scope: str = ""
+    #: Source compiled in front of the kernel's file (``[compile] prelude`` or
+    #: ``prelude_source``): what the project's own build generates and the fetched sources lack,
+    #: such as the ``__device__`` activation a Python JIT writes into its launcher. Compiled
+    #: only: ktx's passes and facts read the kernel's file alone.
+    prelude: str = ""
+    #: ``[[buffers]]``: arrays that are no kernel parameter, reached through a struct's pointer
+    #: fields (:attr:`Arg.pointers`); drawn, poisoned, guarded and compared as arguments are.
+    buffers: tuple[Arg, ...] = ()
 
     # -- derived information ---------------------------------------------------------------
 
@@ -287,6 +317,20 @@ class Spec:
         src = (self.folder / self.source).resolve().parent
         spec = self.folder.resolve()
         return (str(src),) if src == spec else (str(src), str(spec))
+
+    @property
+    def all_args(self) -> tuple[Arg, ...]:
+        """The kernel's arguments, then the ``[[buffers]]``: every array verification handles
+        (``args`` alone is what the kernel's parameter list holds)."""
+        return self.args + self.buffers
+
+    def compile_source(self, source: str) -> str:
+        """``source`` as ktx compiles it: the prelude first, then a ``#line`` that makes the
+        compiler's messages name the kernel's own file and lines again."""
+        if not self.prelude:
+            return source
+        path = (self.folder / self.source).resolve()
+        return f'{self.prelude.rstrip()}\n#line 1 "{path}"\n{source}'
 
     def source_text(self) -> str:
         path = self.folder / self.source
@@ -450,8 +494,8 @@ class Spec:
         if self.bytes is not None:
             return self.bytes.evaluate_int(env)
         total = 0
-        for arg in self.args:
-            if not arg.is_array:
+        for arg in self.all_args:
+            if not arg.is_array or arg.is_struct:
                 continue
             size = arg.dtype.itemsize
             for dim in arg.dims(env):
@@ -604,7 +648,7 @@ def _parse_list_expr(text: str, where: Location, fallback: Location | None) -> t
 
 _TOP_KEYS = (
     "kernel", "source", "template_args", "description", "args", "vars", "shapes", "default_shapes",
-    "launch", "compile", "reference", "tolerance", "bytes", "flops", "constraints", "verify",
+    "launch", "compile", "reference", "tolerance", "bytes", "flops", "constraints", "verify", "buffers",
 )  # fmt: skip
 _ARG_KEYS = ("name", "dtype", "shape", "role", "dist", "value", *DISTRIBUTIONS["normal"],
              *DISTRIBUTIONS["uniform"], *DISTRIBUTIONS["arange"], *SPECIAL_PARAMS)  # fmt: skip
@@ -670,6 +714,8 @@ def parse_spec(text: str, path: Path) -> Spec:
     shapes, default_shapes, variables = _shapes(top, pos)
     derived = _derived(top)
     args = _args(top, pos)
+    buffers = _args(top, pos, "buffers", {a.name for a in args}) if top.has("buffers") else ()
+    args = _pointer_fields(args, buffers)
     launch_t = top.table("launch", required=True)
     launch = Launch(
         grid=launch_t.exprs("grid", required=True),
@@ -684,7 +730,8 @@ def parse_spec(text: str, path: Path) -> Spec:
 
     compile_t = top.table("compile")
     flags = flag_paths(compile_t.strings("flags"), path.parent)
-    compile_t.done(("flags",))
+    prelude = _prelude(compile_t, path.parent)
+    compile_t.done(("flags", "prelude", "prelude_source"))
 
     reference = _reference(top, path)
     tolerance = _tolerance(top)
@@ -722,11 +769,34 @@ def parse_spec(text: str, path: Path) -> Spec:
         variables=variables, derived=derived, shapes=shapes, default_shapes=default_shapes,
         launch=launch, flags=flags, reference=reference, tolerance=tolerance, bytes=byte_expr,
         flops=flop_expr, require=require, verify=verify, description=description, scope=scope,
+        prelude=prelude, buffers=buffers,
     )  # fmt: skip
     _check_names(spec, top)
     _check_points(spec, top)
     _check_kernel_defined(spec, top)
     return spec
+
+
+def _prelude(compile_t: _Table, folder: Path) -> str:
+    """``prelude = "file.cuh"`` (a file beside the spec) and/or ``prelude_source = "..."``
+    (text; after the file's), as :attr:`Spec.prelude`. A file's text starts with a ``#line``
+    naming it, so the compiler's messages about it name the file."""
+    parts: list[str] = []
+    name = compile_t.string("prelude")
+    if name is not None:
+        file = folder / name
+        if not name.strip() or not file.is_file():
+            raise compile_t.error("prelude", f"file {name!r} not found next to the spec",
+                                  "a prelude is a file beside ktx.toml, or write prelude_source")  # fmt: skip
+        try:
+            text = file.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise compile_t.error("prelude", f"cannot read {name!r}: {exc}") from None
+        parts.append(f'#line 1 "{file.resolve()}"\n{text}')
+    source = compile_t.string("prelude_source")
+    if source is not None:
+        parts.append(source)
+    return "\n".join(parts)
 
 
 #: Flags that take a folder, joined (``-Iinc``, ``--include-path=inc``) or as the next flag.
@@ -890,24 +960,38 @@ def _derived(top: _Table) -> tuple[tuple[str, Expr], ...]:
     return tuple(out)
 
 
-def _args(top: _Table, pos: TomlPositions) -> tuple[Arg, ...]:
-    if not top.has("args"):
+def _args(
+    top: _Table, pos: TomlPositions, section: str = "args", taken: set[str] | None = None
+) -> tuple[Arg, ...]:
+    """``[[args]]`` (the kernel's parameters, in order), or ``[[buffers]]`` (arrays a struct's
+    pointer fields name: the same keys as an array argument, never a value or fields)."""
+    if not top.has(section):
         raise top.error(None, "missing [[args]]", "list the kernel parameters in order")
-    items = top.raw("args")
+    items = top.raw(section)
     if not isinstance(items, list) or not items:
-        raise top.error("args", "expected [[args]] tables, one per kernel parameter")
+        what = "one per kernel parameter" if section == "args" else "one per buffer"
+        raise top.error(section, f"expected [[{section}]] tables, {what}")
     args: list[Arg] = []
-    seen: set[str] = set()
+    seen: set[str] = set(taken or ())
     for i, item in enumerate(items):
         if not isinstance(item, dict):
-            raise top.error("args", f"item {i} must be a table")
-        t = _Table(item, ("args", i), pos)
+            raise top.error(section, f"item {i} must be a table")
+        t = _Table(item, (section, i), pos)
         name = t.string("name", required=True)
         if not _IDENT.match(name):
             raise t.error("name", f"{name!r} is not an identifier")
         if name in seen:
             raise t.error("name", f"duplicate argument {name!r}")
         seen.add(name)
+        if section == "buffers":
+            hint = "a buffer is an array: dtype, shape, role (dist, order)"
+            if not t.has("shape"):
+                raise t.error(None, f"buffer {name!r} needs a 'shape'", hint)
+            for bad in ("fields", "value"):
+                if t.has(bad):
+                    raise t.error(bad, f"buffer {name!r} takes no {bad!r}", hint)
+            if t.has("dist") and t.string("dist") == "null":
+                raise t.error("dist", f"buffer {name!r} cannot be null", "write 0 for a null pointer field")
         if t.has("fields"):
             args.append(_struct_arg(t, name))
             continue
@@ -939,13 +1023,15 @@ def _args(top: _Table, pos: TomlPositions) -> tuple[Arg, ...]:
         if role not in ("in", "out", "inout"):
             raise t.error("role", f"role must be 'in', 'out' or 'inout', got {role!r}")
         kind = t.string("dist", "randint" if dtype.kind in ("int", "bool") else "normal")
+        order = _order(t, role)
         ranged = _RANGE.match(kind)
         if ranged is not None:
             if role == "out":
                 raise t.error("dist", "an output argument takes no input distribution")
-            t.done(("name", "dtype", "shape", "role", "dist"))
+            t.done(("name", "dtype", "shape", "role", "dist", "order"))
             bounds = (_range_end(t, ranged.group(2)), _range_end(t, ranged.group(3)))
-            args.append(Arg(name, dtype, role, shape, None, Dist(ranged.group(1), (), bounds), t.loc()))
+            args.append(Arg(name, dtype, role, shape, None, Dist(ranged.group(1), (), bounds), t.loc(),
+                            order=order))  # fmt: skip
             continue
         if kind not in DISTRIBUTIONS:
             raise t.error(
@@ -956,7 +1042,7 @@ def _args(top: _Table, pos: TomlPositions) -> tuple[Arg, ...]:
         allowed = (*DISTRIBUTIONS[kind], *SPECIAL_PARAMS)
         params = []
         for key in item:
-            if key in ("name", "dtype", "shape", "role", "dist"):
+            if key in ("name", "dtype", "shape", "role", "dist", "order"):
                 continue
             if key not in allowed:
                 continue  # reported by done() below
@@ -966,9 +1052,70 @@ def _args(top: _Table, pos: TomlPositions) -> tuple[Arg, ...]:
             params.append((key, number))
         if role == "out" and params:
             raise t.error(params[0][0], "an output argument takes no input distribution")
-        t.done(("name", "dtype", "shape", "role", "dist", *allowed))
-        args.append(Arg(name, dtype, role, shape, None, Dist(kind, tuple(params)), t.loc()))
+        t.done(("name", "dtype", "shape", "role", "dist", "order", *allowed))
+        args.append(Arg(name, dtype, role, shape, None, Dist(kind, tuple(params)), t.loc(), order=order))
+    _check_orders(args)
     return tuple(args)
+
+
+def _pointer_fields(args: tuple[Arg, ...], buffers: tuple[Arg, ...]) -> tuple[Arg, ...]:
+    """A by-value struct's field written as a buffer's bare name (``fields.x_ptr = "x"``) is a
+    pointer to that buffer (:attr:`Arg.pointers`); any other field stays an expression."""
+    arrays = {a.name for a in (*args, *buffers) if a.is_array and not a.is_struct}
+    out: list[Arg] = []
+    for arg in args:
+        named = [(f, e) for f, e in arg.fields if e.text.strip() in arrays]
+        if not named:
+            out.append(arg)
+            continue
+        if arg.is_array:
+            raise KtxError(
+                f"args.{arg.name}.fields.{named[0][0]}: names buffer {named[0][1].text.strip()!r}, "
+                "but pointer fields are filled only in a struct passed by value",
+                named[0][1].where,
+            )
+        pointers = tuple((f, e.text.strip()) for f, e in named)
+        fields = tuple((f, e) for f, e in arg.fields if (f, e) not in named)
+        out.append(replace(arg, fields=fields, pointers=pointers))
+    return tuple(out)
+
+
+_ORDER = re.compile(r"^multiset(?:\s+per\s+([A-Za-z_][A-Za-z0-9_]*))?$")
+_ORDER_HINT = 'write order = "multiset", "multiset per row" or "multiset per NAME" (NAME: another output)'
+
+
+def _order(t: _Table, role: str) -> str:
+    """``order`` of an array argument, normalised (``"multiset per row"``); only outputs have one."""
+    if not t.has("order"):
+        return ""
+    text = t.string("order", "") or ""
+    match = _ORDER.match(text.strip())
+    if match is None:
+        raise t.error("order", f"unknown order {text!r}", _ORDER_HINT)
+    if role == "in":
+        raise t.error("order", "an input takes no order (it is drawn, not compared)", "give it to an output")
+    return f"multiset per {match.group(1)}" if match.group(1) else "multiset"
+
+
+def _check_orders(args: Sequence[Arg]) -> None:
+    """``multiset per NAME``: NAME is another output, compared in order, of the same shape (each
+    element's group is NAME's element at the same index)."""
+    by_name = {a.name: a for a in args}
+    for arg in args:
+        group = arg.order_group
+        if group in (None, "*", "row"):
+            continue
+        key = by_name.get(group or "")
+        where = arg.where
+        if key is None or not key.is_output or key.is_struct:
+            outs = ", ".join(a.name for a in args if a.is_output and a.name != arg.name) or "none"
+            raise KtxError(f"args.{arg.name}.order: {group!r} is not an output", where, f"outputs: {outs}")
+        if key.order:
+            raise KtxError(f"args.{arg.name}.order: {group!r} is itself compared as a multiset", where,
+                            "the grouping output must be compared in order")  # fmt: skip
+        if [e.text.strip() for e in key.shape] != [e.text.strip() for e in arg.shape]:
+            raise KtxError(f"args.{arg.name}.order: {group!r} has another shape", where,
+                            "the grouping output gives each element its group: same shape")  # fmt: skip
 
 
 def _struct_arg(t: _Table, name: str) -> Arg:
@@ -1157,7 +1304,7 @@ def _check_names(spec: Spec, top: _Table) -> None:
         if name in known:
             raise top.error("vars", f"vars.{name} redefines a shape variable")
         known.add(name)
-    for arg in spec.args:
+    for arg in spec.all_args:
         for field_name, expr in arg.fields:
             # an array of structs' fields may name the element's index ``i``
             names = known | ({"i"} if arg.is_array else set())
@@ -1216,7 +1363,7 @@ def _check_points(spec: Spec, top: _Table) -> None:
                         f"shapes.{shape_set.name}: {point.name} violates constraint {expr.text!r}",
                         top.pos.locate(("shapes", shape_set.name, index)),
                     )
-            for arg in spec.args:
+            for arg in spec.all_args:
                 if arg.is_array:
                     dims = arg.dims(env)
                     if arg.dist.bounds is not None:

@@ -147,12 +147,27 @@ def _with_literals(translate: Callable[[ts.Node], str | None]) -> Callable[[ts.N
 
 def struct_lines(name: str, layout: StructLayout, values: Mapping[str, str]) -> tuple[list[str], list[str]]:
     """The ``[[args]]`` lines after ``name =``: ``type``, then one ``fields.`` line per field (a
-    whole fixed array on one line), each value ``values`` lacks a TODO. Returns (lines, todos)."""
+    whole fixed array on one line), each value ``values`` lacks a TODO. A pointer field names a
+    buffer drafted after the fields as a ``[[buffers]]`` table (dtype, shape, role TODOs): the
+    struct holds the kernel's buffers (causal-conv1d's ``ConvParamsBase``). Returns (lines, todos)."""
     lines = [f"type = {_quote(layout.type)}"]
     todos: list[str] = []
     done: set[str] = set()
+    buffers: list[str] = []
     for leaf in layout.leaves:
         cut = next((i for i, part in enumerate(leaf.path) if isinstance(part, int)), None)
+        if cut is None and leaf.kind == "pointer" and leaf.name not in values:
+            key = ".".join(str(p) for p in leaf.path)
+            buffer = _buffer_name(leaf.path, set(buffers))
+            buffers.append(buffer)
+            why = (
+                f"{name}.{leaf.name} ({leaf.ctype} field of {layout.type}) points at a buffer, drafted "
+                f'as [[buffers]] {buffer} below: give its dtype, shape and role, or write "0" here '
+                "for a null pointer (and drop the buffer)"
+            )
+            todos.append(why)
+            lines += [f"# {TODO}: {why}", f"fields.{key} = {_quote(buffer)}"]
+            continue
         if cut is None:
             key = ".".join(str(p) for p in leaf.path)
             value = values.get(leaf.name)
@@ -173,7 +188,21 @@ def struct_lines(name: str, layout: StructLayout, values: Mapping[str, str]) -> 
             todos.append(why)
             lines.append(f"# {TODO}: {why}")
         lines.append(f"fields.{'.'.join(str(p) for p in head)} = {_inline(tree)}")
+    for buffer in buffers:  # TOML appends each [[buffers]] table wherever it stands
+        why = f"the buffer {name}'s pointer field points at; a null pointer has none: drop the table"
+        lines += ["", f"# {TODO}: {why}", "[[buffers]]", f"name = {_quote(buffer)}  # {TODO}: see above",
+                  f'dtype = "{TODO}"', f'shape = "[{TODO}]"', f'role = "{TODO}"']  # fmt: skip
     return lines, todos
+
+
+def _buffer_name(path: FieldPath, taken: set[str]) -> str:
+    """``x_ptr`` -> ``x``, ``cache_seqlens`` -> itself: the buffer a pointer field points at."""
+    base = "_".join(str(p) for p in path)
+    short = re.sub(r"_?ptr$", "", base) or base
+    name, n = short, 2
+    while name in taken:
+        name, n = f"{short}_{n}", n + 1
+    return name
 
 
 Tree = str | list["Tree"] | dict[str, "Tree"]

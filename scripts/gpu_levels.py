@@ -105,7 +105,8 @@ def child(shapes: Sequence[str], index: int) -> list[dict[str, Any]]:
         from ktx.ir.expr import expand
 
         name = expand(cand.name_expression, cand.env(spec, point))
-        req = CompileRequest(cand.source, name, tuple(cand.flags), limits.cc, spec.include_dirs)
+        source = spec.compile_source(cand.source)
+        req = CompileRequest(source, name, tuple(cand.flags), limits.cc, spec.include_dirs)
         result = compile_kernel(req)
         return point, gpu._bind(spec, cand, point, {name: result.to_dict()}, limits)
 

@@ -127,7 +127,9 @@ def ktx_build(folder: Path) -> str:
         point = spec.shape_set().points[0]
         name = expand(cand.name_expression, cand.env(spec, point))
         res = compile_kernel(
-            CompileRequest(cand.source, name, tuple(cand.flags), "90", spec.include_dirs, "nvcc")
+            CompileRequest(
+                spec.compile_source(cand.source), name, tuple(cand.flags), "90", spec.include_dirs, "nvcc"
+            )
         )
     except Exception as exc:
         return f"fails: {type(exc).__name__}: {str(exc).splitlines()[0][:140]}"
@@ -161,7 +163,9 @@ def _compile_candidate(spec: Any, cand: Any) -> str:
 
     point = spec.shape_set().points[0]
     name = expand(cand.name_expression, cand.env(spec, point))
-    req = CompileRequest(cand.source, name, tuple(cand.flags), "90", spec.include_dirs, "nvcc")
+    req = CompileRequest(
+        spec.compile_source(cand.source), name, tuple(cand.flags), "90", spec.include_dirs, "nvcc"
+    )
     res = compile_kernel(req)
     if res.ok:
         return "ok"

@@ -12,9 +12,11 @@ layout. A template kernel's parameters are read from an instantiation
 
 The answer is flat: one :class:`Leaf` per scalar the bytes hold (``div.mul``, ``coef[2]``), each
 with its offset, size and kind; the measurement harness fills those from the spec's field
-expressions (``ktx.measure.argpack``). Anything clang cannot lay out, or ktx cannot fill
-(a pointer, a union, a bit-field, a base class), is a :class:`ParamLayout` with ``layout=None``
-and a ``reason``; this module never raises for bad input.
+expressions (``ktx.measure.argpack``). A pointer field (causal-conv1d's ``void* x_ptr``) is a
+``pointer`` leaf: the harness writes into it the device address of a buffer the spec declares.
+Anything clang cannot lay out, or ktx cannot fill (a union, a bit-field, a base class), is a
+:class:`ParamLayout` with ``layout=None`` and a ``reason``; this module never raises for bad
+input.
 
 >>> src = "struct P { int n; double s; char c; };\\n__global__ void k(P p, float* y) {}\\n"
 >>> [(l.name, l.offset, l.size) for l in kernel_layouts(src, "k")[0].layout.leaves]
@@ -31,7 +33,8 @@ from typing import Any, Literal
 
 from ktx.ir.clang import CLANG_ARGS, _load, _parse_lock, shim_path
 
-LeafKind = Literal["int", "uint", "float", "bool", "fp16", "bf16"]
+#: ``pointer``: a device address (``void* x_ptr``), which the spec fills with a buffer it declares.
+LeafKind = Literal["int", "uint", "float", "bool", "fp16", "bf16", "pointer"]
 #: A path into a struct: field names and array indices (``("coef", 2)``, ``("div", "mul")``).
 FieldPath = tuple[str | int, ...]
 
@@ -371,11 +374,13 @@ def _value(ci: Any, t: Any, offset: int, path: FieldPath, leaves: list[Leaf]) ->
     elif t.kind == K.ENUM:
         under = t.get_declaration().enum_type.get_canonical()
         _value(ci, under, offset, path, leaves)
+    elif t.kind == K.POINTER:
+        leaves.append(Leaf(path, offset, int(t.get_size()), "pointer", spelling))
     else:
         kind = _scalar_kind(K, t.kind)
         if kind is None:
             raise _Refused(
-                f"{path_name(path)} has type {spelling}: ktx fills only numbers, bools and structs of them"
+                f"{path_name(path)} has type {spelling}: ktx fills numbers, bools, pointers, structs of them"
             )
         leaves.append(Leaf(path, offset, int(t.get_size()), kind, spelling))
 

@@ -232,7 +232,7 @@ def error_budget(spec: Spec) -> tuple[str, bool]:
     """The outputs' tolerances in words, and whether they leave room for fast math (rtol >= 1e-3)."""
     parts: list[str] = []
     loose = True
-    for arg in spec.args:
+    for arg in spec.all_args:  # the [[buffers]] a struct points at too
         if not (arg.is_array and arg.is_output):
             continue
         tol = spec.tolerance_for(arg.dtype)

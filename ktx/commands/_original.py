@@ -32,7 +32,7 @@ LOOK_AT = {
 def tolerance_text(spec: Spec) -> str:
     """``out bf16 rtol=0.016 atol=0.01 max_abs=1``: the tolerance of each output."""
     parts = []
-    for arg in spec.args:
+    for arg in spec.all_args:
         if arg.is_output:
             t = spec.tolerance_for(arg.dtype)
             ulp = f" ulp={t.ulp}" if t.ulp else ""
@@ -57,7 +57,7 @@ def failure_line(spec: Spec, m: Measurement) -> str:
     if is_spec_error(m.message):  # guard zones or an unwritten output: the spec is wrong
         section = spec_error_section(m.message)
     elif m.status is Status.WRONG_RESULT:
-        dtypes = sorted({a.dtype.name for a in spec.args if a.is_output})
+        dtypes = sorted({a.dtype.name for a in spec.all_args if a.is_output})
         section = " or ".join(f"[tolerance] {d}" for d in dtypes) + " and [reference] python"
     return (
         f"{spec.path}: the original kernel fails at {m.shape}: {m.status}: {first}; "

@@ -57,9 +57,9 @@ def _unknowns(lines: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
             dtype = ""
         if section == "[vars]" and key and _is_placeholder(line):
             todo_vars.append(key)
-        elif section == "[[args]]":
+        elif section in ("[[args]]", "[[buffers]]"):  # a buffer a struct's pointer field names
             if key == "name":
-                arg = _value(line).strip().strip('"')
+                arg = _value(line).split("#", 1)[0].strip().strip('"')
             elif _is_placeholder(line) and (
                 key == "shape" or (key == "value" and _maybe_size(dtype, previous))
             ):

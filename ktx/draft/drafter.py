@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from itertools import pairwise
 from pathlib import Path
 
 import tree_sitter as ts
@@ -97,6 +98,15 @@ def _struct_arg(
     values = structdraft.launcher_values(node, scope, parts, layout, translate)
     lines, todos = structdraft.struct_lines(name, layout, values)
     return Arg(name, ("[[args]]", f"name = {toml_str(name)}", *lines), tuple(todos))
+
+
+def _drafted_buffers(lines: Sequence[str]) -> set[str]:
+    """The quoted names of the ``[[buffers]]`` tables drafted among a struct argument's lines."""
+    return {
+        line.split("=", 1)[1].split("#", 1)[0].strip()
+        for prev, line in pairwise(lines)
+        if prev == "[[buffers]]" and line.startswith("name =")
+    }
 
 
 def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | None = None) -> Draft:
@@ -288,7 +298,10 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     texts += [*(launch.grid or ()), *(launch.block or ()), launch.shared or ""]
     texts += [v for v in derived.values() if v is not None]
     for arg in args:
-        texts += [line.split("=", 1)[1] for line in arg.lines if line.startswith(("shape =", "fields."))]
+        buffers = _drafted_buffers(arg.lines)  # a pointer field's value names one: no variable
+        for entry in arg.lines:
+            if entry.startswith(("shape =", "fields.")) and entry.split("=", 1)[1].strip() not in buffers:
+                texts.append(entry.split("=", 1)[1])
     names: set[str] = set()
     for text in texts:
         for name in re.findall(r"\b[A-Za-z_]\w*\b", text):

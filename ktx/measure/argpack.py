@@ -30,7 +30,7 @@ from ktx.ir.expr import Value
 from ktx.dtypes import encode
 
 if TYPE_CHECKING:
-    from ktx.ir.facts.structs import Leaf, StructLayout
+    from ktx.ir.facts.structs import Leaf, ParamLayout, StructLayout
 
     from ktx.spec import Arg, Spec
 
@@ -44,6 +44,8 @@ def struct_dtype(layout: StructLayout) -> np.dtype[Any]:
     for leaf in layout.leaves:
         if leaf.kind == "bool":
             formats.append("?")
+        elif leaf.kind == "pointer":
+            formats.append(f"<u{leaf.size}")  # a device address
         elif leaf.kind in ("fp16", "bf16"):
             formats.append("<u2")  # the encoded bits (see :func:`_bits`)
         else:
@@ -72,14 +74,22 @@ def element_values(arg: Arg, env: Mapping[str, Value]) -> list[dict[str, Value]]
     return [{name: expr.evaluate({**env, "i": k}) for name, expr in arg.fields} for k in range(count)]
 
 
-def pack(arg: Arg, layout: StructLayout, env: Mapping[str, Value]) -> np.void:
-    """``arg``'s fields evaluated at ``env``, as one structured scalar in ``layout``.
+def pack(
+    arg: Arg, layout: StructLayout, env: Mapping[str, Value], addresses: Mapping[str, int] | None = None
+) -> np.void:
+    """``arg``'s fields evaluated at ``env``, as one structured scalar in ``layout``; each
+    pointer field (:attr:`~ktx.spec.Arg.pointers`) holds its buffer's device address from
+    ``addresses`` (by buffer name: the arrays this launch gets, so a guarded copy's address).
 
     Padding is zero. A value an integer field cannot hold (a fraction, out of range) is a
     KtxError at the field's expression rather than a silent wrap."""
     out = np.zeros((), dtype=struct_dtype(layout))
     (values,) = element_values(arg, env)
     _fill(arg, layout, out, values)
+    for name, buffer in arg.pointers:
+        if addresses is None or buffer not in addresses:
+            raise KtxError(f"arg {arg.name!r} field {name}: no address for buffer {buffer!r}", arg.where)
+        out[name] = addresses[buffer]
     result = out[()]
     assert isinstance(result, np.void)
     return result
@@ -105,6 +115,11 @@ def _fill(arg: Arg, layout: StructLayout, out: Any, values: Mapping[str, Value])
 
 def _bits(arg: Arg, leaf: Leaf, value: Value, where: Location | None) -> Any:
     label = f"arg {arg.name!r} field {leaf.name} ({leaf.ctype})"
+    if leaf.kind == "pointer":
+        if value != 0:
+            raise KtxError(f"{label}: a pointer field takes a buffer's name or 0 (null), got {value}", where,
+                           "declare the buffer under [[buffers]] and write its name")  # fmt: skip
+        return 0
     if leaf.kind == "float":
         return float(value)
     if leaf.kind == "bool":
@@ -152,19 +167,28 @@ def struct_layouts(spec: Spec, env: Mapping[str, Value] | None = None) -> dict[s
 def _layouts(spec: Spec, template_args: tuple[str, ...]) -> tuple[tuple[str, StructLayout], ...]:
     from ktx.ir.facts.structs import compiler_flags, kernel_layouts  # libclang: only when needed
 
-    params = kernel_layouts(
-        spec.source_text(),
-        # ``ns::k`` where the spec names namespaces (main's Spec.qualified_kernel), else ``k``
-        str(getattr(spec, "qualified_kernel", spec.kernel)),
-        path=str(spec.folder / spec.source),
-        template_args=template_args,
-        # a relative -I in [compile] flags is relative to the spec, as headers are (docs/spec.md)
-        include_dirs=(
-            *spec.include_dirs,
-            *(str(spec.folder / f[2:]) for f in compiler_flags(spec.flags) if f.startswith("-I")),
-        ),
-        flags=spec.flags,
-    )
+    def read(targs: tuple[str, ...]) -> tuple[ParamLayout, ...]:
+        return kernel_layouts(
+            spec.compile_source(spec.source_text()),  # the prelude too: a template argument it defines
+            # ``ns::k`` where the spec names namespaces (main's Spec.qualified_kernel), else ``k``
+            str(getattr(spec, "qualified_kernel", spec.kernel)),
+            path=str(spec.folder / spec.source),
+            template_args=targs,
+            # a relative -I in [compile] flags is relative to the spec, as headers are (docs/spec.md)
+            include_dirs=(
+                *spec.include_dirs,
+                *(str(spec.folder / f[2:]) for f in compiler_flags(spec.flags) if f.startswith("-I")),
+            ),
+            flags=spec.flags,
+        )
+
+    params = read(template_args)
+    if not params and template_args:
+        # The instantiation did not parse (a template argument from a header libclang is not
+        # given: causal-conv1d's at::BFloat16 from torch). A struct whose type does not depend
+        # on a template parameter has one layout in every instantiation, so the declaration's
+        # own is as good; a dependent one still has none (its reason says so).
+        params = tuple(p for p in read(()) if not (p.layout is None and "template" in p.reason))
     first = next(a for a in spec.args if a.is_struct)
     if not params:
         raise KtxError(
@@ -214,7 +238,15 @@ def _same_type(written: str, canonical: str) -> bool:
 
 
 def _check_fields(arg: Arg, layout: StructLayout) -> None:
-    given = [name for name, _ in arg.fields]
+    for name, buffer in arg.pointers:
+        leaf = layout.leaf(name)
+        if leaf is not None and leaf.kind != "pointer":
+            raise KtxError(
+                f"arg {arg.name!r}: field {name} ({leaf.ctype}) is no pointer, yet names buffer {buffer!r}",
+                arg.where,
+                "a buffer's name fills a pointer field; give a number here",
+            )
+    given = [name for name, _ in arg.fields] + [name for name, _ in arg.pointers]
     known = [leaf.name for leaf in layout.leaves]
     unknown = [n for n in given if n not in known]
     if unknown:
@@ -235,7 +267,8 @@ def _check_fields(arg: Arg, layout: StructLayout) -> None:
 
 def struct_values(spec: Spec, env: Mapping[str, Value]) -> dict[str, dict[str, Any]]:
     """Each struct argument's field values at ``env`` (by field path), as a Python reference
-    sees them: numbers for a by-value struct (its bytes left to :func:`pack`); for an array of
+    sees them: numbers for a by-value struct (its bytes left to :func:`pack`), a pointer field
+    as the name of the buffer it points at (its values are in the inputs); for an array of
     structs, one array per field in the argument's shape, element ``i``'s value at ``[i]``."""
     out: dict[str, dict[str, Any]] = {}
     for arg in spec.args:
@@ -243,7 +276,8 @@ def struct_values(spec: Spec, env: Mapping[str, Value]) -> dict[str, dict[str, A
             continue
         elements = element_values(arg, env)
         if not arg.is_array:
-            out[arg.name] = elements[0]
+            # a pointer field as the name of the buffer it points at (the reference has it by name)
+            out[arg.name] = {**elements[0], **dict(arg.pointers)}
             continue
         dims = arg.dims(env)
         out[arg.name] = {name: np.array([e[name] for e in elements]).reshape(dims) for name, _ in arg.fields}

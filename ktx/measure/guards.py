@@ -137,7 +137,7 @@ def fault_message(spec: Spec, point: ShapePoint, found: Sequence[GuardViolation]
     what = "; ".join(v.message for v in found)
     if not original:
         return f"shape {point.name}: {what}"
-    args = {a.name: a for a in spec.args}
+    args = {a.name: a for a in spec.all_args}
     env = spec.env(point)
     extents = []
     for name in dict.fromkeys(v.name for v in found):
@@ -191,12 +191,13 @@ def run_guarded(
     candidate that writes to one corrupts only its own copy). Returns the outputs (views into
     the guarded allocations); raises :class:`GuardFault` when a guard changed."""
     poison = pattern(xp, guard_bytes())
-    buffers = {a.name: guarded_copy(a.name, pristine[a.name], poison, xp) for a in spec.args if a.is_array}
+    arrays = [a for a in spec.all_args if a.is_array]  # the [[buffers]] a struct points at too
+    buffers = {a.name: guarded_copy(a.name, pristine[a.name], poison, xp) for a in arrays}
     launch({name: buf.view for name, buf in buffers.items()})
     found = check(list(buffers.values()), poison, xp)
     if found:
         raise GuardFault(fault_message(spec, point, found, original), found)
-    outputs = {a.name: buffers[a.name].view for a in spec.args if a.is_output}
+    outputs = {a.name: buffers[a.name].view for a in spec.all_args if a.is_output}
     if original:
         unwritten = untouched_outputs(spec, pristine, outputs, xp)
         if unwritten:
@@ -224,7 +225,7 @@ def _confirm_unwritten(
         flipped[name] = (
             xp.bitwise_not(xp.ascontiguousarray(a).reshape(-1).view(xp.uint8)).view(a.dtype).reshape(a.shape)
         )
-    again = {a.name: guarded_copy(a.name, flipped[a.name], guard, xp) for a in spec.args if a.is_array}
+    again = {a.name: guarded_copy(a.name, flipped[a.name], guard, xp) for a in spec.all_args if a.is_array}
     launch({name: buf.view for name, buf in again.items()})
     return untouched_outputs(spec, flipped, {name: again[name].view for name in suspects}, xp)
 
@@ -240,7 +241,7 @@ def untouched_outputs(spec: Spec, pristine: Mapping[str, Any], got: Mapping[str,
     that :func:`run_guarded` confirms with a second launch before it calls it a spec error.
     """
     out = []
-    for arg in spec.args:
+    for arg in spec.all_args:
         if arg.role != "out" or arg.name not in got:
             continue
         after, before = got[arg.name], pristine[arg.name]
@@ -258,7 +259,7 @@ def untouched_outputs(spec: Spec, pristine: Mapping[str, Any], got: Mapping[str,
 def unwritten_message(spec: Spec, point: ShapePoint, names: Sequence[str]) -> str:
     """The spec error for outputs the original never wrote: which, the ``ktx.toml`` line of each,
     and the question to answer (is it an input?)."""
-    args = {a.name: a for a in spec.args}
+    args = {a.name: a for a in spec.all_args}
     parts = []
     for name in names:
         arg = args[name]

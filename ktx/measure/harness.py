@@ -164,9 +164,9 @@ class Harness:
         names = dict.fromkeys(
             expand(cand.name_expression, cand.env(self.spec, p)) for p in self._shapes(cand, point)
         )
+        source = self.spec.compile_source(cand.source)  # the prelude, where the spec has one
         return [
-            CompileRequest(cand.source, name, tuple(cand.flags), arch, self.spec.include_dirs)
-            for name in names
+            CompileRequest(source, name, tuple(cand.flags), arch, self.spec.include_dirs) for name in names
         ]
 
     def _reference_for(self, cand: Candidate) -> str:

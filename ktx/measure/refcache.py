@@ -39,6 +39,8 @@ def spec_digest(spec: Spec) -> str:
     h.update(spec.path.read_bytes() if spec.path.is_file() else str(spec.path).encode())
     h.update(b"\0")
     h.update(spec.source_text().encode())
+    h.update(b"\0")
+    h.update(spec.prelude.encode())  # a prelude file's text (a prelude_source is in the spec)
     if spec.reference.python:
         module = spec.reference.python.partition(":")[0]
         ref = spec.folder / f"{module.replace('.', '/')}.py"

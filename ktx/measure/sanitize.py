@@ -222,7 +222,8 @@ def launch_once(job: Mapping[str, Any]) -> str:
     cand = Candidate.from_dict(job["candidate"])
     limits = gpu.device_limits(measure_bandwidth=False)
     name = expand(cand.name_expression, cand.env(spec, point))
-    req = CompileRequest(cand.source, name, tuple(cand.flags), limits.cc, spec.include_dirs)
+    source = spec.compile_source(cand.source)
+    req = CompileRequest(source, name, tuple(cand.flags), limits.cc, spec.include_dirs)
     result = compile_kernel(req)
     if not result.ok:
         raise KtxError(f"{name} does not compile: {result.log[:2000]}", None)
@@ -232,7 +233,7 @@ def launch_once(job: Mapping[str, Any]) -> str:
     with stream:
         _, pristine = gpu._inputs(spec, point, 0)
         arrays = {a.name: pristine[a.name].copy() if a.is_output else pristine[a.name]
-                  for a in spec.args if a.is_array}  # fmt: skip
+                  for a in spec.all_args if a.is_array}  # fmt: skip
         # Said before the launch: under memcheck a faulting launch raises, and it still ran.
         print(
             f"{MARK} launching {name} grid={bound.grid} block={bound.block} shared={bound.shared}", flush=True

@@ -145,7 +145,7 @@ def seeded_inputs(
     env = spec.env(point)
     draws = Draws(seed, xp)
     arrays: dict[str, Any] = {}
-    for arg in spec.args:
+    for arg in spec.all_args:  # the [[buffers]] too
         if not arg.is_array:
             continue
         dims = arg.dims(env)
@@ -186,7 +186,7 @@ def python_reference(
     """Run the float64 reference on the decoded inputs; returns float64 outputs by name."""
     env = spec.env(point)
     decoded: dict[str, Any] = dict(struct_values(spec, env))  # a struct as {field path: value}
-    for arg in spec.args:
+    for arg in spec.all_args:
         # Pure outputs are what the reference computes: the device-side check does not copy
         # them to the host, so they are absent here (and a reference must not read them).
         if arg.is_array and not arg.is_struct and (arg.role != "out" or arg.name in inputs):
@@ -195,14 +195,14 @@ def python_reference(
     decoded.update({arg.name: None for arg in spec.args if arg.null})  # null pointers
     result = fn(decoded, dict(env))
     out: dict[str, Array] = {}
-    for arg in spec.args:
+    for arg in spec.all_args:
         if not arg.is_output:
             continue
         if arg.name not in result:
             raise KtxError(
                 f"python reference {spec.reference.python} returned no {arg.name!r}",
                 Location(str(spec.path)),
-                f"return a dict with keys {', '.join(a.name for a in spec.args if a.is_output)}",
+                f"return a dict with keys {', '.join(a.name for a in spec.all_args if a.is_output)}",
             )
         value = np.asarray(result[arg.name], dtype=np.float64)
         want = arg.dims(env)
@@ -277,6 +277,69 @@ def compare(
             result.rel_err,
         )
     return result
+
+
+def compare_output(
+    arg: Arg,
+    got: Mapping[str, Any],
+    want: Mapping[str, Any],
+    tol: Tolerance,
+    want_is_stored: bool,
+    spec: Spec,
+    xp: Any = np,
+) -> Comparison:
+    """:func:`compare` for output ``arg`` of ``got`` and ``want`` (every output by name), in
+    the order the spec asks (:attr:`Arg.order`). In order: element by element. As a multiset:
+    both sides are put in a canonical order first (sorted by value; within a row; or within the
+    group each element's value of the grouping output names, groups in key order), then compared
+    element by element under the same tolerance. So a candidate that writes the same values in
+    another order passes, and one that writes another multiset (a value lost, duplicated or
+    changed, or moved to another group) still fails."""
+    group = arg.order_group
+    if group is None:
+        return compare(arg, got[arg.name], want[arg.name], tol, want_is_stored, xp)
+    got_s, want_s = got[arg.name], want[arg.name]
+    got_v = decode(got_s, arg.dtype, xp)
+    want_v = decode(want_s, arg.dtype, xp) if want_is_stored else xp.asarray(want_s, dtype=xp.float64)
+    shape = tuple(got_s.shape)
+    if group == "row" and len(shape) > 1:
+        g_perm, w_perm = xp.argsort(got_v, axis=-1), xp.argsort(want_v, axis=-1)
+        got_c = xp.take_along_axis(got_s, g_perm, axis=-1)
+        want_c = xp.take_along_axis(want_s, w_perm, axis=-1)
+    elif group in ("*", "row"):
+        got_c = got_s.ravel()[xp.argsort(got_v.ravel())].reshape(shape)
+        want_c = xp.asarray(want_s).ravel()[xp.argsort(want_v.ravel())].reshape(shape)
+    else:
+        key = next(a for a in spec.all_args if a.name == group)
+        got_k = decode(got[group], key.dtype, xp)
+        want_k = (decode(want[group], key.dtype, xp) if want_is_stored
+                  else xp.asarray(want[group], dtype=xp.float64))  # fmt: skip
+        g_perm, w_perm = _grouped_order(got_k, got_v, xp), _grouped_order(want_k, want_v, xp)
+        if not bool(xp.array_equal(got_k.ravel()[g_perm], want_k.ravel()[w_perm])):
+            return Comparison(False, f"{arg.name}: its groups by {group} differ in size or key "
+                              f"(as multisets per {group})", math.inf, math.inf)  # fmt: skip
+        got_c = got_s.ravel()[g_perm].reshape(shape)
+        want_c = xp.asarray(want_s).ravel()[w_perm].reshape(shape)
+    result = compare(arg, got_c, want_c, tol, want_is_stored, xp)
+    if result.ok:
+        return result
+    return Comparison(False, f"{result.message} (compared as {arg.order}: positions after sorting)",
+                      result.max_abs_err, result.rel_err)  # fmt: skip
+
+
+def _grouped_order(keys: Any, values: Any, xp: Any) -> Any:
+    """A permutation of the flattened elements: by group key, then by value within a group. One
+    integer sort key (group index * n + value rank) works alike in numpy and cupy, with no
+    lexsort (cupy's takes no NaN); ties between equal values are in any order, which changes
+    nothing, as their values are equal."""
+    flat_v = values.ravel()
+    n = int(flat_v.size)
+    if n == 0:
+        return xp.zeros(0, dtype=xp.int64)
+    rank = xp.empty(n, dtype=xp.int64)
+    rank[xp.argsort(flat_v)] = xp.arange(n, dtype=xp.int64)
+    _, group = xp.unique(keys.ravel(), return_inverse=True)
+    return xp.argsort(group.ravel().astype(xp.int64) * n + rank)
 
 
 def _square_sum(a: Any, xp: Any) -> float:

@@ -183,9 +183,13 @@ def spec_context(spec: Spec) -> dict[str, Any]:
                 "value": None if a.value is None else str(a.value),
                 "dist": [a.dist.kind, [list(kv) for kv in a.dist.params]]
                 + ([[str(e) for e in a.dist.bounds]] if a.dist.bounds else []),  # int:LOW..HIGH
+                # order-free comparison, pointer fields: present only where a spec has them
+                **({"order": a.order} if a.order else {}),
+                **({"pointers": [list(p) for p in a.pointers]} if a.pointers else {}),
             }
-            for a in spec.args
+            for a in spec.all_args  # the [[buffers]] after the kernel's arguments
         ],
+        **({"prelude_sha256": hashlib.sha256(spec.prelude.encode()).hexdigest()} if spec.prelude else {}),
         "derived": [[n, str(e)] for n, e in spec.derived],
         "tolerance": [[n, [t.rtol, t.atol, repr(t.max_abs), t.ulp]] for n, t in spec.tolerance],
         "reference": reference,

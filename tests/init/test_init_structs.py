@@ -127,3 +127,54 @@ def test_a_pointer_to_a_cuda_vector_type_is_no_array_of_structs(tmp_path: Path) 
     )
     text = draft(tmp_path / "kernel.cu").text
     assert "fields." not in text and 'type = "float4"' not in text
+
+
+POINTER_KERNEL = r"""#include <cuda_runtime.h>
+struct ConvParams { int batch, dim; void* __restrict__ x_ptr; void* out_ptr; int* idx_ptr; };
+
+__global__ void conv(ConvParams params) {
+  int c = blockIdx.y * blockDim.x + threadIdx.x;
+  if (c >= params.dim) return;
+  float* x = reinterpret_cast<float*>(params.x_ptr) + blockIdx.x * params.dim;
+  float* out = reinterpret_cast<float*>(params.out_ptr) + blockIdx.x * params.dim;
+  out[c] = x[c] * 2.0f;
+}
+
+void launch(ConvParams& params, cudaStream_t s) {
+  dim3 grid(params.batch, (params.dim + 63) / 64);
+  conv<<<grid, 64, 0, s>>>(params);
+}
+"""
+
+
+def test_pointer_fields_are_drafted_as_buffers(tmp_path: Path) -> None:
+    """causal-conv1d's pattern: the struct holds the buffers. Each pointer field names a
+    ``[[buffers]]`` table drafted after the fields (its dtype, shape, role TODOs), and the names
+    are not taken for shape variables; filled in, the draft loads."""
+    (tmp_path / "kernel.cu").write_text(POINTER_KERNEL)
+    d = draft(tmp_path / "kernel.cu")
+    text = d.text
+    assert (
+        'fields.x_ptr = "x"' in text and 'fields.out_ptr = "out"' in text and 'fields.idx_ptr = "idx"' in text
+    )
+    assert text.splitlines().count("[[buffers]]") == 3
+    todo_block = 'name = "{}"  # TODO: see above\ndtype = "TODO"\nshape = "[TODO]"\nrole = "TODO"\n'
+    assert "[[buffers]]\n" + todo_block.format("out") in text
+    assert sum("points at a buffer, drafted as [[buffers]]" in t for t in d.todos) == 3
+    assert "\nx = " not in text and "\nout = " not in text  # no [vars] or shape variables
+    assert "# TODO: shape points: drafted while the extents or values of x, out, idx" in text
+    filled = (
+        text.replace('fields.batch = "TODO"', 'fields.batch = "b"')
+        .replace('fields.dim = "TODO"', 'fields.dim = "n"')
+        .replace('fields.idx_ptr = "idx"', 'fields.idx_ptr = "0"')  # a null pointer: no buffer
+        .replace("[[buffers]]\n" + todo_block.format("idx"), "")
+        .replace(todo_block.format("x"), 'name = "x"\ndtype = "fp32"\nshape = "[b, n]"\nrole = "in"\n')
+        .replace(todo_block.format("out"), 'name = "out"\ndtype = "fp32"\nshape = "[b, n]"\nrole = "out"\n')
+        .replace("default = [{}]", "default = [{ b = 2, n = 128 }]")
+        .replace('grid = ["TODO"]', 'grid = ["b", "(n + 63) // 64"]')
+    )
+    (tmp_path / "ktx.toml").write_text(filled)
+    spec = load_spec(tmp_path)
+    (params,) = spec.args
+    assert params.pointers == (("x_ptr", "x"), ("out_ptr", "out"))
+    assert [b.name for b in spec.buffers] == ["x", "out"]
