@@ -63,7 +63,11 @@ reaches the combination:
   squared deviations and the row can be kept (rule 0b);
 - ``block-size`` + ``row-registers`` on a block per row: a row fits in registers only with 2-4
   packs a thread (issue 23's hand variant at d=4096: 128-256 threads, not the launcher's 512),
-  so the thread count becomes a knob of the same round (BLOCK_*=0: the launch as written).
+  so the thread count becomes a knob of the same round (BLOCK_*=0: the launch as written);
+  and ``cluster-rows`` with them where its rule fires (under-filled decode shapes): the wide
+  row's hand variant is exactly ``block-size,cluster-rows,row-registers`` (CLUSTER=1: one block
+  a row). Added later instead, on top of row-registers, it reaches the same pipeline (the
+  passes' ordering edges run cluster-rows before row-registers), one round later.
 
 When no rule proposes a pass, the planner still tries every pass whose probe found a site in the
 kernel, in the order that composes (:func:`phases`: who owns a row, then vector width, then
@@ -486,7 +490,7 @@ def tried_on(context: PlanContext) -> frozenset[str]:
         extra = names - current
         # one extra pass, or a pass and its companions (:func:`companions`), planned together on
         # this pipeline: every one of them was searched here (a companion's off value included)
-        if current <= names and 1 <= len(extra) <= 2:
+        if current <= names and 1 <= len(extra) <= 3:
             out |= extra
     return frozenset(out)
 
@@ -524,12 +528,18 @@ def companions(context: PlanContext, name: str, tried: frozenset[str]) -> list[t
             out.append(("row-registers", "PACKS=0 is row-owner alone; the row then read once", False))
         elif _online(a) is not None and free("online"):
             out.append(("online", "ONLINE=0 is row-owner alone; the dependent pair in one pass", False))
-    elif name == "row-registers" and "row-owner" not in current and free("block-size"):
+    elif name == "row-registers" and "row-owner" not in current:
         probe = context.probe("block-size")
-        if probe is not None and probe.applies:
+        if free("block-size") and probe is not None and probe.applies:
             out.append(
                 ("block-size", "fewer threads give 2-4 packs a thread, the row in registers; 0 is the "
                  "launch as written", True)
+            )  # fmt: skip
+        probe = context.probe("cluster-rows")
+        if _cluster_rows(a) is not None and free("cluster-rows") and probe is not None and probe.applies:
+            out.append(
+                ("cluster-rows", "a wide row at decode over a cluster, each block's part in registers "
+                 "(issue 23's hand variant); CLUSTER=1 is one block a row", True)
             )  # fmt: skip
     return out
 

@@ -419,6 +419,10 @@ def test_a_block_norm_gets_row_registers_with_block_size_before_cluster_rows(cat
     plan = choose(context(make_analysis(facts, ms), cat, probes=probes))
     assert plan.names == ("block-size", "row-registers"), plan.rationale
     assert "with block-size in the same round (fewer threads give 2-4 packs a thread" in plan.rationale
+    # cluster-rows with a site: the wide-row hand variant's pipeline in the same round
+    clustered = [*probes, Probe("cluster-rows", 1, (("CLUSTER", (1, 2, 4, 8)),))]
+    plan = choose(context(make_analysis(facts, ms), cat, probes=clustered))
+    assert plan.names == ("block-size", "cluster-rows", "row-registers"), plan.rationale
     # no block-size site: row-registers alone
     alone = [Probe("block-size", 0, (), ("no site",)), Probe("row-registers", 1)]
     assert choose(context(make_analysis(facts, ms), cat, probes=alone)).names == ("row-registers",)

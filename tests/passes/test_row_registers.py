@@ -92,3 +92,37 @@ def test_every_config_compiles_for_sm90_without_spills() -> None:
                 spills.append(f"{stem} PACKS={packs}")
     assert built == 6 and not failed, "\n".join(failed)
     assert not spills, spills
+
+
+def test_the_heads_loads_are_all_issued_before_any_math() -> None:
+    """Issue 23's hand variant loads the row part and the weight in one go, then reduces. The
+    pass used to load each pack and do its math before the next guarded load, and the weight
+    after the first loop: three memory latencies before the barrier. Now one head issues every
+    load (row and weight), and the first loop's head takes the row from registers."""
+    two = apply(_source("rmsnorm"), "row-registers").instantiate({"PACKS": 2})
+    loads = "ktx_keep_in[ktx_k].load(input_row + i * VEC); ktx_keep_w[ktx_k].load(weight + i * VEC);"
+    assert loads in two
+    first_math = two.index("sum_sq += x * x;")
+    assert two.index(loads) < first_math
+    head = two[two.index(loads) : first_math]
+    assert "in = ktx_keep_in[ktx_k];" in head and "in.load(" not in head
+    # the rows' reads from memory: the prefetch, the rest loop of each of the two loops, the tails
+    assert two.count("in.load(input_row") == 2 and two.count("ktx_keep_in[ktx_k].load(") == 1
+
+
+def test_a_first_loop_that_stores_keeps_its_loads_in_place() -> None:
+    """fused_add_rmsnorm's first loop writes the residual row it read: a pack loaded early could
+    be one an earlier iteration stores, so only the weight (no statement writes it) goes first."""
+    two = apply(_source("fused_add_rmsnorm"), "row-registers").instantiate({"PACKS": 2})
+    early = "ktx_keep_w[ktx_k].load(weight + i * VEC);"
+    assert early in two and two.index(early) < two.index("res.load(residual_row + i * VEC);")
+    # a synthetic first loop that keeps its row and stores: the kept load stays in its body
+    src = _source("rmsnorm").replace(
+        "      sum_sq += x * x;\n    }\n  }",
+        "      sum_sq += x * x;\n    }\n    in.store(output_row + i * VEC);\n  }",
+        1,
+    )
+    assert src != _source("rmsnorm")
+    stored = apply(src, "row-registers").instantiate({"PACKS": 2})
+    assert "in.load(input_row + i * VEC); ktx_keep_in[ktx_k] = in;" in stored
+    assert "ktx_keep_in[ktx_k].load(" not in stored
