@@ -165,7 +165,7 @@ def _dry_run(folder: Path, rounds: int, shapes: str | None) -> tuple[Analysis, l
                 reason = probe.text()
             rows.append((name, verdict, reason))
         plan = planner.plan(context).plan
-        added = "" if plan.stop else plan.names[-1]
+        added = "" if plan.stop else ",".join(n for n in plan.names if n not in current.names)
         views.append(RoundView(index, current.pipeline, added, plan.rationale, tuple(rows)))
         if plan.stop:
             break

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Session 9, s9-rows: GPU evidence for issue 23 items 1-4 on ONE GPU, under 4 minutes (steps run
+# one after another, each capped, and skipped once the 230 s budget is spent).
+# From the repo root, with shared/llmc (or ../shared/llmc) carried:
+#   source scripts/gpu_env.sh && bash scripts/gpu_s9_rows.sh
+#   1 verify (no timing; ~70 s cap): every PACKS config of row-registers on rmsnorm and
+#     fused_add_rmsnorm, alone and after block-size at BLOCK_Y 1/4/8/32 (the loads-first head is
+#     new this session), and block-size,cluster-rows,row-registers at the wide-row points with
+#     the hand variant (tests/passes/test_row_registers_gpu.py -k every_packs,
+#     tests/passes/test_cluster_rows.py -k wide)                 -> verify_rows.log, verify_wide.log
+#   2 time (~45 s cap), each beside the original in the same ktx bench call, shapes `rows`
+#     (tokens=1,d=8192; tokens=1024,d=4096; tokens=4096,d=4096):
+#     rmsnorm block-size,row-registers at (BLOCK_Y, PACKS) = (8, 2) and (4, 4): issue 23's hand
+#     variant's form (one block a row, 2-4 packs a thread, weight loaded with the row);
+#     rmsnorm block-size,cluster-rows,row-registers at (4, 8, 1) and the hand cluster kernel
+#     (benchmarks/cluster_rows) at decode                        -> rms_*.txt, wide.txt, hand.txt
+#   3 the llm.c ladder, softmax only (benchmarks/llmc/run.py, rules planner, hand-written v7 /
+#     online8 benched beside; round 1 is now row-owner,online)   -> ladder/ (ladder.log)
+#   4 ktx optimize --planner rules of kernels/rmsnorm and kernels/fused_add_rmsnorm, shapes `rows`,
+#     --budget 40 each (round 1 is now block-size,cluster-rows,row-registers) -> rmsnorm/, ...
+# Results under $OUT (s9_rows.tgz). Exit status 0 when both verification logs end with rc=0.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/gpu_s9_rows_out}"
+mkdir -p "$OUT"
+PY="${PYTHON:-python3}"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
+export KTX_CACHE_DIR="${KTX_CACHE_DIR:-$OUT/cache}"
+LLMC="${LLMC:-shared/llmc}"
+[ -f "$LLMC/dev/cuda/common.h" ] || LLMC=../shared/llmc
+END=$((SECONDS + 230))
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader || true
+git log --oneline -1 2>/dev/null || true
+
+# cap S: S seconds, or what is left of the budget (0: skip the step)
+cap() { local left=$((END - SECONDS)); [ "$left" -lt "$1" ] && echo $((left > 0 ? left : 0)) || echo "$1"; }
+
+# bench NAME DIR SHAPES PIPELINE CONFIG... : one ktx bench call (the original timed beside it)
+bench() {
+  local name=$1 dir=$2 shapes=$3 passes=$4; shift 4
+  local t; t=$(cap 25)
+  [ "$t" -gt 5 ] || { echo "$name: skipped, budget spent"; return; }
+  local args=()
+  for c in "$@"; do args+=(--config "$c"); done
+  [ -n "$passes" ] && args+=(--passes "$passes")
+  timeout "$t" "$PY" -m ktx bench "$dir" "${args[@]}" --shapes "$shapes" --json "$OUT/$name.json" \
+    > "$OUT/$name.txt" 2>&1
+  echo "$name rc=$?"
+}
+
+# 1 verify
+t=$(cap 45)
+timeout "$t" "$PY" -m pytest -q -m gpu -p no:cacheprovider -p no:randomly \
+  tests/passes/test_row_registers_gpu.py -k every_packs > "$OUT/verify_rows.log" 2>&1
+echo "verify rows rc=$?" >> "$OUT/verify_rows.log"
+t=$(cap 25)
+timeout "$t" "$PY" -m pytest -q -m gpu -p no:cacheprovider -p no:randomly \
+  tests/passes/test_cluster_rows.py -k wide > "$OUT/verify_wide.log" 2>&1
+echo "verify wide rc=$?" >> "$OUT/verify_wide.log"
+
+# 2 time
+{
+  bench rms_Y8_P2 kernels/rmsnorm rows block-size,row-registers BLOCK_Y=8 PACKS=2
+  bench rms_Y4_P4 kernels/rmsnorm rows block-size,row-registers BLOCK_Y=4 PACKS=4
+  bench wide kernels/rmsnorm decode block-size,cluster-rows,row-registers BLOCK_Y=4 CLUSTER=8 PACKS=1
+  bench hand benchmarks/cluster_rows decode ""
+} > "$OUT/time.log" 2>&1
+
+# 3 the softmax ladder row (run.py kills what still runs at --budget + 45 s)
+t=$(cap 120)
+if [ "$t" -gt 60 ]; then
+  timeout "$t" "$PY" benchmarks/llmc/run.py --llmc "$LLMC" --kernels softmax_forward \
+    --budget $((t - 50)) --gpus 1 --out "$OUT/ladder" > "$OUT/ladder.log" 2>&1
+  echo "ladder rc=$?" >> "$OUT/ladder.log"
+else
+  echo "ladder: skipped, budget spent" > "$OUT/ladder.log"
+fi
+
+# 4 optimize the suite's norms at a fixed budget
+for k in rmsnorm fused_add_rmsnorm; do
+  t=$(cap 50)
+  if [ "$t" -gt 20 ]; then
+    timeout "$t" "$PY" -m ktx optimize "kernels/$k" --planner rules --shapes rows --budget $((t - 8)) \
+      --out "$OUT/$k" > "$OUT/$k.log" 2>&1
+    echo "$k rc=$?" >> "$OUT/$k.log"
+  else
+    echo "$k: skipped, budget spent" > "$OUT/$k.log"
+  fi
+done
+
+echo "== verify"; tail -3 "$OUT/verify_rows.log" "$OUT/verify_wide.log"
+echo "== time"; cat "$OUT/time.log"
+for f in "$OUT"/rms_Y*.txt "$OUT"/wide.txt "$OUT"/hand.txt; do
+  [ -f "$f" ] && { echo "== $(basename "$f" .txt)"; tail -8 "$f"; }
+done
+echo "== ladder"; cat "$OUT/ladder/results.md" 2>/dev/null || tail -20 "$OUT/ladder.log"
+for k in rmsnorm fused_add_rmsnorm; do echo "== optimize $k"; tail -12 "$OUT/$k.log"; done
+echo "wall ${SECONDS}s"
+tar -czf "$OUT/s9_rows.tgz" -C "$OUT" --exclude cache --exclude s9_rows.tgz . 2>/dev/null
+grep -q "rc=0" "$OUT/verify_rows.log" && grep -q "rc=0" "$OUT/verify_wide.log"
