@@ -3,18 +3,20 @@
 A normalisation with a block per row reads its row twice: a loop reduces it, a barrier
 publishes the sum, and a second loop with the same header loads the row again, with the weight,
 and writes. With ``PACKS = P`` (0, the original, by default) each thread's first ``P``
-iterations of both loops are peeled into fully unrolled heads: the first loop's head keeps the
-packs it loads in ``ktx_keep_<v>[P]``, the second loop's head takes them from there instead of
-loading again, and the second loop's loads of other ``const __restrict__`` memory (the weight)
-are issued right after the first loop, before the reduction, so that the barrier covers them::
+iterations of both loops are peeled into fully unrolled heads. A first head issues every load
+the heads need before any math: the row's packs into ``ktx_keep_<v>[P]`` (when the first loop
+stores nothing; else they stay in the first loop's head, copied as loaded) and the second loop's
+loads of other ``const __restrict__`` memory (the weight), so that one memory latency precedes
+the reduction, as in issue 23's hand variant. The first loop's head then reads the row from
+registers, and the second loop's head takes both from there instead of loading again::
 
     #pragma unroll
-    for (int ktx_k = 0; ktx_k < P; ++ktx_k) {       // head of the first loop
+    for (int ktx_k = 0; ktx_k < P; ++ktx_k) {       // loads first
       const int i = thread_id + ktx_k * num_threads;
-      if (i < num_packs) { Pack<T> in; in.load(...); ktx_keep_in[ktx_k] = in; ... }
+      if (i < num_packs) { ktx_keep_in[ktx_k].load(...); ktx_keep_w[ktx_k].load(...); }
     }
+    head of the first loop: Pack<T> in; in = ktx_keep_in[ktx_k]; ... the sum
     for (int i = thread_id + P * num_threads; ...) { ... }   // the rest, as written
-    (weight packs of the head loaded into ktx_keep_w[ktx_k])
     ... the reduction ...
     head of the second loop: in = ktx_keep_in[ktx_k]; w = ktx_keep_w[ktx_k]; the rest as written
 

@@ -199,11 +199,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shapes", default=None, help="shape set (default: the spec's)")
     ap.add_argument("--json", default="", help="write the rounds here")
     args = ap.parse_args(argv)
-    folders = [Path(f) for f in args.folders] or [ROOT / k for k in KERNELS]
+    folders = [Path(f) for f in args.folders] or [Path(k) for k in KERNELS]
     out: dict[str, Any] = {}
     for folder in folders:
         try:
-            analysis, views = dry_run(folder, args.rounds, args.shapes)
+            analysis, views = dry_run(
+                folder if folder.is_absolute() else ROOT / folder, args.rounds, args.shapes
+            )
         except (KtxError, OSError) as exc:
             print(f"== {folder}: cannot load ({str(exc).splitlines()[0][:300]})")
             out[str(folder)] = {"error": str(exc)[:300]}
