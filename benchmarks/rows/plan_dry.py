@@ -176,19 +176,26 @@ def _dry_run(folder: Path, rounds: int, shapes: str | None) -> tuple[Analysis, l
     return analysis, views
 
 
+def _cut(text: str, width: int) -> str:
+    """``text`` within ``width``: its head and its tail (a refusal's construct and line come last)."""
+    if len(text) <= width:
+        return text
+    return f"{text[: width // 3]} ... {text[-(width - width // 3 - 5) :]}"
+
+
 def report(folder: Path, analysis: Analysis, views: list[RoundView], width: int = 400) -> str:
     lines = [f"== {folder} ({analysis.kernel}): {analysis.bound}-bound (modelled)"]
     if analysis.facts.online_pairs:
         lines.append(f"   online pairs: {'; '.join(analysis.facts.online_pairs)}")
     if analysis.facts.online_refusals:
-        lines.append(f"   online refusals: {'; '.join(analysis.facts.online_refusals)[:width]}")
+        lines.append(f"   online refusals: {_cut('; '.join(analysis.facts.online_refusals), width)}")
     if analysis.facts.row_keep:
         lines.append(f"   row keep: {', '.join(analysis.facts.row_keep)}")
     for v in views:
         head = f"   round {v.round} on `{v.pipeline or '(original)'}`: "
-        lines.append(head + (f"propose {v.proposed}" if v.proposed else f"STOP: {v.rationale[:width]}"))
+        lines.append(head + (f"propose {v.proposed}" if v.proposed else f"STOP: {_cut(v.rationale, width)}"))
         for name, verdict, why in v.row_verdicts:
-            lines.append(f"      {name}: {verdict}{(' - ' + why[:width]) if why else ''}")
+            lines.append(f"      {name}: {verdict}{(' - ' + _cut(why, width)) if why else ''}")
     return "\n".join(lines)
 
 
