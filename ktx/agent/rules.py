@@ -57,17 +57,18 @@ the round's space holds the chosen pass alone and the combination, and a run wit
 round (llm.c's ladder: softmax's budget fitted round 1 only, and online was never tried) still
 reaches the combination:
 
-- ``row-owner`` + ``online`` (knob ONLINE) where the online rule fires: the dependent pair is
-  fused inside the round that gives the row its owner;
-- ``row-owner`` + ``row-registers`` (knob PACKS) instead, where the pair is a mean and its
-  squared deviations and the row can be kept (rule 0b);
+- ``row-owner`` + ``online`` (knob ONLINE, 2 values) where the online rule fires (a max and a
+  sum of exp, not the Welford pair, whose row-registers rule 0b goes first): the dependent pair
+  is fused inside the round that gives the row its owner;
 - ``block-size`` + ``row-registers`` on a block per row: a row fits in registers only with 2-4
   packs a thread (issue 23's hand variant at d=4096: 128-256 threads, not the launcher's 512),
-  so the thread count becomes a knob of the same round (BLOCK_*=0: the launch as written);
-  and ``cluster-rows`` with them where its rule fires (under-filled decode shapes): the wide
-  row's hand variant is exactly ``block-size,cluster-rows,row-registers`` (CLUSTER=1: one block
-  a row). Added later instead, on top of row-registers, it reaches the same pipeline (the
-  passes' ordering edges run cluster-rows before row-registers), one round later.
+  so the thread count becomes a knob of the same round (BLOCK_*=0: the launch as written).
+
+Not companions, on purpose: companions multiply the round's space, and a round gets about a
+dozen trials a shape. ``row-registers`` after ``row-owner`` (7 x 7 configs) and ``cluster-rows``
+with ``block-size,row-registers`` (7 x 4 x 4) come in the next round instead; ``cluster-rows``
+added on top of ``row-registers`` builds the wide-row hand variant's ``block-size,cluster-rows,
+row-registers`` (the passes' ordering edges run cluster-rows first).
 
 When no rule proposes a pass, the planner still tries every pass whose probe found a site in the
 kernel, in the order that composes (:func:`phases`: who owns a row, then vector width, then
@@ -524,9 +525,9 @@ def companions(context: PlanContext, name: str, tried: frozenset[str]) -> list[t
 
     out: list[tuple[str, str, bool]] = []
     if name == "row-owner":
-        if _rows_in_registers_first(a) is not None and free("row-registers"):
-            out.append(("row-registers", "PACKS=0 is row-owner alone; the row then read once", False))
-        elif _online(a) is not None and free("online"):
+        # not row-registers (llm.c layernorm): its 7 PACKS values times 7 THREADS_PER_ROW would
+        # leave a short round's dozen trials per shape thin over 49 configs; it comes next round
+        if _online(a) is not None and _rows_in_registers_first(a) is None and free("online"):
             out.append(("online", "ONLINE=0 is row-owner alone; the dependent pair in one pass", False))
     elif name == "row-registers" and "row-owner" not in current:
         probe = context.probe("block-size")
@@ -534,12 +535,6 @@ def companions(context: PlanContext, name: str, tried: frozenset[str]) -> list[t
             out.append(
                 ("block-size", "fewer threads give 2-4 packs a thread, the row in registers; 0 is the "
                  "launch as written", True)
-            )  # fmt: skip
-        probe = context.probe("cluster-rows")
-        if _cluster_rows(a) is not None and free("cluster-rows") and probe is not None and probe.applies:
-            out.append(
-                ("cluster-rows", "a wide row at decode over a cluster, each block's part in registers "
-                 "(issue 23's hand variant); CLUSTER=1 is one block a row", True)
             )  # fmt: skip
     return out
 

@@ -356,9 +356,9 @@ def test_a_sum_then_squared_deviations_gets_online_and_its_row_registers(catalog
     assert plan.names[-1] == "online", plan.rationale
     assert "a row sum and then the squared deviations from its mean" in plan.rationale
     assert "Welford's running (count, mean, M2)" in plan.rationale
-    # from the original, row-owner brings row-registers into its round (not online)
+    # from the original, row-owner comes alone (neither online nor row-registers with it)
     plan = choose(context(make_analysis(facts, ms), cat))
-    assert plan.names == ("row-owner", "row-registers"), plan.rationale
+    assert plan.names == ("row-owner",), plan.rationale
     # without a row to keep, online comes first
     nokeep = KernelFacts(**{**facts.__dict__, "row_keep": ()})
     plan = choose(context(make_analysis(nokeep, ms), cat, current=Plan((PassChoice("row-owner"),), "r1")))
@@ -419,10 +419,10 @@ def test_a_block_norm_gets_row_registers_with_block_size_before_cluster_rows(cat
     plan = choose(context(make_analysis(facts, ms), cat, probes=probes))
     assert plan.names == ("block-size", "row-registers"), plan.rationale
     assert "with block-size in the same round (fewer threads give 2-4 packs a thread" in plan.rationale
-    # cluster-rows with a site: the wide-row hand variant's pipeline in the same round
+    # cluster-rows with a site is not brought along (the round's space would be 7 x 4 x 4)
     clustered = [*probes, Probe("cluster-rows", 1, (("CLUSTER", (1, 2, 4, 8)),))]
     plan = choose(context(make_analysis(facts, ms), cat, probes=clustered))
-    assert plan.names == ("block-size", "cluster-rows", "row-registers"), plan.rationale
+    assert plan.names == ("block-size", "row-registers"), plan.rationale
     # no block-size site: row-registers alone
     alone = [Probe("block-size", 0, (), ("no site",)), Probe("row-registers", 1)]
     assert choose(context(make_analysis(facts, ms), cat, probes=alone)).names == ("row-registers",)

@@ -24,11 +24,12 @@ def _plan_dry() -> ModuleType:
 
 
 @pytest.mark.slow
-def test_rmsnorm_round_one_is_the_hand_variants_pipeline() -> None:
-    """One block a row with 2-4 packs a thread (block-size with row-registers) and the wide row
-    at decode over a cluster, in round 1; row-registers' probe names its loops and loads."""
-    analysis, views = _plan_dry().dry_run(ROOT / "kernels" / "rmsnorm", rounds=1)
-    assert views[0].proposed == "block-size,cluster-rows,row-registers", views[0].rationale
+def test_rmsnorm_rounds_build_the_hand_variants_pipelines() -> None:
+    """Round 1: one block a row with 2-4 packs a thread (block-size with row-registers); round 2:
+    the wide row at decode over a cluster on top of it; row-registers' probe names its loads."""
+    analysis, views = _plan_dry().dry_run(ROOT / "kernels" / "rmsnorm", rounds=2)
+    assert views[0].proposed == "block-size,row-registers", views[0].rationale
+    assert views[1].proposed == "cluster-rows", views[1].rationale
     verdicts = {p: (v, w) for p, v, w in views[0].row_verdicts}
     assert verdicts["row-registers"][0] == "propose"
     assert "in (kept), w (early)" in verdicts["row-registers"][1]
