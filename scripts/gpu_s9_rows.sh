@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Session 9, s9-rows: GPU evidence for issue 23 items 1-4 on ONE GPU, under 4 minutes (steps run
-# one after another, each capped, and skipped once the 230 s budget is spent).
-# From the repo root, with shared/llmc (or ../shared/llmc) carried:
-#   source scripts/gpu_env.sh && bash scripts/gpu_s9_rows.sh
+# Session 9, s9-rows: GPU evidence for issue 23 items 1-4 on ONE GPU. Two modes, each under 4
+# minutes (steps run one after another, each capped, skipped once the 230 s budget is spent):
+#   source scripts/gpu_env.sh && bash scripts/gpu_s9_rows.sh          # steps 1, 2, 4
+#   source scripts/gpu_env.sh && bash scripts/gpu_s9_rows.sh ladder   # step 3 alone
+# (the softmax ladder row needs most of 4 minutes by itself: its naive original takes ~40 ms a
+# launch at C=50257, and a round needs twice the originals' measuring time). With shared/llmc
+# (or ../shared/llmc) carried.
 #   1 verify (no timing; ~70 s cap): every PACKS config of row-registers on rmsnorm and
 #     fused_add_rmsnorm, alone and after block-size at BLOCK_Y 1/4/8/32 (the loads-first head is
 #     new this session), and block-size,cluster-rows,row-registers at the wide-row points with
@@ -14,10 +17,13 @@
 #     variant's form (one block a row, 2-4 packs a thread, weight loaded with the row);
 #     rmsnorm block-size,cluster-rows,row-registers at (4, 8, 1) and the hand cluster kernel
 #     (benchmarks/cluster_rows) at decode                        -> rms_*.txt, wide.txt, hand.txt
-#   3 the llm.c ladder, softmax only (benchmarks/llmc/run.py, rules planner, hand-written v7 /
-#     online8 benched beside; round 1 is now row-owner,online)   -> ladder/ (ladder.log)
+#   2b softmax v1 under row-owner,online at THREADS_PER_ROW=1024, ONLINE=1 (shapes ladder,
+#     verified against the Python reference)                     -> softmax_O1.txt
+#   3 (mode ladder) the llm.c ladder, softmax only (benchmarks/llmc/run.py --budget 185, rules
+#     planner, hand-written v7 / online8 benched beside; round 1 is now row-owner,online)
+#                                                                 -> ladder/ (ladder.log)
 #   4 ktx optimize --planner rules of kernels/rmsnorm and kernels/fused_add_rmsnorm, shapes `rows`,
-#     --budget 40 each (round 1 is now block-size,cluster-rows,row-registers) -> rmsnorm/, ...
+#     --budget ~40 each (round 1 is now block-size,row-registers, round 2 +cluster-rows) -> rmsnorm/, ...
 # Results under $OUT (s9_rows.tgz). Exit status 0 when both verification logs end with rc=0.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +35,7 @@ export PYTHONUNBUFFERED=1
 export KTX_CACHE_DIR="${KTX_CACHE_DIR:-$OUT/cache}"
 LLMC="${LLMC:-shared/llmc}"
 [ -f "$LLMC/dev/cuda/common.h" ] || LLMC=../shared/llmc
+MODE="${1:-main}"
 END=$((SECONDS + 230))
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader || true
 git log --oneline -1 2>/dev/null || true
@@ -39,15 +46,29 @@ cap() { local left=$((END - SECONDS)); [ "$left" -lt "$1" ] && echo $((left > 0 
 # bench NAME DIR SHAPES PIPELINE CONFIG... : one ktx bench call (the original timed beside it)
 bench() {
   local name=$1 dir=$2 shapes=$3 passes=$4; shift 4
-  local t; t=$(cap 25)
+  local t; t=$(cap "${BCAP:-25}")
   [ "$t" -gt 5 ] || { echo "$name: skipped, budget spent"; return; }
   local args=()
   for c in "$@"; do args+=(--config "$c"); done
   [ -n "$passes" ] && args+=(--passes "$passes")
-  timeout "$t" "$PY" -m ktx bench "$dir" "${args[@]}" --shapes "$shapes" --json "$OUT/$name.json" \
+  timeout "$t" "$PY" -m ktx bench "$dir" "${args[@]}" --shapes "$shapes" ${REF:+--reference "$REF"} \
+    --json "$OUT/$name.json" \
     > "$OUT/$name.txt" 2>&1
   echo "$name rc=$?"
 }
+
+if [ "$MODE" = ladder ]; then
+  # 3 the softmax ladder row (run.py kills what still runs at --budget + 45 s)
+  timeout 235 "$PY" benchmarks/llmc/run.py --llmc "$LLMC" --kernels softmax_forward \
+    --budget 185 --gpus 1 --out "$OUT/ladder" > "$OUT/ladder.log" 2>&1
+  echo "ladder rc=$?" >> "$OUT/ladder.log"
+  echo "== ladder"; cat "$OUT/ladder/results.md" 2>/dev/null || tail -20 "$OUT/ladder.log"
+  grep -h "round\|budget\|re-check" "$OUT"/ladder/*.log 2>/dev/null | tail -5
+  echo "wall ${SECONDS}s"
+  tar -czf "$OUT/s9_rows_ladder.tgz" -C "$OUT" --exclude cache --exclude '*.tgz' . 2>/dev/null
+  grep -q "ladder rc=0" "$OUT/ladder.log"
+  exit
+fi
 
 # 1 verify
 t=$(cap 45)
@@ -65,17 +86,21 @@ echo "verify wide rc=$?" >> "$OUT/verify_wide.log"
   bench rms_Y4_P4 kernels/rmsnorm rows block-size,row-registers BLOCK_Y=4 PACKS=4
   bench wide kernels/rmsnorm decode block-size,cluster-rows,row-registers BLOCK_Y=4 CLUSTER=8 PACKS=1
   bench hand benchmarks/cluster_rows decode ""
+  # 2b softmax v1, staged beside the llm.c file as run.py stages it
+  stage="$OUT/stage"
+  "$PY" - "$LLMC" "$stage" <<'PYEOF'
+import importlib.util, sys
+from pathlib import Path
+spec = importlib.util.spec_from_file_location("llmc_run", "benchmarks/llmc/run.py")
+run = importlib.util.module_from_spec(spec); sys.modules["llmc_run"] = run; spec.loader.exec_module(run)
+lad = next(l for l in run.LADDERS if l.name == "softmax_forward")
+print(run.stage(lad, lad.naive, run.llmc_cuda_dir(sys.argv[1]), Path(sys.argv[2])))
+PYEOF
+  # (row-owner alone, ONLINE=0, is session 8's ladder row: 28.5 / 492.7 / 2565.4 us on H200;
+  # the naive original takes ~40 ms a launch: the Python reference verifies instead)
+  BCAP=40 REF=python bench softmax_O1 "$stage/softmax_forward-v1" ladder row-owner,online \
+    THREADS_PER_ROW=1024 ONLINE=1
 } > "$OUT/time.log" 2>&1
-
-# 3 the softmax ladder row (run.py kills what still runs at --budget + 45 s)
-t=$(cap 120)
-if [ "$t" -gt 60 ]; then
-  timeout "$t" "$PY" benchmarks/llmc/run.py --llmc "$LLMC" --kernels softmax_forward \
-    --budget $((t - 50)) --gpus 1 --out "$OUT/ladder" > "$OUT/ladder.log" 2>&1
-  echo "ladder rc=$?" >> "$OUT/ladder.log"
-else
-  echo "ladder: skipped, budget spent" > "$OUT/ladder.log"
-fi
 
 # 4 optimize the suite's norms at a fixed budget
 for k in rmsnorm fused_add_rmsnorm; do
@@ -91,11 +116,10 @@ done
 
 echo "== verify"; tail -3 "$OUT/verify_rows.log" "$OUT/verify_wide.log"
 echo "== time"; cat "$OUT/time.log"
-for f in "$OUT"/rms_Y*.txt "$OUT"/wide.txt "$OUT"/hand.txt; do
+for f in "$OUT"/rms_Y*.txt "$OUT"/wide.txt "$OUT"/hand.txt "$OUT"/softmax_O*.txt; do
   [ -f "$f" ] && { echo "== $(basename "$f" .txt)"; tail -8 "$f"; }
 done
-echo "== ladder"; cat "$OUT/ladder/results.md" 2>/dev/null || tail -20 "$OUT/ladder.log"
 for k in rmsnorm fused_add_rmsnorm; do echo "== optimize $k"; tail -12 "$OUT/$k.log"; done
 echo "wall ${SECONDS}s"
-tar -czf "$OUT/s9_rows.tgz" -C "$OUT" --exclude cache --exclude s9_rows.tgz . 2>/dev/null
+tar -czf "$OUT/s9_rows.tgz" -C "$OUT" --exclude cache --exclude stage --exclude '*.tgz' . 2>/dev/null
 grep -q "rc=0" "$OUT/verify_rows.log" && grep -q "rc=0" "$OUT/verify_wide.log"
