@@ -1,30 +1,32 @@
 #!/usr/bin/env bash
-# Session 9, s9-rows: GPU evidence for issue 23 items 1-4 on ONE GPU. Two modes, each under 4
-# minutes (steps run one after another, each capped, skipped once the 230 s budget is spent):
-#   source scripts/gpu_env.sh && bash scripts/gpu_s9_rows.sh          # steps 1, 2, 4
-#   source scripts/gpu_env.sh && bash scripts/gpu_s9_rows.sh ladder   # step 3 alone
-# (the softmax ladder row needs most of 4 minutes by itself: its naive original takes ~40 ms a
-# launch at C=50257, and a round needs twice the originals' measuring time). With shared/llmc
-# (or ../shared/llmc) carried.
-#   1 verify (no timing; ~70 s cap): every PACKS config of row-registers on rmsnorm and
-#     fused_add_rmsnorm, alone and after block-size at BLOCK_Y 1/4/8/32 (the loads-first head is
-#     new this session), and block-size,cluster-rows,row-registers at the wide-row points with
-#     the hand variant (tests/passes/test_row_registers_gpu.py -k every_packs,
-#     tests/passes/test_cluster_rows.py -k wide)                 -> verify_rows.log, verify_wide.log
-#   2 time (~45 s cap), each beside the original in the same ktx bench call, shapes `rows`
-#     (tokens=1,d=8192; tokens=1024,d=4096; tokens=4096,d=4096):
-#     rmsnorm block-size,row-registers at (BLOCK_Y, PACKS) = (8, 2) and (4, 4): issue 23's hand
-#     variant's form (one block a row, 2-4 packs a thread, weight loaded with the row);
+# Session 9, s9-rows: GPU evidence for issue 23 items 1-4 on ONE GPU. Three modes, each one call
+# under 4 minutes (steps one after another, each capped, skipped once 230 s are spent). From the
+# repo root, with shared/llmc (or ../shared/llmc) carried:
+#   source scripts/gpu_env.sh && bash scripts/gpu_s9_rows.sh time     # (default) steps 2 and 4
+#   source scripts/gpu_env.sh && bash scripts/gpu_s9_rows.sh verify   # step 1
+#   source scripts/gpu_env.sh && bash scripts/gpu_s9_rows.sh ladder   # step 3
+# In order of value: time (the gains; every config ktx bench times is verified there too), then
+# ladder (the softmax row needs most of 4 minutes alone: its naive original takes ~40 ms a launch
+# at C=50257, and a round needs twice the originals' measuring time), then verify (exhaustive).
+#   1 verify (no timing): every PACKS config of row-registers on rmsnorm and fused_add_rmsnorm, alone
+#     and after block-size at BLOCK_Y 1/4/8/32 (the loads-first head is new this session), and
+#     block-size,cluster-rows,row-registers at the wide-row points with the hand variant
+#     (tests/passes/test_row_registers_gpu.py -k every_packs, tests/passes/test_cluster_rows.py -k
+#     wide)                                                       -> verify_rows.log, verify_wide.log
+#   2 time, each config beside the original in the same ktx bench call (verified there):
+#     rmsnorm block-size,row-registers at (BLOCK_Y, PACKS) = (8, 2) and (4, 4), shapes `rows`
+#     (tokens=1,d=8192; 1024,4096; 4096,4096): issue 23's hand variant's form (one block a row,
+#     2-4 packs a thread, the weight loaded with the row)          -> rms_Y*.txt
 #     rmsnorm block-size,cluster-rows,row-registers at (4, 8, 1) and the hand cluster kernel
-#     (benchmarks/cluster_rows) at decode                        -> rms_*.txt, wide.txt, hand.txt
-#   2b softmax v1 under row-owner,online at THREADS_PER_ROW=1024, ONLINE=1 (shapes ladder,
-#     verified against the Python reference)                     -> softmax_O1.txt
-#   3 (mode ladder) the llm.c ladder, softmax only (benchmarks/llmc/run.py --budget 185, rules
-#     planner, hand-written v7 / online8 benched beside; round 1 is now row-owner,online)
-#                                                                 -> ladder/ (ladder.log)
+#     (benchmarks/cluster_rows), shapes decode                    -> wide.txt, hand.txt
+#     softmax v1 under row-owner,online at THREADS_PER_ROW=1024, ONLINE=1, shapes ladder,
+#     verified against the Python reference                       -> softmax_O1.txt
 #   4 ktx optimize --planner rules of kernels/rmsnorm and kernels/fused_add_rmsnorm, shapes `rows`,
-#     --budget ~40 each (round 1 is now block-size,row-registers, round 2 +cluster-rows) -> rmsnorm/, ...
-# Results under $OUT (s9_rows.tgz). Exit status 0 when both verification logs end with rc=0.
+#     the time left split between them (round 1 is now block-size,row-registers; round 2 adds
+#     cluster-rows)                                               -> rmsnorm/, fused_add_rmsnorm/
+#   3 the llm.c ladder, softmax only (benchmarks/llmc/run.py --budget 185, rules planner,
+#     hand-written v7 / online8 benched beside; round 1 is now row-owner,online) -> ladder/
+# Results under $OUT (s9_rows_<mode>.tgz). Exit status 0 when the mode's checks passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu_s9_rows_out}"
@@ -35,7 +37,8 @@ export PYTHONUNBUFFERED=1
 export KTX_CACHE_DIR="${KTX_CACHE_DIR:-$OUT/cache}"
 LLMC="${LLMC:-shared/llmc}"
 [ -f "$LLMC/dev/cuda/common.h" ] || LLMC=../shared/llmc
-MODE="${1:-main}"
+MODE="${1:-time}"
+case "$MODE" in time|verify|ladder) ;; *) echo "usage: $0 [time|verify|ladder]" >&2; exit 2 ;; esac
 END=$((SECONDS + 230))
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader || true
 git log --oneline -1 2>/dev/null || true
@@ -46,7 +49,7 @@ cap() { local left=$((END - SECONDS)); [ "$left" -lt "$1" ] && echo $((left > 0 
 # bench NAME DIR SHAPES PIPELINE CONFIG... : one ktx bench call (the original timed beside it)
 bench() {
   local name=$1 dir=$2 shapes=$3 passes=$4; shift 4
-  local t; t=$(cap "${BCAP:-25}")
+  local t; t=$(cap "${BCAP:-30}")
   [ "$t" -gt 5 ] || { echo "$name: skipped, budget spent"; return; }
   local args=()
   for c in "$@"; do args+=(--config "$c"); done
@@ -62,23 +65,28 @@ if [ "$MODE" = ladder ]; then
   timeout 235 "$PY" benchmarks/llmc/run.py --llmc "$LLMC" --kernels softmax_forward \
     --budget 185 --gpus 1 --out "$OUT/ladder" > "$OUT/ladder.log" 2>&1
   echo "ladder rc=$?" >> "$OUT/ladder.log"
-  echo "== ladder"; cat "$OUT/ladder/results.md" 2>/dev/null || tail -20 "$OUT/ladder.log"
+  echo "== ladder"; cat "$OUT/ladder/results.md" 2>/dev/null || tail -n 20 "$OUT/ladder.log"
   grep -h "round\|budget\|re-check" "$OUT"/ladder/*.log 2>/dev/null | tail -5
   echo "wall ${SECONDS}s"
-  tar -czf "$OUT/s9_rows_ladder.tgz" -C "$OUT" --exclude cache --exclude '*.tgz' . 2>/dev/null
+  tar -czf "$OUT/s9_rows_ladder.tgz" -C "$OUT" --exclude cache --exclude stage --exclude '*.tgz' . 2>/dev/null
   grep -q "ladder rc=0" "$OUT/ladder.log"
   exit
 fi
 
-# 1 verify
-t=$(cap 45)
-timeout "$t" "$PY" -m pytest -q -m gpu -p no:cacheprovider -p no:randomly \
-  tests/passes/test_row_registers_gpu.py -k every_packs > "$OUT/verify_rows.log" 2>&1
-echo "verify rows rc=$?" >> "$OUT/verify_rows.log"
-t=$(cap 25)
-timeout "$t" "$PY" -m pytest -q -m gpu -p no:cacheprovider -p no:randomly \
-  tests/passes/test_cluster_rows.py -k wide > "$OUT/verify_wide.log" 2>&1
-echo "verify wide rc=$?" >> "$OUT/verify_wide.log"
+if [ "$MODE" = verify ]; then
+  # 1 verify
+  timeout "$(cap 170)" "$PY" -m pytest -q -m gpu -p no:cacheprovider -p no:randomly \
+    tests/passes/test_row_registers_gpu.py -k every_packs > "$OUT/verify_rows.log" 2>&1
+  echo "verify rows rc=$?" >> "$OUT/verify_rows.log"
+  timeout "$(cap 60)" "$PY" -m pytest -q -m gpu -p no:cacheprovider -p no:randomly \
+    tests/passes/test_cluster_rows.py -k wide > "$OUT/verify_wide.log" 2>&1
+  echo "verify wide rc=$?" >> "$OUT/verify_wide.log"
+  tail -n 4 "$OUT/verify_rows.log" "$OUT/verify_wide.log"
+  echo "wall ${SECONDS}s"
+  tar -czf "$OUT/s9_rows_verify.tgz" -C "$OUT" verify_rows.log verify_wide.log 2>/dev/null
+  grep -q "rows rc=0" "$OUT/verify_rows.log" && grep -q "wide rc=0" "$OUT/verify_wide.log"
+  exit
+fi
 
 # 2 time
 {
@@ -102,9 +110,9 @@ PYEOF
     THREADS_PER_ROW=1024 ONLINE=1
 } > "$OUT/time.log" 2>&1
 
-# 4 optimize the suite's norms at a fixed budget
+# 4 optimize the suite's norms at a fixed budget (the time left, split between the two)
 for k in rmsnorm fused_add_rmsnorm; do
-  t=$(cap 50)
+  if [ "$k" = rmsnorm ]; then t=$(((END - SECONDS) / 2)); else t=$((END - SECONDS)); fi
   if [ "$t" -gt 20 ]; then
     timeout "$t" "$PY" -m ktx optimize "kernels/$k" --planner rules --shapes rows --budget $((t - 8)) \
       --out "$OUT/$k" > "$OUT/$k.log" 2>&1
@@ -114,12 +122,11 @@ for k in rmsnorm fused_add_rmsnorm; do
   fi
 done
 
-echo "== verify"; tail -3 "$OUT/verify_rows.log" "$OUT/verify_wide.log"
 echo "== time"; cat "$OUT/time.log"
 for f in "$OUT"/rms_Y*.txt "$OUT"/wide.txt "$OUT"/hand.txt "$OUT"/softmax_O*.txt; do
-  [ -f "$f" ] && { echo "== $(basename "$f" .txt)"; tail -8 "$f"; }
+  [ -f "$f" ] && { echo "== $(basename "$f" .txt)"; tail -n 8 "$f"; }
 done
-for k in rmsnorm fused_add_rmsnorm; do echo "== optimize $k"; tail -12 "$OUT/$k.log"; done
+for k in rmsnorm fused_add_rmsnorm; do echo "== optimize $k"; tail -n 12 "$OUT/$k.log"; done
 echo "wall ${SECONDS}s"
-tar -czf "$OUT/s9_rows.tgz" -C "$OUT" --exclude cache --exclude stage --exclude '*.tgz' . 2>/dev/null
-grep -q "rc=0" "$OUT/verify_rows.log" && grep -q "rc=0" "$OUT/verify_wide.log"
+tar -czf "$OUT/s9_rows_time.tgz" -C "$OUT" --exclude cache --exclude stage --exclude '*.tgz' . 2>/dev/null
+grep -q "rms_Y8_P2 rc=0" "$OUT/time.log"
