@@ -490,8 +490,13 @@ def tried_on(context: PlanContext) -> frozenset[str]:
         names = set(_names(r.pipeline))
         extra = names - current
         # one extra pass, or a pass and its companions (:func:`companions`), planned together on
-        # this pipeline: every one of them was searched here (a companion's off value included)
+        # this pipeline: every one of them was searched here (a companion's off value included).
+        # A bundle that failed to build or search marks only the companions, so that the chosen
+        # pass is proposed again alone.
         if current <= names and 1 <= len(extra) <= 3:
+            chosen = re.search(r"; add ([\w-]+):", r.rationale)
+            if len(extra) > 1 and r.status.endswith("-failed") and chosen is not None:
+                extra = extra - {chosen.group(1)}
             out |= extra
     return frozenset(out)
 

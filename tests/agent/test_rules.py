@@ -163,9 +163,13 @@ def test_a_row_max_then_a_sum_of_exp_gets_online_after_row_owner(catalog: Catalo
     assert first.names == ("row-owner", "online"), first.rationale
     assert "with online in the same round (ONLINE=0 is row-owner alone" in first.rationale
     # that round searched both: the next one on the original proposes neither again
-    tried = RoundSummary(1, first.pipeline, "rules", "r", "no-gain", 1.0)
+    tried = RoundSummary(1, first.pipeline, "rules", first.rationale, "no-gain", 1.0)
     again = choose(context(make_analysis(facts, ms), cat, history=[tried]))
     assert "row-owner" not in again.names and "online" not in again.names, again.rationale
+    # a bundle that failed to build: row-owner comes back alone, without its companion
+    failed = RoundSummary(1, first.pipeline, "rules", first.rationale, "template-failed", None)
+    again = choose(context(make_analysis(facts, ms), cat, history=[failed]))
+    assert again.names == ("row-owner",), again.rationale
     current = Plan((PassChoice("row-owner"),), "r1")
     plan = choose(context(make_analysis(facts, ms), cat, current=current))
     assert plan.names == ("row-owner", "online")
