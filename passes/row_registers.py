@@ -190,6 +190,11 @@ _STORE = re.compile(r"\.\s*store\s*\(|\]\s*=[^=]|^\s*\*[^;]*=[^=]", re.MULTILINE
 _LOAD_ARG = re.compile(r"^\s*\w+\s*\.\s*load\s*\((.*)\)\s*;\s*$", re.DOTALL)
 
 
+def _guarded(ld: KeptLoad, load: str) -> str:
+    """``load`` under the ``if`` the loop's load sits in (FlashInfer's bounds guard), if any."""
+    return f"if {ld.guard} {{ {load} }}" if ld.guard else load
+
+
 def _first(source: bytes, k: RowKeep) -> str:
     """Keep arrays, a loads-first head, the first loop's head and its rest.
 
@@ -210,7 +215,7 @@ def _first(source: bytes, k: RowKeep) -> str:
             continue
         arg = _LOAD_ARG.match(source[ld.source.start_byte : ld.source.end_byte].decode())
         if hoist and arg is not None:
-            first_loads.append(f"{_keep_name(ld)}[ktx_k].load({arg.group(1).strip()});")
+            first_loads.append(_guarded(ld, f"{_keep_name(ld)}[ktx_k].load({arg.group(1).strip()});"))
             edits.append(
                 (ld.source.start_byte, ld.source.end_byte, f"{ld.source_variable} = {_keep_name(ld)}[ktx_k];")
             )
@@ -218,7 +223,9 @@ def _first(source: bytes, k: RowKeep) -> str:
             edits.append(
                 (ld.source.end_byte, ld.source.end_byte, f" {_keep_name(ld)}[ktx_k] = {ld.source_variable};")
             )
-    early = [f"{_keep_name(ld)}[ktx_k].load({ld.address});" for ld in k.loads if ld.kind == "early"]
+    early = [
+        _guarded(ld, f"{_keep_name(ld)}[ktx_k].load({ld.address});") for ld in k.loads if ld.kind == "early"
+    ]
     if first_loads or early:
         lines += _head(indent, k, f"{{ {' '.join(first_loads + early)} }}")
     lines += _head(indent, k, _body_with(source, k.first, edits))

@@ -57,6 +57,9 @@ class KeptLoad:
     source: ts.Node | None
     """``u.load(ADDR);`` in the first loop (``kept``), or None (``early``)."""
     source_variable: str = ""
+    guard: str = ""
+    """``(G)`` when the loads sit in ``if (G) { ... }`` (the same text in both loops), else empty:
+    FlashInfer's RMSNorm guards each pack by ``(i * num_threads + thread_id) * VEC_SIZE < d``."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,56 @@ def _load(module: Module, stmt: ts.Node) -> tuple[str, str, ts.Node] | None:
     return text(module, obj), "".join(text(module, args.named_children[0]).split()), args.named_children[0]
 
 
+def _loads_in(module: Module, body: ts.Node) -> list[tuple[ts.Node, str, tuple[str, str, ts.Node]]]:
+    """``(statement, guard, load)`` for each ``v.load(ADDR);`` at the body's top level, or in the
+    consequence of a top-level ``if (G)`` without ``else`` (guard: G's text with its parentheses)."""
+    out: list[tuple[ts.Node, str, tuple[str, str, ts.Node]]] = []
+    for st in body.named_children:
+        ld = _load(module, st)
+        if ld is not None:
+            out.append((st, "", ld))
+            continue
+        if st.type != "if_statement" or st.child_by_field_name("alternative") is not None:
+            continue
+        cond, cons = st.child_by_field_name("condition"), st.child_by_field_name("consequence")
+        if cond is None or cons is None:
+            continue
+        guard = " ".join(text(module, cond).split())
+        for c in cons.named_children if cons.type == "compound_statement" else [cons]:
+            ld = _load(module, c)
+            if ld is not None:
+                out.append((c, guard, ld))
+    return out
+
+
+def _read_only(module: Module, body: ts.Node, name: str) -> bool:
+    """``name`` is only read in ``body``: every use is inside a ``.load(...)`` argument or a
+    subscript that is not assigned to. A ``__restrict__`` pointer without ``const`` used so is
+    as read-only as a const one (FlashInfer's ``T* __restrict__ input``)."""
+    for n in walk(body):
+        if n.type != "identifier" or text(module, n) != name:
+            continue
+        up: ts.Node | None = n.parent
+        ok = False
+        while up is not None and up.id != body.id:
+            if up.type == "argument_list":
+                call = up.parent
+                fn = call.child_by_field_name("function") if call is not None else None
+                field = (
+                    fn.child_by_field_name("field")
+                    if fn is not None and fn.type == "field_expression"
+                    else None
+                )
+                ok = field is not None and text(module, field) == "load"
+                break
+            if up.type in ("assignment_expression", "update_expression", "declaration", "init_declarator"):
+                break
+            up = up.parent
+        if not ok:
+            return False
+    return True
+
+
 def _type_of(module: Module, body: ts.Node, name: str) -> str | None:
     for n in walk(body):
         if n.type != "declaration":
@@ -156,31 +209,28 @@ def row_keep(module: Module, fn: Function) -> RowKeep | str:
             b_body, a_body = second.child_by_field_name("body"), first.child_by_field_name("body")
             if b_body is None or a_body is None or b_body.type != "compound_statement":
                 continue
-            first_loads: dict[str, tuple[ts.Node, str]] = {}
-            for s in a_body.named_children:
-                ld = _load(module, s)
-                if ld is not None:
-                    first_loads[ld[1]] = (s, ld[0])
+            first_loads: dict[tuple[str, str], tuple[ts.Node, str]] = {}
+            for s, guard, ld in _loads_in(module, a_body):
+                first_loads[(ld[1], guard)] = (s, ld[0])
             found: list[KeptLoad] = []
-            for s in b_body.named_children:
-                ld = _load(module, s)
-                if ld is None:
-                    continue
+            for s, guard, ld in _loads_in(module, b_body):
                 v, addr, node = ld
                 names = {text(module, i) for i in identifiers(node)}
-                pointers = [rts[n] for n in names if n in rts]
-                if len(pointers) != 1 or not (pointers[0].const and pointers[0].restrict):
+                pointers = [(n, rts[n]) for n in names if n in rts]
+                if len(pointers) != 1 or not pointers[0][1].restrict:
+                    continue
+                if not (pointers[0][1].const or _read_only(module, body, pointers[0][0])):
                     continue
                 vt = _type_of(module, b_body, v)
                 if vt is None:
                     continue
-                if addr in first_loads:
-                    src, u = first_loads[addr]
+                if (addr, guard) in first_loads:
+                    src, u = first_loads[(addr, guard)]
                     if _type_of(module, a_body, u) != vt:
                         continue
-                    found.append(KeptLoad("kept", s, v, vt, text(module, node), src, u))
+                    found.append(KeptLoad("kept", s, v, vt, text(module, node), src, u, guard))
                 else:
-                    found.append(KeptLoad("early", s, v, vt, text(module, node), None))
+                    found.append(KeptLoad("early", s, v, vt, text(module, node), None, "", guard))
             if found:
                 return RowKeep(first, second, ha[1], ha[0], ha[2], ha[3], ha[4], tuple(found))
     return (
