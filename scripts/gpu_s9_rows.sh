@@ -21,6 +21,8 @@
 #     (benchmarks/cluster_rows), shapes decode                    -> wide.txt, hand.txt
 #     softmax v1 under row-owner,online at THREADS_PER_ROW=1024, ONLINE=1, shapes ladder,
 #     verified against the Python reference                       -> softmax_O1.txt
+#     real code: FlashInfer RMSNormKernel under row-registers PACKS=1 (the row and the weight read
+#     once, loads first), its default shapes (needs benchmarks/realcode/src) -> fi_P1.txt
 #   4 ktx optimize --planner rules of kernels/rmsnorm and kernels/fused_add_rmsnorm, shapes `rows`,
 #     the time left split between them (round 1 is now block-size,row-registers; round 2 adds
 #     cluster-rows)                                               -> rmsnorm/, fused_add_rmsnorm/
@@ -108,6 +110,13 @@ PYEOF
   # the naive original takes ~40 ms a launch: the Python reference verifies instead)
   BCAP=40 REF=python bench softmax_O1 "$stage/softmax_forward-v1" ladder row-owner,online \
     THREADS_PER_ROW=1024 ONLINE=1
+  # real code: FlashInfer's RMSNormKernel (its guarded packs are kept since this session); needs
+  # benchmarks/realcode/src carried (benchmarks/realcode/fetch.py)
+  if [ -d benchmarks/realcode/src/flashinfer ]; then
+    bench fi_P1 benchmarks/realcode/flashinfer__RMSNormKernel default row-registers PACKS=1
+  else
+    echo "fi_P1: skipped, benchmarks/realcode/src not carried"
+  fi
 } > "$OUT/time.log" 2>&1
 
 # 4 optimize the suite's norms at a fixed budget (the time left, split between the two)
@@ -123,7 +132,7 @@ for k in rmsnorm fused_add_rmsnorm; do
 done
 
 echo "== time"; cat "$OUT/time.log"
-for f in "$OUT"/rms_Y*.txt "$OUT"/wide.txt "$OUT"/hand.txt "$OUT"/softmax_O*.txt; do
+for f in "$OUT"/rms_Y*.txt "$OUT"/wide.txt "$OUT"/hand.txt "$OUT"/softmax_O*.txt "$OUT"/fi_P1.txt; do
   [ -f "$f" ] && { echo "== $(basename "$f" .txt)"; tail -n 8 "$f"; }
 done
 for k in rmsnorm fused_add_rmsnorm; do echo "== optimize $k"; tail -n 12 "$OUT/$k.log"; done
