@@ -3,18 +3,20 @@
 A normalisation with a block per row reads its row twice: a loop reduces it, a barrier
 publishes the sum, and a second loop with the same header loads the row again, with the weight,
 and writes. With ``PACKS = P`` (0, the original, by default) each thread's first ``P``
-iterations of both loops are peeled into fully unrolled heads: the first loop's head keeps the
-packs it loads in ``ktx_keep_<v>[P]``, the second loop's head takes them from there instead of
-loading again, and the second loop's loads of other ``const __restrict__`` memory (the weight)
-are issued right after the first loop, before the reduction, so that the barrier covers them::
+iterations of both loops are peeled into fully unrolled heads. A first head issues every load
+the heads need before any math: the row's packs into ``ktx_keep_<v>[P]`` (when the first loop
+stores nothing; else they stay in the first loop's head, copied as loaded) and the second loop's
+loads of other ``const __restrict__`` memory (the weight), so that one memory latency precedes
+the reduction, as in issue 23's hand variant. The first loop's head then reads the row from
+registers, and the second loop's head takes both from there instead of loading again::
 
     #pragma unroll
-    for (int ktx_k = 0; ktx_k < P; ++ktx_k) {       // head of the first loop
+    for (int ktx_k = 0; ktx_k < P; ++ktx_k) {       // loads first
       const int i = thread_id + ktx_k * num_threads;
-      if (i < num_packs) { Pack<T> in; in.load(...); ktx_keep_in[ktx_k] = in; ... }
+      if (i < num_packs) { ktx_keep_in[ktx_k].load(...); ktx_keep_w[ktx_k].load(...); }
     }
+    head of the first loop: Pack<T> in; in = ktx_keep_in[ktx_k]; ... the sum
     for (int i = thread_id + P * num_threads; ...) { ... }   // the rest, as written
-    (weight packs of the head loaded into ktx_keep_w[ktx_k])
     ... the reduction ...
     head of the second loop: in = ktx_keep_in[ktx_k]; w = ktx_keep_w[ktx_k]; the rest as written
 
@@ -33,6 +35,7 @@ is read from memory once.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -70,7 +73,21 @@ class RowRegisters(Pass[RowRegistersSite]):
             "packs (elements, on scalar rows) a thread keeps in registers from the first loop to later ones",
         ),
     )
-    after = ("expose", "block-size", "vectorize", "unroll", "tile", "cache-hints", "fast-math", "hoist")
+    #: ``cluster-rows`` first: its interleaved row loops (rank x threads + thread, stride
+    #: cluster x threads) are the loops whose heads this pass peels. Run the other way round, the
+    #: heads' ``k x threads`` strides were not interleaved and the blocks of a cluster summed
+    #: the same packs (``row-registers,cluster-rows`` on kernels/rmsnorm, session 9).
+    after = (
+        "expose",
+        "block-size",
+        "vectorize",
+        "unroll",
+        "tile",
+        "cache-hints",
+        "fast-math",
+        "hoist",
+        "cluster-rows",
+    )
 
     def sites(self, target: Target) -> Iterator[RowRegistersSite | Skip]:
         fn = target.kernel
@@ -168,20 +185,51 @@ def _rest(source: bytes, loop: ts.Node, k: RowKeep | ScalarKeep) -> str:
     return _loop_text(source, loop, f"({k.init}) + {MACRO} * ({k.step})")
 
 
+#: A store in a loop body: a ``.store(`` call, or an assignment through a subscript or a pointer.
+_STORE = re.compile(r"\.\s*store\s*\(|\]\s*=[^=]|^\s*\*[^;]*=[^=]", re.MULTILINE)
+_LOAD_ARG = re.compile(r"^\s*\w+\s*\.\s*load\s*\((.*)\)\s*;\s*$", re.DOTALL)
+
+
+def _guarded(ld: KeptLoad, load: str) -> str:
+    """``load`` under the ``if`` the loop's load sits in (FlashInfer's bounds guard), if any."""
+    return f"if {ld.guard} {{ {load} }}" if ld.guard else load
+
+
 def _first(source: bytes, k: RowKeep) -> str:
+    """Keep arrays, a loads-first head, the first loop's head and its rest.
+
+    The loads-first head issues every pack the head will need before any math: the weight (no
+    statement writes it: always) and, when the first loop stores nothing, the row's own packs,
+    which the first loop's head then copies from registers. Emitted after the first loop (as
+    before session 9), the weight loads waited for the row's sum, and each row pack's math
+    waited for its load before the next guarded load issued: three memory latencies before the
+    reduction where issue 23's hand variant pays one (PTX of kernels/rmsnorm at PACKS=2)."""
     indent = syntax.indentation(source, k.first.start_byte)
     lines = [f"{indent}{ld.type} {_keep_name(ld)}[{MACRO}];" for ld in k.loads]
-    edits = [
-        (ld.source.end_byte, ld.source.end_byte, f" {_keep_name(ld)}[ktx_k] = {ld.source_variable};")
-        for ld in k.loads
-        if ld.source is not None
+    body = source[k.first.start_byte : k.first.end_byte].decode()
+    hoist = not _STORE.search(body)
+    first_loads: list[str] = []
+    edits: list[tuple[int, int, str]] = []
+    for ld in k.loads:
+        if ld.source is None:
+            continue
+        arg = _LOAD_ARG.match(source[ld.source.start_byte : ld.source.end_byte].decode())
+        if hoist and arg is not None:
+            first_loads.append(_guarded(ld, f"{_keep_name(ld)}[ktx_k].load({arg.group(1).strip()});"))
+            edits.append(
+                (ld.source.start_byte, ld.source.end_byte, f"{ld.source_variable} = {_keep_name(ld)}[ktx_k];")
+            )
+        else:
+            edits.append(
+                (ld.source.end_byte, ld.source.end_byte, f" {_keep_name(ld)}[ktx_k] = {ld.source_variable};")
+            )
+    early = [
+        _guarded(ld, f"{_keep_name(ld)}[ktx_k].load({ld.address});") for ld in k.loads if ld.kind == "early"
     ]
+    if first_loads or early:
+        lines += _head(indent, k, f"{{ {' '.join(first_loads + early)} }}")
     lines += _head(indent, k, _body_with(source, k.first, edits))
     lines.append(_rest(source, k.first, k))
-    early = [ld for ld in k.loads if ld.kind == "early"]
-    if early:
-        loads = " ".join(f"{_keep_name(ld)}[ktx_k].load({ld.address});" for ld in early)
-        lines += _head(indent, k, f"{{ {loads} }}")
     return "\n".join(lines)
 
 

@@ -28,11 +28,13 @@ index, stays correct).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import tree_sitter as ts
 from ktx.ir.access import roots
+from ktx.ir.memref import Root
 from ktx.ir.nodes import Function
 from ktx.ir.syntax import identifiers, memory_writes, text, walk
 
@@ -55,6 +57,9 @@ class KeptLoad:
     source: ts.Node | None
     """``u.load(ADDR);`` in the first loop (``kept``), or None (``early``)."""
     source_variable: str = ""
+    guard: str = ""
+    """``(G)`` when the loads sit in ``if (G) { ... }`` (the same text in both loops), else empty:
+    FlashInfer's RMSNorm guards each pack by ``(i * num_threads + thread_id) * VEC_SIZE < d``."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,56 @@ def _load(module: Module, stmt: ts.Node) -> tuple[str, str, ts.Node] | None:
     return text(module, obj), "".join(text(module, args.named_children[0]).split()), args.named_children[0]
 
 
+def _loads_in(module: Module, body: ts.Node) -> list[tuple[ts.Node, str, tuple[str, str, ts.Node]]]:
+    """``(statement, guard, load)`` for each ``v.load(ADDR);`` at the body's top level, or in the
+    consequence of a top-level ``if (G)`` without ``else`` (guard: G's text with its parentheses)."""
+    out: list[tuple[ts.Node, str, tuple[str, str, ts.Node]]] = []
+    for st in body.named_children:
+        ld = _load(module, st)
+        if ld is not None:
+            out.append((st, "", ld))
+            continue
+        if st.type != "if_statement" or st.child_by_field_name("alternative") is not None:
+            continue
+        cond, cons = st.child_by_field_name("condition"), st.child_by_field_name("consequence")
+        if cond is None or cons is None:
+            continue
+        guard = " ".join(text(module, cond).split())
+        for c in cons.named_children if cons.type == "compound_statement" else [cons]:
+            ld = _load(module, c)
+            if ld is not None:
+                out.append((c, guard, ld))
+    return out
+
+
+def _read_only(module: Module, body: ts.Node, name: str) -> bool:
+    """``name`` is only read in ``body``: every use is inside a ``.load(...)`` argument or a
+    subscript that is not assigned to. A ``__restrict__`` pointer without ``const`` used so is
+    as read-only as a const one (FlashInfer's ``T* __restrict__ input``)."""
+    for n in walk(body):
+        if n.type != "identifier" or text(module, n) != name:
+            continue
+        up: ts.Node | None = n.parent
+        ok = False
+        while up is not None and up.id != body.id:
+            if up.type == "argument_list":
+                call = up.parent
+                fn = call.child_by_field_name("function") if call is not None else None
+                field = (
+                    fn.child_by_field_name("field")
+                    if fn is not None and fn.type == "field_expression"
+                    else None
+                )
+                ok = field is not None and text(module, field) == "load"
+                break
+            if up.type in ("assignment_expression", "update_expression", "declaration", "init_declarator"):
+                break
+            up = up.parent
+        if not ok:
+            return False
+    return True
+
+
 def _type_of(module: Module, body: ts.Node, name: str) -> str | None:
     for n in walk(body):
         if n.type != "declaration":
@@ -154,31 +209,28 @@ def row_keep(module: Module, fn: Function) -> RowKeep | str:
             b_body, a_body = second.child_by_field_name("body"), first.child_by_field_name("body")
             if b_body is None or a_body is None or b_body.type != "compound_statement":
                 continue
-            first_loads: dict[str, tuple[ts.Node, str]] = {}
-            for s in a_body.named_children:
-                ld = _load(module, s)
-                if ld is not None:
-                    first_loads[ld[1]] = (s, ld[0])
+            first_loads: dict[tuple[str, str], tuple[ts.Node, str]] = {}
+            for s, guard, ld in _loads_in(module, a_body):
+                first_loads[(ld[1], guard)] = (s, ld[0])
             found: list[KeptLoad] = []
-            for s in b_body.named_children:
-                ld = _load(module, s)
-                if ld is None:
-                    continue
+            for s, guard, ld in _loads_in(module, b_body):
                 v, addr, node = ld
                 names = {text(module, i) for i in identifiers(node)}
-                pointers = [rts[n] for n in names if n in rts]
-                if len(pointers) != 1 or not (pointers[0].const and pointers[0].restrict):
+                pointers = [(n, rts[n]) for n in names if n in rts]
+                if len(pointers) != 1 or not pointers[0][1].restrict:
+                    continue
+                if not (pointers[0][1].const or _read_only(module, body, pointers[0][0])):
                     continue
                 vt = _type_of(module, b_body, v)
                 if vt is None:
                     continue
-                if addr in first_loads:
-                    src, u = first_loads[addr]
+                if (addr, guard) in first_loads:
+                    src, u = first_loads[(addr, guard)]
                     if _type_of(module, a_body, u) != vt:
                         continue
-                    found.append(KeptLoad("kept", s, v, vt, text(module, node), src, u))
+                    found.append(KeptLoad("kept", s, v, vt, text(module, node), src, u, guard))
                 else:
-                    found.append(KeptLoad("early", s, v, vt, text(module, node), None))
+                    found.append(KeptLoad("early", s, v, vt, text(module, node), None, "", guard))
             if found:
                 return RowKeep(first, second, ha[1], ha[0], ha[2], ha[3], ha[4], tuple(found))
     return (
@@ -252,12 +304,55 @@ def _counter_offset(index: str, var: str) -> bool:
     return False
 
 
-def _stores(module: Module, node: ts.Node) -> list[tuple[ts.Node, tuple[str, str] | None]]:
+def _global_write(module: Module, rts: Mapping[str, Root] | None, target: ts.Node) -> bool:
+    """Whether a write to ``target`` may reach global memory, where the kept rows live.
+
+    A field or element of a local value (``mean_var.x += xi``, ``itemf[i][0] = f0``: ggml's
+    norm_f32, exllamav2) is a register, and a ``__shared__`` array cannot alias a global row
+    (the reduction between a norm's loops writes one: FlashInfer's RMSNorm). Anything reached
+    through a pointer whose root is global or unknown is a store to memory."""
+    if rts is None:
+        return True
+    base, through_pointer = target, False
+    while base.type in ("subscript_expression", "field_expression", "pointer_expression",
+                        "parenthesized_expression"):  # fmt: skip
+        op = base.child_by_field_name("operator") if base.type == "field_expression" else None
+        if base.type == "pointer_expression" or (op is not None and text(module, op) == "->"):
+            through_pointer = True
+        inner = base.child_by_field_name("argument")
+        if inner is None:
+            inner = base.named_children[0] if base.named_children else None
+        if inner is None:
+            return True
+        base = inner
+    if base.type != "identifier":
+        return True
+    root = rts.get(text(module, base))
+    if root is None:
+        return through_pointer
+    return root.space != "shared"
+
+
+def _stores(
+    module: Module, node: ts.Node, rts: Mapping[str, Root] | None = None
+) -> list[tuple[ts.Node, tuple[str, str] | None]]:
+    """Stores under ``node`` that may reach global memory (all of them when ``rts`` is None),
+    each with its ``(pointer, index)`` when it is ``p[e]``."""
     out: list[tuple[ts.Node, tuple[str, str] | None]] = []
     for w in memory_writes(module, node):
         t = w.child_by_field_name("left") or w.child_by_field_name("argument")
+        if t is not None and not _global_write(module, rts, t):
+            continue
         out.append((w, _subscript(module, t) if t is not None else None))
     return out
+
+
+#: Calls that touch no global memory: warp shuffles and votes, barriers, casts.
+_SYNC = re.compile(
+    r"^(__)?(shfl(_xor|_up|_down)?_sync|syncthreads(_count|_and|_or)?|syncwarp|reduce_\w+_sync)$"
+    # and function-style casts, float(d)
+    r"|^(float|double|int|unsigned|half|bool|u?int(8|16|32|64)_t|size_t)$"
+)
 
 
 def _calls_only_math(module: Module, node: ts.Node) -> bool:
@@ -265,12 +360,19 @@ def _calls_only_math(module: Module, node: ts.Node) -> bool:
         if n.type == "call_expression":
             f = n.child_by_field_name("function")
             name = text(module, f) if f is not None else ""
-            if not (name.startswith("ktx_") or _MATH.match(name)):
+            name = name.rsplit("::", 1)[-1]  # math::rsqrt, math::shfl_xor_sync (FlashInfer)
+            if not (name.startswith("ktx_") or _MATH.match(name) or _SYNC.match(name)):
                 return False
     return True
 
 
-def _scalar_keep(module: Module, fn: Function, loops: list[ts.Node], a: int) -> ScalarKeep | None:
+def _line(node: ts.Node) -> int:
+    return node.start_point[0] + 1
+
+
+def _scalar_keep(module: Module, fn: Function, loops: list[ts.Node], a: int) -> ScalarKeep | str | None:
+    """The scalar rows of ``loops[a]`` and the later loops with its header; None when no later
+    loop shares the header (no pair), else why the pair cannot keep its row (construct, line)."""
     first = loops[a]
     ha = _header(module, first)
     if ha is None:
@@ -281,14 +383,19 @@ def _scalar_keep(module: Module, fn: Function, loops: list[ts.Node], a: int) -> 
     ]
     var = ha[1]
     bodies = [x.child_by_field_name("body") for x in (first, *seconds)]
-    if not seconds or any(b is None or b.type != "compound_statement" for b in bodies):
+    if not seconds:
         return None
+    pair = f"loops at line {_line(first)} and line {_line(seconds[0])}"
+    if any(b is None or b.type != "compound_statement" for b in bodies):
+        return f"{pair}: a body is not a braced block"
     for n in walk(first):
         if n.type in ("break_statement", "continue_statement", "return_statement", "goto_statement"):
-            return None
-    first_stores = _stores(module, first)
-    if any(sub is None or not _counter_offset(sub[1], var) for _, sub in first_stores):
-        return None
+            return f"{pair}: the first loop leaves early ({n.type.split('_')[0]} at line {_line(n)})"
+    rts = roots(module, fn)
+    first_stores = _stores(module, first, rts)
+    for st, sub in first_stores:
+        if sub is None or not _counter_offset(sub[1], var):
+            return f"{pair}: the first loop stores off the counter's index (line {_line(st)})"
     # between the first loop and the last later loop: no store, no call but math and ktx_ helpers
     parent = first.parent
     assert parent is not None
@@ -297,21 +404,25 @@ def _scalar_keep(module: Module, fn: Function, loops: list[ts.Node], a: int) -> 
     for st in parent.named_children:
         if st.start_byte <= first.end_byte or st.start_byte >= last.start_byte or st.id in second_ids:
             continue
-        if memory_writes(module, st) or not _calls_only_math(module, st):
-            return None
+        if _stores(module, st, rts):
+            return f"{pair}: a store between the loops (line {_line(st)})"
+        if not _calls_only_math(module, st):
+            return (
+                f"{pair}: a call between the loops that is not math (line {_line(st)}: "
+                f"{' '.join(text(module, st).split())[:60]}); its effects on memory are not known"
+            )
     later_written: set[str] = set()
     for b in seconds:
-        for _, sub in _stores(module, b):
+        for st, sub in _stores(module, b, rts):
             if sub is None or not _counter_offset(sub[1], var):
-                return None
+                return f"{pair}: a later loop stores off the counter's index (line {_line(st)})"
             later_written.add(sub[0])
         for n in walk(b):
             if n.type in ("break_statement", "continue_statement", "return_statement", "goto_statement"):
-                return None
+                return f"{pair}: a later loop leaves early ({n.type.split('_')[0]} at line {_line(n)})"
     in_first = {f"{sub[0]}[{sub[1]}]" for n in walk(first) if (sub := _subscript(module, n)) is not None}
-    rts = roots(module, fn)
     body = module.node(fn.body)
-    written_anywhere = {sub[0] for _, sub in _stores(module, body) if sub is not None}
+    written_anywhere = {sub[0] for _, sub in _stores(module, body, rts) if sub is not None}
     declared_before = {p.name for p in fn.params} | {
         text(module, i)
         for d in walk(body)
@@ -338,7 +449,11 @@ def _scalar_keep(module: Module, fn: Function, loops: list[ts.Node], a: int) -> 
                 found[key] = (kind, text(module, n), sub[0], root.element_type, [])
             found[key][4].append(n)
     if not any(v[0] == "kept" for v in found.values()):
-        return None
+        return (
+            f"{pair}: no element the later loops read is one the first loop read from a global row "
+            "they do not write (a row the loops write in place, or through pointers not known to "
+            "be apart, is read again)"
+        )
     loads = tuple(ScalarLoad(k, e, p, t, tuple(r)) for k, e, p, t, r in found.values())  # type: ignore[arg-type]
     fb = bodies[0]
     assert fb is not None
@@ -364,6 +479,7 @@ def row_keeps(module: Module, fn: Function) -> tuple[RowKeep | ScalarKeep, ...] 
     if isinstance(keep, RowKeep):
         return (keep,)
     found: list[RowKeep | ScalarKeep] = []
+    refused: list[str] = []
     taken: set[int] = set()
     for node in walk(module.node(fn.body)):
         if node.type not in _LISTS:
@@ -373,12 +489,15 @@ def row_keeps(module: Module, fn: Function) -> tuple[RowKeep | ScalarKeep, ...] 
             if loops[a].id in taken:
                 continue
             sk = _scalar_keep(module, fn, loops, a)
-            if sk is not None:
+            if isinstance(sk, ScalarKeep):
                 found.append(sk)
                 taken.update(x.id for x in (sk.first, *sk.seconds))
+            elif sk is not None and sk not in refused:
+                refused.append(sk)
     if found:
         return tuple(found)
+    why = "; ".join(refused[:3]) if refused else "no two loops over the row share a header"
     return (
         f"{keep}; nor scalar rows: a loop whose elements later loops with the same header read "
-        "again (none stored between, the later loops storing only at the counter's index)"
+        f"again (none stored between, the later loops storing only at the counter's index): {why}"
     )

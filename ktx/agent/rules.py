@@ -21,6 +21,13 @@ The rules, highest priority first (each says why in the plan's rationale):
    a dependent pair the facts refuse is listed with the reason in the analysis (``dependent
    pairs not fusable``), and the pass's probe quotes it when the planner stops;
 2. ``warp-reduce``: a shared-memory tree reduction (a halving loop with ``__syncthreads``);
+2b. ``row-registers``: a block's second row loop reloads packs the first loaded (or
+    ``const __restrict__`` packs such as the weight), or later scalar loops over a row read the
+    elements an earlier one read (llm.c's layernorm), any shape not compute-bound: the row
+    stays in registers (knob PACKS) and the weight loads before the reduction. Before
+    ``cluster-rows`` and ``split``: it helps every shape (issue 23's hand variant: 1.27x at
+    tokens 1024-4096), and ``cluster-rows`` still finds its site on top of it, where after
+    ``cluster-rows`` the interleaved loops are no longer row-registers' pair;
 3. ``split``: latency-bound shapes that launch fewer blocks than SMs: more blocks per row;
 4. ``cluster-rows``: a block reduction through shared memory, and latency-bound shapes under 30%
    of speed-of-light that launch fewer blocks than SMs: the row over a thread-block cluster;
@@ -28,10 +35,6 @@ The rules, highest priority first (each says why in the plan's rationale):
    speed-of-light: the loads of the loop after it are issued before it;
 6. ``loads-first``: packed loads, math between them, no reduction, and calls under 20 µs
    under 50% of speed-of-light: every load in flight before the math;
-6b. ``row-registers``: a block's second row loop reloads packs the first loaded (or
-    ``const __restrict__`` packs such as the weight), or later scalar loops over a row read the
-    elements an earlier one read (llm.c's layernorm), any shape not compute-bound: the row
-    stays in registers (knob PACKS) and the weight loads before the reduction;
 7. ``vectorize`` for one element per thread: no loops, element-by-element accesses: each thread
    takes VEC contiguous elements and the grid shrinks (before coarsen and rows-per-block, which
    would otherwise take the same kernels first);
@@ -47,6 +50,25 @@ The rules, highest priority first (each says why in the plan's rationale):
 17. ``cache-hints``: memory-bound with read-only inputs;
 18. ``fast-math``: transcendental math, the build is not fast-math already, and the spec's
     error budget leaves room (the candidates are still verified against the original).
+
+Companions (:func:`companions`): a few passes come with the pass a rule chose, in the same round,
+where the companion's knob has an "off" value (0: the code as the chosen pass alone writes it), so
+the round's space holds the chosen pass alone and the combination, and a run with time for one
+round (llm.c's ladder: softmax's budget fitted round 1 only, and online was never tried) still
+reaches the combination:
+
+- ``row-owner`` + ``online`` (knob ONLINE, 2 values) where the online rule fires (a max and a
+  sum of exp, not the Welford pair, whose row-registers rule 0b goes first): the dependent pair
+  is fused inside the round that gives the row its owner;
+- ``block-size`` + ``row-registers`` on a block per row: a row fits in registers only with 2-4
+  packs a thread (issue 23's hand variant at d=4096: 128-256 threads, not the launcher's 512),
+  so the thread count becomes a knob of the same round (BLOCK_*=0: the launch as written).
+
+Not companions, on purpose: companions multiply the round's space, and a round gets about a
+dozen trials a shape. ``row-registers`` after ``row-owner`` (7 x 7 configs) and ``cluster-rows``
+with ``block-size,row-registers`` (7 x 4 x 4) come in the next round instead; ``cluster-rows``
+added on top of ``row-registers`` builds the wide-row hand variant's ``block-size,cluster-rows,
+row-registers`` (the passes' ordering edges run cluster-rows first).
 
 When no rule proposes a pass, the planner still tries every pass whose probe found a site in the
 kernel, in the order that composes (:func:`phases`: who owns a row, then vector width, then
@@ -436,11 +458,11 @@ RULES: tuple[Rule, ...] = (
     Rule("row-registers", _rows_in_registers_first),
     Rule("online", _online),
     Rule("warp-reduce", _warp_reduce),
+    Rule("row-registers", _row_registers),
     Rule("split", _underfilled),
     Rule("cluster-rows", _cluster_rows),
     Rule("early-loads", _early_loads),
     Rule("loads-first", _loads_first),
-    Rule("row-registers", _row_registers),
     Rule("vectorize", _vectorize_per_thread),
     Rule("rows-per-block", _rows_per_block),
     Rule("coarsen", _many_short_blocks),
@@ -467,7 +489,14 @@ def tried_on(context: PlanContext) -> frozenset[str]:
     for r in context.history:
         names = set(_names(r.pipeline))
         extra = names - current
-        if current <= names and len(extra) == 1:
+        # one extra pass, or a pass and its companions (:func:`companions`), planned together on
+        # this pipeline: every one of them was searched here (a companion's off value included).
+        # A bundle that failed to build or search marks only the companions, so that the chosen
+        # pass is proposed again alone.
+        if current <= names and 1 <= len(extra) <= 3:
+            chosen = re.search(r"; add ([\w-]+):", r.rationale)
+            if len(extra) > 1 and r.status.endswith("-failed") and chosen is not None:
+                extra = extra - {chosen.group(1)}
             out |= extra
     return frozenset(out)
 
@@ -482,6 +511,37 @@ def _phase(catalog: Catalog, name: str) -> int:
 
     reg = default_registry()
     return int(reg.get(name).phase) if name in reg else len(Phase)
+
+
+def companions(context: PlanContext, name: str, tried: frozenset[str]) -> list[tuple[str, str, bool]]:
+    """Passes added with ``name`` in the same round: (pass, why, before ``name``). Each one's knob
+    has an "off" value, so the round still searches ``name`` alone (see the module docstring)."""
+    a = context.analysis
+    current = set(context.current.names)
+
+    def free(other: str) -> bool:
+        if other in current or other in tried or context.catalog.get(other) is None:
+            return False
+        info = context.catalog.get(other)
+        if info is not None and (name in info.conflicts or any(c in current for c in info.conflicts)):
+            return False
+        probe = context.probe(other)
+        return probe is None or probe.applies
+
+    out: list[tuple[str, str, bool]] = []
+    if name == "row-owner":
+        # not row-registers (llm.c layernorm): its 7 PACKS values times 7 THREADS_PER_ROW would
+        # leave a short round's dozen trials per shape thin over 49 configs; it comes next round
+        if _online(a) is not None and _rows_in_registers_first(a) is None and free("online"):
+            out.append(("online", "ONLINE=0 is row-owner alone; the dependent pair in one pass", False))
+    elif name == "row-registers" and "row-owner" not in current:
+        probe = context.probe("block-size")
+        if free("block-size") and probe is not None and probe.applies:
+            out.append(
+                ("block-size", "fewer threads give 2-4 packs a thread, the row in registers; 0 is the "
+                 "launch as written", True)
+            )  # fmt: skip
+    return out
 
 
 class RulesPlanner:
@@ -566,6 +626,12 @@ class RulesPlanner:
         name, reason = chosen
         choice = PassChoice(name, options=OPTIONS.get(name, ()), why=reason)
         text = f"{overview}; add {name}: {reason}"
+        before: list[PassChoice] = []
+        after: list[PassChoice] = []
+        for other, why, first in companions(context, name, tried_on(context)):
+            (before if first else after).append(PassChoice(other, options=OPTIONS.get(other, ()), why=why))
+            text += f"; with {other} in the same round ({why})"
         if passed:
             text += f" (passed over: {'; '.join(passed)})"
-        return PlanOutcome(Plan((*context.current.passes, choice), text, planner=self.name))
+        passes = (*context.current.passes, *before, choice, *after)
+        return PlanOutcome(Plan(passes, text, planner=self.name))

@@ -157,7 +157,19 @@ def test_a_row_max_then_a_sum_of_exp_gets_online_after_row_owner(catalog: Catalo
     )
     ms = [measurement("B=8,T=1024,C=768", 300.0, nbytes=8192 * 768 * 8, blocks=32)]
     cat = _with(catalog, "row-owner", "online")
-    assert choose(context(make_analysis(facts, ms), cat)).names == ("row-owner",)
+    # round 1: row-owner, and online with it (ONLINE=0 is row-owner alone), so a run with time
+    # for one round (llm.c's ladder) still tries the fused pair
+    first = choose(context(make_analysis(facts, ms), cat))
+    assert first.names == ("row-owner", "online"), first.rationale
+    assert "with online in the same round (ONLINE=0 is row-owner alone" in first.rationale
+    # that round searched both: the next one on the original proposes neither again
+    tried = RoundSummary(1, first.pipeline, "rules", first.rationale, "no-gain", 1.0)
+    again = choose(context(make_analysis(facts, ms), cat, history=[tried]))
+    assert "row-owner" not in again.names and "online" not in again.names, again.rationale
+    # a bundle that failed to build: row-owner comes back alone, without its companion
+    failed = RoundSummary(1, first.pipeline, "rules", first.rationale, "template-failed", None)
+    again = choose(context(make_analysis(facts, ms), cat, history=[failed]))
+    assert again.names == ("row-owner",), again.rationale
     current = Plan((PassChoice("row-owner"),), "r1")
     plan = choose(context(make_analysis(facts, ms), cat, current=current))
     assert plan.names == ("row-owner", "online")
@@ -348,6 +360,9 @@ def test_a_sum_then_squared_deviations_gets_online_and_its_row_registers(catalog
     assert plan.names[-1] == "online", plan.rationale
     assert "a row sum and then the squared deviations from its mean" in plan.rationale
     assert "Welford's running (count, mean, M2)" in plan.rationale
+    # from the original, row-owner comes alone (neither online nor row-registers with it)
+    plan = choose(context(make_analysis(facts, ms), cat))
+    assert plan.names == ("row-owner",), plan.rationale
     # without a row to keep, online comes first
     nokeep = KernelFacts(**{**facts.__dict__, "row_keep": ()})
     plan = choose(context(make_analysis(nokeep, ms), cat, current=Plan((PassChoice("row-owner"),), "r1")))
@@ -374,3 +389,53 @@ def test_a_stop_on_a_row_reduction_says_why_no_row_pass_fires(catalog: Catalog) 
     plain = KernelFacts("k", vector_types=("uint4",), loops=facts.loops)
     plan = choose(context(make_analysis(plain, [memory_bound()]), catalog, history=history))
     assert plan.stop and "row reductions" not in plan.rationale
+
+
+def _block_norm_facts() -> KernelFacts:
+    loops = tuple(
+        LoopFact(f"L{i}", 10 + i, "int i = thread_id; i < num_packs; i += num_threads", 0, True, False)
+        for i in range(2)
+    )
+    return KernelFacts(
+        "rmsnorm_kernel",
+        loops=loops,
+        vector_types=("uint4",),
+        shuffles=("__shfl_xor_sync",),
+        syncthreads=("__syncthreads",),
+        shared_arrays=("smem",),
+        reductions=("L0: sum sum_sq",),
+        row_keep=("in (kept)", "w (early)"),
+    )
+
+
+def test_a_block_norm_gets_row_registers_with_block_size_before_cluster_rows(catalog: Catalog) -> None:
+    """kernels/rmsnorm at decode and at 4096 tokens: row-registers comes first (every shape gains
+    the single read; cluster-rows still has its site on top of it, not the reverse), and it brings
+    block-size into its round: at d=4096 the launcher's 512 threads hold one pack each, and 2-4
+    packs a thread (issue 23's hand variant) need 128-256 threads."""
+    facts = _block_norm_facts()
+    ms = [
+        measurement("tokens=1,d=8192", 4.0, nbytes=8192 * 4, blocks=1, threads=1024),
+        measurement("tokens=4096,d=4096", 30.0, nbytes=4096 * 4096 * 4, blocks=4096, threads=512),
+    ]
+    cat = _with(catalog, "row-registers", "cluster-rows", "early-loads")
+    probes = [Probe("block-size", 1, (("BLOCK_Y", (0, 4, 8)),)), Probe("row-registers", 1)]
+    plan = choose(context(make_analysis(facts, ms), cat, probes=probes))
+    assert plan.names == ("block-size", "row-registers"), plan.rationale
+    assert "with block-size in the same round (fewer threads give 2-4 packs a thread" in plan.rationale
+    # cluster-rows with a site is not brought along (the round's space would be 7 x 4 x 4)
+    clustered = [*probes, Probe("cluster-rows", 1, (("CLUSTER", (1, 2, 4, 8)),))]
+    plan = choose(context(make_analysis(facts, ms), cat, probes=clustered))
+    assert plan.names == ("block-size", "row-registers"), plan.rationale
+    # no block-size site: row-registers alone
+    alone = [Probe("block-size", 0, (), ("no site",)), Probe("row-registers", 1)]
+    assert choose(context(make_analysis(facts, ms), cat, probes=alone)).names == ("row-registers",)
+    # on top of it, the wide row at decode gets its cluster
+    # (split has no site: each block would reduce only part of the row, as on the real kernel)
+    current = Plan((PassChoice("block-size"), PassChoice("row-registers")), "r1")
+    nosplit = [
+        *probes,
+        Probe("split", 0, (), ("split over blocks, each block would reduce only part of the row",)),
+    ]
+    plan = choose(context(make_analysis(facts, ms), cat, current=current, probes=nosplit))
+    assert plan.names[-1] == "cluster-rows", plan.rationale

@@ -297,7 +297,16 @@ def test_cluster_rows_and_row_registers_compose_on_rmsnorm() -> None:
     assert "cluster_dims(1, 8, 1)" in src
     assert "const int num_threads = (blockDim.x * blockDim.y) * 8;" in src
     assert "const int i = (thread_id) + ktx_k * (num_threads);" in src
-    assert "ktx_keep_in[ktx_k] = in;" in src and "__cluster_map_shared_rank(&smem[0], ktx_rank)" in src
+    # the row part and the weight loaded in one head before any math, as the hand variant does
+    loads = "ktx_keep_in[ktx_k].load(input_row + i * VEC); ktx_keep_w[ktx_k].load(weight + i * VEC);"
+    assert loads in src and "in = ktx_keep_in[ktx_k];" in src
+    assert "__cluster_map_shared_rank(&smem[0], ktx_rank)" in src
+    # written the other way round, the pipeline runs cluster-rows first all the same
+    # (row-registers,cluster-rows used to step the heads by one block's threads in every block)
+    cfg = {"BLOCK_Y": 4, "CLUSTER": 8, "PACKS": 1}
+    other = template_for_spec(spec, "block-size,row-registers,cluster-rows")
+    line = re.compile(r"(?m)^// ktx: `[^`]*` instantiated with [^\n]*\n")
+    assert line.sub("", other.instantiate(cfg)) == line.sub("", t.instantiate(cfg))
     hand = load_spec(ROOT / "benchmarks" / "cluster_rows")
     assert hand.kernel == "rmsnorm_cluster_hand"
     assert {p.name for p in hand.shape_set("decode").points} >= {"tokens=1,d=8192", "tokens=64,d=4096"}

@@ -92,3 +92,108 @@ def test_every_config_compiles_for_sm90_without_spills() -> None:
                 spills.append(f"{stem} PACKS={packs}")
     assert built == 6 and not failed, "\n".join(failed)
     assert not spills, spills
+
+
+def test_the_heads_loads_are_all_issued_before_any_math() -> None:
+    """Issue 23's hand variant loads the row part and the weight in one go, then reduces. The
+    pass used to load each pack and do its math before the next guarded load, and the weight
+    after the first loop: three memory latencies before the barrier. Now one head issues every
+    load (row and weight), and the first loop's head takes the row from registers."""
+    two = apply(_source("rmsnorm"), "row-registers").instantiate({"PACKS": 2})
+    loads = "ktx_keep_in[ktx_k].load(input_row + i * VEC); ktx_keep_w[ktx_k].load(weight + i * VEC);"
+    assert loads in two
+    first_math = two.index("sum_sq += x * x;")
+    assert two.index(loads) < first_math
+    head = two[two.index(loads) : first_math]
+    assert "in = ktx_keep_in[ktx_k];" in head and "in.load(" not in head
+    # the rows' reads from memory: the prefetch, the rest loop of each of the two loops, the tails
+    assert two.count("in.load(input_row") == 2 and two.count("ktx_keep_in[ktx_k].load(") == 1
+
+
+def test_a_first_loop_that_stores_keeps_its_loads_in_place() -> None:
+    """fused_add_rmsnorm's first loop writes the residual row it read: a pack loaded early could
+    be one an earlier iteration stores, so only the weight (no statement writes it) goes first."""
+    two = apply(_source("fused_add_rmsnorm"), "row-registers").instantiate({"PACKS": 2})
+    early = "ktx_keep_w[ktx_k].load(weight + i * VEC);"
+    assert early in two and two.index(early) < two.index("res.load(residual_row + i * VEC);")
+    # a synthetic first loop that keeps its row and stores: the kept load stays in its body
+    src = _source("rmsnorm").replace(
+        "      sum_sq += x * x;\n    }\n  }",
+        "      sum_sq += x * x;\n    }\n    in.store(output_row + i * VEC);\n  }",
+        1,
+    )
+    assert src != _source("rmsnorm")
+    stored = apply(src, "row-registers").instantiate({"PACKS": 2})
+    assert "in.load(input_row + i * VEC); ktx_keep_in[ktx_k] = in;" in stored
+    assert "ktx_keep_in[ktx_k].load(" not in stored
+
+
+GUARDED = """
+template <typename T> struct vec8 {
+  T v[8];
+  __device__ void fill(float x) { for (int j = 0; j < 8; ++j) v[j] = T(x); }
+  __device__ void load(const T* p) { for (int j = 0; j < 8; ++j) v[j] = p[j]; }
+  __device__ void store(T* p) const { for (int j = 0; j < 8; ++j) p[j] = v[j]; }
+};
+__global__ void norm(float* __restrict__ input, float* __restrict__ weight, float* __restrict__ output,
+                     const unsigned d) {
+  const unsigned thread_id = threadIdx.x, num_threads = blockDim.x;
+  const unsigned rounds = (d + 8 * num_threads - 1) / (8 * num_threads);
+  __shared__ float total;
+  float s = 0.f;
+  for (unsigned i = 0; i < rounds; i++) {
+    vec8<float> x;
+    x.fill(0.f);
+    if ((i * num_threads + thread_id) * 8 < d) {
+      x.load(input + blockIdx.x * d + (i * num_threads + thread_id) * 8);
+    }
+    for (int j = 0; j < 8; ++j) s += x.v[j] * x.v[j];
+  }
+  atomicAdd(&total, s);
+  __syncthreads();
+  for (unsigned i = 0; i < rounds; i++) {
+    vec8<float> x, w, o;
+    x.fill(0.f);
+    if ((i * num_threads + thread_id) * 8 < d) {
+      x.load(input + blockIdx.x * d + (i * num_threads + thread_id) * 8);
+      w.load(weight + (i * num_threads + thread_id) * 8);
+    }
+    for (int j = 0; j < 8; ++j) o.v[j] = x.v[j] * w.v[j] / total;
+    if ((i * num_threads + thread_id) * 8 < d) {
+      o.store(output + blockIdx.x * d + (i * num_threads + thread_id) * 8);
+    }
+  }
+}
+"""
+
+
+def test_guarded_loads_of_a_restrict_row_only_read_are_kept() -> None:
+    """FlashInfer's RMSNormKernel: ``T* __restrict__ input`` (no const, but only read), each pack
+    loaded under ``if ((i * num_threads + thread_id) * VEC_SIZE < d)`` in both loops. The row is
+    kept and the weight loads early, each prefetch under the same guard."""
+    m = parse(GUARDED)
+    keep = row_keep(m, m.kernel("norm"))
+    assert not isinstance(keep, str), keep
+    guard = "((i * num_threads + thread_id) * 8 < d)"
+    assert sorted((ld.variable, ld.kind, ld.guard) for ld in keep.loads) == [
+        ("w", "early", guard),
+        ("x", "kept", guard),
+    ]
+    two = apply(GUARDED, "row-registers").instantiate({"PACKS": 2})
+    row = "input + blockIdx.x * d + (i * num_threads + thread_id) * 8"
+    assert f"if {guard} {{ ktx_keep_x[ktx_k].load({row}); }}" in two
+    assert f"if {guard} {{ ktx_keep_w[ktx_k].load(weight + (i * num_threads + thread_id) * 8); }}" in two
+    assert two.count("x = ktx_keep_x[ktx_k];") == 2 and "w = ktx_keep_w[ktx_k];" in two
+    # the row also written (stored through): no longer read-only, nothing is kept from it
+    written = GUARDED.replace("o.store(output + blockIdx.x", "o.store(input + blockIdx.x")
+    m = parse(written)
+    keep = row_keep(m, m.kernel("norm"))
+    assert not isinstance(keep, str) and [ld.variable for ld in keep.loads] == ["w"]
+    # a guard that differs between the loops: not the same packs; x is then only an early load
+    other = GUARDED.replace(
+        "if ((i * num_threads + thread_id) * 8 < d) {\n      x.load", "if (i < d) {\n      x.load", 1
+    )
+    m = parse(other)
+    keep = row_keep(m, m.kernel("norm"))
+    assert not isinstance(keep, str)
+    assert sorted((ld.variable, ld.kind) for ld in keep.loads) == [("w", "early"), ("x", "early")]

@@ -1,7 +1,8 @@
 """On a GPU: every PACKS config of row-registers on the suite's rmsnorm and fused_add_rmsnorm
 verifies against the original kernel at every default shape (tokens 1-4096 x d 4096/8192, and
 the specs' odd row lengths, where no pack path runs), without timing; alone and after block-size
-at its smallest and largest y (where 4 packs must cover the row with fewer threads).
+at its smallest and largest y, and at y = 4 and 8 (where 2-4 packs cover a row of 4096: the
+loads-first head's configs that the planner's block-size,row-registers round searches).
 
 Also llm.c's layernorm v1 and fused_residual v2 after row-owner (scalar rows: PACKS elements a
 thread), every feasible THREADS_PER_ROW x PACKS pair.
@@ -41,11 +42,13 @@ def test_every_packs_config_verifies(stem: str, passes: str) -> None:
     assert "PACKS" in knobs, [o.message for o in t.outcomes]
     sized = [k for n, k in knobs.items() if n != "PACKS"]
     others: list[dict[str, int]] = [{}]
-    if sized:  # block-size: each block knob at its smallest non-default value, then its largest
+    if sized:  # block-size: each block knob at its smallest non-default value, then its largest,
+        # and at 4 and 8 (BLOCK_Y: 128 and 256 threads, where 2-4 packs hold a row of 4096)
         others = [
             {k.name: min((v for v in k.values if v), default=0) for k in sized},
             {k.name: max(k.values) for k in sized},
         ]
+        others += [{k.name: v for k in sized} for v in (4, 8) if all(v in k.values for k in sized)]
     points = list(spec.shape_set("default").points)
     jobs = []
     for rest in others:
