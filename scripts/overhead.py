@@ -14,8 +14,11 @@ calls (a stack per thread, the main thread's parts only):
   processes beside;
 * ``worker start``: starting the worker process (until it can take a request);
 * ``worker``: a request to the worker process and its reply (``Supervisor.call``), less the
-  modelled GPU seconds the stand-in slept: the process boundary, JSON, the stand-in's imports;
-* ``gpu (modelled)``: the slept seconds;
+  seconds the worker reports for its own work (``costs``: warm-up, verification, timing): the
+  process boundary, JSON, loading the modules before the first step;
+* ``gpu``: what the worker reports: on the stand-in, the modelled seconds it slept; with
+  ``--backend cupy`` (scripts/gpu_s9_overhead.sh) the GPU worker's warm-up, verification and
+  timing, and with ``KTX_COST_DETAIL=1`` their steps (a table of their own);
 * ``storage``: the Optuna storage's methods (``study.jsonl`` by default, ``--storage`` to compare);
 * ``sampler``: ``Study.ask``, ``Study.tell`` and ``Trial._suggest`` (where Optuna samples) outside
   the storage;
@@ -82,6 +85,10 @@ class Ledger:
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
+        #: the worker's own steps (``KTX_COST_DETAIL=1``), the Python reference and warm-ups
+        self.steps: dict[str, float] = defaultdict(float)
+        #: every worker request: its op, wall seconds and the worker's account
+        self.requests: list[dict[str, Any]] = []
         self._stack: list[tuple[str, float]] = []
         self._main = threading.main_thread()
 
@@ -138,11 +145,25 @@ def instrument(ledger: Ledger) -> None:
     def call(self: Any, op: str, payload: Any = None, timeout: float = 60.0) -> Any:
         with ledger.part("worker"):
             outcome = original_call(self, op, payload, timeout)
-        slept = 0.0
+        reported = 0.0
+        costs: dict[str, Any] = {}
         if outcome.ok and isinstance(outcome.result, dict):
-            slept = float((outcome.result.get("costs") or {}).get("time_s", 0.0))
-        ledger.seconds["worker"] -= slept
-        ledger.seconds["gpu (modelled)"] += slept
+            costs = outcome.result.get("costs") or {}
+        elif outcome.ok and isinstance(outcome.result, list):  # a paired request: its timings
+            for pair in outcome.result:
+                for side in pair:
+                    for k, v in (side.get("costs") or {}).items():
+                        if isinstance(v, float | int):
+                            costs[k] = costs.get(k, 0.0) + float(v)
+        reported = sum(float(costs.get(k, 0.0)) for k in ("warmup_s", "verify_s", "time_s"))
+        if threading.current_thread() is threading.main_thread():
+            ledger.seconds["worker"] -= reported
+            ledger.seconds["gpu"] += reported
+            for k, v in (costs.get("parts") or {}).items():
+                ledger.steps[k] += float(v)
+            for k in ("python_s", "warmup_s"):
+                ledger.steps[k] += float(costs.get(k, 0.0))
+        ledger.requests.append({"op": op, "seconds": round(outcome.seconds, 4), "costs": costs})
         return outcome
 
     protocol.Supervisor.call = call  # type: ignore[method-assign]
@@ -169,6 +190,7 @@ def run(args: argparse.Namespace, out: Path, cache: Path) -> dict[str, Any]:
 
     os.environ["KTX_CACHE_DIR"] = str(cache)
     os.environ["KTX_OVERHEAD_US"] = str(args.kernel_us)
+    backend = f"harness:{Path(__file__).resolve()}:handle" if args.backend == "stand-in" else args.backend
     storage = args.storage
     if storage == "sqlite":  # SQLite in the run's folder, as before the journal
         out.mkdir(parents=True, exist_ok=True)
@@ -178,7 +200,7 @@ def run(args: argparse.Namespace, out: Path, cache: Path) -> dict[str, Any]:
     LEDGER = ledger
     req = TuneRequest(
         kernel_dir=Path(args.kernel).resolve(), passes=args.passes, shapes=(args.shape,), trials=args.trials,
-        sampler=args.sampler, seed=1, storage=storage, backend=f"harness:{Path(__file__).resolve()}:handle",
+        sampler=args.sampler, seed=1, storage=storage, backend=backend, time_limit=args.time_limit,
         out=out, holdout="none", quiet=True, jobs=1,
     )  # fmt: skip
     with ledger.part("other"):
@@ -187,7 +209,8 @@ def run(args: argparse.Namespace, out: Path, cache: Path) -> dict[str, Any]:
         wall = time.perf_counter() - began
     measures = [e for e in read_log(out / "log.jsonl") if e.get("event") == "measure"]
     parts, calls = dict(ledger.seconds), dict(ledger.calls)
-    return {"wall_s": wall, "measures": len(measures), "parts": parts, "calls": calls}
+    return {"wall_s": wall, "measures": len(measures), "parts": parts, "calls": calls,
+            "steps": dict(ledger.steps), "requests": ledger.requests}  # fmt: skip
 
 
 LEDGER: Ledger | None = None
@@ -196,8 +219,8 @@ LEDGER: Ledger | None = None
 def table(label: str, result: dict[str, Any], kernel_us: float) -> str:
     n = max(1, result["measures"])
     parts = result["parts"]
-    order = ["compile", "worker start", "worker", "gpu (modelled)", "storage", "sampler", "other"]
-    host = sum(v for k, v in parts.items() if k != "gpu (modelled)")
+    order = ["compile", "worker start", "worker", "gpu", "storage", "sampler", "other"]
+    host = sum(v for k, v in parts.items() if k != "gpu")
     goal = 0.2 + 30 * kernel_us * 1e-6
     lines = [
         f"### {label}: {result['measures']} evaluations, {result['wall_s']:.2f} s wall",
@@ -214,6 +237,9 @@ def table(label: str, result: dict[str, Any], kernel_us: float) -> str:
         f"goal: at most 0.2 s + 30 x {kernel_us:g} µs = {goal:.4f} s an evaluation: "
         f"{'met' if host / n <= goal else 'NOT met'} ({host / n:.4f} s)"
     )
+    if result.get("steps"):
+        lines += ["", "the worker's steps (s in all, s per evaluation):", ""]
+        lines += [f"- {k}: {v:.3f} ({v / n:.4f})" for k, v in sorted(result["steps"].items())]
     return "\n".join(lines)
 
 
@@ -231,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
         help="'sqlite' (in each run's folder, as before session 9) or an Optuna storage URL "
         "(default: the run folder's journal)",
     )
+    parser.add_argument("--backend", default="stand-in", help="stand-in (this file's handle) or cupy")
+    parser.add_argument("--time-limit", type=float, default=None, help="ktx tune's --time-limit")
     parser.add_argument("--skip-cold", action="store_true", help="only the run with a warm compile cache")
     parser.add_argument("--json", type=Path, default=None, help="write the numbers here too")
     args = parser.parse_args(argv)
@@ -260,21 +288,15 @@ def main(argv: list[str] | None = None) -> int:
 class _Proxy:
     """The ledger the class patches report to: the current run's (:data:`LEDGER`)."""
 
-    @contextmanager
-    def part(self, name: str) -> Iterator[None]:
+    def __getattr__(self, name: str) -> Any:
         assert LEDGER is not None
-        with LEDGER.part(name):
-            yield
-
-    @property
-    def seconds(self) -> dict[str, float]:
-        assert LEDGER is not None
-        return LEDGER.seconds
+        return getattr(LEDGER, name)
 
     def wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
         def timed(*args: Any, **kwargs: Any) -> Any:
-            with self.part(name):
+            assert LEDGER is not None
+            with LEDGER.part(name):
                 return fn(*args, **kwargs)
 
         return timed
