@@ -251,7 +251,7 @@ def table(label: str, result: dict[str, Any], kernel_us: float) -> str:
         f"goal: at most 0.2 s + 30 x {kernel_us:g} µs = {goal:.4f} s an evaluation: "
         f"{'met' if host / n <= goal else 'NOT met'} ({host / n:.4f} s)"
     )
-    if result.get("steps"):
+    if any(v > 0 for v in (result.get("steps") or {}).values()):
         lines += ["", "the worker's steps (s in all, s per evaluation):", ""]
         lines += [f"- {k}: {v:.3f} ({v / n:.4f})" for k, v in sorted(result["steps"].items())]
     return "\n".join(lines)
