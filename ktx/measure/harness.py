@@ -125,6 +125,12 @@ class Harness:
         #: Wall seconds of each warm-up this harness waited for (the first, then every restart of a
         #: retired worker): what a final check pays first where its worker must start again.
         self._starts: list[float] = []
+        #: The last measure request's wall seconds and the worker's account of them (``costs``:
+        #: warm-up, Python reference, verification, timing, and with ``KTX_COST_DETAIL=1`` their
+        #: steps); None after a failed request. The run log keeps it with each measurement, so
+        #: that a recorded run shows where a request's seconds went (session 8's first request
+        #: of llm.c layernorm cost 12.6 s that no record explains).
+        self.last_costs: dict[str, Any] | None = None
         #: The warm-up running beside the compiles (:meth:`warm_in_background`), if any.
         self._warming: threading.Thread | None = None
         self._warm_lock = threading.Lock()
@@ -284,8 +290,12 @@ class Harness:
                 timing = timing_cost(outcome.seconds, costs)
                 self.timing_cost[point.name] = max(timing, self.timing_cost.get(point.name, 0.0))
         result = self._result(candidate, point, outcome, ref_kind)
+        self.last_costs = None
         if outcome.ok and isinstance(outcome.result, Mapping):
             self._observe(outcome.seconds, outcome.result.get("costs"), result)
+            reported = outcome.result.get("costs")
+            self.last_costs = {"request_s": round(outcome.seconds, 6),
+                               **(reported if isinstance(reported, Mapping) else {})}  # fmt: skip
         if is_spec_error(result.message):  # the original's, or the original reference run's
             self.spec_errors[point.name] = result.message
         return result
