@@ -55,7 +55,7 @@ from ktx.search.engine import (
     warm_start_configs,
 )
 from ktx.search.evaluate import Evaluator, Policy, choose_metric, objective_time
-from ktx.search.final import WRITE_S, Shortlist, final_check, pair_estimate, reserve
+from ktx.search.final import WRITE_S, Shortlist, check_grace, final_check, pair_estimate, reserve
 from ktx.search.narrow import study_narrowness
 from ktx.search.paired import PAIRS, SKIPPED, PairedCheck
 from ktx.search.progress import Display
@@ -714,7 +714,8 @@ def paired_checks(
         ctx.display.message(f"{check.shape}: final check {check.text()}")
 
     spent: dict[str, dict[str, float]] = {}
-    checked = final_check(ctx.evaluator, shortlist, deadline, costs, PAIRS, log, spent=spent)
+    grace = check_grace(ctx.request.time_limit)
+    checked = final_check(ctx.evaluator, shortlist, deadline, costs, PAIRS, log, spent=spent, grace_s=grace)
     for name, cost in spent.items():  # how honest the estimate was (issue 23)
         ctx.log.write("paired_cost", shape=name, **cost)
     return {r.point.name: kept.get(r.point.name) or checked[r.point.name] for r in results

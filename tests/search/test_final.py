@@ -12,8 +12,8 @@ from typing import Any
 from ktx.measure.cost import PAIRED_REQUEST_S, check_seconds
 from ktx.measure.gpu import Options
 from ktx.measure.types import Measurement
-from ktx.search.final import FLOOR_PAIRS, MIN_PAIRS, Shortlist, check_cost, final_check, reserve
-from ktx.search.paired import MEASURED, PAIRS, SKIPPED
+from ktx.search.final import FLOOR_PAIRS, MIN_PAIRS, Shortlist, check_cost, check_grace, final_check, reserve
+from ktx.search.paired import FAILED, MEASURED, PAIRS, SKIPPED
 from ktx.spec import ShapePoint
 
 
@@ -223,3 +223,43 @@ def test_a_restart_that_does_not_fit_skips_the_check_before_starting_the_worker(
     got = final_check(_evaluator(backend), [item], time.monotonic() + 3.0, {}, options=opts)
     assert got["B=1"].status == SKIPPED and backend.warmed == 0 and backend.calls == []
     assert "needs about 5." in got["B=1"].reason
+
+
+class _Slow(_Overhead):
+    """Takes ``slow`` times as long as estimated, and is killed at its timeout (failed pairs), as
+    the worker is."""
+
+    def __init__(self, slow: float, per_pair_s: float) -> None:
+        super().__init__(0.05, 2.0, 1.6)
+        self.slow = slow
+        self.per_pair_s = per_pair_s
+        self.timeouts: list[float] = []
+
+    def measure_paired(self, first: Any, second: Any, point: Any, pairs: int, timeout: Any) -> Any:
+        self.calls.append(pairs)
+        self.timeouts.append(timeout)
+        need = self.slow * (self.per_pair_s * pairs + PAIRED_REQUEST_S)
+        if timeout is not None and need > timeout:
+            time.sleep(timeout)
+            bad = Measurement.from_dict({"kernel": "k", "shape": "B=1", "config": {}, "status": "timeout",
+                                         "message": "no answer: worker killed"})  # fmt: skip
+            return [(bad, bad)] * pairs
+        time.sleep(need)
+        return [(_timed(self.times[0], {}), _timed(self.times[1], {"X": 1}))] * pairs
+
+
+def test_a_check_a_little_longer_than_estimated_is_not_killed_at_the_deadline() -> None:
+    """Session 8: 13 checks planned to fit took 5-35% longer and were killed at the deadline, the
+    check lost and the worker with it. A grace past the deadline absorbs the estimate's error."""
+    opts = Options(max_runs=50, graph_launches=10, graph_replays=5, settle_s=0.0)
+    item = Shortlist(POINT, "graph", {"X": 1}, 1.25, 2.0, 1.6)
+    per_pair = item.pair_s(opts, 0.05) or 0.0
+    budget = PAIRED_REQUEST_S + PAIRS * per_pair + 0.05  # all five pairs fit, by the estimate
+    tight = _Slow(1.3, per_pair)
+    lost = final_check(_evaluator(tight), [item], time.monotonic() + budget, {}, options=opts)
+    assert lost["B=1"].status == FAILED and tight.calls == [PAIRS]
+    graced = _Slow(1.3, per_pair)
+    got = final_check(_evaluator(graced), [item], time.monotonic() + budget, {}, options=opts,
+                      grace_s=check_grace(40.0))  # fmt: skip
+    assert got["B=1"].status == MEASURED and graced.calls == [PAIRS]
+    assert graced.timeouts[0] <= budget + check_grace(40.0) + 0.01
