@@ -14,7 +14,8 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 KTX_CACHE_DIR="${KTX_CACHE_DIR:-/tmp/ktx-s9-overhead-cache}"
 rm -rf "$KTX_CACHE_DIR"  # cold: compiles, CuPy's kernels of ktx's own, verdicts
 # ktx --help before the first line (the CLI imports only the command it runs)
-{ /usr/bin/time -f "ktx --help %e s" "${PY:-python3}" -m ktx --help >/dev/null; } 2>"$OUT/cli_time.txt"
+TIMEFORMAT="ktx --help %R s"
+{ time "${PY:-python3}" -m ktx --help >/dev/null; } 2>"$OUT/cli_time.txt"
 timeout 200 "${PY:-python3}" scripts/gpu_s9_overhead.py --llmc "${LLMC:-shared/llmc}" --out "$OUT" \
   2>&1 | tee "$OUT/overhead.out"
 cat "$OUT/cli_time.txt"
