@@ -21,21 +21,27 @@ import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from ktx.ir.errors import KtxError, Location
 from optuna.storages.journal import BaseJournalBackend, JournalStorage
 
 
 class AppendOnlyJournal(BaseJournalBackend):
-    """Optuna journal records in memory, appended to ``path`` as they are written."""
+    """Optuna journal records in memory, appended to ``path`` as they are written.
 
-    def __init__(self, path: Path) -> None:
+    ``writable=False`` reads a journal another process may be writing (``ktx report`` during a
+    run): the file is neither cut nor appended to, and a last line still being written is
+    left out."""
+
+    def __init__(self, path: Path, writable: bool = True) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._logs: list[dict[str, Any]] = _read(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = path.open("a", encoding="utf-8")
+        self._logs: list[dict[str, Any]] = _read(path, repair=writable)
+        self._file: TextIO | None = None
+        if writable:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = path.open("a", encoding="utf-8")
 
     def read_logs(self, log_number_from: int) -> Iterator[dict[str, Any]]:
         with self._lock:
@@ -45,23 +51,27 @@ class AppendOnlyJournal(BaseJournalBackend):
     def append_logs(self, logs: list[dict[str, Any]]) -> None:
         text = "".join(json.dumps(log, separators=(",", ":")) + "\n" for log in logs)
         with self._lock:
+            if self._file is None:
+                raise KtxError(f"{self.path}: the study journal was opened to read only")
             self._file.write(text)
             self._file.flush()  # handed to the OS: survives a SIGKILL of this process
             self._logs.extend(logs)
 
     def close(self) -> None:
         with self._lock:
-            self._file.close()
+            if self._file is not None:
+                self._file.close()
 
 
-def _read(path: Path) -> list[dict[str, Any]]:
+def _read(path: Path, repair: bool = True) -> list[dict[str, Any]]:
     """The records of an existing journal; a last line without its newline (a kill in the middle
-    of a write) is cut off the file, so that the next record starts on a line of its own."""
+    of a write) is left out, and (``repair``) cut off the file, so that the next record starts on
+    a line of its own."""
     if not path.exists():
         return []
     data = path.read_bytes()
     whole = data.rfind(b"\n") + 1
-    if whole < len(data):
+    if repair and whole < len(data):
         with path.open("r+b") as f:
             f.truncate(whole)
     logs: list[dict[str, Any]] = []
@@ -79,6 +89,6 @@ def _read(path: Path) -> list[dict[str, Any]]:
     return logs
 
 
-def journal_storage(path: Path) -> JournalStorage:
-    """An Optuna storage over :class:`AppendOnlyJournal` (one process only)."""
-    return JournalStorage(AppendOnlyJournal(path))
+def journal_storage(path: Path, writable: bool = True) -> JournalStorage:
+    """An Optuna storage over :class:`AppendOnlyJournal` (one writing process only)."""
+    return JournalStorage(AppendOnlyJournal(path, writable))

@@ -50,7 +50,9 @@ def run_folder_storage(run_dir: Path) -> optuna.storages.BaseStorage | None:
     """The study a finished run folder holds (journal or SQLite), for reading; None if none."""
     folder = run_dir.resolve()
     if (folder / "study.jsonl").exists():
-        return open_storage(f"{JOURNAL}{folder / 'study.jsonl'}")
+        from ktx.search.journal import journal_storage
+
+        return journal_storage(folder / "study.jsonl", writable=False)  # a run may be writing it
     if (folder / "study.db").exists():
         return open_storage(f"sqlite:///{folder / 'study.db'}")
     return None

@@ -83,3 +83,18 @@ def test_default_url(tmp_path: Path) -> None:
     assert default_url(run) == f"sqlite:///{run / 'study.db'}"
     storage = run_folder_storage(run)
     assert storage is not None and len(optuna.load_study(study_name="s", storage=storage).trials) == 3
+
+
+def test_a_reader_leaves_a_journal_being_written_alone(tmp_path: Path) -> None:
+    """``ktx report`` may read a round's journal while a run appends to it: a line still being
+    written is left out, not cut off the file, and the reader cannot write."""
+    path = tmp_path / "study.jsonl"
+    _fill(journal_storage(path), 2)
+    live = path.read_bytes() + b'{"op_code": 5, "worker_id": "x", "tri'
+    path.write_bytes(live)
+    storage = journal_storage(path, writable=False)
+    assert len(optuna.load_study(study_name="s", storage=storage).trials) == 3
+    assert path.read_bytes() == live
+    with pytest.raises(KtxError, match="read only"):
+        optuna.create_study(storage=storage, study_name="other")
+    assert path.read_bytes() == live
