@@ -172,7 +172,8 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 def pack(work: Path, out: Path) -> None:
     """runs.tar.gz under 15 MiB: drop what the report needs least when it is larger."""
     runs = work / "runs"
-    drops = [(), ("log.jsonl",), ("log.jsonl", "cache.jsonl"), ("log.jsonl", "cache.jsonl", "study.db")]
+    studies = ("study.db", "study.jsonl")
+    drops = [(), ("log.jsonl",), ("log.jsonl", "cache.jsonl"), ("log.jsonl", "cache.jsonl", *studies)]
     for drop in drops:
         target = out / "runs.tar.gz"
         with tarfile.open(target, "w:gz") as tar:

@@ -261,7 +261,8 @@ def pack(work: Path, out: Path) -> None:
     with tarfile.open(out / "llmc-runs.tar.gz", "w:gz") as tar:
         for sub in ("runs", "logs", "bench"):
             for path in sorted((work / sub).rglob("*")) if (work / sub).exists() else []:
-                if path.is_file() and path.name not in ("study.db", "cache.jsonl", "log.jsonl"):
+                skipped = ("study.db", "study.jsonl", "cache.jsonl", "log.jsonl")
+                if path.is_file() and path.name not in skipped:
                     tar.add(path, arcname=str(path.relative_to(work)))
 
 

@@ -4,7 +4,7 @@ Kept in one module on purpose: the loop talks only to :class:`RoundSearch` and t
 :func:`build_template`, so that a change of the search's internals touches this file alone.
 
 A round's search is ``ktx tune``'s (:mod:`ktx.search.runner`): one Optuna study per shape in the
-round's folder (``study.db``), the measurement cache shared by all rounds (a config measured in
+round's folder (``study.jsonl``), the measurement cache shared by all rounds (a config measured in
 an earlier round is not measured again), verification of every candidate against the original
 by the backend, and the same outputs ``ktx tune`` writes (best configs and sources, dispatch
 table, summary). Each study is warm-started with the best config of the best round so far at

@@ -50,7 +50,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--seed", type=int, default=None, metavar="N", help="sampler seed (repeatable with --jobs 1)"
     )
-    p.add_argument("--storage", metavar="URL", default=None, help="Optuna RDB URL (default: sqlite in --out)")
+    p.add_argument(
+        "--storage", metavar="URL", default=None,
+        help="Optuna RDB URL or journal:PATH (default: a journal file in --out)",
+    )  # fmt: skip
     p.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes on the same studies")
     p.add_argument("--backend", default="cupy", metavar="cupy|replay:FILE", help="GPU harness or a recording")
     p.add_argument(

@@ -23,9 +23,10 @@ import math
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -566,9 +567,39 @@ class _Costs:
     python_s: float = 0.0  # the Python reference, for the original (cached on disk) or a candidate
     verify_s: float = 0.0
     time_s: float = 0.0
+    #: With ``KTX_COST_DETAIL=1``: seconds of the steps inside those (module load and binding,
+    #: input draws, the reference's outputs, the guarded run, the comparison, the timing arena,
+    #: the launches), each ended by a synchronise so that the device's work lands in its own
+    #: step. Off by default: the synchronises cost a little, and only scripts/gpu_s9_overhead.sh
+    #: reads them.
+    parts: dict[str, float] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, float]:
-        return {k: round(v, 6) for k, v in self.__dict__.items()}
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {k: round(v, 6) for k, v in self.__dict__.items() if isinstance(v, float)}
+        if self.parts:
+            out["parts"] = {k: round(v, 6) for k, v in self.parts.items()}
+        return out
+
+
+def cost_detail() -> bool:
+    """Whether the worker books the steps of a request apart (``KTX_COST_DETAIL=1``)."""
+    return os.environ.get("KTX_COST_DETAIL") == "1"
+
+
+@contextmanager
+def _step(costs: _Costs | None, name: str, stream: Any = None) -> Iterator[None]:
+    """Book the seconds of ``name`` (and the device work it queued on ``stream``) in ``costs``
+    when :func:`cost_detail` is on; nothing otherwise."""
+    if costs is None or not cost_detail():
+        yield
+        return
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        if stream is not None:
+            stream.synchronize()
+        costs.parts[name] = costs.parts.get(name, 0.0) + time.perf_counter() - start
 
 
 #: Names how the original's cached verdicts were reached: with guard zones (verdicts cached
@@ -714,8 +745,9 @@ def _verify_rounds(
     max_abs = 0.0
     rel = 0.0
     for shape in shapes:
-        bound = _bind(spec, cand, shape, modules, limits)
-        ref_bound = _bind(spec, ref_cand, shape, ref_modules, limits) if ref_cand is not None else None
+        with _step(costs, "bind"):
+            bound = _bind(spec, cand, shape, modules, limits)
+            ref_bound = _bind(spec, ref_cand, shape, ref_modules, limits) if ref_cand is not None else None
         count = opts.rounds if shape == point or opts.odd_rounds <= 0 else opts.odd_rounds
         for r in range(count):
             seed = round_seed(spec, shape, r)
@@ -725,12 +757,14 @@ def _verify_rounds(
                 if cached is not None and cached.ok:
                     max_abs, rel = max(max_abs, cached.max_abs_err), max(rel, cached.rel_err)
                     continue
-            with stream:
+            with _step(costs, "inputs", stream), stream:
                 inputs_key, pristine = _inputs(spec, shape, r)
             if ref_bound is not None:
                 assert ref_cand is not None
                 run_ref = partial(_run_reference, spec, ref_bound, shape, pristine, stream)
-                want = reference_outputs(("original", ref_cand.digest, *inputs_key), run_ref, limits, stream)
+                memo_key = ("original", ref_cand.digest, *inputs_key)
+                with _step(costs, "reference", stream):
+                    want = reference_outputs(memo_key, run_ref, limits, stream)
                 stored = True
             elif inputs_key in pending:  # the original's check, started in a thread
                 start = time.perf_counter()
@@ -748,9 +782,10 @@ def _verify_rounds(
             else:
                 want = _python_want(spec, shape, inputs_key, pristine, costs, stream)
                 stored = False
-            got = _run_once(spec, bound, shape, pristine, stream, original=is_self)
+            with _step(costs, "run", stream):
+                got = _run_once(spec, bound, shape, pristine, stream, original=is_self)
             round_abs = round_rel = 0.0
-            with stream:
+            with _step(costs, "compare", stream), stream:
                 for arg in spec.all_args:
                     if not arg.is_output:
                         continue
@@ -774,7 +809,13 @@ def _verify_rounds(
 
 
 def _time(
-    spec: Spec, bound: _Bound, point: ShapePoint, opts: Options, limits: DeviceLimits, stream: Any
+    spec: Spec,
+    bound: _Bound,
+    point: ShapePoint,
+    opts: Options,
+    limits: DeviceLimits,
+    stream: Any,
+    costs: _Costs | None = None,
 ) -> tuple[Timing, Timing]:
     cp = _cupy()
     env = spec.env(point)
@@ -784,10 +825,11 @@ def _time(
         opts.settle_idle_s, opts.idle_gap_s,
     )  # fmt: skip
     with stream:
-        arrays = _timing_arena(spec, point, opts, limits)
-        sets = [_args(spec, env, a) for a in arrays]
-        nsets = len(sets)
-        flush = _flush_buffer(limits) if opts.flush_l2 else None
+        with _step(costs, "arena", stream):
+            arrays = _timing_arena(spec, point, opts, limits)
+            sets = [_args(spec, env, a) for a in arrays]
+            nsets = len(sets)
+            flush = _flush_buffer(limits) if opts.flush_l2 else None
 
         # Warm-up, and a first estimate of the kernel's time.
         start, end = cp.cuda.Event(), cp.cuda.Event()
@@ -970,7 +1012,8 @@ def measure_job(job: Mapping[str, Any]) -> dict[str, Any]:
     stream = cp.cuda.Stream(non_blocking=True)
     resources: Resources | None = None
     try:
-        bound = _bind(spec, cand, point, job["modules"], limits)
+        with _step(costs, "bind"):
+            bound = _bind(spec, cand, point, job["modules"], limits)
         resources = bound.resources
         verdict = _Verdict(0.0, 0.0, ())
         clock = time.perf_counter()
@@ -982,7 +1025,7 @@ def measure_job(job: Mapping[str, Any]) -> dict[str, Any]:
         single = graph = None
         clock = time.perf_counter()
         if opts.time:
-            single, graph = _time(spec, bound, point, opts, limits, stream)
+            single, graph = _time(spec, bound, point, opts, limits, stream, costs)
         costs.time_s = time.perf_counter() - clock
     except _Fail as exc:
         failed = replace(base, status=exc.status, message=exc.message, resources=exc.resources or resources)

@@ -1,7 +1,7 @@
 """Reading a ``ktx optimize`` run folder into what the report shows.
 
 Everything comes from the files the loop wrote (``optimize.json``, ``rounds.jsonl``,
-``baseline.json``, ``original.cu``, ``final/``, the rounds' ``study.db``), so a report can be
+``baseline.json``, ``original.cu``, ``final/``, the rounds' ``study.jsonl``), so a report can be
 made on any machine, long after the run, without the GPU or the passes that produced it.
 """
 
@@ -180,15 +180,18 @@ def knob_of(param: str) -> str:
     return m.group(1) or m.group(2)
 
 
-def knob_importance(study_db: Path) -> tuple[dict[str, float], str]:
+def knob_importance(round_dir: Path) -> tuple[dict[str, float], str]:
     """PED-ANOVA importance of each knob (Optuna's default evaluator: no scikit-learn needed),
-    averaged over the shapes' studies; or why there is none."""
-    if not study_db.exists():
-        return {}, "no study database in the best round"
+    averaged over the shapes' studies of a round's folder (``study.jsonl`` or ``study.db``); or
+    why there is none."""
     import optuna
 
+    from ktx.search.study import run_folder_storage
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = optuna.storages.RDBStorage(f"sqlite:///{study_db.resolve()}")
+    storage = run_folder_storage(round_dir)
+    if storage is None:
+        return {}, "no study in the best round"
     totals: dict[str, list[float]] = {}
     used = 0
     for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
@@ -253,7 +256,7 @@ def load_run(run_dir: Path) -> RunData:
     importance: dict[str, float] = {}
     note = "no round beat the original"
     if best:
-        importance, note = knob_importance(run_dir / f"round-{best:02d}" / "study.db")
+        importance, note = knob_importance(run_dir / f"round-{best:02d}")
     return RunData(
         run_dir=run_dir,
         kernel=state.kernel,

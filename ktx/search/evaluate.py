@@ -276,6 +276,9 @@ class Evaluator:
                     self.log.write("retry", shape=point.name, config=dict(candidate.config), key=key,
                                    status=m.status.value, message=m.message[:200])  # fmt: skip
                     m = self.backend.measure(candidate, point)
+                # the worker's account of this request (the GPU harness's), read before the
+                # next measurement can replace it
+                costs = getattr(self.backend, "last_costs", None)
             if cacheable(m):
                 self.cache.put(key, m, {"shape": point.name, "config": dict(candidate.config)})
         finally:
@@ -290,6 +293,7 @@ class Evaluator:
             status=m.status.value,
             single_us=m.single_us,
             graph_us=m.graph_us,
+            **({"costs": costs} if isinstance(costs, dict) else {}),
         )
         return m, "measured", key
 

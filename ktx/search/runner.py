@@ -1,10 +1,11 @@
 """``ktx tune`` as a library call: baselines, searches, workers, outputs.
 
-One run folder (default ``.ktx/runs/<kernel>/``) holds the study (``study.db`` unless
-``--storage`` names a server), the measurement cache (``cache.jsonl``), the run log
-(``log.jsonl``) and the outputs. A run started again on the same folder continues: finished
-trials stay in the study, measured candidates stay in the cache, stale RUNNING trials of the
-killed process are marked FAIL, and each shape's budget counts what is already there.
+One run folder (default ``.ktx/runs/<kernel>/``) holds the study (``study.jsonl``, a journal
+file, or ``study.db`` with ``--workers``, unless ``--storage`` names a server), the measurement
+cache (``cache.jsonl``), the run log (``log.jsonl``) and the outputs. A run started again on the
+same folder continues: finished trials stay in the study, measured candidates stay in the cache,
+stale RUNNING trials of the killed process are marked FAIL, and each shape's budget counts what
+is already there.
 
 With ``workers > 1`` this process starts that many worker processes (one per GPU through
 ``CUDA_VISIBLE_DEVICES``) on the same studies, waits, and writes the outputs; each worker measures
@@ -54,14 +55,14 @@ from ktx.search.engine import (
     warm_start_configs,
 )
 from ktx.search.evaluate import Evaluator, Policy, choose_metric, objective_time
-from ktx.search.final import WRITE_S, Shortlist, final_check, pair_estimate, reserve
+from ktx.search.final import WRITE_S, Shortlist, check_grace, final_check, pair_estimate, reserve
 from ktx.search.narrow import study_narrowness
 from ktx.search.paired import PAIRS, SKIPPED, PairedCheck
 from ktx.search.progress import Display
 from ktx.search.recording import FORMAT, Recording, RecordingBackend, write
 from ktx.search.report import HoldoutRow, ShapeResult, Summary, write_outputs
 from ktx.search.runlog import RunLog
-from ktx.search.study import default_url, open_storage, redact
+from ktx.search.study import JOURNAL, default_url, open_storage, redact
 from ktx.search.tunable import Tunable, load_tunable
 from ktx.spec import ShapePoint, Spec
 from ktx.specload import load_spec
@@ -281,9 +282,10 @@ def open_context(req: TuneRequest, bandwidth: bool = True) -> Context:
     points = select_points(spec, req.shapes)
     run_dir = run_folder(req, spec)
     run_dir.mkdir(parents=True, exist_ok=True)
-    url = req.storage or default_url(run_dir)
+    url = req.storage or default_url(run_dir, shared=req.workers > 1 or req.is_worker)
     shared = req.workers > 1 or req.storage is not None or req.is_worker
-    storage = open_storage(url, heartbeat=shared)
+    check_storage(req)
+    storage = open_storage(url, heartbeat=shared and not url.startswith(JOURNAL))
     worker = "main" if req.worker_index is None else f"worker{req.worker_index}"
     log = RunLog(run_dir / "log.jsonl", worker=f"{worker}:{os.getpid()}")
     cache = MeasurementCache(run_dir / "cache.jsonl")
@@ -293,6 +295,16 @@ def open_context(req: TuneRequest, bandwidth: bool = True) -> Context:
     return Context(
         req, spec, tunable, points, run_dir, url, storage, backend, evaluator, log, recording, display
     )
+
+
+def check_storage(req: TuneRequest) -> None:
+    """A journal file (:mod:`ktx.search.journal`) has one writer: not for ``--workers N``."""
+    if req.storage is not None and req.storage.startswith(JOURNAL) and (req.workers > 1 or req.is_worker):
+        raise KtxError(
+            f"--storage {req.storage}: a journal file has one writer, "
+            f"and --workers {req.workers} starts several",
+            hint="give --storage sqlite:///PATH or an RDB server URL, or leave --storage out",
+        )
 
 
 def backend_tag(ctx: Context) -> str:
@@ -702,7 +714,8 @@ def paired_checks(
         ctx.display.message(f"{check.shape}: final check {check.text()}")
 
     spent: dict[str, dict[str, float]] = {}
-    checked = final_check(ctx.evaluator, shortlist, deadline, costs, PAIRS, log, spent=spent)
+    grace = check_grace(ctx.request.time_limit)
+    checked = final_check(ctx.evaluator, shortlist, deadline, costs, PAIRS, log, spent=spent, grace_s=grace)
     for name, cost in spent.items():  # how honest the estimate was (issue 23)
         ctx.log.write("paired_cost", shape=name, **cost)
     return {r.point.name: kept.get(r.point.name) or checked[r.point.name] for r in results

@@ -25,14 +25,48 @@ HEARTBEAT_S = 10
 GRACE_S = 40
 
 
-def default_url(run_dir: Path) -> str:
-    return f"sqlite:///{run_dir.resolve() / 'study.db'}"
+#: The scheme of a one-process study journal (:mod:`ktx.search.journal`).
+JOURNAL = "journal:"
+
+
+def default_url(run_dir: Path, shared: bool = False) -> str:
+    """A run folder's own study: a journal file (``study.jsonl``), read and written by the one
+    process that holds the folder's run lock, 8x cheaper a trial than SQLite; SQLite
+    (``study.db``) where several local processes share it (``--workers N``), or where a folder
+    from before the journal holds one (its run resumes in it)."""
+    folder = run_dir.resolve()
+    if shared or ((folder / "study.db").exists() and not (folder / "study.jsonl").exists()):
+        return f"sqlite:///{folder / 'study.db'}"
+    return f"{JOURNAL}{folder / 'study.jsonl'}"
+
+
+def is_run_folder_url(url: str, run_dir: Path) -> bool:
+    """Whether ``url`` is one of the run folder's own studies (not a server's)."""
+    folder = run_dir.resolve()
+    return url in (f"sqlite:///{folder / 'study.db'}", f"{JOURNAL}{folder / 'study.jsonl'}")
+
+
+def run_folder_storage(run_dir: Path) -> optuna.storages.BaseStorage | None:
+    """The study a finished run folder holds (journal or SQLite), for reading; None if none."""
+    folder = run_dir.resolve()
+    if (folder / "study.jsonl").exists():
+        from ktx.search.journal import journal_storage
+
+        return journal_storage(folder / "study.jsonl", writable=False)  # a run may be writing it
+    if (folder / "study.db").exists():
+        return open_storage(f"sqlite:///{folder / 'study.db'}")
+    return None
 
 
 def open_storage(url: str, heartbeat: bool = False) -> optuna.storages.BaseStorage:
-    """``:memory:``, or an SQLAlchemy URL (``sqlite:///path``, ``postgresql://user@host/db``)."""
+    """``:memory:``, ``journal:PATH`` (one process: :mod:`ktx.search.journal`), or an SQLAlchemy
+    URL (``sqlite:///path``, ``postgresql://user@host/db``)."""
     if url == ":memory:":
         return optuna.storages.InMemoryStorage()
+    if url.startswith(JOURNAL):
+        from ktx.search.journal import journal_storage
+
+        return journal_storage(Path(url[len(JOURNAL) :]))
     url = with_driver(url)
     engine_kwargs: dict[str, Any] = {}
     if url.startswith("sqlite"):

@@ -53,7 +53,7 @@ from ktx.search.runner import (
     tune_joint,
     tune_shapes,
 )
-from ktx.search.study import default_url, open_storage, redact
+from ktx.search.study import default_url, is_run_folder_url, open_storage, redact
 from ktx.spec import ShapePoint
 from ktx.specload import load_spec
 
@@ -209,6 +209,7 @@ def run_tune(req: runner.TuneRequest) -> Summary | None:
         raise KtxError("--workers and --jobs must be at least 1")
     start = time.monotonic()
     deadline = None if req.time_limit is None else start + req.time_limit
+    runner.check_storage(req)
     if req.workers > 1 and not req.is_worker:
         return run_with_workers(req, start, deadline)
     ctx = runner.open_context(req)
@@ -219,7 +220,7 @@ def run_tune(req: runner.TuneRequest) -> Summary | None:
             run_worker(ctx, deadline)
             return None
         with runner.run_lock(ctx.run_dir):
-            if ctx.url == default_url(ctx.run_dir):
+            if is_run_folder_url(ctx.url, ctx.run_dir):
                 stale = sum(fail_running(ctx.storage, s) for s in runner._studies(ctx))
                 if stale:
                     ctx.display.message(f"resuming: {stale} trial(s) of a killed run marked FAIL")
@@ -248,11 +249,11 @@ def run_with_workers(req: runner.TuneRequest, start: float, deadline: float | No
     worker 0's GPU with that worker's own."""
     spec = load_spec(req.kernel_dir)
     run_dir = runner.run_folder(req, spec)
-    url = req.storage or default_url(run_dir)
+    url = req.storage or default_url(run_dir, shared=True)
     with runner.run_lock(run_dir):
         log = RunLog(run_dir / "log.jsonl", worker=f"main:{os.getpid()}")
         stale = 0
-        if url == default_url(run_dir):  # before any worker runs: their trials are live
+        if is_run_folder_url(url, run_dir):  # before any worker runs: their trials are live
             storage = open_storage(url, heartbeat=True)
             stale = sum(fail_running(storage, s) for s in runner._studies_in(storage))
         shapes = [p.name for p in runner.select_points(spec, req.shapes)]

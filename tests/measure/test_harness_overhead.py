@@ -64,3 +64,27 @@ def test_the_warm_up_runs_beside_the_caller_once(tmp_path: Path, monkeypatch: py
         h.warm_in_background()  # warm already: nothing
         time.sleep(0.1)
     assert log.read_text().count("warmup") == 1
+
+
+def test_a_retired_worker_is_not_ready_and_its_restart_is_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the final check asks before a check: is the worker warm, and what a restart costs (the
+    first warm-up capped at RESTART_S until a restart is seen; then the restarts' own)."""
+    from ktx.measure.harness import RESTART_S
+
+    monkeypatch.setenv("KTX_TEST_WARM_LOG", str(tmp_path / "warm.log"))
+    monkeypatch.setenv("KTX_TEST_WARM_S", "0.3")
+    with Harness(load_spec(SPEC), handler=WARM, warm_workers=True) as h:
+        assert not h.worker_ready() and h.worker_start_s == RESTART_S
+        h.device()
+        h.warm_worker()
+        assert h.worker_ready()
+        assert 0.3 <= h.worker_start_s < RESTART_S
+        assert h.supervisor.worker is not None
+        h.supervisor.worker.kill()  # a check cut by the limit: the worker is killed at its timeout
+        assert not h.worker_ready()
+        monkeypatch.setenv("KTX_TEST_WARM_S", "0.6")  # the env of the next worker process
+        h.warm_worker()
+        assert h.worker_ready() and h.worker_start_s >= 0.6
+    assert (tmp_path / "warm.log").read_text().count("warmup") == 2

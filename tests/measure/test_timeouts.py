@@ -134,6 +134,9 @@ def test_the_harness_counts_a_candidates_cost_from_the_originals_account(
         # the check a candidate repeats is counted at most as long as its timing
         assert h.candidate_cost[point.name] == pytest.approx(2 * timing + fixed, abs=1e-3)
         assert h.candidate_cost[point.name] < h.original_cost[point.name] - python
+        # the worker's account of the last request, kept for the run log
+        assert h.last_costs is not None and h.last_costs["python_s"] == pytest.approx(python)
+        assert h.last_costs["request_s"] >= python + check + timing
 
 
 def test_the_cost_examples_in_the_docstrings_hold() -> None:

@@ -83,3 +83,36 @@ def test_a_python_check_finds_the_reference_the_originals_check_kept(monkeypatch
     pristine = seeded_inputs(spec, point, 8, 1, np)
     with pytest.raises(AssertionError, match="ran again"):
         gpu._python_want(spec, point, other, pristine, costs, contextlib.nullcontext())
+
+
+class _Stream:
+    def __init__(self) -> None:
+        self.synced = 0
+
+    def synchronize(self) -> None:
+        self.synced += 1
+
+
+def test_the_steps_are_booked_apart_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``KTX_COST_DETAIL=1`` (scripts/gpu_s9_overhead.sh) books each step, its device work
+    synchronised into it; otherwise nothing is booked or synchronised, and the account the
+    harness reads is the four totals it always was."""
+    from ktx.measure.cost import request_overhead
+
+    costs, stream = gpu._Costs(), _Stream()
+    monkeypatch.delenv("KTX_COST_DETAIL", raising=False)
+    with gpu._step(costs, "inputs", stream):
+        time.sleep(0.01)
+    assert costs.parts == {} and stream.synced == 0
+    assert set(costs.to_dict()) == {"warmup_s", "python_s", "verify_s", "time_s"}
+    monkeypatch.setenv("KTX_COST_DETAIL", "1")
+    for _ in range(2):
+        with gpu._step(costs, "inputs", stream):
+            time.sleep(0.01)
+    with gpu._step(costs, "bind"):
+        pass
+    assert stream.synced == 2 and costs.parts["inputs"] >= 0.02 and "bind" in costs.parts
+    costs.time_s = 0.1
+    report = costs.to_dict()
+    assert report["parts"]["inputs"] >= 0.02
+    assert request_overhead(0.3, report) == pytest.approx(0.2), "the steps are not counted twice"

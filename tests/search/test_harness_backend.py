@@ -34,6 +34,8 @@ def test_tune_through_the_harness(
     assert row["evaluations"] == 6 and not row["failures"], "trials in flight do not pass the budget"
     measured = [e for e in read_log(out / "log.jsonl") if e["event"] == "measure"]
     assert all(e["status"] == "ok" for e in measured)
+    # each measurement keeps the request's wall seconds (the stand-in gives no account of its own)
+    assert all(e["costs"]["request_s"] > 0 for e in measured)
     source = (out / "best" / "variant_0.cu").read_text() if (out / "best" / "variant_0.cu").exists() else ""
     assert not source or "KTX_" not in source.split("\n", 1)[1], "variants are instantiated, readable CUDA"
     recording = Recording.load(out / "recording.json")

@@ -17,6 +17,7 @@ import optuna
 import pytest
 
 from ktx.search.runlog import read_log
+from ktx.search.study import run_folder_storage
 
 from .conftest import SILU
 
@@ -34,7 +35,8 @@ def command(recording_path: Path, out: Path, throttle: float) -> list[str]:
 
 def finished_trials(out: Path) -> dict[tuple[str, int], tuple[str, object, object]]:
     """(study, number) -> (state, params, value) of every finished trial in the run's storage."""
-    storage = f"sqlite:///{out / 'study.db'}"
+    storage = run_folder_storage(out)
+    assert storage is not None and (out / "study.jsonl").is_file(), "the default study is the journal"
     found: dict[tuple[str, int], tuple[str, object, object]] = {}
     for summary in optuna.get_all_study_summaries(storage):
         study = optuna.load_study(study_name=summary.study_name, storage=storage)
@@ -78,8 +80,10 @@ def test_sigkill_then_resume(tmp_path: Path, recording_path: Path) -> None:
     keys = [e["key"] for e in measure_events(out)]
     assert len(keys) == len(set(keys))
     # The budget counts what the killed run did: each shape ends with exactly BUDGET evaluations.
-    for summary in optuna.get_all_study_summaries(f"sqlite:///{out / 'study.db'}"):
-        study = optuna.load_study(study_name=summary.study_name, storage=f"sqlite:///{out / 'study.db'}")
+    storage = run_folder_storage(out)
+    assert storage is not None
+    for summary in optuna.get_all_study_summaries(storage):
+        study = optuna.load_study(study_name=summary.study_name, storage=storage)
         evaluated = {
             t.user_attrs["ktx"]["key"] for t in study.trials if t.user_attrs.get("ktx", {}).get("key")
         }

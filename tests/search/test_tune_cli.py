@@ -43,7 +43,7 @@ def test_outputs(tmp_path: Path, recording_path: Path, capsys: pytest.CaptureFix
         "dispatch.json",
         "dispatch.h",
         "log.jsonl",
-        "study.db",
+        "study.jsonl",
     ):
         assert (out / name).is_file(), name
     summary = json.loads((out / "summary.json").read_text())
@@ -128,6 +128,7 @@ def test_workers_share_one_sqlite_study(
         (("--trials", "0"), "--trials 0"),
         (("--shapes", "nosuchset"), "unknown shape 'nosuchset'"),
         (("--storage", "nosuchdb://x"), "cannot open storage"),
+        (("--workers", "2", "--storage", "journal:/nonexistent/s.jsonl"), "a journal file has one writer"),
     ],
 )
 def test_user_errors_are_one_line_exit_2(
