@@ -115,6 +115,7 @@ from ktx.ir.access import conflict_text, substitute
 from ktx.ir.facts.canon import balanced
 from ktx.ir.facts.elements import ElementBody, nothing_to_pack
 from ktx.ir.facts.packing import (
+    ASSUMED_SIZE,
     Plan,
     Refusal,
     constants,
@@ -334,6 +335,16 @@ def _rewrite(
     values = [1] + [v for v in (2, 4, 8, 16) if v * largest <= max_bytes]
     sizes = ", ".join(f"{p}: {s} B" for p, s in plan.sizes)
     name, vec = _knob(rw, label, values, sizes, tie)
+    macro = vec
+    fitted: list[str] = []
+    if plan.unsized:
+        fitted = _fitted(plan, label, vec, max_bytes)
+        vec = f"ktx_vec_{label}"
+        rw.note(
+            f"{label}: the size of {', '.join(plan.unsized)} is not in this file (no launch names it): "
+            f"widths count it as {ASSUMED_SIZE} B, and sizeof narrows the pack to {max_bytes} B at "
+            "compile time for a wider type"
+        )
     indent = syntax.indentation(source, loop.span.start)
     unit = "  "
     parent = plan.node.parent
@@ -363,9 +374,10 @@ def _rewrite(
             )
             peel = False
         em.head = plan.offset
-    lines: list[str] = [f"#if {vec} > 1"]
+    lines: list[str] = [f"#if {macro} > 1"]
     if braces:
         lines.append(indent + "{")
+    lines.extend(inner + line for line in fitted)
     if tail and peel:
         em.head = f"ktx_head_{label}"
         first_ptr = _packed_base(em, plan.packed[0])
@@ -456,6 +468,26 @@ def _rewrite(
     for p, q in dict.fromkeys((a.pointer, b.pointer) for a, b in plan.apart):
         how = "disjoint" if frozenset((p, q)) in plan.disjoint else "apart or the same"
         rw.note(f"{p} and {q} may alias: packed only where a run-time check finds them {how}")
+
+
+def _fitted(plan: Plan, label: str, macro: str, max_bytes: int) -> list[str]:
+    """The declarations of the pack width where some element sizes are the compiler's to tell:
+    the widest element (the known sizes and ``sizeof`` of each unknown type), then the knob where
+    ``knob * widest <= max_bytes``, else ``max_bytes / widest`` (the widest pack that fits:
+    element sizes are powers of two). Written out in the kernel, not in the shared prelude, so
+    that only these loops carry it."""
+    unknown = {a.pointer for a in plan.packed if a.memory.element_type in plan.unsized}
+    known = [s for p, s in plan.sizes if p not in unknown]
+    widest = str(max(known)) if known else ""
+    for t in plan.unsized:
+        size = f"int(sizeof({t}))"
+        widest = f"({size} > {widest} ? {size} : {widest})" if widest else size
+    w = f"ktx_bytes_{label}"
+    fits = f"({max_bytes} / {w} > 0 ? {max_bytes} / {w} : 1)"
+    return [
+        f"constexpr int {w} = {widest};  // the widest packed element, as compiled",
+        f"constexpr int ktx_vec_{label} = {macro} * {w} <= {max_bytes} ? {macro} : {fits};",
+    ]
 
 
 def _constants_of(rw: Rewriter) -> dict[str, str]:

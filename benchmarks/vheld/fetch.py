@@ -107,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--manifest", type=Path, default=MANIFEST)
     p.add_argument("--mirror-root", type=Path, default=Path("/work/.mirror"))
     p.add_argument("--clone-root", type=Path, default=None, help="where to clone projects without a mirror")
-    p.add_argument("--select", action="store_true", help="re-pick files from the mirrors; rewrite the manifest")
+    p.add_argument(
+        "--select", action="store_true", help="re-pick files from the mirrors; rewrite the manifest"
+    )
     args = p.parse_args(argv)
     if args.select:
         corpus_fetch.SELECTION = SELECTION  # select() reads the module's selection

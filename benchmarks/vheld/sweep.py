@@ -81,11 +81,17 @@ def markdown(rows: list[dict[str, Any]], commit: str, compiled: bool) -> str:
     for proj in sorted({r["project"] for r in rows}):
         mine = [r for r in rows if r["project"] == proj]
         out.append(f"| {proj} | {sum(r['status'] == 'applied' for r in mine)} / {len(mine)} |")
-    out += ["", "| file | kernel | status | knobs / compile | remarks (site: reason) |", "|---|---|---|---|---|"]
+    out += [
+        "",
+        "| file | kernel | status | knobs / compile | remarks (site: reason) |",
+        "|---|---|---|---|---|",
+    ]
     for r in rows:
         remarks = "<br>".join(x.replace("|", "/").replace("\n", " ")[:220] for x in r["remarks"][:4])
         what = ", ".join(r["knobs"]) + (f" ({r['compile']})" if r["compile"] else "")
-        out.append(f"| {r['file'].rsplit('/', 1)[-1]} | `{r['kernel']}` | {r['status']} | {what} | {remarks} |")
+        out.append(
+            f"| {r['file'].rsplit('/', 1)[-1]} | `{r['kernel']}` | {r['status']} | {what} | {remarks} |"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -107,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     data = json.loads(raw.with_suffix(".json").read_text())
     rows = kernel_rows(data["cases"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps({"ktx": data["ktx"], "kernels": rows}, indent=1) + "\n")
+    args.out.with_suffix(".json").write_text(
+        json.dumps({"ktx": data["ktx"], "kernels": rows}, indent=1) + "\n"
+    )
     args.out.with_suffix(".md").write_text(markdown(rows, data["ktx"], data["compile"]))
     n = collections.Counter(r["status"] for r in rows)
     print(f"{len(rows)} kernels: " + ", ".join(f"{k} {v}" for k, v in sorted(n.items())))

@@ -19,6 +19,7 @@ Every refusal is a sentence naming the construct, which the pass reports with th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -58,6 +59,22 @@ _EXITS = frozenset({"break_statement", "continue_statement", "return_statement",
 # -- loops ---------------------------------------------------------------------------------------
 
 
+#: The element size a packed pointer of unknown element type counts as when the widths are
+#: offered: 2 bytes (half, bfloat16), the smallest element of the float kernels vectorize is for,
+#: so that the domain reaches 16-byte packs of it. A wider ``T`` is narrowed by ``sizeof`` in
+#: the emitted code (a width above what fits repeats the widest that does).
+ASSUMED_SIZE = 2
+
+_TYPE_NAME = re.compile(r"[A-Za-z_][\w:]*(\s*<[\w:<>, ]*>)?")
+
+
+def _sizeof_ok(elem: str) -> bool:
+    """Whether ``sizeof(elem)`` may be written where the kernel's packs are: a named type (a
+    template parameter, a qualified name), not ``void`` (a cast decides the element then)."""
+    text = " ".join(elem.split())
+    return bool(_TYPE_NAME.fullmatch(text)) and text not in ("void", "auto")
+
+
 @dataclass(frozen=True)
 class Plan:
     """What vectorizing one loop takes, worked out before any text is written."""
@@ -91,6 +108,11 @@ class Plan:
     """``((start) - threadIdx.x)`` for a loop from ``base + threadIdx.x`` by ``blockDim.x`` where
     ``base`` is the same for every thread of the block (``blockIdx.x * group + threadIdx.x``):
     packs are taken from ``base``, thread ``t`` taking packs ``t, t + blockDim.x, ...``."""
+    unsized: tuple[str, ...] = field(default=())
+    """Element types of packed pointers whose size the file does not tell (a template's ``T``
+    that no launch here names): their entry in ``sizes`` is :data:`ASSUMED_SIZE`, and the
+    rewrite narrows the pack at compile time (by ``sizeof``) so that no access passes the byte
+    limit whatever the type turns out to be (of 1 to 16 bytes, a power of two)."""
 
 
 #: (start, step) pairs whose starts, over the threads that run the loop, are 0 .. step-1.
@@ -308,15 +330,23 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
     if problem:
         return problem
     sizes: list[tuple[str, int]] = []
+    unsized: list[str] = []
     for a in packed:
         elem = a.memory.element_type
         # typedefs followed into the file's local headers too (llm.c's floatX in common.h)
         found = type_size(module, fn, facts.template_args, elem)
         size = None if found is None else found[0]
         if size is None:
-            return (
-                f"unknown size of element type {elem!r} of {a.pointer} (give the kernel's template arguments)"
-            )
+            # A type the compiler knows and this file does not say (a template's `T` whose
+            # launches are in another file): sizeof(T) decides the pack at compile time.
+            if not _sizeof_ok(elem):
+                return (
+                    f"unknown size of element type {elem!r} of {a.pointer} (give the kernel's "
+                    "template arguments)"
+                )
+            size = ASSUMED_SIZE
+            if elem not in unsized:
+                unsized.append(elem)
         if (a.pointer, size) not in sizes:
             sizes.append((a.pointer, size))
     if max(s for _, s in sizes) * 2 > max_bytes:
@@ -347,6 +377,7 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
         limit,
         limit_stmt,
         offset,
+        tuple(unsized),
     )
 
 
