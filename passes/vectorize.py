@@ -117,6 +117,7 @@ from ktx.ir.facts.elements import ElementBody, nothing_to_pack
 from ktx.ir.facts.packing import (
     ASSUMED_SIZE,
     Plan,
+    ReadRange,
     Refusal,
     constants,
     element_plan,
@@ -363,7 +364,7 @@ def _rewrite(
             raise Refuse(
                 "tail=false: the loop starts at a block offset, whose alignment only a run-time check tells"
             )
-        if plan.apart or plan.limit is not None:
+        if plan.apart or plan.ranged or plan.limit is not None:
             raise Refuse(
                 "the loop starts at a block offset and needs a run-time aliasing check or a second "
                 "bound, which packs from an offset do not carry"
@@ -415,8 +416,8 @@ def _rewrite(
         else:
             lines.append(f"{inner}const {plan.var_type} {packs_name} = ({cond}) ? {bound_text} / {vec} : 0;")
     else:
-        if plan.apart:
-            a, b = plan.apart[0]
+        if plan.apart or plan.ranged:
+            a, b = plan.apart[0] if plan.apart else (plan.ranged[0].write, plan.ranged[0].read)
             raise Refuse(
                 f"aliasing: {conflict_text(a, b)}; only a run-time check can tell, and tail=false has none"
             )
@@ -465,6 +466,12 @@ def _rewrite(
     rw.insert(end, closing)
     pointers = sorted({a.pointer for a in plan.packed})
     rw.note(f"packed {len(pointers)} pointer(s): {', '.join(pointers)}")
+    for rr in plan.ranged:
+        hi = rr.hi.replace("{bound}", "n")
+        rw.note(
+            f"{rr.write.pointer} and {rr.read.pointer} may alias: packed only where a run-time check finds "
+            f"{rr.read.pointer}[{rr.lo} .. {hi}) apart from the {rr.write.pointer} elements the loop writes"
+        )
     for p, q in dict.fromkeys((a.pointer, b.pointer) for a, b in plan.apart):
         how = "disjoint" if frozenset((p, q)) in plan.disjoint else "apart or the same"
         rw.note(f"{p} and {q} may alias: packed only where a run-time check finds them {how}")
@@ -603,6 +610,8 @@ def _checks(em: _Emit) -> list[str]:
         pairs.add(pair)
         test = "disjoint" if frozenset((a.pointer, b.pointer)) in plan.disjoint else "apart"
         out.append(f"ktx::{test}({a.pointer}{plus}, {b.pointer}{plus}, {bound})")
+    for rr in plan.ranged:
+        out.append(_range_check(module, rr, bound))
     for a in plan.packed:
         names, base = _base_offset(em, a)
         zero = {v: "0" for v in names}
@@ -617,6 +626,25 @@ def _checks(em: _Emit) -> list[str]:
         if c not in seen:
             seen.append(c)
     return seen
+
+
+def _range_check(module: Module, rr: ReadRange, bound: str) -> str:
+    """``true`` where the bytes the loop writes through ``rr.write`` (``[p + off, p + off +
+    bound)``) and those it may read through ``rr.read`` (``[q + lo, q + hi)``) are disjoint (and
+    that range is not empty: a ``%`` by a modulus below 1 is not bounded so), compared as
+    addresses, as ``ktx::disjoint`` does; written here rather than in the shared prelude."""
+    w, r = rr.write.pointer, rr.read.pointer
+    off = _offset_text(module, rr.write, {})
+    start = f"{w} + {off}" if off else w
+    lo, hi = rr.lo, rr.hi.replace("{bound}", bound)
+
+    def addr(p: str) -> str:
+        return f"reinterpret_cast<unsigned long long>({p})"
+
+    end = f"{addr(start)} + sizeof(*{w}) * static_cast<unsigned long long>({bound})"
+    return (
+        f"(({hi}) > ({lo}) && ({end} <= {addr(f'{r} + ({lo})')} || {addr(f'{r} + ({hi})')} <= {addr(start)}))"
+    )
 
 
 def _offset_text(module: Module, a: MemRef, values: dict[str, str]) -> str:

@@ -59,6 +59,22 @@ _EXITS = frozenset({"break_statement", "continue_statement", "return_statement",
 # -- loops ---------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ReadRange:
+    """A read that may alias a contiguous write of the loop, at another index (``bias[i % n]``,
+    ``x[i + 1]``, ``scale[0]`` beside ``out[i]``, no ``__restrict__``), whose elements over the
+    whole loop lie in ``[read.pointer + lo, read.pointer + hi)`` (source text; ``bound`` in
+    ``hi`` is the loop's bound). Packs are taken only where a run-time check finds that range
+    and the written ``[write.pointer + off, + bound)`` share no byte: then no write of the loop
+    can change what it reads, in any order."""
+
+    write: MemRef
+    read: MemRef
+    lo: str
+    hi: str
+    """May name ``{bound}``, replaced by the loop's bound as the check is written."""
+
+
 #: The element size a packed pointer of unknown element type counts as when the widths are
 #: offered: 2 bytes (half, bfloat16), the smallest element of the float kernels vectorize is for,
 #: so that the domain reaches 16-byte packs of it. A wider ``T`` is narrowed by ``sizeof`` in
@@ -108,6 +124,9 @@ class Plan:
     """``((start) - threadIdx.x)`` for a loop from ``base + threadIdx.x`` by ``blockDim.x`` where
     ``base`` is the same for every thread of the block (``blockIdx.x * group + threadIdx.x``):
     packs are taken from ``base``, thread ``t`` taking packs ``t, t + blockDim.x, ...``."""
+    ranged: tuple[ReadRange, ...] = field(default=())
+    """Reads that may alias a write at another index: packed only where a run-time check finds
+    their range and the written range disjoint (:class:`ReadRange`)."""
     unsized: tuple[str, ...] = field(default=())
     """Element types of packed pointers whose size the file does not tell (a template's ``T``
     that no launch here names): their entry in ``sizes`` is :data:`ASSUMED_SIZE`, and the
@@ -284,10 +303,16 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
         w = info.pointer_writes[0]
         return f"the body writes through a pointer expression (`{_text(module, w)}`), which cannot be checked"
     apart: list[tuple[MemRef, MemRef]] = []
+    ranged: list[ReadRange] = []
     for a, b in info.conflict_pairs():
-        if not _checkable_alias(module, a, b, info):
+        if _checkable_alias(module, a, b, info):
+            apart.append((a, b))
+            continue
+        span = _read_range(module, a, b, info, var) or _read_range(module, b, a, info, var)
+        if span is None:
             return "aliasing: " + conflict_text(a, b)
-        apart.append((a, b))
+        if span not in ranged:
+            ranged.append(span)
     opened, inner_vars = _openable(module, info, body, var)
     packed: list[MemRef] = []
     for a in info.accesses:
@@ -377,6 +402,7 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
         limit,
         limit_stmt,
         offset,
+        tuple(ranged),
         tuple(unsized),
     )
 
@@ -487,6 +513,51 @@ def _checkable_alias(module: Module, a: MemRef, b: MemRef, info: LoopAccesses) -
         # the check sits before the loop: its offset may not name what the body declares
         and not any(syntax.names_in(module, t.node) & (info.declared | info.assigned) for t in a.offset_terms)
     )
+
+
+def _read_range(module: Module, w: MemRef, r: MemRef, info: LoopAccesses, var: str) -> ReadRange | None:
+    """The range ``r`` reads over the loop, where ``w`` is a contiguous write ``p[var + off]`` and
+    ``r`` a read only (never written in the body) through a named pointer at
+
+    * ``q[var + off2]`` (another offset, ``x[i + 1]``): ``[off2, off2 + bound)``;
+    * ``q[c]``, a literal: ``[c, c + 1)``;
+    * ``q[e % m]``, ``m`` the same for the whole loop: ``(-m, m)`` (a negative ``e`` gives a
+      negative remainder in C++);
+
+    else None. Every text is read before the loop, so it may not name what the body declares or
+    assigns (the loop variable included)."""
+    body_names = info.declared | info.assigned | {var}
+    if w.kind not in ("store", "update") or w.pinned or w.loops:
+        return None
+    if r.writes or not r.reads or r.pinned or r.loops:
+        return None
+    if w.stride != 1 or w.offset is None or not re.fullmatch(r"[A-Za-z_]\w*", r.pointer):
+        return None
+    if any(syntax.names_in(module, t.node) & body_names for t in w.offset_terms):
+        return None
+    if any(a.writes and a.pointer == r.pointer for a in info.accesses):
+        return None
+    if r.stride == 1 and r.offset is not None:
+        if any(syntax.names_in(module, t.node) & body_names for t in r.offset_terms):
+            return None
+        off = r.offset.strip() or "0"
+        return ReadRange(w, r, f"({off})", f"({off}) + ({{bound}})")
+    index = r.index_node
+    while index is not None and index.type == "parenthesized_expression" and index.named_child_count == 1:
+        index = index.named_children[0]
+    if index is None:
+        return None
+    if index.type == "number_literal" and _text(module, index).isdigit():
+        c = int(_text(module, index))
+        return ReadRange(w, r, str(c), str(c + 1))
+    op = index.child_by_field_name("operator") if index.type == "binary_expression" else None
+    m = index.child_by_field_name("right") if op is not None and op.type == "%" else None
+    if m is None or syntax.names_in(module, m) & body_names:
+        return None
+    if any(b in _text(module, m) for b in ("threadIdx", "blockIdx", "(")):
+        return None  # per-thread or a call: not one value for the loop
+    mt = _text(module, m)
+    return ReadRange(w, r, f"1 - ({mt})", f"({mt})")
 
 
 def _carried(module: Module, info: LoopAccesses, body: ts.Node, sequential: bool = False) -> str:
