@@ -33,6 +33,7 @@ from ktx.ir.access import (
     same_index,
 )
 from ktx.ir.affine import Affine, LoopShape, kernel_index
+from ktx.ir.facts import assign
 from ktx.ir.facts.canon import canon as _canon
 from ktx.ir.facts.canon import expand as _expand
 from ktx.ir.facts.elements import (
@@ -308,7 +309,7 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
         if _checkable_alias(module, a, b, info):
             apart.append((a, b))
             continue
-        span = _read_range(module, a, b, info, var) or _read_range(module, b, a, info, var)
+        span = _read_range(module, a, b, info, var, body) or _read_range(module, b, a, info, var, body)
         if span is None:
             return "aliasing: " + conflict_text(a, b)
         if span not in ranged:
@@ -515,14 +516,17 @@ def _checkable_alias(module: Module, a: MemRef, b: MemRef, info: LoopAccesses) -
     )
 
 
-def _read_range(module: Module, w: MemRef, r: MemRef, info: LoopAccesses, var: str) -> ReadRange | None:
+def _read_range(
+    module: Module, w: MemRef, r: MemRef, info: LoopAccesses, var: str, body: ts.Node
+) -> ReadRange | None:
     """The range ``r`` reads over the loop, where ``w`` is a contiguous write ``p[var + off]`` and
     ``r`` a read only (never written in the body) through a named pointer at
 
     * ``q[var + off2]`` (another offset, ``x[i + 1]``): ``[off2, off2 + bound)``;
     * ``q[c]``, a literal: ``[c, c + 1)``;
     * ``q[e % m]``, ``m`` the same for the whole loop: ``(-m, m)`` (a negative ``e`` gives a
-      negative remainder in C++);
+      negative remainder in C++); also through a local of the body initialised so and never
+      assigned again (``int b_idx = id % n; ... bias[b_idx]``);
 
     else None. Every text is read before the loop, so it may not name what the body declares or
     assigns (the loop variable included)."""
@@ -545,6 +549,14 @@ def _read_range(module: Module, w: MemRef, r: MemRef, info: LoopAccesses, var: s
     index = r.index_node
     while index is not None and index.type == "parenthesized_expression" and index.named_child_count == 1:
         index = index.named_children[0]
+    if index is not None and index.type == "identifier" and _text(module, index) in info.declared:
+        name = _text(module, index)
+        local = syntax.local_declarations(module, body, before=r.node.start_byte).get(name)
+        if local is None or local.value is None or assign.assigned(module, body).get(name):
+            return None
+        index = local.value
+        while index.type == "parenthesized_expression" and index.named_child_count == 1:
+            index = index.named_children[0]
     if index is None:
         return None
     if index.type == "number_literal" and _text(module, index).isdigit():

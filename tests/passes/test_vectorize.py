@@ -135,6 +135,11 @@ def test_reads_at_other_indices_are_packed_behind_a_range_check() -> None:
         "only a run-time check can tell, and tail=false has none"
         in remarks(apply(src, "vectorize{tail=false}"))[0]
     )
+    # through a local of the body, initialised once (FasterTransformer's `int b_idx = id % n;`)
+    local = src.replace("y[i % h];", "y[b];").replace("out[i] =", "const int b = i % h; out[i] =")
+    assert "finds y[1 - (h) .. (h)) apart" in remarks(apply(local, "vectorize"), "rewritten")[0]
+    assigned = local.replace("out[i] =", "b += 1; out[i] =").replace("const int b", "int b")
+    assert "aliasing: out[i] and y[b]" in remarks(apply(assigned, "vectorize"))[0]
     # a modulus the body declares cannot be read before the loop: no range, refused
     inner = src.replace("out[i] = x[i + 1] * s[0] + y[i % h];", "const int hh = 2 * h; out[i] = y[i % hh];")
     assert remarks(apply(inner, "vectorize")) == [

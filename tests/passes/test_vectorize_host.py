@@ -410,7 +410,8 @@ void launch_groups_from(float* dst, const float* x, int group, int ne, int group
 BIAS_MOD = """\
 __global__ void bias_mod(float* out, const float* in, const float* bias, const float* scale, int n, int h) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
-    out[i] = in[i + 1] * scale[0] + bias[i % h];
+    const int b = i % h;  // FasterTransformer's `int b_idx = id % n;`
+    out[i] = in[i + 1] * scale[0] + bias[b];
   }
 }
 """
