@@ -537,6 +537,8 @@ def _read_range(
         return None
     if w.stride != 1 or w.offset is None or not re.fullmatch(r"[A-Za-z_]\w*", r.pointer):
         return None
+    if w.pointer in body_names or r.pointer in body_names:
+        return None  # a pointer the body declares is not there before the loop, where the check is
     if any(syntax.names_in(module, t.node) & body_names for t in w.offset_terms):
         return None
     if any(a.writes and a.pointer == r.pointer for a in info.accesses):

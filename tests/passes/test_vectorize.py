@@ -140,6 +140,11 @@ def test_reads_at_other_indices_are_packed_behind_a_range_check() -> None:
     assert "finds y[1 - (h) .. (h)) apart" in remarks(apply(local, "vectorize"), "rewritten")[0]
     assigned = local.replace("out[i] =", "b += 1; out[i] =").replace("const int b", "int b")
     assert "aliasing: out[i] and y[b]" in remarks(apply(assigned, "vectorize"))[0]
+    # a read through a pointer the body declares: the check before the loop could not name it
+    inner_ptr = src.replace("y[i % h];", "yy[i % h];").replace(
+        "out[i] =", "const float* yy = y + 1; out[i] ="
+    )
+    assert "aliasing: out[i] and yy[i % h]" in remarks(apply(inner_ptr, "vectorize"))[0]
     # a modulus the body declares cannot be read before the loop: no range, refused
     inner = src.replace("out[i] = x[i + 1] * s[0] + y[i % h];", "const int hh = 2 * h; out[i] = y[i % hh];")
     assert remarks(apply(inner, "vectorize")) == [
