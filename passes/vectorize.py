@@ -719,7 +719,10 @@ def _render_group(em: _Emit, group: list[ts.Node], indent: str) -> list[str]:
         em.packs[(em.counter, pointer, offset)] = name
         for a in accs:
             names[a.node.id] = name
-        address = f"{pointer} + {offset} + {em.at()}" if offset else f"{pointer} + {em.at()}"
+        # the offset as a sum term: `(outIdx << 2) + i` keeps its parentheses (`<<`, `?:`, `&`
+        # bind looser than `+`)
+        term = f"({offset})" if re.search(r"<<|>>|[&|^?<>=,]", offset) else offset
+        address = f"{pointer} + {term} + {em.at()}" if offset else f"{pointer} + {em.at()}"
         reads = any(a.reads for a in accs) and not _written_first(accs)
         writes = any(a.writes for a in accs)
         if reads:

@@ -327,3 +327,19 @@ __global__ void k(float* __restrict__ o, const float* __restrict__ x, int n) {
     # `if (m + x[i] > m) m = m + x[i];` is no maximum: a sum whose running value the guard reads
     sum_like = strided.replace("if (x[i] > m) m = x[i];\n    o[i] = m;", "if (m + x[i] > m) m = m + x[i];")
     assert "the body reads m, a running reduction" in remarks(apply(sum_like, "vectorize"))[0]
+
+
+def test_a_shifted_offset_keeps_its_parentheses_in_the_pack_address() -> None:
+    """FasterTransformer's COL32 kernels index ``output[(outIdx << 2) + i]``: ``<<`` binds looser
+    than ``+``, so the pack's address must read ``output + (outIdx << 2) + ...`` (written without
+    the parentheses it shifted the whole sum and did not build)."""
+    src = """\
+__global__ void col32(float* __restrict__ out, const float* __restrict__ x, int k) {
+  for (int i = 0; i < 4; i++) {
+    out[(k << 2) + i] = x[(k << 2) + i] * 2.f;
+  }
+}
+"""
+    code = apply(src, "vectorize").instantiate({"VEC_L0": 4})
+    assert "ktx::load<4>(x + (k << 2) + ktx_p * 4)" in code
+    assert "ktx::store(out + (k << 2) + ktx_p * 4, ktx_out)" in code
