@@ -111,13 +111,12 @@ from dataclasses import dataclass, field
 
 import tree_sitter as ts
 from ktx.ir import Loop, Module, syntax
-from ktx.ir.access import conflict_text, substitute
+from ktx.ir.access import conflict_text
 from ktx.ir.facts.canon import balanced
 from ktx.ir.facts.elements import ElementBody, nothing_to_pack
 from ktx.ir.facts.packing import (
     ASSUMED_SIZE,
     Plan,
-    ReadRange,
     Refusal,
     constants,
     element_plan,
@@ -134,6 +133,7 @@ from ktx.ir.memref import MemRef
 from ktx.ir.syntax import text as _text
 from ktx.passes._common import LoopSite, shrink_grid
 from ktx.passes._device import PreludeSite, insert_prelude, prelude_site
+from ktx.passes._pack_text import fitted, offset_text, range_check
 
 from ktx.passbase import KnobSpec, Option, OptionValue, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
@@ -337,9 +337,9 @@ def _rewrite(
     sizes = ", ".join(f"{p}: {s} B" for p, s in plan.sizes)
     name, vec = _knob(rw, label, values, sizes, tie)
     macro = vec
-    fitted: list[str] = []
+    widths: list[str] = []
     if plan.unsized:
-        fitted = _fitted(plan, label, vec, max_bytes)
+        widths = fitted(plan, label, vec, max_bytes)
         vec = f"ktx_vec_{label}"
         rw.note(
             f"{label}: the size of {', '.join(plan.unsized)} is not in this file (no launch names it): "
@@ -378,7 +378,7 @@ def _rewrite(
     lines: list[str] = [f"#if {macro} > 1"]
     if braces:
         lines.append(indent + "{")
-    lines.extend(inner + line for line in fitted)
+    lines.extend(inner + line for line in widths)
     if tail and peel:
         em.head = f"ktx_head_{label}"
         first_ptr = _packed_base(em, plan.packed[0])
@@ -477,26 +477,6 @@ def _rewrite(
         rw.note(f"{p} and {q} may alias: packed only where a run-time check finds them {how}")
 
 
-def _fitted(plan: Plan, label: str, macro: str, max_bytes: int) -> list[str]:
-    """The declarations of the pack width where some element sizes are the compiler's to tell:
-    the widest element (the known sizes and ``sizeof`` of each unknown type), then the knob where
-    ``knob * widest <= max_bytes``, else ``max_bytes / widest`` (the widest pack that fits:
-    element sizes are powers of two). Written out in the kernel, not in the shared prelude, so
-    that only these loops carry it."""
-    unknown = {a.pointer for a in plan.packed if a.memory.element_type in plan.unsized}
-    known = [s for p, s in plan.sizes if p not in unknown]
-    widest = str(max(known)) if known else ""
-    for t in plan.unsized:
-        size = f"int(sizeof({t}))"
-        widest = f"({size} > {widest} ? {size} : {widest})" if widest else size
-    w = f"ktx_bytes_{label}"
-    fits = f"({max_bytes} / {w} > 0 ? {max_bytes} / {w} : 1)"
-    return [
-        f"constexpr int {w} = {widest};  // the widest packed element, as compiled",
-        f"constexpr int ktx_vec_{label} = {macro} * {w} <= {max_bytes} ? {macro} : {fits};",
-    ]
-
-
 def _constants_of(rw: Rewriter) -> dict[str, str]:
     return constants(rw.target.module.facts(rw.target.kernel, rw.target.template_args))
 
@@ -583,7 +563,7 @@ def _base_offset(em: _Emit, a: MemRef) -> tuple[list[str], str]:
     """The nested loop variables in a packed access's offset, and the offset with them at 0."""
     loop_vars = set(dict(em.plan.inner_vars).values())
     names = sorted({v for t in a.offset_terms for v in syntax.names_in(em.module, t.node) & loop_vars})
-    return names, _offset_text(em.module, a, {v: "0" for v in names})
+    return names, offset_text(em.module, a, {v: "0" for v in names})
 
 
 def _packed_base(em: _Emit, a: MemRef) -> str:
@@ -602,7 +582,7 @@ def _checks(em: _Emit) -> list[str]:
         bound = f"({bound}) < ({n}) ? ({bound}) : ({n})"
     pairs: set[frozenset[str]] = set()
     for a, b in plan.apart:
-        off = _offset_text(module, a, {})
+        off = offset_text(module, a, {})
         plus = f" + {off}" if off else ""
         pair = frozenset((f"{a.pointer}{plus}", f"{b.pointer}{plus}"))
         if pair in pairs:
@@ -611,7 +591,7 @@ def _checks(em: _Emit) -> list[str]:
         test = "disjoint" if frozenset((a.pointer, b.pointer)) in plan.disjoint else "apart"
         out.append(f"ktx::{test}({a.pointer}{plus}, {b.pointer}{plus}, {bound})")
     for rr in plan.ranged:
-        out.append(_range_check(module, rr, bound))
+        out.append(range_check(module, rr, bound))
     for a in plan.packed:
         names, base = _base_offset(em, a)
         zero = {v: "0" for v in names}
@@ -619,61 +599,13 @@ def _checks(em: _Emit) -> list[str]:
         out.append(f"ktx::aligned<{em.vec}>({at})")
         for v in names:
             one = {**zero, v: "1"}
-            step = _offset_text(module, a, one)
+            step = offset_text(module, a, one)
             out.append(f"(({step}) - ({base})) % {em.vec} == 0")
     seen: list[str] = []
     for c in out:
         if c not in seen:
             seen.append(c)
     return seen
-
-
-def _range_check(module: Module, rr: ReadRange, bound: str) -> str:
-    """``true`` where the bytes the loop writes through ``rr.write`` (``[p + off, p + off +
-    bound)``) and those it may read through ``rr.read`` (``[q + lo, q + hi)``) are disjoint (and
-    that range is not empty: a ``%`` by a modulus below 1 is not bounded so), compared as
-    addresses, as ``ktx::disjoint`` does; written here rather than in the shared prelude."""
-    w, r = rr.write.pointer, rr.read.pointer
-    off = _offset_text(module, rr.write, {})
-    start = f"{w} + {off}" if off else w
-    lo, hi = rr.lo, rr.hi.replace("{bound}", bound)
-
-    def addr(p: str) -> str:
-        return f"reinterpret_cast<unsigned long long>({p})"
-
-    end = f"{addr(start)} + sizeof(*{w}) * static_cast<unsigned long long>({bound})"
-    return (
-        f"(({hi}) > ({lo}) && ({end} <= {addr(f'{r} + ({lo})')} || {addr(f'{r} + ({hi})')} <= {addr(start)}))"
-    )
-
-
-def _offset_text(module: Module, a: MemRef, values: dict[str, str]) -> str:
-    parts: list[str] = []
-    for t in a.offset_terms:
-        piece = substitute(module, t.node, values) if values else _text(module, t.node)
-        if not parts:
-            parts.append(piece if t.sign > 0 else f"-({piece})")
-        else:
-            parts.append(f"+ {piece}" if t.sign > 0 else f"- ({piece})")
-    text = " ".join(parts)
-    if not parts:
-        return ""
-    simple = (
-        "identifier",
-        "number_literal",
-        "call_expression",
-        "field_expression",
-        "parenthesized_expression",
-    )
-    lone = len(a.offset_terms) == 1 and a.offset_terms[0].sign > 0
-    if lone and (a.offset_terms[0].node.type in simple or _is_product(a.offset_terms[0].node)):
-        return text
-    return f"({text})"
-
-
-def _is_product(node: ts.Node) -> bool:
-    op = node.child_by_field_name("operator") if node.type == "binary_expression" else None
-    return op is not None and op.type == "*"
 
 
 def _render_list(em: _Emit, stmts: list[ts.Node], indent: str) -> list[str]:
