@@ -111,10 +111,11 @@ from dataclasses import dataclass, field
 
 import tree_sitter as ts
 from ktx.ir import Loop, Module, syntax
-from ktx.ir.access import conflict_text, substitute
+from ktx.ir.access import conflict_text
 from ktx.ir.facts.canon import balanced
 from ktx.ir.facts.elements import ElementBody, nothing_to_pack
 from ktx.ir.facts.packing import (
+    ASSUMED_SIZE,
     Plan,
     Refusal,
     constants,
@@ -132,6 +133,7 @@ from ktx.ir.memref import MemRef
 from ktx.ir.syntax import text as _text
 from ktx.passes._common import LoopSite, shrink_grid
 from ktx.passes._device import PreludeSite, insert_prelude, prelude_site
+from ktx.passes._pack_text import fitted, offset_text, range_check
 
 from ktx.passbase import KnobSpec, Option, OptionValue, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
@@ -334,6 +336,16 @@ def _rewrite(
     values = [1] + [v for v in (2, 4, 8, 16) if v * largest <= max_bytes]
     sizes = ", ".join(f"{p}: {s} B" for p, s in plan.sizes)
     name, vec = _knob(rw, label, values, sizes, tie)
+    macro = vec
+    widths: list[str] = []
+    if plan.unsized:
+        widths = fitted(plan, label, vec, max_bytes)
+        vec = f"ktx_vec_{label}"
+        rw.note(
+            f"{label}: the size of {', '.join(plan.unsized)} is not in this file (no launch names it): "
+            f"widths count it as {ASSUMED_SIZE} B, and sizeof narrows the pack to {max_bytes} B at "
+            "compile time for a wider type"
+        )
     indent = syntax.indentation(source, loop.span.start)
     unit = "  "
     parent = plan.node.parent
@@ -352,7 +364,7 @@ def _rewrite(
             raise Refuse(
                 "tail=false: the loop starts at a block offset, whose alignment only a run-time check tells"
             )
-        if plan.apart or plan.limit is not None:
+        if plan.apart or plan.ranged or plan.limit is not None:
             raise Refuse(
                 "the loop starts at a block offset and needs a run-time aliasing check or a second "
                 "bound, which packs from an offset do not carry"
@@ -363,9 +375,10 @@ def _rewrite(
             )
             peel = False
         em.head = plan.offset
-    lines: list[str] = [f"#if {vec} > 1"]
+    lines: list[str] = [f"#if {macro} > 1"]
     if braces:
         lines.append(indent + "{")
+    lines.extend(inner + line for line in widths)
     if tail and peel:
         em.head = f"ktx_head_{label}"
         first_ptr = _packed_base(em, plan.packed[0])
@@ -403,8 +416,8 @@ def _rewrite(
         else:
             lines.append(f"{inner}const {plan.var_type} {packs_name} = ({cond}) ? {bound_text} / {vec} : 0;")
     else:
-        if plan.apart:
-            a, b = plan.apart[0]
+        if plan.apart or plan.ranged:
+            a, b = plan.apart[0] if plan.apart else (plan.ranged[0].write, plan.ranged[0].read)
             raise Refuse(
                 f"aliasing: {conflict_text(a, b)}; only a run-time check can tell, and tail=false has none"
             )
@@ -453,6 +466,12 @@ def _rewrite(
     rw.insert(end, closing)
     pointers = sorted({a.pointer for a in plan.packed})
     rw.note(f"packed {len(pointers)} pointer(s): {', '.join(pointers)}")
+    for rr in plan.ranged:
+        hi = rr.hi.replace("{bound}", "n")
+        rw.note(
+            f"{rr.write.pointer} and {rr.read.pointer} may alias: packed only where a run-time check finds "
+            f"{rr.read.pointer}[{rr.lo} .. {hi}) apart from the {rr.write.pointer} elements the loop writes"
+        )
     for p, q in dict.fromkeys((a.pointer, b.pointer) for a, b in plan.apart):
         how = "disjoint" if frozenset((p, q)) in plan.disjoint else "apart or the same"
         rw.note(f"{p} and {q} may alias: packed only where a run-time check finds them {how}")
@@ -544,7 +563,7 @@ def _base_offset(em: _Emit, a: MemRef) -> tuple[list[str], str]:
     """The nested loop variables in a packed access's offset, and the offset with them at 0."""
     loop_vars = set(dict(em.plan.inner_vars).values())
     names = sorted({v for t in a.offset_terms for v in syntax.names_in(em.module, t.node) & loop_vars})
-    return names, _offset_text(em.module, a, {v: "0" for v in names})
+    return names, offset_text(em.module, a, {v: "0" for v in names})
 
 
 def _packed_base(em: _Emit, a: MemRef) -> str:
@@ -563,7 +582,7 @@ def _checks(em: _Emit) -> list[str]:
         bound = f"({bound}) < ({n}) ? ({bound}) : ({n})"
     pairs: set[frozenset[str]] = set()
     for a, b in plan.apart:
-        off = _offset_text(module, a, {})
+        off = offset_text(module, a, {})
         plus = f" + {off}" if off else ""
         pair = frozenset((f"{a.pointer}{plus}", f"{b.pointer}{plus}"))
         if pair in pairs:
@@ -571,6 +590,8 @@ def _checks(em: _Emit) -> list[str]:
         pairs.add(pair)
         test = "disjoint" if frozenset((a.pointer, b.pointer)) in plan.disjoint else "apart"
         out.append(f"ktx::{test}({a.pointer}{plus}, {b.pointer}{plus}, {bound})")
+    for rr in plan.ranged:
+        out.append(range_check(module, rr, bound))
     for a in plan.packed:
         names, base = _base_offset(em, a)
         zero = {v: "0" for v in names}
@@ -578,42 +599,13 @@ def _checks(em: _Emit) -> list[str]:
         out.append(f"ktx::aligned<{em.vec}>({at})")
         for v in names:
             one = {**zero, v: "1"}
-            step = _offset_text(module, a, one)
+            step = offset_text(module, a, one)
             out.append(f"(({step}) - ({base})) % {em.vec} == 0")
     seen: list[str] = []
     for c in out:
         if c not in seen:
             seen.append(c)
     return seen
-
-
-def _offset_text(module: Module, a: MemRef, values: dict[str, str]) -> str:
-    parts: list[str] = []
-    for t in a.offset_terms:
-        piece = substitute(module, t.node, values) if values else _text(module, t.node)
-        if not parts:
-            parts.append(piece if t.sign > 0 else f"-({piece})")
-        else:
-            parts.append(f"+ {piece}" if t.sign > 0 else f"- ({piece})")
-    text = " ".join(parts)
-    if not parts:
-        return ""
-    simple = (
-        "identifier",
-        "number_literal",
-        "call_expression",
-        "field_expression",
-        "parenthesized_expression",
-    )
-    lone = len(a.offset_terms) == 1 and a.offset_terms[0].sign > 0
-    if lone and (a.offset_terms[0].node.type in simple or _is_product(a.offset_terms[0].node)):
-        return text
-    return f"({text})"
-
-
-def _is_product(node: ts.Node) -> bool:
-    op = node.child_by_field_name("operator") if node.type == "binary_expression" else None
-    return op is not None and op.type == "*"
 
 
 def _render_list(em: _Emit, stmts: list[ts.Node], indent: str) -> list[str]:
@@ -659,7 +651,10 @@ def _render_group(em: _Emit, group: list[ts.Node], indent: str) -> list[str]:
         em.packs[(em.counter, pointer, offset)] = name
         for a in accs:
             names[a.node.id] = name
-        address = f"{pointer} + {offset} + {em.at()}" if offset else f"{pointer} + {em.at()}"
+        # the offset as a sum term: `(outIdx << 2) + i` keeps its parentheses (`<<`, `?:`, `&`
+        # bind looser than `+`)
+        term = f"({offset})" if re.search(r"<<|>>|[&|^?<>=,]", offset) else offset
+        address = f"{pointer} + {term} + {em.at()}" if offset else f"{pointer} + {em.at()}"
         reads = any(a.reads for a in accs) and not _written_first(accs)
         writes = any(a.writes for a in accs)
         if reads:

@@ -240,7 +240,8 @@ def classify(
     rewritten = [o for o in mine if isinstance(o, Rewritten)]
     rolled = [o for o in mine if isinstance(o, RolledBack)]
     skipped = [o for o in mine if isinstance(o, Skipped)]
-    raw = tuple(f"{o.site}: {o.message}" for o in (rolled or skipped))[:6]
+    # ``site:line`` as ``ktx apply`` prints it (line 0: the remark names no line)
+    raw = tuple(f"{o.site}:{o.line}: {o.message}" for o in (rolled or skipped))[:6]
     if knobs or rewritten:
         return "applied", knobs or tuple(n for o in rewritten for n in o.knobs), (), raw
     if rolled:

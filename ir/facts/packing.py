@@ -19,6 +19,7 @@ Every refusal is a sentence naming the construct, which the pass reports with th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -32,6 +33,7 @@ from ktx.ir.access import (
     same_index,
 )
 from ktx.ir.affine import Affine, LoopShape, kernel_index
+from ktx.ir.facts import assign
 from ktx.ir.facts.canon import canon as _canon
 from ktx.ir.facts.canon import expand as _expand
 from ktx.ir.facts.elements import (
@@ -56,6 +58,38 @@ _EXITS = frozenset({"break_statement", "continue_statement", "return_statement",
 
 
 # -- loops ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReadRange:
+    """A read that may alias a contiguous write of the loop, at another index (``bias[i % n]``,
+    ``x[i + 1]``, ``scale[0]`` beside ``out[i]``, no ``__restrict__``), whose elements over the
+    whole loop lie in ``[read.pointer + lo, read.pointer + hi)`` (source text; ``bound`` in
+    ``hi`` is the loop's bound). Packs are taken only where a run-time check finds that range
+    and the written ``[write.pointer + off, + bound)`` share no byte: then no write of the loop
+    can change what it reads, in any order."""
+
+    write: MemRef
+    read: MemRef
+    lo: str
+    hi: str
+    """May name ``{bound}``, replaced by the loop's bound as the check is written."""
+
+
+#: The element size a packed pointer of unknown element type counts as when the widths are
+#: offered: 2 bytes (half, bfloat16), the smallest element of the float kernels vectorize is for,
+#: so that the domain reaches 16-byte packs of it. A wider ``T`` is narrowed by ``sizeof`` in
+#: the emitted code (a width above what fits repeats the widest that does).
+ASSUMED_SIZE = 2
+
+_TYPE_NAME = re.compile(r"[A-Za-z_][\w:]*(\s*<[\w:<>, ]*>)?")
+
+
+def _sizeof_ok(elem: str) -> bool:
+    """Whether ``sizeof(elem)`` may be written where the kernel's packs are: a named type (a
+    template parameter, a qualified name), not ``void`` (a cast decides the element then)."""
+    text = " ".join(elem.split())
+    return bool(_TYPE_NAME.fullmatch(text)) and text not in ("void", "auto")
 
 
 @dataclass(frozen=True)
@@ -91,6 +125,14 @@ class Plan:
     """``((start) - threadIdx.x)`` for a loop from ``base + threadIdx.x`` by ``blockDim.x`` where
     ``base`` is the same for every thread of the block (``blockIdx.x * group + threadIdx.x``):
     packs are taken from ``base``, thread ``t`` taking packs ``t, t + blockDim.x, ...``."""
+    ranged: tuple[ReadRange, ...] = field(default=())
+    """Reads that may alias a write at another index: packed only where a run-time check finds
+    their range and the written range disjoint (:class:`ReadRange`)."""
+    unsized: tuple[str, ...] = field(default=())
+    """Element types of packed pointers whose size the file does not tell (a template's ``T``
+    that no launch here names): their entry in ``sizes`` is :data:`ASSUMED_SIZE`, and the
+    rewrite narrows the pack at compile time (by ``sizeof``) so that no access passes the byte
+    limit whatever the type turns out to be (of 1 to 16 bytes, a power of two)."""
 
 
 #: (start, step) pairs whose starts, over the threads that run the loop, are 0 .. step-1.
@@ -262,10 +304,16 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
         w = info.pointer_writes[0]
         return f"the body writes through a pointer expression (`{_text(module, w)}`), which cannot be checked"
     apart: list[tuple[MemRef, MemRef]] = []
+    ranged: list[ReadRange] = []
     for a, b in info.conflict_pairs():
-        if not _checkable_alias(module, a, b, info):
+        if _checkable_alias(module, a, b, info):
+            apart.append((a, b))
+            continue
+        span = _read_range(module, a, b, info, var, body) or _read_range(module, b, a, info, var, body)
+        if span is None:
             return "aliasing: " + conflict_text(a, b)
-        apart.append((a, b))
+        if span not in ranged:
+            ranged.append(span)
     opened, inner_vars = _openable(module, info, body, var)
     packed: list[MemRef] = []
     for a in info.accesses:
@@ -308,15 +356,23 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
     if problem:
         return problem
     sizes: list[tuple[str, int]] = []
+    unsized: list[str] = []
     for a in packed:
         elem = a.memory.element_type
         # typedefs followed into the file's local headers too (llm.c's floatX in common.h)
         found = type_size(module, fn, facts.template_args, elem)
         size = None if found is None else found[0]
         if size is None:
-            return (
-                f"unknown size of element type {elem!r} of {a.pointer} (give the kernel's template arguments)"
-            )
+            # A type the compiler knows and this file does not say (a template's `T` whose
+            # launches are in another file): sizeof(T) decides the pack at compile time.
+            if not _sizeof_ok(elem):
+                return (
+                    f"unknown size of element type {elem!r} of {a.pointer} (give the kernel's "
+                    "template arguments)"
+                )
+            size = ASSUMED_SIZE
+            if elem not in unsized:
+                unsized.append(elem)
         if (a.pointer, size) not in sizes:
             sizes.append((a.pointer, size))
     if max(s for _, s in sizes) * 2 > max_bytes:
@@ -347,6 +403,8 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
         limit,
         limit_stmt,
         offset,
+        tuple(ranged),
+        tuple(unsized),
     )
 
 
@@ -456,6 +514,64 @@ def _checkable_alias(module: Module, a: MemRef, b: MemRef, info: LoopAccesses) -
         # the check sits before the loop: its offset may not name what the body declares
         and not any(syntax.names_in(module, t.node) & (info.declared | info.assigned) for t in a.offset_terms)
     )
+
+
+def _read_range(
+    module: Module, w: MemRef, r: MemRef, info: LoopAccesses, var: str, body: ts.Node
+) -> ReadRange | None:
+    """The range ``r`` reads over the loop, where ``w`` is a contiguous write ``p[var + off]`` and
+    ``r`` a read only (never written in the body) through a named pointer at
+
+    * ``q[var + off2]`` (another offset, ``x[i + 1]``): ``[off2, off2 + bound)``;
+    * ``q[c]``, a literal: ``[c, c + 1)``;
+    * ``q[e % m]``, ``m`` the same for the whole loop: ``(-m, m)`` (a negative ``e`` gives a
+      negative remainder in C++); also through a local of the body initialised so and never
+      assigned again (``int b_idx = id % n; ... bias[b_idx]``);
+
+    else None. Every text is read before the loop, so it may not name what the body declares or
+    assigns (the loop variable included)."""
+    body_names = info.declared | info.assigned | {var}
+    if w.kind not in ("store", "update") or w.pinned or w.loops:
+        return None
+    if r.writes or not r.reads or r.pinned or r.loops:
+        return None
+    if w.stride != 1 or w.offset is None or not re.fullmatch(r"[A-Za-z_]\w*", r.pointer):
+        return None
+    if w.pointer in body_names or r.pointer in body_names:
+        return None  # a pointer the body declares is not there before the loop, where the check is
+    if any(syntax.names_in(module, t.node) & body_names for t in w.offset_terms):
+        return None
+    if any(a.writes and a.pointer == r.pointer for a in info.accesses):
+        return None
+    if r.stride == 1 and r.offset is not None:
+        if any(syntax.names_in(module, t.node) & body_names for t in r.offset_terms):
+            return None
+        off = r.offset.strip() or "0"
+        return ReadRange(w, r, f"({off})", f"({off}) + ({{bound}})")
+    index = r.index_node
+    while index is not None and index.type == "parenthesized_expression" and index.named_child_count == 1:
+        index = index.named_children[0]
+    if index is not None and index.type == "identifier" and _text(module, index) in info.declared:
+        name = _text(module, index)
+        local = syntax.local_declarations(module, body, before=r.node.start_byte).get(name)
+        if local is None or local.value is None or assign.assigned(module, body).get(name):
+            return None
+        index = local.value
+        while index.type == "parenthesized_expression" and index.named_child_count == 1:
+            index = index.named_children[0]
+    if index is None:
+        return None
+    if index.type == "number_literal" and _text(module, index).isdigit():
+        c = int(_text(module, index))
+        return ReadRange(w, r, str(c), str(c + 1))
+    op = index.child_by_field_name("operator") if index.type == "binary_expression" else None
+    m = index.child_by_field_name("right") if op is not None and op.type == "%" else None
+    if m is None or syntax.names_in(module, m) & body_names:
+        return None
+    if any(b in _text(module, m) for b in ("threadIdx", "blockIdx", "(")):
+        return None  # per-thread or a call: not one value for the loop
+    mt = _text(module, m)
+    return ReadRange(w, r, f"1 - ({mt})", f"({mt})")
 
 
 def _carried(module: Module, info: LoopAccesses, body: ts.Node, sequential: bool = False) -> str:

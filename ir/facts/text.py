@@ -78,7 +78,17 @@ def render(facts: Facts) -> str:
         lines.append(f"  pack element: {_sizes(plan.sizes)}")
     for lf in facts.loops:
         p = loop_plan(facts, lf.loop, _MAX_BYTES)
-        lines.append(f"  pack {lf.label}: " + (f"no, {p}" if isinstance(p, str) else _sizes(p.sizes)))
+        if isinstance(p, str):
+            lines.append(f"  pack {lf.label}: no, {p}")
+            continue
+        unknown = {a.pointer for a in p.packed if a.memory.element_type in p.unsized}
+        shown = tuple((q, s) for q, s in p.sizes if q not in unknown)
+        sized = (
+            f"sizeof({', '.join(p.unsized)}) at compile time for {', '.join(sorted(unknown))}"
+            if unknown
+            else ""
+        )
+        lines.append(f"  pack {lf.label}: " + ", ".join(x for x in (_sizes(shown), sized) if x))
     return "\n".join(lines)
 
 

@@ -88,9 +88,10 @@ def test_loops_already_packed_or_with_odd_starts_are_left_alone() -> None:
 
 
 def test_refusals() -> None:
-    alias = SRC.replace("__restrict__ ", "").replace("out[i] = x[i] + y[i];", "out[i] = x[i + 1] + y[i];")
+    # a read whose range over the loop has no closed form (x[2 * i] reaches 2 * n) stays refused
+    alias = SRC.replace("__restrict__ ", "").replace("out[i] = x[i] + y[i];", "out[i] = x[2 * i] + y[i];")
     assert remarks(apply(alias, "vectorize")) == [
-        "L0: aliasing: out[i] and x[i + 1] may touch aliasing memory (line 4 and 4)"
+        "L0: aliasing: out[i] and x[2 * i] may touch aliasing memory (line 4 and 4)"
     ]
     assert (
         "only a run-time check can tell, and tail=false has none"
@@ -110,6 +111,45 @@ def test_refusals() -> None:
     assert "packs cannot stop mid-way" in remarks(apply(early, "vectorize"))[0]
     owned = SRC.replace("  }\n}", "  }\n  out[0] = 1.f;\n}")
     assert "no __syncthreads() in between" in remarks(apply(owned, "vectorize"))[0]
+
+
+def test_reads_at_other_indices_are_packed_behind_a_range_check() -> None:
+    """FasterTransformer's add-bias kernels: no __restrict__, the bias read at ``i % h``, a scale
+    at ``[0]``, the next element at ``i + 1``. Each read's range over the loop is known, so the
+    packed loop runs only where it is apart from the elements the loop writes."""
+    src = SRC.replace("__restrict__ ", "").replace(", int n)", ", const float* s, int n, int h)")
+    src = src.replace("out[i] = x[i] + y[i];", "out[i] = x[i + 1] * s[0] + y[i % h];")
+    t = apply(src, "vectorize")
+    assert [k.name for k in t.knobs] == ["VEC_L0"], remarks(t)
+    note = remarks(t, "rewritten")[0]
+    assert "finds x[(1) .. (1) + (n)) apart from the out elements the loop writes" in note
+    assert "finds s[0 .. 1) apart" in note and "finds y[1 - (h) .. (h)) apart" in note
+    code = t.instantiate({"VEC_L0": 4})
+    # written: [out, out + n); read through y: (y - h, y + h)
+    assert (
+        "(((h)) > (1 - (h)) && (reinterpret_cast<unsigned long long>(out) + sizeof(*out) * "
+        "static_cast<unsigned long long>(n) <= reinterpret_cast<unsigned long long>(y + (1 - (h))) || "
+        "reinterpret_cast<unsigned long long>(y + ((h))) <= reinterpret_cast<unsigned long long>(out)))"
+    ) in code
+    assert (
+        "only a run-time check can tell, and tail=false has none"
+        in remarks(apply(src, "vectorize{tail=false}"))[0]
+    )
+    # through a local of the body, initialised once (FasterTransformer's `int b_idx = id % n;`)
+    local = src.replace("y[i % h];", "y[b];").replace("out[i] =", "const int b = i % h; out[i] =")
+    assert "finds y[1 - (h) .. (h)) apart" in remarks(apply(local, "vectorize"), "rewritten")[0]
+    assigned = local.replace("out[i] =", "b += 1; out[i] =").replace("const int b", "int b")
+    assert "aliasing: out[i] and y[b]" in remarks(apply(assigned, "vectorize"))[0]
+    # a read through a pointer the body declares: the check before the loop could not name it
+    inner_ptr = src.replace("y[i % h];", "yy[i % h];").replace(
+        "out[i] =", "const float* yy = y + 1; out[i] ="
+    )
+    assert "aliasing: out[i] and yy[i % h]" in remarks(apply(inner_ptr, "vectorize"))[0]
+    # a modulus the body declares cannot be read before the loop: no range, refused
+    inner = src.replace("out[i] = x[i + 1] * s[0] + y[i % h];", "const int hh = 2 * h; out[i] = y[i % hh];")
+    assert remarks(apply(inner, "vectorize")) == [
+        "L0: aliasing: out[i] and y[i % hh] may touch aliasing memory (line 4 and 4)"
+    ]
 
 
 def test_conditional_access_stays_scalar_but_the_rest_is_packed() -> None:
@@ -287,3 +327,19 @@ __global__ void k(float* __restrict__ o, const float* __restrict__ x, int n) {
     # `if (m + x[i] > m) m = m + x[i];` is no maximum: a sum whose running value the guard reads
     sum_like = strided.replace("if (x[i] > m) m = x[i];\n    o[i] = m;", "if (m + x[i] > m) m = m + x[i];")
     assert "the body reads m, a running reduction" in remarks(apply(sum_like, "vectorize"))[0]
+
+
+def test_a_shifted_offset_keeps_its_parentheses_in_the_pack_address() -> None:
+    """FasterTransformer's COL32 kernels index ``output[(outIdx << 2) + i]``: ``<<`` binds looser
+    than ``+``, so the pack's address must read ``output + (outIdx << 2) + ...`` (written without
+    the parentheses it shifted the whole sum and did not build)."""
+    src = """\
+__global__ void col32(float* __restrict__ out, const float* __restrict__ x, int k) {
+  for (int i = 0; i < 4; i++) {
+    out[(k << 2) + i] = x[(k << 2) + i] * 2.f;
+  }
+}
+"""
+    code = apply(src, "vectorize").instantiate({"VEC_L0": 4})
+    assert "ktx::load<4>(x + (k << 2) + ktx_p * 4)" in code
+    assert "ktx::store(out + (k << 2) + ktx_p * 4, ktx_out)" in code

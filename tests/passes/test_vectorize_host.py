@@ -100,6 +100,21 @@ int main() {
 """
 
 CASES = {
+    "bias_mod": r"""
+  for (int n : {0, 1, 5, 33, 67}) for (int h : {1, 3, 8}) for (int b = 0; b < 7; ++b) {
+    std::vector<float> m1(1200), m2(1200); fill(m1); fill(m2);
+    auto run = [&](auto k, std::vector<float>& m) {
+      // b: 0 all apart; 1 in[i + 1] is out[i + 4] (read ahead of the writes, in + 1 on a pack
+      // boundary like out); 2 bias inside out; 3 scale inside out; 4 bias right after out (apart);
+      // 5 in[i + 1] right after out (apart); 6 bias is out
+      float* out = m.data() + 400;
+      const float* in = b == 1 ? out + 3 : b == 5 ? out + n - 1 : m.data() + 7;
+      const float* bias = b == 2 ? out + n / 2 : b == 4 ? out + n : b == 6 ? out : m.data() + 200;
+      const float* scale = b == 3 ? out + n / 3 : m.data() + 300;
+      launch(2, 4, [&] { k(out, in, bias, scale, n, h); });
+    };
+    run(orig::bias_mod, m1); run(cand::bias_mod, m2); check("bias_mod", m1, m2, n, h, b);
+  }""",
     "groups_from": r"""
   for (int group : {1, 3, 5, 8, 33}) for (int cut : {0, 1, 7}) for (int a = 0; a < 4; ++a) {
     std::vector<float> m1(400), m2(400); fill(m1); fill(m2);
@@ -389,7 +404,20 @@ void launch_groups_from(float* dst, const float* x, int group, int ne, int group
 #endif
 """
 
+#: FasterTransformer's add-bias kernels: no __restrict__, reads at other indices than the write
+#: (a bias by `i % h`, a scale at [0], the next element): packs only where a run-time check finds
+#: each read's range apart from the written elements
+BIAS_MOD = """\
+__global__ void bias_mod(float* out, const float* in, const float* bias, const float* scale, int n, int h) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    const int b = i % h;  // FasterTransformer's `int b_idx = id % n;`
+    out[i] = in[i + 1] * scale[0] + bias[b];
+  }
+}
+"""
+
 KERNELS = {
+    "bias_mod": BIAS_MOD,
     "groups_from": GROUPS_FROM,
     "ldg_axpy": LDG_AXPY,
     "warp_rows": WARP_ROWS,

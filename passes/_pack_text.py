@@ -1,0 +1,82 @@
+"""The texts of vectorize's packed loops that are sums of source expressions: a packed access's
+offset, the run-time check that a read's range and a loop's writes are apart, and the pack
+width where ``sizeof`` decides it. Apart from :mod:`ktx.passes.vectorize` so that the pass stays
+one readable file (``tests/ir/test_facts_layout.py`` holds it under 900 lines).
+"""
+
+from __future__ import annotations
+
+import tree_sitter as ts
+from ktx.ir import Module
+from ktx.ir.access import substitute
+from ktx.ir.facts.packing import Plan, ReadRange
+from ktx.ir.memref import MemRef
+from ktx.ir.syntax import text as _text
+
+
+def fitted(plan: Plan, label: str, macro: str, max_bytes: int) -> list[str]:
+    """The declarations of the pack width where some element sizes are the compiler's to tell:
+    the widest element (the known sizes and ``sizeof`` of each unknown type), then the knob where
+    ``knob * widest <= max_bytes``, else ``max_bytes / widest`` (the widest pack that fits:
+    element sizes are powers of two). Written out in the kernel, not in the shared prelude, so
+    that only these loops carry it."""
+    unknown = {a.pointer for a in plan.packed if a.memory.element_type in plan.unsized}
+    known = [s for p, s in plan.sizes if p not in unknown]
+    widest = str(max(known)) if known else ""
+    for t in plan.unsized:
+        size = f"int(sizeof({t}))"
+        widest = f"({size} > {widest} ? {size} : {widest})" if widest else size
+    w = f"ktx_bytes_{label}"
+    fits = f"({max_bytes} / {w} > 0 ? {max_bytes} / {w} : 1)"
+    return [
+        f"constexpr int {w} = {widest};  // the widest packed element, as compiled",
+        f"constexpr int ktx_vec_{label} = {macro} * {w} <= {max_bytes} ? {macro} : {fits};",
+    ]
+
+
+def range_check(module: Module, rr: ReadRange, bound: str) -> str:
+    """``true`` where the bytes the loop writes through ``rr.write`` (``[p + off, p + off +
+    bound)``) and those it may read through ``rr.read`` (``[q + lo, q + hi)``) are disjoint (and
+    that range is not empty: a ``%`` by a modulus below 1 is not bounded so), compared as
+    addresses, as ``ktx::disjoint`` does; written here rather than in the shared prelude."""
+    w, r = rr.write.pointer, rr.read.pointer
+    off = offset_text(module, rr.write, {})
+    start = f"{w} + {off}" if off else w
+    lo, hi = rr.lo, rr.hi.replace("{bound}", bound)
+
+    def addr(p: str) -> str:
+        return f"reinterpret_cast<unsigned long long>({p})"
+
+    end = f"{addr(start)} + sizeof(*{w}) * static_cast<unsigned long long>({bound})"
+    return (
+        f"(({hi}) > ({lo}) && ({end} <= {addr(f'{r} + ({lo})')} || {addr(f'{r} + ({hi})')} <= {addr(start)}))"
+    )
+
+
+def offset_text(module: Module, a: MemRef, values: dict[str, str]) -> str:
+    parts: list[str] = []
+    for t in a.offset_terms:
+        piece = substitute(module, t.node, values) if values else _text(module, t.node)
+        if not parts:
+            parts.append(piece if t.sign > 0 else f"-({piece})")
+        else:
+            parts.append(f"+ {piece}" if t.sign > 0 else f"- ({piece})")
+    text = " ".join(parts)
+    if not parts:
+        return ""
+    simple = (
+        "identifier",
+        "number_literal",
+        "call_expression",
+        "field_expression",
+        "parenthesized_expression",
+    )
+    lone = len(a.offset_terms) == 1 and a.offset_terms[0].sign > 0
+    if lone and (a.offset_terms[0].node.type in simple or _is_product(a.offset_terms[0].node)):
+        return text
+    return f"({text})"
+
+
+def _is_product(node: ts.Node) -> bool:
+    op = node.child_by_field_name("operator") if node.type == "binary_expression" else None
+    return op is not None and op.type == "*"
