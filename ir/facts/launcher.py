@@ -213,6 +213,29 @@ def branch_picked(module: Module, site: LaunchSite, kernel: str, shape_vars: set
     )
 
 
+def arguments_by_branch(module: Module, site: LaunchSite, kernel: str) -> dict[int, tuple[str, int]]:
+    """The kernel arguments that another launch of ``kernel`` in the same launcher passes
+    differently, by position: (that launch's text, its line). bitsandbytes' dequantize launches
+    the kernel with ``blocksize / 2`` when ``DATA_TYPE > 0`` and ``blocksize`` otherwise: the
+    first launch's argument holds only on its branch, which the draft cannot pick while the
+    condition's value is unknown."""
+    scope = launcher_node(module, site)
+    if scope is None:
+        return {}
+    mine = [" ".join(syntax.text(module, a).split()) for a in launch_arguments(module, site)]
+    out: dict[int, tuple[str, int]] = {}
+    for other in module.launches_of(kernel):
+        if other.span.start == site.span.start or not scope.start_byte <= other.span.start < scope.end_byte:
+            continue
+        theirs = [" ".join(syntax.text(module, a).split()) for a in launch_arguments(module, other)]
+        if len(theirs) != len(mine):
+            continue
+        for i, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+            if a != b and i not in out:
+                out[i] = (b, other.span.line)
+    return out
+
+
 def redeclared(module: Module, site: LaunchSite, which: str) -> int | None:
     """The line of another declaration, in the launcher, of the local the launch passes as its
     ``grid`` or ``block`` (``dim3 block_dim(...)`` declared again in a later ``else``), or None."""

@@ -22,6 +22,7 @@ from ktx.ir.facts.dtypes import dtype_of, vector_of
 from ktx.ir.facts.launcher import (
     LaunchDraft,
     _DraftTranslator,
+    arguments_by_branch,
     branch_picked,
     caller_values,
     canonical,
@@ -161,6 +162,9 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         env.update({f"__grid{i}": g for i, g in enumerate(launch.grid)})
 
     args: list[Arg] = []
+    # scalars another launch of the kernel in this launcher passes differently (``blocksize / 2``
+    # when ``DATA_TYPE > 0``, else ``blocksize``): the first launch's value is one branch's
+    branch_args = arguments_by_branch(module, site, fn.name)
     template_names = {t.name for t in fn.template_params if t.kind == "type"}
     checks: list[str] = []  # TODO comments over a drafted line: to check, blocking nothing
     for i, p in enumerate(fn.params):
@@ -296,6 +300,14 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 arg_todos.append(why)
                 lines += [f"# {TODO}: {why}", f'value = "{TODO}"']
             else:
+                if i in branch_args:
+                    other, line_no = branch_args[i]
+                    why = (
+                        f"value of {p.name}: the launch at {where} passes it (drafted here); the launch "
+                        f"at {path.name}:{line_no} passes {other}: write the one of the branch the spec takes"
+                    )
+                    checks.append(why)
+                    lines.append(f"# {TODO}: {why}")
                 lines.append(f"value = {toml_str(value)}")
         args.append(Arg(p.name, tuple(lines), tuple(arg_todos), shape, DTYPE_BYTES.get(dtype or "", 0)))
         todos += arg_todos
