@@ -551,7 +551,9 @@ def _branch_condition(k: KernelBody, node: ts.Node, knobs: set[str]) -> tuple[ts
                 if cond is None
                 else {syntax.text(k.module, n) for n in syntax.walk(cond) if n.type == "identifier"}
             )
-            if cond is not None and child.id != cond.id and names & knobs:
+            # a test of the knobs alone (``has_ff``, ``set_rows_stride != 0``), not a bound
+            # on an index (``i0 < ne00``) that every thread's read meets
+            if cond is not None and child.id != cond.id and names and names <= knobs:
                 text = k.text(cond)
                 text = text[1:-1].strip() if text.startswith("(") and text.endswith(")") else text
                 other = parent.child_by_field_name("alternative")

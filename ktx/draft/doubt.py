@@ -192,12 +192,11 @@ def _free_scalar(line: str, lines: Sequence[str]) -> str | None:
             dtype = _value(other).strip().strip('"')
         if section == "[shapes]" and key in ("default", "quick"):
             shape_vars |= set(re.findall(r"\b([A-Za-z_]\w*)\s*=", _value(other))) - {"product"}
-        elif (section == "[[args]]" and key in ("shape",) or key.startswith("fields.")) or section in (
-            "[launch]",
-            "[vars]",
-        ):
-            if key and not _is_placeholder(other):
-                named |= _names(_value(other))
+        elif (
+            (section == "[[args]]" and (key == "shape" or key.startswith("fields.")))
+            or section in ("[launch]", "[vars]")
+        ) and (key and not _is_placeholder(other)):
+            named |= _names(_value(other))
     return name if name in shape_vars and name not in named else None
 
 
