@@ -377,8 +377,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     flags = {bindings[n] for n, t in scalar_types.items() if t == "bool" and n in bindings}
     for i, arg in enumerate(args):
         flag = bindings.get(arg.name)
-        line = f"value = {toml_str(flag)}" if flag in flags else ""
-        if line and line in arg.lines:
+        flag_line = f"value = {toml_str(flag)}" if flag in flags else ""
+        if flag_line and flag_line in arg.lines:
             # 1 (true) is a guess, not the file's: the caller decides, and the finished specs
             # set as many flags false as true. A guess without a TODO is silently wrong.
             why = (
@@ -386,7 +386,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 f'(1 in [shapes]): write value = "0" if the project calls it false'
             )
             checks.append(why)
-            at = arg.lines.index(line)
+            at = arg.lines.index(flag_line)
             lines_ = (*arg.lines[:at], f"# {TODO}: {why}", *arg.lines[at:])
             args[i] = Arg(arg.name, lines_, arg.todos, arg.shape, arg.elem_bytes)
     for name in used:
