@@ -49,7 +49,8 @@ def test_a_pointer_read_only_under_a_test_of_the_knobs_may_be_null(tmp_path: Pat
     src = tmp_path / "f.cu"
     src.write_text(
         "template <bool has_ff>\n"
-        "__global__ void k(float* y, const float* x, const float* ff, const long* rows, int n, int stride) {\n"
+        "__global__ void k(float* y, const float* x, const float* ff, const long* rows,\n"
+        "                  int n, int stride) {\n"
         "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= n) return;\n"
         "  float f = has_ff ? ff[i] : 1.0f;\n  int o = i;\n"
         "  if (stride != 0) { o = rows[i] * stride; }\n  y[o] = x[i] * f;\n}\n"
@@ -69,7 +70,8 @@ def test_a_pointer_read_in_both_branches_of_a_test_is_not_optional(tmp_path: Pat
         "__global__ void k(float* y, const float* w, int n, bool twice) {\n"
         "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= n) return;\n"
         "  if (twice) { y[i] = 2.f * w[i]; } else { y[i] = w[i]; }\n}\n"
-        "void go(float* y, const float* w, int n, bool twice) { k<<<(n + 255) / 256, 256>>>(y, w, n, twice); }\n"
+        "void go(float* y, const float* w, int n, bool twice) {\n"
+        "  k<<<(n + 255) / 256, 256>>>(y, w, n, twice);\n}\n"
     )
     assert "w is read only" not in draft(src, None, tmp_path).text
 
