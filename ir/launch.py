@@ -933,6 +933,12 @@ def launch_dims(module: Module, site: LaunchSite, which: str) -> LaunchDims:
                 return LaunchDims(comps, None, arg, local)
         if local is None and (_is_dim3_parameter(module, site, name) or _declared_dim3(module, name)):
             return LaunchDims((arg,), None, arg, None, whole_dim3=True)
+    if arg.type == "cast_expression":
+        # ``(dim3)num_blocks`` (ggml's launch params): the one-dimensional dim3 of its value, as
+        # ``dim3(num_blocks)`` is; a pass dividing the cast whole would divide a dim3.
+        kind, cast = arg.child_by_field_name("type"), arg.child_by_field_name("value")
+        if kind is not None and cast is not None and syntax.text(module, kind).strip() == "dim3":
+            return LaunchDims((cast,), None, arg, None)
     braced = _braced_dim3(arg)
     if braced is not None:
         # ``<<<g, {x, y, 1}>>>``: the braces build the dim3 in place, as ``dim3(x, y, 1)`` would.

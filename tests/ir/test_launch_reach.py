@@ -215,3 +215,13 @@ def test_a_helper_given_a_params_struct_built_in_one_piece_launches_with_its_val
     called = sites["run_ctor"]
     assert (m.text(called.grid), m.text(called.block)) == ("(n + 127) / 128", "128")
     assert "run_fields" not in sites  # set nowhere in one piece: not read as a launch
+
+
+def test_a_grid_cast_to_dim3_is_the_one_dimension_of_its_value() -> None:
+    # ggml_cuda_kernel_launch_params((dim3)num_blocks, ...): rows-per-block divides the
+    # dimension; dividing the cast whole (a dim3) did not compile
+    m = parse(BUILT_PARAMS.replace("launch_params_t((n + 127) / 128,", "launch_params_t((dim3)nb,"), "c.cu")
+    (site,) = [s for s in m.launch_sites if s.function == "run_ctor"]
+    grid = launch_dims(m, site, "grid")
+    assert [m.text(m.span(c.start_byte, c.end_byte)) for c in grid.components] == ["nb"]
+    assert not grid.whole_dim3
