@@ -134,3 +134,15 @@ def test_reads_only_under_a_test_of_the_knobs_and_views_of_another_type() -> Non
     assert view_type(k, params["x"], subs["x"]) is None
     # a store into a field of a subscripted element is a store: q is written, never read
     assert role_of(k, params["q"])[0] == "out"
+
+
+def test_a_store_through_a_row_pointer_still_reads_the_row_pointer() -> None:
+    src = (
+        "__global__ void k(float** rows, int n) {\n  int i = threadIdx.x;\n"
+        "  if (i < n) rows[i][0] = 1.0f;\n}\nvoid go(float** r, int n) { k<<<1, 256>>>(r, n); }\n"
+    )
+    module = parse(src, "r.cu")
+    fn, _site = choose_kernel(module, "r.cu", None)
+    k = read_kernel(module, fn)
+    (rows,) = [p for p in fn.params if p.name == "rows"]
+    assert role_of(k, rows)[0] == "in"  # rows[i] is read; the store goes where it points
