@@ -342,27 +342,67 @@ def _conventional_site(call: ts.Node, callee: str, kernels: set[str], host: Host
         ref = host.kernel_ref(arg, fn)
         if ref is None or ref[0] not in kernels or len(args) < i + 3:
             continue
+        grid, block, shared, first = args[i + 1], args[i + 2], None, i + 3
         if fn is not None and not all(_may_be_dimension(host, fn, a) for a in args[i + 1 : i + 3]):
             # ``launch(k, params, out, in)``: the helper takes a params struct, not grid and
             # block; reading ``out`` as the block would let passes rewrite a kernel argument.
-            return None
+            # A params struct the function builds from its values in one piece (ggml's
+            # ``launch_params = ggml_cuda_kernel_launch_params{block_nums, block_dims, 0, s}``)
+            # gives them: its first values, when they may be dimensions.
+            built = _built_params(host, fn, args[i + 1], call.start_byte)
+            if built is None or not all(_may_be_dimension(host, fn, a) for a in built[:2]):
+                return None
+            grid, block, first = built[0], built[1], i + 2
+            shared = built[2] if len(built) > 2 else None
         kernel, targs = ref
         call_args = call.child_by_field_name("arguments") or call
         return LaunchSite(
             kernel=kernel,
             template_args=tuple(host.text(t) for t in targs),
             template_arg_spans=tuple(host.span(t) for t in targs),
-            grid=host.span(args[i + 1]),
-            block=host.span(args[i + 2]),
-            shared=None,
+            grid=host.span(grid),
+            block=host.span(block),
+            shared=host.span(shared) if shared is not None else None,
             stream=None,
-            args=tuple(host.text(a) for a in args[i + 3 :]),
+            args=tuple(host.text(a) for a in args[first:]),
             function=_function_name(fn, host),
             span=host.span(call),
             config=host.span(call_args),
             wrapper=callee,
         )
     return None
+
+
+def _built_params(host: Host, fn: ts.Node, arg: ts.Node, before: int) -> list[ts.Node] | None:
+    """The values a local params struct ``arg`` is built from in its declaration, in order:
+    ``P p = P{a, b, c}``, ``P p = P(a, b, c)``, ``P p = {a, b, c}``, ``P p(a, b, c)`` (the
+    last declaration before ``before``). None for anything else (fields set one by one, a
+    parameter, a copy), or fewer than two values."""
+    if arg.type != "identifier":
+        return None
+    name = host.text(arg)
+    found: ts.Node | None = None
+    stack = [fn]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        if node.type != "init_declarator" or node.start_byte >= before:
+            continue
+        ident = node.child_by_field_name("declarator")
+        mine = ident is not None and ident.type == "identifier" and host.text(ident) == name
+        if mine and (found is None or node.start_byte > found.start_byte):
+            found = node
+    value = found.child_by_field_name("value") if found is not None else None
+    if value is None:
+        return None
+    if value.type == "compound_literal_expression":
+        value = value.child_by_field_name("value")
+    elif value.type == "call_expression":
+        value = value.child_by_field_name("arguments")
+    if value is None or value.type not in ("initializer_list", "argument_list"):
+        return None
+    items = [c for c in value.named_children if c.type != "comment"]
+    return items if len(items) >= 2 else None
 
 
 #: Types a grid or block argument may have (after ``const``/``unsigned`` and ``&`` are dropped).
@@ -893,6 +933,12 @@ def launch_dims(module: Module, site: LaunchSite, which: str) -> LaunchDims:
                 return LaunchDims(comps, None, arg, local)
         if local is None and (_is_dim3_parameter(module, site, name) or _declared_dim3(module, name)):
             return LaunchDims((arg,), None, arg, None, whole_dim3=True)
+    if arg.type == "cast_expression":
+        # ``(dim3)num_blocks`` (ggml's launch params): the one-dimensional dim3 of its value, as
+        # ``dim3(num_blocks)`` is; a pass dividing the cast whole would divide a dim3.
+        kind, cast = arg.child_by_field_name("type"), arg.child_by_field_name("value")
+        if kind is not None and cast is not None and syntax.text(module, kind).strip() == "dim3":
+            return LaunchDims((cast,), None, arg, None)
     braced = _braced_dim3(arg)
     if braced is not None:
         # ``<<<g, {x, y, 1}>>>``: the braces build the dim3 in place, as ``dim3(x, y, 1)`` would.

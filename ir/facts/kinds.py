@@ -47,6 +47,19 @@ def access_kind(node: ts.Node) -> AccessKind:
         child, parent = parent, parent.parent
     if parent is None:
         return "load"
+    # ``y[ib].qs[iqs] = q``, ``y[ib].ds = v``: a store into a field of the element is a store
+    # to the element (ggml's block_q8_1 rows). Only a chain through a field (``.qs``) is
+    # followed, on the side of its base: ``a[b[i]] = v`` still reads ``b``, and ``p[i][j] = v``
+    # keeps reading the row pointer ``p[i]`` as before.
+    if parent.type == "field_expression" and parent.child_by_field_name("argument") == child:
+        while (parent.type == "field_expression" and parent.child_by_field_name("argument") == child) or (
+            parent.type == "subscript_expression" and parent.child_by_field_name("argument") == child
+        ):
+            child, parent = parent, parent.parent
+            while parent is not None and parent.type == "parenthesized_expression":
+                child, parent = parent, parent.parent
+            if parent is None:
+                return "load"
     if parent.type == "assignment_expression" and parent.child_by_field_name("left") == child:
         op = parent.child_by_field_name("operator")
         return "store" if op is not None and op.type == "=" else "update"

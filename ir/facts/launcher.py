@@ -213,6 +213,29 @@ def branch_picked(module: Module, site: LaunchSite, kernel: str, shape_vars: set
     )
 
 
+def arguments_by_branch(module: Module, site: LaunchSite, kernel: str) -> dict[int, tuple[str, int]]:
+    """The kernel arguments that another launch of ``kernel`` in the same launcher passes
+    differently, by position: (that launch's text, its line). bitsandbytes' dequantize launches
+    the kernel with ``blocksize / 2`` when ``DATA_TYPE > 0`` and ``blocksize`` otherwise: the
+    first launch's argument holds only on its branch, which the draft cannot pick while the
+    condition's value is unknown."""
+    scope = launcher_node(module, site)
+    if scope is None:
+        return {}
+    mine = [" ".join(syntax.text(module, a).split()) for a in launch_arguments(module, site)]
+    out: dict[int, tuple[str, int]] = {}
+    for other in module.launches_of(kernel):
+        if other.span.start == site.span.start or not scope.start_byte <= other.span.start < scope.end_byte:
+            continue
+        theirs = [" ".join(syntax.text(module, a).split()) for a in launch_arguments(module, other)]
+        if len(theirs) != len(mine):
+            continue
+        for i, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+            if a != b and i not in out:
+                out[i] = (b, other.span.line)
+    return out
+
+
 def redeclared(module: Module, site: LaunchSite, which: str) -> int | None:
     """The line of another declaration, in the launcher, of the local the launch passes as its
     ``grid`` or ``block`` (``dim3 block_dim(...)`` declared again in a later ``else``), or None."""
@@ -623,7 +646,10 @@ def relations(module: Module, launcher: Function) -> list[tuple[str, int]]:
         if fn.name != launcher.name and not syntax.calls(module, body, [launcher.name]):
             continue
         params = frozenset(p.name for p in fn.params)
+        target = launcher.name if fn.name != launcher.name else "<<<"
         for call in syntax.calls(module, body, sorted(_ASSERTS)):
+            if _off_the_launch_path(module, call, body, target):
+                continue
             arguments = call.child_by_field_name("arguments")
             named = [c for c in arguments.named_children if c.type != "comment"] if arguments else []
             first = named[0] if named else None
@@ -636,6 +662,23 @@ def relations(module: Module, launcher: Function) -> list[tuple[str, int]]:
                 continue
             out.append((text, call.start_point[0] + 1))
     return out
+
+
+#: Statements whose body runs on some paths only.
+_CONDITIONAL = frozenset({"if_statement", "switch_statement", "case_statement", "conditional_expression"})
+
+
+def _off_the_launch_path(module: Module, call: ts.Node, body: ts.Node, target: str) -> bool:
+    """Whether assertion ``call`` sits in a branch (``if (is_vision) { GGML_ASSERT(n_dims ==
+    ne00/2); }``) that does not also hold the launch (``target``: the launcher's name in a
+    caller, ``<<<`` in the launcher): it states a relation of another path's sizes, and the
+    sizing would drop every point of the path that launches the kernel."""
+    node = call.parent
+    while node is not None and node.id != body.id:
+        if node.type in _CONDITIONAL and target not in syntax.node_text(node):
+            return True
+        node = node.parent
+    return False
 
 
 def header_value(path: Path, name: str, depth: int = 2) -> int | None:

@@ -509,3 +509,79 @@ def _carries(k: KernelBody, node: ts.Node, names: set[str]) -> bool:
             left = node.child_by_field_name("left")
             return left is not None and _carries(k, left, names)
     return any(_carries(k, c, names) for c in node.children)
+
+
+def read_only_when(k: KernelBody, subs: Sequence[ts.Node]) -> str | None:
+    """The condition every read among ``subs`` (a pointer's subscripts, from :func:`role_of`)
+    sits under, when each is in a branch (``if``, ``?:``) whose condition names a scalar
+    parameter or a template parameter of the kernel: ``has_ff`` of ``has_ff ? ff[i] : 1.0f``,
+    ``set_rows_stride != 0``, ``add_residual``. Else None (a read on every path, or no read).
+
+    Such a read is the caller's choice: ggml passes no ``freq_factors`` at all where the
+    template says ``has_ff = false``, and exllamav2's ``y`` is only written unless
+    ``add_residual``. A draft that gives the pointer role ``in`` (or ``inout``) and random data
+    runs a path the project may never take, so the drafter puts a TODO over the role.
+    """
+    knobs = {p.name for p in k.fn.params if not p.is_pointer} | {t.name for t in k.fn.template_params}
+    found: str | None = None
+    sides: dict[int, set[bool]] = {}
+    for sub in subs:
+        if _kind(sub) not in ("load", "update"):
+            continue
+        branch = _branch_condition(k, sub, knobs)
+        if branch is None:
+            return None
+        node, then, cond = branch
+        sides.setdefault(node.id, set()).add(then)
+        found = found or (cond if then else f"!({cond})")
+    if any(len(s) > 1 for s in sides.values()):
+        return None  # read in both branches of one test (``if (!fp32) {w2[c]} else {w2[c]}``)
+    return found
+
+
+def _branch_condition(k: KernelBody, node: ts.Node, knobs: set[str]) -> tuple[ts.Node, bool, str] | None:
+    """The nearest branch around ``node`` whose condition names one of ``knobs``: (the branch,
+    whether ``node`` is on its taken side, the condition's text)."""
+    child, parent = node, node.parent
+    while parent is not None and child.id != k.body.id:
+        if parent.type in ("if_statement", "conditional_expression"):
+            cond = parent.child_by_field_name("condition")
+            names = (
+                set()
+                if cond is None
+                else {syntax.text(k.module, n) for n in syntax.walk(cond) if n.type == "identifier"}
+            )
+            # a test of the knobs alone (``has_ff``, ``set_rows_stride != 0``), not a bound
+            # on an index (``i0 < ne00``) that every thread's read meets
+            if cond is not None and child.id != cond.id and names and names <= knobs:
+                text = k.text(cond)
+                text = text[1:-1].strip() if text.startswith("(") and text.endswith(")") else text
+                other = parent.child_by_field_name("alternative")
+                return parent, other is None or child.id != other.id, text
+        child, parent = parent, parent.parent
+    return None
+
+
+def view_type(k: KernelBody, p: Param, subs: Sequence[ts.Node]) -> str | None:
+    """The element type of a view the kernel indexes ``p`` through, when it is not ``p``'s own:
+    ``const half2* w2 = (const half2*) w; ... w2[column]`` gives ``half2``. Subscripts of such a
+    view count its elements (two halves each), so an extent read from them is not in ``p``'s
+    elements. None when every subscript is of ``p`` or of a view of its own type."""
+    aliases = {syntax.text(k.module, a) for s in subs if (a := s.child_by_field_name("argument")) is not None}
+    # a view of p itself (``(const half2*) w``), not of a row of it (``(half2*)(x + r * d)``,
+    # whose offset is in p's elements and whose extent the drafter reads in those)
+    aliases = {a for a in aliases if a != p.name and k.pointers.get(a, ("", None)) == (p.name, None)}
+    own = " ".join(p.base_type.replace("const", " ").split())
+    for n in syntax.walk(k.body):
+        if n.type != "declaration":
+            continue
+        for decl in n.children_by_field_name("declarator"):
+            ident = syntax.declarator_identifier(decl) if decl.type == "init_declarator" else None
+            if ident is None or syntax.text(k.module, ident) not in aliases:
+                continue
+            kind = n.child_by_field_name("type")
+            text = syntax.text(k.module, kind) if kind is not None else ""
+            name = " ".join(text.replace("const", " ").split())
+            if name and name != own:
+                return name
+    return None

@@ -105,6 +105,7 @@ def _listed(names: Sequence[str], most: int = 4) -> str:
 def spread(lines: Sequence[str]) -> tuple[list[str], list[str]]:
     """``lines`` with a TODO above each line that hangs on another TODO; the TODOs added."""
     todo_vars, no_extent, no_dtype = _unknowns(lines)
+    todo_shapes = _todo_shapes(lines)
     out: list[str] = []
     added: list[str] = []
     section = ""
@@ -125,11 +126,19 @@ def spread(lines: Sequence[str]) -> tuple[list[str], list[str]]:
             hangs = sorted(_names(_value(line)) & set(todo_vars)) if uses else []
             if section == "[shapes]" and key in ("default", "quick"):
                 why = _shapes_doubt(key, todo_vars, no_extent)
-            elif section == "[launch]" and key == "shared" and (alone := _launch_only(line, lines)):
+            elif section == "[launch]" and key in ("shared", "grid") and (alone := _launch_only(line, lines)):
+                what = "bytes, blocks?" if key == "shared" else "rows: a product of other sizes?"
                 why = (
                     f"{key} names {_listed(alone)}, which no extent or argument names: a value the "
-                    "launcher's caller computes (bytes, blocks?), not a size to sweep: write it as an "
+                    f"launcher's caller computes ({what}), not a size to sweep: write it as an "
                     "expression of the shape variables"
+                )
+            elif section == "[[args]]" and key == "value" and (free := _free_scalar(line, lines)):
+                why = (
+                    f"value of {arg}: the shape variable {free}, which no drafted extent or launch line "
+                    f"names while the extents of {_listed(todo_shapes)} are TODOs: once they are written, "
+                    f"{free} may be a function of their sizes (a stride, an offset, a count), not a size "
+                    "of its own"
                 )
             elif hangs:
                 why = f"{key} names {_listed(hangs)}, a TODO in [vars]: check this line once it is written"
@@ -143,6 +152,52 @@ def spread(lines: Sequence[str]) -> tuple[list[str], list[str]]:
             out.append(f"# {TODO}: {why}")
         out.append(line)
     return out, added
+
+
+def _todo_shapes(lines: Sequence[str]) -> list[str]:
+    """The arrays whose extent is a placeholder."""
+    out: list[str] = []
+    arg = ""
+    for line in lines:
+        key = _key(line)
+        if key == "name":
+            arg = _value(line).strip().strip('"')
+        elif key == "shape" and _is_placeholder(line):
+            out.append(arg)
+    return out
+
+
+def _free_scalar(line: str, lines: Sequence[str]) -> str | None:
+    """The shape variable an integer scalar's ``value`` line is, when the draft knows nothing
+    else of it: no drafted extent, ``[vars]`` entry or launch line names it, and some array's
+    extent is a TODO. ggml's rope passes ``s01 = nb[1] / type_size`` (a stride) and ``n_dims``
+    from the caller: drafted as free sizes next to ``ne00``, they would be swept independently
+    of the extents that, once written, they index. With every extent drafted, a scalar no extent
+    names is genuinely free (a seed, a count), and is left alone."""
+    name = _value(line).strip().strip('"')
+    if not re.fullmatch(r"[A-Za-z_]\w*", name) or not _todo_shapes(lines):
+        return None
+    section = ""
+    shape_vars: set[str] = set()
+    named: set[str] = set()
+    dtype = ""
+    for other in lines:
+        if other.startswith("["):
+            section = other.strip()
+            continue
+        key = _key(other)
+        if other is line and dtype and not dtype.startswith(("int", "uint")):
+            return None
+        if key == "dtype":
+            dtype = _value(other).strip().strip('"')
+        if section == "[shapes]" and key in ("default", "quick"):
+            shape_vars |= set(re.findall(r"\b([A-Za-z_]\w*)\s*=", _value(other))) - {"product"}
+        elif (
+            (section == "[[args]]" and (key == "shape" or key.startswith("fields.")))
+            or section in ("[launch]", "[vars]")
+        ) and (key and not _is_placeholder(other)):
+            named |= _names(_value(other))
+    return name if name in shape_vars and name not in named else None
 
 
 def _launch_only(line: str, lines: Sequence[str]) -> list[str]:

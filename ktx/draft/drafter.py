@@ -23,6 +23,7 @@ from ktx.ir.facts.dtypes import dtype_of, vector_of
 from ktx.ir.facts.launcher import (
     LaunchDraft,
     _DraftTranslator,
+    arguments_by_branch,
     branch_picked,
     caller_values,
     canonical,
@@ -42,16 +43,19 @@ from ktx.ir.facts.launcher import (
 from ktx.ir.facts.params import (
     KernelBody,
     affine_extent,
+    extent_dims,
     grid_bounds,
     mentions,
     moved_line,
     passed_to,
     pointer_uses,
     read_kernel,
+    read_only_when,
     role_of,
     size_use,
     subscript_extent,
     valid_extent,
+    view_type,
 )
 from ktx.ir.facts.structs import StructLayout
 from ktx.ir.launch import (
@@ -168,6 +172,9 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         env.update({f"__grid{i}": g for i, g in enumerate(launch.grid)})
 
     args: list[Arg] = []
+    # scalars another launch of the kernel in this launcher passes differently (``blocksize / 2``
+    # when ``DATA_TYPE > 0``, else ``blocksize``): the first launch's value is one branch's
+    branch_args = arguments_by_branch(module, site, fn.name)
     template_names = {t.name for t in fn.template_params if t.kind == "type"}
     checks: list[str] = []  # TODO comments over a drafted line: to check, blocking nothing
     for i, p in enumerate(fn.params):
@@ -225,6 +232,21 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             else:
                 if vector is not None:
                     extent = f"{extent[:-1]}, {vector[1]}]"
+                view = view_type(k, p, subs) if vector is None and dtype is not None else None
+                lanes = vector_of(module, path, view) if view is not None else None
+                if view is not None and (lanes is None or lanes[0] != dtype):
+                    # indexed through a view of another type (``(const uint4*) w``): its
+                    # elements are not p's, and ktx does not know how many of p's each holds
+                    why = (
+                        f"extent of {p.name}: [{extent[1:-1]}] counts elements of {view}, the view the "
+                        f"kernel indexes it through, not of {p.name}'s own type: write it in "
+                        f"{p.name}'s elements"
+                    )
+                    checks.append(why)
+                    lines.append(f"# {TODO}: {why}")
+                elif view is not None and lanes is not None:
+                    # ``w2 = (const half2*) w`` over ``column < dim / 2``: two halves a view element
+                    extent = _scaled_last(extent, lanes[1])
                 lines.append(f"shape = {toml_str(extent)}")
                 shape = extent
             if role is None:
@@ -237,6 +259,17 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                     why = (
                         f"{p.name} may be null: the kernel tests it ({test}); if the caller passes "
                         'none, write dist = "null" instead of its role and extent'
+                    )
+                    checks.append(why)
+                    lines.append(f"# {TODO}: {why}")
+                guard = read_only_when(k, subs) if test is None and role in ("in", "inout") else None
+                if guard is not None:
+                    why = (
+                        f"{p.name} is read only when {guard}: if the caller passes none there, write "
+                        'dist = "null" instead of its role and extent'
+                        if role == "in"
+                        else f"{p.name} is read only when {guard}: where that is false it is only "
+                        'written (role = "out")'
                     )
                     checks.append(why)
                     lines.append(f"# {TODO}: {why}")
@@ -277,6 +310,14 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 arg_todos.append(why)
                 lines += [f"# {TODO}: {why}", f'value = "{TODO}"']
             else:
+                if i in branch_args:
+                    other, line_no = branch_args[i]
+                    why = (
+                        f"value of {p.name}: the launch at {where} passes it (drafted here); the launch "
+                        f"at {path.name}:{line_no} passes {other}: write the one of the branch the spec takes"
+                    )
+                    checks.append(why)
+                    lines.append(f"# {TODO}: {why}")
                 lines.append(f"value = {toml_str(value)}")
         args.append(Arg(p.name, tuple(lines), tuple(arg_todos), shape, DTYPE_BYTES.get(dtype or "", 0)))
         todos += arg_todos
@@ -347,6 +388,20 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     # A bool the kernel takes straight from a launcher parameter is a flag, not a size.
     scalar_types = {q.name: dtype_of(module, path, targ.get(q.base_type, q.base_type)) for q in fn.params}
     flags = {bindings[n] for n, t in scalar_types.items() if t == "bool" and n in bindings}
+    for i, arg in enumerate(args):
+        flag = bindings.get(arg.name)
+        flag_line = f"value = {toml_str(flag)}" if flag in flags else ""
+        if flag_line and flag_line in arg.lines:
+            # 1 (true) is a guess, not the file's: the caller decides, and the finished specs
+            # set as many flags false as true. A guess without a TODO is silently wrong.
+            why = (
+                f"value of {arg.name}: a flag the launcher passes through from its caller; drafted true "
+                f'(1 in [shapes]): write value = "0" if the project calls it false'
+            )
+            checks.append(why)
+            at = arg.lines.index(flag_line)
+            lines_ = (*arg.lines[:at], f"# {TODO}: {why}", *arg.lines[at:])
+            args[i] = Arg(arg.name, lines_, arg.todos, arg.shape, arg.elem_bytes)
     for name in used:
         points[name], origins[name] = ([1], "flag") if name in flags else shape_values(name, found, len(used))
     sizing = size_shapes(
@@ -456,6 +511,16 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             why = 'shape values are positive: for false, set value = "0"'
             lines.append(f"# {', '.join(flagged)}: flags (bool), 1 = true ({why})")
         lines += [f"# note: {n}" for n in sizing.notes]
+        # the points carry the flags' guess (1): as much a guess as the flags' value lines
+        guessed = (
+            f"shape points: the flags {', '.join(flagged)} are drafted true (1), a guess: give each "
+            "the value the project calls the kernel with (or both, 0 and 1, in its points)"
+            if flagged
+            else None
+        )
+        if guessed is not None and sizing.points != []:
+            checks.append(guessed)
+            lines.append(f"# {TODO}: {guessed}")
         if sizing.points is None:
             product = ", ".join(f"{n} = {sizing.values[n]}" for n in used)
             lines.append(f"default = {{ product = {{ {product} }} }}")
@@ -470,6 +535,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             lines += [f"# {TODO}: {why}", f"default = [{{ {TODO} = 1 }}]"]
         first = sizing.points[0] if sizing.points else {n: sizing.values[n][0] for n in used}
         quick = ", ".join(f"{n} = {v}" for n, v in first.items())
+        if guessed is not None:
+            lines.append(f"# {TODO}: the quick point: {guessed.split(': ', 1)[1]}")
         lines.append(f"quick = [{{ {quick} }}]")
     else:
         lines.append("default = [{}]")
@@ -538,6 +605,15 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     lines, more = second_look(lines, path, fn)
     lines, spread_todos = spread(lines)
     return Draft(fn.name, "\n".join(lines) + "\n", (*todos, *more), (*checks, *spread_todos))
+
+
+def _scaled_last(extent: str, lanes: int) -> str:
+    """``[rows, d // 2]`` with 2 lanes -> ``[rows, d]``; any other last dimension times lanes."""
+    dims = extent_dims(extent)
+    last = dims[-1]
+    m = re.fullmatch(rf"\(?\s*(\w+)\s*//\s*{lanes}\s*\)?", last)
+    dims[-1] = m.group(1) if m is not None else f"({last}) * {lanes}"
+    return "[" + ", ".join(dims) + "]"
 
 
 _INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})

@@ -97,8 +97,29 @@ def _walk(root: Path) -> Iterator[Path]:
         queue.extend(Path(s) for s in subs)
 
 
+#: ktx's own folders (its code, scripts, tests) in a source checkout. A kernel file inside
+#: ktx's tree (the benchmark's fetched projects, a test's corpus) would otherwise find a header
+#: it lacks in ktx's own ``scripts/corpus_stubs`` and draft ``-I`` to it: a folder no user's
+#: project has, named as if it were the project's. Such a header is the user's to supply: a TODO.
+_KTX_ROOT = Path(__file__).resolve().parents[2]
+_OWN: tuple[Path, ...] = tuple(_KTX_ROOT / d for d in ("scripts", "tests", "ktx", "ir", "passes"))
+
+
+def _own(folder: Path, start: Path) -> bool:
+    """Whether ``folder`` is one of ktx's own, unless the kernel file is in it too: of this
+    ktx, or of another checkout of it the upward search walks into (a clone beside the
+    project, in ``/tmp``: its ``scripts/corpus_stubs`` is no more the project's)."""
+    own = list(_OWN)
+    for above in folder.parents:
+        if (above / "ktx" / "draft" / "includes.py").is_file():
+            own += [above / d for d in ("scripts", "tests", "ktx", "ir", "passes")]
+            break
+    return any(folder.is_relative_to(o) and not start.is_relative_to(o) for o in own)
+
+
 def _search(name: str, start: Path) -> Path | None:
-    """The folder ``D`` with ``D/name`` a file, in the folders at and above ``start``, nearest first."""
+    """The folder ``D`` with ``D/name`` a file, in the folders at and above ``start``, nearest
+    first; never one of ktx's own (:data:`_OWN`)."""
     roots = []
     for root in [start, *list(start.parents)[:_LEVELS]]:
         roots.append(root)
@@ -106,7 +127,7 @@ def _search(name: str, start: Path) -> Path | None:
             break  # the project's root: folders beside it are other projects (a CI clone, ktx itself)
     for root in roots:
         for folder in _walk(root):
-            if (folder / name).is_file():
+            if (folder / name).is_file() and not _own(folder, start):
                 return folder
     return None
 

@@ -180,8 +180,8 @@ def test_cpu_check_on_the_fetched_sources(tmp_path: Path) -> None:
     assert rows["exllamav2__quantize_kernel"]["check"].startswith("ready")
     for kid in ids[:2]:
         assert rows[kid]["ktx_build"] == "ok" and rows[kid]["build"] == "ok", rows[kid]
-    assert rows["bitsandbytes__kQuantizeBlockwise"]["init"].startswith("refused: ")
-    assert "never launched in the file" in rows["bitsandbytes__kQuantizeBlockwise"]["init"]
+    # launched from ops.cu beside kernels.cu (session 8's reach): drafted, no longer refused
+    assert rows["bitsandbytes__kQuantizeBlockwise"]["init"].endswith(" TODOs")
     # one sample per pass builds: exllamav2's quantizer takes block-size and coarsen, and has no
     # loop for unroll to expose
     got = cpu.samples(BENCH / "exllamav2__quantize_kernel", ("block-size", "coarsen", "unroll"))

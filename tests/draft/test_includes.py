@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from ktx.draft import includes
 from ktx.draft.drafter import draft
 from ktx.draft.includes import build_defines, define_flags, include_dirs, include_flags
 
@@ -94,3 +97,44 @@ def test_build_defines_reads_cmake_definitions(tmp_path: Path) -> None:
     got = build_defines(tmp_path / "src" / "k.cu")
     assert got["GGML_CUDA_F16"][0] == "-DGGML_CUDA_F16"
     assert got["K"] == ("-DK=2", "../CMakeLists.txt:2")
+
+
+def test_a_header_only_ktx_own_folders_hold_is_a_todo_not_an_include(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A kernel file inside ktx's tree (the benchmark's fetched projects) that lacks a header
+    # ktx's own stubs hold: a user's project has no such folder, so the draft must say so.
+    kernel = _project(tmp_path, "#include <torch/extension.h>\n")
+    (tmp_path / "proj" / "README.md").write_text("the project's root: the search stops here\n")
+    stubs = tmp_path / "proj" / "stubs"
+    (stubs / "torch").mkdir(parents=True)
+    (stubs / "torch" / "extension.h").write_text("#pragma once\n")
+    assert include_flags(kernel, kernel.parent)[0] == ["-I../../include", "-I../../stubs"]
+    monkeypatch.setattr(includes, "_OWN", (stubs.resolve(),))
+    flags, todo = include_flags(kernel, kernel.parent)
+    assert flags == ["-I../../include"]
+    assert todo is not None and "<torch/extension.h>" in todo
+
+
+def test_ktx_own_folders_are_its_code_scripts_and_tests() -> None:
+    root = Path(includes.__file__).resolve().parents[2]
+    assert (root / "scripts") in includes._OWN and (root / "ktx") in includes._OWN
+    # a kernel file in one of them (a test's corpus) still finds that folder's headers
+    assert not includes._own(root / "tests" / "corpus", root / "tests" / "corpus" / "x")
+    assert includes._own(root / "scripts" / "corpus_stubs", root / "benchmarks" / "realcode")
+
+
+def test_another_ktx_checkouts_folders_are_not_a_projects(tmp_path: Path) -> None:
+    # the upward search walks folders beside the project (no root marker): a ktx clone there
+    # holds stubs that are not the project's
+    # two folders deeper, so the search (4 levels up) stays out of other tests' folders
+    root = tmp_path / "a" / "b"
+    kernel = _project(root, "#include <torch/extension.h>\n")
+    clone = root / "ktx-clone"
+    (clone / "ktx" / "draft").mkdir(parents=True)
+    (clone / "ktx" / "draft" / "includes.py").write_text("")
+    (clone / "scripts" / "corpus_stubs" / "torch").mkdir(parents=True)
+    (clone / "scripts" / "corpus_stubs" / "torch" / "extension.h").write_text("#pragma once\n")
+    flags, todo = include_flags(kernel, kernel.parent)
+    assert not any("corpus_stubs" in f for f in flags)
+    assert todo is not None and "<torch/extension.h>" in todo

@@ -58,3 +58,20 @@ def test_the_draft_says_why_its_defaults_moved(tmp_path: Path) -> None:
     assert "ncols: default sizes made multiples of 96" in text
     default = next(ln for ln in text.splitlines() if ln.startswith("default = "))
     assert "ncols = 64" not in default
+
+
+def test_an_assertion_in_a_branch_without_the_launch_is_no_relation() -> None:
+    # ggml's rope: ``if (is_vision) { GGML_ASSERT(n_dims == ne00/2); }``, then the launch for
+    # every mode; the vision path's relation must not drop the other paths' points. An
+    # assertion in the branch that launches still counts.
+    src = SRC.replace(
+        "  GGML_ASSERT(nrows <= 2 * ncols);\n",
+        "  if (vision) { GGML_ASSERT(nrows == ncols / 2); }\n"
+        "  if (ncols > 0) { GGML_ASSERT(nrows <= 2 * ncols); rowk_cuda(x, y, ncols, nrows); }\n",
+    ).replace("int nrows) {\n  if (vision)", "int nrows, bool vision) {\n  if (vision)")
+    module = parse(src, "r.cu")
+    launcher = next(f for f in module.functions if f.name == "rowk_cuda")
+    got = [text for text, _ in relations(module, launcher)]
+    assert any("ncols % 96 == 0" in t for t in got)
+    assert any("nrows <= 2 * ncols" in t for t in got)
+    assert not any("nrows == ncols" in t for t in got), got

@@ -13,7 +13,7 @@ from ktx.ir import parse
 from ktx.ir.errors import KtxError
 from ktx.ir.facts.dtypes import dtype_of
 from ktx.ir.facts.launcher import choose_kernel, deduce_template_args, launcher_of
-from ktx.ir.facts.params import read_kernel, role_of, size_use, subscript_extent
+from ktx.ir.facts.params import read_kernel, read_only_when, role_of, size_use, subscript_extent, view_type
 
 SRC = """\
 typedef float floatX;
@@ -102,3 +102,47 @@ def test_vector_types_are_their_elements_and_lanes() -> None:
     assert vector_of(module, here, "__nv_bfloat162") == ("bf16", 2)
     assert vector_of(module, here, "uint2") == ("uint32", 2)
     assert vector_of(module, here, "float") is None
+
+
+GUARDED = """\
+struct blk { float d; signed char qs[32]; };
+template <bool has_ff>
+__global__ void k(float* y, const float* x, const float* ff, const float* w, blk* q, int n, int s) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float2* w2 = (const float2*) w;
+  float f = has_ff ? ff[i] : 1.0f;
+  if (s != 0) { y[i] = y[i] + x[i] * f; } else { y[i] = x[i] * f + w2[i / 2].x; }
+  q[i].qs[0] = 1; q[i].d = f;
+}
+void go(float* y, const float* x, const float* ff, const float* w, blk* q, int n, int s) {
+  k<true><<<(n + 255) / 256, 256>>>(y, x, ff, w, q, n, s);
+}
+"""
+
+
+def test_reads_only_under_a_test_of_the_knobs_and_views_of_another_type() -> None:
+    module = parse(GUARDED, "g.cu")
+    fn, _site = choose_kernel(module, "g.cu", None)
+    k = read_kernel(module, fn)
+    params = {p.name: p for p in fn.params}
+    subs = {name: role_of(k, p)[1] for name, p in params.items() if p.is_pointer}
+    assert read_only_when(k, subs["ff"]) == "has_ff"
+    assert read_only_when(k, subs["y"]) == "s != 0"  # written on both paths, read on one
+    assert read_only_when(k, subs["x"]) is None  # read in both branches of ``s != 0``
+    assert view_type(k, params["w"], subs["w"]) == "float2"
+    assert view_type(k, params["x"], subs["x"]) is None
+    # a store into a field of a subscripted element is a store: q is written, never read
+    assert role_of(k, params["q"])[0] == "out"
+
+
+def test_a_store_through_a_row_pointer_still_reads_the_row_pointer() -> None:
+    src = (
+        "__global__ void k(float** rows, int n) {\n  int i = threadIdx.x;\n"
+        "  if (i < n) rows[i][0] = 1.0f;\n}\nvoid go(float** r, int n) { k<<<1, 256>>>(r, n); }\n"
+    )
+    module = parse(src, "r.cu")
+    fn, _site = choose_kernel(module, "r.cu", None)
+    k = read_kernel(module, fn)
+    (rows,) = [p for p in fn.params if p.name == "rows"]
+    assert role_of(k, rows)[0] == "in"  # rows[i] is read; the store goes where it points

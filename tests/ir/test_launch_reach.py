@@ -175,3 +175,53 @@ void go(float* y, int n, cudaStream_t s) {
         "dim3(64)",
     )
     assert helper.shared is not None and m.text(helper.shared) == "0"
+
+
+BUILT_PARAMS = """\
+struct launch_params_t {
+  launch_params_t(const dim3& g, const dim3& b, int shmem, int stream);
+};
+template <typename T>
+__global__ void copy_rows(T* dst, const T* src, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) dst[i] = src[i];
+}
+void run(float* dst, const float* src, int n, int stream) {
+  const dim3 grid((n + 255) / 256);
+  const dim3 block(256);
+  const launch_params_t params = launch_params_t{grid, block, 0, stream};
+  kernel_launch(copy_rows<float>, params, dst, src, n);
+}
+void run_ctor(float* dst, const float* src, int n, int stream) {
+  const launch_params_t params = launch_params_t((n + 127) / 128, 128, 0, stream);
+  kernel_launch(copy_rows<float>, params, dst, src, n);
+}
+void run_fields(float* dst, const float* src, int n, int stream) {
+  launch_params_t params;
+  kernel_launch(copy_rows<float>, params, dst, src, n);
+}
+"""
+
+
+def test_a_helper_given_a_params_struct_built_in_one_piece_launches_with_its_values() -> None:
+    # ggml's ggml_cuda_kernel_launch(k, launch_params, args...), the helper in a header ktx
+    # does not read: the struct's first values are the grid and the block
+    m = parse(BUILT_PARAMS, "b.cu")
+    sites = {s.function: s for s in m.launch_sites if s.kernel == "copy_rows"}
+    braced = sites["run"]
+    assert (m.text(braced.grid), m.text(braced.block)) == ("grid", "block")
+    assert braced.shared is not None and m.text(braced.shared) == "0"
+    assert braced.args == ("dst", "src", "n") and braced.template_args == ("float",)
+    called = sites["run_ctor"]
+    assert (m.text(called.grid), m.text(called.block)) == ("(n + 127) / 128", "128")
+    assert "run_fields" not in sites  # set nowhere in one piece: not read as a launch
+
+
+def test_a_grid_cast_to_dim3_is_the_one_dimension_of_its_value() -> None:
+    # ggml_cuda_kernel_launch_params((dim3)num_blocks, ...): rows-per-block divides the
+    # dimension; dividing the cast whole (a dim3) did not compile
+    m = parse(BUILT_PARAMS.replace("launch_params_t((n + 127) / 128,", "launch_params_t((dim3)nb,"), "c.cu")
+    (site,) = [s for s in m.launch_sites if s.function == "run_ctor"]
+    grid = launch_dims(m, site, "grid")
+    assert [m.text(m.span(c.start_byte, c.end_byte)) for c in grid.components] == ["nb"]
+    assert not grid.whole_dim3
