@@ -59,12 +59,18 @@ issue23)
   CUDA_VISIBLE_DEVICES=0,1,2 timeout "$(left "$LIMIT")" python3 benchmarks/llmc/run.py --llmc shared/llmc \
     --budget 470 --gpus 3 --out "$OUT/ladder" >"$OUT/ladder/run.txt" 2>&1 &
   L=$!
-  for s in scripts/gpu_s9_*.sh; do
-    [ -f "$s" ] || continue
-    name=$(basename "$s" .sh)
-    CUDA_VISIBLE_DEVICES=3 OUT="$OUT/g3/$name" timeout "$(left "$LIMIT")" bash "$s" >"$OUT/g3/$name.txt" 2>&1
+  # GPU 3: the helpers' evidence, most valuable first, each given what is left of the call
+  lane3() {  # NAME CMD...
+    local name=$1; shift
+    [ "$(left "$LIMIT")" -gt 40 ] || { echo "skipped: no time" >"$OUT/g3/$name.txt"; return; }
+    CUDA_VISIBLE_DEVICES=3 OUT="$OUT/g3/$name" timeout "$(left "$LIMIT")" "$@" >"$OUT/g3/$name.txt" 2>&1
     echo "rc=$?" >>"$OUT/g3/$name.txt"
-  done
+  }
+  lane3 rows_time bash scripts/gpu_s9_rows.sh time
+  lane3 overhead bash scripts/gpu_s9_overhead.sh
+  lane3 vheld bash scripts/gpu_s9_vheld.sh
+  STEPS=12 lane3 blocked bash scripts/gpu_s9_blocked.sh
+  lane3 rows_verify bash scripts/gpu_s9_rows.sh verify
   wait "$L"
   tail -40 "$OUT/ladder/run.txt"
   for f in "$OUT"/g3/*.txt; do echo "== $f"; tail -8 "$f"; done
