@@ -9,7 +9,9 @@ N-th shape from its own offset (:func:`ktx.search.runner.share_of`):
 1. the originals of its shapes (:func:`ktx.search.runner.prepare_share`);
 2. the search of the same shapes, alone, in a study storage of its own (below), up to a deadline
    that reserves time only for the worker's own share of what follows
-   (:func:`ktx.search.runner.search_until`); then it merges its trials into the run's storage;
+   (:func:`ktx.search.runner.search_until`); then it merges its trials into the run's storage
+   (with fewer shapes than workers, every worker searches every shape in the run's storage
+   instead, and checks once all have stopped: :func:`owns_shapes`);
 3. the paired final check of its shapes (no other process searches them, so their best configs
    are final once it stops), stored in the shape's study as ``paired``;
 4. once every worker has stopped searching and merged (a barrier of files in the run folder:
@@ -91,20 +93,38 @@ def run_worker(ctx: Context, own_deadline: float | None) -> None:
     joint = ctx.request.joint
     until = search_until(ctx, deadline, 1 if joint else count)
     started = time.monotonic()
+    alone = not joint and owns_shapes(ctx.points, count)
     try:
-        if joint:  # one study shared by every worker (the joint search's own design)
-            tune_joint(ctx, until)
-        else:
+        if alone:
             search_share(ctx, index, count, until)
+        else:  # one study per shape (or the joint one) shared by every worker
+            (tune_joint if joint else tune_shapes)(ctx, until)
     finally:  # a worker that failed must not keep the others waiting
         mark_searched(index)
     if joint or not ctx.tunable.space.knobs:
         return  # one joint study: the main process checks its one config
     # the checks and the measurements ahead end before the main process's own writing
     tail = None if deadline is None else deadline - WRITE_S
-    check_share(ctx, index, count, tail)
-    wait_for_searches(ctx, count, until, time.monotonic() - started, tail)
+    if alone:  # nobody else searches these shapes: their best configs are final already
+        check_share(ctx, index, count, tail)
+        wait_for_searches(ctx, count, until, time.monotonic() - started, tail)
+    else:  # another worker may still find a better config of a shape this one checks
+        wait_for_searches(ctx, count, until, time.monotonic() - started, tail)
+        check_share(ctx, index, count, tail)
     measure_holdout_ahead(ctx, index, count, tail)
+
+
+def owns_shapes(points: Sequence[ShapePoint], count: int) -> bool:
+    """Whether each worker searches shapes of its own (every worker has one at least); with
+    fewer shapes than workers they share every shape's study, as before session 9, so that no
+    GPU sits idle.
+
+    >>> from ktx.spec import ShapePoint
+    >>> shapes = [ShapePoint((("tokens", t),)) for t in (1, 16, 256)]
+    >>> owns_shapes(shapes, 3), owns_shapes(shapes, 4)
+    (True, False)
+    """
+    return len(points) >= count
 
 
 #: The folder of the run whose files are the workers' own study storages.
