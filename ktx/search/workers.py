@@ -218,6 +218,8 @@ def merge_private(
                     study.set_user_attr(key, value)
             study.add_trials(sorted(new, key=lambda t: t.number))
             added += len(new)
+            if new:  # merged: a second merge of this file (a worker killed before removing it) adds nothing
+                own.set_user_attr(COPIED_ATTR, max(t.number for t in own.get_trials(deepcopy=False)) + 1)
     return added
 
 

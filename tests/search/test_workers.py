@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import doctest
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -348,3 +350,59 @@ def test_two_worker_processes_search_at_0_9_x_2_the_rate_of_one_on_the_wall_cloc
     both = sum(count / seconds for count, seconds in rates[2].values())
     print(f"evaluations per second of search: one process {single:.3f}, two workers {both:.3f}: {rates}")
     assert both >= 0.9 * 2 * single, rates
+
+
+@pytest.mark.slow
+def test_a_killed_workers_run_resumes_with_every_trial_its_workers_measured(
+    recording_path: Path, tmp_path: Path
+) -> None:
+    """SIGKILL a ``--workers 2`` run mid-search (the main process and its workers): the trials
+    in the workers' own storages are merged into the run's by the next run, so each config they
+    finished is there as the trial that measured it (a lost trial would come back only as a
+    cache hit of the resumed run's), and nothing is measured twice."""
+    out = tmp_path / "run"
+    cmd = [
+        sys.executable, "-m", "ktx", "tune", str(SILU), "--backend", f"replay:{recording_path}",
+        "--shapes", TUNED_ARG, "--sampler", "random", "--seed", "1", "--out", str(out), "--quiet",
+        "--trials", "30", "--holdout", "none",
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        [*cmd, "--workers", "2", "--throttle", "0.1"],
+        cwd=ROOT,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+    def searched() -> list[dict[str, Any]]:
+        log = out / "log.jsonl"
+        return [e for e in read_log(log) if e["event"] == "measure" and e["config"]] if log.exists() else []
+
+    give_up = time.monotonic() + 300
+    try:
+        while len({process(e) for e in searched()}) < 2 or len(searched()) < 12:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            assert time.monotonic() < give_up, "the workers made no progress"
+            time.sleep(0.1)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the session this test started: its run and workers
+        proc.wait(timeout=30)
+    killed = {str(e["key"]) for e in searched()}
+    assert list((out / workers.PRIVATE_DIR).glob("*.db")), "the killed workers left their storages"
+
+    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert not list((out / workers.PRIVATE_DIR).glob("*.db"))
+    storage = f"sqlite:///{out / 'study.db'}"
+    measured, cached = set(), set()
+    for summary in optuna.get_all_study_summaries(storage):
+        for t in optuna.load_study(study_name=summary.study_name, storage=storage).trials:
+            info = t.user_attrs.get("ktx", {})
+            if info.get("source") in ("measured", "cache"):
+                (measured if info["source"] == "measured" else cached).add(str(info["key"]))
+    # a worker's trial in flight at the kill (measured and logged, not yet told) is not in its
+    # storage, as a single process's is not: the resumed run finds it in the run's cache
+    lost = killed - measured
+    assert len(lost) <= 2 and lost <= cached, f"{len(lost)} of {len(killed)} measured trials lost"
+    keys = [str(e["key"]) for e in searched()]
+    assert len(keys) == len(set(keys)), "a config measured twice over both runs"
