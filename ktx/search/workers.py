@@ -21,15 +21,18 @@ N-th shape from its own offset (:func:`ktx.search.runner.share_of`):
 
 Why each worker searches its own shapes in its own storage (session 9, issue 23): with every
 worker searching every shape in the run's one SQLite study, 3 workers on 3 H200s made 1.13x the
-measurements of one (each ~1.2 s a measurement against the single process's ~0.27 s). Every
-trial is several write transactions (ask, two user attributes, tell, the grid's next enqueue), so
-three processes writing one file collide on its lock on nearly every trial, and SQLite's busy
-handler sleeps its way out of a collision (a whole second per retry where it was built without
-``usleep``); every worker also enumerated every shape's space (the plan, the grid) and repeated
-the warm start. Now the search touches only the worker's own file (one writer: no lock to wait
-for), a shape is enumerated by one process, and the run's storage is written once per worker,
-serialised by a file lock (:func:`merge_private`). A run killed mid-search leaves the worker
-files behind; the next run merges them first (:func:`merge_leftovers`), so resume loses nothing.
+measurements of one: each worker ~1.2 s a measurement within a shape, the single process ~0.27 s.
+Every trial there is several write transactions into that one file from every worker (ask, two
+user attributes, tell, the grid's next enqueue, heartbeats), and every worker enumerated every
+shape's space (the plan, the grid; seconds of CPU a shape on a loaded host). Which of these cost
+the GPU host its second is not settled on a CPU: where SQLite was built without ``usleep`` its
+busy handler sleeps a whole second per lock collision (``scripts/gpu_issue23_workers.sh`` probes
+the host's); emulated on a CPU, the shared design waited on the lock 17 times in the search of
+a 2-worker 60 s run, this one never (tests/search/test_workers.py). Now the search touches only the
+worker's own file (one writer: no lock to wait for), each shape's space is enumerated by one
+process, and the run's storage is written once per worker, serialised by a file lock
+(:func:`merge_private`). A run killed mid-search leaves the worker files behind; the next run
+merges them first (:func:`merge_leftovers`), so resume loses nothing a worker finished.
 
 The main process then reads the checks from the studies (a check of the config the study still
 holds best is kept; anything else it measures itself) and finds the held-out measurements in the
