@@ -43,6 +43,24 @@ GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
   git log --oneline -1
 } >"$WORK/device.txt"
 say "device: $(head -1 "$WORK/device.txt"), $GPUS GPU(s) visible"
+# Session 9's suspect: SQLite built without usleep sleeps a whole second per busy retry, so two
+# processes colliding on one study file cost a second. How long does a writer wait here for a
+# lock held 5 / 30 ms (about the hold time, with usleep; >= 1 s without)?
+"$PY" - >"$OUT/sqlite_probe.txt" 2>&1 <<'PROBE'
+import os, sqlite3, tempfile, threading, time
+path = os.path.join(tempfile.mkdtemp(), "probe.db")
+a = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+a.execute("pragma journal_mode=wal"); a.execute("create table t(x)")
+b = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+print("sqlite", sqlite3.sqlite_version)
+for hold in (0.005, 0.03):
+    a.execute("begin immediate"); a.execute("insert into t values(1)")
+    release = threading.Timer(hold, lambda: a.execute("commit")); t = time.perf_counter(); release.start()
+    b.execute("begin immediate"); b.execute("insert into t values(2)"); b.execute("commit")
+    print(f"lock held {hold * 1000:.0f} ms: the other writer waited {(time.perf_counter() - t) * 1000:.0f} ms")
+    release.join()
+PROBE
+say "sqlite probe: $(tr '\n' ' ' <"$OUT/sqlite_probe.txt")"
 
 # The issue's pipeline (gpu_issue23_measure.sh's), so the numbers compare with its 138 / 400.
 PASSES='vectorize,block-size{min=64},split,unroll{max=4,loops=L0},cache-hints{stores=false}'
@@ -103,7 +121,30 @@ if one and many:
         if one.get(key):
             ratio = many[key] / one[key]
             print(f"\n{wn} / w1, {key}: {ratio:.2f} = {ratio / n:.2f} x {n} (goal >= 0.90 x {n})")
-json.dump({"timelines": rows}, (out / "workers.json").open("w"), indent=1)
+# the search's rate per process: evaluations at the tuned shapes over its search window (from
+# its time_budget event to the deadline it set there): a host-side bottleneck shows here
+rates = {}
+for name in ("w1", wn):
+    log = work / name / "log.jsonl"
+    if not log.is_file():
+        continue
+    events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    tuned = set(next((e.get("shapes", []) for e in events if e["event"] == "start"), []))
+    per = {}
+    for b in (e for e in events if e["event"] == "time_budget"):
+        n_ev = sum(1 for e in events if e["event"] == "measure" and e["worker"] == b["worker"]
+                   and e.get("config") and e.get("shape") in tuned)
+        per[b["worker"]] = (n_ev, b["search_s"], round(n_ev / b["search_s"], 3) if b["search_s"] > 0 else None)
+    rates[name] = per
+    total = sum(r for _, _, r in per.values() if r)
+    print(f"\n{name}: evaluations per second of search, summed over processes: {total:.3f} "
+          f"({'; '.join(f'{w}: {c} in {s:.0f} s' for w, (c, s, _) in per.items())})")
+if rates.get("w1") and rates.get(wn):
+    one_rate = sum(r for _, _, r in rates["w1"].values() if r)
+    many_rate = sum(r for _, _, r in rates[wn].values() if r)
+    if one_rate:
+        print(f"\n{wn} / w1, search rate: {many_rate / one_rate:.2f} = {many_rate / one_rate / n:.2f} x {n}")
+json.dump({"timelines": rows, "search_rates": rates}, (out / "workers.json").open("w"), indent=1)
 EOF
 for name in w1 "$WN"; do cp "$WORK/$name/log.jsonl" "$WORK/log-$name.jsonl" 2>/dev/null; done
 tar -czf "$OUT/workers.tar.gz" -C "$WORK" --exclude=cache --exclude='*.db' . 2>/dev/null

@@ -538,7 +538,13 @@ def wait_workers(ctx: Context, procs: Sequence[subprocess.Popen[bytes]], barrier
 
 
 def watch_workers(ctx: Context, procs: Sequence[subprocess.Popen[bytes]], every_s: float = 2.0) -> None:
-    """Show the workers' progress, read from the shared studies, until they all exit."""
+    """Show the workers' progress, read from the shared studies, until they all exit. Quiet,
+    it only waits: reading every study every few seconds (and enumerating every shape's space
+    for the budget) took CPU from the workers on a small host and showed nobody anything."""
+    if not ctx.display.enabled:
+        while any(p.poll() is None for p in procs):
+            time.sleep(min(every_s, 0.2))
+        return
     settings = ctx.request.settings()
     budget = sum(plan(ctx.tunable.space, ctx.evaluator, (p,), settings).budget for p in ctx.points)
     ctx.display.start(f"{len(procs)} workers, {len(ctx.points)} shapes", budget)

@@ -4,16 +4,35 @@ Issue 23 item 7: a 200 s tune over 21 shapes on 4 GPUs made 2.9x the evaluations
 4x. The main process measured the originals, the final checks and the held-out checks itself, one
 after another on one GPU, while the other three sat idle (or, before and after the workers, did
 not exist). Here every phase that measures is split the same way, each worker taking every
-N-th item from its own offset (:func:`ktx.search.runner.share_of`):
+N-th shape from its own offset (:func:`ktx.search.runner.share_of`):
 
 1. the originals of its shapes (:func:`ktx.search.runner.prepare_share`);
-2. the search, which all workers share shape by shape, up to a deadline that reserves time only
-   for the worker's own share of what follows (:func:`ktx.search.runner.search_until`);
-3. the paired final check of its shapes, once every worker has stopped searching (a barrier of
-   files in the run folder: a best config found later by another worker would make the check
-   stale), stored in the shape's study as ``paired``;
-4. the held-out points of its share, measured ahead: the original and the best configs of the
-   two nearest tuned shapes, one of which the dispatch table will choose there.
+2. the search of the same shapes, alone, in a study storage of its own (below), up to a deadline
+   that reserves time only for the worker's own share of what follows
+   (:func:`ktx.search.runner.search_until`); then it merges its trials into the run's storage
+   (with fewer shapes than workers, every worker searches every shape in the run's storage
+   instead, and checks once all have stopped: :func:`owns_shapes`);
+3. the paired final check of its shapes (no other process searches them, so their best configs
+   are final once it stops), stored in the shape's study as ``paired``;
+4. once every worker has stopped searching and merged (a barrier of files in the run folder:
+   the held-out points need other workers' shapes), the held-out points of its share, measured
+   ahead: the original and the best configs of the two nearest tuned shapes, one of which the
+   dispatch table will choose there.
+
+Why each worker searches its own shapes in its own storage (session 9, issue 23): with every
+worker searching every shape in the run's one SQLite study, 3 workers on 3 H200s made 1.13x the
+measurements of one: each worker ~1.2 s a measurement within a shape, the single process ~0.27 s.
+Every trial there is several write transactions into that one file from every worker (ask, two
+user attributes, tell, the grid's next enqueue, heartbeats), and every worker enumerated every
+shape's space (the plan, the grid; seconds of CPU a shape on a loaded host). Which of these cost
+the GPU host its second is not settled on a CPU: where SQLite was built without ``usleep`` its
+busy handler sleeps a whole second per lock collision (``scripts/gpu_issue23_workers.sh`` probes
+the host's); emulated on a CPU, the shared design waited on the lock 17 times in the search of
+a 2-worker 60 s run, this one never (tests/search/test_workers.py). Now the search touches only the
+worker's own file (one writer: no lock to wait for), each shape's space is enumerated by one
+process, and the run's storage is written once per worker, serialised by a file lock
+(:func:`merge_private`). A run killed mid-search leaves the worker files behind; the next run
+merges them first (:func:`merge_leftovers`), so resume loses nothing a worker finished.
 
 The main process then reads the checks from the studies (a check of the config the study still
 holds best is kept; anything else it measures itself) and finds the held-out measurements in the
@@ -22,13 +41,17 @@ run's cache, so that after the workers it writes the outputs and measures little
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import fcntl
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import optuna
 from ktx.ir.errors import KtxError
+from optuna.trial import TrialState
 
 from ktx.search import runner
 from ktx.search.dispatch import choose_bucket_var
@@ -73,17 +96,152 @@ def run_worker(ctx: Context, own_deadline: float | None) -> None:
     joint = ctx.request.joint
     until = search_until(ctx, deadline, 1 if joint else count)
     started = time.monotonic()
+    alone = not joint and owns_shapes(ctx.points, count)
     try:
-        (tune_joint if joint else tune_shapes)(ctx, until)
+        if alone:
+            search_share(ctx, index, count, until)
+        else:  # one study per shape (or the joint one) shared by every worker
+            (tune_joint if joint else tune_shapes)(ctx, until)
     finally:  # a worker that failed must not keep the others waiting
         mark_searched(index)
     if joint or not ctx.tunable.space.knobs:
         return  # one joint study: the main process checks its one config
     # the checks and the measurements ahead end before the main process's own writing
     tail = None if deadline is None else deadline - WRITE_S
-    wait_for_searches(ctx, count, until, time.monotonic() - started, tail)
-    check_share(ctx, index, count, tail)
+    if alone:  # nobody else searches these shapes: their best configs are final already
+        check_share(ctx, index, count, tail)
+        wait_for_searches(ctx, count, until, time.monotonic() - started, tail)
+    else:  # another worker may still find a better config of a shape this one checks
+        wait_for_searches(ctx, count, until, time.monotonic() - started, tail)
+        check_share(ctx, index, count, tail)
     measure_holdout_ahead(ctx, index, count, tail)
+
+
+def owns_shapes(points: Sequence[ShapePoint], count: int) -> bool:
+    """Whether each worker searches shapes of its own (every worker has one at least); with
+    fewer shapes than workers they share every shape's study, as before session 9, so that no
+    GPU sits idle.
+
+    >>> from ktx.spec import ShapePoint
+    >>> shapes = [ShapePoint((("tokens", t),)) for t in (1, 16, 256)]
+    >>> owns_shapes(shapes, 3), owns_shapes(shapes, 4)
+    (True, False)
+    """
+    return len(points) >= count
+
+
+#: The folder of the run whose files are the workers' own study storages.
+PRIVATE_DIR = "worker-studies"
+#: A study attribute of a worker's own storage: how many trials were copied in from the run's.
+COPIED_ATTR = "ktx_copied"
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+
+
+def private_path(run_dir: Path, index: int) -> Path:
+    return run_dir / PRIVATE_DIR / f"{index}.db"
+
+
+def search_share(ctx: Context, index: int, count: int, until: float | None) -> None:
+    """Search this worker's shapes alone, in its own storage, as one process would search
+    them (the run's seed, the whole grid, warm starts from its earlier shapes); then merge
+    the trials into the run's storage, even after a failure (what was measured is kept)."""
+    mine = share_of(ctx.points, index, count)
+    if not mine:
+        return
+    path = private_path(ctx.run_dir, index)
+    private = open_private(ctx, path, mine)
+    req = ctx.request
+    seed = None if req.seed is None else req.seed - index  # worker_argv gave it seed + index
+    alone = dataclasses.replace(req, worker_index=None, storage=None, workers=1, seed=seed)
+    own = dataclasses.replace(ctx, request=alone, storage=private, points=mine, skipped=())
+    try:
+        tune_shapes(own, until)
+    finally:
+        clock = time.monotonic()
+        merged = merge_private(ctx.run_dir, ctx.storage, private)
+        remove_db(path)
+        # the merge's seconds (the wait for other workers' merges included) come out of the
+        # reserve after the search: 5-13 s for 70-90 trials on a loaded 2-core host
+        spent = round(time.monotonic() - clock, 3)
+        ctx.log.write("worker_merged", trials=merged, shapes=[p.name for p in mine], seconds=spent)
+
+
+def remove_db(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            Path(f"{path}{suffix}").unlink()
+
+
+def open_private(ctx: Context, path: Path, points: Sequence[ShapePoint]) -> optuna.storages.BaseStorage:
+    """A fresh storage of this worker's own holding the run's studies of ``points`` (their
+    attributes, the original's measurement among them, and their finished trials: a resumed
+    run's budget, grid and warm starts go on from there)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    remove_db(path)  # a leftover of a killed run was merged by the main process before us
+    private = open_storage(f"sqlite:///{path.resolve()}")
+    for point in points:
+        name = study_name(ctx, point)
+        shared = open_study(ctx.storage, name, optuna.samplers.RandomSampler())
+        trials = shared.get_trials(deepcopy=False, states=FINISHED)
+        own = open_study(private, name, optuna.samplers.RandomSampler())
+        for key, value in shared.user_attrs.items():
+            own.set_user_attr(key, value)
+        own.add_trials(sorted(trials, key=lambda t: t.number))
+        own.set_user_attr(COPIED_ATTR, len(trials))
+    return private
+
+
+@contextlib.contextmanager
+def merge_lock(run_dir: Path) -> Iterator[None]:
+    """One merge into the run's storage at a time: a process waiting here is woken as soon as
+    the lock is free, where SQLite's busy handler would sleep (a second at a time where it was
+    built without ``usleep``) and retry."""
+    folder = run_dir / PRIVATE_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / ".merge.lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def merge_private(
+    run_dir: Path, shared: optuna.storages.BaseStorage, private: optuna.storages.BaseStorage
+) -> int:
+    """Add the trials a worker finished in its own storage (those after the ones copied in) to
+    the run's studies, with the study attributes it set; returns how many trials were added."""
+    added = 0
+    with merge_lock(run_dir):
+        for summary in optuna.get_all_study_summaries(private, include_best_trial=False):
+            own = optuna.load_study(study_name=summary.study_name, storage=private)
+            attrs = own.user_attrs
+            copied = int(attrs.get(COPIED_ATTR, 0))
+            new = [t for t in own.get_trials(deepcopy=False, states=FINISHED) if t.number >= copied]
+            study = open_study(shared, summary.study_name, optuna.samplers.RandomSampler())
+            held = study.user_attrs
+            for key, value in attrs.items():
+                if key != COPIED_ATTR and held.get(key) != value:
+                    study.set_user_attr(key, value)
+            study.add_trials(sorted(new, key=lambda t: t.number))
+            added += len(new)
+            if new:  # merged: a second merge of this file (a worker killed before removing it) adds nothing
+                own.set_user_attr(COPIED_ATTR, max(t.number for t in own.get_trials(deepcopy=False)) + 1)
+    return added
+
+
+def merge_leftovers(run_dir: Path, shared: optuna.storages.BaseStorage) -> int:
+    """Merge the worker storages a killed run left in ``run_dir`` (then remove them): the main
+    process does this before it starts its workers or searches alone."""
+    folder = run_dir / PRIVATE_DIR
+    added = 0
+    for path in sorted(folder.glob("*.db")) if folder.is_dir() else []:
+        private = open_storage(f"sqlite:///{path.resolve()}")
+        added += merge_private(run_dir, shared, private)
+        if isinstance(private, optuna.storages.RDBStorage):
+            private.engine.dispose()
+        remove_db(path)
+    return added
 
 
 def barrier_dir() -> Path | None:
@@ -220,6 +378,9 @@ def run_tune(req: runner.TuneRequest) -> Summary | None:
             run_worker(ctx, deadline)
             return None
         with runner.run_lock(ctx.run_dir):
+            merged = merge_leftovers(ctx.run_dir, ctx.storage)
+            if merged:
+                ctx.display.message(f"resuming: merged {merged} trial(s) a killed run's workers left")
             if is_run_folder_url(ctx.url, ctx.run_dir):
                 stale = sum(fail_running(ctx.storage, s) for s in runner._studies(ctx))
                 if stale:
@@ -253,8 +414,10 @@ def run_with_workers(req: runner.TuneRequest, start: float, deadline: float | No
     with runner.run_lock(run_dir):
         log = RunLog(run_dir / "log.jsonl", worker=f"main:{os.getpid()}")
         stale = 0
-        if is_run_folder_url(url, run_dir):  # before any worker runs: their trials are live
-            storage = open_storage(url, heartbeat=True)
+        storage = open_storage(url, heartbeat=True)
+        # before any worker runs: a killed run's workers' own studies, then its live trials
+        merged = merge_leftovers(run_dir, storage)
+        if is_run_folder_url(url, run_dir):
             stale = sum(fail_running(storage, s) for s in runner._studies_in(storage))
         shapes = [p.name for p in runner.select_points(spec, req.shapes)]
         log.write("start", request=runner._jsonable(req), url=redact(url), shapes=shapes)
@@ -269,10 +432,13 @@ def run_with_workers(req: runner.TuneRequest, start: float, deadline: float | No
                 p.kill()
             raise
         try:
+            if merged:
+                ctx.display.message(f"resuming: merged {merged} trial(s) a killed run's workers left")
             if stale:
                 ctx.display.message(f"resuming: {stale} trial(s) of a killed run marked FAIL")
             ctx.log.write("space", space=ctx.tunable.space.describe())
             runner.wait_workers(ctx, procs, barrier)
+            merge_leftovers(run_dir, ctx.storage)  # a worker that died before merging its own
             runner.unmeasured_after_workers(ctx)
             keep = None if req.joint else worker_checks(ctx)
             return runner.finalize(ctx, time.monotonic() - start, deadline, start, keep)

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import doctest
 import json
+import os
+import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -300,3 +303,172 @@ def test_four_workers_make_at_least_0_9_x_4_the_evaluations_of_one(
     checks = {c["shape"]: c["status"] for c in four["final_checks"]}
     assert len(checks) == len(four["final_checks"]) == len(SEVEN), four["final_checks"]
     assert "skipped" not in checks.values(), checks
+
+
+def search_rates(out: Path) -> dict[str, tuple[int, float]]:
+    """Per process of a run: (evaluations at the tuned shapes, seconds of its search window),
+    the window running from its ``time_budget`` event to the search deadline it set there."""
+    events = list(read_log(out / "log.jsonl"))
+    tuned = set(next(e["shapes"] for e in events if e["event"] == "start"))
+    out_: dict[str, tuple[int, float]] = {}
+    for budget in (e for e in events if e["event"] == "time_budget"):
+        who = str(budget["worker"])
+        count = sum(
+            1
+            for e in events
+            if e["event"] == "measure" and e["worker"] == who and e.get("config") and e["shape"] in tuned
+        )
+        out_[who] = (count, float(budget["search_s"]))
+    return out_
+
+
+@pytest.mark.slow
+def test_two_worker_processes_search_at_0_9_x_2_the_rate_of_one_on_the_wall_clock(
+    recording_path: Path, tmp_path: Path
+) -> None:
+    """Real processes on the real clock, each measurement a two-second sleep (the replay's
+    throttle) standing in for the GPU: during the search, two workers make at least 0.9 x 2 the
+    evaluations per second of one process (session 9, this host: 0.98 x 2). ThreadClocks'
+    virtual time cannot see host-side costs; this can, though with two seconds a measurement on
+    this host's SQLite the shared-study design of before session 9 passed too (0.91 x 2): the
+    test of lock waits below is the one that catches that design.
+
+    The rate, not the count in the same limit: a worker's start-up (a new Python process, its
+    imports, the recording read again) counts against the run's limit, and on a loaded two-core
+    host it takes tens of seconds that a GPU host does not (scripts/gpu_issue23_workers.sh
+    measures the whole run there). Four shapes, two each: no shape is shared."""
+    args = ("--trials", "1000", "--throttle", "2.0", "--time-limit", "90", "--holdout", "none")
+    rates = {}
+    for n in (1, 2):
+        done = tune(recording_path, tmp_path / f"w{n}", "--workers", str(n), *args)
+        assert done.returncode == 0, done.stderr
+        rates[n] = search_rates(tmp_path / f"w{n}")
+    (one,) = rates[1].values()
+    assert len(rates[2]) == 2 and all(who.startswith("worker") for who in rates[2]), rates
+    assert one[0] >= 10 and all(count >= 5 for count, _ in rates[2].values()), rates
+    single = one[0] / one[1]
+    both = sum(count / seconds for count, seconds in rates[2].values())
+    print(f"evaluations per second of search: one process {single:.3f}, two workers {both:.3f}: {rates}")
+    assert both >= 0.9 * 2 * single, rates
+
+
+@pytest.mark.slow
+def test_a_killed_workers_run_resumes_with_every_trial_its_workers_measured(
+    recording_path: Path, tmp_path: Path
+) -> None:
+    """SIGKILL a ``--workers 2`` run mid-search (the main process and its workers): the trials
+    in the workers' own storages are merged into the run's by the next run, so each config they
+    finished is there as the trial that measured it (a lost trial would come back only as a
+    cache hit of the resumed run's), and nothing is measured twice."""
+    out = tmp_path / "run"
+    cmd = [
+        sys.executable, "-m", "ktx", "tune", str(SILU), "--backend", f"replay:{recording_path}",
+        "--shapes", TUNED_ARG, "--sampler", "random", "--seed", "1", "--out", str(out), "--quiet",
+        "--trials", "30", "--holdout", "none",
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        [*cmd, "--workers", "2", "--throttle", "0.1"],
+        cwd=ROOT,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+    def searched() -> list[dict[str, Any]]:
+        log = out / "log.jsonl"
+        return [e for e in read_log(log) if e["event"] == "measure" and e["config"]] if log.exists() else []
+
+    give_up = time.monotonic() + 300
+    try:
+        while len({process(e) for e in searched()}) < 2 or len(searched()) < 12:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            assert time.monotonic() < give_up, "the workers made no progress"
+            time.sleep(0.1)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the session this test started: its run and workers
+        proc.wait(timeout=30)
+    killed = {str(e["key"]) for e in searched()}
+    assert list((out / workers.PRIVATE_DIR).glob("*.db")), "the killed workers left their storages"
+
+    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert not list((out / workers.PRIVATE_DIR).glob("*.db"))
+    storage = f"sqlite:///{out / 'study.db'}"
+    measured, cached = set(), set()
+    for summary in optuna.get_all_study_summaries(storage):
+        for t in optuna.load_study(study_name=summary.study_name, storage=storage).trials:
+            info = t.user_attrs.get("ktx", {})
+            if info.get("source") in ("measured", "cache"):
+                (measured if info["source"] == "measured" else cached).add(str(info["key"]))
+    # a worker's trial in flight at the kill (measured and logged, not yet told) is not in its
+    # storage, as a single process's is not: the resumed run finds it in the run's cache
+    lost = killed - measured
+    assert len(lost) <= 2 and lost <= cached, f"{len(lost)} of {len(killed)} measured trials lost"
+    keys = [str(e["key"]) for e in searched()]
+    assert len(keys) == len(set(keys)), "a config measured twice over both runs"
+
+
+#: An ``usleep`` that sleeps whole seconds, as SQLite's fallback does where it was built without
+#: ``usleep`` (its busy handler then waits a second per retry), and notes the time of each call:
+#: SQLite sleeps only to wait for a lock another connection holds (the busy handler, WAL retries).
+BUSY_SHIM = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+int usleep(useconds_t us) {
+    const char *path = getenv("KTX_TEST_BUSY_LOG");
+    FILE *f = path ? fopen(path, "a") : NULL;
+    if (f) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        fprintf(f, "%.3f\n", t.tv_sec + t.tv_nsec / 1e9);
+        fclose(f);
+    }
+    unsigned s = (us + 999999) / 1000000;
+    sleep(s ? s : 1);
+    return 0;
+}
+"""
+
+
+@pytest.mark.slow
+def test_worker_processes_never_wait_on_a_storage_lock_while_they_search(
+    recording_path: Path, tmp_path: Path
+) -> None:
+    """Two worker processes, real clock, SQLite's lock waits made whole seconds and counted (an
+    LD_PRELOAD ``usleep``, :data:`BUSY_SHIM`): during the search no process waits on a lock.
+    Session 9 measured 3 workers on 3 H200s at 0.38 x 3 of one, ~1.2 s a measurement against
+    ~0.27 s: every worker wrote its trials into the run's one SQLite study, several transactions
+    a trial. On this CPU with the shim that design waited on the lock all through the search
+    (1.80 evaluations/s of search over two workers, against 3.17 with workers searching in
+    storages of their own); whether the GPU host's SQLite sleeps whole seconds,
+    scripts/gpu_issue23_workers.sh's probe says."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None or sys.platform != "linux":
+        pytest.skip("needs a C compiler and LD_PRELOAD (Linux)")
+    (tmp_path / "shim.c").write_text(BUSY_SHIM)
+    shim = tmp_path / "busy.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(shim), str(tmp_path / "shim.c")], check=True)
+    waits = tmp_path / "waits.txt"
+    env = {**os.environ, "LD_PRELOAD": str(shim), "KTX_TEST_BUSY_LOG": str(waits)}
+    out = tmp_path / "run"
+    cmd = [
+        sys.executable, "-m", "ktx", "tune", str(SILU), "--backend", f"replay:{recording_path}",
+        "--shapes", TUNED_ARG, "--sampler", "random", "--seed", "1", "--out", str(out), "--quiet",
+        "--trials", "1000", "--throttle", "0.3", "--time-limit", "60", "--holdout", "none",
+        "--workers", "2",
+    ]  # fmt: skip
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    events = list(read_log(out / "log.jsonl"))
+    windows = [
+        (float(e["t"]), float(e["t"]) + float(e["search_s"])) for e in events if e["event"] == "time_budget"
+    ]
+    assert len(windows) == 2 and all(end > start for start, end in windows), windows
+    start, end = min(s for s, _ in windows), max(e for _, e in windows)
+    slept = [float(line) for line in waits.read_text().split()] if waits.exists() else []
+    during = [t for t in slept if start <= t <= end]
+    searched = [e for e in events if e["event"] == "measure" and e["config"]]
+    assert len(searched) >= 20, len(searched)
+    assert not during, f"{len(during)} lock wait(s) during the search ({len(slept)} in the run)"
