@@ -12,8 +12,17 @@ from typing import Any
 from ktx.measure.cost import PAIRED_REQUEST_S, check_seconds
 from ktx.measure.gpu import Options
 from ktx.measure.types import Measurement
-from ktx.search.final import FLOOR_PAIRS, MIN_PAIRS, Shortlist, check_cost, final_check, reserve
-from ktx.search.paired import MEASURED, PAIRS, SKIPPED
+from ktx.search.final import (
+    CHECK_SLACK,
+    FLOOR_PAIRS,
+    HANG_FACTOR,
+    MIN_PAIRS,
+    Shortlist,
+    check_cost,
+    final_check,
+    reserve,
+)
+from ktx.search.paired import FAILED, MEASURED, PAIRS, SKIPPED
 from ktx.spec import ShapePoint
 
 
@@ -177,3 +186,78 @@ def test_a_check_whose_fixed_cost_does_not_fit_runs_with_fewer_pairs_and_in_time
     assert got["B=1"].status == MEASURED
     assert backend.calls == [3]
     assert time.monotonic() <= deadline + 0.05
+
+
+class _Late(_Backend):
+    """A worker whose check needs ``took_s`` and that, like the GPU harness's supervisor, kills the
+    request at its timeout: every pair then reads as a timeout. It answers at once (the check's
+    verdict depends on the timeout it was given, not on the clock), so the tests are quick."""
+
+    def __init__(self, took_s: float, original_us: float, config_us: float) -> None:
+        super().__init__(0.0, original_us, config_us)
+        self.took_s = took_s
+        self.timeouts: list[float] = []
+
+    def measure_paired(self, first: Any, second: Any, point: Any, pairs: int, timeout: Any) -> Any:
+        self.calls.append(pairs)
+        self.timeouts.append(timeout)
+        if timeout is not None and timeout < self.took_s:
+            bad = Measurement.from_dict(
+                {"kernel": "k", "shape": "s", "config": {}, "status": "timeout",
+                 "message": f"no answer within {timeout:g} s: worker killed"}
+            )  # fmt: skip
+            return [(bad, bad)] * pairs
+        return [(_timed(self.times[0], {}), _timed(self.times[1], {"X": 1}))] * pairs
+
+
+def _fitted(item: Shortlist, opts: Options, pairs: int = PAIRS) -> float:
+    """Seconds left that fit ``pairs`` pairs of ``item``'s check exactly (its own estimate)."""
+    return PAIRED_REQUEST_S + pairs * (item.pair_s(opts) or 0.0) + 0.01
+
+
+def test_a_check_a_little_over_its_estimate_is_not_killed_at_the_deadline() -> None:
+    """Session 8's real-code run: the round's first check sized to the time left took 1.2x its
+    estimate and was killed at the limit ("the original: timeout"), losing a 4.6x win. The request
+    now gets :data:`CHECK_SLACK` times its estimate: it finishes and measures."""
+    opts = Options(max_runs=50, graph_launches=10, graph_replays=5, settle_s=0.0)
+    item = _item(4.6, 1267.0, 274.0)
+    left = _fitted(item, opts)
+    expected = left - 0.01
+    backend = _Late(1.2 * expected, 1267.0, 274.0)
+    got = final_check(_evaluator(backend), [item], time.monotonic() + left, {}, options=opts)
+    assert backend.calls == [PAIRS]
+    assert backend.timeouts[0] >= CHECK_SLACK * expected - 1e-6
+    assert got["B=1"].status == MEASURED
+
+
+def test_a_check_cut_by_the_limit_is_skipped_not_failed() -> None:
+    """A check that runs past even the slack (3x its estimate here) is killed; it is reported as
+    skipped, the status ``ktx optimize``'s re-check measures again with the budget left (a failed
+    check was kept as the round's verdict, and the win it guarded was lost for good)."""
+    opts = Options(max_runs=50, graph_launches=10, graph_replays=5, settle_s=0.0)
+    item = _item(4.6, 1267.0, 274.0)
+    left = _fitted(item, opts)
+    backend = _Late(3.0 * left, 1267.0, 274.0)
+    got = final_check(_evaluator(backend), [item], time.monotonic() + left, {}, options=opts)
+    assert got["B=1"].status == SKIPPED
+    assert "cut by the time limit" in got["B=1"].reason
+
+
+def test_a_check_that_hangs_with_ample_time_still_fails() -> None:
+    """The control: a timeout with many times the expected seconds is a hang, not a cut."""
+    opts = Options(max_runs=50, graph_launches=10, graph_replays=5, settle_s=0.0)
+    item = _item(4.6, 1267.0, 274.0)
+    expected = _fitted(item, opts) - 0.01
+    left = HANG_FACTOR * CHECK_SLACK * expected + 0.5
+    backend = _Late(10 * left, 1267.0, 274.0)
+    got = final_check(_evaluator(backend), [item], time.monotonic() + left, {}, options=opts)
+    assert got["B=1"].status == FAILED
+    assert "timeout" in got["B=1"].reason
+
+
+def test_the_modules_examples_run() -> None:
+    import doctest
+
+    import ktx.search.final
+
+    assert doctest.testmod(ktx.search.final).failed == 0
