@@ -67,7 +67,7 @@ from ktx.ir.consteval import int_literal
 from ktx.ir.facts.constants import allowed_by_asserts, assumes_warp_x, ceil_divide_literals
 from ktx.ir.index import eval_int_text
 from ktx.ir.launch import LaunchMapping, is_constant, launch_dims, local_value, substitute
-from ktx.passes._common import KernelSite, kernel_node, powers_of_two, replace_literal, round_up_follows
+from ktx.passes._common import KernelSite, follow_block_axis, kernel_node, powers_of_two
 
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
@@ -388,7 +388,7 @@ class BlockSize(Pass[KernelSite]):
             rw.set_mapping(mapping.with_block((block0, *mapping.block[1:])))
             rw.note(f"launch mapping: block[0] = {block0}")
         elif mapping is not None and current is not None:
-            new, places = replace_literal(mapping, current, name)
+            new, places = follow_block_axis(mapping, 0, current, name)
             rw.set_mapping(new)
             rw.note(f"launch mapping: {current} -> {name} in {', '.join(places) or 'nothing'}")
         rw.note(
@@ -495,11 +495,8 @@ class BlockSize(Pass[KernelSite]):
         comp = mapping.block[axis].strip()
         if current is not None and mapping.var(comp) is None and is_constant(comp) is not None:
             picked = f"({name} if {name} else {current})"
-            # ``(n + 255) // 256``: 255 becomes a placeholder minus one before 256 is replaced.
-            rounded = round_up_follows(mapping, current, "_ktx_block")
-            new, places = replace_literal(rounded, current, picked)
-            if rounded != mapping:
-                new = new.with_grid(tuple(substitute(g, {"_ktx_block": picked}) for g in new.grid))
+            # the block's axis and the grid's rounding by it on that axis (``(n + 255) // 256``)
+            new, places = follow_block_axis(mapping, axis, current, picked)
             rw.note(f"launch mapping: {current} -> {name} in {', '.join(places)}")
             return new
         var = mapping.var(comp)
