@@ -52,7 +52,7 @@ from ktx.ir.facts.constants import (
     warp_sized_callees,
 )
 from ktx.ir.index import eval_int_text
-from ktx.ir.launch import LaunchMapping, substitute
+from ktx.ir.launch import LaunchMapping, launch_dims, local_value, substitute
 from ktx.passes._common import around, replace_literal
 
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Rewriter, Site, Skip, Target
@@ -144,8 +144,19 @@ class Expose(Pass[ConstSite]):
             )
         if c.value is None:
             return f"{c.name} has no integer value ktx can compute"
+        if c.kind == "launch-literal":
+            line = _grid_repeats(target, c)
+            if line is not None:
+                return (
+                    f"the grid repeats the block's {c.value} ({line}): a knob for the block alone "
+                    "would leave the grid sized for the old block (elements left unwritten); "
+                    "block-size moves both"
+                )
         if "WARP" in c.name.upper() and "WARPS" not in c.name.upper():
             return f"{c.name} is the warp size, fixed by the hardware"
+        unfollowed = _launch_the_spec_cannot_follow(target, c)
+        if unfollowed is not None:
+            return unfollowed
         value_text = module.text(c.span)
         if target.placeholders_in(value_text):
             return f"{c.name} is already a knob"
@@ -417,6 +428,73 @@ def _kind_text(c: PerfConstant) -> str:
         "constexpr": "constexpr",
         "launch-literal": "launch literal for",
     }[c.kind]
+
+
+def _grid_repeats(target: Target, c: PerfConstant) -> str | None:
+    """Where the grid of the launch whose block ``c`` (a launch literal) sets repeats its value,
+    ``line N``, or None. DeepSpeed's ``dim3 block_dims(1024); dim3 grid_dims((n - 1) / 1024 + 1)``:
+    exposing the block's 1024 alone gave BLOCK_DIMS=256 a grid of n / 1024 blocks (session 8:
+    every such candidate failed verification)."""
+    module = target.module
+    for site in target.launches:
+        for comp in launch_dims(module, site, "grid").components:
+            if comp.start_byte <= c.span.start < comp.end_byte:
+                return None  # the literal is the grid's own
+            local = local_value(module, site, comp)
+            node = local.value if local is not None and local.value is not None else comp
+            if node.start_byte <= c.span.start < node.end_byte:
+                return None
+            if str(c.value) in re.split(r"[^\w]+", syntax.text(module, node)):
+                return f"line {site.span.line}"
+    return None
+
+
+def _feeds(module: Module, name: str) -> set[str]:
+    """``name`` and the ``#define``s and constants computed from it, transitively
+    (``NUM_THREADS`` for ``#define NUM_THREADS (NUM_WARPS * WARP_SIZE)`` and ``NUM_WARPS``)."""
+    values = [(m.name, m.value) for m in module.macros] + [(k.name, k.value) for k in module.constants]
+    found = {name}
+    grew = True
+    while grew:
+        grew = False
+        for other, text in values:
+            if other not in found and found & set(re.findall(r"\w+", text)):
+                found.add(other)
+                grew = True
+    return found
+
+
+def _launch_the_spec_cannot_follow(target: Target, c: PerfConstant) -> str | None:
+    """Why a ``#define``/``constexpr`` that sets the launch cannot be a knob under a spec's
+    ``[launch]``, or None.
+
+    The spec's launch is what ktx runs, not the file's launcher. A constant the launcher reads,
+    directly or through another (exllamav2 rms_norm's ``NUM_WARPS`` through ``NUM_THREADS``, the
+    block), changes the kernel but not the launch unless the spec names it (a ``[vars]`` entry)
+    or writes its value where the pass can replace it: session 8's run measured such candidates
+    (rms_norm NUM_WARPS=64 with a block of 1024; DeepSpeed logits_gather's GRANULARITY, which the
+    spec's grid writes as ``512 * 4``), and they failed to build or to verify."""
+    mapping = target.mapping
+    if mapping is None or mapping.origin != "spec" or c.kind not in ("constexpr", "define"):
+        return None
+    if c.value is None or mapping.var(c.name) is not None:
+        return None
+    module = target.module
+    names = _feeds(module, c.name)
+    launchers = _launchers(module, target.kernel)
+    read = {n for f in launchers for n in re.findall(r"\w+", module.text(f.span))} & names
+    direct = _launch_use(c)
+    if not read and not direct:
+        return None
+    through = sorted(read - {c.name})
+    if direct and not through and replace_literal(mapping, c.value, c.name)[1]:
+        return None  # the spec writes its value: the mapping follows the knob
+    via = f" (through {', '.join(through)})" if through else ""
+    return (
+        f"{c.name} sets the launch{via}, and the spec's [launch] has no {c.name} to follow it"
+        f"{'' if through else f' and no literal {c.value}'}: a candidate would change the kernel, not "
+        f'its launch; name it in the spec\'s [vars] ({c.name} = "{c.value}") and use it in [launch]'
+    )
 
 
 def _launchers(module: Module, fn: Function) -> list[Function]:
