@@ -702,7 +702,9 @@ def paired_checks(
         ctx.display.message(f"{check.shape}: final check {check.text()}")
 
     spent: dict[str, dict[str, float]] = {}
-    checked = final_check(ctx.evaluator, shortlist, deadline, costs, PAIRS, log, spent=spent)
+    checked = final_check(
+        ctx.evaluator, shortlist, deadline, costs, PAIRS, log, spent=spent, min_gain=ctx.request.min_gain
+    )
     for name, cost in spent.items():  # how honest the estimate was (issue 23)
         ctx.log.write("paired_cost", shape=name, **cost)
     return {r.point.name: kept.get(r.point.name) or checked[r.point.name] for r in results

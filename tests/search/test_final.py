@@ -261,3 +261,21 @@ def test_the_modules_examples_run() -> None:
     import ktx.search.final
 
     assert doctest.testmod(ktx.search.final).failed == 0
+
+
+def test_a_shape_the_search_found_no_gain_at_is_not_checked() -> None:
+    """Session 8's real-code run: 39 of 92 checks were of shapes the search found below 1.01x,
+    and none confirmed a gain; each cost a round a second or two. They are no-gain now, the
+    original kept, and the shape with a gain is checked."""
+    from ktx.search.paired import NO_GAIN
+
+    backend = _Backend(0.0, 20.0, 19.9)
+    flat = Shortlist(ShapePoint((("a", 1),)), "graph", {"X": 1}, 1.004, 20.0, 19.9)
+    found = Shortlist(ShapePoint((("b", 1),)), "graph", {"X": 1}, 1.3, 20.0, 15.0)
+    got = final_check(_evaluator(backend), [flat, found], time.monotonic() + 30.0, {})
+    assert got["a=1"].status == NO_GAIN and not got["a=1"].confirms(None)
+    assert "1.004x" in got["a=1"].reason
+    assert got["b=1"].status == MEASURED
+    assert backend.calls == [PAIRS]
+    lenient = final_check(_evaluator(backend), [flat], time.monotonic() + 30.0, {}, min_gain=0.0)
+    assert lenient["a=1"].status == MEASURED, "a zero --min-gain checks any gain the search saw"
