@@ -220,11 +220,6 @@ def final_check(
         name = item.point.name
         if item.config is None:
             check = PairedCheck(name, item.metric, NONE)
-        elif item.gain is not None and item.gain < 1.0 + least_gain:
-            why = (
-                f"the search found {item.gain:.3f}x here, below the {1.0 + least_gain:.2f}x a check confirms"
-            )
-            check = PairedCheck(name, item.metric, NO_GAIN, dict(item.config), reason=why)
         else:
             config = dict(item.config)
             candidate = evaluator.tunable.candidate(evaluator.space.normalize(config))
@@ -247,6 +242,10 @@ def final_check(
                 check = PairedCheck(name, item.metric, IDENTICAL, config, reason="the original's code")
             elif callable(recorded):  # the replay of a recorded run: the run's own check, as it went
                 check = recorded(name, config)
+            elif item.gain is not None and item.gain < 1.0 + least_gain:
+                least = 1.0 + least_gain
+                why = f"the search found {item.gain:.3f}x here, below the {least:.2f}x a check confirms"
+                check = PairedCheck(name, item.metric, NO_GAIN, config, reason=why)
             elif not callable(paired):
                 check = PairedCheck(
                     name, item.metric, UNSUPPORTED, config, reason="the backend cannot re-measure"
