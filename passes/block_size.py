@@ -200,6 +200,18 @@ class BlockSize(Pass[KernelSite]):
                 # not a dimension of its work, so it stays 1 (no knob, nothing to keep in step).
                 thread_terms.append("1")
                 continue
+            if current == 1 and ndims >= 2 and (unguarded := _unguarded_index(target, axis)) is not None:
+                # ggml diag_mask_inf_f32: ``row = blockDim.x*blockIdx.x + threadIdx.x`` under a block
+                # of (1, 32) and a grid x of nrows, no bound on row. A block x above 1 would start
+                # BLOCK_X threads a row, nrows * BLOCK_X in all, and write past the last row: the
+                # grid counts the rows one block each and nothing divides it by the new size.
+                thread_terms.append("1")
+                rw.note(
+                    f"{AXES[axis].lower()} stays 1: the kernel's {unguarded} (a global index, no bound "
+                    f"check) counts one block per index along {AXES[axis].lower()}; a larger block "
+                    "would index past the end"
+                )
+                continue
             # (a kernel that never reads blockDim.x keeps x by the branch after this one)
             reads_x = syntax.uses_builtin(module, body, "blockDim.x")
             equal = _x_equal_read(target) if ndims >= 2 and axis == 0 and reads_x else None
@@ -715,3 +727,13 @@ def _check_literal_in_kernel(rw: Rewriter, value: int) -> None:
                 f"the kernel body uses the literal {value}, the current block size (line "
                 f"{n.start_point[0] + 1}); it may assume blockDim == {value}"
             )
+
+
+def _unguarded_index(target: Target, axis: int) -> str | None:
+    """The kernel's global thread index along ``axis`` when nothing bounds it (``row`` for
+    ``const int row = blockDim.x*blockIdx.x + threadIdx.x;`` with no ``if (row < n)``), or None."""
+    index = target.module.facts(target.kernel, target.template_args).index
+    found = index.thread_index(AXES[axis].lower())
+    if found is None or found.guard is not None:
+        return None
+    return f"`{found.var}` (line {found.line})"

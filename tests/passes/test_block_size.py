@@ -311,3 +311,35 @@ def test_the_grid_divides_by_the_knob_not_the_numbers_dividend() -> None:
     for bx, by in ((64, 8), (256, 4), (32, 16)):
         grid, _block, _ = launch.evaluate({"rows": 4096, "columns": 4096, "BLOCK_X": bx, "BLOCK_Y": by})
         assert grid == (-(-words // bx), -(-4096 // by)), (bx, by, grid)
+
+
+#: ggml diag_mask_inf_f32: x is one row a block (block x = 1, grid x = the rows), unguarded
+ROW_PER_BLOCK_X = """\
+__global__ void diag(const float* x, float* dst, const int ncols, const int n_past) {
+  const int col = blockDim.y*blockIdx.y + threadIdx.y;
+  const int row = blockDim.x*blockIdx.x + threadIdx.x;
+  if (col >= ncols) {
+    return;
+  }
+  const int i = row*ncols + col;
+  dst[i] = x[i] - (col > n_past + row) * 1e30f;
+}
+"""
+
+
+def test_an_unguarded_index_over_a_block_of_one_keeps_that_axis() -> None:
+    """Block (1, 32), grid (nrows, cdiv(ncols, 32)): BLOCK_X = 32 would start 32 threads a row
+    over nrows blocks, rows up to 32 * nrows, written with no bound. x stays 1; y is the knob."""
+    spec = LaunchMapping(("nrows", "(ncols + 32 - 1) // 32"), ("1", "32"), "0", (), "spec")
+    t = apply(ROW_PER_BLOCK_X, "block-size", mapping=spec)
+    assert [k.name for k in t.knobs] == ["BLOCK_Y"]
+    assert any("x stays 1" in r and "`row`" in r for r in remarks(t))
+    launch = t.launch()
+    assert launch is not None
+    grid, block, _ = launch.evaluate({"nrows": 64, "ncols": 4096, "BLOCK_Y": 128})
+    assert block == (1, 128) and grid == (64, 32)
+    # the control: a row bounded by the kernel may take more threads a block
+    guarded = ROW_PER_BLOCK_X.replace("const int n_past) {", "const int n_past, const int nrows) {").replace(
+        "  const int i = row*ncols + col;", "  if (row >= nrows) return;\n  const int i = row*ncols + col;"
+    )
+    assert {k.name for k in apply(guarded, "block-size", mapping=spec).knobs} == {"BLOCK_X", "BLOCK_Y"}
