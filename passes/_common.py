@@ -213,6 +213,8 @@ def _grid_rounding(text: str, value: int, name: str) -> str | None:
     ('(n + (B - 1)) // B', '(m - 1) // B + 1')
     >>> _grid_rounding("cdiv(d, 512 * 4)", 512, "B"), _grid_rounding("rows", 32, "B") is None
     ('cdiv(d, B * 4)', True)
+    >>> _grid_rounding("(n + 1024 * 8 - 1) // (1024 * 8)", 1024, "B")
+    '(n + B * 8 - 1) // (B * 8)'
     """
     tree = ast.parse(text.strip(), mode="eval")
     body = tree.body
@@ -241,9 +243,8 @@ def _grid_rounding(text: str, value: int, name: str) -> str | None:
         and _is_int(left.right, 1)
         and isinstance(left.left, ast.BinOp)
         and isinstance(left.left.op, ast.Add)
-        and _is_int(left.left.right, value)
     ):
-        left.left.right = swap  # (n + 256 - 1) // 256
+        left.left.right = _sub_ints(left.left.right, value, name)[0]  # (n + 256 * 8 - 1) // (256 * 8)
     return ast.unparse(tree)
 
 

@@ -53,7 +53,7 @@ from ktx.ir.facts.constants import (
 )
 from ktx.ir.index import eval_int_text
 from ktx.ir.launch import LaunchMapping, launch_dims, local_value, substitute
-from ktx.passes._common import around, replace_literal
+from ktx.passes._common import around, follow_block_axis, replace_literal
 
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Rewriter, Site, Skip, Target
 
@@ -291,7 +291,11 @@ class Expose(Pass[ConstSite]):
         if c.kind == "launch-literal":  # the block's expressions only, as in the source
             new, places = replace_in_block(mapping, c.value, site.knob)
         else:
-            new, places = replace_literal(mapping, c.value, site.knob)
+            axes = _block_axes(mapping, c.value)
+            if len(axes) == 1:  # the block's axis and the grid's rounding by it on that axis
+                new, places = follow_block_axis(mapping, axes[0], c.value, site.knob)
+            else:
+                new, places = replace_literal(mapping, c.value, site.knob)
         if places:
             rw.set_mapping(new)
             rw.note(f"launch mapping: {c.value} -> {site.knob} in {', '.join(places)}")
@@ -449,6 +453,18 @@ def _grid_repeats(target: Target, c: PerfConstant) -> str | None:
     return None
 
 
+def _block_axes(mapping: LaunchMapping, value: int) -> list[int]:
+    """The axes of the mapping's block whose expression holds the integer literal ``value``."""
+    found = []
+    for axis, text in enumerate(mapping.block):
+        tree = ast.parse(text.strip(), mode="eval")
+        if any(
+            isinstance(n, ast.Constant) and type(n.value) is int and n.value == value for n in ast.walk(tree)
+        ):
+            found.append(axis)
+    return found
+
+
 def _feeds(module: Module, name: str) -> set[str]:
     """``name`` and the ``#define``s and constants computed from it, transitively
     (``NUM_THREADS`` for ``#define NUM_THREADS (NUM_WARPS * WARP_SIZE)`` and ``NUM_WARPS``)."""
@@ -487,6 +503,13 @@ def _launch_the_spec_cannot_follow(target: Target, c: PerfConstant) -> str | Non
     if not read and not direct:
         return None
     through = sorted(read - {c.name})
+    axes = _block_axes(mapping, c.value)
+    if direct and not through and len(axes) > 1:
+        return (
+            f"{c.name} sets the launch, and the spec's block writes its value {c.value} on "
+            f"{len(axes)} axes: which one is {c.name} is not written (exllamav2 quantize_kernel's "
+            f"BLOCKSIZE_X and BLOCKSIZE_Y, both 32); name it in the spec's [vars] and use it in [launch]"
+        )
     if direct and not through and replace_literal(mapping, c.value, c.name)[1]:
         return None  # the spec writes its value: the mapping follows the knob
     via = f" (through {', '.join(through)})" if through else ""

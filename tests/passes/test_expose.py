@@ -205,3 +205,48 @@ def test_a_spec_var_for_the_constant_lets_it_follow() -> None:
     launch = t.launch()
     assert launch is not None
     assert launch.evaluate({"rows": 4, "NUM_WARPS": 16})[1] == (512,)
+
+
+#: exllamav2 quantize_kernel / pack_rows_4: the block's axes are two #defines
+DEFINES_2D = """\
+#define BLOCKSIZE_X 32
+#define BLOCKSIZE_Y 16
+__global__ void k(const float* __restrict__ in, float* __restrict__ out, int rows, int columns) {
+  int column = blockIdx.x * blockDim.x + threadIdx.x;
+  int row = blockIdx.y * blockDim.y + threadIdx.y;
+  if (column >= columns) return;
+  if (row >= rows) return;
+  out[row * columns + column] = in[row * columns + column];
+}
+void launch(const float* in, float* out, int rows, int columns) {
+  dim3 threads(BLOCKSIZE_X, BLOCKSIZE_Y);
+  dim3 blocks((columns + BLOCKSIZE_X - 1) / BLOCKSIZE_X, (rows + BLOCKSIZE_Y - 1) / BLOCKSIZE_Y);
+  k<<<blocks, threads>>>(in, out, rows, columns);
+}
+"""
+
+
+def test_each_define_follows_its_own_block_axis() -> None:
+    """pack_rows_4's spec: grid x ``(columns * 4 // 32 + 32 - 1) // 32``: BLOCKSIZE_X replaces the
+    block x and grid x's rounding, not the 32 bits a word nor anything on y."""
+    spec = LaunchMapping(
+        ("(columns * 4 // 32 + 32 - 1) // 32", "(rows + 16 - 1) // 16"), ("32", "16"), "0", (), "spec"
+    )
+    t = apply(DEFINES_2D, "expose", mapping=spec)
+    launch = t.launch()
+    assert launch is not None
+    assert launch.grid == (
+        "(columns * 4 // 32 + BLOCKSIZE_X - 1) // BLOCKSIZE_X",
+        "(rows + BLOCKSIZE_Y - 1) // BLOCKSIZE_Y",
+    )
+    assert launch.block == ("BLOCKSIZE_X", "BLOCKSIZE_Y")
+
+
+def test_a_value_on_two_block_axes_is_refused() -> None:
+    """quantize_kernel's spec writes 32 on both axes: BLOCKSIZE_X took both (block y and grid y
+    with it); neither define can be told apart, so both are refused."""
+    src = DEFINES_2D.replace("#define BLOCKSIZE_Y 16", "#define BLOCKSIZE_Y 32")
+    spec = LaunchMapping(("(columns + 32 - 1) // 32", "(rows + 32 - 1) // 32"), ("32", "32"), "0", (), "spec")
+    t = apply(src, "expose", mapping=spec)
+    assert not t.knobs
+    assert sum("writes its value 32 on 2 axes" in r for r in remarks(t, "skipped")) == 2
