@@ -204,6 +204,11 @@ class Expose(Pass[ConstSite]):
             var = named_like_a_variable(c.name, _shape_variables(target.mapping))
             if var is not None:
                 return f"{c.name} is the shape variable {var} of the launch mapping: {why}"
+            if target.mapping.var(c.name) is not None and c.name not in _launch_reads(target.mapping):
+                # cuda-samples saxpy: ``const size_t n = 10485760;`` in main() is the spec's
+                # ``[vars] n``, read by the arguments' extents, not by the grid or the block
+                what = "a spec [vars] entry the launch does not read (a size the arguments use)"
+                return f"{c.name} is {what}: {why}"
         product = sizes_the_data(target.module, body, target.kernel, c.name)
         if product is not None:
             return f"{c.name} sizes the data ({product}): {why}"
@@ -451,6 +456,20 @@ def _grid_repeats(target: Target, c: PerfConstant) -> str | None:
             if str(c.value) in re.split(r"[^\w]+", syntax.text(module, node)):
                 return f"line {site.span.line}"
     return None
+
+
+def _launch_reads(mapping: LaunchMapping) -> set[str]:
+    """The names the grid, the block and the shared bytes read, through the vars they read."""
+    defs = dict(mapping.vars)
+    todo = [*mapping.grid, *mapping.block, mapping.shared]
+    seen: set[str] = set()
+    while todo:
+        for node in ast.walk(ast.parse(todo.pop().strip(), mode="eval")):
+            if isinstance(node, ast.Name) and node.id not in seen:
+                seen.add(node.id)
+                if node.id in defs:
+                    todo.append(defs[node.id])
+    return seen
 
 
 def _block_axes(mapping: LaunchMapping, value: int) -> list[int]:

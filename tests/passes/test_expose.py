@@ -250,3 +250,26 @@ def test_a_value_on_two_block_axes_is_refused() -> None:
     t = apply(src, "expose", mapping=spec)
     assert not t.knobs
     assert sum("writes its value 32 on 2 axes" in r for r in remarks(t, "skipped")) == 2
+
+
+SIZE_IN_MAIN = """\
+__global__ void saxpy(const float a, const float* x, float* z, const size_t n) {
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) z[i] = a * x[i];
+}
+void launch(const float a, const float* x, float* z, const size_t n) {
+  saxpy<<<264, 1024>>>(a, x, z, n);
+}
+int main() {
+  const size_t n = 10485760;
+  launch(2.f, nullptr, nullptr, n);
+}
+"""
+
+
+def test_a_problem_size_the_spec_names_but_the_launch_does_not_read_is_refused() -> None:
+    """cuda-samples saxpy: ``n`` in main() is the spec's ``[vars] n`` (the buffers' length); the
+    spec's grid and block do not read it. It selects what is computed: no knob."""
+    spec = LaunchMapping(("264",), ("1024",), "0", (("n", "10485760"),), "spec")
+    t = apply(SIZE_IN_MAIN, "expose", mapping=spec)
+    assert "N" not in {k.name for k in t.knobs} and "n" not in {k.name for k in t.knobs}
+    assert any("a spec [vars] entry the launch does not read" in r for r in remarks(t, "skipped"))
