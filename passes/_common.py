@@ -183,6 +183,10 @@ def _is_int(node: ast.AST, value: int) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) is int and node.value == value
 
 
+def _holds_int(text: str, value: int) -> bool:
+    return any(_is_int(n, value) for n in ast.walk(ast.parse(text.strip(), mode="eval")))
+
+
 def _sub_ints(node: ast.expr, value: int, name: str) -> tuple[ast.expr, bool]:
     """``node`` with every integer literal ``value`` in it replaced by the expression ``name``."""
     hit = False
@@ -274,15 +278,22 @@ def follow_block_axis(
     """
     places: list[str] = []
     grid = list(mapping.grid)
-    if axis < len(grid):
-        rounded = _grid_rounding(grid[axis], value, name)
-        if rounded is None:  # another form (``min(cdiv(n, 256), 65535)``): every copy on this axis
-            tree, hit = _sub_ints(ast.parse(grid[axis].strip(), mode="eval").body, value, name)
-            rounded = ast.unparse(tree) if hit else None
-        if rounded is not None and rounded != grid[axis]:
-            grid[axis] = rounded
-            places.append(f"grid[{axis}]")
     block = list(mapping.block)
+    for g in range(len(grid)):
+        if g == axis:
+            rounded = _grid_rounding(grid[g], value, name)
+            if rounded is None:  # another form (``min(cdiv(n, 256), 65535)``): every copy here
+                tree, hit = _sub_ints(ast.parse(grid[g].strip(), mode="eval").body, value, name)
+                rounded = ast.unparse(tree) if hit else None
+        elif g < len(block) and _holds_int(block[g], value):
+            continue  # the grid's rounding by its own block's axis, which has the same size
+        else:
+            # ``dim3(32, 4)`` over ``(rows + 3) / 4`` blocks: rows are y within a block and x
+            # across blocks (``r = blockIdx.x * blockDim.y + threadIdx.y``): grid x rounds by y
+            rounded = _grid_rounding(grid[g], value, name)
+        if rounded is not None and rounded != grid[g]:
+            grid[g] = rounded
+            places.append(f"grid[{g}]")
     tree, hit = _sub_ints(ast.parse(block[axis].strip(), mode="eval").body, value, name)
     if hit:
         block[axis] = ast.unparse(tree)
