@@ -7,7 +7,7 @@
 #   exllamav2 quantize_kernel      12 of 16 block-size candidates failed (block y took BLOCK_X)
 #   deepspeed fused_bias_residual  expose's BLOCK_DIMS left the grid at n/1024 (7 failed)
 # then benchmarks/realcode/why.py on the run folders (why.md), and which compiler built each
-# candidate (NVRTC now, where session 8 fell back to nvcc for --expt-relaxed-constexpr).
+# candidate (expected: nvcc, as in session 8: these files' host headers are beyond NVRTC).
 # Carry .whl (optuna, tree-sitter, tree-sitter-cuda, libclang) and benchmarks/realcode/src.
 set -uo pipefail
 cd "$(dirname "$0")/.."

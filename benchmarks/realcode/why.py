@@ -247,7 +247,8 @@ def render(rows: Sequence[KernelWhy], source: str) -> str:
         f"{len(rows)} kernels read; {len(at_one)} ended at 1.000x (or crashed). "
         f"Found wins (search >= {LOST_GAIN}x) the table did not use: {len(lost_wins)} shape(s) in "
         f"{len({(r.kernel) for r in rows if r.lost})} kernel(s). Compiles that fell back to nvcc after "
-        f"NVRTC rejected an option: {nvcc:.0f} s of {wall:.0f} s of optimize wall time.",
+        f"NVRTC rejected an option: {nvcc:.0f} s of compiling (in part beside the measuring) in "
+        f"{wall:.0f} s of optimize wall time.",
         "",
         "| cause (kernels it touches) | kernels |",
         "| --- | ---: |",

@@ -1,8 +1,8 @@
 """NVRTC rejecting a flag that only lets more code compile is no reason to pay for nvcc.
 
-NVRTC 13 rejects ``--expt-relaxed-constexpr``, which every real-code spec carries; before, each
-compile then went to nvcc (session 8's H200 run: 319 s of 911 s). These tests stand NVRTC and
-nvcc in for the real compilers: what is checked is which one the driver asks, with which flags.
+NVRTC 13 rejects ``--expt-relaxed-constexpr``, which 8 of ktx's own kernels carry; with nvcc
+installed each of their compiles went to nvcc. These tests stand NVRTC and nvcc in for the real
+compilers: what is checked is which one the driver asks, with which flags.
 """
 
 from __future__ import annotations
