@@ -20,7 +20,7 @@ source scripts/gpu_env.sh >"$OUT/env.txt" 2>&1
   date -u +%FT%TZ; git log -1 --format='%H %s' 2>/dev/null | cut -c1-100; } | tee "$OUT/device.txt"
 WORK=/tmp/s9-realgain-work
 rm -rf "$WORK"
-timeout 225 python3 benchmarks/realcode/run.py --gpus 1 --budget "$PER" --deadline 150 \
+timeout 228 python3 benchmarks/realcode/run.py --gpus 1 --budget "$PER" --deadline 140 \
   --ids ggml__diag_mask_inf_f32 exllamav2__quantize_kernel deepspeed__fused_bias_residual \
   --out "$OUT/realcode" --work "$WORK" >"$OUT/lane.txt" 2>&1
 echo "run.py rc=$?" >>"$OUT/lane.txt"
