@@ -177,3 +177,138 @@ def first_call_after(module: Module, scope: ts.Node, names: frozenset[str], offs
 
 def line_of(node: ts.Node) -> int:
     return node.start_point[0] + 1
+
+
+def _is_int(node: ast.AST, value: int) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value == value
+
+
+def _holds_int(text: str, value: int) -> bool:
+    return any(_is_int(n, value) for n in ast.walk(ast.parse(text.strip(), mode="eval")))
+
+
+def _sub_ints(node: ast.expr, value: int, name: str) -> tuple[ast.expr, bool]:
+    """``node`` with every integer literal ``value`` in it replaced by the expression ``name``."""
+    hit = False
+
+    class _Sub(ast.NodeTransformer):
+        def visit_Constant(self, c: ast.Constant) -> ast.AST:
+            nonlocal hit
+            if _is_int(c, value):
+                hit = True
+                return ast.parse(name, mode="eval").body
+            return c
+
+    new = _Sub().visit(node)
+    assert isinstance(new, ast.expr)
+    return new, hit
+
+
+def _grid_rounding(text: str, value: int, name: str) -> str | None:
+    """``text`` (one grid dimension) with the block size ``value`` replaced by ``name`` where the
+    dimension divides by it: ``(n + 255) // 256``, ``(n + 256 - 1) // 256``, ``(n - 1) // 256 + 1``,
+    ``n // 256``, ``cdiv(n, 256 * 4)``. Only the divisor and the rounding addend change: the
+    dividend is another quantity (``columns * 4 // 32``, 32 bits a word, inside
+    ``(columns * 4 // 32 + 32 - 1) // 32``). None where the dimension has none of these forms.
+
+    >>> _grid_rounding("(columns * 4 // 32 + 32 - 1) // 32", 32, "B")
+    '(columns * 4 // 32 + B - 1) // B'
+    >>> _grid_rounding("(n + 255) // 256", 256, "B"), _grid_rounding("(m - 1) // 1024 + 1", 1024, "B")
+    ('(n + (B - 1)) // B', '(m - 1) // B + 1')
+    >>> _grid_rounding("cdiv(d, 512 * 4)", 512, "B"), _grid_rounding("rows", 32, "B") is None
+    ('cdiv(d, B * 4)', True)
+    >>> _grid_rounding("(n + 1024 * 8 - 1) // (1024 * 8)", 1024, "B")
+    '(n + B * 8 - 1) // (B * 8)'
+    """
+    tree = ast.parse(text.strip(), mode="eval")
+    body = tree.body
+    swap = ast.parse(name, mode="eval").body
+    if isinstance(body, ast.Call) and len(body.args) == 2 and getattr(body.func, "id", "") == "cdiv":
+        body.args[1], hit = _sub_ints(body.args[1], value, name)
+        return ast.unparse(tree) if hit else None
+    if isinstance(body, ast.BinOp) and isinstance(body.op, ast.Add) and _is_int(body.right, 1):
+        inner = body.left  # (n - 1) // 256 + 1
+        divides = isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.FloorDiv)
+        if divides and isinstance(inner, ast.BinOp) and _is_int(inner.right, value):
+            inner.right = swap
+            return ast.unparse(tree)
+        return None
+    if not (isinstance(body, ast.BinOp) and isinstance(body.op, ast.FloorDiv)):
+        return None
+    body.right, hit = _sub_ints(body.right, value, name)
+    if not hit:
+        return None
+    left = body.left
+    if isinstance(left, ast.BinOp) and isinstance(left.op, ast.Add) and _is_int(left.right, value - 1):
+        left.right = ast.parse(f"({name}) - 1", mode="eval").body  # (n + 255) // 256
+    elif (
+        isinstance(left, ast.BinOp)
+        and isinstance(left.op, ast.Sub)
+        and _is_int(left.right, 1)
+        and isinstance(left.left, ast.BinOp)
+        and isinstance(left.left.op, ast.Add)
+    ):
+        left.left.right = _sub_ints(left.left.right, value, name)[0]  # (n + 256 * 8 - 1) // (256 * 8)
+    return ast.unparse(tree)
+
+
+def follow_block_axis(
+    mapping: LaunchMapping, axis: int, value: int, name: str
+) -> tuple[LaunchMapping, list[str]]:
+    """The block's ``axis``, written as the literal ``value``, becomes ``name`` (an expression),
+    and so does the same axis of the grid where it rounds by the block; the other axes, and vars
+    that are the bare literal, keep it.
+
+    Why not :func:`replace_literal`: a literal is a number, not a block size. Session 8's
+    real-code run measured candidates that replaced every copy: exllamav2 quantize_kernel's block
+    (32, 32) gave block y and grid y the x knob (rows skipped at BLOCK_X=64, BLOCK_Y=8), ggml
+    soft_max_f32's ``ncols = "1024"`` became the block size (too little shared memory for the
+    row), exllamav2 pack_rows_4's ``columns * 4 // 32`` (32 bits a word) was divided by the knob:
+    12, 1 and 3 candidates failed verification. Shared memory and derived vars written with the
+    literal inside an expression (``warps = 1024 // 32``) still follow it.
+
+    >>> m = LaunchMapping(("(c + 32 - 1) // 32", "(r + 32 - 1) // 32"), ("32", "32"), "0", (), "spec")
+    >>> new, places = follow_block_axis(m, 1, 32, "Y")
+    >>> new.grid, new.block, places
+    (('(c + 32 - 1) // 32', '(r + Y - 1) // Y'), ('32', 'Y'), ['grid[1]', 'block[1]'])
+    >>> m = LaunchMapping(("n",), ("1024",), "(ncols + 32) * 4", (("ncols", "1024"),), "spec")
+    >>> new, places = follow_block_axis(m, 0, 1024, "X")
+    >>> new.vars, places
+    ((('ncols', '1024'),), ['block[0]'])
+    """
+    places: list[str] = []
+    grid = list(mapping.grid)
+    block = list(mapping.block)
+    for g in range(len(grid)):
+        if g == axis:
+            rounded = _grid_rounding(grid[g], value, name)
+            if rounded is None:  # another form (``min(cdiv(n, 256), 65535)``): every copy here
+                tree, hit = _sub_ints(ast.parse(grid[g].strip(), mode="eval").body, value, name)
+                rounded = ast.unparse(tree) if hit else None
+        elif g < len(block) and _holds_int(block[g], value):
+            continue  # the grid's rounding by its own block's axis, which has the same size
+        else:
+            # ``dim3(32, 4)`` over ``(rows + 3) / 4`` blocks: rows are y within a block and x
+            # across blocks (``r = blockIdx.x * blockDim.y + threadIdx.y``): grid x rounds by y
+            rounded = _grid_rounding(grid[g], value, name)
+        if rounded is not None and rounded != grid[g]:
+            grid[g] = rounded
+            places.append(f"grid[{g}]")
+    tree, hit = _sub_ints(ast.parse(block[axis].strip(), mode="eval").body, value, name)
+    if hit:
+        block[axis] = ast.unparse(tree)
+        places.append(f"block[{axis}]")
+
+    def follow(text: str, where: str) -> str:
+        tree, hit = _sub_ints(ast.parse(text.strip(), mode="eval").body, value, name)
+        if not hit:
+            return text
+        places.append(where)
+        return ast.unparse(tree)
+
+    shared = follow(mapping.shared, "shared")
+    new_vars = tuple(
+        (n, e if _is_int(ast.parse(e.strip(), mode="eval").body, value) else follow(e, f"vars.{n}"))
+        for n, e in mapping.vars
+    )
+    return LaunchMapping(tuple(grid), tuple(block), shared, new_vars, mapping.origin, mapping.notes), places

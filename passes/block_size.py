@@ -67,7 +67,7 @@ from ktx.ir.consteval import int_literal
 from ktx.ir.facts.constants import allowed_by_asserts, assumes_warp_x, ceil_divide_literals
 from ktx.ir.index import eval_int_text
 from ktx.ir.launch import LaunchMapping, is_constant, launch_dims, local_value, substitute
-from ktx.passes._common import KernelSite, kernel_node, powers_of_two, replace_literal, round_up_follows
+from ktx.passes._common import KernelSite, follow_block_axis, kernel_node, powers_of_two
 
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
@@ -199,6 +199,18 @@ class BlockSize(Pass[KernelSite]):
                 # ``dim3 block(BLOCKSIZE_X, 1)`` for a kernel that never reads threadIdx.y: y is
                 # not a dimension of its work, so it stays 1 (no knob, nothing to keep in step).
                 thread_terms.append("1")
+                continue
+            if current == 1 and ndims >= 2 and (unguarded := _unguarded_index(target, axis)) is not None:
+                # ggml diag_mask_inf_f32: ``row = blockDim.x*blockIdx.x + threadIdx.x`` under a block
+                # of (1, 32) and a grid x of nrows, no bound on row. A block x above 1 would start
+                # BLOCK_X threads a row, nrows * BLOCK_X in all, and write past the last row: the
+                # grid counts the rows one block each and nothing divides it by the new size.
+                thread_terms.append("1")
+                rw.note(
+                    f"{AXES[axis].lower()} stays 1: the kernel's {unguarded} (a global index, no bound "
+                    f"check) counts one block per index along {AXES[axis].lower()}; a larger block "
+                    "would index past the end"
+                )
                 continue
             # (a kernel that never reads blockDim.x keeps x by the branch after this one)
             reads_x = syntax.uses_builtin(module, body, "blockDim.x")
@@ -388,7 +400,7 @@ class BlockSize(Pass[KernelSite]):
             rw.set_mapping(mapping.with_block((block0, *mapping.block[1:])))
             rw.note(f"launch mapping: block[0] = {block0}")
         elif mapping is not None and current is not None:
-            new, places = replace_literal(mapping, current, name)
+            new, places = follow_block_axis(mapping, 0, current, name)
             rw.set_mapping(new)
             rw.note(f"launch mapping: {current} -> {name} in {', '.join(places) or 'nothing'}")
         rw.note(
@@ -495,11 +507,8 @@ class BlockSize(Pass[KernelSite]):
         comp = mapping.block[axis].strip()
         if current is not None and mapping.var(comp) is None and is_constant(comp) is not None:
             picked = f"({name} if {name} else {current})"
-            # ``(n + 255) // 256``: 255 becomes a placeholder minus one before 256 is replaced.
-            rounded = round_up_follows(mapping, current, "_ktx_block")
-            new, places = replace_literal(rounded, current, picked)
-            if rounded != mapping:
-                new = new.with_grid(tuple(substitute(g, {"_ktx_block": picked}) for g in new.grid))
+            # the block's axis and the grid's rounding by it on that axis (``(n + 255) // 256``)
+            new, places = follow_block_axis(mapping, axis, current, picked)
             rw.note(f"launch mapping: {current} -> {name} in {', '.join(places)}")
             return new
         var = mapping.var(comp)
@@ -718,3 +727,13 @@ def _check_literal_in_kernel(rw: Rewriter, value: int) -> None:
                 f"the kernel body uses the literal {value}, the current block size (line "
                 f"{n.start_point[0] + 1}); it may assume blockDim == {value}"
             )
+
+
+def _unguarded_index(target: Target, axis: int) -> str | None:
+    """The kernel's global thread index along ``axis`` when nothing bounds it (``row`` for
+    ``const int row = blockDim.x*blockIdx.x + threadIdx.x;`` with no ``if (row < n)``), or None."""
+    index = target.module.facts(target.kernel, target.template_args).index
+    found = index.thread_index(AXES[axis].lower())
+    if found is None or found.guard is not None:
+        return None
+    return f"`{found.var}` (line {found.line})"

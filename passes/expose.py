@@ -52,8 +52,8 @@ from ktx.ir.facts.constants import (
     warp_sized_callees,
 )
 from ktx.ir.index import eval_int_text
-from ktx.ir.launch import LaunchMapping, substitute
-from ktx.passes._common import around, replace_literal
+from ktx.ir.launch import LaunchMapping, launch_dims, local_value, substitute
+from ktx.passes._common import around, follow_block_axis, replace_literal
 
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Rewriter, Site, Skip, Target
 
@@ -144,8 +144,19 @@ class Expose(Pass[ConstSite]):
             )
         if c.value is None:
             return f"{c.name} has no integer value ktx can compute"
+        if c.kind == "launch-literal":
+            line = _grid_repeats(target, c)
+            if line is not None:
+                return (
+                    f"the grid repeats the block's {c.value} ({line}): a knob for the block alone "
+                    "would leave the grid sized for the old block (elements left unwritten); "
+                    "block-size moves both"
+                )
         if "WARP" in c.name.upper() and "WARPS" not in c.name.upper():
             return f"{c.name} is the warp size, fixed by the hardware"
+        unfollowed = _launch_the_spec_cannot_follow(target, c)
+        if unfollowed is not None:
+            return unfollowed
         value_text = module.text(c.span)
         if target.placeholders_in(value_text):
             return f"{c.name} is already a knob"
@@ -193,6 +204,11 @@ class Expose(Pass[ConstSite]):
             var = named_like_a_variable(c.name, _shape_variables(target.mapping))
             if var is not None:
                 return f"{c.name} is the shape variable {var} of the launch mapping: {why}"
+            if target.mapping.var(c.name) is not None and c.name not in _launch_reads(target.mapping):
+                # cuda-samples saxpy: ``const size_t n = 10485760;`` in main() is the spec's
+                # ``[vars] n``, read by the arguments' extents, not by the grid or the block
+                what = "a spec [vars] entry the launch does not read (a size the arguments use)"
+                return f"{c.name} is {what}: {why}"
         product = sizes_the_data(target.module, body, target.kernel, c.name)
         if product is not None:
             return f"{c.name} sizes the data ({product}): {why}"
@@ -280,7 +296,11 @@ class Expose(Pass[ConstSite]):
         if c.kind == "launch-literal":  # the block's expressions only, as in the source
             new, places = replace_in_block(mapping, c.value, site.knob)
         else:
-            new, places = replace_literal(mapping, c.value, site.knob)
+            axes = _block_axes(mapping, c.value)
+            if len(axes) == 1:  # the block's axis and the grid's rounding by it on that axis
+                new, places = follow_block_axis(mapping, axes[0], c.value, site.knob)
+            else:
+                new, places = replace_literal(mapping, c.value, site.knob)
         if places:
             rw.set_mapping(new)
             rw.note(f"launch mapping: {c.value} -> {site.knob} in {', '.join(places)}")
@@ -417,6 +437,106 @@ def _kind_text(c: PerfConstant) -> str:
         "constexpr": "constexpr",
         "launch-literal": "launch literal for",
     }[c.kind]
+
+
+def _grid_repeats(target: Target, c: PerfConstant) -> str | None:
+    """Where the grid of the launch whose block ``c`` (a launch literal) sets repeats its value,
+    ``line N``, or None. DeepSpeed's ``dim3 block_dims(1024); dim3 grid_dims((n - 1) / 1024 + 1)``:
+    exposing the block's 1024 alone gave BLOCK_DIMS=256 a grid of n / 1024 blocks (session 8:
+    every such candidate failed verification)."""
+    module = target.module
+    for site in target.launches:
+        for comp in launch_dims(module, site, "grid").components:
+            if comp.start_byte <= c.span.start < comp.end_byte:
+                return None  # the literal is the grid's own
+            local = local_value(module, site, comp)
+            node = local.value if local is not None and local.value is not None else comp
+            if node.start_byte <= c.span.start < node.end_byte:
+                return None
+            if str(c.value) in re.split(r"[^\w]+", syntax.text(module, node)):
+                return f"line {site.span.line}"
+    return None
+
+
+def _launch_reads(mapping: LaunchMapping) -> set[str]:
+    """The names the grid, the block and the shared bytes read, through the vars they read."""
+    defs = dict(mapping.vars)
+    todo = [*mapping.grid, *mapping.block, mapping.shared]
+    seen: set[str] = set()
+    while todo:
+        for node in ast.walk(ast.parse(todo.pop().strip(), mode="eval")):
+            if isinstance(node, ast.Name) and node.id not in seen:
+                seen.add(node.id)
+                if node.id in defs:
+                    todo.append(defs[node.id])
+    return seen
+
+
+def _block_axes(mapping: LaunchMapping, value: int) -> list[int]:
+    """The axes of the mapping's block whose expression holds the integer literal ``value``."""
+    found = []
+    for axis, text in enumerate(mapping.block):
+        tree = ast.parse(text.strip(), mode="eval")
+        if any(
+            isinstance(n, ast.Constant) and type(n.value) is int and n.value == value for n in ast.walk(tree)
+        ):
+            found.append(axis)
+    return found
+
+
+def _feeds(module: Module, name: str) -> set[str]:
+    """``name`` and the ``#define``s and constants computed from it, transitively
+    (``NUM_THREADS`` for ``#define NUM_THREADS (NUM_WARPS * WARP_SIZE)`` and ``NUM_WARPS``)."""
+    values = [(m.name, m.value) for m in module.macros] + [(k.name, k.value) for k in module.constants]
+    found = {name}
+    grew = True
+    while grew:
+        grew = False
+        for other, text in values:
+            if other not in found and found & set(re.findall(r"\w+", text)):
+                found.add(other)
+                grew = True
+    return found
+
+
+def _launch_the_spec_cannot_follow(target: Target, c: PerfConstant) -> str | None:
+    """Why a ``#define``/``constexpr`` that sets the launch cannot be a knob under a spec's
+    ``[launch]``, or None.
+
+    The spec's launch is what ktx runs, not the file's launcher. A constant the launcher reads,
+    directly or through another (exllamav2 rms_norm's ``NUM_WARPS`` through ``NUM_THREADS``, the
+    block), changes the kernel but not the launch unless the spec names it (a ``[vars]`` entry)
+    or writes its value where the pass can replace it: session 8's run measured such candidates
+    (rms_norm NUM_WARPS=64 with a block of 1024; DeepSpeed logits_gather's GRANULARITY, which the
+    spec's grid writes as ``512 * 4``), and they failed to build or to verify."""
+    mapping = target.mapping
+    if mapping is None or mapping.origin != "spec" or c.kind not in ("constexpr", "define"):
+        return None
+    if c.value is None or mapping.var(c.name) is not None:
+        return None
+    module = target.module
+    names = _feeds(module, c.name)
+    launchers = _launchers(module, target.kernel)
+    read = {n for f in launchers for n in re.findall(r"\w+", module.text(f.span))} & names
+    direct = _launch_use(c)
+    if not read and not direct:
+        return None
+    through = sorted(read - {c.name})
+    axes = _block_axes(mapping, c.value)
+    if direct and not through and len(axes) > 1:
+        return (
+            f"{c.name} sets the launch, and the spec's block writes its value {c.value} on "
+            f"{len(axes)} axes: which one is {c.name} is not written (exllamav2 quantize_kernel's "
+            f"BLOCKSIZE_X and BLOCKSIZE_Y, both 32); name it in the spec's [vars] and use it in [launch]"
+        )
+    if direct and not through and replace_literal(mapping, c.value, c.name)[1]:
+        return None  # the spec writes its value: the mapping follows the knob
+    via = f" (through {', '.join(through)})" if through else ""
+    return (
+        f"{c.name} sets the launch{via}, and the spec's [launch] has no {c.name} to follow it"
+        f"{'' if through else f' and no literal {c.value}'}: a candidate would change the kernel, not "
+        f'its launch; name it in the spec\'s [vars] ({c.name} = "{c.value}") and use it in [launch]'
+    )
 
 
 def _launchers(module: Module, fn: Function) -> list[Function]:

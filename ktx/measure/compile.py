@@ -2,15 +2,16 @@
 
 Compiling needs no GPU, only the target architecture, so it runs in a pool of CPU processes
 while the GPU worker measures earlier candidates. NVRTC (through CuPy's bindings) is tried
-first; when it fails (a flag it rejects such as ``--expt-relaxed-constexpr``, a host header),
-``nvcc -cubin`` is tried; when there is no nvcc and NVRTC only rejected flags, NVRTC is retried
-without them. The result says which flags were dropped (``dropped_flags``) and why the first
-choice was not used (``fallback``); ``ktx run`` and ``ktx bench`` print a note when either
-happened. Either way the kernel is found by the symbol the compiler lowered its name expression
-to (NVRTC's ``nvrtcGetLoweredName``; under nvcc, :func:`instantiation_stub`), never by matching
-a demangler's spelling. cubins are cached on disk by a hash of everything that goes into them (the request,
-the compilers' versions, the headers in the include folders), so a repeated configuration costs
-nothing.
+first; a flag it rejects that only lets more code compile (``--expt-relaxed-constexpr``,
+:data:`PERMISSIVE_FLAGS`) is dropped and NVRTC tried again; when it still fails (another flag it
+rejects, a host header), ``nvcc -cubin`` is tried; when there is no nvcc and NVRTC only rejected
+flags, NVRTC is retried without them. The result says which flags were dropped
+(``dropped_flags``) and why the first choice was not used (``fallback``); ``ktx run`` and ``ktx
+bench`` print a note when either happened. Either way the kernel is found by the symbol the
+compiler lowered its name expression to (NVRTC's ``nvrtcGetLoweredName``; under nvcc,
+:func:`instantiation_stub`), never by matching a demangler's spelling. cubins are cached on disk
+by a hash of everything that goes into them (the request, the compilers' versions, the headers
+in the include folders), so a repeated configuration costs nothing.
 """
 
 from __future__ import annotations
@@ -213,6 +214,33 @@ def cuda_include_dirs() -> list[str]:
 # -- NVRTC --------------------------------------------------------------------------------
 
 _UNKNOWN_OPTION = re.compile(r"unrecognized option (\S+)")
+
+
+#: Flags that only let more code compile (nvcc's relaxed constexpr and extended lambdas): code
+#: that compiles without them means the same, so NVRTC rejecting one is no reason to pay for
+#: nvcc. NVRTC 13 rejects ``--expt-relaxed-constexpr``, which 8 of ktx's own kernels carry and
+#: NVRTC builds once it is dropped. (The real-code specs carry it too, but their host headers,
+#: ``stdlib.h`` and ``cstdint``, are beyond NVRTC: they still go to nvcc, after one failed call.)
+PERMISSIVE_FLAGS = frozenset(
+    {"--expt-relaxed-constexpr", "-expt-relaxed-constexpr", "--extended-lambda", "-extended-lambda"}
+)
+
+
+def permissive_rejects(log: str, flags: Sequence[str]) -> tuple[str, ...]:
+    """The flags NVRTC's ``log`` calls unrecognized, when every one of them is permissive
+    (:data:`PERMISSIVE_FLAGS`); () when any other flag was rejected (its meaning may matter, so
+    nvcc compiles with it).
+
+    >>> permissive_rejects("nvrtc: error: unrecognized option --expt-relaxed-constexpr found",
+    ...                    ["-std=c++17", "--expt-relaxed-constexpr"])
+    ('--expt-relaxed-constexpr',)
+    >>> permissive_rejects("unrecognized option -O3 found", ["-O3", "--expt-relaxed-constexpr"])
+    ()
+    """
+    bad = [b for b in _UNKNOWN_OPTION.findall(log) if b in flags]
+    if not bad or any(b not in PERMISSIVE_FLAGS for b in bad):
+        return ()
+    return tuple(dict.fromkeys(bad))
 
 
 class _NvrtcFailure(Exception):
@@ -608,6 +636,16 @@ def compile_kernel(req: CompileRequest) -> CompileResult:
             logs.append(f"NVRTC: {exc.log}")
             invalid = exc.invalid_option
             fallback = "NVRTC rejected an option" if invalid else "NVRTC failed"
+            permissive = permissive_rejects(exc.log, req.flags) if invalid else ()
+            if permissive:
+                try:
+                    kept = [f for f in req.flags if f not in permissive]
+                    result = _nvrtc(req, kept)
+                    dropped = list(permissive)
+                    compiler = f"nvrtc (dropped {' '.join(dropped)})"
+                except Exception as again:  # still failing: nvcc compiles with every flag
+                    text = again.log if isinstance(again, _NvrtcFailure) else str(again)
+                    logs.append(f"NVRTC without {' '.join(permissive)}: {text}")
         except Exception as exc:  # no NVRTC library, ...
             logs.append(f"NVRTC unavailable: {exc}")
             invalid = False

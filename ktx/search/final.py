@@ -16,11 +16,15 @@ from dataclasses import dataclass
 
 from ktx.measure.cost import PAIRED_REQUEST_S, pair_seconds, rotated_sets
 from ktx.measure.gpu import Options
+from ktx.measure.types import Measurement, Status
 from ktx.search.evaluate import Evaluator
 from ktx.search.paired import (
+    FAILED,
     IDENTICAL,
     MEASURED,
+    NO_GAIN,
     NONE,
+    PAIRED_MIN_GAIN,
     PAIRS,
     SKIPPED,
     UNSUPPORTED,
@@ -128,6 +132,20 @@ LARGE_GAIN = 1.5
 #: The fewest pairs that give an interval (:func:`ktx.search.paired.from_pairs`).
 FLOOR_PAIRS = 2
 
+#: A check's request may run this many times its expected seconds before the worker is killed,
+#: even where that passes the deadline by a little. The session-8 real-code run (H200, 30 s a
+#: kernel) sized each round's first check to the time left and then killed it at that limit:
+#: first checks took 0.8-1.5x their estimate, 13 of them ran past it, and every one was lost as
+#: "the original: timeout" with the worker killed (ggml diag_mask_inf_f32 kept its original at a
+#: shape the search had made 4.6x faster). Passing the deadline by half a check's few seconds
+#: costs far less than a lost win and the restart of a killed worker.
+CHECK_SLACK = 1.5
+
+#: A check that times out within this many times its expected seconds was cut by the time
+#: limit, not hung: it counts as skipped (a later re-check with more time measures it), never
+#: as failed (kept as is: ``ktx optimize``'s re-check measured only skipped checks again).
+HANG_FACTOR = 4.0
+
 
 #: The most a paired request may run past the deadline, as a share of the time limit (and at
 #: most :data:`GRACE_MAX_S`): ``--time-limit`` promises an over-run of at most 5% or 10 s.
@@ -182,6 +200,27 @@ def reserve(
     return min(MAX_RESERVE * time_limit, final + held + WRITE_S)
 
 
+def cut_by_limit(
+    measured: Sequence[tuple[Measurement, Measurement]], timeout: float | None, expected_s: float
+) -> bool:
+    """Whether a check's failure is the time limit's doing: its request timed out, and the
+    timeout it had was less than :data:`HANG_FACTOR` times what the check was expected to take
+    (a kernel that hangs times out whatever it is given; a check given a few seconds that needed
+    a few more did not fail, it was cut).
+
+    >>> from types import SimpleNamespace as NS
+    >>> late = [(NS(status=Status.TIMEOUT), NS(status=Status.TIMEOUT))]
+    >>> cut_by_limit(late, 3.0, 2.5), cut_by_limit(late, 30.0, 2.5), cut_by_limit(late, None, 2.5)
+    (True, False, False)
+    >>> cut_by_limit([(NS(status=Status.CRASH), NS(status=Status.OK))], 3.0, 2.5)
+    False
+    """
+    if timeout is None or not measured:
+        return False
+    bad = {m.status for pair in measured for m in pair if m.status != Status.OK}
+    return bad == {Status.TIMEOUT} and timeout < HANG_FACTOR * max(expected_s, 0.25)
+
+
 def final_check(
     evaluator: Evaluator,
     shapes: Sequence[Shortlist],
@@ -192,6 +231,7 @@ def final_check(
     options: Options | None = None,
     spent: dict[str, dict[str, float]] | None = None,
     grace_s: float = 0.0,
+    min_gain: float | None = None,
 ) -> dict[str, PairedCheck]:
     """Re-measure each shape's best config against the original, interleaved, in one worker
     process (``measure_paired`` of the backend); identical code is 1.0 without measuring.
@@ -200,7 +240,12 @@ def final_check(
     :data:`MIN_PAIRS`, or :data:`FLOOR_PAIRS` where the search's gain is :data:`LARGE_GAIN` or
     more. ``spent`` (filled when given): per shape measured, the expected and the real seconds
     and the pairs run, so that a run's log shows how honest the estimate was. ``grace_s``: how
-    far past the deadline a check may run before it is killed (:func:`check_grace`)."""
+    far past the deadline a check may run before it is killed (:func:`check_grace`).
+
+    A shape whose search found less than ``1 + min_gain`` (:data:`PAIRED_MIN_GAIN` when None) is
+    not checked: the check confirms a gain the search saw, it does not find one. In session 8's
+    real-code run (H200) 39 of 92 checks were of such shapes, each a second or two of a round's
+    share, and none confirmed a gain."""
     out: dict[str, PairedCheck] = {}
     backend = evaluator.backend
     paired = getattr(backend, "measure_paired", None)
@@ -212,6 +257,7 @@ def final_check(
     # measurement ("verified", an upper bound) are corrected apart: once a check of a kind has
     # run, its real cost scales the rest of that kind.
     scale = {"counted": 1.0, "verified": 1.0}
+    least_gain = PAIRED_MIN_GAIN if min_gain is None else min_gain
     order = sorted(shapes, key=lambda it: -(it.gain or 0.0))
     for item in order:
         name = item.point.name
@@ -240,6 +286,10 @@ def final_check(
                 check = PairedCheck(name, item.metric, IDENTICAL, config, reason="the original's code")
             elif callable(recorded):  # the replay of a recorded run: the run's own check, as it went
                 check = recorded(name, config)
+            elif item.gain is not None and item.gain < 1.0 + least_gain:
+                least = 1.0 + least_gain
+                why = f"the search found {item.gain:.3f}x here, below the {least:.2f}x a check confirms"
+                check = PairedCheck(name, item.metric, NO_GAIN, config, reason=why)
             elif not callable(paired):
                 check = PairedCheck(
                     name, item.metric, UNSUPPORTED, config, reason="the backend cannot re-measure"
@@ -254,16 +304,23 @@ def final_check(
             else:
                 began = time.monotonic()
                 warm = getattr(backend, "warm_worker", None)
+                guess = per_pair * n + PAIRED_REQUEST_S
                 with evaluator._gpu:  # the backend measures one thing at a time
                     if start_s > 0 and callable(warm):
                         warm()  # apart from the request: its timeout and the scale below exclude it
                     start = time.monotonic()
                     left = None if deadline is None else deadline - start
-                    timeout = None if left is None else max(1.0, left + grace_s)
+                    timeout = None if left is None else max(1.0, left + grace_s, CHECK_SLACK * guess)
                     measured = paired(original, candidate, item.point, n, timeout)
                 took = time.monotonic() - start
                 check = from_pairs(name, item.metric, config, measured)
-                guess = per_pair * n + PAIRED_REQUEST_S + start_s
+                if check.status == FAILED and cut_by_limit(measured, timeout, guess):
+                    check = PairedCheck(
+                        name, item.metric, SKIPPED, config,
+                        reason=f"cut by the time limit: the check of {n} pairs ran past its {timeout:.1f} s "
+                        f"(expected {guess:.1f} s) and its worker was killed",
+                    )  # fmt: skip
+                guess += start_s
                 if spent is not None:
                     spent[name] = {
                         "expected_s": round(guess, 3),

@@ -57,6 +57,7 @@ FAILED = "failed"  # a measurement of the pair failed (the candidate is not used
 SKIPPED = "skipped"  # the time limit left no room for it (the candidate is not used)
 UNSUPPORTED = "unsupported"  # the backend cannot re-measure (replay): the search's numbers stand
 NONE = "none"  # no candidate to check (nothing succeeded, or no knobs)
+NO_GAIN = "no-gain"  # the search's own numbers show no gain to confirm (the original is kept)
 
 
 def t_quantile(df: int) -> float:
@@ -180,7 +181,7 @@ class PairedCheck:
         iv = self.interval
         if self.status == MEASURED and iv is not None:
             return iv.text()
-        return {UNSUPPORTED: "not re-measured", NONE: "-"}.get(self.status, self.status)
+        return {UNSUPPORTED: "not re-measured", NONE: "-", NO_GAIN: "-"}.get(self.status, self.status)
 
     def to_dict(self) -> dict[str, Any]:
         return {

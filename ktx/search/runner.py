@@ -721,7 +721,10 @@ def paired_checks(
 
     spent: dict[str, dict[str, float]] = {}
     grace = check_grace(ctx.request.time_limit)
-    checked = final_check(ctx.evaluator, shortlist, deadline, costs, PAIRS, log, spent=spent, grace_s=grace)
+    checked = final_check(
+        ctx.evaluator, shortlist, deadline, costs, PAIRS, log, spent=spent, grace_s=grace,
+        min_gain=ctx.request.min_gain,
+    )  # fmt: skip
     for name, cost in spent.items():  # how honest the estimate was (issue 23)
         ctx.log.write("paired_cost", shape=name, **cost)
     return {r.point.name: kept.get(r.point.name) or checked[r.point.name] for r in results

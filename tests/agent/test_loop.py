@@ -228,12 +228,15 @@ def test_final_checks_a_round_could_not_fit_run_with_the_budget_left(
     result = optimize(request(out, rounds=2, budget_s=120), backend=PairedModel())
     assert result.best_round > 0, "the split wins in the model"
     checks = {s.shape: s.paired for s in result.shapes}
-    assert all(c is not None and c.status == "measured" for c in checks.values()), checks
+    # a shape the search found no gain at is not checked (no-gain); every other check ran
+    assert all(c is not None and c.status in ("measured", "no-gain") for c in checks.values()), checks
+    measured = sorted(name for name, c in checks.items() if c is not None and c.status == "measured")
+    assert measured, checks
     assert any(n.startswith("re-check: round ") for n in result.notes), result.notes
     assert any(s.wins for s in result.shapes)
     summary = json.loads((out / "final" / "summary.json").read_text())
-    assert {r["paired"]["status"] for r in summary["shapes"]} == {"measured"}
-    assert sorted(set(state["rechecked"])) == sorted(SHAPES), "every cut check ran once more"
+    assert {r["paired"]["status"] for r in summary["shapes"]} <= {"measured", "no-gain"}
+    assert set(measured) <= set(state["rechecked"]), "every cut check ran once more"
 
 
 def test_a_rounds_least_time_leaves_out_the_first_measurements_one_off_costs() -> None:

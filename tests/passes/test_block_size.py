@@ -254,3 +254,92 @@ def test_x_stays_where_the_kernel_steps_by_a_name_equal_to_it() -> None:
     assert any("x stays 32: the kernel reads WARP_SIZE" in o.message for o in t.outcomes)
     moved = WARP_STEP_2D.replace("col += WARP_SIZE", "col += blockDim.x")
     assert {k.name for k in apply(moved, "block-size").knobs} == {"BLOCK_X", "BLOCK_Y"}
+
+
+#: exllamav2's quantize_kernel: a 2-D block of 32 x 32, each axis indexed by its own blockDim
+TWO_D_SAME = """\
+__global__ void quantize(const float* __restrict__ in, float* __restrict__ out, int rows, int columns) {
+  int column = blockIdx.x * blockDim.x + threadIdx.x;
+  int row = blockIdx.y * blockDim.y + threadIdx.y;
+  if (column >= columns) return;
+  if (row >= rows) return;
+  out[row * columns + column] = in[row * columns + column] * 2.f;
+}
+"""
+
+
+def _covers(grid: tuple[int, ...], block: tuple[int, ...], extents: tuple[int, ...]) -> bool:
+    return all(g * b >= e for g, b, e in zip(grid, block, extents, strict=False))
+
+
+def test_a_block_with_the_same_literal_on_two_axes_gives_each_axis_its_knob() -> None:
+    """Session 8 (H200): block (32, 32) and a grid rounding by 32 on both axes; the x knob took
+    block y and grid y too, so BLOCK_X=64, BLOCK_Y=8 launched (64, 64) threads over rows/64 blocks
+    and 12 of 16 candidates failed verification. Each axis now follows its own knob."""
+    spec = LaunchMapping(("(columns + 32 - 1) // 32", "(rows + 32 - 1) // 32"), ("32", "32"), "0", (), "spec")
+    t = apply(TWO_D_SAME, "block-size", mapping=spec)
+    launch = t.launch()
+    assert launch is not None
+    for bx, by in ((64, 8), (512, 2), (256, 4), (512, 1), (0, 0)):
+        grid, block, _ = launch.evaluate({"rows": 4096, "columns": 64, "BLOCK_X": bx, "BLOCK_Y": by})
+        assert block == (bx or 32, by or 32), (bx, by, launch)
+        assert _covers(grid, block, (64, 4096)), (bx, by, grid, block)
+
+
+def test_a_var_that_is_only_the_same_number_keeps_it() -> None:
+    """ggml soft_max_f32: ``ncols = "1024"`` (the row's length) beside a block of 1024: the row
+    is not the block, and shared memory sized by it must not shrink with BLOCK_X."""
+    src = TWO_D_SAME.replace("blockDim.y", "1").replace("blockIdx.y", "0")
+    spec = LaunchMapping(("rows",), ("1024",), "(ncols + 32) * 4", (("ncols", "1024"),), "spec")
+    t = apply(src, "block-size", mapping=spec)
+    assert t.mapping is not None and dict(t.mapping.vars)["ncols"] == "1024"
+    launch = t.launch()
+    assert launch is not None
+    assert launch.evaluate({"rows": 8, "columns": 1024, "BLOCK_X": 256}) == ((8,), (256,), (1024 + 32) * 4)
+
+
+def test_the_grid_divides_by_the_knob_not_the_numbers_dividend() -> None:
+    """exllamav2 pack_rows_4: ``(columns * 4 // 32 + 32 - 1) // 32``: the first 32 is bits a
+    word, not the block; only the rounding follows BLOCK_X."""
+    spec = LaunchMapping(
+        ("(columns * 4 // 32 + 32 - 1) // 32", "(rows + 16 - 1) // 16"), ("32", "16"), "0", (), "spec"
+    )
+    t = apply(TWO_D_SAME, "block-size", mapping=spec)
+    launch = t.launch()
+    assert launch is not None
+    words = 4096 * 4 // 32
+    for bx, by in ((64, 8), (256, 4), (32, 16)):
+        grid, _block, _ = launch.evaluate({"rows": 4096, "columns": 4096, "BLOCK_X": bx, "BLOCK_Y": by})
+        assert grid == (-(-words // bx), -(-4096 // by)), (bx, by, grid)
+
+
+#: ggml diag_mask_inf_f32: x is one row a block (block x = 1, grid x = the rows), unguarded
+ROW_PER_BLOCK_X = """\
+__global__ void diag(const float* x, float* dst, const int ncols, const int n_past) {
+  const int col = blockDim.y*blockIdx.y + threadIdx.y;
+  const int row = blockDim.x*blockIdx.x + threadIdx.x;
+  if (col >= ncols) {
+    return;
+  }
+  const int i = row*ncols + col;
+  dst[i] = x[i] - (col > n_past + row) * 1e30f;
+}
+"""
+
+
+def test_an_unguarded_index_over_a_block_of_one_keeps_that_axis() -> None:
+    """Block (1, 32), grid (nrows, cdiv(ncols, 32)): BLOCK_X = 32 would start 32 threads a row
+    over nrows blocks, rows up to 32 * nrows, written with no bound. x stays 1; y is the knob."""
+    spec = LaunchMapping(("nrows", "(ncols + 32 - 1) // 32"), ("1", "32"), "0", (), "spec")
+    t = apply(ROW_PER_BLOCK_X, "block-size", mapping=spec)
+    assert [k.name for k in t.knobs] == ["BLOCK_Y"]
+    assert any("x stays 1" in r and "`row`" in r for r in remarks(t))
+    launch = t.launch()
+    assert launch is not None
+    grid, block, _ = launch.evaluate({"nrows": 64, "ncols": 4096, "BLOCK_Y": 128})
+    assert block == (1, 128) and grid == (64, 32)
+    # the control: a row bounded by the kernel may take more threads a block
+    guarded = ROW_PER_BLOCK_X.replace("const int n_past) {", "const int n_past, const int nrows) {").replace(
+        "  const int i = row*ncols + col;", "  if (row >= nrows) return;\n  const int i = row*ncols + col;"
+    )
+    assert {k.name for k in apply(guarded, "block-size", mapping=spec).knobs} == {"BLOCK_X", "BLOCK_Y"}

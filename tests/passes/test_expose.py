@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ktx.ir.launch import LaunchMapping
 from passtest import apply, remarks, suite_source
 
 TEMPLATED = """\
@@ -138,3 +139,137 @@ def test_a_template_block_size_in_a_dim3_local_or_picked_by_shape_is_left_to_blo
         assert "NUM_THREADS: NUM_THREADS is the launch's block size" in said
     t = apply(local, "expose")
     assert any("256 sets the block of a launch" in r for r in remarks(t))
+
+
+#: DeepSpeed fused_bias_residual's launcher: the grid rounds up by the block's literal
+GRID_REPEATS = """\
+__global__ void k(float* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = 1.f;
+}
+void launch(float* out, int n, cudaStream_t stream) {
+  dim3 block_dims(1024);
+  dim3 grid_dims((n - 1) / 1024 + 1);
+  k<<<grid_dims, block_dims, 0, stream>>>(out, n);
+}
+"""
+
+
+def test_a_block_literal_the_grid_repeats_is_refused() -> None:
+    """Session 8: BLOCK_DIMS=256 kept the grid of n / 1024 blocks and left three quarters of
+    the elements unwritten (every such candidate failed verification). block-size moves both."""
+    t = apply(GRID_REPEATS, "expose")
+    assert not t.knobs
+    assert any("the grid repeats the block's 1024" in r and "block-size" in r for r in remarks(t, "skipped"))
+    moved = apply(GRID_REPEATS, "block-size")
+    launch = moved.launch()
+    assert launch is not None
+    grid, block, _ = launch.evaluate({"n": 4096, "BLOCK_X": 256})
+    assert grid[0] * block[0] >= 4096
+
+
+#: exllamav2 rms_norm: NUM_WARPS sizes the block through NUM_THREADS
+THROUGH = """\
+#define NUM_WARPS 32
+#define NUM_THREADS (NUM_WARPS * 32)
+__global__ void k(float* out, const float* x, int dim) {
+  __shared__ float sums[NUM_WARPS];
+  int warp = threadIdx.x / 32;
+  if (threadIdx.x % 32 == 0) sums[warp] = x[blockIdx.x * dim + warp];
+  __syncthreads();
+  if (threadIdx.x < NUM_WARPS) out[blockIdx.x * NUM_WARPS + threadIdx.x] = sums[threadIdx.x];
+}
+void launch(float* out, const float* x, int rows, int dim) {
+  dim3 blockDim, gridDim;
+  blockDim.x = NUM_THREADS;
+  gridDim.x = rows;
+  k<<<gridDim, blockDim>>>(out, x, dim);
+}
+"""
+
+
+def test_a_constant_that_sets_the_launch_the_spec_cannot_follow_is_refused() -> None:
+    """A spec whose block is the literal 1024 cannot follow NUM_WARPS: session 8 measured
+    NUM_WARPS=64 and 128 with a block of 1024, and both failed verification."""
+    spec = LaunchMapping(("rows",), ("1024",), "0", (), "spec")
+    t = apply(THROUGH, "expose", mapping=spec)
+    assert "NUM_WARPS" not in {k.name for k in t.knobs}
+    assert any("NUM_WARPS sets the launch (through NUM_THREADS)" in r for r in remarks(t, "skipped"))
+
+
+def test_a_spec_var_for_the_constant_lets_it_follow() -> None:
+    """The control: a spec naming NUM_WARPS in [vars] lets the block follow the knob."""
+    spec = LaunchMapping(("rows",), ("NUM_WARPS * 32",), "0", (("NUM_WARPS", "32"),), "spec")
+    t = apply(THROUGH, "expose", mapping=spec)
+    assert "NUM_WARPS" in {k.name for k in t.knobs}
+    launch = t.launch()
+    assert launch is not None
+    assert launch.evaluate({"rows": 4, "NUM_WARPS": 16})[1] == (512,)
+
+
+#: exllamav2 quantize_kernel / pack_rows_4: the block's axes are two #defines
+DEFINES_2D = """\
+#define BLOCKSIZE_X 32
+#define BLOCKSIZE_Y 16
+__global__ void k(const float* __restrict__ in, float* __restrict__ out, int rows, int columns) {
+  int column = blockIdx.x * blockDim.x + threadIdx.x;
+  int row = blockIdx.y * blockDim.y + threadIdx.y;
+  if (column >= columns) return;
+  if (row >= rows) return;
+  out[row * columns + column] = in[row * columns + column];
+}
+void launch(const float* in, float* out, int rows, int columns) {
+  dim3 threads(BLOCKSIZE_X, BLOCKSIZE_Y);
+  dim3 blocks((columns + BLOCKSIZE_X - 1) / BLOCKSIZE_X, (rows + BLOCKSIZE_Y - 1) / BLOCKSIZE_Y);
+  k<<<blocks, threads>>>(in, out, rows, columns);
+}
+"""
+
+
+def test_each_define_follows_its_own_block_axis() -> None:
+    """pack_rows_4's spec: grid x ``(columns * 4 // 32 + 32 - 1) // 32``: BLOCKSIZE_X replaces the
+    block x and grid x's rounding, not the 32 bits a word nor anything on y."""
+    spec = LaunchMapping(
+        ("(columns * 4 // 32 + 32 - 1) // 32", "(rows + 16 - 1) // 16"), ("32", "16"), "0", (), "spec"
+    )
+    t = apply(DEFINES_2D, "expose", mapping=spec)
+    launch = t.launch()
+    assert launch is not None
+    assert launch.grid == (
+        "(columns * 4 // 32 + BLOCKSIZE_X - 1) // BLOCKSIZE_X",
+        "(rows + BLOCKSIZE_Y - 1) // BLOCKSIZE_Y",
+    )
+    assert launch.block == ("BLOCKSIZE_X", "BLOCKSIZE_Y")
+
+
+def test_a_value_on_two_block_axes_is_refused() -> None:
+    """quantize_kernel's spec writes 32 on both axes: BLOCKSIZE_X took both (block y and grid y
+    with it); neither define can be told apart, so both are refused."""
+    src = DEFINES_2D.replace("#define BLOCKSIZE_Y 16", "#define BLOCKSIZE_Y 32")
+    spec = LaunchMapping(("(columns + 32 - 1) // 32", "(rows + 32 - 1) // 32"), ("32", "32"), "0", (), "spec")
+    t = apply(src, "expose", mapping=spec)
+    assert not t.knobs
+    assert sum("writes its value 32 on 2 axes" in r for r in remarks(t, "skipped")) == 2
+
+
+SIZE_IN_MAIN = """\
+__global__ void saxpy(const float a, const float* x, float* z, const size_t n) {
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) z[i] = a * x[i];
+}
+void launch(const float a, const float* x, float* z, const size_t n) {
+  saxpy<<<264, 1024>>>(a, x, z, n);
+}
+int main() {
+  const size_t n = 10485760;
+  launch(2.f, nullptr, nullptr, n);
+}
+"""
+
+
+def test_a_problem_size_the_spec_names_but_the_launch_does_not_read_is_refused() -> None:
+    """cuda-samples saxpy: ``n`` in main() is the spec's ``[vars] n`` (the buffers' length); the
+    spec's grid and block do not read it. It selects what is computed: no knob."""
+    spec = LaunchMapping(("264",), ("1024",), "0", (("n", "10485760"),), "spec")
+    t = apply(SIZE_IN_MAIN, "expose", mapping=spec)
+    assert "N" not in {k.name for k in t.knobs} and "n" not in {k.name for k in t.knobs}
+    assert any("a spec [vars] entry the launch does not read" in r for r in remarks(t, "skipped"))

@@ -106,5 +106,7 @@ def test_time_limit_through_the_stand_in_worker(
     assert isinstance(shapes, list) and len(shapes) == 1
     row = shapes[0]
     assert 0 < row["evaluations"] < 28, "the limit, not the space, ended the search"
-    assert row["paired"]["status"] in ("measured", "identical"), json.dumps(row["paired"])
+    # the stand-in times every config alike: where the search saw no gain the check is not run
+    # (no-gain), else it ran within the limit
+    assert row["paired"]["status"] in ("measured", "identical", "no-gain"), json.dumps(row["paired"])
     capsys.readouterr()

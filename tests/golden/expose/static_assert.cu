@@ -1,6 +1,7 @@
 // RUN: ktx apply --passes expose %s --diff 2>&1 | filecheck %s --match-full-lines
 // A constant fed to a static_assert: only the values the assert accepts are offered (VEC 16 and
-// 32 would break the 16-byte pack). The block literal sets the block only: the grid's 256 stays.
+// 32 would break the 16-byte pack). The block literal is no knob: the grid rounds by the same 256,
+// and a smaller block under that grid would leave elements unwritten (block-size moves both).
 #include <cuda_bf16.h>
 constexpr int VEC = 8;
 struct alignas(16) Pack { __nv_bfloat16 v[VEC]; };
@@ -20,7 +21,7 @@ void launch(__nv_bfloat16* out, const __nv_bfloat16* in, int n) {
 }
 
 // CHECK: {{.*}}: remark: [expose] VEC: rewritten: exposed VEC {2, 4, 8}; the kernel's static_assert limits VEC to {2, 4, 8}; launch mapping: 8 -> VEC in grid[0]
-// CHECK: {{.*}}: remark: [expose] BLOCK: rewritten: exposed BLOCK {64, 128, 256, 512, 1024}; launch mapping: 256 -> BLOCK in block[0]
+// CHECK: {{.*}}: remark: [expose] BLOCK: skipped: the grid repeats the block's 256 (line 20): a knob for the block alone would leave the grid sized for the old block (elements left unwritten); block-size moves both
 // CHECK: -constexpr int VEC = 8;
 // CHECK: +// ktx:knobs begin
 // CHECK: +// copy templated by `expose`.
@@ -29,10 +30,7 @@ void launch(__nv_bfloat16* out, const __nv_bfloat16* in, int n) {
 // CHECK: +#ifndef KTX_VEC
 // CHECK: +#define KTX_VEC 8  // expose: constexpr VEC (was 8)
 // CHECK: +#endif
-// CHECK: +#ifndef KTX_BLOCK
-// CHECK: +#define KTX_BLOCK 256  // expose: launch literal for copy@19:33 (was 256)
-// CHECK: +#endif
 // CHECK: +// ktx:knobs end
 // CHECK: +constexpr int VEC = KTX_VEC;
-// CHECK: -  copy<<<(n / VEC + 255) / 256, 256>>>(out, in, n);
-// CHECK: +  copy<<<(n / VEC + 255) / 256, KTX_BLOCK>>>(out, in, n);
+// CHECK-NOT: KTX_BLOCK
+
