@@ -59,12 +59,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import tree_sitter as ts
 from ktx.ir import LaunchSite, Module, SharedArray, syntax
 from ktx.ir.affine import BlockAlias
 from ktx.ir.consteval import int_literal
 from ktx.ir.facts.constants import allowed_by_asserts, assumes_warp_x, ceil_divide_literals
+from ktx.ir.facts.launcher import header_value
 from ktx.ir.index import eval_int_text
 from ktx.ir.launch import LaunchMapping, is_constant, launch_dims, local_value, substitute
 from ktx.passes._common import KernelSite, kernel_node, powers_of_two, replace_literal, round_up_follows
@@ -342,7 +344,7 @@ class BlockSize(Pass[KernelSite]):
         name = "BLOCK_X"
         own = set() if current is None else {current}
         candidates = sorted(set(powers_of_two(lo, hi)) | set(picks) | own)
-        values, why = allowed_by_asserts(target.module, alias.name, candidates, {})
+        values, why = allowed_by_asserts(target.module, alias.name, candidates, {}, target.kernel.span)
         if why is not None:
             raise Refuse(why)
         if current is not None and current not in values:
@@ -582,8 +584,7 @@ def _template_index(target: Target, alias: BlockAlias) -> int:
 
 def _template_value(target: Target, index: int) -> int | None:
     """The integer every launch passes for template parameter ``index`` (through macros/constexprs)."""
-    module = target.module
-    env = module.facts(target.kernel, target.template_args).index.env
+    env = _launch_env(target, index)
     values = {
         eval_int_text(site.template_args[index], dict(env)) if index < len(site.template_args) else None
         for site in target.launches
@@ -591,9 +592,33 @@ def _template_value(target: Target, index: int) -> int | None:
     return next(iter(values)) if len(values) == 1 else None
 
 
+def _launch_env(target: Target, index: int) -> dict[str, int]:
+    """The integers the launches' template arguments may name: the file's macros and constexprs,
+    then, for a name the file does not define (ggml's ``norm_f32<WARP_SIZE>`` with ``WARP_SIZE``
+    in ``common.cuh``), the launch mapping's integer var of that name (the spec's ``[vars]``) or
+    the value a local header the file includes gives it. Without them a launcher that picks
+    among ``k<WARP_SIZE>`` and ``k<1024>`` by shape read as "not integer constants"."""
+    env = dict(target.module.facts(target.kernel, target.template_args).index.env)
+    mapping = target.mapping
+    path = Path(target.module.path) if target.module.path else None
+    for site in target.launches:
+        if index >= len(site.template_args):
+            continue
+        for name in re.findall(r"[A-Za-z_]\w*", site.template_args[index]):
+            if name in env:
+                continue
+            var = mapping.var(name) if mapping is not None else None
+            number = int_literal(var) if var is not None else None
+            if number is None and path is not None:
+                number = header_value(path, name)
+            if number is not None:
+                env[name] = number
+    return env
+
+
 def _launch_values(target: Target, index: int) -> list[int | None]:
     """The integer each launch passes for template parameter ``index`` (None: not a constant)."""
-    env = target.module.facts(target.kernel, target.template_args).index.env
+    env = _launch_env(target, index)
     return [
         eval_int_text(site.template_args[index], dict(env)) if index < len(site.template_args) else None
         for site in target.launches

@@ -34,6 +34,7 @@ only, so the launcher ships what is measured. See ``ktx/ir/facts/constants.py``.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ from ktx.ir.facts.constants import (
     spec_selected,
     warp_sized_callees,
 )
+from ktx.ir.facts.tuning import TuningParam, tuning_params
 from ktx.ir.index import eval_int_text
 from ktx.ir.launch import LaunchMapping, substitute
 from ktx.passes._common import around, replace_literal
@@ -91,7 +93,7 @@ class Expose(Pass[ConstSite]):
         launchers = _launchers(module, fn)
         wanted = {n.upper() for n in self.list_option("names")}
         refused: set[str] = set()
-        consts = [c for c in perf_constants(module) if _relevant(c, fn, launchers)]
+        consts = [_spec_bound(target, c) for c in perf_constants(module) if _relevant(c, fn, launchers)]
         # Device-side constants first, so that host copies of a refused one are refused too.
         consts.sort(key=lambda c: (not fn.span.contains(c.span) and c.kind != "template-int", c.span.start))
         tied = {
@@ -210,7 +212,13 @@ class Expose(Pass[ConstSite]):
         )
         if c.kind == "launch-literal":
             return tuple(values), None
-        kept, refusal = allowed_by_asserts(target.module, c.name, values, _type_arguments(target))
+        if _vector_bound(target, c):
+            # The launcher derives the width (FlashInfer: gcd(16 / sizeof(T), d)) and the spec
+            # binds the widest it picks: a wider vector needs an alignment and a divisibility of
+            # the row that nothing established, a narrower one divides whatever the wider did.
+            values = tuple(v for v in values if v <= c.value)
+        scope = target.kernel.span if c.kind == "template-int" else None
+        kept, refusal = allowed_by_asserts(target.module, c.name, values, _type_arguments(target), scope)
         if refusal is not None:
             return (), refusal
         if len(kept) < len(values) and c.value not in kept:
@@ -229,7 +237,7 @@ class Expose(Pass[ConstSite]):
                 f"{c.name} takes different values at its {len(sites)} launch sites ({shown}): it "
                 "selects behaviour, not a performance setting"
             )
-        if values and int_literal(next(iter(values))) is None:
+        if values and int_literal(next(iter(values))) is None and not _vector_bound(target, c):
             return f"{c.name} is set to {next(iter(values))!r} at its launch, not an integer literal"
         if not sites:
             arg = target.template_args[index] if index < len(target.template_args) else ""
@@ -289,6 +297,39 @@ class Expose(Pass[ConstSite]):
                 f"the launch mapping has no literal {c.value}: {site.knob} changes the file's launcher "
                 "only (give the mapping its vars, ktx.pipeline.mapping_from_spec)"
             )
+
+
+def _spec_bound(target: Target, c: PerfConstant) -> PerfConstant:
+    """``c`` with the value the target binds (the spec's ``template_args``) when it is the
+    kernel's vector width (:func:`ktx.ir.facts.tuning.tuning_params`, role ``vector``) and the
+    file's launches pass it no integer: the launcher picks it by a name (FlashInfer's
+    ``DISPATCH_ALIGNED_VEC_SIZE(vec_size, VEC_SIZE, {...})``), which the knob replaces, as the
+    dispatch table replaces the launcher's pick per shape."""
+    if c.kind != "template-int" or c.kernel != target.kernel.name or c.value is not None:
+        return c
+    tp = _tuning(target).get(c.name)
+    if tp is None or tp.role != "vector" or tp.spec_selected or tp.value is None or tp.value < 2:
+        return c
+    return dataclasses.replace(c, value=tp.value)
+
+
+def _vector_bound(target: Target, c: PerfConstant) -> bool:
+    """Whether ``c`` is a vector width whose value is the target's binding (see :func:`_spec_bound`)."""
+    if c.kind != "template-int" or c.kernel != target.kernel.name:
+        return False
+    tp = _tuning(target).get(c.name)
+    if tp is None or tp.role != "vector" or tp.spec_selected or tp.value != c.value:
+        return False
+    index = next(i for i, p in enumerate(target.kernel.template_params) if p.name == c.name)
+    return all(
+        index < len(site.template_args) and int_literal(site.template_args[index]) is None
+        for site in target.launches
+    )
+
+
+def _tuning(target: Target) -> dict[str, TuningParam]:
+    params = tuning_params(target.module, target.kernel, target.template_args)
+    return {t.name: t for t in params if t.kind == "template-int"}
 
 
 def _template_block(target: Target) -> str | None:

@@ -102,9 +102,7 @@ def tuning_params(module: Module, fn: Function, template_args: Sequence[str] = (
             selected = spec_selected(arg)
             bound = int_literal(arg) if arg else None
             value = bound if bound is not None else value
-        kind = c.kind
-        assert kind != "launch-literal"
-        found.append(TuningParam(c.name, kind, role, value, c.span, why, selected, index))
+        found.append(TuningParam(c.name, c.kind, role, value, c.span, why, selected, index))
     # A kernel's own integral template parameters that perf_constants types otherwise
     # (``uint32_t VEC_SIZE``) are listed too.
     seen = {t.name for t in found}

@@ -254,3 +254,48 @@ def test_x_stays_where_the_kernel_steps_by_a_name_equal_to_it() -> None:
     assert any("x stays 32: the kernel reads WARP_SIZE" in o.message for o in t.outcomes)
     moved = WARP_STEP_2D.replace("col += WARP_SIZE", "col += blockDim.x")
     assert {k.name for k in apply(moved, "block-size").knobs} == {"BLOCK_X", "BLOCK_Y"}
+
+
+HEADER_WARP = """\
+#include "common.cuh"
+template <int block_size>
+__global__ void k(float* out, const float* x, int n) {
+  extern __shared__ float part[];
+  float s = 0.f;
+  for (int i = threadIdx.x; i < n; i += block_size) s += x[blockIdx.x * n + i];
+  if (threadIdx.x == 0) out[blockIdx.x] = s;
+}
+template <int block_size>
+__global__ void other(float* y) {
+  static_assert(block_size == 1024, "unexpected block_size");
+  y[threadIdx.x] = 0.f;
+}
+void launch(float* out, const float* x, int n, int rows) {
+  if (n < 1024) {
+    const dim3 block_dims(WARP_SIZE, 1, 1);
+    k<WARP_SIZE><<<rows, block_dims, 0>>>(out, x, n);
+  } else {
+    const dim3 block_dims(1024, 1, 1);
+    k<1024><<<rows, block_dims, 128>>>(out, x, n);
+  }
+}
+"""
+
+
+def test_a_launcher_pick_that_names_a_header_constant_reads_it_from_the_spec_or_the_header(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # ggml's norm_f32: k<WARP_SIZE> and k<1024> by shape, WARP_SIZE defined in common.cuh (not in
+    # the file). Before, "the launches pass block_size values that are not integer constants";
+    # the spec's [vars] (or the header beside the file) gives WARP_SIZE, and another kernel's
+    # static_assert on its own block_size does not narrow this one's domain.
+    refused = apply(HEADER_WARP, "block-size", kernel="k")
+    assert refused.knobs == () and "not integer constants" in remarks(refused)[0]
+    mapping = LaunchMapping(("rows",), ("1024",), "128", (("WARP_SIZE", "32"),), "spec")
+    t = apply(HEADER_WARP, "block-size", kernel="k", mapping=mapping, template_args=["1024"])
+    (knob,) = t.knobs
+    assert (knob.name, knob.values, knob.default) == ("BLOCK_X", (32, 64, 128, 256, 512, 1024), 1024)
+    assert t.instantiate({"BLOCK_X": 64}).count("k<64><<<rows, block_dims") == 2
+    (tmp_path / "common.cuh").write_text("#pragma once\n#define WARP_SIZE 32\n")
+    cu = tmp_path / "norm.cu"
+    cu.write_text(HEADER_WARP)
+    from_header = apply(HEADER_WARP, "block-size", kernel="k", path=str(cu), template_args=["1024"])
+    assert [k.values for k in from_header.knobs] == [(32, 64, 128, 256, 512, 1024)]

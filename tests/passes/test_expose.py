@@ -138,3 +138,43 @@ def test_a_template_block_size_in_a_dim3_local_or_picked_by_shape_is_left_to_blo
         assert "NUM_THREADS: NUM_THREADS is the launch's block size" in said
     t = apply(local, "expose")
     assert any("256 sets the block of a launch" in r for r in remarks(t))
+
+
+VEC_PICKED = """\
+template <typename T, unsigned N> struct vec_t { T v[N]; };
+template <uint32_t VEC_SIZE, typename T>
+__global__ void norm(T* out, const T* in, uint32_t d) {
+  vec_t<T, VEC_SIZE> x;
+  for (uint32_t i = threadIdx.x * VEC_SIZE; i < d; i += blockDim.x * VEC_SIZE) {
+    for (uint32_t j = 0; j < VEC_SIZE; j++) x.v[j] = in[blockIdx.x * d + i + j];
+    for (uint32_t j = 0; j < VEC_SIZE; j++) out[blockIdx.x * d + i + j] = x.v[j];
+  }
+}
+#define DISPATCH_VEC(vec_size, VEC_SIZE, ...) \\
+  if (vec_size == 8) { constexpr uint32_t VEC_SIZE = 8; __VA_ARGS__ } \\
+  else { constexpr uint32_t VEC_SIZE = 1; __VA_ARGS__ }
+template <typename T>
+void launch(T* out, const T* in, uint32_t d, uint32_t rows) {
+  const uint32_t vec_size = d % 8 == 0 ? 8 : 1;
+  DISPATCH_VEC(vec_size, VEC_SIZE, { norm<VEC_SIZE, T><<<rows, 128>>>(out, in, d); })
+}
+"""
+
+
+def test_a_vector_width_the_launcher_picks_by_name_is_a_knob_no_wider_than_the_spec_binds() -> None:
+    # FlashInfer's RMSNormKernel<VEC_SIZE, T>: the launcher picks VEC_SIZE through a dispatch
+    # macro (no integer at the launch). The spec binds 8, the widest the launcher picks; the knob
+    # replaces the pick, narrower widths only (a wider one needs an alignment nothing established).
+    unbound = apply(VEC_PICKED, "expose{names=VEC_SIZE}")
+    assert unbound.knobs == ()
+    assert any("VEC_SIZE" in r and "integer" in r for r in remarks(unbound))
+    t = apply(VEC_PICKED, "expose{names=VEC_SIZE}", template_args=["8", "half"])
+    (knob,) = t.knobs
+    assert (knob.name, knob.values, knob.default) == ("VEC_SIZE", (2, 4, 8), 8)
+    assert t.template_args == ("{VEC_SIZE}", "half")
+    assert t.name_expression({"VEC_SIZE": 4}) == "norm<4, half>"
+    assert "norm<KTX_VEC_SIZE, T><<<rows, 128>>>" in t.source
+    # A width computed per shape by the spec is the launcher's pick ktx does not replace.
+    picked = "{8 if d % 8 == 0 else 1}"
+    per_shape = apply(VEC_PICKED, "expose{names=VEC_SIZE}", template_args=[picked, "half"])
+    assert per_shape.knobs == ()
