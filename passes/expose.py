@@ -29,6 +29,14 @@ one fed to a ``static_assert`` ktx cannot evaluate; an assert it can evaluate na
 to the values it accepts (``VEC * sizeof(T) <= 16``). A launch literal written twice in the
 expression it sets (``d < 1024 ? d : 1024``) changes in both places, and in the block's mapping
 only, so the launcher ships what is measured. See ``ktx/ir/facts/constants.py``.
+
+A template parameter the file's launches give no integer (the launcher picks it by a name, as
+FlashInfer's ``DISPATCH_ALIGNED_VEC_SIZE`` picks ``VEC_SIZE``) takes the value the spec binds
+when :mod:`ktx.ir.facts.tuning` reads it as a vector width the kernel adapts to (a loop steps
+by it, or a run-time extent is divided by it): the knob replaces the launcher's pick, with
+widths no wider than the spec's (a wider vector needs an alignment nothing established). One
+whose coverage the launch fixes (DeepSpeed's ``granularity``: a fixed group of threads, each
+owning ``granularity`` bytes) is refused, the spec's value named: the grid would have to follow.
 """
 
 from __future__ import annotations
@@ -145,7 +153,7 @@ class Expose(Pass[ConstSite]):
                 f"parameter {template_block}: block-size moves both, a knob here would split them"
             )
         if c.value is None:
-            return f"{c.name} has no integer value ktx can compute"
+            return _unbound_refusal(target, c)
         if "WARP" in c.name.upper() and "WARPS" not in c.name.upper():
             return f"{c.name} is the warp size, fixed by the hardware"
         value_text = module.text(c.span)
@@ -310,7 +318,38 @@ def _spec_bound(target: Target, c: PerfConstant) -> PerfConstant:
     tp = _tuning(target).get(c.name)
     if tp is None or tp.role != "vector" or tp.spec_selected or tp.value is None or tp.value < 2:
         return c
+    if not tp.adapts:
+        return c  # DeepSpeed's granularity: the launch fixes what it covers, and would have to follow
     return dataclasses.replace(c, value=tp.value)
+
+
+def _unbound_refusal(target: Target, c: PerfConstant) -> str:
+    """Why a constant without a value in the file stays as it is, saying what the spec binds."""
+    tp = _tuning(target).get(c.name) if c.kind == "template-int" else None
+    if tp is None or tp.value is None:
+        return f"{c.name} has no integer value ktx can compute"
+    if tp.spec_selected:
+        return (
+            f"{c.name} is computed per shape by the spec: the launcher's pick, which the spec already makes"
+        )
+    if tp.role == "vector":
+        return (
+            f"{c.name} (= {tp.value}, the spec's) sets a vector width whose coverage the launch fixes "
+            "(no loop steps by it, no run-time extent is divided by it): the grid would have to follow"
+        )
+    return (
+        f"{c.name} (= {tp.value}, the spec's) sets the {_ROLE_WORDS[tp.role]}, and the file's launches give "
+        "it no value: what each value covers and the launch that goes with it are the launcher's, which ktx "
+        "cannot read"
+    )
+
+
+_ROLE_WORDS = {
+    "block": "block size",
+    "items": "items per thread",
+    "rows": "rows per block",
+    "vector": "vector width",
+}
 
 
 def _vector_bound(target: Target, c: PerfConstant) -> bool:
@@ -318,7 +357,7 @@ def _vector_bound(target: Target, c: PerfConstant) -> bool:
     if c.kind != "template-int" or c.kernel != target.kernel.name:
         return False
     tp = _tuning(target).get(c.name)
-    if tp is None or tp.role != "vector" or tp.spec_selected or tp.value != c.value:
+    if tp is None or tp.role != "vector" or tp.spec_selected or tp.value != c.value or not tp.adapts:
         return False
     index = next(i for i, p in enumerate(target.kernel.template_params) if p.name == c.name)
     return all(

@@ -2,7 +2,8 @@
 set block size, items per thread, rows per block or vector width (:mod:`ktx.ir.facts.tuning`),
 whether ktx exposes each as a knob (which pass, which domain), and a build of sampled candidates
 (nvcc, sm_90, ``ktx``'s own compile path; no GPU): every value of each such knob at least once,
-plus random configs of every knob-giving pass combined. Writes ``knobcheck.md`` and
+plus random configs of every knob-giving pass combined (for the kernels that have such a setting;
+``cpu_check.py --samples`` builds one sample per pass of every spec). Writes ``knobcheck.md`` and
 ``knobcheck.json``.
 
     python benchmarks/realcode/knobcheck.py [--ids ID ...] [--combos 3] [--no-build] [--out DIR]
@@ -121,19 +122,17 @@ def check_kernel(folder: Path, combos: int, do_build: bool) -> KernelRow:
                 row.settings.append(
                     Setting(tp.name, tp.kind, tp.role, tp.value, knob, domain, tp.spec_selected)
                 )
-        if not do_build:
-            return row
+        if not do_build or not row.settings:
+            return row  # a kernel without such a setting is cpu_check --samples' to build
         row.original = ktx_build(Path("."))
         jobs: list[tuple[str, Any, dict[str, int]]] = []
+        by_pass: dict[str, list[str]] = {}
         for s in row.settings:
-            if s.knob.startswith("no:"):
-                continue
-            pname, kname = s.knob.split(":", 1)
-            t = templates[pname]
-            for v in s.domain:
-                cfg = {**t.space.complete({}), kname: v}
-                if _feasible(t.space, cfg, points):
-                    jobs.append((pname, t, cfg))
+            if not s.knob.startswith("no:"):
+                pname, kname = s.knob.split(":", 1)
+                by_pass.setdefault(pname, []).append(kname)
+        for pname, knames in by_pass.items():
+            jobs += [(pname, templates[pname], c) for c in _covering(templates[pname], knames, points)]
         combined = _combined(spec, [p for p in EXPOSING + OTHERS if p in templates], template_for_spec)
         if combined is not None:
             rng = random.Random(0)
@@ -157,6 +156,32 @@ def check_kernel(folder: Path, combos: int, do_build: bool) -> KernelRow:
     finally:
         os.chdir(cwd)
     return row
+
+
+def _covering(t: Any, knames: Sequence[str], envs: Sequence[Mapping[str, Any]]) -> list[dict[str, int]]:
+    """Configs of template ``t`` that give each of ``knames`` every value of its domain at least
+    once: the i-th config sets every knob to its i-th value (cycling), so a kernel whose file
+    takes two minutes to build costs as many builds as its longest domain, not their sum. A
+    config no shape point admits falls back to moving that one knob alone; a value no shape
+    admits even so is left out (a search would never measure it)."""
+    knobs = {k.name: k for k in t.knobs}
+    longest = max(len(knobs[n].values) for n in knames)
+    base = t.space.complete({})
+    out: list[dict[str, int]] = []
+    missing: list[tuple[str, int]] = []
+    for i in range(longest):
+        cfg = {**base, **{n: knobs[n].values[i % len(knobs[n].values)] for n in knames}}
+        if _feasible(t.space, cfg, envs):
+            out.append(cfg)
+        else:
+            missing += [(n, knobs[n].values[i]) for n in knames if i < len(knobs[n].values)]
+    for n, v in missing:
+        if any(c[n] == v for c in out):
+            continue
+        cfg = {**base, n: v}
+        if _feasible(t.space, cfg, envs) and cfg not in out:
+            out.append(cfg)
+    return out
 
 
 def _knob_for(tp: Any, templates: Mapping[str, Any]) -> tuple[str | None, tuple[int, ...]]:

@@ -72,6 +72,12 @@ class TuningParam:
     """The spec computes it from a shape (``{...}``): the launcher's pick by shape."""
     index: int | None = None
     """Its position among the kernel's template parameters (template-int only)."""
+    adapts: bool = False
+    """The kernel derives its coverage from it at run time: a loop steps by it, or a run-time
+    extent is divided by it (FlashInfer's ``rounds = ceil_div(d, VEC_SIZE * num_threads)``).
+    Then another value still covers the data; a width that only sizes per-thread arrays
+    (DeepSpeed's ``T q[granularity / sizeof(T)]``, each thread of a fixed group owning a fixed
+    slice) moves the data a launch covers, and the launch with it."""
 
 
 def tuning_params(module: Module, fn: Function, template_args: Sequence[str] = ()) -> tuple[TuningParam, ...]:
@@ -102,7 +108,8 @@ def tuning_params(module: Module, fn: Function, template_args: Sequence[str] = (
             selected = spec_selected(arg)
             bound = int_literal(arg) if arg else None
             value = bound if bound is not None else value
-        found.append(TuningParam(c.name, c.kind, role, value, c.span, why, selected, index))
+        adapts = _adapts(module, fn, c.name)
+        found.append(TuningParam(c.name, c.kind, role, value, c.span, why, selected, index, adapts))
     # A kernel's own integral template parameters that perf_constants types otherwise
     # (``uint32_t VEC_SIZE``) are listed too.
     seen = {t.name for t in found}
@@ -182,3 +189,34 @@ def _vector_size_names(module: Module, fn: Function) -> set[str]:
             if re.fullmatch(r"[A-Za-z_]\w*", last):
                 names.add(last)
     return names
+
+
+def _adapts(module: Module, fn: Function, name: str) -> bool:
+    """Whether a loop of the kernel steps by ``name`` or a run-time value is divided by it
+    (``n / (VEC * threads)``, ``ceil_div(d, VEC * threads)``), see :attr:`TuningParam.adapts`."""
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    for lp in module.loops_in(fn):
+        if lp.step is not None and word.search(module.text(lp.step)):
+            return True
+    scalars = {p.name for p in fn.params if not p.is_pointer}
+    for node in syntax.walk(syntax.function_node(module, fn)):
+        divisor: str | None = None
+        dividend = ""
+        if node.type == "binary_expression":
+            op = node.child_by_field_name("operator")
+            if op is not None and syntax.text(module, op) == "/":
+                left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+                dividend = syntax.text(module, left) if left is not None else ""
+                divisor = syntax.text(module, right) if right is not None else None
+        elif node.type == "call_expression":
+            callee = node.child_by_field_name("function")
+            args = node.child_by_field_name("arguments")
+            if callee is not None and args is not None and "div" in syntax.text(module, callee).lower():
+                named = args.named_children
+                if len(named) == 2:
+                    dividend, divisor = syntax.text(module, named[0]), syntax.text(module, named[1])
+        if divisor is None or not word.search(divisor):
+            continue
+        if any(re.search(rf"\b{re.escape(s)}\b", dividend) for s in scalars):
+            return True
+    return False

@@ -61,3 +61,11 @@ __global__ void k(float* y) { y[blockIdx.x * BLOCK_THREADS + threadIdx.x] = 0.f;
 void launch(float* y) { k<128><<<64, 128>>>(y); }
 """
     assert roles(src) == [("BLOCK_THREADS", "block", 128, False)]
+
+
+def test_a_width_adapts_when_the_kernel_divides_a_run_time_extent_by_it() -> None:
+    m = parse(FLASHINFER_LIKE.replace("vec_t<T, VEC_SIZE> x;", "vec_t<T, VEC_SIZE> x; int r = d / VEC_SIZE;"))
+    (vec,) = tuning_params(m, m.kernels[0], ("8", "half"))
+    assert vec.adapts
+    (fixed,) = tuning_params(parse(FLASHINFER_LIKE), parse(FLASHINFER_LIKE).kernels[0], ("8", "half"))
+    assert not fixed.adapts  # only a per-thread loop bound: the launch fixes what it covers

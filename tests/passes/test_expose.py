@@ -178,3 +178,32 @@ def test_a_vector_width_the_launcher_picks_by_name_is_a_knob_no_wider_than_the_s
     picked = "{8 if d % 8 == 0 else 1}"
     per_shape = apply(VEC_PICKED, "expose{names=VEC_SIZE}", template_args=[picked, "half"])
     assert per_shape.knobs == ()
+
+
+FIXED_SLICE = """\
+template <typename T, int threadsPerHead, int granularity>
+__global__ void rope(T* q, int head_size) {
+  constexpr int T_per_thread = granularity / sizeof(T);
+  const int head = blockIdx.x * (256 / threadsPerHead) + threadIdx.x / threadsPerHead;
+  const int base = (threadIdx.x % threadsPerHead) * T_per_thread;
+  T v[T_per_thread];
+#pragma unroll
+  for (int i = 0; i < T_per_thread; i++) v[i] = q[head * head_size + base + i];
+#pragma unroll
+  for (int i = 0; i < T_per_thread; i++) q[head * head_size + base + i] = v[i] * 2;
+}
+#define LAUNCH(ALIGNMENT) rope<T, 16, ALIGNMENT><<<grid, 256>>>(q, head_size)
+template <typename T>
+void launch(T* q, int head_size, int grid, int alignment) {
+  if (alignment == 16) { LAUNCH(16); } else { LAUNCH(8); }
+}
+"""
+
+
+def test_a_vector_width_whose_slice_the_launch_fixes_is_refused_with_the_spec_value_named() -> None:
+    # DeepSpeed's apply_rotary_pos_half: each thread of a fixed group owns granularity bytes of a
+    # head; another width moves what a launch covers (the grid would have to follow): no knob.
+    t = apply(FIXED_SLICE, "expose{names=granularity}", template_args=["__half", "16", "16"])
+    assert t.knobs == ()
+    (why,) = [o.message for o in t.outcomes if o.site == "granularity"]
+    assert why.startswith("granularity (= 16, the spec's) sets a vector width whose coverage the launch fixes")
