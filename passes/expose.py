@@ -37,6 +37,11 @@ by it, or a run-time extent is divided by it): the knob replaces the launcher's 
 widths no wider than the spec's (a wider vector needs an alignment nothing established). One
 whose coverage the launch fixes (DeepSpeed's ``granularity``: a fixed group of threads, each
 owning ``granularity`` bytes) is refused, the spec's value named: the grid would have to follow.
+A template block size and items per thread that the spec binds and no launch in the file sets
+(bitsandbytes' ``kDequantizeBlockwise<T, 512, 64, 8, ...>``, launched from another file: the
+spec's 64-thread block is ``THREADS``) become knobs together, their product held at its bound
+value (``THREADS * NUM_PER_TH == 512``), and the spec's block follows ``THREADS``: a block's
+work stays as bound, so the grid and the tiles derived from it stay right.
 """
 
 from __future__ import annotations
@@ -65,16 +70,34 @@ from ktx.ir.index import eval_int_text
 from ktx.ir.launch import LaunchMapping, substitute
 from ktx.passes._common import around, replace_literal
 
-from ktx.passbase import KnobSpec, Option, Pass, Phase, Rewriter, Site, Skip, Target
+from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
 #: Names of constants that size a block (not ``MAX_BLOCKS``, a number of blocks).
 _BLOCKISH = re.compile(r"THREAD|BLOCK(?!S)|WARPS", re.I)
 
 
 @dataclass(frozen=True)
+class BlockItems:
+    """A template block size and items per thread the spec binds, kept at the same product."""
+
+    block: str
+    block_value: int
+    items: str
+    items_value: int
+
+    @property
+    def constraint(self) -> str:
+        product = self.block_value * self.items_value
+        return f"{_upper_snake(self.block)} * {_upper_snake(self.items)} == {product}"
+
+
+@dataclass(frozen=True)
 class ConstSite(Site):
     const: PerfConstant
     knob: str
+    pair: BlockItems | None = None
+    """The block size and items per thread this constant is one of (:func:`_block_items_pair`),
+    decided on the target as given: the first of the two to be rewritten changes the mapping."""
 
 
 class Expose(Pass[ConstSite]):
@@ -136,7 +159,8 @@ class Expose(Pass[ConstSite]):
                 refused.add(c.name)
                 yield Skip(reason, c.name if c.kind != "launch-literal" else knob, c.span)
                 continue
-            yield ConstSite(knob, c.span, c, knob)
+            pair = _block_items_pair(target) if _in_pair(target, c) else None
+            yield ConstSite(knob, c.span, c, knob, pair)
 
     def _refusal(self, target: Target, c: PerfConstant, refused: set[str]) -> str | None:
         module = target.module
@@ -245,7 +269,8 @@ class Expose(Pass[ConstSite]):
                 f"{c.name} takes different values at its {len(sites)} launch sites ({shown}): it "
                 "selects behaviour, not a performance setting"
             )
-        if values and int_literal(next(iter(values))) is None and not _vector_bound(target, c):
+        taken = _vector_bound(target, c) or _in_pair(target, c)
+        if values and int_literal(next(iter(values))) is None and not taken:
             return f"{c.name} is set to {next(iter(values))!r} at its launch, not an integer literal"
         if not sites:
             arg = target.template_args[index] if index < len(target.template_args) else ""
@@ -269,6 +294,21 @@ class Expose(Pass[ConstSite]):
                     rw.replace_bytes(lit.start_byte, lit.end_byte, macro)
                     tied.append(f"line {lit.start_point[0] + 1}")
             rw.set_template_arg(index, "{" + site.knob + "}")
+            pair = site.pair
+            if pair is not None and c.name == pair.block and rw.mapping is not None:
+                new_mapping, places = replace_in_block(rw.mapping, c.value, site.knob)
+                if not places:
+                    raise Refuse(f"the spec's block {c.value} is not written where {site.knob} could follow")
+                rw.set_mapping(new_mapping)
+                rw.note(f"the spec's block {c.value} follows {site.knob} ({', '.join(places)})")
+            if pair is not None and c.name in (pair.block, pair.items):
+                other = pair.items if c.name == pair.block else pair.block
+                if _template_index(rw.target, other) < index:
+                    rw.constraint(pair.constraint)
+                    rw.note(
+                        f"{pair.constraint}: a block's work stays as bound, so the grid and the tiles "
+                        "the kernel derives from it stay right"
+                    )
             if tied:
                 rw.note(f"the launch's literal {c.value} ({', '.join(tied)}) follows {site.knob}")
                 if rw.mapping is not None:
@@ -315,12 +355,55 @@ def _spec_bound(target: Target, c: PerfConstant) -> PerfConstant:
     dispatch table replaces the launcher's pick per shape."""
     if c.kind != "template-int" or c.kernel != target.kernel.name or c.value is not None:
         return c
+    pair = _block_items_pair(target)
+    if pair is not None and c.name in (pair.block, pair.items):
+        value = pair.block_value if c.name == pair.block else pair.items_value
+        return dataclasses.replace(c, value=value)
     tp = _tuning(target).get(c.name)
     if tp is None or tp.role != "vector" or tp.spec_selected or tp.value is None or tp.value < 2:
         return c
     if not tp.adapts:
         return c  # DeepSpeed's granularity: the launch fixes what it covers, and would have to follow
     return dataclasses.replace(c, value=tp.value)
+
+
+def _block_items_pair(target: Target) -> BlockItems | None:
+    """The kernel's block-size and items-per-thread template parameters, when the file's launches
+    give them no integer and the spec binds both (bitsandbytes' ``kDequantizeBlockwise<T, 512,
+    64, 8, ...>``, DeepSpeed's ``dequantize_kernel<..., unroll, threads>``).
+
+    The block one is the spec's launch block: its value is the block the spec launches (1-D, a
+    literal), and no other template argument has that value. Exactly one other is items per
+    thread (:mod:`ktx.ir.facts.tuning`). Their product, the work of one block, stays as bound
+    (a constraint): the grid, and every tile the kernel derives from that product (``TILE_SIZE``),
+    stay right, while the block trades threads for items per thread."""
+    mapping = target.mapping
+    if mapping is None or mapping.origin != "spec":
+        return None
+    params = [t for t in _tuning(target).values() if not t.spec_selected and t.value is not None]
+    block = [int_literal(b.strip()) for b in mapping.resolved().block]
+    if not block or block[0] is None or any(b != 1 for b in block[1:]):
+        return None
+    threads = block[0]
+    ints = [int_literal(a) for a in target.template_args]
+    blocks = [t for t in params if t.value == threads and ints.count(threads) == 1]
+    items = [t for t in params if t.role == "items"]
+    if len(blocks) != 1 or len(items) != 1 or blocks[0].name == items[0].name:
+        return None
+    b, i = blocks[0], items[0]
+    assert b.value is not None and i.value is not None
+    index = b.index if b.index is not None else -1
+    if any(
+        index < len(site.template_args) and int_literal(site.template_args[index]) is not None
+        for site in target.launches
+    ):
+        return None  # the file's launches give it a value: the usual rules apply
+    return BlockItems(b.name, b.value, i.name, i.value)
+
+
+def _in_pair(target: Target, c: PerfConstant) -> bool:
+    pair = _block_items_pair(target) if c.kind == "template-int" else None
+    return pair is not None and c.name in (pair.block, pair.items)
 
 
 def _unbound_refusal(target: Target, c: PerfConstant) -> str:
@@ -356,6 +439,9 @@ def _vector_bound(target: Target, c: PerfConstant) -> bool:
     """Whether ``c`` is a vector width whose value is the target's binding (see :func:`_spec_bound`)."""
     if c.kind != "template-int" or c.kernel != target.kernel.name:
         return False
+    pair = _block_items_pair(target)
+    if pair is not None and c.name in (pair.block, pair.items):
+        return False
     tp = _tuning(target).get(c.name)
     if tp is None or tp.role != "vector" or tp.spec_selected or tp.value != c.value or not tp.adapts:
         return False
@@ -364,6 +450,10 @@ def _vector_bound(target: Target, c: PerfConstant) -> bool:
         index < len(site.template_args) and int_literal(site.template_args[index]) is None
         for site in target.launches
     )
+
+
+def _template_index(target: Target, name: str) -> int:
+    return next(i for i, p in enumerate(target.kernel.template_params) if p.name == name)
 
 
 def _tuning(target: Target) -> dict[str, TuningParam]:

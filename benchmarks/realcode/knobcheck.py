@@ -17,6 +17,7 @@ not built (it would never be measured); one the spec's shapes allow is.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -160,27 +161,26 @@ def check_kernel(folder: Path, combos: int, do_build: bool) -> KernelRow:
 
 def _covering(t: Any, knames: Sequence[str], envs: Sequence[Mapping[str, Any]]) -> list[dict[str, int]]:
     """Configs of template ``t`` that give each of ``knames`` every value of its domain at least
-    once: the i-th config sets every knob to its i-th value (cycling), so a kernel whose file
-    takes two minutes to build costs as many builds as its longest domain, not their sum. A
-    config no shape point admits falls back to moving that one knob alone; a value no shape
-    admits even so is left out (a search would never measure it)."""
-    knobs = {k.name: k for k in t.knobs}
-    longest = max(len(knobs[n].values) for n in knames)
+    once, greedily: each config covers as many (knob, value) pairs not yet built as a feasible
+    config can, so a kernel whose file takes two minutes to build costs about as many builds as
+    its longest domain, not their sum. Knobs kept in step by a constraint (``THREADS *
+    NUM_PER_TH == 512``) are covered by the configs the constraint admits; a value no shape
+    point admits is left out (a search would never measure it)."""
+    knobs = [k for k in t.knobs if k.name in knames]
     base = t.space.complete({})
+    grid = [
+        {**base, **dict(zip([k.name for k in knobs], values, strict=True))}
+        for values in itertools.islice(itertools.product(*(k.values for k in knobs)), 20000)
+    ]
+    feasible = [c for c in grid if _feasible(t.space, c, envs)]
+    todo = {(k.name, v) for k in knobs for v in k.values}
     out: list[dict[str, int]] = []
-    missing: list[tuple[str, int]] = []
-    for i in range(longest):
-        cfg = {**base, **{n: knobs[n].values[i % len(knobs[n].values)] for n in knames}}
-        if _feasible(t.space, cfg, envs):
-            out.append(cfg)
-        else:
-            missing += [(n, knobs[n].values[i]) for n in knames if i < len(knobs[n].values)]
-    for n, v in missing:
-        if any(c[n] == v for c in out):
-            continue
-        cfg = {**base, n: v}
-        if _feasible(t.space, cfg, envs) and cfg not in out:
-            out.append(cfg)
+    while todo:
+        best = max(feasible, key=lambda c: sum((n, c[n]) in todo for n in knames), default=None)
+        if best is None or not any((n, best[n]) in todo for n in knames):
+            break
+        out.append(best)
+        todo -= {(n, best[n]) for n in knames}
     return out
 
 

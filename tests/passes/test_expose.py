@@ -207,3 +207,44 @@ def test_a_vector_width_whose_slice_the_launch_fixes_is_refused_with_the_spec_va
     assert t.knobs == ()
     (why,) = [o.message for o in t.outcomes if o.site == "granularity"]
     assert why.startswith("granularity (= 16, the spec's) sets a vector width whose coverage the launch fixes")
+
+
+TILED = """\
+template <typename T, int TILE_SIZE, int THREADS, int NUM_PER_TH>
+__global__ void dequant(T* out, const unsigned char* in, int n) {
+  const int base = blockIdx.x * TILE_SIZE;
+  T vals[NUM_PER_TH];
+  for (int j = 0; j < NUM_PER_TH; j++) {
+    const int i = base + threadIdx.x * NUM_PER_TH + j;
+    vals[j] = i < n ? (T)in[i] : (T)0;
+  }
+  for (int j = 0; j < NUM_PER_TH; j++) {
+    const int i = base + threadIdx.x * NUM_PER_TH + j;
+    if (i < n) out[i] = vals[j];
+  }
+}
+"""
+
+
+def test_a_template_block_size_and_items_per_thread_the_spec_binds_keep_their_product() -> None:
+    # bitsandbytes' kDequantizeBlockwise<T, 512, 64, 8>: launched from another file, so the
+    # spec's 64-thread block is THREADS, and NUM_PER_TH the items per thread. A block's work
+    # (THREADS * NUM_PER_TH = TILE_SIZE = 512) stays as bound: the grid stays right.
+    from ktx.ir.launch import LaunchMapping
+
+    mapping = LaunchMapping(("(n + 511) // 512",), ("64",), "0", (), "spec")
+    t = apply(TILED, "expose", template_args=["float", "512", "64", "8"], mapping=mapping)
+    knobs = {k.name: (k.values, k.default) for k in t.knobs}
+    assert knobs == {"THREADS": ((32, 64, 128, 256), 64), "NUM_PER_TH": ((2, 4, 8, 16, 32), 8)}
+    assert t.space.constraints == ("THREADS * NUM_PER_TH == 512",)
+    assert t.template_args == ("float", "512", "{THREADS}", "{NUM_PER_TH}")
+    launch = t.launch()
+    assert launch is not None and launch.block == ("THREADS",) and launch.grid == ("(n + 511) // 512",)
+    assert not t.space.feasible({"THREADS": 128, "NUM_PER_TH": 8})
+    assert t.name_expression({"THREADS": 128, "NUM_PER_TH": 4}) == "dequant<float, 512, 128, 4>"
+    # The spec's block is no template argument's value (or two share it): nothing is known of
+    # which one the block is, so neither is a knob.
+    other = LaunchMapping(("(n + 511) // 512",), ("128",), "0", (), "spec")
+    refused = apply(TILED, "expose", template_args=["float", "512", "64", "8"], mapping=other)
+    assert refused.knobs == ()
+    assert any("NUM_PER_TH (= 8, the spec's) sets the items per thread" in r for r in remarks(refused))
