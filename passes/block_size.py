@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import tree_sitter as ts
@@ -67,6 +68,7 @@ from ktx.ir.affine import BlockAlias
 from ktx.ir.consteval import int_literal
 from ktx.ir.facts.constants import allowed_by_asserts, assumes_warp_x, ceil_divide_literals
 from ktx.ir.facts.launcher import header_value
+from ktx.ir.facts.tuning import tuning_params
 from ktx.ir.index import eval_int_text
 from ktx.ir.launch import LaunchMapping, is_constant, launch_dims, local_value, substitute
 from ktx.passes._common import KernelSite, kernel_node, powers_of_two, replace_literal, round_up_follows
@@ -491,6 +493,21 @@ class BlockSize(Pass[KernelSite]):
                         done.add(use.start_byte)
                         rw.replace_bytes(use.start_byte, use.end_byte, picked)
 
+    def _follow_template_args(self, rw: Rewriter, name: str, current: int) -> None:
+        """A template argument the target binds to the block's own value, which the kernel reads
+        as its block size (:mod:`ktx.ir.facts.tuning`, role ``block``: ggml softmax's
+        ``block_size_template``, read as ``block_size_template == 0 ? blockDim.x :
+        block_size_template``), follows the knob; else another block would run a kernel that
+        still strides by the old size."""
+        target = rw.target
+        for tp in tuning_params(target.module, target.kernel, target.template_args):
+            if tp.kind != "template-int" or tp.index is None or tp.role != "block" or tp.spec_selected:
+                continue
+            if tp.value != current or "{" in rw.template_args[tp.index]:
+                continue
+            rw.set_template_arg(tp.index, f"{{{name} if {name} else {current}}}")
+            rw.note(f"the template argument {tp.name} (= {current}, the block) follows {name}")
+
     def _edit_mapping(
         self, rw: Rewriter, mapping: LaunchMapping, axis: int, name: str, current: int | None
     ) -> LaunchMapping:
@@ -502,7 +519,20 @@ class BlockSize(Pass[KernelSite]):
             new, places = replace_literal(rounded, current, picked)
             if rounded != mapping:
                 new = new.with_grid(tuple(substitute(g, {"_ktx_block": picked}) for g in new.grid))
-            rw.note(f"launch mapping: {current} -> {name} in {', '.join(places)}")
+            # A var that is the bare literal (ggml softmax's ``ncols = "1024"`` beside a block of
+            # 1024) is a quantity of its own, often the data's shape: it keeps its value.
+            own = {n for n, e in mapping.vars if is_constant(e.strip()) == current}
+            if own:
+                new = replace(
+                    new, vars=tuple((n, e if n not in own else dict(mapping.vars)[n]) for n, e in new.vars)
+                )
+                places = [p for p in places if not any(p == f"vars.{n}" for n in own)]
+                rw.note(
+                    f"{', '.join(sorted(own))} = {current} keeps its value: a var of its own, not the block"
+                )
+            if places:
+                rw.note(f"launch mapping: {current} -> {name} in {', '.join(places)}")
+            self._follow_template_args(rw, name, current)
             return new
         var = mapping.var(comp)
         if var is not None:

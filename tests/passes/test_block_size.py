@@ -299,3 +299,32 @@ def test_a_launcher_pick_that_names_a_header_constant_reads_it_from_the_spec_or_
     cu.write_text(HEADER_WARP)
     from_header = apply(HEADER_WARP, "block-size", kernel="k", path=str(cu), template_args=["1024"])
     assert [k.values for k in from_header.knobs] == [(32, 64, 128, 256, 512, 1024)]
+
+
+SOFTMAX_LIKE = """\
+template <bool use_shared, int ncols_template, int block_size_template>
+__global__ void soft_max(const float* x, float* dst, const int ncols_par) {
+  const int ncols = ncols_template == 0 ? ncols_par : ncols_template;
+  const int block_size = block_size_template == 0 ? blockDim.x : block_size_template;
+  float m = -1e30f;
+  for (int col = threadIdx.x; col < ncols; col += block_size) m = fmaxf(m, x[blockIdx.x * ncols + col]);
+  dst[blockIdx.x * blockDim.x + threadIdx.x] = m;
+}
+"""
+
+
+def test_a_template_argument_bound_to_the_block_follows_it_and_a_var_of_that_value_keeps_it() -> None:
+    # ggml's soft_max_f32<true, 1024, 1024>: block_size_template is the block size whenever it is
+    # not 0, so a block of 256 must instantiate it as 256 (else the kernel strides by 1024 with
+    # 256 threads and skips columns). ncols (a var of its own, the data's width) is also 1024 and
+    # keeps its value: before, it became BLOCK_X in the mapping, and the data's shape with it.
+    mapping = LaunchMapping(("rows",), ("1024",), "(ncols + 32) * 4", (("ncols", "1024"),), "spec")
+    t = apply(SOFTMAX_LIKE, "block-size", mapping=mapping, template_args=["true", "1024", "1024"])
+    (knob,) = t.knobs
+    assert knob.name == "BLOCK_X"
+    assert t.template_args == ("true", "1024", "{BLOCK_X if BLOCK_X else 1024}")
+    launch = t.launch()
+    assert launch is not None
+    assert launch.evaluate({"rows": 2, "BLOCK_X": 256}) == ((2,), (256,), (1024 + 32) * 4)
+    assert launch.evaluate({"rows": 2, "BLOCK_X": 0})[1] == (1024,)
+    assert any("ncols = 1024 keeps its value" in r for r in remarks(t))
