@@ -215,8 +215,11 @@ def _combined(spec: Any, passes: list[str], template_for_spec: Any) -> Any:
     return None
 
 
-def table(rows: Sequence[KernelRow]) -> list[str]:
+def table(rows: Sequence[KernelRow], title: str = "") -> list[str]:
     with_settings = [r for r in rows if r.settings]
+    settings = [s for r in rows for s in r.settings]
+    knobs = [s for s in settings if not s.knob.startswith("no:")]
+    per_shape = [s for s in settings if s.knob.startswith("no:") and s.selected]
     exposed = [
         r for r in with_settings if all(not s.knob.startswith("no:") or s.selected for s in r.settings)
     ]
@@ -229,8 +232,12 @@ def table(rows: Sequence[KernelRow]) -> list[str]:
         "Settings are the facts layer's (`ktx.ir.facts.tuning`); a setting the spec computes per",
         "shape (`{...}` in `template_args`) is the launcher's pick by shape, marked *per shape*.",
         "",
+        *([title, ""] if title else []),
         f"- specs: {len(rows)}; with a block/items/rows/vector setting: {len(with_settings)}",
-        f"- every such setting a knob (or picked per shape): {len(exposed)} of {len(with_settings)}",
+        f"- settings: {len(settings)}; a knob: {len(knobs)}; the spec's pick per shape: {len(per_shape)}; "
+        f"no knob: {len(settings) - len(knobs) - len(per_shape)}",
+        f"- kernels with every such setting a knob (or picked per shape): {len(exposed)} of "
+        f"{len(with_settings)}",
         f"- candidates built: {len(builds)}; failed where the original builds: {len(fails)}",
         "",
         "| kernel | setting | kind | role | value | knob | domain |",
@@ -259,13 +266,30 @@ def table(rows: Sequence[KernelRow]) -> list[str]:
     return out
 
 
+def _row_from_json(d: Mapping[str, Any]) -> KernelRow:
+    return KernelRow(
+        d["id"],
+        d.get("original", ""),
+        [Setting(**{**s, "domain": tuple(s["domain"])}) for s in d["settings"]],
+        dict(d["pipelines"]),
+        [Built(**b) for b in d["builds"]],
+        d.get("error", ""),
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--ids", nargs="*", default=None)
     ap.add_argument("--combos", type=int, default=3, help="random configs of all knob-giving passes together")
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--out", type=Path, default=HERE)
+    ap.add_argument("--title", default="", help="a line under the heading (which ktx, which run)")
+    ap.add_argument("--render", type=Path, help="only write the table of a knobcheck.json")
     args = ap.parse_args(argv)
+    if args.render is not None:
+        rows = [_row_from_json(d) for d in json.loads(args.render.read_text())]
+        (args.out / "knobcheck.md").write_text("\n".join(table(rows, args.title)) + "\n")
+        return 0
     folders = sorted(p.parent for p in HERE.glob("*/ktx.toml"))
     if args.ids:
         folders = [f for f in folders if f.name in args.ids]
@@ -279,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         rows.append(row)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "knobcheck.md").write_text("\n".join(table(rows)) + "\n")
+    (args.out / "knobcheck.md").write_text("\n".join(table(rows, args.title)) + "\n")
     (args.out / "knobcheck.json").write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
     return 0
 
