@@ -246,6 +246,14 @@ class BlockSize(Pass[KernelSite]):
             else:
                 values = set(powers_of_two(lo if axis == 0 else 1, hi))
             values = {v for v in values if v * pinned <= hi}
+            if axis == 0 and current is not None:
+                counted = _items_counted_for_block(target)
+                if counted is not None:
+                    values = {v for v in values if v >= current}
+                    rw.note(
+                        f"x stays at least {current}: the spec computes {counted} per shape for a block "
+                        f"of {current} (a smaller block would cover less of the row)"
+                    )
             was = f"now {current}" if current is not None else "now shape-dependent"
             macro = rw.knob(
                 name,
@@ -258,6 +266,8 @@ class BlockSize(Pass[KernelSite]):
             self._edit_launchers(rw, axis, macro, current)
             if mapping is not None:
                 mapping = self._edit_mapping(rw, mapping, axis, name, current)
+            if axis == 0 and current is not None:
+                self._follow_template_args(rw, name, current)
         if not knob_names:
             raise Refuse("no block dimension can become a knob")
         if mapping is not None:
@@ -532,7 +542,6 @@ class BlockSize(Pass[KernelSite]):
                 )
             if places:
                 rw.note(f"launch mapping: {current} -> {name} in {', '.join(places)}")
-            self._follow_template_args(rw, name, current)
             return new
         var = mapping.var(comp)
         if var is not None:
@@ -606,6 +615,14 @@ def _reads_axis(module: Module, body: ts.Node, axis: str) -> bool:
         n.type == "field_expression" and "".join(syntax.text(module, n).split()) in wanted
         for n in syntax.walk(body)
     )
+
+
+def _items_counted_for_block(target: Target) -> str | None:
+    """An items-per-thread template argument the spec computes per shape (DeepSpeed's
+    ``pre_rms_norm<T, {2 * ((elems_per_row + 4095) // 4096)}, 256, 256>``): the count covers the
+    row for the spec's block, so a larger block covers it too and a smaller one does not."""
+    params = tuning_params(target.module, target.kernel, target.template_args)
+    return next((t.name for t in params if t.role == "items" and t.spec_selected), None)
 
 
 def _template_index(target: Target, alias: BlockAlias) -> int:

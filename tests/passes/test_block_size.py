@@ -328,3 +328,31 @@ def test_a_template_argument_bound_to_the_block_follows_it_and_a_var_of_that_val
     assert launch.evaluate({"rows": 2, "BLOCK_X": 256}) == ((2,), (256,), (1024 + 32) * 4)
     assert launch.evaluate({"rows": 2, "BLOCK_X": 0})[1] == (1024,)
     assert any("ncols = 1024 keeps its value" in r for r in remarks(t))
+
+
+ROWS_UNROLLED = """\
+template <typename T, int UNROLL, int threadsPerGroup, int maxThreads>
+__global__ void pre_norm(T* out, const T* x, int elems_per_row) {
+  const int row = blockIdx.x * (maxThreads / threadsPerGroup) + threadIdx.x / threadsPerGroup;
+  float s = 0.f;
+  for (int i = 0; i < UNROLL; i++) {
+    const int col = i * blockDim.x + threadIdx.x;
+    if (col < elems_per_row) s += (float)x[row * elems_per_row + col];
+  }
+  out[row * elems_per_row + threadIdx.x] = (T)s;
+}
+"""
+
+
+def test_a_per_shape_items_count_keeps_the_block_at_least_as_large_and_bound_block_arguments_follow() -> None:
+    # DeepSpeed's pre_rms_norm<T, {2 * ceil(e / 4096)}, 256, 256>: UNROLL covers the row for 256
+    # threads, so only larger blocks cover it too; threadsPerGroup and maxThreads (= the block)
+    # follow the knob. Before, BLOCK_X took 32 .. 128 and left both template arguments at 256.
+    mapping = LaunchMapping(("rows",), ("block",), "0", (("block", "256"),), "spec")
+    args = ["float", "{2 * ((elems_per_row + 4095) // 4096)}", "256", "256"]
+    t = apply(ROWS_UNROLLED, "block-size", mapping=mapping, template_args=args)
+    (knob,) = t.knobs
+    assert (knob.name, knob.values) == ("BLOCK_X", (0, 256, 512, 1024))
+    follow = "{BLOCK_X if BLOCK_X else 256}"
+    assert t.template_args == ("float", args[1], follow, follow)
+    assert any("x stays at least 256" in r for r in remarks(t))
