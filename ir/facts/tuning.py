@@ -51,6 +51,8 @@ _BLOCK = re.compile(r"THREAD|NTHR|BLOCK_?(SIZE|DIM|X)|^BS$|^BLOCK$|WARPS", re.I)
 _VECTOR = re.compile(r"VEC|PACK|GRANULARITY|WIDTH|ALIGN", re.I)
 _ROWS = re.compile(r"ROWS", re.I)
 _ITEMS = re.compile(r"UNROLL|ITEMS|PER_?TH|NUM_PER|ELEMS|_PT$|PER_THREAD", re.I)
+#: Threads a block may hold: a "block size" above it counts something else.
+_MAX_THREADS = 1024
 #: A loop bound larger than this is a problem size (``i < n``), not items per thread.
 _MAX_ITEMS = 64
 _INTEGRAL = re.compile(r"^(unsigned\s+|signed\s+)?(int|long|short|size_t|u?int(8|16|32|64)_t|uint)$")
@@ -97,49 +99,53 @@ def tuning_params(module: Module, fn: Function, template_args: Sequence[str] = (
             continue  # shadowed in the kernel by its own template parameter of that name
         elif not any(fn.span.contains(u.span) or any(b.contains(u.span) for b in blocks) for u in c.uses):
             continue
-        role_why = _role(module, fn, c, block_names, bounds, vector_args)
-        if role_why is None:
-            continue
-        role, why = role_why
-        value, selected, index = c.value, False, None
-        if c.kind == "template-int":
-            index = next(i for i, p in enumerate(fn.template_params) if p.name == c.name)
-            arg = template_args[index] if index < len(template_args) else ""
-            selected = spec_selected(arg)
-            bound = int_literal(arg) if arg else None
-            value = bound if bound is not None else value
-        adapts = _adapts(module, fn, c.name)
-        found.append(TuningParam(c.name, c.kind, role, value, c.span, why, selected, index, adapts))
+        got = _param(module, fn, c, template_args, block_names, bounds, vector_args)
+        if got is not None:
+            found.append(got)
     # A kernel's own integral template parameters that perf_constants types otherwise
     # (``uint32_t VEC_SIZE``) are listed too.
     seen = {t.name for t in found}
-    for i, tp in enumerate(fn.template_params):
+    for tp in fn.template_params:
         if tp.kind != "value" or tp.name in seen or not _INTEGRAL.match((tp.type or "").strip()):
             continue
         c = PerfConstant(tp.name, "template-int", None, tp.span, fn.name, ())
-        role_why = _role(module, fn, c, block_names, bounds, vector_args)
-        if role_why is None:
-            continue
-        arg = template_args[i] if i < len(template_args) else ""
-        found.append(
-            TuningParam(
-                tp.name,
-                "template-int",
-                role_why[0],
-                int_literal(arg) if arg else None,
-                tp.span,
-                role_why[1],
-                spec_selected(arg),
-                i,
-            )
-        )
+        got = _param(module, fn, c, template_args, block_names, bounds, vector_args)
+        if got is not None:
+            found.append(got)
     return tuple(found)
+
+
+def _param(
+    module: Module,
+    fn: Function,
+    c: PerfConstant,
+    template_args: Sequence[str],
+    block_names: set[str],
+    bounds: set[str],
+    vector_args: set[str],
+) -> TuningParam | None:
+    """``c`` as a tuning setting of ``fn``, or None when its uses give it no role."""
+    if c.kind == "launch-literal":
+        return None
+    value, selected, index = c.value, False, None
+    if c.kind == "template-int":
+        index = next(i for i, p in enumerate(fn.template_params) if p.name == c.name)
+        arg = template_args[index] if index < len(template_args) else ""
+        selected = spec_selected(arg)
+        bound = int_literal(arg) if arg else None
+        value = bound if bound is not None else value
+    role_why = _role(module, fn, c, value, block_names, bounds, vector_args)
+    if role_why is None:
+        return None
+    role, why = role_why
+    return TuningParam(c.name, c.kind, role, value, c.span, why, selected, index, _adapts(module, fn, c.name))
 
 
 def _role(
     module: Module,
     fn: Function,
     c: PerfConstant,
+    value: int | None,
     block_names: set[str],
     bounds: set[str],
     vector_args: set[str],
@@ -148,7 +154,8 @@ def _role(
         return "block", "the launch's block size"
     if c.name in bounds:
         return "block", "__launch_bounds__"
-    if _BLOCK.search(c.name):
+    if _BLOCK.search(c.name) and (value is None or value <= _MAX_THREADS):
+        # (bitsandbytes' BLOCK_SIZE = 4096 is the quantization block, no thread count)
         return "block", "named as a block size"
     if c.name in vector_args:
         return "vector", "the size of a vector type"
@@ -165,7 +172,7 @@ def _role(
         if lp.cond is None or not fn.span.contains(lp.span):
             continue
         bound = re.search(rf"<=?\s*\(?\s*{re.escape(c.name)}\b", module.text(lp.cond))
-        if bound is not None and (c.value is None or c.value <= _MAX_ITEMS):
+        if bound is not None and (value is None or value <= _MAX_ITEMS):
             return "items", "a loop bound"
     return None
 

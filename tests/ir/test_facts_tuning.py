@@ -69,3 +69,18 @@ def test_a_width_adapts_when_the_kernel_divides_a_run_time_extent_by_it() -> Non
     assert vec.adapts
     (fixed,) = tuning_params(parse(FLASHINFER_LIKE), parse(FLASHINFER_LIKE).kernels[0], ("8", "half"))
     assert not fixed.adapts  # only a per-thread loop bound: the launch fixes what it covers
+
+
+def test_a_block_size_by_name_above_the_thread_limit_is_no_block_and_uint_widths_adapt() -> None:
+    # bitsandbytes' kQuantizeBlockwise<T, BLOCK_SIZE = 4096, NUM_PER_TH = 4>: 4096 elements
+    # share one absmax, a quantization block, not a thread count.
+    src = """
+template <typename T, int BLOCK_SIZE, int NUM_PER_TH>
+__global__ void q(T* out, const T* in) {
+  for (int j = 0; j < NUM_PER_TH; j++) out[blockIdx.x * BLOCK_SIZE + threadIdx.x * NUM_PER_TH + j] = in[j];
+}
+"""
+    assert roles(src, ("float", "4096", "4")) == [("NUM_PER_TH", "items", 4, False)]
+    m = parse(FLASHINFER_LIKE.replace("vec_t<T, VEC_SIZE> x;", "vec_t<T, VEC_SIZE> x; int r = d / VEC_SIZE;"))
+    (vec,) = tuning_params(m, m.kernels[0], ("8", "half"))
+    assert vec.kind == "template-int" and vec.index == 0 and vec.adapts
