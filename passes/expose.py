@@ -409,12 +409,10 @@ def _in_pair(target: Target, c: PerfConstant) -> bool:
 def _unbound_refusal(target: Target, c: PerfConstant) -> str:
     """Why a constant without a value in the file stays as it is, saying what the spec binds."""
     tp = _tuning(target).get(c.name) if c.kind == "template-int" else None
+    if tp is not None and tp.spec_selected:
+        return f"{c.name} is computed per shape by the spec: the launcher's pick, which the spec already makes"
     if tp is None or tp.value is None:
         return f"{c.name} has no integer value ktx can compute"
-    if tp.spec_selected:
-        return (
-            f"{c.name} is computed per shape by the spec: the launcher's pick, which the spec already makes"
-        )
     if tp.role == "vector":
         return (
             f"{c.name} (= {tp.value}, the spec's) sets a vector width whose coverage the launch fixes "
