@@ -410,7 +410,7 @@ def _unbound_refusal(target: Target, c: PerfConstant) -> str:
     """Why a constant without a value in the file stays as it is, saying what the spec binds."""
     tp = _tuning(target).get(c.name) if c.kind == "template-int" else None
     if tp is not None and tp.spec_selected:
-        return f"{c.name} is computed per shape by the spec: the launcher's pick, which the spec already makes"
+        return f"{c.name} is computed per shape by the spec: the launcher's pick, which the spec makes"
     if tp is None or tp.value is None:
         return f"{c.name} has no integer value ktx can compute"
     if tp.role == "vector":
