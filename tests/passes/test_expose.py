@@ -206,7 +206,7 @@ def test_a_vector_width_whose_slice_the_launch_fixes_is_refused_with_the_spec_va
     t = apply(FIXED_SLICE, "expose{names=granularity}", template_args=["__half", "16", "16"])
     assert t.knobs == ()
     (why,) = [o.message for o in t.outcomes if o.site == "granularity"]
-    assert why.startswith("granularity (= 16, the spec's) sets a vector width whose coverage the launch fixes")
+    assert why.startswith("granularity (= 16, the spec's) sets a vector width whose coverage the launch")
 
 
 TILED = """\
