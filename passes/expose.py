@@ -80,15 +80,23 @@ _BLOCKISH = re.compile(r"THREAD|BLOCK(?!S)|WARPS", re.I)
 class BlockItems:
     """A template block size and items per thread the spec binds, kept at the same product."""
 
-    block: str
+    block: str | None
+    """The block's template parameter; None when the spec's block is a literal that the tile
+    divided by the items gives (bitsandbytes' ``kQuantizeBlockwise<T, 4096, 4>`` on 1024 threads)."""
     block_value: int
     items: str
     items_value: int
 
     @property
-    def constraint(self) -> str:
-        product = self.block_value * self.items_value
-        return f"{_upper_snake(self.block)} * {_upper_snake(self.items)} == {product}"
+    def product(self) -> int:
+        return self.block_value * self.items_value
+
+    @property
+    def constraints(self) -> tuple[str, ...]:
+        items = _upper_snake(self.items)
+        if self.block is None:
+            return (f"{self.product} % {items} == 0", f"{self.product} // {items} <= 1024")
+        return (f"{_upper_snake(self.block)} * {items} == {self.product}",)
 
 
 @dataclass(frozen=True)
@@ -301,13 +309,21 @@ class Expose(Pass[ConstSite]):
                     raise Refuse(f"the spec's block {c.value} is not written where {site.knob} could follow")
                 rw.set_mapping(new_mapping)
                 rw.note(f"the spec's block {c.value} follows {site.knob} ({', '.join(places)})")
+            if pair is not None and pair.block is None and c.name == pair.items and rw.mapping is not None:
+                derived = f"({pair.product} // {site.knob})"
+                new_mapping, places = replace_in_block(rw.mapping, pair.block_value, derived)
+                if not places:
+                    raise Refuse(f"the spec's block {pair.block_value} is not written where it could follow")
+                rw.set_mapping(new_mapping)
+                rw.note(f"the spec's block {pair.block_value} is {derived} ({', '.join(places)})")
             if pair is not None and c.name in (pair.block, pair.items):
                 other = pair.items if c.name == pair.block else pair.block
-                if _template_index(rw.target, other) < index:
-                    rw.constraint(pair.constraint)
+                if other is None or _template_index(rw.target, other) < index:
+                    for text in pair.constraints:
+                        rw.constraint(text)
                     rw.note(
-                        f"{pair.constraint}: a block's work stays as bound, so the grid and the tiles "
-                        "the kernel derives from it stay right"
+                        f"{' and '.join(pair.constraints)}: a block's work stays as bound, so the grid "
+                        "and the tiles the kernel derives from it stay right"
                     )
             if tied:
                 rw.note(f"the launch's literal {c.value} ({', '.join(tied)}) follows {site.knob}")
@@ -388,17 +404,32 @@ def _block_items_pair(target: Target) -> BlockItems | None:
     ints = [int_literal(a) for a in target.template_args]
     blocks = [t for t in params if t.value == threads and ints.count(threads) == 1]
     items = [t for t in params if t.role == "items"]
-    if len(blocks) != 1 or len(items) != 1 or blocks[0].name == items[0].name:
+    if len(items) != 1 or any(b.name == items[0].name for b in blocks) or len(blocks) > 1:
         return None
-    b, i = blocks[0], items[0]
-    assert b.value is not None and i.value is not None
-    index = b.index if b.index is not None else -1
-    if any(
+    i = items[0]
+    assert i.value is not None
+    if _launched_with_value(target, i.index):
+        return None  # the file's launches give it a value: the usual rules apply
+    if not blocks:
+        # No template argument is the block: the spec's literal block is then a tile the items
+        # divide, when exactly one template argument has the value block x items.
+        tiles = [k for k, v in enumerate(ints) if v == threads * i.value and k != i.index]
+        if len(tiles) != 1 or target.kernel.template_params[tiles[0]].kind != "value":
+            return None
+        return BlockItems(None, threads, i.name, i.value)
+    b = blocks[0]
+    assert b.value is not None
+    if _launched_with_value(target, b.index):
+        return None
+    return BlockItems(b.name, b.value, i.name, i.value)
+
+
+def _launched_with_value(target: Target, index: int | None) -> bool:
+    """Whether a launch in the file writes an integer for template parameter ``index``."""
+    return index is not None and any(
         index < len(site.template_args) and int_literal(site.template_args[index]) is not None
         for site in target.launches
-    ):
-        return None  # the file's launches give it a value: the usual rules apply
-    return BlockItems(b.name, b.value, i.name, i.value)
+    )
 
 
 def _in_pair(target: Target, c: PerfConstant) -> bool:
