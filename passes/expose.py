@@ -41,7 +41,10 @@ A template block size and items per thread that the spec binds and no launch in 
 (bitsandbytes' ``kDequantizeBlockwise<T, 512, 64, 8, ...>``, launched from another file: the
 spec's 64-thread block is ``THREADS``) become knobs together, their product held at its bound
 value (``THREADS * NUM_PER_TH == 512``), and the spec's block follows ``THREADS``: a block's
-work stays as bound, so the grid and the tiles derived from it stay right.
+work stays as bound, so the grid and the tiles derived from it stay right. Where no template
+argument is the block but one equals block x items (bitsandbytes' ``kQuantizeBlockwise<T, 4096,
+4>`` on 1024 threads), the items count alone is the knob and the spec's block becomes
+``4096 // NUM_PER_TH``, within 1024 threads.
 """
 
 from __future__ import annotations

@@ -248,3 +248,31 @@ def test_a_template_block_size_and_items_per_thread_the_spec_binds_keep_their_pr
     refused = apply(TILED, "expose", template_args=["float", "512", "64", "8"], mapping=other)
     assert refused.knobs == ()
     assert any("NUM_PER_TH (= 8, the spec's) sets the items per thread" in r for r in remarks(refused))
+
+
+QUANT = """\
+template <typename T, int BLOCK_SIZE, int NUM_PER_TH>
+__global__ void quant(unsigned char* out, const T* in, int n) {
+  const int base = blockIdx.x * BLOCK_SIZE;
+  for (int j = 0; j < NUM_PER_TH; j++) {
+    const int i = base + threadIdx.x * NUM_PER_TH + j;
+    if (i < n) out[i] = (unsigned char)in[i];
+  }
+}
+"""
+
+
+def test_an_items_count_whose_block_is_the_specs_literal_moves_the_block_with_it() -> None:
+    # bitsandbytes' kQuantizeBlockwise<T, 4096, 4> on 1024 threads: no template argument is the
+    # block, but 4096 (the quantization block, a tile) is block x items: the block follows as
+    # 4096 // NUM_PER_TH, within the 1024-thread limit.
+    from ktx.ir.launch import LaunchMapping
+
+    mapping = LaunchMapping(("cdiv(n, 4096)",), ("1024",), "0", (), "spec")
+    t = apply(QUANT, "expose", template_args=["float", "4096", "4"], mapping=mapping)
+    (knob,) = t.knobs
+    assert (knob.name, knob.values, knob.default) == ("NUM_PER_TH", (1, 2, 4, 8, 16), 4)
+    assert t.space.constraints == ("4096 % NUM_PER_TH == 0", "4096 // NUM_PER_TH <= 1024")
+    assert not t.space.feasible({"NUM_PER_TH": 2}) and t.space.feasible({"NUM_PER_TH": 16})
+    launch = t.launch()
+    assert launch is not None and launch.evaluate({"n": 8192, "NUM_PER_TH": 8})[:2] == ((2,), (512,))

@@ -79,7 +79,7 @@ def _spec_bound_units() -> list[tuple[str, str]]:
     instantiated by taking the kernel's address at its name expression (no launcher needed)."""
     from ktx.ir.launch import LaunchMapping
     from test_block_size import ROWS_UNROLLED, SOFTMAX_LIKE
-    from test_expose import TILED, VEC_PICKED
+    from test_expose import QUANT, TILED, VEC_PICKED
 
     cases = [
         (VEC_PICKED, "expose{names=VEC_SIZE}", ["8", "float"], None, {}),
@@ -88,6 +88,13 @@ def _spec_bound_units() -> list[tuple[str, str]]:
             "expose",
             ["float", "512", "64", "8"],
             LaunchMapping(("(n + 511) // 512",), ("64",), "0", (), "spec"),
+            {},
+        ),
+        (
+            QUANT,
+            "expose",
+            ["float", "4096", "4"],
+            LaunchMapping(("cdiv(n, 4096)",), ("1024",), "0", (), "spec"),
             {},
         ),
         (
@@ -127,7 +134,7 @@ def _product(t):  # type: ignore[no-untyped-def]
 
 def test_every_config_of_the_spec_bound_template_knobs_builds() -> None:
     units = _spec_bound_units()
-    assert len(units) >= 3 + 4 + 7 + 4
+    assert len(units) >= 3 + 4 + 3 + 7 + 4
     with tempfile.TemporaryDirectory() as tmp:
         where = Path(tmp)
         # <cstdint> before the namespaces (the kernels name uint32_t); one nvcc run, its errors
