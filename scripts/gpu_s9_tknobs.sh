@@ -15,8 +15,9 @@
 #   bnb      bitsandbytes kDequantizeBlockwise, expose{names=THREADS|NUM_PER_TH}:
 #            THREADS * NUM_PER_TH == 512, the spec's block follows THREADS
 #   dsdq     deepspeed dequantize_kernel, expose{names=THREADS|UNROLL}: THREADS * UNROLL == 4096
+#   bnbq     bitsandbytes kQuantizeBlockwise, expose{names=NUM_PER_TH}: the block is 4096 // NUM_PER_TH
 #
-# One H100/H200, under 4 minutes (6 runs, 35 s each). The host has no network: carry
+# One H100/H200, under 4 minutes (7 runs, 30 s each). The host has no network: carry
 # benchmarks/realcode/src (git-ignored; `python benchmarks/realcode/fetch.py` writes it).
 # Output in $OUT: tknobs_s9.log and tune_<name>.json (summary, dispatch table, best configs).
 #   OUT=/path bash scripts/gpu_s9_tknobs.sh
@@ -31,7 +32,7 @@ mkdir -p "$OUT" "$RUNS"
 [ -n "${KTX_SKIP_ENV:-}" ] || source scripts/gpu_env.sh >/dev/null 2>&1
 PY="${PY:-python3}"
 BACKEND="${BACKEND:-cupy}"
-SECONDS_EACH="${SECONDS_EACH:-35}"
+SECONDS_EACH="${SECONDS_EACH:-30}"
 export PYTHONUNBUFFERED=1 KTX_CACHE_DIR="$RUNS/cubins"
 LOG="$OUT/tknobs_s9.log"
 say() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$LOG" >&2; }
@@ -65,4 +66,5 @@ tune softmax ggml__soft_max_f32 block-size 7 quick
 tune prerms deepspeed__pre_rms_norm block-size 4 default
 tune bnb bitsandbytes__kDequantizeBlockwise "expose{names=THREADS|NUM_PER_TH}" 20 quick
 tune dsdq deepspeed__dequantize_kernel "expose{names=THREADS|UNROLL}" 20 default
+tune bnbq bitsandbytes__kQuantizeBlockwise "expose{names=NUM_PER_TH}" 5 quick
 say "done"
