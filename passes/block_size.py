@@ -59,12 +59,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import tree_sitter as ts
 from ktx.ir import LaunchSite, Module, SharedArray, syntax
 from ktx.ir.affine import BlockAlias
 from ktx.ir.consteval import int_literal
 from ktx.ir.facts.constants import allowed_by_asserts, assumes_warp_x, ceil_divide_literals
+from ktx.ir.facts.launcher import header_value
+from ktx.ir.facts.tuning import tuning_params
 from ktx.ir.index import eval_int_text
 from ktx.ir.launch import LaunchMapping, is_constant, launch_dims, local_value, substitute
 from ktx.passes._common import KernelSite, follow_block_axis, kernel_node, powers_of_two
@@ -254,6 +257,14 @@ class BlockSize(Pass[KernelSite]):
             else:
                 values = set(powers_of_two(lo if axis == 0 else 1, hi))
             values = {v for v in values if v * pinned <= hi}
+            if axis == 0 and current is not None:
+                counted = _items_counted_for_block(target)
+                if counted is not None:
+                    values = {v for v in values if v >= current}
+                    rw.note(
+                        f"x stays at least {current}: the spec computes {counted} per shape for a block "
+                        f"of {current} (a smaller block would cover less of the row)"
+                    )
             was = f"now {current}" if current is not None else "now shape-dependent"
             macro = rw.knob(
                 name,
@@ -266,6 +277,8 @@ class BlockSize(Pass[KernelSite]):
             self._edit_launchers(rw, axis, macro, current)
             if mapping is not None:
                 mapping = self._edit_mapping(rw, mapping, axis, name, current)
+            if axis == 0 and current is not None:
+                self._follow_template_args(rw, name, current)
         if not knob_names:
             raise Refuse("no block dimension can become a knob")
         if mapping is not None:
@@ -354,7 +367,7 @@ class BlockSize(Pass[KernelSite]):
         name = "BLOCK_X"
         own = set() if current is None else {current}
         candidates = sorted(set(powers_of_two(lo, hi)) | set(picks) | own)
-        values, why = allowed_by_asserts(target.module, alias.name, candidates, {})
+        values, why = allowed_by_asserts(target.module, alias.name, candidates, {}, target.kernel.span)
         if why is not None:
             raise Refuse(why)
         if current is not None and current not in values:
@@ -501,6 +514,21 @@ class BlockSize(Pass[KernelSite]):
                         done.add(use.start_byte)
                         rw.replace_bytes(use.start_byte, use.end_byte, picked)
 
+    def _follow_template_args(self, rw: Rewriter, name: str, current: int) -> None:
+        """A template argument the target binds to the block's own value, which the kernel reads
+        as its block size (:mod:`ktx.ir.facts.tuning`, role ``block``: ggml softmax's
+        ``block_size_template``, read as ``block_size_template == 0 ? blockDim.x :
+        block_size_template``), follows the knob; else another block would run a kernel that
+        still strides by the old size."""
+        target = rw.target
+        for tp in tuning_params(target.module, target.kernel, target.template_args):
+            if tp.kind != "template-int" or tp.index is None or tp.role != "block" or tp.spec_selected:
+                continue
+            if tp.value != current or "{" in rw.template_args[tp.index]:
+                continue
+            rw.set_template_arg(tp.index, f"{{{name} if {name} else {current}}}")
+            rw.note(f"the template argument {tp.name} (= {current}, the block) follows {name}")
+
     def _edit_mapping(
         self, rw: Rewriter, mapping: LaunchMapping, axis: int, name: str, current: int | None
     ) -> LaunchMapping:
@@ -585,14 +613,21 @@ def _reads_axis(module: Module, body: ts.Node, axis: str) -> bool:
     )
 
 
+def _items_counted_for_block(target: Target) -> str | None:
+    """An items-per-thread template argument the spec computes per shape (DeepSpeed's
+    ``pre_rms_norm<T, {2 * ((elems_per_row + 4095) // 4096)}, 256, 256>``): the count covers the
+    row for the spec's block, so a larger block covers it too and a smaller one does not."""
+    params = tuning_params(target.module, target.kernel, target.template_args)
+    return next((t.name for t in params if t.role == "items" and t.spec_selected), None)
+
+
 def _template_index(target: Target, alias: BlockAlias) -> int:
     return next(i for i, p in enumerate(target.kernel.template_params) if p.name == alias.name)
 
 
 def _template_value(target: Target, index: int) -> int | None:
     """The integer every launch passes for template parameter ``index`` (through macros/constexprs)."""
-    module = target.module
-    env = module.facts(target.kernel, target.template_args).index.env
+    env = _launch_env(target, index)
     values = {
         eval_int_text(site.template_args[index], dict(env)) if index < len(site.template_args) else None
         for site in target.launches
@@ -600,9 +635,33 @@ def _template_value(target: Target, index: int) -> int | None:
     return next(iter(values)) if len(values) == 1 else None
 
 
+def _launch_env(target: Target, index: int) -> dict[str, int]:
+    """The integers the launches' template arguments may name: the file's macros and constexprs,
+    then, for a name the file does not define (ggml's ``norm_f32<WARP_SIZE>`` with ``WARP_SIZE``
+    in ``common.cuh``), the launch mapping's integer var of that name (the spec's ``[vars]``) or
+    the value a local header the file includes gives it. Without them a launcher that picks
+    among ``k<WARP_SIZE>`` and ``k<1024>`` by shape read as "not integer constants"."""
+    env = dict(target.module.facts(target.kernel, target.template_args).index.env)
+    mapping = target.mapping
+    path = Path(target.module.path) if target.module.path else None
+    for site in target.launches:
+        if index >= len(site.template_args):
+            continue
+        for name in re.findall(r"[A-Za-z_]\w*", site.template_args[index]):
+            if name in env:
+                continue
+            var = mapping.var(name) if mapping is not None else None
+            number = int_literal(var) if var is not None else None
+            if number is None and path is not None:
+                number = header_value(path, name)
+            if number is not None:
+                env[name] = number
+    return env
+
+
 def _launch_values(target: Target, index: int) -> list[int | None]:
     """The integer each launch passes for template parameter ``index`` (None: not a constant)."""
-    env = target.module.facts(target.kernel, target.template_args).index.env
+    env = _launch_env(target, index)
     return [
         eval_int_text(site.template_args[index], dict(env)) if index < len(site.template_args) else None
         for site in target.launches

@@ -29,11 +29,28 @@ one fed to a ``static_assert`` ktx cannot evaluate; an assert it can evaluate na
 to the values it accepts (``VEC * sizeof(T) <= 16``). A launch literal written twice in the
 expression it sets (``d < 1024 ? d : 1024``) changes in both places, and in the block's mapping
 only, so the launcher ships what is measured. See ``ktx/ir/facts/constants.py``.
+
+A template parameter the file's launches give no integer (the launcher picks it by a name, as
+FlashInfer's ``DISPATCH_ALIGNED_VEC_SIZE`` picks ``VEC_SIZE``) takes the value the spec binds
+when :mod:`ktx.ir.facts.tuning` reads it as a vector width the kernel adapts to (a loop steps
+by it, or a run-time extent is divided by it): the knob replaces the launcher's pick, with
+widths no wider than the spec's (a wider vector needs an alignment nothing established). One
+whose coverage the launch fixes (DeepSpeed's ``granularity``: a fixed group of threads, each
+owning ``granularity`` bytes) is refused, the spec's value named: the grid would have to follow.
+A template block size and items per thread that the spec binds and no launch in the file sets
+(bitsandbytes' ``kDequantizeBlockwise<T, 512, 64, 8, ...>``, launched from another file: the
+spec's 64-thread block is ``THREADS``) become knobs together, their product held at its bound
+value (``THREADS * NUM_PER_TH == 512``), and the spec's block follows ``THREADS``: a block's
+work stays as bound, so the grid and the tiles derived from it stay right. Where no template
+argument is the block but one equals block x items (bitsandbytes' ``kQuantizeBlockwise<T, 4096,
+4>`` on 1024 threads), the items count alone is the knob and the spec's block becomes
+``4096 // NUM_PER_TH``, within 1024 threads.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -51,20 +68,47 @@ from ktx.ir.facts.constants import (
     spec_selected,
     warp_sized_callees,
 )
+from ktx.ir.facts.tuning import TuningParam, tuning_params
 from ktx.ir.index import eval_int_text
 from ktx.ir.launch import LaunchMapping, launch_dims, local_value, substitute
 from ktx.passes._common import around, follow_block_axis, replace_literal
 
-from ktx.passbase import KnobSpec, Option, Pass, Phase, Rewriter, Site, Skip, Target
+from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
 #: Names of constants that size a block (not ``MAX_BLOCKS``, a number of blocks).
 _BLOCKISH = re.compile(r"THREAD|BLOCK(?!S)|WARPS", re.I)
 
 
 @dataclass(frozen=True)
+class BlockItems:
+    """A template block size and items per thread the spec binds, kept at the same product."""
+
+    block: str | None
+    """The block's template parameter; None when the spec's block is a literal that the tile
+    divided by the items gives (bitsandbytes' ``kQuantizeBlockwise<T, 4096, 4>`` on 1024 threads)."""
+    block_value: int
+    items: str
+    items_value: int
+
+    @property
+    def product(self) -> int:
+        return self.block_value * self.items_value
+
+    @property
+    def constraints(self) -> tuple[str, ...]:
+        items = _upper_snake(self.items)
+        if self.block is None:
+            return (f"{self.product} % {items} == 0", f"{self.product} // {items} <= 1024")
+        return (f"{_upper_snake(self.block)} * {items} == {self.product}",)
+
+
+@dataclass(frozen=True)
 class ConstSite(Site):
     const: PerfConstant
     knob: str
+    pair: BlockItems | None = None
+    """The block size and items per thread this constant is one of (:func:`_block_items_pair`),
+    decided on the target as given: the first of the two to be rewritten changes the mapping."""
 
 
 class Expose(Pass[ConstSite]):
@@ -91,7 +135,7 @@ class Expose(Pass[ConstSite]):
         launchers = _launchers(module, fn)
         wanted = {n.upper() for n in self.list_option("names")}
         refused: set[str] = set()
-        consts = [c for c in perf_constants(module) if _relevant(c, fn, launchers)]
+        consts = [_spec_bound(target, c) for c in perf_constants(module) if _relevant(c, fn, launchers)]
         # Device-side constants first, so that host copies of a refused one are refused too.
         consts.sort(key=lambda c: (not fn.span.contains(c.span) and c.kind != "template-int", c.span.start))
         tied = {
@@ -126,7 +170,8 @@ class Expose(Pass[ConstSite]):
                 refused.add(c.name)
                 yield Skip(reason, c.name if c.kind != "launch-literal" else knob, c.span)
                 continue
-            yield ConstSite(knob, c.span, c, knob)
+            pair = _block_items_pair(target) if _in_pair(target, c) else None
+            yield ConstSite(knob, c.span, c, knob, pair)
 
     def _refusal(self, target: Target, c: PerfConstant, refused: set[str]) -> str | None:
         module = target.module
@@ -143,7 +188,7 @@ class Expose(Pass[ConstSite]):
                 f"parameter {template_block}: block-size moves both, a knob here would split them"
             )
         if c.value is None:
-            return f"{c.name} has no integer value ktx can compute"
+            return _unbound_refusal(target, c)
         if c.kind == "launch-literal":
             line = _grid_repeats(target, c)
             if line is not None:
@@ -226,7 +271,13 @@ class Expose(Pass[ConstSite]):
         )
         if c.kind == "launch-literal":
             return tuple(values), None
-        kept, refusal = allowed_by_asserts(target.module, c.name, values, _type_arguments(target))
+        if _vector_bound(target, c):
+            # The launcher derives the width (FlashInfer: gcd(16 / sizeof(T), d)) and the spec
+            # binds the widest it picks: a wider vector needs an alignment and a divisibility of
+            # the row that nothing established, a narrower one divides whatever the wider did.
+            values = tuple(v for v in values if v <= c.value)
+        scope = target.kernel.span if c.kind == "template-int" else None
+        kept, refusal = allowed_by_asserts(target.module, c.name, values, _type_arguments(target), scope)
         if refusal is not None:
             return (), refusal
         if len(kept) < len(values) and c.value not in kept:
@@ -245,7 +296,8 @@ class Expose(Pass[ConstSite]):
                 f"{c.name} takes different values at its {len(sites)} launch sites ({shown}): it "
                 "selects behaviour, not a performance setting"
             )
-        if values and int_literal(next(iter(values))) is None:
+        taken = _vector_bound(target, c) or _in_pair(target, c)
+        if values and int_literal(next(iter(values))) is None and not taken:
             return f"{c.name} is set to {next(iter(values))!r} at its launch, not an integer literal"
         if not sites:
             arg = target.template_args[index] if index < len(target.template_args) else ""
@@ -269,6 +321,29 @@ class Expose(Pass[ConstSite]):
                     rw.replace_bytes(lit.start_byte, lit.end_byte, macro)
                     tied.append(f"line {lit.start_point[0] + 1}")
             rw.set_template_arg(index, "{" + site.knob + "}")
+            pair = site.pair
+            if pair is not None and c.name == pair.block and rw.mapping is not None:
+                new_mapping, places = replace_in_block(rw.mapping, c.value, site.knob)
+                if not places:
+                    raise Refuse(f"the spec's block {c.value} is not written where {site.knob} could follow")
+                rw.set_mapping(new_mapping)
+                rw.note(f"the spec's block {c.value} follows {site.knob} ({', '.join(places)})")
+            if pair is not None and pair.block is None and c.name == pair.items and rw.mapping is not None:
+                derived = f"({pair.product} // {site.knob})"
+                new_mapping, places = replace_in_block(rw.mapping, pair.block_value, derived)
+                if not places:
+                    raise Refuse(f"the spec's block {pair.block_value} is not written where it could follow")
+                rw.set_mapping(new_mapping)
+                rw.note(f"the spec's block {pair.block_value} is {derived} ({', '.join(places)})")
+            if pair is not None and c.name in (pair.block, pair.items):
+                other = pair.items if c.name == pair.block else pair.block
+                if other is None or _template_index(rw.target, other) < index:
+                    for text in pair.constraints:
+                        rw.constraint(text)
+                    rw.note(
+                        f"{' and '.join(pair.constraints)}: a block's work stays as bound, so the grid "
+                        "and the tiles the kernel derives from it stay right"
+                    )
             if tied:
                 rw.note(f"the launch's literal {c.value} ({', '.join(tied)}) follows {site.knob}")
                 if rw.mapping is not None:
@@ -309,6 +384,133 @@ class Expose(Pass[ConstSite]):
                 f"the launch mapping has no literal {c.value}: {site.knob} changes the file's launcher "
                 "only (give the mapping its vars, ktx.pipeline.mapping_from_spec)"
             )
+
+
+def _spec_bound(target: Target, c: PerfConstant) -> PerfConstant:
+    """``c`` with the value the target binds (the spec's ``template_args``) when it is the
+    kernel's vector width (:func:`ktx.ir.facts.tuning.tuning_params`, role ``vector``) and the
+    file's launches pass it no integer: the launcher picks it by a name (FlashInfer's
+    ``DISPATCH_ALIGNED_VEC_SIZE(vec_size, VEC_SIZE, {...})``), which the knob replaces, as the
+    dispatch table replaces the launcher's pick per shape."""
+    if c.kind != "template-int" or c.kernel != target.kernel.name or c.value is not None:
+        return c
+    pair = _block_items_pair(target)
+    if pair is not None and c.name in (pair.block, pair.items):
+        value = pair.block_value if c.name == pair.block else pair.items_value
+        return dataclasses.replace(c, value=value)
+    tp = _tuning(target).get(c.name)
+    if tp is None or tp.role != "vector" or tp.spec_selected or tp.value is None or tp.value < 2:
+        return c
+    if not tp.adapts:
+        return c  # DeepSpeed's granularity: the launch fixes what it covers, and would have to follow
+    return dataclasses.replace(c, value=tp.value)
+
+
+def _block_items_pair(target: Target) -> BlockItems | None:
+    """The kernel's block-size and items-per-thread template parameters, when the file's launches
+    give them no integer and the spec binds both (bitsandbytes' ``kDequantizeBlockwise<T, 512,
+    64, 8, ...>``, DeepSpeed's ``dequantize_kernel<..., unroll, threads>``).
+
+    The block one is the spec's launch block: its value is the block the spec launches (1-D, a
+    literal), and no other template argument has that value. Exactly one other is items per
+    thread (:mod:`ktx.ir.facts.tuning`). Their product, the work of one block, stays as bound
+    (a constraint): the grid, and every tile the kernel derives from that product (``TILE_SIZE``),
+    stay right, while the block trades threads for items per thread."""
+    mapping = target.mapping
+    if mapping is None or mapping.origin != "spec":
+        return None
+    params = [t for t in _tuning(target).values() if not t.spec_selected and t.value is not None]
+    block = [int_literal(b.strip()) for b in mapping.resolved().block]
+    if not block or block[0] is None or any(b != 1 for b in block[1:]):
+        return None
+    threads = block[0]
+    ints = [int_literal(a) for a in target.template_args]
+    blocks = [t for t in params if t.value == threads and ints.count(threads) == 1]
+    items = [t for t in params if t.role == "items"]
+    if len(items) != 1 or any(b.name == items[0].name for b in blocks) or len(blocks) > 1:
+        return None
+    i = items[0]
+    assert i.value is not None
+    if _launched_with_value(target, i.index):
+        return None  # the file's launches give it a value: the usual rules apply
+    if not blocks:
+        # No template argument is the block: the spec's literal block is then a tile the items
+        # divide, when exactly one template argument has the value block x items.
+        tiles = [k for k, v in enumerate(ints) if v == threads * i.value and k != i.index]
+        if len(tiles) != 1 or target.kernel.template_params[tiles[0]].kind != "value":
+            return None
+        return BlockItems(None, threads, i.name, i.value)
+    b = blocks[0]
+    assert b.value is not None
+    if _launched_with_value(target, b.index):
+        return None
+    return BlockItems(b.name, b.value, i.name, i.value)
+
+
+def _launched_with_value(target: Target, index: int | None) -> bool:
+    """Whether a launch in the file writes an integer for template parameter ``index``."""
+    return index is not None and any(
+        index < len(site.template_args) and int_literal(site.template_args[index]) is not None
+        for site in target.launches
+    )
+
+
+def _in_pair(target: Target, c: PerfConstant) -> bool:
+    pair = _block_items_pair(target) if c.kind == "template-int" else None
+    return pair is not None and c.name in (pair.block, pair.items)
+
+
+def _unbound_refusal(target: Target, c: PerfConstant) -> str:
+    """Why a constant without a value in the file stays as it is, saying what the spec binds."""
+    tp = _tuning(target).get(c.name) if c.kind == "template-int" else None
+    if tp is not None and tp.spec_selected:
+        return f"{c.name} is computed per shape by the spec: the launcher's pick, which the spec makes"
+    if tp is None or tp.value is None:
+        return f"{c.name} has no integer value ktx can compute"
+    if tp.role == "vector":
+        return (
+            f"{c.name} (= {tp.value}, the spec's) sets a vector width whose coverage the launch fixes "
+            "(no loop steps by it, no run-time extent is divided by it): the grid would have to follow"
+        )
+    return (
+        f"{c.name} (= {tp.value}, the spec's) sets the {_ROLE_WORDS[tp.role]}, and the file's launches give "
+        "it no value: what each value covers and the launch that goes with it are the launcher's, which ktx "
+        "cannot read"
+    )
+
+
+_ROLE_WORDS = {
+    "block": "block size",
+    "items": "items per thread",
+    "rows": "rows per block",
+    "vector": "vector width",
+}
+
+
+def _vector_bound(target: Target, c: PerfConstant) -> bool:
+    """Whether ``c`` is a vector width whose value is the target's binding (see :func:`_spec_bound`)."""
+    if c.kind != "template-int" or c.kernel != target.kernel.name:
+        return False
+    pair = _block_items_pair(target)
+    if pair is not None and c.name in (pair.block, pair.items):
+        return False
+    tp = _tuning(target).get(c.name)
+    if tp is None or tp.role != "vector" or tp.spec_selected or tp.value != c.value or not tp.adapts:
+        return False
+    index = next(i for i, p in enumerate(target.kernel.template_params) if p.name == c.name)
+    return all(
+        index < len(site.template_args) and int_literal(site.template_args[index]) is None
+        for site in target.launches
+    )
+
+
+def _template_index(target: Target, name: str) -> int:
+    return next(i for i, p in enumerate(target.kernel.template_params) if p.name == name)
+
+
+def _tuning(target: Target) -> dict[str, TuningParam]:
+    params = tuning_params(target.module, target.kernel, target.template_args)
+    return {t.name: t for t in params if t.kind == "template-int"}
 
 
 def _template_block(target: Target) -> str | None:

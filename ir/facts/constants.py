@@ -136,9 +136,14 @@ def _env_with(module: Module, name: str, value: int, types: Mapping[str, str]) -
     return env
 
 
-def static_asserts(module: Module, name: str) -> list[ts.Node]:
+def static_asserts(module: Module, name: str, scope: Span | None = None) -> list[ts.Node]:
     """The ``static_assert`` declarations whose condition reads ``name``, directly or through a
-    constant computed from it."""
+    constant computed from it.
+
+    ``scope``: ``name`` is a template parameter of the function at that span, so only its own
+    asserts and those outside every function speak of it. ggml's ``norm.cu`` names the template
+    parameter ``block_size`` in several kernels, and ``rms_norm_f32``'s
+    ``static_assert(block_size == 1024)`` says nothing of ``norm_f32``'s."""
     reads = {name}
     for other, node in _constants(module):
         if any(_word(r).search((node.text or b"").decode()) for r in reads):
@@ -149,19 +154,34 @@ def static_asserts(module: Module, name: str) -> list[ts.Node]:
             continue
         cond = n.child_by_field_name("condition")
         text = (cond.text or b"").decode() if cond is not None else ""
+        if scope is not None and not _in_scope(n, scope):
+            continue
         if any(_word(r).search(text) for r in reads):
             found.append(n)
     return found
 
 
+def _in_scope(node: ts.Node, scope: Span) -> bool:
+    """Whether ``node`` lies in ``scope`` or in no function definition at all."""
+    if scope.start <= node.start_byte and node.end_byte <= scope.end:
+        return True
+    up = node.parent
+    while up is not None:
+        if up.type == "function_definition":
+            return False
+        up = up.parent
+    return True
+
+
 def allowed_by_asserts(
-    module: Module, name: str, values: Sequence[int], types: Mapping[str, str]
+    module: Module, name: str, values: Sequence[int], types: Mapping[str, str], scope: Span | None = None
 ) -> tuple[tuple[int, ...], str | None]:
     """(the values every ``static_assert`` reading ``name`` accepts, a refusal or None).
 
     The refusal is for an assert ktx cannot evaluate (it reads a ``sizeof`` of a struct, say):
-    which values it accepts is then unknown, so the constant is no knob."""
-    asserts = static_asserts(module, name)
+    which values it accepts is then unknown, so the constant is no knob. ``scope`` as for
+    :func:`static_asserts` (a template parameter: the kernel's span)."""
+    asserts = static_asserts(module, name, scope)
     if not asserts:
         return tuple(values), None
     kept: list[int] = []

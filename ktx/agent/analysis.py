@@ -39,6 +39,7 @@ from ktx.ir import Function, Module, parse, syntax
 from ktx.ir.analysis import perf_constants
 from ktx.ir.facts.online import VariancePair, online_pairs
 from ktx.ir.facts.rowkeep import ScalarKeep, row_keeps
+from ktx.ir.facts.tuning import tuning_params
 
 from ktx.measure.types import Measurement
 
@@ -252,6 +253,15 @@ def kernel_facts(module: Module, kernel: str | None = None) -> KernelFacts:
         f"{c.name}={c.value}"
         for c in perf_constants(module)
         if c.kernel in (None, fn.name) and c.value is not None
+    )
+    # A block size, width or items count the file's launches give no value (the spec binds it:
+    # FlashInfer's VEC_SIZE, bitsandbytes' THREADS): expose decides with the spec's value.
+    constants += tuple(
+        f"{t.name}=(the spec's)"
+        for t in tuning_params(module, fn)
+        if t.kind == "template-int"
+        and t.value is None
+        and not any(c.startswith(f"{t.name}=") for c in constants)
     )
     folds = tuple(
         f"{lf.label}: {r.op} {', '.join(r.carried)}"

@@ -166,3 +166,17 @@ __global__ void k(const float* x, float* out, int n) {
     assert f.reductions[0] == "L0: sum acc" and "L0: max mx" in f.reductions
     assert f.tree_reductions == () and f.shuffles and f.syncthreads == 1
     assert "reductions: L0: sum acc" in f.text()
+
+
+def test_a_template_setting_the_file_gives_no_value_is_a_performance_constant_for_the_planner() -> None:
+    # FlashInfer's RMSNormKernel<VEC_SIZE, T>, launched through a dispatch macro: no value in the
+    # file, the spec binds it; listed so that the rules planner's expose rule sees it.
+    src = """
+template <typename T, unsigned N> struct vec_t { T v[N]; };
+template <uint32_t VEC_SIZE, typename T>
+__global__ void norm(T* out, const T* in, uint32_t d) {
+  vec_t<T, VEC_SIZE> x;
+  for (uint32_t i = threadIdx.x * VEC_SIZE; i < d; i += blockDim.x * VEC_SIZE) out[i] = in[i];
+}
+"""
+    assert facts_of_source(src).perf_constants == ("VEC_SIZE=(the spec's)",)

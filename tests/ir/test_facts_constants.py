@@ -47,3 +47,25 @@ def test_ceil_divide_literals_round_up_or_refuse() -> None:
             else ([module.text(module.span(n.start_byte, n.end_byte)) for n in found[0]], len(found[1]))
         )
     assert texts == [(["256"], 1), (["256", "256"], 0), (["256"], 0), None, None]
+
+
+def test_a_static_assert_of_another_kernel_does_not_narrow_a_template_parameter_of_the_same_name() -> None:
+    # ggml's norm.cu: rms_norm_f32 asserts block_size == 1024 for itself; norm_f32's own
+    # block_size is free. With the kernel's span as scope only its own asserts count.
+    from ktx.ir.facts.constants import allowed_by_asserts
+
+    m = parse(
+        """
+template <int block_size> __global__ void norm(float* y) { y[threadIdx.x] = block_size; }
+template <int block_size> __global__ void rms(float* y) {
+  static_assert(block_size == 1024, "unexpected block_size");
+  y[threadIdx.x] = block_size;
+}
+static_assert(sizeof(float) == 4, "file scope");
+"""
+    )
+    norm, rms = m.kernels
+    values = (32, 256, 1024)
+    assert allowed_by_asserts(m, "block_size", values, {}, norm.span) == (values, None)
+    assert allowed_by_asserts(m, "block_size", values, {}, rms.span) == ((1024,), None)
+    assert allowed_by_asserts(m, "block_size", values, {}) == ((1024,), None)  # no scope: file-wide

@@ -343,3 +343,105 @@ def test_an_unguarded_index_over_a_block_of_one_keeps_that_axis() -> None:
         "  const int i = row*ncols + col;", "  if (row >= nrows) return;\n  const int i = row*ncols + col;"
     )
     assert {k.name for k in apply(guarded, "block-size", mapping=spec).knobs} == {"BLOCK_X", "BLOCK_Y"}
+
+
+HEADER_WARP = """\
+#include "common.cuh"
+template <int block_size>
+__global__ void k(float* out, const float* x, int n) {
+  extern __shared__ float part[];
+  float s = 0.f;
+  for (int i = threadIdx.x; i < n; i += block_size) s += x[blockIdx.x * n + i];
+  if (threadIdx.x == 0) out[blockIdx.x] = s;
+}
+template <int block_size>
+__global__ void other(float* y) {
+  static_assert(block_size == 1024, "unexpected block_size");
+  y[threadIdx.x] = 0.f;
+}
+void launch(float* out, const float* x, int n, int rows) {
+  if (n < 1024) {
+    const dim3 block_dims(WARP_SIZE, 1, 1);
+    k<WARP_SIZE><<<rows, block_dims, 0>>>(out, x, n);
+  } else {
+    const dim3 block_dims(1024, 1, 1);
+    k<1024><<<rows, block_dims, 128>>>(out, x, n);
+  }
+}
+"""
+
+
+def test_a_launcher_pick_that_names_a_header_constant_reads_it_from_the_spec_or_the_header(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # ggml's norm_f32: k<WARP_SIZE> and k<1024> by shape, WARP_SIZE defined in common.cuh (not in
+    # the file). Before, "the launches pass block_size values that are not integer constants";
+    # the spec's [vars] (or the header beside the file) gives WARP_SIZE, and another kernel's
+    # static_assert on its own block_size does not narrow this one's domain.
+    refused = apply(HEADER_WARP, "block-size", kernel="k")
+    assert refused.knobs == () and "not integer constants" in remarks(refused)[0]
+    mapping = LaunchMapping(("rows",), ("1024",), "128", (("WARP_SIZE", "32"),), "spec")
+    t = apply(HEADER_WARP, "block-size", kernel="k", mapping=mapping, template_args=["1024"])
+    (knob,) = t.knobs
+    assert (knob.name, knob.values, knob.default) == ("BLOCK_X", (32, 64, 128, 256, 512, 1024), 1024)
+    assert t.instantiate({"BLOCK_X": 64}).count("k<64><<<rows, block_dims") == 2
+    (tmp_path / "common.cuh").write_text("#pragma once\n#define WARP_SIZE 32\n")
+    cu = tmp_path / "norm.cu"
+    cu.write_text(HEADER_WARP)
+    from_header = apply(HEADER_WARP, "block-size", kernel="k", path=str(cu), template_args=["1024"])
+    assert [k.values for k in from_header.knobs] == [(32, 64, 128, 256, 512, 1024)]
+
+
+SOFTMAX_LIKE = """\
+template <bool use_shared, int ncols_template, int block_size_template>
+__global__ void soft_max(const float* x, float* dst, const int ncols_par) {
+  const int ncols = ncols_template == 0 ? ncols_par : ncols_template;
+  const int block_size = block_size_template == 0 ? blockDim.x : block_size_template;
+  float m = -1e30f;
+  for (int col = threadIdx.x; col < ncols; col += block_size) m = fmaxf(m, x[blockIdx.x * ncols + col]);
+  dst[blockIdx.x * blockDim.x + threadIdx.x] = m;
+}
+"""
+
+
+def test_a_template_argument_bound_to_the_block_follows_it_and_a_var_of_that_value_keeps_it() -> None:
+    # ggml's soft_max_f32<true, 1024, 1024>: block_size_template is the block size whenever it is
+    # not 0, so a block of 256 must instantiate it as 256 (else the kernel strides by 1024 with
+    # 256 threads and skips columns). ncols (a var of its own, the data's width) is also 1024 and
+    # keeps its value: before, it became BLOCK_X in the mapping, and the data's shape with it.
+    mapping = LaunchMapping(("rows",), ("1024",), "(ncols + 32) * 4", (("ncols", "1024"),), "spec")
+    t = apply(SOFTMAX_LIKE, "block-size", mapping=mapping, template_args=["true", "1024", "1024"])
+    (knob,) = t.knobs
+    assert knob.name == "BLOCK_X"
+    assert t.template_args == ("true", "1024", "{BLOCK_X if BLOCK_X else 1024}")
+    launch = t.launch()
+    assert launch is not None
+    assert launch.evaluate({"rows": 2, "BLOCK_X": 256}) == ((2,), (256,), (1024 + 32) * 4)
+    assert launch.evaluate({"rows": 2, "BLOCK_X": 0})[1] == (1024,)
+    assert t.mapping is not None and dict(t.mapping.vars)["ncols"] == "1024"
+
+
+ROWS_UNROLLED = """\
+template <typename T, int UNROLL, int threadsPerGroup, int maxThreads>
+__global__ void pre_norm(T* out, const T* x, int elems_per_row) {
+  const int row = blockIdx.x * (maxThreads / threadsPerGroup) + threadIdx.x / threadsPerGroup;
+  float s = 0.f;
+  for (int i = 0; i < UNROLL; i++) {
+    const int col = i * blockDim.x + threadIdx.x;
+    if (col < elems_per_row) s += (float)x[row * elems_per_row + col];
+  }
+  out[row * elems_per_row + threadIdx.x] = (T)s;
+}
+"""
+
+
+def test_a_per_shape_items_count_keeps_the_block_at_least_as_large_and_bound_block_arguments_follow() -> None:
+    # DeepSpeed's pre_rms_norm<T, {2 * ceil(e / 4096)}, 256, 256>: UNROLL covers the row for 256
+    # threads, so only larger blocks cover it too; threadsPerGroup and maxThreads (= the block)
+    # follow the knob. Before, BLOCK_X took 32 .. 128 and left both template arguments at 256.
+    mapping = LaunchMapping(("rows",), ("block",), "0", (("block", "256"),), "spec")
+    args = ["float", "{2 * ((elems_per_row + 4095) // 4096)}", "256", "256"]
+    t = apply(ROWS_UNROLLED, "block-size", mapping=mapping, template_args=args)
+    (knob,) = t.knobs
+    assert (knob.name, knob.values) == ("BLOCK_X", (0, 256, 512, 1024))
+    follow = "{BLOCK_X if BLOCK_X else 256}"
+    assert t.template_args == ("float", args[1], follow, follow)
+    assert any("x stays at least 256" in r for r in remarks(t))

@@ -273,3 +273,141 @@ def test_a_problem_size_the_spec_names_but_the_launch_does_not_read_is_refused()
     t = apply(SIZE_IN_MAIN, "expose", mapping=spec)
     assert "N" not in {k.name for k in t.knobs} and "n" not in {k.name for k in t.knobs}
     assert any("a spec [vars] entry the launch does not read" in r for r in remarks(t, "skipped"))
+
+
+VEC_PICKED = """\
+template <typename T, unsigned N> struct vec_t { T v[N]; };
+template <uint32_t VEC_SIZE, typename T>
+__global__ void norm(T* out, const T* in, uint32_t d) {
+  vec_t<T, VEC_SIZE> x;
+  for (uint32_t i = threadIdx.x * VEC_SIZE; i < d; i += blockDim.x * VEC_SIZE) {
+    for (uint32_t j = 0; j < VEC_SIZE; j++) x.v[j] = in[blockIdx.x * d + i + j];
+    for (uint32_t j = 0; j < VEC_SIZE; j++) out[blockIdx.x * d + i + j] = x.v[j];
+  }
+}
+#define DISPATCH_VEC(vec_size, VEC_SIZE, ...) \\
+  if (vec_size == 8) { constexpr uint32_t VEC_SIZE = 8; __VA_ARGS__ } \\
+  else { constexpr uint32_t VEC_SIZE = 1; __VA_ARGS__ }
+template <typename T>
+void launch(T* out, const T* in, uint32_t d, uint32_t rows) {
+  const uint32_t vec_size = d % 8 == 0 ? 8 : 1;
+  DISPATCH_VEC(vec_size, VEC_SIZE, { norm<VEC_SIZE, T><<<rows, 128>>>(out, in, d); })
+}
+"""
+
+
+def test_a_vector_width_the_launcher_picks_by_name_is_a_knob_no_wider_than_the_spec_binds() -> None:
+    # FlashInfer's RMSNormKernel<VEC_SIZE, T>: the launcher picks VEC_SIZE through a dispatch
+    # macro (no integer at the launch). The spec binds 8, the widest the launcher picks; the knob
+    # replaces the pick, narrower widths only (a wider one needs an alignment nothing established).
+    unbound = apply(VEC_PICKED, "expose{names=VEC_SIZE}")
+    assert unbound.knobs == ()
+    assert any("VEC_SIZE" in r and "integer" in r for r in remarks(unbound))
+    t = apply(VEC_PICKED, "expose{names=VEC_SIZE}", template_args=["8", "half"])
+    (knob,) = t.knobs
+    assert (knob.name, knob.values, knob.default) == ("VEC_SIZE", (2, 4, 8), 8)
+    assert t.template_args == ("{VEC_SIZE}", "half")
+    assert t.name_expression({"VEC_SIZE": 4}) == "norm<4, half>"
+    assert "norm<KTX_VEC_SIZE, T><<<rows, 128>>>" in t.source
+    # A width computed per shape by the spec is the launcher's pick ktx does not replace.
+    picked = "{8 if d % 8 == 0 else 1}"
+    per_shape = apply(VEC_PICKED, "expose{names=VEC_SIZE}", template_args=[picked, "half"])
+    assert per_shape.knobs == ()
+
+
+FIXED_SLICE = """\
+template <typename T, int threadsPerHead, int granularity>
+__global__ void rope(T* q, int head_size) {
+  constexpr int T_per_thread = granularity / sizeof(T);
+  const int head = blockIdx.x * (256 / threadsPerHead) + threadIdx.x / threadsPerHead;
+  const int base = (threadIdx.x % threadsPerHead) * T_per_thread;
+  T v[T_per_thread];
+#pragma unroll
+  for (int i = 0; i < T_per_thread; i++) v[i] = q[head * head_size + base + i];
+#pragma unroll
+  for (int i = 0; i < T_per_thread; i++) q[head * head_size + base + i] = v[i] * 2;
+}
+#define LAUNCH(ALIGNMENT) rope<T, 16, ALIGNMENT><<<grid, 256>>>(q, head_size)
+template <typename T>
+void launch(T* q, int head_size, int grid, int alignment) {
+  if (alignment == 16) { LAUNCH(16); } else { LAUNCH(8); }
+}
+"""
+
+
+def test_a_vector_width_whose_slice_the_launch_fixes_is_refused_with_the_spec_value_named() -> None:
+    # DeepSpeed's apply_rotary_pos_half: each thread of a fixed group owns granularity bytes of a
+    # head; another width moves what a launch covers (the grid would have to follow): no knob.
+    t = apply(FIXED_SLICE, "expose{names=granularity}", template_args=["__half", "16", "16"])
+    assert t.knobs == ()
+    (why,) = [o.message for o in t.outcomes if o.site == "granularity"]
+    assert why.startswith("granularity (= 16, the spec's) sets a vector width whose coverage the launch")
+
+
+TILED = """\
+template <typename T, int TILE_SIZE, int THREADS, int NUM_PER_TH>
+__global__ void dequant(T* out, const unsigned char* in, int n) {
+  const int base = blockIdx.x * TILE_SIZE;
+  T vals[NUM_PER_TH];
+  for (int j = 0; j < NUM_PER_TH; j++) {
+    const int i = base + threadIdx.x * NUM_PER_TH + j;
+    vals[j] = i < n ? (T)in[i] : (T)0;
+  }
+  for (int j = 0; j < NUM_PER_TH; j++) {
+    const int i = base + threadIdx.x * NUM_PER_TH + j;
+    if (i < n) out[i] = vals[j];
+  }
+}
+"""
+
+
+def test_a_template_block_size_and_items_per_thread_the_spec_binds_keep_their_product() -> None:
+    # bitsandbytes' kDequantizeBlockwise<T, 512, 64, 8>: launched from another file, so the
+    # spec's 64-thread block is THREADS, and NUM_PER_TH the items per thread. A block's work
+    # (THREADS * NUM_PER_TH = TILE_SIZE = 512) stays as bound: the grid stays right.
+    from ktx.ir.launch import LaunchMapping
+
+    mapping = LaunchMapping(("(n + 511) // 512",), ("64",), "0", (), "spec")
+    t = apply(TILED, "expose", template_args=["float", "512", "64", "8"], mapping=mapping)
+    knobs = {k.name: (k.values, k.default) for k in t.knobs}
+    assert knobs == {"THREADS": ((32, 64, 128, 256), 64), "NUM_PER_TH": ((2, 4, 8, 16, 32), 8)}
+    assert t.space.constraints == ("THREADS * NUM_PER_TH == 512",)
+    assert t.template_args == ("float", "512", "{THREADS}", "{NUM_PER_TH}")
+    launch = t.launch()
+    assert launch is not None and launch.block == ("THREADS",) and launch.grid == ("(n + 511) // 512",)
+    assert not t.space.feasible({"THREADS": 128, "NUM_PER_TH": 8})
+    assert t.name_expression({"THREADS": 128, "NUM_PER_TH": 4}) == "dequant<float, 512, 128, 4>"
+    # The spec's block is no template argument's value (or two share it): nothing is known of
+    # which one the block is, so neither is a knob.
+    other = LaunchMapping(("(n + 511) // 512",), ("128",), "0", (), "spec")
+    refused = apply(TILED, "expose", template_args=["float", "512", "64", "8"], mapping=other)
+    assert refused.knobs == ()
+    assert any("NUM_PER_TH (= 8, the spec's) sets the items per thread" in r for r in remarks(refused))
+
+
+QUANT = """\
+template <typename T, int BLOCK_SIZE, int NUM_PER_TH>
+__global__ void quant(unsigned char* out, const T* in, int n) {
+  const int base = blockIdx.x * BLOCK_SIZE;
+  for (int j = 0; j < NUM_PER_TH; j++) {
+    const int i = base + threadIdx.x * NUM_PER_TH + j;
+    if (i < n) out[i] = (unsigned char)in[i];
+  }
+}
+"""
+
+
+def test_an_items_count_whose_block_is_the_specs_literal_moves_the_block_with_it() -> None:
+    # bitsandbytes' kQuantizeBlockwise<T, 4096, 4> on 1024 threads: no template argument is the
+    # block, but 4096 (the quantization block, a tile) is block x items: the block follows as
+    # 4096 // NUM_PER_TH, within the 1024-thread limit.
+    from ktx.ir.launch import LaunchMapping
+
+    mapping = LaunchMapping(("cdiv(n, 4096)",), ("1024",), "0", (), "spec")
+    t = apply(QUANT, "expose", template_args=["float", "4096", "4"], mapping=mapping)
+    (knob,) = t.knobs
+    assert (knob.name, knob.values, knob.default) == ("NUM_PER_TH", (1, 2, 4, 8, 16), 4)
+    assert t.space.constraints == ("4096 % NUM_PER_TH == 0", "4096 // NUM_PER_TH <= 1024")
+    assert not t.space.feasible({"NUM_PER_TH": 2}) and t.space.feasible({"NUM_PER_TH": 16})
+    launch = t.launch()
+    assert launch is not None and launch.evaluate({"n": 8192, "NUM_PER_TH": 8})[:2] == ((2,), (512,))
