@@ -527,6 +527,8 @@ def _read_range(
     * ``q[e % m]``, ``m`` the same for the whole loop: ``(-m, m)`` (a negative ``e`` gives a
       negative remainder in C++); also through a local of the body initialised so and never
       assigned again (``int b_idx = id % n; ... bias[b_idx]``);
+    * ``q[var / m]`` (``int batch_idx = index / beam_width``): ``[0, (bound - 1) / m + 1)``
+      where ``m > 0``, else an empty range (the check then keeps the scalar loop);
 
     else None. Every text is read before the loop, so it may not name what the body declares or
     assigns (the loop variable included)."""
@@ -565,12 +567,19 @@ def _read_range(
         c = int(_text(module, index))
         return ReadRange(w, r, str(c), str(c + 1))
     op = index.child_by_field_name("operator") if index.type == "binary_expression" else None
-    m = index.child_by_field_name("right") if op is not None and op.type == "%" else None
+    m = index.child_by_field_name("right") if op is not None and op.type in ("%", "/") else None
     if m is None or syntax.names_in(module, m) & body_names:
         return None
     if any(b in _text(module, m) for b in ("threadIdx", "blockIdx", "(")):
         return None  # per-thread or a call: not one value for the loop
     mt = _text(module, m)
+    if op is not None and op.type == "/":
+        # q[var / m]: var runs over [0, bound) (as the written range assumes), so for m > 0 the
+        # quotient lies in [0, (bound - 1) / m + 1); for m <= 0 the range is empty and the check fails
+        left = index.child_by_field_name("left")
+        if left is None or _canon(_text(module, left)) != var:
+            return None
+        return ReadRange(w, r, "0", f"(({mt}) > 0 ? (({{bound}}) - 1) / ({mt}) + 1 : 0)")
     return ReadRange(w, r, f"1 - ({mt})", f"({mt})")
 
 
