@@ -841,6 +841,8 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
     em = _Emit(module, plan, vec, unit)
     bound = em.text(eb.bound)
     bound_text = bound if re.fullmatch(r"[\w.]+", bound) else f"({bound})"
+    if eb.inclusive:  # `if (i > n) return;`: element n runs too
+        bound_text = f"{bound_text} + 1"
     checks = [*eb.conditions, *_checks(em), f"ktx_p * {vec} + {vec} <= {bound_text}"]
     pad = " " * len(f"{indent}if (")
     lines = [f"#if {vec} > 1"]

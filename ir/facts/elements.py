@@ -75,6 +75,8 @@ class ElementBody:
     end: int
     conditions: tuple[str, ...] = ()
     """What else the guard asks for the element to run (``row < M`` of ``row < M && col < N``)."""
+    inclusive: bool = False
+    """The guard lets element ``bound`` run too (``if (var > n) return;``): ``bound + 1`` elements."""
 
 
 def _line(node: ts.Node) -> int:
@@ -118,7 +120,7 @@ def _index_decl(module: Module, fn: Function, stmt: ts.Node) -> tuple[str, str, 
 
 def _guard(
     module: Module, stmt: ts.Node, var: str
-) -> tuple[Literal["block", "return"], ts.Node, tuple[str, ...]] | None:
+) -> tuple[Literal["block", "return"], ts.Node, tuple[str, ...], bool] | None:
     """(form, bound, other conditions) for ``if (var < n) ...`` / ``if (var >= n) return;``.
 
     2-D kernels add conditions on other coordinates: ``if (row < M && col < N) {...}`` or
@@ -135,7 +137,7 @@ def _guard(
     only = body[0] if len(body) == 1 else None
     returns = only is not None and only.type == "return_statement" and not only.named_children
     parts = _chain(_unparen(cond), "||" if returns else "&&")
-    found: tuple[bool, ts.Node] | None = None
+    found: tuple[bool, ts.Node, bool] | None = None
     others: list[str] = []
     for part in parts:
         comparison = _compare(module, part, var)
@@ -148,11 +150,11 @@ def _guard(
             others.append(f"!({text})" if returns else text)
     if found is None:
         return None
-    less, bound = found
+    less, bound, inclusive = found
     if less and not returns:
-        return "block", bound, tuple(others)
+        return "block", bound, tuple(others), inclusive
     if not less and returns:
-        return "return", bound, tuple(others)
+        return "return", bound, tuple(others), inclusive
     return None
 
 
@@ -174,8 +176,11 @@ def _chain(node: ts.Node, op: str) -> list[ts.Node]:
     return [node]
 
 
-def _compare(module: Module, node: ts.Node, var: str) -> tuple[bool, ts.Node] | None:
-    """(``var < bound``?, bound) for ``var < n``, ``n > var``, ``var >= n``, ``n <= var``."""
+def _compare(module: Module, node: ts.Node, var: str) -> tuple[bool, ts.Node, bool] | None:
+    """(``var < bound``?, bound, inclusive?) for ``var < n``, ``n > var``, ``var >= n``, ``n <= var``,
+    and the inclusive ``var <= n``, ``n >= var``, ``var > n``, ``n < var`` (elements up to ``n``
+    run: the bound is ``n + 1``, as ``if (idx > m * n) return;`` in FasterTransformer's
+    ``slice_copy`` says)."""
     if node.type != "binary_expression":
         return None
     op = node.child_by_field_name("operator")
@@ -185,13 +190,16 @@ def _compare(module: Module, node: ts.Node, var: str) -> tuple[bool, ts.Node] | 
         return None
     left, right = _unparen(left), _unparen(right)
     is_var = [n.type == "identifier" and _text(module, n) == var for n in (left, right)]
-    if is_var[0] and op.type in ("<", ">="):
-        less, bound = op.type == "<", right
-    elif is_var[1] and op.type in (">", "<="):
-        less, bound = op.type == ">", left
+    # the comparison as `var OP bound`
+    mirror = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}
+    if is_var[0] and op.type in mirror:
+        rel, bound = op.type, right
+    elif is_var[1] and op.type in mirror:
+        rel, bound = mirror[op.type], left
     else:
         return None
-    return None if mentions(module, bound, {var}) else (less, bound)
+    less, inclusive = rel in ("<", "<="), rel in ("<=", ">")
+    return None if mentions(module, bound, {var}) else (less, bound, inclusive)
 
 
 def element_body(module: Module, fn: Function) -> ElementBody | str | None:
@@ -228,7 +236,7 @@ def element_body(module: Module, fn: Function) -> ElementBody | str | None:
                 f"`{_first_line(module, rest[0])}` (line {_line(rest[0])}) {what} a bound check "
                 f"`if ({var} < n) {{...}}` or `if ({var} >= n) return;`: packs need the bound"
             )
-        form, bound, others = guard
+        form, bound, others, inclusive = guard
         if form == "block":
             if len(rest) > 1:
                 return f"code after the guarded body (line {_line(rest[1])}) runs once per thread"
@@ -246,7 +254,7 @@ def element_body(module: Module, fn: Function) -> ElementBody | str | None:
                 if name in assign.assigned(module, s):
                     return f"the body changes {name}, which the bound `{_text(module, bound)}` reads"
         return ElementBody(
-            stmt, var, var_type, value, bound, rest[0], form, body, tuple(between), end, others
+            stmt, var, var_type, value, bound, rest[0], form, body, tuple(between), end, others, inclusive
         )
     return None
 
@@ -507,7 +515,18 @@ def element_accesses(module: Module, fn: Function, eb: ElementBody) -> list[MemR
             loops = (loop,) if loop is not None else ()
             found.append(
                 subscript_ref(
-                    module, fn, n, at, index, pointer, root, stride, offset, offset_terms, conditional, loops,
+                    module,
+                    fn,
+                    n,
+                    at,
+                    index,
+                    pointer,
+                    root,
+                    stride,
+                    offset,
+                    offset_terms,
+                    conditional,
+                    loops,
                     legal and not conditional,
                 )
             )
