@@ -877,10 +877,11 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
     if rest.strip() and not rest.strip().startswith(b"//"):
         closing += newline + indent
     rw.insert(eb.end, closing)
-    shrink_grid(rw, vec, "VEC_THREAD")
+    shrink_grid(rw, vec, "VEC_THREAD", eb.axis)
     pointers = sorted({a.pointer for a in packed})
     rw.note(
-        f"{eb.var}: packed {len(pointers)} pointer(s): {', '.join(pointers)}; grid x divided by VEC_THREAD"
+        f"{eb.var}: packed {len(pointers)} pointer(s): {', '.join(pointers)}; "
+        f"grid {eb.axis} divided by VEC_THREAD"
     )
     for note in site.notes:
         rw.note(note)

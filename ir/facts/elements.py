@@ -45,6 +45,15 @@ from ktx.ir.syntax import text as _text
 #: The builtins whose value for an element changes when threads take several elements and the
 #: grid's x shrinks (``blockDim`` and the y/z components keep theirs).
 MOVED = frozenset({"threadIdx.x", "blockIdx.x", "gridDim.x"})
+#: The thread index with a row's columns on the grid's y (the rows on its x).
+Y_INDEX = GLOBAL_INDEX.replace("blockIdx.x", "blockIdx.y")
+
+
+def moved_builtins(axis: str) -> frozenset[str]:
+    """The builtins whose meaning changes when the grid's ``axis`` shrinks (:data:`MOVED` for x)."""
+    return frozenset({"threadIdx.x", f"blockIdx.{axis}", f"gridDim.{axis}"})
+
+
 _EXITS = frozenset({"break_statement", "continue_statement", "return_statement", "goto_statement"})
 _LOOPS = frozenset({"for_statement", "while_statement", "do_statement", "for_range_loop"})
 _PREPROC = frozenset({"preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif"})
@@ -77,6 +86,8 @@ class ElementBody:
     """What else the guard asks for the element to run (``row < M`` of ``row < M && col < N``)."""
     inclusive: bool = False
     """The guard lets element ``bound`` run too (``if (var > n) return;``): ``bound + 1`` elements."""
+    axis: str = "x"
+    """The grid axis whose blocks number the elements (``y``: ``blockIdx.y * blockDim.x + threadIdx.x``)."""
 
 
 def _line(node: ts.Node) -> int:
@@ -87,8 +98,12 @@ def _code(nodes: list[ts.Node]) -> list[ts.Node]:
     return [n for n in nodes if n.type != "comment"]
 
 
-def _index_decl(module: Module, fn: Function, stmt: ts.Node) -> tuple[str, str, ts.Node] | None:
-    """(var, type, initialiser) when ``stmt`` declares the global thread index, else None.
+def _index_decl(module: Module, fn: Function, stmt: ts.Node) -> tuple[str, str, ts.Node, str] | None:
+    """(var, type, initialiser, grid axis) when ``stmt`` declares the global thread index, else None.
+
+    The grid axis is ``x`` for ``blockIdx.x * blockDim.x + threadIdx.x`` and ``y`` for
+    ``blockIdx.y * blockDim.x + threadIdx.x`` (FasterTransformer's residual kernels: rows on the
+    grid's x, a row's columns on its y), the axis whose grid shrinks when threads take packs.
 
     :func:`ktx.ir.affine.thread_index` decides (casts, ``unsigned``/``size_t``, a ``#define``
     block size that every launch passes *is* ``blockDim.x``); the canonical text of the
@@ -106,16 +121,21 @@ def _index_decl(module: Module, fn: Function, stmt: ts.Node) -> tuple[str, str, 
     var = _text(module, ident)
     index = kernel_index(module, fn).thread_index("x")
     fn_body = module.node(fn.body)
+    axis = "x"
     if index is not None and index.var == var and index.decl.id == stmt.id:
         pass
-    elif canon(expand(module, fn_body, value, stmt.start_byte)) != GLOBAL_INDEX:
-        return None
+    else:
+        form = canon(expand(module, fn_body, value, stmt.start_byte))
+        if form == Y_INDEX:
+            axis = "y"
+        elif form != GLOBAL_INDEX:
+            return None
     words = [
         _text(module, c)
         for c in stmt.children
         if c.type not in ("init_declarator", ";", "comment") and _text(module, c) != "const"
     ]
-    return var, " ".join(words), value
+    return var, " ".join(words), value, axis
 
 
 def _guard(
@@ -210,7 +230,7 @@ def element_body(module: Module, fn: Function) -> ElementBody | str | None:
         found = _index_decl(module, fn, stmt)
         if found is None:
             continue
-        var, var_type, value = found
+        var, var_type, value, axis = found
         early = runs_before(module, fn_body, stmt)
         if early is not None:
             return (
@@ -254,7 +274,19 @@ def element_body(module: Module, fn: Function) -> ElementBody | str | None:
                 if name in assign.assigned(module, s):
                     return f"the body changes {name}, which the bound `{_text(module, bound)}` reads"
         return ElementBody(
-            stmt, var, var_type, value, bound, rest[0], form, body, tuple(between), end, others, inclusive
+            stmt,
+            var,
+            var_type,
+            value,
+            bound,
+            rest[0],
+            form,
+            body,
+            tuple(between),
+            end,
+            others,
+            inclusive,
+            axis,
         )
     return None
 
@@ -285,7 +317,7 @@ def body_refusal(module: Module, eb: ElementBody) -> str | None:
     moved = _moved_locals(module, eb)
     for cond in (*eb.conditions, _text(module, eb.bound)):
         flat = "".join(cond.split())
-        names = [b for b in sorted(MOVED) if b in flat]
+        names = [b for b in sorted(moved_builtins(eb.axis)) if b in flat]
         names += [n for n in moved if re.search(rf"\b{re.escape(n)}\b", cond)]
         if names:
             return (
@@ -300,7 +332,7 @@ def body_refusal(module: Module, eb: ElementBody) -> str | None:
                 word = _text(module, n).split()[0].rstrip(";")
                 if n.type == "return_statement" or not syntax.in_loop_or_switch(n, stmt.parent or stmt):
                     return f"the body has a `{word}` (line {_line(n)}): packs cannot stop mid-way"
-            if n.type == "field_expression" and "".join(_text(module, n).split()) in MOVED:
+            if n.type == "field_expression" and "".join(_text(module, n).split()) in moved_builtins(eb.axis):
                 return (
                     f"the body reads {_text(module, n).replace(' ', '')} (line {_line(n)}); "
                     f"with several elements per thread it no longer belongs to element {var}"
@@ -342,7 +374,7 @@ def _moved_locals(module: Module, eb: ElementBody) -> dict[str, str]:
     fn_body = eb.decl.parent
     if fn_body is None:
         return {}
-    return derived_locals(module, fn_body, eb.guard.start_byte, MOVED, skip=eb.decl)
+    return derived_locals(module, fn_body, eb.guard.start_byte, moved_builtins(eb.axis), skip=eb.decl)
 
 
 def derived_locals(
