@@ -77,3 +77,13 @@ def test_every_width_builds_for_sm90(tmp_path: Path) -> None:
             text=True,
         )
         assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_restrict_spelled_without_underscores_is_restrict_too() -> None:
+    """FasterTransformer writes ``const T* __restrict``; without it the bias read and the output
+    write may alias, a cross-element dependence."""
+    t = apply(SRC.replace("__restrict__", "__restrict"), "vectorize")
+    assert [k.name for k in t.knobs] == ["VEC_THREAD"], remarks(t)
+    t = apply(SRC.replace("__restrict__", ""), "vectorize")
+    assert not t.knobs
+    assert any("cross-element dependence" in r for r in remarks(t)), remarks(t)
