@@ -154,6 +154,7 @@ class ElemSite(Site):
     accesses: tuple[MemRef, ...]
     sizes: tuple[tuple[str, int], ...]
     notes: tuple[str, ...]
+    apart: tuple[tuple[MemRef, MemRef], ...] = ()
 
 
 class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
@@ -227,7 +228,7 @@ class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
                 yield Skip(element.reason, target.kernel.name, element.span)
             elif element is not None:
                 e = element
-                yield ElemSite(target.kernel.name, e.span, e.body, e.accesses, e.sizes, e.notes)
+                yield ElemSite(target.kernel.name, e.span, e.body, e.accesses, e.sizes, e.notes, e.apart)
             elif not target.loops:
                 why, node = nothing_to_pack(target.module, target.kernel)
                 yield Skip(why, target.kernel.name, target.module.span(node.start_byte, node.end_byte))
@@ -844,6 +845,12 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
     if eb.inclusive:  # `if (i > n) return;`: element n runs too
         bound_text = f"{bound_text} + 1"
     checks = [*eb.conditions, *_checks(em), f"ktx_p * {vec} + {vec} <= {bound_text}"]
+    for x, y in site.apart:  # pointers that may alias: this thread's elements of each apart
+        ends = []
+        for a in (x, y):
+            off = offset_text(module, a, {})
+            ends.append(f"{a.pointer} + {off + ' + ' if off else ''}ktx_p * {vec}")
+        checks.insert(len(checks) - 1, f"ktx::disjoint({ends[0]}, {ends[1]}, {vec})")
     pad = " " * len(f"{indent}if (")
     lines = [f"#if {vec} > 1"]
     lines.append(f"{indent}// VEC_THREAD: each thread takes VEC_THREAD consecutive elements, packed where")
@@ -883,6 +890,11 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
         f"{eb.var}: packed {len(pointers)} pointer(s): {', '.join(pointers)}; "
         f"grid {eb.axis} divided by VEC_THREAD"
     )
+    for x, y in site.apart:
+        rw.note(
+            f"{x.pointer} and {y.pointer} may alias: packed only where a run-time check finds a "
+            "thread's elements of each apart"
+        )
     for note in site.notes:
         rw.note(note)
     if eb.var_type.split()[-1] in ("int", "unsigned"):

@@ -625,7 +625,9 @@ def _same_element(a: MemRef, b: MemRef) -> bool:
     return a.pointer == b.pointer and " ".join((a.offset or "").split()) == " ".join((b.offset or "").split())
 
 
-def reorder_conflict(accesses: list[MemRef], var: str) -> str | None:
+def reorder_conflict(
+    accesses: list[MemRef], var: str, apart: list[tuple[MemRef, MemRef]] | None = None
+) -> str | None:
     """Why loading packs before the body and storing them after it may change a result, or None.
 
     Within one element, a packed load moves above every statement of the body and a packed store
@@ -634,7 +636,10 @@ def reorder_conflict(accesses: list[MemRef], var: str) -> str | None:
     follow a write that may touch the same memory, a packed store must not precede an access to
     memory it may touch (accesses of one pack excepted). Reads at another offset than a write
     to memory that may alias (``out[i] = in[i + 1]`` without ``__restrict__``) are a dependence
-    between elements: refused too.
+    between elements: refused too, unless ``apart`` is given: then such a pair of different
+    pointers goes into it instead (their packs are taken only where a run-time check finds a
+    thread's elements of one disjoint from those of the other: then no access of one pack
+    touches the other's memory, and no order between them matters).
     """
     for a in accesses:
         for b in accesses:
@@ -644,6 +649,10 @@ def reorder_conflict(accesses: list[MemRef], var: str) -> str | None:
             if not x.memory.may_alias(y.memory) or _same_element(x, y):
                 continue
             if x.offset is not None and y.offset is not None and x.writes and x.offset != y.offset:
+                if apart is not None and x.pointer != y.pointer and not (x.pinned or y.pinned):
+                    if (y, x) not in apart and (x, y) not in apart:
+                        apart.append((x, y))
+                    continue
                 where = (
                     "the same memory" if x.pointer == y.pointer else "memory that may alias (no __restrict__)"
                 )

@@ -955,6 +955,9 @@ class ElementPlan:
     notes: tuple[str, ...]
     span: Span
     """The index declaration: where the site is reported."""
+    apart: tuple[tuple[MemRef, MemRef], ...] = ()
+    """Pointers that may alias (no ``__restrict__``), whose packs are taken only where a run-time
+    check finds the pack's elements of one apart from those of the other."""
 
 
 @dataclass(frozen=True)
@@ -993,9 +996,20 @@ def element_plan(facts: Facts, max_bytes: int, launched: bool) -> ElementPlan | 
     accesses = element_accesses(module, fn, eb)
     if isinstance(accesses, str):
         return Refusal(accesses, span)
-    conflict = reorder_conflict(accesses, eb.var)
+    apart: list[tuple[MemRef, MemRef]] = []
+    conflict = reorder_conflict(accesses, eb.var, apart)
     if conflict is not None:
         return Refusal(conflict, span)
+    # the packs' disjointness is checked before the body: offsets may not name what it declares
+    inside = {n for s in eb.stmts for n in syntax.local_declarations(module, s)} if apart else set()
+    for x, y in apart:
+        for a in (x, y):
+            if any(syntax.names_in(module, t.node) & inside for t in a.offset_terms):
+                return Refusal(
+                    f"{x.pointer}[{x.offset or ''}] and {y.pointer}[{y.offset or ''}] may alias, and the "
+                    "offset of one names a local of the body: a check before it cannot be written",
+                    span,
+                )
     packed = [e for e in accesses if e.packable]
     if not packed:
         return Refusal(
@@ -1024,7 +1038,7 @@ def element_plan(facts: Facts, max_bytes: int, launched: bool) -> ElementPlan | 
             f"elements of {max(s for _, s in sizes)} bytes leave no pack width within {max_bytes} bytes",
             span,
         )
-    return ElementPlan(eb, tuple(accesses), tuple(sizes), tuple(notes), span)
+    return ElementPlan(eb, tuple(accesses), tuple(sizes), tuple(notes), span, tuple(apart))
 
 
 _LOOP_TYPES = frozenset({"for_statement", "while_statement", "do_statement", "for_range_loop"})
