@@ -66,8 +66,9 @@ def test_a_body_that_reads_the_y_builtins_is_refused(old: str, new: str) -> None
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
-def test_every_width_builds_for_sm90(tmp_path: Path) -> None:
-    t = apply(SRC, "vectorize")
+@pytest.mark.parametrize("restrict", ["__restrict__", ""])
+def test_every_width_builds_for_sm90(tmp_path: Path, restrict: str) -> None:
+    t = apply(SRC.replace("__restrict__", restrict), "vectorize")
     for vec in t.knobs[0].values:
         cu = tmp_path / f"k{vec}.cu"
         cu.write_text(t.instantiate({"VEC_THREAD": vec}))
