@@ -133,7 +133,7 @@ from ktx.ir.memref import MemRef
 from ktx.ir.syntax import text as _text
 from ktx.passes._common import LoopSite, shrink_grid
 from ktx.passes._device import PreludeSite, insert_prelude, prelude_site
-from ktx.passes._pack_text import fitted, offset_text, range_check
+from ktx.passes._pack_text import APART, fitted, offset_text, pack_disjoint, range_check
 
 from ktx.passbase import KnobSpec, Option, OptionValue, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
@@ -845,12 +845,7 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
     if eb.inclusive:  # `if (i > n) return;`: element n runs too
         bound_text = f"{bound_text} + 1"
     checks = [*eb.conditions, *_checks(em), f"ktx_p * {vec} + {vec} <= {bound_text}"]
-    for x, y in site.apart:  # pointers that may alias: this thread's elements of each apart
-        ends = []
-        for a in (x, y):
-            off = offset_text(module, a, {})
-            ends.append(f"{a.pointer} + {off + ' + ' if off else ''}ktx_p * {vec}")
-        checks.insert(len(checks) - 1, f"ktx::disjoint({ends[0]}, {ends[1]}, {vec})")
+    checks[-1:-1] = [pack_disjoint(module, x, y, vec) for x, y in site.apart]
     pad = " " * len(f"{indent}if (")
     lines = [f"#if {vec} > 1"]
     lines.append(f"{indent}// VEC_THREAD: each thread takes VEC_THREAD consecutive elements, packed where")
@@ -891,10 +886,7 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
         f"grid {eb.axis} divided by VEC_THREAD"
     )
     for x, y in site.apart:
-        rw.note(
-            f"{x.pointer} and {y.pointer} may alias: packed only where a run-time check finds a "
-            "thread's elements of each apart"
-        )
+        rw.note(f"{x.pointer} and {y.pointer} may alias: packed only where a run-time check finds a {APART}")
     for note in site.notes:
         rw.note(note)
     if eb.var_type.split()[-1] in ("int", "unsigned"):
