@@ -20,6 +20,7 @@ one other definition (an overload that writes, say) disqualifies it.
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -104,6 +105,15 @@ def _headers(path: Path, source: str) -> list[Path]:
     return out
 
 
+@functools.lru_cache(maxsize=256)
+def _header_helpers(path: str, mtime_ns: int) -> tuple[frozenset[str], frozenset[str]]:
+    """:func:`helpers_in` of a header, read once per version: every parse of a file that
+    includes it (a pipeline reparses after each pass) would read it again otherwise."""
+    del mtime_ns  # part of the cache key only
+    good, bad = helpers_in(Path(path).read_text("utf-8", "replace"))
+    return frozenset(good), frozenset(bad)
+
+
 def find(source: bytes, path: str | None) -> frozenset[str]:
     """The read-only load helpers defined in ``source`` and the headers it includes (see module doc)."""
     text = source.decode("utf-8", "replace")
@@ -111,7 +121,7 @@ def find(source: bytes, path: str | None) -> frozenset[str]:
     if path is not None and "#" in text:
         for header in _headers(Path(path), text):
             try:
-                g, b = helpers_in(header.read_text("utf-8", "replace"))
+                g, b = _header_helpers(str(header), header.stat().st_mtime_ns)
             except OSError:
                 continue
             good |= g
