@@ -430,6 +430,49 @@ def _context(sub: ts.Node, stop: ts.Node) -> tuple[bool, tuple[ts.Node, ...]]:
     return conditional, tuple(reversed(loops))
 
 
+def _through_local(
+    module: Module,
+    body: ts.Node,
+    index: ts.Node,
+    sub: ts.Node,
+    var: str,
+    written: Mapping[str, list[ts.Node]],
+    declared: frozenset[str],
+) -> tuple[int, list[Term]] | None:
+    """``(1, offset terms)`` of ``p[index]`` where ``index`` is a local of the loop body declared
+    once, before ``sub``, never assigned again, whose initialiser is the loop variable plus an
+    offset (``const int index = i * N + j; ... Y[index]``, CTranslate2's layer norm): the access
+    is element ``var`` of a row exactly as ``Y[i * N + j]`` is. None otherwise (the index as
+    written decides). The offset terms are nodes of the initialiser, read where it stands."""
+    from ktx.ir import syntax
+
+    node = _strip_parens(index)
+    if node.type != "identifier":
+        return None
+    name = _text(module, node)
+    if name == var or written.get(name):
+        return None
+    decls = [
+        d
+        for d in _walk(body)
+        if d.type in ("init_declarator", "identifier")
+        and d.parent is not None
+        and (d.type == "init_declarator" or d.parent.type in ("declaration", "init_declarator"))
+        and d.parent.type != "init_declarator"
+        and _text(module, d.child_by_field_name("declarator") or d) == name
+    ]
+    local = syntax.local_declarations(module, body, before=sub.start_byte).get(name)
+    if len(decls) != 1 or local is None or local.value is None:
+        return None
+    stride, rest = relative_terms(module, _strip_parens(local.value), var)
+    if stride != 1 or rest is None:
+        return None
+    # the offset is read where the packed loop's address is: it may not name what the body changes
+    if any(mentions(module, t.node, set(declared) | {k for k, v in written.items() if v}) for t in rest):
+        return None
+    return stride, rest
+
+
 def relative_terms(module: Module, index: ts.Node, var: str) -> tuple[int | None, list[Term] | None]:
     """``(stride, offset terms)`` of ``index`` relative to ``var``: the coefficient of ``var``
     and, when it is 1 and the rest of the index does not mention ``var``, the terms of that
@@ -503,7 +546,8 @@ def analyze_loop(
     root_of = dict(known) if known is not None else roots(module, fn)
     var = loop.var
     declared = frozenset(declared_names(module, body))
-    assigned = frozenset(assigned_names(module, body))
+    written = assigned_names(module, body)
+    assigned = frozenset(written)
     accesses: list[MemRef] = []
     pointer_writes: list[ts.Node] = []
     for n in _walk(body):
@@ -523,6 +567,9 @@ def analyze_loop(
             offset_terms: list[Term] = []
             if var is not None:
                 stride, rest = relative_terms(module, index, var)
+                through = _through_local(module, body, index, n, var, written, declared)
+                if through is not None:
+                    stride, rest = through
                 if rest is not None:
                     offset_terms = rest
                     offset = _join(module, rest)

@@ -288,6 +288,10 @@ class Indexer:
                         "restrict",
                     ):
                         restrict = True
+                    # `float* __restrict out`: tree-sitter reads MSVC's pointer modifier, which nvcc
+                    # takes as __restrict__ (FasterTransformer writes it so)
+                    if child.type == "ms_pointer_modifier" and self.text(child).strip() == "__restrict":
+                        restrict = True
                 node = inner_declarator(node)
             if decl is not None and name:
                 name_start = self._name_start(decl)

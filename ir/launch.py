@@ -1028,12 +1028,26 @@ def divide_grid_x(module: Module, site: LaunchSite, divisor: str) -> tuple[int, 
     ``dim3(KTX_CDIV(grid.x, divisor), grid.y, grid.z)``, since ``(grid + d - 1) / d`` on a dim3
     does not compile.
     """
+    edit = divide_grid(module, site, divisor, "x")
+    assert edit is not None  # a grid always has its x
+    return edit
+
+
+def divide_grid(module: Module, site: LaunchSite, divisor: str, axis: str) -> tuple[int, int, str] | None:
+    """:func:`divide_grid_x` for the grid's ``axis`` (``x`` or ``y``). None where the launch does
+    not write that component (``dim3 grid(m)``: its y is 1, and ``KTX_CDIV(1, d)`` is 1 anyway)."""
     dims = launch_dims(module, site, "grid")
-    x = dims.components[0]
-    text = syntax.text(module, x)
+    k = "xyz".index(axis)
     if dims.whole_dim3:
-        return x.start_byte, x.end_byte, rebuilt_dim3(text, x=f"KTX_CDIV({text}.x, {divisor})")
-    return x.start_byte, x.end_byte, f"KTX_CDIV({text}, {divisor})"
+        whole = dims.components[0]
+        text = syntax.text(module, whole)
+        part = {axis: f"KTX_CDIV({text}.{axis}, {divisor})"}
+        return whole.start_byte, whole.end_byte, rebuilt_dim3(text, **part)
+    if len(dims.components) <= k:
+        return None
+    c = dims.components[k]
+    text = syntax.text(module, c)
+    return c.start_byte, c.end_byte, f"KTX_CDIV({text}, {divisor})"
 
 
 _EXPRESSIONS = (

@@ -21,6 +21,8 @@ from ktx.ir.foreign import IsolatedBody, isolate_broken_bodies, mask_foreign_syn
 from ktx.ir.index import Indexer
 from ktx.ir.language import captures, parse_tree
 from ktx.ir.launch import OpaqueLaunch
+from ktx.ir.load_helpers import find as find_load_helpers
+from ktx.ir.load_helpers import register as register_load_helpers
 from ktx.ir.mask import describe_hidden, mask
 from ktx.ir.nodes import (
     Constant,
@@ -80,6 +82,7 @@ class Module:
             if tree.root_node.has_error:
                 _, tree, self.isolated = isolate_broken_bodies(text, tree)
         self.tree = tree
+        register_load_helpers(tree.root_node, find_load_helpers(source, path))
         restrict = frozenset(n for n, q in guessed.items() if "__restrict__" in q) | _restrict_defines(source)
         indexer = Indexer(source, self.tree, self.lines, self.attribute_macros, restrict)
         self.functions: tuple[Function, ...] = tuple(indexer.functions())

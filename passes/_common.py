@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 from ktx.ir import Loop, Module, syntax
-from ktx.ir.launch import LaunchMapping, divide_grid_x
+from ktx.ir.launch import LaunchMapping, divide_grid
 
 from ktx.passbase import Rewriter, Site, Target
 
@@ -129,8 +129,9 @@ def replace_literal(mapping: LaunchMapping, value: int, name: str) -> tuple[Laun
     return result, places
 
 
-def shrink_grid(rw: Rewriter, macro: str, knob: str) -> None:
-    """Divide the grid's x by a knob: at every launch of the kernel in the file, and in the mapping.
+def shrink_grid(rw: Rewriter, macro: str, knob: str, axis: str = "x") -> None:
+    """Divide the grid's x (or ``axis``) by a knob: at every launch of the kernel in the file, and
+    in the mapping.
 
     For passes after which each thread covers ``knob`` times the work (``coarsen``, per-thread
     ``vectorize``): the launch becomes ``KTX_CDIV(x, KTX_<knob>)`` and the mapping's grid
@@ -140,14 +141,18 @@ def shrink_grid(rw: Rewriter, macro: str, knob: str) -> None:
     module = rw.target.module
     done: set[int] = set()
     for launch in rw.target.launches:
-        start, end, text = divide_grid_x(module, launch, macro)
+        edit = divide_grid(module, launch, macro, axis)
+        if edit is None:
+            continue
+        start, end, text = edit
         if start in done:
             continue
         done.add(start)
         rw.replace_bytes(start, end, text)
     mapping = rw.mapping
-    if mapping is not None:
-        grid = (f"ceil_div({mapping.grid[0]}, {knob})", *mapping.grid[1:])
+    k = "xyz".index(axis)
+    if mapping is not None and len(mapping.grid) > k:
+        grid = tuple(f"ceil_div({g}, {knob})" if i == k else g for i, g in enumerate(mapping.grid))
         rw.set_mapping(mapping.with_grid(grid))
 
 

@@ -80,3 +80,18 @@ def offset_text(module: Module, a: MemRef, values: dict[str, str]) -> str:
 def _is_product(node: ts.Node) -> bool:
     op = node.child_by_field_name("operator") if node.type == "binary_expression" else None
     return op is not None and op.type == "*"
+
+
+#: The end of the note for a per-thread pair checked by :func:`pack_disjoint`.
+APART = "thread's elements of each apart"
+
+
+def pack_disjoint(module: Module, x: MemRef, y: MemRef, vec: str) -> str:
+    """``ktx::disjoint`` of the ``vec`` elements one thread's pack takes through ``x`` and ``y``
+    (``p + off + ktx_p * vec``): two pointers of a one-element-per-thread body that may alias at
+    different offsets are packed only where it holds (one by one, in order, otherwise)."""
+    ends = []
+    for a in (x, y):
+        off = offset_text(module, a, {})
+        ends.append(f"{a.pointer} + {off + ' + ' if off else ''}ktx_p * {vec}")
+    return f"ktx::disjoint({ends[0]}, {ends[1]}, {vec})"

@@ -133,7 +133,7 @@ from ktx.ir.memref import MemRef
 from ktx.ir.syntax import text as _text
 from ktx.passes._common import LoopSite, shrink_grid
 from ktx.passes._device import PreludeSite, insert_prelude, prelude_site
-from ktx.passes._pack_text import fitted, offset_text, range_check
+from ktx.passes._pack_text import APART, fitted, offset_text, pack_disjoint, range_check
 
 from ktx.passbase import KnobSpec, Option, OptionValue, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
@@ -154,6 +154,7 @@ class ElemSite(Site):
     accesses: tuple[MemRef, ...]
     sizes: tuple[tuple[str, int], ...]
     notes: tuple[str, ...]
+    apart: tuple[tuple[MemRef, MemRef], ...] = ()
 
 
 class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
@@ -227,7 +228,7 @@ class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
                 yield Skip(element.reason, target.kernel.name, element.span)
             elif element is not None:
                 e = element
-                yield ElemSite(target.kernel.name, e.span, e.body, e.accesses, e.sizes, e.notes)
+                yield ElemSite(target.kernel.name, e.span, e.body, e.accesses, e.sizes, e.notes, e.apart)
             elif not target.loops:
                 why, node = nothing_to_pack(target.module, target.kernel)
                 yield Skip(why, target.kernel.name, target.module.span(node.start_byte, node.end_byte))
@@ -841,7 +842,10 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
     em = _Emit(module, plan, vec, unit)
     bound = em.text(eb.bound)
     bound_text = bound if re.fullmatch(r"[\w.]+", bound) else f"({bound})"
+    if eb.inclusive:  # `if (i > n) return;`: element n runs too
+        bound_text = f"{bound_text} + 1"
     checks = [*eb.conditions, *_checks(em), f"ktx_p * {vec} + {vec} <= {bound_text}"]
+    checks[-1:-1] = [pack_disjoint(module, x, y, vec) for x, y in site.apart]
     pad = " " * len(f"{indent}if (")
     lines = [f"#if {vec} > 1"]
     lines.append(f"{indent}// VEC_THREAD: each thread takes VEC_THREAD consecutive elements, packed where")
@@ -875,11 +879,14 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
     if rest.strip() and not rest.strip().startswith(b"//"):
         closing += newline + indent
     rw.insert(eb.end, closing)
-    shrink_grid(rw, vec, "VEC_THREAD")
+    shrink_grid(rw, vec, "VEC_THREAD", eb.axis)
     pointers = sorted({a.pointer for a in packed})
     rw.note(
-        f"{eb.var}: packed {len(pointers)} pointer(s): {', '.join(pointers)}; grid x divided by VEC_THREAD"
+        f"{eb.var}: packed {len(pointers)} pointer(s): {', '.join(pointers)}; "
+        f"grid {eb.axis} divided by VEC_THREAD"
     )
+    for x, y in site.apart:
+        rw.note(f"{x.pointer} and {y.pointer} may alias: packed only where a run-time check finds a {APART}")
     for note in site.notes:
         rw.note(note)
     if eb.var_type.split()[-1] in ("int", "unsigned"):

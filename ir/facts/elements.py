@@ -45,6 +45,15 @@ from ktx.ir.syntax import text as _text
 #: The builtins whose value for an element changes when threads take several elements and the
 #: grid's x shrinks (``blockDim`` and the y/z components keep theirs).
 MOVED = frozenset({"threadIdx.x", "blockIdx.x", "gridDim.x"})
+#: The thread index with a row's columns on the grid's y (the rows on its x).
+Y_INDEX = GLOBAL_INDEX.replace("blockIdx.x", "blockIdx.y")
+
+
+def moved_builtins(axis: str) -> frozenset[str]:
+    """The builtins whose meaning changes when the grid's ``axis`` shrinks (:data:`MOVED` for x)."""
+    return frozenset({"threadIdx.x", f"blockIdx.{axis}", f"gridDim.{axis}"})
+
+
 _EXITS = frozenset({"break_statement", "continue_statement", "return_statement", "goto_statement"})
 _LOOPS = frozenset({"for_statement", "while_statement", "do_statement", "for_range_loop"})
 _PREPROC = frozenset({"preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif"})
@@ -75,6 +84,10 @@ class ElementBody:
     end: int
     conditions: tuple[str, ...] = ()
     """What else the guard asks for the element to run (``row < M`` of ``row < M && col < N``)."""
+    inclusive: bool = False
+    """The guard lets element ``bound`` run too (``if (var > n) return;``): ``bound + 1`` elements."""
+    axis: str = "x"
+    """The grid axis whose blocks number the elements (``y``: ``blockIdx.y * blockDim.x + threadIdx.x``)."""
 
 
 def _line(node: ts.Node) -> int:
@@ -85,8 +98,12 @@ def _code(nodes: list[ts.Node]) -> list[ts.Node]:
     return [n for n in nodes if n.type != "comment"]
 
 
-def _index_decl(module: Module, fn: Function, stmt: ts.Node) -> tuple[str, str, ts.Node] | None:
-    """(var, type, initialiser) when ``stmt`` declares the global thread index, else None.
+def _index_decl(module: Module, fn: Function, stmt: ts.Node) -> tuple[str, str, ts.Node, str] | None:
+    """(var, type, initialiser, grid axis) when ``stmt`` declares the global thread index, else None.
+
+    The grid axis is ``x`` for ``blockIdx.x * blockDim.x + threadIdx.x`` and ``y`` for
+    ``blockIdx.y * blockDim.x + threadIdx.x`` (FasterTransformer's residual kernels: rows on the
+    grid's x, a row's columns on its y), the axis whose grid shrinks when threads take packs.
 
     :func:`ktx.ir.affine.thread_index` decides (casts, ``unsigned``/``size_t``, a ``#define``
     block size that every launch passes *is* ``blockDim.x``); the canonical text of the
@@ -104,21 +121,26 @@ def _index_decl(module: Module, fn: Function, stmt: ts.Node) -> tuple[str, str, 
     var = _text(module, ident)
     index = kernel_index(module, fn).thread_index("x")
     fn_body = module.node(fn.body)
+    axis = "x"
     if index is not None and index.var == var and index.decl.id == stmt.id:
         pass
-    elif canon(expand(module, fn_body, value, stmt.start_byte)) != GLOBAL_INDEX:
-        return None
+    else:
+        form = canon(expand(module, fn_body, value, stmt.start_byte))
+        if form == Y_INDEX:
+            axis = "y"
+        elif form != GLOBAL_INDEX:
+            return None
     words = [
         _text(module, c)
         for c in stmt.children
         if c.type not in ("init_declarator", ";", "comment") and _text(module, c) != "const"
     ]
-    return var, " ".join(words), value
+    return var, " ".join(words), value, axis
 
 
 def _guard(
     module: Module, stmt: ts.Node, var: str
-) -> tuple[Literal["block", "return"], ts.Node, tuple[str, ...]] | None:
+) -> tuple[Literal["block", "return"], ts.Node, tuple[str, ...], bool] | None:
     """(form, bound, other conditions) for ``if (var < n) ...`` / ``if (var >= n) return;``.
 
     2-D kernels add conditions on other coordinates: ``if (row < M && col < N) {...}`` or
@@ -135,7 +157,7 @@ def _guard(
     only = body[0] if len(body) == 1 else None
     returns = only is not None and only.type == "return_statement" and not only.named_children
     parts = _chain(_unparen(cond), "||" if returns else "&&")
-    found: tuple[bool, ts.Node] | None = None
+    found: tuple[bool, ts.Node, bool] | None = None
     others: list[str] = []
     for part in parts:
         comparison = _compare(module, part, var)
@@ -148,11 +170,11 @@ def _guard(
             others.append(f"!({text})" if returns else text)
     if found is None:
         return None
-    less, bound = found
+    less, bound, inclusive = found
     if less and not returns:
-        return "block", bound, tuple(others)
+        return "block", bound, tuple(others), inclusive
     if not less and returns:
-        return "return", bound, tuple(others)
+        return "return", bound, tuple(others), inclusive
     return None
 
 
@@ -174,8 +196,11 @@ def _chain(node: ts.Node, op: str) -> list[ts.Node]:
     return [node]
 
 
-def _compare(module: Module, node: ts.Node, var: str) -> tuple[bool, ts.Node] | None:
-    """(``var < bound``?, bound) for ``var < n``, ``n > var``, ``var >= n``, ``n <= var``."""
+def _compare(module: Module, node: ts.Node, var: str) -> tuple[bool, ts.Node, bool] | None:
+    """(``var < bound``?, bound, inclusive?) for ``var < n``, ``n > var``, ``var >= n``, ``n <= var``,
+    and the inclusive ``var <= n``, ``n >= var``, ``var > n``, ``n < var`` (elements up to ``n``
+    run: the bound is ``n + 1``, as ``if (idx > m * n) return;`` in FasterTransformer's
+    ``slice_copy`` says)."""
     if node.type != "binary_expression":
         return None
     op = node.child_by_field_name("operator")
@@ -185,13 +210,16 @@ def _compare(module: Module, node: ts.Node, var: str) -> tuple[bool, ts.Node] | 
         return None
     left, right = _unparen(left), _unparen(right)
     is_var = [n.type == "identifier" and _text(module, n) == var for n in (left, right)]
-    if is_var[0] and op.type in ("<", ">="):
-        less, bound = op.type == "<", right
-    elif is_var[1] and op.type in (">", "<="):
-        less, bound = op.type == ">", left
+    # the comparison as `var OP bound`
+    mirror = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}
+    if is_var[0] and op.type in mirror:
+        rel, bound = op.type, right
+    elif is_var[1] and op.type in mirror:
+        rel, bound = mirror[op.type], left
     else:
         return None
-    return None if mentions(module, bound, {var}) else (less, bound)
+    less, inclusive = rel in ("<", "<="), rel in ("<=", ">")
+    return None if mentions(module, bound, {var}) else (less, bound, inclusive)
 
 
 def element_body(module: Module, fn: Function) -> ElementBody | str | None:
@@ -202,7 +230,7 @@ def element_body(module: Module, fn: Function) -> ElementBody | str | None:
         found = _index_decl(module, fn, stmt)
         if found is None:
             continue
-        var, var_type, value = found
+        var, var_type, value, axis = found
         early = runs_before(module, fn_body, stmt)
         if early is not None:
             return (
@@ -228,7 +256,7 @@ def element_body(module: Module, fn: Function) -> ElementBody | str | None:
                 f"`{_first_line(module, rest[0])}` (line {_line(rest[0])}) {what} a bound check "
                 f"`if ({var} < n) {{...}}` or `if ({var} >= n) return;`: packs need the bound"
             )
-        form, bound, others = guard
+        form, bound, others, inclusive = guard
         if form == "block":
             if len(rest) > 1:
                 return f"code after the guarded body (line {_line(rest[1])}) runs once per thread"
@@ -246,7 +274,19 @@ def element_body(module: Module, fn: Function) -> ElementBody | str | None:
                 if name in assign.assigned(module, s):
                     return f"the body changes {name}, which the bound `{_text(module, bound)}` reads"
         return ElementBody(
-            stmt, var, var_type, value, bound, rest[0], form, body, tuple(between), end, others
+            stmt,
+            var,
+            var_type,
+            value,
+            bound,
+            rest[0],
+            form,
+            body,
+            tuple(between),
+            end,
+            others,
+            inclusive,
+            axis,
         )
     return None
 
@@ -277,7 +317,7 @@ def body_refusal(module: Module, eb: ElementBody) -> str | None:
     moved = _moved_locals(module, eb)
     for cond in (*eb.conditions, _text(module, eb.bound)):
         flat = "".join(cond.split())
-        names = [b for b in sorted(MOVED) if b in flat]
+        names = [b for b in sorted(moved_builtins(eb.axis)) if b in flat]
         names += [n for n in moved if re.search(rf"\b{re.escape(n)}\b", cond)]
         if names:
             return (
@@ -292,7 +332,7 @@ def body_refusal(module: Module, eb: ElementBody) -> str | None:
                 word = _text(module, n).split()[0].rstrip(";")
                 if n.type == "return_statement" or not syntax.in_loop_or_switch(n, stmt.parent or stmt):
                     return f"the body has a `{word}` (line {_line(n)}): packs cannot stop mid-way"
-            if n.type == "field_expression" and "".join(_text(module, n).split()) in MOVED:
+            if n.type == "field_expression" and "".join(_text(module, n).split()) in moved_builtins(eb.axis):
                 return (
                     f"the body reads {_text(module, n).replace(' ', '')} (line {_line(n)}); "
                     f"with several elements per thread it no longer belongs to element {var}"
@@ -334,7 +374,7 @@ def _moved_locals(module: Module, eb: ElementBody) -> dict[str, str]:
     fn_body = eb.decl.parent
     if fn_body is None:
         return {}
-    return derived_locals(module, fn_body, eb.guard.start_byte, MOVED, skip=eb.decl)
+    return derived_locals(module, fn_body, eb.guard.start_byte, moved_builtins(eb.axis), skip=eb.decl)
 
 
 def derived_locals(
@@ -507,7 +547,18 @@ def element_accesses(module: Module, fn: Function, eb: ElementBody) -> list[MemR
             loops = (loop,) if loop is not None else ()
             found.append(
                 subscript_ref(
-                    module, fn, n, at, index, pointer, root, stride, offset, offset_terms, conditional, loops,
+                    module,
+                    fn,
+                    n,
+                    at,
+                    index,
+                    pointer,
+                    root,
+                    stride,
+                    offset,
+                    offset_terms,
+                    conditional,
+                    loops,
                     legal and not conditional,
                 )
             )
@@ -574,7 +625,9 @@ def _same_element(a: MemRef, b: MemRef) -> bool:
     return a.pointer == b.pointer and " ".join((a.offset or "").split()) == " ".join((b.offset or "").split())
 
 
-def reorder_conflict(accesses: list[MemRef], var: str) -> str | None:
+def reorder_conflict(
+    accesses: list[MemRef], var: str, apart: list[tuple[MemRef, MemRef]] | None = None
+) -> str | None:
     """Why loading packs before the body and storing them after it may change a result, or None.
 
     Within one element, a packed load moves above every statement of the body and a packed store
@@ -583,7 +636,10 @@ def reorder_conflict(accesses: list[MemRef], var: str) -> str | None:
     follow a write that may touch the same memory, a packed store must not precede an access to
     memory it may touch (accesses of one pack excepted). Reads at another offset than a write
     to memory that may alias (``out[i] = in[i + 1]`` without ``__restrict__``) are a dependence
-    between elements: refused too.
+    between elements: refused too, unless ``apart`` is given: then such a pair of different
+    pointers goes into it instead (their packs are taken only where a run-time check finds a
+    thread's elements of one disjoint from those of the other: then no access of one pack
+    touches the other's memory, and no order between them matters).
     """
     for a in accesses:
         for b in accesses:
@@ -593,6 +649,10 @@ def reorder_conflict(accesses: list[MemRef], var: str) -> str | None:
             if not x.memory.may_alias(y.memory) or _same_element(x, y):
                 continue
             if x.offset is not None and y.offset is not None and x.writes and x.offset != y.offset:
+                if apart is not None and x.pointer != y.pointer and not (x.pinned or y.pinned):
+                    if (y, x) not in apart and (x, y) not in apart:
+                        apart.append((x, y))
+                    continue
                 where = (
                     "the same memory" if x.pointer == y.pointer else "memory that may alias (no __restrict__)"
                 )

@@ -10,6 +10,8 @@ one and an escaping address to the others.
   store intrinsics: ``store`` (the address is what the intrinsic accesses, it does not escape);
 * ``LDG(&p[i])`` where the file defines ``LDG(x)`` as a load intrinsic of ``x`` (or, in another
   ``#if`` branch, as ``*(x)``): ``load``, as the intrinsic it stands for;
+* ``ldg(&p[i])`` where ``ldg`` is a ``__device__`` helper whose body is ``return __ldg(p);``, in the
+  file or a header it includes (:mod:`ktx.ir.load_helpers`): ``load``, as ``__ldg``;
 * any other ``&p[i]``: ``address`` (it may be used in any order: read and written);
 * everything else: ``load``.
 
@@ -31,6 +33,7 @@ import re
 from typing import Literal
 
 import tree_sitter as ts
+from ktx.ir.load_helpers import is_load_helper
 
 AccessKind = Literal["load", "store", "update", "address"]
 
@@ -124,7 +127,7 @@ def _intrinsic_name(address: ts.Node) -> str:
     fn = call.child_by_field_name("function") if call is not None else None
     name = (fn.text or b"").decode() if fn is not None else ""
     if name and name not in LOAD_INTRINSICS and name not in STORE_INTRINSICS and name.isidentifier():
-        return _load_macro(name, node) or name
+        return _load_macro(name, node) or ("__ldg" if is_load_helper(name, node) else name)
     return name
 
 

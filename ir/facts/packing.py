@@ -527,6 +527,8 @@ def _read_range(
     * ``q[e % m]``, ``m`` the same for the whole loop: ``(-m, m)`` (a negative ``e`` gives a
       negative remainder in C++); also through a local of the body initialised so and never
       assigned again (``int b_idx = id % n; ... bias[b_idx]``);
+    * ``q[var / m]`` (``int batch_idx = index / beam_width``): ``[0, (bound - 1) / m + 1)``
+      where ``m > 0``, else an empty range (the check then keeps the scalar loop);
 
     else None. Every text is read before the loop, so it may not name what the body declares or
     assigns (the loop variable included)."""
@@ -565,12 +567,19 @@ def _read_range(
         c = int(_text(module, index))
         return ReadRange(w, r, str(c), str(c + 1))
     op = index.child_by_field_name("operator") if index.type == "binary_expression" else None
-    m = index.child_by_field_name("right") if op is not None and op.type == "%" else None
+    m = index.child_by_field_name("right") if op is not None and op.type in ("%", "/") else None
     if m is None or syntax.names_in(module, m) & body_names:
         return None
     if any(b in _text(module, m) for b in ("threadIdx", "blockIdx", "(")):
         return None  # per-thread or a call: not one value for the loop
     mt = _text(module, m)
+    if op is not None and op.type == "/":
+        # q[var / m]: var runs over [0, bound) (as the written range assumes), so for m > 0 the
+        # quotient lies in [0, (bound - 1) / m + 1); for m <= 0 the range is empty and the check fails
+        left = index.child_by_field_name("left")
+        if left is None or _canon(_text(module, left)) != var:
+            return None
+        return ReadRange(w, r, "0", f"(({mt}) > 0 ? (({{bound}}) - 1) / ({mt}) + 1 : 0)")
     return ReadRange(w, r, f"1 - ({mt})", f"({mt})")
 
 
@@ -946,6 +955,9 @@ class ElementPlan:
     notes: tuple[str, ...]
     span: Span
     """The index declaration: where the site is reported."""
+    apart: tuple[tuple[MemRef, MemRef], ...] = ()
+    """Pointers that may alias (no ``__restrict__``), whose packs are taken only where a run-time
+    check finds the pack's elements of one apart from those of the other."""
 
 
 @dataclass(frozen=True)
@@ -984,9 +996,20 @@ def element_plan(facts: Facts, max_bytes: int, launched: bool) -> ElementPlan | 
     accesses = element_accesses(module, fn, eb)
     if isinstance(accesses, str):
         return Refusal(accesses, span)
-    conflict = reorder_conflict(accesses, eb.var)
+    apart: list[tuple[MemRef, MemRef]] = []
+    conflict = reorder_conflict(accesses, eb.var, apart)
     if conflict is not None:
         return Refusal(conflict, span)
+    # the packs' disjointness is checked before the body: offsets may not name what it declares
+    inside = {n for s in eb.stmts for n in syntax.local_declarations(module, s)} if apart else set()
+    for x, y in apart:
+        for a in (x, y):
+            if any(syntax.names_in(module, t.node) & inside for t in a.offset_terms):
+                return Refusal(
+                    f"{x.pointer}[{x.offset or ''}] and {y.pointer}[{y.offset or ''}] may alias, and the "
+                    "offset of one names a local of the body: a check before it cannot be written",
+                    span,
+                )
     packed = [e for e in accesses if e.packable]
     if not packed:
         return Refusal(
@@ -1015,7 +1038,7 @@ def element_plan(facts: Facts, max_bytes: int, launched: bool) -> ElementPlan | 
             f"elements of {max(s for _, s in sizes)} bytes leave no pack width within {max_bytes} bytes",
             span,
         )
-    return ElementPlan(eb, tuple(accesses), tuple(sizes), tuple(notes), span)
+    return ElementPlan(eb, tuple(accesses), tuple(sizes), tuple(notes), span, tuple(apart))
 
 
 _LOOP_TYPES = frozenset({"for_statement", "while_statement", "do_statement", "for_range_loop"})

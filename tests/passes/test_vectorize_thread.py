@@ -190,7 +190,8 @@ void go(float* o, float* x, int n) { k<<<(n + 255) / 256, 256>>>(o, x, n); }
         ("in[i] = in[i] * in[i];", "VEC_THREAD"),  # in place: one pack, read then written
         ("out[i] = in[i] + 1.f;", "VEC_THREAD"),  # loads precede the store of the same element
         ("float t = in[i]; out[i] = t; out[i] += in[i];", "in[i] (line 3) is accessed after out[i]"),
-        ("out[i] = in[i + 1];", "cross-element dependence"),
+        # another offset through another pointer: packed where a thread's elements are disjoint
+        ("out[i] = in[i + 1];", "out and in may alias: packed only where a run-time check"),
         ("out[i] = 1.f; in[i] = 2.f;", "a packed store would write last"),
     ],
 )
