@@ -57,7 +57,8 @@ BUDGET: dict[str, int] = {
     "split.py": 40,
     "tile.py": 24,
     "unroll.py": 0,
-    "vectorize.py": 29,
+    "vectorize.py": 25,
+    "_pack_text.py": 4,  # moved from vectorize.py with the packed-loop text (s9-vheld): the total stays 29
     "warp_reduce.py": 26,
 }
 
