@@ -209,20 +209,20 @@ def _sub_ints(node: ast.expr, value: int, name: str) -> tuple[ast.expr, bool]:
     return new, hit
 
 
-def _grid_rounding(text: str, value: int, name: str) -> str | None:
+def grid_rounding(text: str, value: int, name: str) -> str | None:
     """``text`` (one grid dimension) with the block size ``value`` replaced by ``name`` where the
     dimension divides by it: ``(n + 255) // 256``, ``(n + 256 - 1) // 256``, ``(n - 1) // 256 + 1``,
     ``n // 256``, ``cdiv(n, 256 * 4)``. Only the divisor and the rounding addend change: the
     dividend is another quantity (``columns * 4 // 32``, 32 bits a word, inside
     ``(columns * 4 // 32 + 32 - 1) // 32``). None where the dimension has none of these forms.
 
-    >>> _grid_rounding("(columns * 4 // 32 + 32 - 1) // 32", 32, "B")
+    >>> grid_rounding("(columns * 4 // 32 + 32 - 1) // 32", 32, "B")
     '(columns * 4 // 32 + B - 1) // B'
-    >>> _grid_rounding("(n + 255) // 256", 256, "B"), _grid_rounding("(m - 1) // 1024 + 1", 1024, "B")
+    >>> grid_rounding("(n + 255) // 256", 256, "B"), grid_rounding("(m - 1) // 1024 + 1", 1024, "B")
     ('(n + (B - 1)) // B', '(m - 1) // B + 1')
-    >>> _grid_rounding("cdiv(d, 512 * 4)", 512, "B"), _grid_rounding("rows", 32, "B") is None
+    >>> grid_rounding("cdiv(d, 512 * 4)", 512, "B"), grid_rounding("rows", 32, "B") is None
     ('cdiv(d, B * 4)', True)
-    >>> _grid_rounding("(n + 1024 * 8 - 1) // (1024 * 8)", 1024, "B")
+    >>> grid_rounding("(n + 1024 * 8 - 1) // (1024 * 8)", 1024, "B")
     '(n + B * 8 - 1) // (B * 8)'
     """
     tree = ast.parse(text.strip(), mode="eval")
@@ -286,7 +286,7 @@ def follow_block_axis(
     block = list(mapping.block)
     for g in range(len(grid)):
         if g == axis:
-            rounded = _grid_rounding(grid[g], value, name)
+            rounded = grid_rounding(grid[g], value, name)
             if rounded is None:  # another form (``min(cdiv(n, 256), 65535)``): every copy here
                 tree, hit = _sub_ints(ast.parse(grid[g].strip(), mode="eval").body, value, name)
                 rounded = ast.unparse(tree) if hit else None
@@ -295,7 +295,7 @@ def follow_block_axis(
         else:
             # ``dim3(32, 4)`` over ``(rows + 3) / 4`` blocks: rows are y within a block and x
             # across blocks (``r = blockIdx.x * blockDim.y + threadIdx.y``): grid x rounds by y
-            rounded = _grid_rounding(grid[g], value, name)
+            rounded = grid_rounding(grid[g], value, name)
         if rounded is not None and rounded != grid[g]:
             grid[g] = rounded
             places.append(f"grid[{g}]")

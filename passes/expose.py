@@ -65,13 +65,14 @@ from ktx.ir.facts.constants import (
     named_like_a_variable,
     region_literals,
     sizes_the_data,
+    sizes_the_problem,
     spec_selected,
     warp_sized_callees,
 )
 from ktx.ir.facts.tuning import TuningParam, tuning_params
 from ktx.ir.index import eval_int_text
 from ktx.ir.launch import LaunchMapping, launch_dims, local_value, substitute
-from ktx.passes._common import around, follow_block_axis, replace_literal
+from ktx.passes._common import around, follow_block_axis, grid_rounding, replace_literal
 
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
@@ -220,6 +221,12 @@ class Expose(Pass[ConstSite]):
             selects = self._selects_what_is_computed(target, body, c)
             if selects is not None:
                 return selects
+            problem = sizes_the_problem(module, target.kernel.name, c.name)
+            if problem is not None:
+                return (
+                    f"{c.name} sizes the problem, not how it is solved: {problem}; the buffers and "
+                    "arguments the spec fixes would not follow a knob (elements unwritten or read past)"
+                )
         mapping = _thread_mapping_use(module, body, c.name)
         if mapping is not None:
             return (
@@ -370,6 +377,8 @@ class Expose(Pass[ConstSite]):
             return
         if c.kind == "launch-literal":  # the block's expressions only, as in the source
             new, places = replace_in_block(mapping, c.value, site.knob)
+            new, rounded = _grid_follows(mapping, new, c.value, site.knob)
+            places = rounded + places
         else:
             axes = _block_axes(mapping, c.value)
             if len(axes) == 1:  # the block's axis and the grid's rounding by it on that axis
@@ -572,6 +581,29 @@ def _shape_variables(mapping: LaunchMapping) -> set[str]:
         calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
         names |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in calls}
     return names - {name for name, _ in mapping.vars}
+
+
+def _grid_follows(
+    before: LaunchMapping, after: LaunchMapping, value: int, name: str
+) -> tuple[LaunchMapping, list[str]]:
+    """``after`` (the block's ``value`` replaced by ``name``) with each grid axis whose block
+    changed following it where that axis rounds by ``value`` (``(50000 + 256 - 1) // 256``).
+
+    Why: :func:`_grid_repeats` has refused a grid that writes the block's value as a literal of
+    its own, so a grid that rounds by it here is the file's grid computed from the block's
+    variable (cuda-samples vectorAdd: ``blocksPerGrid = (n + threadsPerBlock - 1) /
+    threadsPerBlock``), which the spec wrote out: it must follow the block, or a smaller block
+    leaves elements unwritten (session 9: THREADS_PER_BLOCK=64/128 failed verification)."""
+    grid = list(after.grid)
+    places = []
+    for axis, (old, new) in enumerate(zip(before.block, after.block, strict=False)):
+        if old == new or axis >= len(grid):
+            continue
+        rounded = grid_rounding(grid[axis], value, name)
+        if rounded is not None and rounded != grid[axis]:
+            grid[axis] = rounded
+            places.append(f"grid[{axis}]")
+    return dataclasses.replace(after, grid=tuple(grid)), places
 
 
 def replace_in_block(mapping: LaunchMapping, value: int, name: str) -> tuple[LaunchMapping, list[str]]:

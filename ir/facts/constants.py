@@ -429,3 +429,50 @@ def _unparen(node: ts.Node | None) -> ts.Node | None:
         inner = [c for c in node.named_children if c.type != "comment"]
         node = inner[0] if len(inner) == 1 else None
     return node
+
+
+#: Calls whose arguments size the data a kernel is given (device and host allocations).
+_ALLOCATORS = frozenset(
+    {
+        "cudaMalloc",
+        "cudaMallocManaged",
+        "cudaMallocHost",
+        "cudaMallocAsync",
+        "cudaHostAlloc",
+        "malloc",
+        "calloc",
+    }
+)
+
+
+def sizes_the_problem(module: Module, kernel: str, name: str) -> str | None:
+    """Where the host code uses the constant ``name`` as the problem the kernel is given, not as
+    how it is solved: passed whole as an argument of the kernel's launch (shfl_scan's
+    ``uniform_add<<<...>>>(..., n_elements)``: the kernel's ``len``), or sizing an allocation,
+    directly (histogram's ``cudaMalloc(&d_Partial, PARTIAL_HISTOGRAM256_COUNT * BINS *
+    sizeof(uint))``) or through a local it initialises (``sz = sizeof(int) * n_elements``).
+
+    Why: the spec fixes its buffers' extents and its scalar arguments' values; a knob for such a
+    constant changes the grid (which follows it) but not the buffers, so every other value leaves
+    part of an output unwritten or reads past an input (session 9's real-code run: 6 histogram
+    and 4 uniform_add candidates failed verification). Returns ``what at line N``, or None."""
+    for site in module.launches_of(kernel):
+        for i, arg in enumerate(site.args):
+            if arg.strip() == name:
+                return f"it is the kernel's argument {i + 1} at line {site.span.line}"
+    root = module.tree.root_node
+    carriers = {name}
+    for n in syntax.walk(root):
+        if n.type == "init_declarator":
+            value = n.child_by_field_name("value")
+            ident = syntax.declarator_identifier(n)
+            if value is not None and ident is not None and name in syntax.names_in(module, value):
+                carriers.add(syntax.text(module, ident))
+    for call in syntax.calls(module, root, _ALLOCATORS):
+        args = call.child_by_field_name("arguments")
+        used = syntax.names_in(module, args) & carriers if args is not None else set()
+        if used:
+            fn = syntax.text(module, call.child_by_field_name("function") or call)
+            via = "" if name in used else f" (through {', '.join(sorted(used))})"
+            return f"it sizes the {fn} at line {call.start_point[0] + 1}{via}"
+    return None

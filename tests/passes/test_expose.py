@@ -411,3 +411,103 @@ def test_an_items_count_whose_block_is_the_specs_literal_moves_the_block_with_it
     assert not t.space.feasible({"NUM_PER_TH": 2}) and t.space.feasible({"NUM_PER_TH": 16})
     launch = t.launch()
     assert launch is not None and launch.evaluate({"n": 8192, "NUM_PER_TH": 8})[:2] == ((2,), (512,))
+
+
+#: A grid-stride histogram: one partial histogram per block, the grid and the partials'
+#: allocation both sized by PARTIALS (cuda-samples histogram256's PARTIAL_HISTOGRAM256_COUNT).
+PARTIALS_ALLOC = """\
+static const unsigned PARTIALS = 240;
+static unsigned* d_partial;
+__global__ void hist(unsigned* partial, const unsigned* data, unsigned n) {
+  __shared__ unsigned s[256];
+  s[threadIdx.x] = 0;
+  __syncthreads();
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+    atomicAdd(&s[data[i] & 255], 1u);
+  __syncthreads();
+  partial[blockIdx.x * 256 + threadIdx.x] = s[threadIdx.x];
+}
+void init() { cudaMalloc((void**)&d_partial, PARTIALS * 256 * sizeof(unsigned)); }
+void run(const unsigned* data, unsigned n) { hist<<<PARTIALS, 256>>>(d_partial, data, n); }
+"""
+
+
+def test_a_constant_that_sizes_an_allocation_the_kernel_writes_is_refused() -> None:
+    """Session 9: PARTIAL_HISTOGRAM256_COUNT = 64..512 moved the spec's grid (``240``) but not
+    its ``[240, 256]`` output: 6 candidates failed verification."""
+    spec = LaunchMapping(("240",), ("256",), "0", (), "spec")
+    t = apply(PARTIALS_ALLOC, "expose", mapping=spec)
+    assert "PARTIALS" not in {k.name for k in t.knobs}
+    assert any(
+        "PARTIALS sizes the problem" in r and "cudaMalloc at line 12" in r for r in remarks(t, "skipped")
+    )
+
+
+#: cuda-samples shfl_scan: the element count is a local constant, passed to the kernel as its
+#: ``len`` and sizing the buffers through ``sz``.
+COUNT_AS_ARGUMENT = """\
+__global__ void uniform_add(int* data, int* partial_sums, int len) {
+  __shared__ int buf;
+  int id = blockIdx.x * blockDim.x + threadIdx.x;
+  if (id > len) return;
+  if (threadIdx.x == 0) buf = partial_sums[blockIdx.x];
+  __syncthreads();
+  data[id] += buf;
+}
+int main() {
+  int* d_data; int* d_sums;
+  const int n_elements = 65536;
+  int sz = sizeof(int) * n_elements;
+  cudaMalloc((void**)&d_data, sz);
+  cudaMalloc((void**)&d_sums, n_elements / 256 * sizeof(int));
+  uniform_add<<<n_elements / 256 - 1, 256>>>(d_data + 256, d_sums, n_elements);
+}
+"""
+
+
+def test_a_constant_passed_to_the_kernel_as_its_size_is_refused() -> None:
+    """Session 9: N_ELEMENTS = 16384..262144 moved the spec's grid (``65536 // 256 - 1``) but not
+    its buffers or ``len = 65536``: 4 candidates failed verification."""
+    spec = LaunchMapping(("65536 // 256 - 1",), ("256",), "0", (), "spec")
+    t = apply(COUNT_AS_ARGUMENT, "expose", mapping=spec)
+    assert "N_ELEMENTS" not in {k.name for k in t.knobs}
+    assert any("the kernel's argument 3 at line 15" in r for r in remarks(t, "skipped"))
+
+
+def test_sizes_the_problem_sees_an_allocation_through_a_local() -> None:
+    from ktx.ir import parse
+    from ktx.ir.facts.constants import sizes_the_problem
+
+    source = COUNT_AS_ARGUMENT.replace("d_sums, n_elements);", "d_sums, 65536);")
+    m = parse(source)
+    assert (
+        sizes_the_problem(m, "uniform_add", "n_elements") == "it sizes the cudaMalloc at line 13 (through sz)"
+    )
+    assert sizes_the_problem(m, "uniform_add", "buf") is None
+
+
+#: cuda-samples vectorAdd: the block is a local the grid rounds by; the spec writes both out.
+BLOCK_THE_GRID_ROUNDS_BY = """\
+__global__ void vectorAdd(const float* A, const float* B, float* C, int n) {
+  int i = blockDim.x * blockIdx.x + threadIdx.x;
+  if (i < n) C[i] = A[i] + B[i];
+}
+void launch(const float* A, const float* B, float* C, int n) {
+  int threadsPerBlock = 256;
+  int blocksPerGrid = (n + threadsPerBlock - 1) / threadsPerBlock;
+  vectorAdd<<<blocksPerGrid, threadsPerBlock>>>(A, B, C, n);
+}
+"""
+
+
+def test_a_spec_grid_that_rounds_by_the_exposed_block_follows_it() -> None:
+    """Session 9: THREADS_PER_BLOCK = 64/128 kept the spec's grid of ``(50000 + 256 - 1) // 256``
+    blocks, too few to cover the 50000 elements: 2 candidates failed verification."""
+    spec = LaunchMapping(("(50000 + 256 - 1) // 256",), ("256",), "0", (), "spec")
+    t = apply(BLOCK_THE_GRID_ROUNDS_BY, "expose", mapping=spec)
+    assert "THREADS_PER_BLOCK" in {k.name for k in t.knobs}
+    launch = t.launch()
+    assert launch is not None
+    for block in (64, 128, 512):
+        grid, blk = launch.evaluate({"THREADS_PER_BLOCK": block})[:2]
+        assert blk == (block,) and grid[0] * block >= 50000 > (grid[0] - 1) * block
