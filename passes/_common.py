@@ -276,6 +276,8 @@ def follow_block_axis(
     >>> new, places = follow_block_axis(m, 1, 32, "Y")
     >>> new.grid, new.block, places
     (('(c + 32 - 1) // 32', '(r + Y - 1) // Y'), ('32', 'Y'), ['grid[1]', 'block[1]'])
+    >>> follow_block_axis(LaunchMapping(("128",), ("128",), "0", (), "spec"), 0, 128, "X")[0].grid
+    ('128',)
     >>> m = LaunchMapping(("n",), ("1024",), "(ncols + 32) * 4", (("ncols", "1024"),), "spec")
     >>> new, places = follow_block_axis(m, 0, 1024, "X")
     >>> new.vars, places
@@ -287,8 +289,13 @@ def follow_block_axis(
     for g in range(len(grid)):
         if g == axis:
             rounded = grid_rounding(grid[g], value, name)
-            if rounded is None:  # another form (``min(cdiv(n, 256), 65535)``): every copy here
-                tree, hit = _sub_ints(ast.parse(grid[g].strip(), mode="eval").body, value, name)
+            body = ast.parse(grid[g].strip(), mode="eval").body
+            # Another form (``min(cdiv(n, 256), 65535)``): every copy here. Not a grid that is
+            # the bare literal: a fixed count of blocks that equals the block by chance
+            # (fp16ScalarProduct's ``<<<NUM_OF_BLOCKS, NUM_OF_THREADS>>>``, both 128) is no more
+            # derived from the block than a grid of 120 would be.
+            if rounded is None and not _is_int(body, value):
+                tree, hit = _sub_ints(body, value, name)
                 rounded = ast.unparse(tree) if hit else None
         elif g < len(block) and _holds_int(block[g], value):
             continue  # the grid's rounding by its own block's axis, which has the same size

@@ -65,7 +65,12 @@ import tree_sitter as ts
 from ktx.ir import LaunchSite, Module, SharedArray, syntax
 from ktx.ir.affine import BlockAlias
 from ktx.ir.consteval import int_literal
-from ktx.ir.facts.constants import allowed_by_asserts, assumes_warp_x, ceil_divide_literals
+from ktx.ir.facts.constants import (
+    allowed_by_asserts,
+    assumes_warp_x,
+    ceil_divide_literals,
+    unrolled_for_block,
+)
 from ktx.ir.facts.launcher import header_value
 from ktx.ir.facts.tuning import tuning_params
 from ktx.ir.index import eval_int_text
@@ -786,6 +791,12 @@ def _check_literal_in_kernel(rw: Rewriter, value: int) -> None:
                 f"the kernel body uses the literal {value}, the current block size (line "
                 f"{n.start_point[0] + 1}); it may assume blockDim == {value}"
             )
+    unrolled = unrolled_for_block(module, rw.target.kernel, value)
+    if unrolled is not None:
+        raise Refuse(
+            f"{unrolled} is written for a block of {value} threads (a reduction unrolled by hand sums "
+            f"exactly {value} partials): another block size would drop some or read past them"
+        )
 
 
 def _unguarded_index(target: Target, axis: int) -> str | None:

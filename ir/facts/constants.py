@@ -23,7 +23,7 @@ expression, so :func:`region_literals` finds every copy.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import tree_sitter as ts
 from ktx.ir import Function, Module, Span, syntax
@@ -284,9 +284,8 @@ def named_like_a_variable(name: str, variables: Iterable[str]) -> str | None:
     return None
 
 
-def warp_sized_callees(module: Module, fn: Function) -> str | None:
-    """The first warp shuffle in ``fn`` or in a function it calls (transitively), as
-    ``name() at line N``: there the code assumes whole warps along x."""
+def _reachable(module: Module, fn: Function) -> Iterator[tuple[Function, ts.Node]]:
+    """``fn`` and the functions of the file it calls, transitively, each with its node."""
     by_name = {f.name: f for f in module.functions}
     seen: set[str] = set()
     todo = [fn]
@@ -296,16 +295,53 @@ def warp_sized_callees(module: Module, fn: Function) -> str | None:
             continue
         seen.add(current.name)
         node = syntax.function_node(module, current)
-        for call in syntax.calls(module, node, syntax.SHUFFLES):
-            callee = call.child_by_field_name("function")
-            where = f"{current.name}()" if current is not fn else "the kernel"
-            shown = (callee.text or b"").decode() if callee is not None else "a shuffle"
-            return f"{shown} in {where} at line {call.start_point[0] + 1}"
+        yield current, node
         for call in syntax.calls(module, node):
             callee = call.child_by_field_name("function")
             name = (callee.text or b"").decode() if callee is not None else ""
             if name in by_name and name not in seen:
                 todo.append(by_name[name])
+
+
+def warp_sized_callees(module: Module, fn: Function) -> str | None:
+    """The first warp shuffle in ``fn`` or in a function it calls (transitively), as
+    ``name() at line N``: there the code assumes whole warps along x."""
+    for current, node in _reachable(module, fn):
+        for call in syntax.calls(module, node, syntax.SHUFFLES):
+            callee = call.child_by_field_name("function")
+            where = f"{current.name}()" if current is not fn else "the kernel"
+            shown = (callee.text or b"").decode() if callee is not None else "a shuffle"
+            return f"{shown} in {where} at line {call.start_point[0] + 1}"
+    return None
+
+
+def unrolled_for_block(module: Module, fn: Function, block: int) -> str | None:
+    """Where ``fn``, or a function it calls, is written for a block of ``block`` threads: the
+    first step of a tree reduction unrolled by hand (``if (threadIdx.x < 64) v[threadIdx.x] +=
+    v[threadIdx.x + 64]`` for 128 threads), or, in a callee, the literal ``block`` beside
+    ``threadIdx.x``. Returns ``what in where at line N``, or None.
+
+    Why: such a reduction sums exactly ``block`` partials. cuda-samples fp16ScalarProduct's
+    ``reduceInShared_native`` under a block knob: 256 threads left half the partials out
+    (wrong result), 32 and 64 read past the shared array (crash); session 9 measured 7 such
+    candidates. The kernel's own literal ``block`` is :mod:`ktx.passes.block_size`'s older check."""
+    half = block // 2 if block % 2 == 0 else None
+    for current, node in _reachable(module, fn):
+        where = f"{current.name}()" if current is not fn else "the kernel"
+        for n in syntax.walk(node):
+            if n.type != "binary_expression" or not (_is_op(n, "<") or _is_op(n, "+")):
+                continue
+            sides = [n.child_by_field_name("left"), n.child_by_field_name("right")]
+            texts = ["".join(syntax.node_text(s).split()) for s in sides]
+            if "threadIdx.x" not in texts:
+                continue
+            other = texts[1] if texts[0] == "threadIdx.x" else texts[0]
+            value = int_literal(other)
+            if value is None or value < 2:
+                continue
+            if value == half or (value == block and current is not fn):
+                shown = " ".join(syntax.node_text(n).split())
+                return f"`{shown}` in {where} at line {n.start_point[0] + 1}"
     return None
 
 

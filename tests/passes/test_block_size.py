@@ -445,3 +445,70 @@ def test_a_per_shape_items_count_keeps_the_block_at_least_as_large_and_bound_blo
     follow = "{BLOCK_X if BLOCK_X else 256}"
     assert t.template_args == ("float", args[1], follow, follow)
     assert any("x stays at least 256" in r for r in remarks(t))
+
+
+#: cuda-samples fp16ScalarProduct: a grid-stride dot product whose shared partials are reduced
+#: by a helper unrolled for 128 threads; the grid (128 blocks) equals the block by chance.
+UNROLLED_REDUCTION = """\
+#define NUM_OF_BLOCKS 128
+#define NUM_OF_THREADS 128
+__device__ void reduce(float* v) {
+  if (threadIdx.x < 64) v[threadIdx.x] += v[threadIdx.x + 64];
+  __syncthreads();
+  if (threadIdx.x < 32) v[threadIdx.x] += v[threadIdx.x + 32];
+  __syncthreads();
+  if (threadIdx.x < 1) v[threadIdx.x] += v[threadIdx.x + 1];
+  __syncthreads();
+}
+__global__ void dot(const float* a, const float* b, float* results, int size) {
+  const int stride = gridDim.x * blockDim.x;
+  __shared__ float sh[NUM_OF_THREADS];
+  float value = 0.f;
+  for (int i = threadIdx.x + blockIdx.x * blockDim.x; i < size; i += stride) value += a[i] * b[i];
+  sh[threadIdx.x] = value;
+  __syncthreads();
+  reduce(sh);
+  if (threadIdx.x == 0) results[blockIdx.x] = sh[0];
+}
+void launch(const float* a, const float* b, float* r, int n) {
+  dot<<<NUM_OF_BLOCKS, NUM_OF_THREADS>>>(a, b, r, n);
+}
+"""
+
+
+def test_a_reduction_a_callee_unrolls_for_the_block_size_is_refused() -> None:
+    """Session 9: BLOCK_X = 256 summed half the partials (wrong result), 32 and 64 read past the
+    shared array (crash): 7 failed candidates."""
+    spec = LaunchMapping(("128",), ("128",), "0", (), "spec")
+    t = apply(UNROLLED_REDUCTION, "block-size", mapping=spec)
+    assert not t.knobs
+    assert any(
+        "`threadIdx.x < 64` in reduce() at line 4 is written for a block of 128 threads" in r
+        for r in remarks(t, "skipped")
+    )
+
+
+def test_a_block_size_reduction_that_follows_blockdim_is_still_a_knob() -> None:
+    """The control: the same kernel reducing over blockDim.x / 2 .. 1 takes the knob, and the
+    spec's grid of 128 blocks stays 128 (a count of blocks, not the block's size)."""
+    generic = UNROLLED_REDUCTION.replace(
+        """  if (threadIdx.x < 64) v[threadIdx.x] += v[threadIdx.x + 64];
+  __syncthreads();
+  if (threadIdx.x < 32) v[threadIdx.x] += v[threadIdx.x + 32];
+  __syncthreads();
+  if (threadIdx.x < 1) v[threadIdx.x] += v[threadIdx.x + 1];
+  __syncthreads();
+""",
+        """  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) v[threadIdx.x] += v[threadIdx.x + s];
+    __syncthreads();
+  }
+""",
+    )
+    spec = LaunchMapping(("128",), ("128",), "0", (), "spec")
+    t = apply(generic, "block-size", mapping=spec)
+    assert [k.name for k in t.knobs] == ["BLOCK_X"]
+    launch = t.launch()
+    assert launch is not None
+    grid, block = launch.evaluate({"BLOCK_X": 256})[:2]
+    assert grid == (128,) and block == (256,)
