@@ -14,9 +14,11 @@ and ``block * ROWS <= 1024``. It refuses kernels that already use a second block
 dimension, ``gridDim.x`` other than as the step of a loop over rows (``while (row < rows) {
 ...; row += gridDim.x; }``, read by :mod:`ktx.ir.affine`, whose step becomes
 ``gridDim.x * KTX_ROWS``), or shared memory (the rows of a block
-would share it), and kernels that synchronise the block after an early ``return`` (rows that
-leave early would leave the others waiting). Kernels that shuffle across lanes get the
-constraint ``block % 32 == 0`` for ``ROWS > 1``, so that no warp spans two rows.
+would share it), or that hand the whole block to a collective (``reduce::block(tb, ...)`` with
+``tb = cg::this_thread_block()``, ``tb.sync()``, a called device function with ``__shared__``
+memory or a barrier: :mod:`ktx.ir.facts.collectives`), and kernels that synchronise the block
+after an early ``return`` (rows that leave early would leave the others waiting). Kernels that
+shuffle across lanes get the constraint ``block % 32 == 0`` for ``ROWS > 1``, so that no warp spans two rows.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections.abc import Iterator
 
 import tree_sitter as ts
 from ktx.ir import syntax
+from ktx.ir.facts.collectives import block_collective
 from ktx.ir.launch import launch_dims, local_value, rebuilt_dim3
 from ktx.passes._common import KernelSite, kernel_node, powers_of_two, uses_shuffles
 
@@ -75,6 +78,12 @@ class RowsPerBlock(Pass[KernelSite]):
         shared = [a for a in module.shared_arrays if a.function == fn.name]
         if not why and shared:
             why = f"the kernel uses shared memory ({shared[0].name}), which the rows of a block would share"
+        collective = block_collective(module, fn) if not why else None
+        if collective is not None:
+            why = (
+                f"{collective}: a collective over the block would combine (or wait for) the rows "
+                "stacked in it"
+            )
         returns = any(n.type == "return_statement" for n in syntax.walk(body))
         if not why and returns and any(True for _ in syntax.calls(module, body, syntax.BARRIERS)):
             why = "the kernel may return early and also synchronises the block"

@@ -101,3 +101,57 @@ def test_a_real_second_dimension_still_refuses() -> None:
         assert (
             "second grid or block dimension" in remarks(apply(THREE.replace(old, new), "rows-per-block"))[0]
         )
+
+
+#: DeepSpeed top_k_gating_kernel: one token per block, reduced over the whole block through a
+#: helper (from a header) that takes the cooperative-groups block.
+BLOCK_GROUP = """\
+namespace cg = cooperative_groups;
+__global__ void gate(float* out, const float* logits, int n) {
+  cg::thread_block tb = cg::this_thread_block();
+  cg::thread_block_tile<32> warp = cg::tiled_partition<32>(tb);
+  float v = threadIdx.x < n ? logits[blockIdx.x * n + threadIdx.x] : 0.f;
+  reduce::block<ROp::Add>(tb, warp, v);
+  if (threadIdx.x == 0) out[blockIdx.x] = v;
+}
+void launch(float* out, const float* logits, int tokens, int n) { gate<<<tokens, 128>>>(out, logits, n); }
+"""
+
+
+def test_a_kernel_that_hands_its_block_to_a_collective_is_refused() -> None:
+    """Session 9: ROWS = 2 and 4 reduced two and four tokens' logits together: 4 candidates
+    failed verification."""
+    t = apply(BLOCK_GROUP, "rows-per-block")
+    assert not t.knobs
+    assert any(
+        "reduce::block<ROp::Add>() takes the whole block (tb = this_thread_block()) at line 6" in r
+        for r in remarks(t, "skipped")
+    )
+
+
+def test_a_block_group_only_split_into_warps_keeps_the_knob() -> None:
+    """The control: a kernel that only partitions its block into warps (each warp its own
+    shuffles) still stacks rows."""
+    t = apply(
+        BLOCK_GROUP.replace("  reduce::block<ROp::Add>(tb, warp, v);\n", "  v += warp.shfl_down(v, 1);\n"),
+        "rows-per-block",
+    )
+    assert [k.name for k in t.knobs] == ["ROWS"]
+
+
+def test_a_called_device_function_that_synchronises_the_block_is_refused() -> None:
+    src = """\
+__device__ float block_sum(float v) { __syncthreads(); return v; }
+__global__ void k(float* out, const float* x, int n) {
+  float v = threadIdx.x < n ? x[blockIdx.x * n + threadIdx.x] : 0.f;
+  v = block_sum(v);
+  if (threadIdx.x == 0) out[blockIdx.x] = v;
+}
+void launch(float* out, const float* x, int rows, int n) { k<<<rows, 128>>>(out, x, n); }
+"""
+    t = apply(src, "rows-per-block")
+    assert not t.knobs
+    assert any(
+        "block_sum(), which the kernel calls, synchronises the block at line 1" in r
+        for r in remarks(t, "skipped")
+    )
