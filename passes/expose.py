@@ -24,11 +24,16 @@ launch writes its value as the block's literal, is left to ``block-size``, which
 template argument and the block together (so are the launch literals beside it). Also refused,
 so that every value computes the same result: a constant computed from another (``NUM_WARPS =
 THREADS / 32`` follows ``THREADS``), one that lays out a buffer (``in + token * TOPK * d``), one
-the spec sets from a shape variable (``template_args = [..., "{topk}"]``) or names as one, and
-one fed to a ``static_assert`` ktx cannot evaluate; an assert it can evaluate narrows the domain
-to the values it accepts (``VEC * sizeof(T) <= 16``). A launch literal written twice in the
-expression it sets (``d < 1024 ? d : 1024``) changes in both places, and in the block's mapping
-only, so the launcher ships what is measured. See ``ktx/ir/facts/constants.py``.
+the spec sets from a shape variable (``template_args = [..., "{topk}"]``) or names as one,
+one that sizes the problem (passed whole as an argument of the kernel's launch, or sizing a
+``cudaMalloc``/``malloc``, directly or through a local: the spec's buffers would not follow),
+one that sets a block a helper's hand-unrolled reduction assumes (``threadIdx.x < 64`` for 128
+threads), and one fed to a ``static_assert`` ktx cannot evaluate; an assert it can evaluate
+narrows the domain to the values it accepts (``VEC * sizeof(T) <= 16``). A spec grid that
+rounds by an exposed launch-literal block (``(50000 + 256 - 1) // 256``) follows the knob. A
+launch literal written twice in the expression it sets (``d < 1024 ? d : 1024``) changes in
+both places, and in the block's mapping only, so the launcher ships what is measured.
+See ``ktx/ir/facts/constants.py``.
 
 A template parameter the file's launches give no integer (the launcher picks it by a name, as
 FlashInfer's ``DISPATCH_ALIGNED_VEC_SIZE`` picks ``VEC_SIZE``) takes the value the spec binds
@@ -67,6 +72,7 @@ from ktx.ir.facts.constants import (
     sizes_the_data,
     sizes_the_problem,
     spec_selected,
+    unrolled_for_block,
     warp_sized_callees,
 )
 from ktx.ir.facts.tuning import TuningParam, tuning_params
@@ -233,6 +239,13 @@ class Expose(Pass[ConstSite]):
                 f"{c.name} maps threads to work ({mapping}); changing it needs matching shuffle "
                 "masks and index math"
             )
+        if c.value is not None and _sets_block(target, c):
+            unrolled = unrolled_for_block(module, target.kernel, c.value)
+            if unrolled is not None:
+                return (
+                    f"{unrolled} is written for a block of {c.value} threads, which {c.name} sets (a "
+                    "reduction unrolled by hand): another value would drop partials or read past them"
+                )
         if c.kind == "launch-literal" and c.value == 32:
             shuffle = warp_sized_callees(module, target.kernel)
             if shuffle is not None:
@@ -658,6 +671,15 @@ def _tied_literals(module: Module, config: Span, value: int) -> list[ts.Node]:
         and config.start <= n.start_byte < config.end
         and int_literal(syntax.text(module, n)) == value
     ]
+
+
+def _sets_block(target: Target, c: PerfConstant) -> bool:
+    """Whether ``c`` is the block size of a launch of the kernel: a launch literal, or a name
+    written in a launch's block (``<<<NUM_OF_BLOCKS, NUM_OF_THREADS>>>``)."""
+    if c.kind == "launch-literal":
+        return True
+    module = target.module
+    return any(c.name in re.findall(r"\w+", module.text(site.block)) for site in target.launches)
 
 
 def _launch_use(c: PerfConstant) -> bool:

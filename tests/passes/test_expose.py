@@ -511,3 +511,32 @@ def test_a_spec_grid_that_rounds_by_the_exposed_block_follows_it() -> None:
     for block in (64, 128, 512):
         grid, blk = launch.evaluate({"THREADS_PER_BLOCK": block})[:2]
         assert blk == (block,) and grid[0] * block >= 50000 > (grid[0] - 1) * block
+
+
+#: A block-size constant whose shared partials a helper reduces, unrolled for 128 threads
+#: (cuda-samples fp16ScalarProduct's reduceInShared_native).
+UNROLLED_FOR_THE_BLOCK = """\
+#define NUM_OF_THREADS 128
+__device__ void reduce(float* v) {
+  if (threadIdx.x < 64) v[threadIdx.x] += v[threadIdx.x + 64];
+  __syncthreads();
+  if (threadIdx.x < 1) v[threadIdx.x] += v[threadIdx.x + 1];
+}
+__global__ void dot(const float* a, float* results, int size) {
+  __shared__ float sh[NUM_OF_THREADS];
+  float value = 0.f;
+  for (int i = threadIdx.x + blockIdx.x * blockDim.x; i < size; i += gridDim.x * blockDim.x) value += a[i];
+  sh[threadIdx.x] = value;
+  __syncthreads();
+  reduce(sh);
+  if (threadIdx.x == 0) results[blockIdx.x] = sh[0];
+}
+void launch(const float* a, float* r, int n) { dot<<<120, NUM_OF_THREADS>>>(a, r, n); }
+"""
+
+
+def test_a_block_size_constant_a_callee_reduces_unrolled_is_refused() -> None:
+    spec = LaunchMapping(("120",), ("128",), "0", (), "spec")
+    t = apply(UNROLLED_FOR_THE_BLOCK, "expose", mapping=spec)
+    assert "NUM_OF_THREADS" not in {k.name for k in t.knobs}
+    assert any("`threadIdx.x < 64` in reduce() at line 3" in r for r in remarks(t, "skipped"))
