@@ -66,6 +66,7 @@ from ktx.ir.analysis import PerfConstant, perf_constants
 from ktx.ir.consteval import int_literal
 from ktx.ir.facts.constants import (
     allowed_by_asserts,
+    assumes_warp_x,
     derived_from,
     named_like_a_variable,
     region_literals,
@@ -253,6 +254,13 @@ class Expose(Pass[ConstSite]):
                     f"32 is the warp width the kernel's shuffles assume ({shuffle}: whole warps "
                     "along x, blockDim.x == warpSize)"
                 )
+            # FlashInfer's norms: ``constexpr uint32_t warp_size = 32`` in the kernel, the
+            # shuffles in a header's ``math::shfl_xor_sync``; the launcher's 32s are lanes
+            # (``dim3 nthrs(32, num_warps)``, ``num_warps = ceil_div(block_size, 32)``).
+            # Session 9 measured NUM_WARPS=128 (a block x of 128): 3 wrong results.
+            warp = assumes_warp_x(module, target.kernel)
+            if warp is not None:
+                return f"32 is the warp width the kernel assumes ({warp}): a warp's lanes, not a choice"
         if c.kind == "template-int":
             return self._template_refusal(target, c) or self._selects_what_is_computed(target, body, c)
         return None

@@ -540,3 +540,41 @@ def test_a_block_size_constant_a_callee_reduces_unrolled_is_refused() -> None:
     t = apply(UNROLLED_FOR_THE_BLOCK, "expose", mapping=spec)
     assert "NUM_OF_THREADS" not in {k.name for k in t.knobs}
     assert any("`threadIdx.x < 64` in reduce() at line 3" in r for r in remarks(t, "skipped"))
+
+
+#: FlashInfer's norms: the kernel writes its warp size, its shuffles sit in a header's helper
+#: ktx cannot read; the launcher's 32s are a warp's lanes.
+WARP_LANES = """\
+template <typename T>
+__global__ void norm(T* x, unsigned d) {
+  constexpr unsigned warp_size = 32;
+  const unsigned thread_id = threadIdx.x + threadIdx.y * warp_size;
+  float s = 0.f;
+  for (unsigned i = thread_id; i < d; i += blockDim.y * warp_size) s += float(x[blockIdx.x * d + i]);
+  s += math::shfl_xor_sync(s, 16);
+  if (thread_id == 0) x[blockIdx.x * d] = T(s);
+}
+template <typename T>
+void launch(T* x, unsigned rows, unsigned d) {
+  const unsigned block_size = min(1024u, d);
+  const unsigned num_warps = (block_size + 31) / 32;
+  dim3 nthrs(32, num_warps);
+  norm<T><<<rows, nthrs>>>(x, d);
+}
+"""
+
+
+def test_a_launch_32_the_kernel_assumes_as_a_warp_is_refused() -> None:
+    """Session 9: FusedAddRMSNormKernel's NUM_WARPS (the 32 of ``ceil_div(block_size, 32)``)
+    = 128 made the block's x 128 lanes: 3 wrong results."""
+    spec = LaunchMapping(
+        ("rows",), ("32", "num_warps", "1"), "0", (("num_warps", "(min(1024, d) + 31) // 32"),), "spec"
+    )
+    t = apply(WARP_LANES, "expose", mapping=spec)
+    knobs = {k.name for k in t.knobs}
+    assert "NUM_WARPS" not in knobs and "NTHRS" not in knobs
+    assert "BLOCK_SIZE_MAX" in knobs  # the cap of threads per block is still a knob
+    assert any(
+        "32 is the warp width the kernel assumes (the kernel writes the warp size 32 (line 3)" in r
+        for r in remarks(t, "skipped")
+    )
