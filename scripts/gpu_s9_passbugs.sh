@@ -7,7 +7,7 @@
 #   2. the refused sites: the pipelines that produced the failures now offer no such knob, so
 #      `ktx run --config` with the old knob must fail with exit 2 (unknown knob), not measure:
 #      histogram256 PARTIAL_HISTOGRAM256_COUNT, uniform_add N_ELEMENTS, scalarProduct BLOCK_X,
-#      top_k_gating ROWS (the last three the passes' refusals; CPU-checkable, here for the record).
+#      top_k_gating ROWS, FusedAddRMSNorm NUM_WARPS (the last four the passes' refusals; CPU-checkable, here for the record).
 #
 # Carry benchmarks/realcode/src (ignored) and the wheels scripts/gpu_env.sh expects.
 # Usage on the GPU host, repo root:  OUT=/path bash scripts/gpu_s9_passbugs.sh
@@ -30,7 +30,8 @@ done
 for case in "cuda-samples__histogram256Kernel expose PARTIAL_HISTOGRAM256_COUNT=128" \
             "cuda-samples__uniform_add expose N_ELEMENTS=32768" \
             "cuda-samples__scalarProductKernel_native block-size BLOCK_X=256" \
-            "deepspeed__top_k_gating_kernel rows-per-block ROWS=2"; do
+            "deepspeed__top_k_gating_kernel rows-per-block ROWS=2" \
+            "flashinfer__FusedAddRMSNormKernel expose NUM_WARPS=128"; do
   set -- $case
   echo "== $1 $2 $3 (expect exit 2: the knob is refused)" | tee -a "$LOG"
   timeout 60 $KTX run "$RC/$1" --passes "$2" --config "$3" >>"$LOG" 2>&1
