@@ -50,9 +50,10 @@ The pass refuses kernels that read neither ``blockDim`` nor such a name (their w
 tied to the launch's block size in ways a knob would break), kernels with fixed-size shared
 arrays not sized by that name (but for a template block size the launcher picks among, above),
 kernels that read their block size as a parameter or as a template parameter some launch does
-not write (deduced, defaulted, or in a shared macro), and launches whose grid repeats the
-block's literal other than to round up (``<<<n / 256, 256>>>``: run expose first, or name the
-constant).
+not write (deduced, defaulted, or in a shared macro), kernels that (or whose device functions) reduce
+by hand for the current block (``threadIdx.x < 64`` / ``v[threadIdx.x + 64]`` for 128 threads), and
+launches whose grid repeats the block's literal other than to round up (``<<<n / 256, 256>>>``:
+run expose first, or name the constant).
 """
 
 from __future__ import annotations
