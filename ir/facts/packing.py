@@ -958,6 +958,12 @@ class ElementPlan:
     apart: tuple[tuple[MemRef, MemRef], ...] = ()
     """Pointers that may alias (no ``__restrict__``), whose packs are taken only where a run-time
     check finds the pack's elements of one apart from those of the other."""
+    unsized: tuple[str, ...] = ()
+    """Template type parameters of the kernel whose size no launch in the file gives: counted as
+    :data:`ASSUMED_SIZE` bytes in the knob's domain; the rewrite packs only where ``sizeof``
+    lets the knob's elements fit one access (an ``if constexpr``, so a wider type is never
+    instantiated as a pack) and takes them one by one otherwise. The host needs no size: each
+    thread takes the knob's element count either way, so the grid shrinks by it alone."""
 
 
 @dataclass(frozen=True)
@@ -1019,9 +1025,17 @@ def element_plan(facts: Facts, max_bytes: int, launched: bool) -> ElementPlan | 
         )
     sizes: list[tuple[str, int]] = []
     notes: list[str] = []
+    unsized: list[str] = []
+    # only a type parameter of the kernel: `if constexpr` discards the pack without instantiating
+    # it only where its condition depends on one (a typedef from a header not found would not be)
+    tparams = {tp.name for tp in fn.template_params if tp.kind == "type"}
     for e in packed:
         elem = e.memory.element_type
         found = type_size(module, fn, facts.template_args, elem)
+        if found is None and " ".join(elem.split()) in tparams:
+            if elem not in unsized:
+                unsized.append(elem)
+            found = (ASSUMED_SIZE, "")
         if found is None:
             return Refusal(
                 f"unknown size of element type {elem!r} of {e.pointer} "
@@ -1038,7 +1052,7 @@ def element_plan(facts: Facts, max_bytes: int, launched: bool) -> ElementPlan | 
             f"elements of {max(s for _, s in sizes)} bytes leave no pack width within {max_bytes} bytes",
             span,
         )
-    return ElementPlan(eb, tuple(accesses), tuple(sizes), tuple(notes), span, tuple(apart))
+    return ElementPlan(eb, tuple(accesses), tuple(sizes), tuple(notes), span, tuple(apart), tuple(unsized))
 
 
 _LOOP_TYPES = frozenset({"for_statement", "while_statement", "do_statement", "for_range_loop"})
