@@ -651,7 +651,10 @@ def _render_group(em: _Emit, group: list[ts.Node], indent: str) -> list[str]:
     for (pointer, offset), accs in keys.items():
         em.counter += 1
         base = f"ktx_{pointer}"
-        name = base if not any(v == base for v in em.packs.values()) else f"{base}_{em.counter}"
+        # `ktx_p` and `ktx_j` are the pack and lane indices: a pointer named `p` or `j` (LightSeq's
+        # Adam: `T* p`) takes a numbered pack name instead of shadowing the index
+        taken = base in ("ktx_p", "ktx_j") or any(v == base for v in em.packs.values())
+        name = f"{base}_{em.counter}" if taken else base
         em.packs[(em.counter, pointer, offset)] = name
         for a in accs:
             names[a.node.id] = name

@@ -105,3 +105,58 @@ def _widest_load(body: str) -> int:
     for m in re.finditer(r"ld\.global(?:\.\w+)*?(?:\.v(\d))?\.[bufs](\d+)\s", body):
         widest = max(widest, int(m.group(1) or 1) * int(m.group(2)) // 8)
     return widest
+
+
+ADAM = """\
+template <typename T, typename GRAD_T>
+__global__ void adam(T* __restrict__ p, T* __restrict__ m, const GRAD_T* __restrict__ g, float b1, size_t n) {
+  int global_id = blockIdx.x * blockDim.x + threadIdx.x;
+  if (global_id >= n) return;
+  T scaled = T(g[global_id]) * T(0.5f);
+  m[global_id] = b1 * m[global_id] + (1 - b1) * scaled;
+  p[global_id] = p[global_id] - m[global_id];
+}
+
+template <typename T, typename GRAD_T>
+void run(T* p, T* m, const GRAD_T* g, float b1, size_t n, cudaStream_t stream) {
+  dim3 block, grid;
+  if (n <= 1024) {
+    block.x = n;
+    grid.x = 1;
+  } else {
+    block.x = 1024;
+    grid.x = (n + 1023) / 1024;
+  }
+  adam<<<grid, block, 0, stream>>>(p, m, g, b1, n);
+}
+"""
+
+
+def test_a_pointer_named_p_does_not_shadow_the_pack_index() -> None:
+    # LightSeq's Adam: `T* p` packed as `ktx_p` would hide the pack index `ktx_p`
+    code = apply(ADAM, "vectorize").instantiate({"VEC_THREAD": 4})
+    assert "const int ktx_p = blockIdx.x * blockDim.x + threadIdx.x;" in code
+    assert "auto ktx_p = " not in code
+    assert "ktx::store(p + ktx_p * 4, ktx_p_" in code
+
+
+def test_a_dim3_set_in_branches_is_divided_whole() -> None:
+    # FasterTransformer's slice_copy: `dim3 block, grid;` with grid.x set in each branch
+    code = apply(ADAM, "vectorize").instantiate({"VEC_THREAD": 4})
+    assert "adam<<<dim3((grid.x + 3) / 4, grid.y, grid.z), block, 0, stream>>>" in code
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_the_adam_shape_builds_for_two_element_types(tmp_path: Path) -> None:
+    cu = tmp_path / "k.cu"
+    text = "#include <cuda_fp16.h>\n" + apply(ADAM, "vectorize").instantiate({"VEC_THREAD": 8})
+    text += "template void run<float, __half>(float*, float*, const __half*, float, size_t, cudaStream_t);\n"
+    text += "template void run<float, float>(float*, float*, const float*, float, size_t, cudaStream_t);\n"
+    cu.write_text(text)
+    r = subprocess.run(
+        ["nvcc", "-std=c++17", "-arch=sm_90", "-ptx", "-o", str(tmp_path / "k.ptx"), str(cu)],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
