@@ -72,3 +72,33 @@ def test_it_builds_for_sm_90_with_16_byte_accesses(tmp_path: Path) -> None:
     text = ptx.read_text()
     assert "ld.global.v4.f32" in text or "ld.global.v4.u32" in text
     assert "st.global.v4.f32" in text or "st.global.v4.u32" in text
+
+
+TWINS = """\
+template <typename T>
+__global__ void sig(T* data, const int size) {
+  const int index = blockIdx.x * blockDim.x + threadIdx.x;
+  if (index < size) data[index] = data[index] * 2.f;
+}
+
+template <>
+__global__ void sig(double* data, const int size) {
+  const int index = blockIdx.x * blockDim.x + threadIdx.x;
+  if (index < size / 2) data[index] = data[index] * 3.0;
+}
+
+template <typename T>
+void run(T* data, int size) {
+  sig<<<(size + 127) / 128, 128>>>(data, size);
+  sig<<<(size + 255) / 256, 128>>>((double*)data, size);
+}
+"""
+
+
+def test_a_kernel_with_a_specialization_is_refused() -> None:
+    # FasterTransformer's sigmoid_kernel has a half2 specialization: both launches name `sig`, so
+    # dividing the grid for the template would divide the specialization's too
+    t = apply(TWINS, "vectorize", kernel="sig")
+    assert not t.knobs
+    assert any("has another definition" in r for r in remarks(t))
+    assert "(size + 255) / 256" in t.source
