@@ -1050,16 +1050,6 @@ def element_plan(facts: Facts, max_bytes: int, launched: bool) -> ElementPlan | 
     span = module.span(eb.decl.start_byte, eb.decl.end_byte)
     if not launched:
         return Refusal(f"no launch of {fn.name} in this file and no launch mapping given", span)
-    # `template<> __global__ void k(half2* ...)` beside `template <typename T> __global__ void k`:
-    # a launch names k either way, so shrinking the grid would shrink the other definition's too
-    twins = [f for f in module.functions if f.is_kernel and f.name == fn.name and f.span != fn.span]
-    if twins:
-        return Refusal(
-            f"{fn.name} has another definition (line {twins[0].span.line}: an overload or a "
-            "specialization) whose launches cannot be told apart from this one's: shrinking the "
-            "grid would shrink theirs too",
-            span,
-        )
     why = body_refusal(module, eb)
     if why is not None:
         return Refusal(why, span)
@@ -1121,6 +1111,16 @@ def element_plan(facts: Facts, max_bytes: int, launched: bool) -> ElementPlan | 
     if max(s for _, s in sizes) * 2 > max_bytes:
         return Refusal(
             f"elements of {max(s for _, s in sizes)} bytes leave no pack width within {max_bytes} bytes",
+            span,
+        )
+    # `template<> __global__ void k(half2* ...)` beside `template <typename T> __global__ void k`:
+    # a launch names k either way, so shrinking the grid would shrink the other definition's too
+    twins = [f for f in module.functions if f.is_kernel and f.name == fn.name and f.span != fn.span]
+    if twins:
+        return Refusal(
+            f"{fn.name} has another definition (line {twins[0].span.line}: an overload or a "
+            "specialization) whose launches cannot be told apart from this one's: shrinking the "
+            "grid would shrink theirs too",
             span,
         )
     return ElementPlan(eb, tuple(accesses), tuple(sizes), tuple(notes), span, tuple(apart), tuple(unsized))
