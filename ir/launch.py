@@ -933,6 +933,10 @@ def launch_dims(module: Module, site: LaunchSite, which: str) -> LaunchDims:
                 return LaunchDims(comps, None, arg, local)
         if local is None and (_is_dim3_parameter(module, site, name) or _declared_dim3(module, name)):
             return LaunchDims((arg,), None, arg, None, whole_dim3=True)
+        if local is not None and local.type == "dim3":
+            # ``dim3 block, grid; if (...) grid.x = m; else grid.x = ...;``: fields set in branches
+            # are not one expression, but the local is a dim3 (dividing it whole would not compile)
+            return LaunchDims((arg,), None, arg, local, whole_dim3=True)
     if arg.type == "cast_expression":
         # ``(dim3)num_blocks`` (ggml's launch params): the one-dimensional dim3 of its value, as
         # ``dim3(num_blocks)`` is; a pass dividing the cast whole would divide a dim3.

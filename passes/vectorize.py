@@ -155,6 +155,7 @@ class ElemSite(Site):
     sizes: tuple[tuple[str, int], ...]
     notes: tuple[str, ...]
     apart: tuple[tuple[MemRef, MemRef], ...] = ()
+    unsized: tuple[str, ...] = ()
 
 
 class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
@@ -228,7 +229,9 @@ class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
                 yield Skip(element.reason, target.kernel.name, element.span)
             elif element is not None:
                 e = element
-                yield ElemSite(target.kernel.name, e.span, e.body, e.accesses, e.sizes, e.notes, e.apart)
+                yield ElemSite(
+                    target.kernel.name, e.span, e.body, e.accesses, e.sizes, e.notes, e.apart, e.unsized
+                )
             elif not target.loops:
                 why, node = nothing_to_pack(target.module, target.kernel)
                 yield Skip(why, target.kernel.name, target.module.span(node.start_byte, node.end_byte))
@@ -648,7 +651,10 @@ def _render_group(em: _Emit, group: list[ts.Node], indent: str) -> list[str]:
     for (pointer, offset), accs in keys.items():
         em.counter += 1
         base = f"ktx_{pointer}"
-        name = base if not any(v == base for v in em.packs.values()) else f"{base}_{em.counter}"
+        # `ktx_p` and `ktx_j` are the pack and lane indices: a pointer named `p` or `j` (LightSeq's
+        # Adam: `T* p`) takes a numbered pack name instead of shadowing the index
+        taken = base in ("ktx_p", "ktx_j") or any(v == base for v in em.packs.values())
+        name = f"{base}_{em.counter}" if taken else base
         em.packs[(em.counter, pointer, offset)] = name
         for a in accs:
             names[a.node.id] = name
@@ -783,6 +789,18 @@ def _reindent(text: str, old: str, new: str) -> list[str]:
     return out
 
 
+def _widest(site: ElemSite) -> str:
+    """The widest packed element as the compiler sees it: the known sizes, and ``sizeof`` of each
+    template type no launch names."""
+    unknown = {e.pointer for e in site.accesses if e.packable and e.memory.element_type in site.unsized}
+    known = [s for p, s in site.sizes if p not in unknown]
+    widest = str(max(known)) if known else ""
+    for t in site.unsized:
+        size = f"int(sizeof({t}))"
+        widest = f"({size} > {widest} ? {size} : {widest})" if widest else size
+    return widest
+
+
 def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
     """Each thread takes VEC_THREAD consecutive elements: packed where aligned and in bounds.
 
@@ -854,11 +872,6 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
     lines.append(f"{indent}const {eb.var_type} ktx_p = {em.text(eb.index)};")
     for s in eb.between:
         lines.extend(_reindent(em.text(s), indent, indent))
-    lines.append(f"{indent}if ({(' &&' + chr(10) + pad).join(checks)}) {{")
-    lines.extend(_render_list(em, list(eb.stmts), indent + unit))
-    lines.append(f"{indent}}} else {{")
-    lines.append(f"{indent}{unit}for (int ktx_j = 0; ktx_j < {vec}; ++ktx_j) {{")
-    lines.append(f"{indent}{unit}{unit}const {eb.var_type} {eb.var} = ktx_p * {vec} + ktx_j;")
     guard = eb.guard
     edits: list[tuple[int, int, str]] = []
     if eb.form == "return":
@@ -866,8 +879,26 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
             if n.type == "return_statement":
                 edits.append((n.start_byte, n.end_byte, "continue;"))
     original = _splice(module, guard.start_byte, eb.end, edits)
-    lines.extend(_reindent(original, indent, indent + unit + unit))
-    lines.append(f"{indent}{unit}}}")
+    one_by_one = [
+        f"{indent}{unit}for (int ktx_j = 0; ktx_j < {vec}; ++ktx_j) {{",
+        f"{indent}{unit}{unit}const {eb.var_type} {eb.var} = ktx_p * {vec} + ktx_j;",
+        *_reindent(original, indent, indent + unit + unit),
+        f"{indent}{unit}}}",
+    ]
+    opening = f"{indent}if ({(' &&' + chr(10) + pad).join(checks)}) {{"
+    if site.unsized:
+        # sizeof(T) is the compiler's to tell: where the knob's elements of the widest type do not
+        # fit one access, the pack is discarded (never instantiated) and the thread takes its
+        # elements one by one; the grid still shrinks by the knob, so no host code needs sizeof
+        widest = _widest(site)
+        lines.append(f"{indent}if constexpr ({vec} * {widest} > {max_bytes}) {{")
+        lines.extend(one_by_one)
+        lines.append(f"{indent}}} else " + opening.lstrip())
+    else:
+        lines.append(opening)
+    lines.extend(_render_list(em, list(eb.stmts), indent + unit))
+    lines.append(f"{indent}}} else {{")
+    lines.extend(one_by_one)
     lines.append(f"{indent}}}")
     lines.append("#else")
     newline = "\r\n" if b"\r\n" in source else "\n"
@@ -889,6 +920,12 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
         rw.note(f"{x.pointer} and {y.pointer} may alias: packed only where a run-time check finds a {APART}")
     for note in site.notes:
         rw.note(note)
+    if site.unsized:
+        rw.note(
+            f"the size of {', '.join(site.unsized)} is not in this file (no launch names it): widths "
+            f"count it as {ASSUMED_SIZE} B; where VEC_THREAD elements of it exceed {max_bytes} B, "
+            "each thread takes them one by one (if constexpr)"
+        )
     if eb.var_type.split()[-1] in ("int", "unsigned"):
         rw.note(
             f"ktx_p * VEC_THREAD is {eb.var_type}, as {eb.var} was: it wraps when {bound} is within "

@@ -65,6 +65,11 @@ RULES: tuple[tuple[str, str, str], ...] = (
         "right",
     ),
     (r"no launch of|curand_init", "no launch in the file / RNG state set up before the guard", "right"),
+    (
+        r"has another definition",
+        "another definition of the name (a specialization) shares the launches: a grid shrink reaches it",
+        "right",
+    ),
     (r"ELEMENT_PER_ROUND", "hand-coarsened grid stride (ELEMENT_PER_ROUND elements per thread)", "right"),
     (
         r"blockIdx\.y \* blockDim\.x \+ threadIdx\.x|blockIdx\.y \* gridDim\.x",

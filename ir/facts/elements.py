@@ -128,7 +128,7 @@ def _index_decl(module: Module, fn: Function, stmt: ts.Node) -> tuple[str, str, 
         form = canon(expand(module, fn_body, value, stmt.start_byte))
         if form == Y_INDEX:
             axis = "y"
-        elif form != GLOBAL_INDEX:
+        elif form != GLOBAL_INDEX and not _flat_index(module, fn, value):
             return None
     words = [
         _text(module, c)
@@ -136,6 +136,25 @@ def _index_decl(module: Module, fn: Function, stmt: ts.Node) -> tuple[str, str, 
         if c.type not in ("init_declarator", ";", "comment") and _text(module, c) != "const"
     ]
     return var, " ".join(words), value, axis
+
+
+def _flat_index(module: Module, fn: Function, value: ts.Node) -> bool:
+    """Whether ``value`` numbers the threads of a 2-D grid flattened row by row:
+    ``(blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x`` (FasterTransformer's
+    ``sigmoid_kernel``, for sizes above one grid row's limit).
+
+    Such a kernel is packed on the grid's x like the 1-D index: with ``gx`` shrunk to
+    ``ceil(gx / V)`` and each thread taking ``V`` elements, the ``gy * ceil(gx / V) * blockDim.x``
+    threads cover ``V`` times as many elements, at least the ``gy * gx * blockDim.x`` the launch
+    covered before. The index reads ``gridDim.x`` as launched, so thread and pack stay in step.
+    """
+    form = kernel_index(module, fn).affine(value)
+    if form is None:
+        return False
+    bd = Affine.sym("blockDim.x")
+    flat = Affine.sym("threadIdx.x") + Affine.sym("blockIdx.x") * bd
+    flat = flat + Affine.sym("blockIdx.y") * Affine.sym("gridDim.x") * bd
+    return bool(form.equals(flat))
 
 
 def _guard(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import tree_sitter as ts
 from ktx.ir import syntax
@@ -30,6 +30,7 @@ from ktx.ir.access import (
     affine,
     assigned_names,
     conflict_text,
+    index_source,
     same_index,
 )
 from ktx.ir.affine import Affine, LoopShape, kernel_index
@@ -234,6 +235,66 @@ def _step(module: Module, update: ts.Node, var: str) -> tuple[str | None, ts.Nod
     return None, None
 
 
+def _branch_stores(module: Module, info: LoopAccesses) -> LoopAccesses:
+    """``info`` with the stores ``p[idx] = ...`` that both branches of an if/else make, as a
+    statement of their own, counted as unconditional.
+
+    ``if (row == first) out[id] = a; else out[id] = b;`` (ViT's class-token concat) writes element
+    ``id`` whichever branch runs, so a pack of ``out`` is written in full before its one store at
+    the end of the lanes. Only where the if/else is itself a statement of the loop's body (so it
+    runs for every element) and each branch holds the store directly (not under a further
+    condition); anything else keeps its condition.
+    """
+    body = info.body
+
+    def branch_of(a: MemRef) -> tuple[ts.Node, str] | None:
+        """(the if statement, 'then' or 'else') whose branch holds ``a``'s store directly."""
+        assign = a.node.parent
+        if a.kind != "store" or assign is None or assign.type != "assignment_expression":
+            return None
+        if assign.child_by_field_name("left") != a.node:
+            return None
+        stmt = assign.parent
+        if stmt is None or stmt.type != "expression_statement" or stmt.parent is None:
+            return None
+        holder = stmt.parent
+        if holder.type == "compound_statement":
+            holder_parent = holder.parent
+            if holder_parent is None:
+                return None
+            branch, holder = holder, holder_parent
+        else:
+            branch = stmt
+        if holder.type == "else_clause":
+            branch, holder = holder, holder.parent if holder.parent is not None else holder
+            side = "else"
+        else:
+            side = "then"
+        if holder.type != "if_statement" or holder.parent is None or holder.parent.id != body.id:
+            return None
+        expected = holder.child_by_field_name("consequence" if side == "then" else "alternative")
+        if expected is None or expected.id != branch.id:
+            return None
+        return holder, side
+
+    sides: dict[tuple[int, str, str], set[str]] = {}
+    where: dict[int, tuple[int, str, str]] = {}
+    for a in info.accesses:
+        if not (a.conditional and a.writes and not a.loops):
+            continue
+        found = branch_of(a)
+        if found is None:
+            continue
+        key = (found[0].id, a.pointer, " ".join(index_source(a).decode("utf-8", "replace").split()))
+        sides.setdefault(key, set()).add(found[1])
+        where[a.node.id] = key
+    both = {n for n, key in where.items() if sides[key] == {"then", "else"}}
+    if not both:
+        return info
+    accesses = tuple(replace(a, conditional=False) if a.node.id in both else a for a in info.accesses)
+    return replace(info, accesses=accesses)
+
+
 def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
     """What packing ``loop`` takes (a :class:`Plan`), or why it may not be packed.
 
@@ -245,7 +306,7 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
     known = facts.roots
     if loop.kind != "for":
         return f"a {loop.kind} loop; only `for` loops are vectorized"
-    info = facts.loop_accesses(loop)
+    info = _branch_stores(module, facts.loop_accesses(loop))
     node, body = info.node, info.body
     if module.errors_in(loop.span):
         return "the loop contains code tree-sitter could not parse"
@@ -958,6 +1019,12 @@ class ElementPlan:
     apart: tuple[tuple[MemRef, MemRef], ...] = ()
     """Pointers that may alias (no ``__restrict__``), whose packs are taken only where a run-time
     check finds the pack's elements of one apart from those of the other."""
+    unsized: tuple[str, ...] = ()
+    """Template type parameters of the kernel whose size no launch in the file gives: counted as
+    :data:`ASSUMED_SIZE` bytes in the knob's domain; the rewrite packs only where ``sizeof``
+    lets the knob's elements fit one access (an ``if constexpr``, so a wider type is never
+    instantiated as a pack) and takes them one by one otherwise. The host needs no size: each
+    thread takes the knob's element count either way, so the grid shrinks by it alone."""
 
 
 @dataclass(frozen=True)
@@ -1019,9 +1086,17 @@ def element_plan(facts: Facts, max_bytes: int, launched: bool) -> ElementPlan | 
         )
     sizes: list[tuple[str, int]] = []
     notes: list[str] = []
+    unsized: list[str] = []
+    # only a type parameter of the kernel: `if constexpr` discards the pack without instantiating
+    # it only where its condition depends on one (a typedef from a header not found would not be)
+    tparams = {tp.name for tp in fn.template_params if tp.kind == "type"}
     for e in packed:
         elem = e.memory.element_type
         found = type_size(module, fn, facts.template_args, elem)
+        if found is None and " ".join(elem.split()) in tparams:
+            if elem not in unsized:
+                unsized.append(elem)
+            found = (ASSUMED_SIZE, "")
         if found is None:
             return Refusal(
                 f"unknown size of element type {elem!r} of {e.pointer} "
@@ -1038,7 +1113,17 @@ def element_plan(facts: Facts, max_bytes: int, launched: bool) -> ElementPlan | 
             f"elements of {max(s for _, s in sizes)} bytes leave no pack width within {max_bytes} bytes",
             span,
         )
-    return ElementPlan(eb, tuple(accesses), tuple(sizes), tuple(notes), span, tuple(apart))
+    # `template<> __global__ void k(half2* ...)` beside `template <typename T> __global__ void k`:
+    # a launch names k either way, so shrinking the grid would shrink the other definition's too
+    twins = [f for f in module.functions if f.is_kernel and f.name == fn.name and f.span != fn.span]
+    if twins:
+        return Refusal(
+            f"{fn.name} has another definition (line {twins[0].span.line}: an overload or a "
+            "specialization) whose launches cannot be told apart from this one's: shrinking the "
+            "grid would shrink theirs too",
+            span,
+        )
+    return ElementPlan(eb, tuple(accesses), tuple(sizes), tuple(notes), span, tuple(apart), tuple(unsized))
 
 
 _LOOP_TYPES = frozenset({"for_statement", "while_statement", "do_statement", "for_range_loop"})

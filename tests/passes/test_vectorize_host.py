@@ -100,6 +100,15 @@ int main() {
 """
 
 CASES = {
+    "concat": r"""
+  for (int m : {1, 2, 5}) for (int n : {1, 3, 8, 13}) for (int a = 0; a < 4; ++a) {
+    std::vector<float> m1(600), m2(600); fill(m1); fill(m2);
+    auto run = [&](auto k, std::vector<float>& mem) {
+      float* out = mem.data() + 300 + a;  // on and off pack boundaries
+      launch(2, 4, [&] { k(mem.data() + 5, out, mem.data() + 100, m, n); });
+    };
+    run(orig::concat, m1); run(cand::concat, m2); check("concat", m1, m2, m, n, a);
+  }""",
     "bias_mod": r"""
   for (int n : {0, 1, 5, 33, 67}) for (int h : {1, 3, 8}) for (int b = 0; b < 7; ++b) {
     std::vector<float> m1(1200), m2(1200); fill(m1); fill(m2);
@@ -416,7 +425,24 @@ __global__ void bias_mod(float* out, const float* in, const float* bias, const f
 }
 """
 
+#: ViT's class-token concat: the one store `out[id]` in both branches of an if/else (which row
+#: runs decides the value, not whether element id is written), rows of odd length across packs
+CONCAT = """\
+__global__ void concat(const float* __restrict__ in, float* __restrict__ out, const float* __restrict__ cls,
+                       int m, int n) {
+  for (int id = blockIdx.x * blockDim.x + threadIdx.x; id < m * n; id += blockDim.x * gridDim.x) {
+    int row = id / n;
+    if (row == 0) {
+      out[id] = cls[id % n] + 1.f;
+    } else {
+      out[id] = in[id - n] * 2.f;
+    }
+  }
+}
+"""
+
 KERNELS = {
+    "concat": CONCAT,
     "bias_mod": BIAS_MOD,
     "groups_from": GROUPS_FROM,
     "ldg_axpy": LDG_AXPY,
