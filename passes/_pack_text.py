@@ -6,6 +6,8 @@ one readable file (``tests/ir/test_facts_layout.py`` holds it under 900 lines).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import tree_sitter as ts
 from ktx.ir import Module
 from ktx.ir.access import substitute
@@ -95,3 +97,42 @@ def pack_disjoint(module: Module, x: MemRef, y: MemRef, vec: str) -> str:
         off = offset_text(module, a, {})
         ends.append(f"{a.pointer} + {off + ' + ' if off else ''}ktx_p * {vec}")
     return f"ktx::disjoint({ends[0]}, {ends[1]}, {vec})"
+
+
+def splice(module: Module, start: int, end: int, edits: Sequence[tuple[int, int, str]]) -> str:
+    out: list[str] = []
+    pos = start
+    for s, e, text in sorted(e for e in edits if start <= e[0] and e[1] <= end):
+        if s < pos:
+            continue
+        out.append(module.source[pos:s].decode("utf-8", "replace"))
+        out.append(text)
+        pos = e
+    out.append(module.source[pos:end].decode("utf-8", "replace"))
+    return "".join(out)
+
+
+def reindent(text: str, old: str, new: str) -> list[str]:
+    """``text`` (starting at column ``len(old)``) as lines indented ``new`` instead of ``old``."""
+    first, *rest = text.split("\n")
+    out = [new + first]
+    for line in rest:
+        if line.startswith(old):
+            out.append(new + line[len(old) :])
+        elif line.strip() and not line.lstrip().startswith("#"):
+            out.append(new + line.lstrip())
+        else:
+            out.append(line)
+    return out
+
+
+def widest_element(sizes: Sequence[tuple[str, int]], unsized: Sequence[str], unknown: set[str]) -> str:
+    """The widest packed element as the compiler sees it: the known ``sizes`` (pointer, bytes) of
+    pointers not in ``unknown``, and ``sizeof`` of each template type in ``unsized`` (no launch names
+    it, so only the compiler knows its size)."""
+    known = [s for p, s in sizes if p not in unknown]
+    widest = str(max(known)) if known else ""
+    for t in unsized:
+        size = f"int(sizeof({t}))"
+        widest = f"({size} > {widest} ? {size} : {widest})" if widest else size
+    return widest

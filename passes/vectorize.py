@@ -106,7 +106,7 @@ shape break such constraints on purpose, so verify those configs without them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import tree_sitter as ts
@@ -131,6 +131,7 @@ from ktx.ir.facts.packing import (
 )
 from ktx.ir.memref import MemRef
 from ktx.ir.syntax import text as _text
+from ktx.passes import _pack_text as ptext
 from ktx.passes._common import LoopSite, shrink_grid
 from ktx.passes._device import PreludeSite, insert_prelude, prelude_site
 from ktx.passes._pack_text import APART, fitted, offset_text, pack_disjoint, range_check
@@ -749,10 +750,10 @@ def _render_stmt(
                 decls_out.append(f"{outer_indent}{_text(module, type_node)} {name}[{em.vec}];")
                 value = decl.child_by_field_name("value") if decl.type == "init_declarator" else None
                 if value is not None:
-                    rendered = _splice(module, value.start_byte, value.end_byte, edits)
+                    rendered = ptext.splice(module, value.start_byte, value.end_byte, edits)
                     out.append(f"{indent}{name}[ktx_j] = {rendered};")
             return out
-    text = _splice(module, stmt.start_byte, stmt.end_byte, edits)
+    text = ptext.splice(module, stmt.start_byte, stmt.end_byte, edits)
     col = stmt.start_point[1]
     first, *rest = text.split("\n")
     out_lines = [indent + first]
@@ -760,45 +761,6 @@ def _render_stmt(
         stripped = line[col:] if line[:col].strip() == "" else line.lstrip()
         out_lines.append(indent + stripped)
     return out_lines
-
-
-def _splice(module: Module, start: int, end: int, edits: Sequence[tuple[int, int, str]]) -> str:
-    out: list[str] = []
-    pos = start
-    for s, e, text in sorted(e for e in edits if start <= e[0] and e[1] <= end):
-        if s < pos:
-            continue
-        out.append(module.source[pos:s].decode("utf-8", "replace"))
-        out.append(text)
-        pos = e
-    out.append(module.source[pos:end].decode("utf-8", "replace"))
-    return "".join(out)
-
-
-def _reindent(text: str, old: str, new: str) -> list[str]:
-    """``text`` (starting at column ``len(old)``) as lines indented ``new`` instead of ``old``."""
-    first, *rest = text.split("\n")
-    out = [new + first]
-    for line in rest:
-        if line.startswith(old):
-            out.append(new + line[len(old) :])
-        elif line.strip() and not line.lstrip().startswith("#"):
-            out.append(new + line.lstrip())
-        else:
-            out.append(line)
-    return out
-
-
-def _widest(site: ElemSite) -> str:
-    """The widest packed element as the compiler sees it: the known sizes, and ``sizeof`` of each
-    template type no launch names."""
-    unknown = {e.pointer for e in site.accesses if e.packable and e.memory.element_type in site.unsized}
-    known = [s for p, s in site.sizes if p not in unknown]
-    widest = str(max(known)) if known else ""
-    for t in site.unsized:
-        size = f"int(sizeof({t}))"
-        widest = f"({size} > {widest} ? {size} : {widest})" if widest else size
-    return widest
 
 
 def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
@@ -871,18 +833,18 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
     lines.append(f"{indent}// one by one.")
     lines.append(f"{indent}const {eb.var_type} ktx_p = {em.text(eb.index)};")
     for s in eb.between:
-        lines.extend(_reindent(em.text(s), indent, indent))
+        lines.extend(ptext.reindent(em.text(s), indent, indent))
     guard = eb.guard
     edits: list[tuple[int, int, str]] = []
     if eb.form == "return":
         for n in syntax.walk(guard):
             if n.type == "return_statement":
                 edits.append((n.start_byte, n.end_byte, "continue;"))
-    original = _splice(module, guard.start_byte, eb.end, edits)
+    original = ptext.splice(module, guard.start_byte, eb.end, edits)
     one_by_one = [
         f"{indent}{unit}for (int ktx_j = 0; ktx_j < {vec}; ++ktx_j) {{",
         f"{indent}{unit}{unit}const {eb.var_type} {eb.var} = ktx_p * {vec} + ktx_j;",
-        *_reindent(original, indent, indent + unit + unit),
+        *ptext.reindent(original, indent, indent + unit + unit),
         f"{indent}{unit}}}",
     ]
     opening = f"{indent}if ({(' &&' + chr(10) + pad).join(checks)}) {{"
@@ -890,7 +852,8 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
         # sizeof(T) is the compiler's to tell: where the knob's elements of the widest type do not
         # fit one access, the pack is discarded (never instantiated) and the thread takes its
         # elements one by one; the grid still shrinks by the knob, so no host code needs sizeof
-        widest = _widest(site)
+        unknown = {e.pointer for e in site.accesses if e.packable and e.memory.element_type in site.unsized}
+        widest = ptext.widest_element(site.sizes, site.unsized, unknown)
         lines.append(f"{indent}if constexpr ({vec} * {widest} > {max_bytes}) {{")
         lines.extend(one_by_one)
         lines.append(f"{indent}}} else " + opening.lstrip())
