@@ -19,32 +19,14 @@ and all 4 candidates failed verification.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import tree_sitter as ts
 from ktx.ir import Function, Module, syntax
+from ktx.ir.facts.constants import reachable
 
 _THIS_THREAD_BLOCK = re.compile(r"^(?:(?:cooperative_groups|cg)\s*::\s*)?this_thread_block\s*\(\s*\)$")
 #: Calls that take the block group and split it into warps or ask its shape, not combine it.
 _PARTITIONS = re.compile(r"(?:^|::)(?:tiled_partition|coalesced_threads|thread_rank|size|num_threads)$")
-
-
-def _callees(module: Module, fn: Function) -> Iterator[tuple[Function, ts.Node]]:
-    """``fn`` and the functions of the file it calls, transitively, each with its node."""
-    by_name = {f.name: f for f in module.functions}
-    seen: set[str] = set()
-    todo = [fn]
-    while todo:
-        current = todo.pop()
-        if current.name in seen:
-            continue
-        seen.add(current.name)
-        node = syntax.function_node(module, current)
-        yield current, node
-        for call in syntax.calls(module, node):
-            name = syntax.text(module, call.child_by_field_name("function") or call).strip()
-            if name in by_name and name not in seen:
-                todo.append(by_name[name])
 
 
 def _block_groups(module: Module, node: ts.Node) -> set[str]:
@@ -68,7 +50,7 @@ def block_collective(module: Module, fn: Function) -> str | None:
     """Where the kernel ``fn`` combines or synchronises its whole block beyond its own body's
     ``__shared__`` arrays and barriers, as ``what at line N``; None where it does not."""
     shared_in = {a.function for a in module.shared_arrays}
-    for current, node in _callees(module, fn):
+    for current, node in reachable(module, fn):
         groups = _block_groups(module, node)
         for call in syntax.calls(module, node):
             callee = call.child_by_field_name("function")

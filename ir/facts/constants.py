@@ -284,7 +284,7 @@ def named_like_a_variable(name: str, variables: Iterable[str]) -> str | None:
     return None
 
 
-def _reachable(module: Module, fn: Function) -> Iterator[tuple[Function, ts.Node]]:
+def reachable(module: Module, fn: Function) -> Iterator[tuple[Function, ts.Node]]:
     """``fn`` and the functions of the file it calls, transitively, each with its node."""
     by_name = {f.name: f for f in module.functions}
     seen: set[str] = set()
@@ -306,7 +306,7 @@ def _reachable(module: Module, fn: Function) -> Iterator[tuple[Function, ts.Node
 def warp_sized_callees(module: Module, fn: Function) -> str | None:
     """The first warp shuffle in ``fn`` or in a function it calls (transitively), as
     ``name() at line N``: there the code assumes whole warps along x."""
-    for current, node in _reachable(module, fn):
+    for current, node in reachable(module, fn):
         for call in syntax.calls(module, node, syntax.SHUFFLES):
             callee = call.child_by_field_name("function")
             where = f"{current.name}()" if current is not fn else "the kernel"
@@ -326,7 +326,7 @@ def unrolled_for_block(module: Module, fn: Function, block: int) -> str | None:
     (wrong result), 32 and 64 read past the shared array (crash); session 9 measured 7 such
     candidates. The kernel's own literal ``block`` is :mod:`ktx.passes.block_size`'s older check."""
     half = block // 2 if block % 2 == 0 else None
-    for current, node in _reachable(module, fn):
+    for current, node in reachable(module, fn):
         where = f"{current.name}()" if current is not fn else "the kernel"
         for n in syntax.walk(node):
             if n.type != "binary_expression" or not (_is_op(n, "<") or _is_op(n, "+")):
