@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Session 10's device calls on a 4-GPU host (each under 10 minutes). Files back: at most 8, so outputs are tarred.
+# GPUs 0-2 carry the long job; GPU 3 runs the issue scripts named in LANE3 (space-separated, scripts/ basenames,
+# most valuable first), each given what is left of the call, each with its own OUT folder.
+#   OUT=/path LANE3="gpu_s10_norms.sh ..." bash scripts/gpu_session10.sh realcode PER_KERNEL_S LIMIT_S [--resume]
+#       the real-code benchmark (benchmarks/realcode/run.py --gpus 3), both splits; a second call with --resume
+#       keeps the rows of results/session10_realcode/results.json that ran and runs the rest
+#   OUT=/path LANE3="..." bash scripts/gpu_session10.sh issue23 LIMIT_S
+#       the llm.c ladder at its default budget on GPUs 0-2 (`run.py --budget 470 --gpus 3`)
+#   OUT=/path LANE3="..." bash scripts/gpu_session10.sh lanes LIMIT_S
+#       only scripts, round-robin over the four GPUs
+# Carry .whl (optuna, tree-sitter, tree-sitter-cuda, libclang), benchmarks/realcode/src, benchmarks/vheld/src,
+# shared/llmc.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+MODE=$1; shift
+OUT="${OUT:-$PWD/gpu_session10_out}"; mkdir -p "$OUT/g"
+START=$(date +%s)
+export PYTHONUNBUFFERED=1
+# shellcheck disable=SC1091
+source scripts/gpu_env.sh >"$OUT/env.txt" 2>&1
+{ nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
+  date -u +%FT%TZ; git log -1 --format='main %h %s' 2>/dev/null; } | tee "$OUT/device.txt"
+left() { echo $(( $1 - ($(date +%s) - START) )); }
+run_scripts() {  # LIMIT GPU SCRIPT...: one after the other on GPU, each given what is left (40 s kept back)
+  local limit=$1 gpu=$2; shift 2
+  for s in "$@"; do
+    local name=${s%.sh}
+    if [ "$(left "$limit")" -le 60 ]; then echo "skipped: no time" >"$OUT/g/$name.txt"; continue; fi
+    [ -f "scripts/$s" ] || { echo "missing: scripts/$s" >"$OUT/g/$name.txt"; continue; }
+    echo "start $(date -u +%T) gpu $gpu" >"$OUT/g/$name.txt"
+    CUDA_VISIBLE_DEVICES=$gpu KTX_SKIP_ENV=1 OUT="$OUT/g/$name" timeout "$(( $(left "$limit") - 40 ))" \
+      bash "scripts/$s" >>"$OUT/g/$name.txt" 2>&1
+    echo "rc=$? end $(date -u +%T)" >>"$OUT/g/$name.txt"
+  done
+}
+pack() {  # summaries on stdout, everything in one archive
+  for f in "$OUT"/g/*.txt; do [ -f "$f" ] && { echo "== $f"; tail -12 "$f"; }; done
+  tar czf "$OUT/lanes.tgz" -C "$OUT" g && rm -rf "$OUT/g"
+}
+read -r -a L3 <<<"${LANE3:-}"
+case "$MODE" in
+realcode)
+  PER=$1; LIMIT=$2; RESUME=${3:-}
+  mkdir -p "$OUT/realcode"
+  [ -n "$RESUME" ] && [ -f results/session10_realcode/results.json ] && cp results/session10_realcode/results.json "$OUT/realcode/"
+  run_scripts "$LIMIT" 3 "${L3[@]}" &
+  G3=$!
+  LEFT=$(left "$LIMIT")
+  CUDA_VISIBLE_DEVICES=0,1,2 timeout "$LEFT" python3 benchmarks/realcode/run.py --budget "$PER" --gpus 3 \
+    --deadline $(( LEFT - PER - 45 )) --out "$OUT/realcode" --work /tmp/realcode-work $RESUME \
+    >"$OUT/lane_realcode.txt" 2>&1
+  echo "run.py rc=$?" >>"$OUT/lane_realcode.txt"
+  wait "$G3"
+  head -90 "$OUT/realcode/results.md" 2>/dev/null
+  tar czf "$OUT/runs.tar.gz" --exclude='*.cu' --exclude='*.cuh' --exclude='*.patch' --exclude='*.html' \
+    --exclude='*.png' -C /tmp realcode-work 2>/dev/null
+  mv "$OUT/realcode/results.md" "$OUT/realcode/results.json" "$OUT/" 2>/dev/null
+  rm -rf "$OUT/realcode"
+  tar czf "$OUT/logs.tar.gz" -C "$OUT" lane_realcode.txt env.txt && rm -f "$OUT/lane_realcode.txt" "$OUT/env.txt"
+  pack
+  ;;
+issue23)
+  LIMIT=$1
+  mkdir -p "$OUT/ladder"
+  CUDA_VISIBLE_DEVICES=0,1,2 timeout "$(left "$LIMIT")" python3 benchmarks/llmc/run.py --llmc shared/llmc \
+    --budget 470 --gpus 3 --out "$OUT/ladder" >"$OUT/ladder/run.txt" 2>&1 &
+  LD=$!
+  run_scripts "$LIMIT" 3 "${L3[@]}"
+  wait "$LD"
+  tail -40 "$OUT/ladder/run.txt"
+  tar czf "$OUT/ladder.tgz" -C "$OUT" ladder && rm -rf "$OUT/ladder"
+  pack
+  ;;
+lanes)
+  LIMIT=$1
+  pids=()
+  for g in 0 1 2 3; do
+    mine=()
+    for i in "${!L3[@]}"; do [ $(( i % 4 )) -eq "$g" ] && mine+=("${L3[$i]}"); done
+    [ ${#mine[@]} -gt 0 ] && { run_scripts "$LIMIT" "$g" "${mine[@]}" & pids+=($!); }
+  done
+  wait "${pids[@]}"
+  pack
+  ;;
+esac
