@@ -244,8 +244,10 @@ def map_config(config: Config, tunable: Tunable) -> dict[str, int] | None:
     return space.normalize(full)
 
 
-#: Most one-knob steps enqueued after the warm start, per shape and round.
+#: Most steps enqueued after the warm start, per shape and round; the last
+#: :data:`NEIGHBOUR_STEPS` of them are kept for the earlier knobs' neighbours.
 SWEEP_LIMIT = 8
+NEIGHBOUR_STEPS = 2
 
 
 def sweep_new_knobs(
@@ -255,7 +257,8 @@ def sweep_new_knobs(
     env: Mapping[str, Value],
     limit: int = SWEEP_LIMIT,
 ) -> list[dict[str, int]]:
-    """One-knob steps from ``start`` along the knobs not in ``known`` (the ones this round adds).
+    """Steps from ``start`` along the knobs not in ``known`` (the ones this round adds), then
+    along the earlier knobs to their neighbours.
 
     Why: a round that adds a pass to the best pipeline so far measures 5-17 configs a shape
     within the ladder's budget (session 9, llm.c). Left to the sampler, they landed on points the
@@ -264,25 +267,41 @@ def sweep_new_knobs(
     or with the row kept in registers (round 2). Here the earlier knobs stay at their best and
     each new knob takes each of its other values, largest first (the widest pack, the most packs
     kept, the most rows: the step that shows soonest whether the pass pays), the new knobs taken
-    in turn so that every one gets its largest step before any gets its second. Steps that break
-    a constraint at ``env``, or that normalize back onto a config already listed (a knob inactive
-    there), are left out; at most ``limit``.
+    in turn so that every one gets its largest step before any gets its second. The last
+    :data:`NEIGHBOUR_STEPS` places go to the earlier knobs, one value either way along their
+    list, the new knobs at the first step's values: the new pass can move the best of an earlier
+    knob (wider packs want fewer threads a row: encoder at B=1, 128 threads with 16-byte packs,
+    where row-owner alone was best at 256). Steps that break a constraint at ``env``, or that
+    normalize back onto a config already listed (a knob inactive there), are left out; at most
+    ``limit``.
     """
     base = space.normalize(start)
     fresh = [k for k in space.knobs if k.name not in known and len(k.values) > 1]
-    lanes = [[v for v in sorted(k.values, reverse=True) if v != base.get(k.name)] for k in fresh]
+    earlier = [k for k in space.knobs if k.name in known and len(k.values) > 1]
     seen = {config_key(base)}
     steps: list[dict[str, int]] = []
-    for rank in range(max((len(lane) for lane in lanes), default=0)):
-        for knob, lane in zip(fresh, lanes, strict=True):
-            if rank >= len(lane) or len(steps) >= limit:
-                continue
-            step = space.normalize({**base, knob.name: lane[rank]})
-            key = config_key(step)
-            if key in seen or space.violations(step, env):
-                continue
+
+    def take(config: dict[str, int], cap: int) -> None:
+        step = space.normalize(config)
+        key = config_key(step)
+        if len(steps) < cap and key not in seen and not space.violations(step, env):
             seen.add(key)
             steps.append(step)
+
+    lanes = [[v for v in sorted(k.values, reverse=True) if v != base.get(k.name)] for k in fresh]
+    cap = limit - NEIGHBOUR_STEPS if earlier else limit
+    for rank in range(max((len(lane) for lane in lanes), default=0)):
+        for knob, lane in zip(fresh, lanes, strict=True):
+            if rank < len(lane):
+                take({**base, knob.name: lane[rank]}, cap)
+    if not fresh:
+        return steps  # the round adds no knob: the sampler has the whole round
+    lead = steps[0] if steps else base
+    for knob in earlier:
+        at = knob.values.index(lead[knob.name]) if lead.get(knob.name) in knob.values else None
+        for delta in (1, -1):
+            if at is not None and 0 <= at + delta < len(knob.values):
+                take({**lead, knob.name: knob.values[at + delta]}, limit)
     return steps
 
 
