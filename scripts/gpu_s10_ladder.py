@@ -123,18 +123,20 @@ PROBE = Side(
 
 
 def cells() -> list[Cell]:
-    ln_hand = [Cell(LN, (s,), LN_S9, Side("hand", hand=v, bs={s: bs})) for s, (v, bs) in LN_HAND_BEST.items()]
+    """In order of value (the deadline skips the tail): the ladder cells above 1.05 in session 9,
+    the merge hand variant and its probe, then the rest."""
+    ln_s9 = [Cell(LN, (s,), LN_S9, Side("hand", hand=v, bs={s: bs})) for s, (v, bs) in LN_HAND_BEST.items()]
     ln_vec = [Cell(LN, (s,), LN_VEC, Side("hand", hand=v, bs={s: bs})) for s, (v, bs) in LN_HAND_BEST.items()]
     return [
-        *ln_hand,
+        *ln_s9,
         *ln_vec,
         Cell(FR, LADDER, FR_S9, FR_HAND),
         Cell(FR, LADDER, FR_ONLINE, FR_HAND),
+        Cell(MERGE, MERGE_SHAPES, hand_merge(2), ORIGINAL),
+        Cell(MERGE, MERGE_SHAPES, PROBE, ORIGINAL),
         Cell(EN, (B1,), EN_S9, EN_HAND),
         Cell(EN, (B1,), EN_V8, EN_HAND),
-        Cell(MERGE, MERGE_SHAPES, hand_merge(2), ORIGINAL),
         Cell(MERGE, MERGE_SHAPES, hand_merge(1), ORIGINAL),
-        Cell(MERGE, MERGE_SHAPES, PROBE, ORIGINAL),
     ]
 
 
