@@ -122,18 +122,27 @@ PROBE = Side(
 )  # fmt: skip
 
 
+LN_RR = Side("ktx row-owner,row-registers (row in registers)", "row-owner,row-registers", per_shape(
+    b1={"THREADS_PER_ROW": 256, "PACKS": 4}, b8={"THREADS_PER_ROW": 32, "PACKS": 32},
+    b32={"THREADS_PER_ROW": 32, "PACKS": 32}))  # fmt: skip
+
+
 def cells() -> list[Cell]:
-    """In order of value (the deadline skips the tail): the ladder cells above 1.05 in session 9,
-    the merge hand variant and its probe, then the rest."""
-    ln_s9 = [Cell(LN, (s,), LN_S9, Side("hand", hand=v, bs={s: bs})) for s, (v, bs) in LN_HAND_BEST.items()]
-    ln_vec = [Cell(LN, (s,), LN_VEC, Side("hand", hand=v, bs={s: bs})) for s, (v, bs) in LN_HAND_BEST.items()]
+    """In order of value (the deadline skips the tail; consecutive cells of one kernel share a
+    harness): the ladder cells above 1.05 in session 9, the merge hand variant and its probe,
+    then the rest."""
+
+    def ln(side: Side) -> list[Cell]:
+        return [Cell(LN, (s,), side, Side("hand", hand=v, bs={s: bs})) for s, (v, bs) in LN_HAND_BEST.items()]
+
     return [
-        *ln_s9,
-        *ln_vec,
+        *ln(LN_S9),
+        *ln(LN_VEC),
         Cell(FR, LADDER, FR_S9, FR_HAND),
-        Cell(FR, LADDER, FR_ONLINE, FR_HAND),
         Cell(MERGE, MERGE_SHAPES, hand_merge(2), ORIGINAL),
         Cell(MERGE, MERGE_SHAPES, PROBE, ORIGINAL),
+        Cell(FR, LADDER, FR_ONLINE, FR_HAND),
+        *ln(LN_RR),
         Cell(EN, (B1,), EN_S9, EN_HAND),
         Cell(EN, (B1,), EN_V8, EN_HAND),
         Cell(MERGE, MERGE_SHAPES, hand_merge(1), ORIGINAL),
@@ -292,12 +301,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     stage = Stage(args.llmc, args.out / "stage")
     deadline = time.monotonic() + args.deadline_s
     todo = [c for c in cells() if args.only in c.kernel]
-    by_kernel: dict[str, list[Cell]] = {}
+    runs: list[tuple[str, list[Cell]]] = []  # consecutive cells of one kernel share a harness
     for c in todo:
-        by_kernel.setdefault(c.kernel, []).append(c)
+        if runs and runs[-1][0] == c.kernel:
+            runs[-1][1].append(c)
+        else:
+            runs.append((c.kernel, [c]))
     rows: list[dict[str, Any]] = []
     device = "?"
-    for kernel, group in by_kernel.items():
+    for kernel, group in runs:
         spec = load_spec(stage.folder(kernel))
         if args.dry_run:
             for c in group:

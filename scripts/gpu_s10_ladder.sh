@@ -9,11 +9,16 @@
 #   7 pairs, ratio ktx / hand with its 95% interval, single-launch and graph:
 #     layernorm B=1/8/32: session 9's row-owner config, and row-owner,vectorize at VEC_LOOPS=4
 #       (what the new search steps measure first in the vectorize round), against v5/v3/v4;
-#     fused_residual B=1/8/32: session 9's row-owner,vectorize, and row-owner,online,vectorize
-#       (two passes over the row, as v4 makes) against v4;
-#     merge_attn_states at 6 of its 15 shapes: the hand variant (benchmarks/merge_hand, PACKS 2
-#       and 1) and the traffic probe (not a merge: the floor for its bytes) against the suite kernel;
-#     encoder B=1: session 9's 128 threads x VEC 4, and 128 x VEC 8, against v3.
+#     fused_residual B=1/8/32: session 9's row-owner,vectorize against v4;
+#     merge_attn_states at 6 of its 15 shapes: the hand variant (benchmarks/merge_hand, PACKS 2)
+#       and the traffic probe (not a merge: the floor for its bytes) against the suite kernel;
+#     fused_residual: row-owner,online,vectorize (two passes over the row, as v4 makes; online's
+#       Welford loop stays scalar: vectorize refuses its running shift) against v4;
+#     layernorm: row-owner,row-registers with the whole row kept (PACKS 32 at 32 threads, 4 at
+#       256), what the row-registers round now measures first, against v5/v3/v4;
+#     encoder B=1: session 9's 128 threads x VEC 4, and 128 x VEC 8, against v3;
+#     merge_attn_states: the hand variant at PACKS 1.
+#   Cells are skipped once 200 s are spent (paired.md says which).
 #                                                              -> paired/paired.{md,json}
 # ladder: ktx optimize --planner rules of llm.c layernorm v1 at the ladder's share (164 s of
 #   --budget 470), shapes ladder: which round reaches which config now that a round measures the
