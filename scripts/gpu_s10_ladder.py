@@ -331,7 +331,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         ) as harness:
             device = harness.device().name
             for c in group:
-                run_cell(c, harness, stage, rows, deadline)
+                try:
+                    run_cell(c, harness, stage, rows, deadline)
+                except Exception as exc:  # one cell's failure must not lose the others
+                    why = f"error: {type(exc).__name__}: {exc}"[:300]
+                    rows.append({"kernel": kernel, "shape": ",".join(c.shapes), "a": c.a.label,
+                                 "b": c.b.label, "status": why})  # fmt: skip
                 (args.out / "paired.json").write_text(json.dumps({"device": device, "rows": rows}, indent=1))
                 (args.out / "paired.md").write_text(markdown(rows, device) + "\n")
     if args.dry_run:

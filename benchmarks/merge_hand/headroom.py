@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 SUMMARY = ROOT / "results" / "session2_h200x4_2026-11-21" / "tune_merge_attn_states.json"
@@ -36,7 +37,7 @@ def parse(shape: str) -> dict[str, int]:
     return {k: int(v) for k, v in (part.split("=") for part in shape.split(","))}
 
 
-def rows(summary: dict) -> list[dict[str, float]]:
+def rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for r in summary["shapes"]:
         s = parse(r["shape"])
@@ -53,7 +54,7 @@ def rows(summary: dict) -> list[dict[str, float]]:
     return out
 
 
-def markdown(table: list[dict[str, float]], device: str) -> str:
+def markdown(table: list[dict[str, Any]], device: str) -> str:
     lines = [
         f"Device: {device}. Floor: {GRAPH_FLOOR_US} µs an empty kernel takes in a graph.",
         "",
