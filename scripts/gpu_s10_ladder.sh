@@ -20,6 +20,7 @@
 #     merge_attn_states: the hand variant at PACKS 1.
 #   Cells are skipped once 200 s are spent (paired.md says which).
 #                                                              -> paired/paired.{md,json}
+# (gpu_session10.sh runs it with no argument: paired; its issue23 mode's full ladder covers `ladder`)
 # ladder: ktx optimize --planner rules of llm.c layernorm v1 at the ladder's share (164 s of
 #   --budget 470), shapes ladder: which round reaches which config now that a round measures the
 #   new knob's steps at the best config first (ktx.agent.search.sweep_new_knobs)
@@ -46,6 +47,19 @@ if [ "$MODE" = paired ]; then
   rc=$?
   echo "paired rc=$rc" >> "$OUT/paired.log"
   cat "$OUT/paired/paired.md" 2>/dev/null || tail -n 30 "$OUT/paired.log"
+  # the last lines (what a caller's tail shows): per kernel and side A, the geomean of A / B, single
+  "$PY" - "$OUT/paired/paired.json" <<'PYEOF' || true
+import json, math, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+cells = {}
+for r in rows:
+    iv = (r.get("single") or {}).get("a_over_b")
+    cells.setdefault((r["kernel"].split("/")[-1], r.get("a", "")), []).append(iv["estimate"] if iv else None)
+for (k, a), v in cells.items():
+    got = [x for x in v if x]
+    g = math.exp(sum(map(math.log, got)) / len(got)) if got else float("nan")
+    print(f"{k} | {a} | single A/B geomean {g:.3f} over {len(got)}/{len(v)} shapes")
+PYEOF
   echo "wall ${SECONDS}s"
   tar -czf "$OUT/s10_ladder_paired.tgz" -C "$OUT" --exclude cache --exclude stage --exclude '*.tgz' . 2>/dev/null
   exit "$rc"
