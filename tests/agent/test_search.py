@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import optuna
+import pytest
 from ktx.ir.expr import Expr
 
 from ktx.agent.search import NEIGHBOUR_STEPS, SWEEP_LIMIT, sweep_new_knobs
@@ -86,6 +87,7 @@ def test_an_inactive_knob_step_is_not_a_new_config() -> None:
     assert [(s["THREADS_PER_ROW"], s["WIDTH"]) for s in steps] == [(32, 4), (32, 2), (64, 4), (1, 1)]
 
 
+@pytest.mark.slow
 def test_a_round_measures_the_steps_right_after_its_warm_start(tmp_path: Path) -> None:
     """End to end on the model backend: round 2 adds block-size to round 1's split; at every
     shape round 1 won, the study's first trial is the warm start and the next ones are

@@ -48,6 +48,7 @@ def test_merge_cells_compile_verify_and_pair(tmp_path: Path) -> None:
     assert table.count("| kernels/merge_attn_states |") == len(rows)
 
 
+@pytest.mark.slow
 def test_dry_run_builds_every_ladder_and_merge_candidate(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
