@@ -47,7 +47,7 @@ from ktx.agent.analysis import Analysis, Device, KernelFacts, NcuMetrics, analyz
 from ktx.agent.catalog import Catalog
 from ktx.agent.plan import Plan, restrict_knobs
 from ktx.agent.planner import PassFailure, PlanContext, Planner, PlanOutcome, Probe, RoundSummary, Usage
-from ktx.agent.rules import RulesPlanner
+from ktx.agent.rules import RulesPlanner, placed
 from ktx.agent.search import (
     RoundResult,
     RoundSearch,
@@ -266,7 +266,10 @@ def probe_passes(
     for info in catalog.passes:
         if info.name in have:
             continue
-        text = ",".join([p for p in (current.pipeline, info.name) if p])
+        at = placed(catalog, current.names, info.name)  # where the planner would write it
+        text = ",".join(
+            [p.text for p in current.passes[:at]] + [info.name] + [p.text for p in current.passes[at:]]
+        )
         try:
             template = build(text)
         except KtxError as exc:

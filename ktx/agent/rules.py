@@ -82,7 +82,7 @@ that reduces rows, why each row pass's rule stayed silent (:func:`row_silence`).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ktx.agent.analysis import Analysis
@@ -513,6 +513,48 @@ def _phase(catalog: Catalog, name: str) -> int:
     return int(reg.get(name).phase) if name in reg else len(Phase)
 
 
+def placed(catalog: Catalog, current: Sequence[str], name: str) -> int:
+    """Where the planner writes ``name`` into the pipeline ``current`` (an index into it).
+
+    At the end, except for a pass of the ownership phase (row-owner, online, warp-reduce, split,
+    rows-per-block, cluster-rows), which goes before the first pass of a later phase. An
+    ownership pass reads the row loops as the kernel states them; written after ``vectorize``,
+    it met the packed, peeled loops instead, and refused them (llm.c fused_residual, session 9:
+    ``row-owner,vectorize,online`` had "no site: the two loops are not for loops over the same
+    range", so the two-pass form ``row-owner,online,vectorize`` was never proposed once
+    vectorize had landed; likewise ``row-owner,row-registers,online``). It never goes before a
+    pass it declares to run after (``cluster-rows`` stays after ``block-size``): the written
+    order then matches the run order the passes' edges give (:mod:`ktx.pipeline`), and only
+    where they are silent does this choose it.
+
+    >>> from ktx.registry import default_registry
+    >>> cat = Catalog.from_registry(default_registry())
+    >>> placed(cat, ["row-owner", "vectorize"], "online"), placed(cat, ["row-owner", "vectorize"], "tile")
+    (1, 2)
+    """
+    phase = _phase(catalog, name)
+    if phase != Phase.OWNERSHIP:
+        return len(current)
+    must_follow = _runs_after(catalog, name)
+    for i, other in enumerate(current):
+        if _phase(catalog, other) > phase and not must_follow & set(current[i:]):
+            return i
+    return len(current)
+
+
+def _runs_after(catalog: Catalog, name: str) -> set[str]:
+    """The passes ``name`` declares it runs after (``requires`` and ``after``): the registered
+    class's declaration, else the catalog's."""
+    from ktx.registry import default_registry
+
+    reg = default_registry()
+    if name in reg:
+        cls = reg.get(name)
+        return {*cls.requires, *cls.after}
+    info = catalog.get(name)
+    return set(info.after) if info is not None else set()
+
+
 def companions(context: PlanContext, name: str, tried: frozenset[str]) -> list[tuple[str, str, bool]]:
     """Passes added with ``name`` in the same round: (pass, why, before ``name``). Each one's knob
     has an "off" value, so the round still searches ``name`` alone (see the module docstring)."""
@@ -633,5 +675,7 @@ class RulesPlanner:
             text += f"; with {other} in the same round ({why})"
         if passed:
             text += f" (passed over: {'; '.join(passed)})"
-        passes = (*context.current.passes, *before, choice, *after)
+        at = placed(context.catalog, context.current.names, name)
+        current = context.current.passes
+        passes = (*current[:at], *before, choice, *after, *current[at:])
         return PlanOutcome(Plan(passes, text, planner=self.name))

@@ -9,7 +9,10 @@ an earlier round is not measured again), verification of every candidate against
 by the backend, and the same outputs ``ktx tune`` writes (best configs and sources, dispatch
 table, summary). Each study is warm-started with the best config of the best round so far at
 that shape, mapped onto the new knob space (knobs the new template lacks are dropped, new knobs
-take their defaults), so that a round starts where the last gain left off.
+take their defaults), so that a round starts where the last gain left off. Right after it come
+the one-knob steps of the knobs the round adds (:func:`sweep_new_knobs`): the earlier knobs were
+searched in earlier rounds, so a round of a handful of evaluations a shape spends them on what
+the new pass offers at the best point found, not on random points an earlier round ruled out.
 """
 
 from __future__ import annotations
@@ -18,16 +21,17 @@ import dataclasses
 import hashlib
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import optuna
+from ktx.ir.expr import Value
 
 from ktx.measure.backend import Backend
 from ktx.measure.occupancy import DeviceLimits
-from ktx.measure.types import Candidate, Measurement, original_candidate
+from ktx.measure.types import Candidate, Measurement, config_key, original_candidate
 from ktx.registry import Registry
 from ktx.search.cache import MeasurementCache
 from ktx.search.engine import dispatched_speedup, speedup_geomeans
@@ -240,6 +244,67 @@ def map_config(config: Config, tunable: Tunable) -> dict[str, int] | None:
     return space.normalize(full)
 
 
+#: Most steps enqueued after the warm start, per shape and round; the last
+#: :data:`NEIGHBOUR_STEPS` of them are kept for the earlier knobs' neighbours.
+SWEEP_LIMIT = 8
+NEIGHBOUR_STEPS = 2
+
+
+def sweep_new_knobs(
+    space: Space,
+    start: Mapping[str, int],
+    known: Collection[str],
+    env: Mapping[str, Value],
+    limit: int = SWEEP_LIMIT,
+) -> list[dict[str, int]]:
+    """Steps from ``start`` along the knobs not in ``known`` (the ones this round adds), then
+    along the earlier knobs to their neighbours.
+
+    Why: a round that adds a pass to the best pipeline so far measures 5-17 configs a shape
+    within the ladder's budget (session 9, llm.c). Left to the sampler, they landed on points the
+    earlier rounds had ruled out (one thread a row, 1024 threads on a 768-wide row), and the one
+    config that mattered was never measured: layernorm's warp-per-row with float4 packs (round 4)
+    or with the row kept in registers (round 2). Here the earlier knobs stay at their best and
+    each new knob takes each of its other values, largest first (the widest pack, the most packs
+    kept, the most rows: the step that shows soonest whether the pass pays), the new knobs taken
+    in turn so that every one gets its largest step before any gets its second. The last
+    :data:`NEIGHBOUR_STEPS` places go to the earlier knobs, one value either way along their
+    list, the new knobs at the first step's values: the new pass can move the best of an earlier
+    knob (wider packs want fewer threads a row: encoder at B=1, 128 threads with 16-byte packs,
+    where row-owner alone was best at 256). Steps that break a constraint at ``env``, or that
+    normalize back onto a config already listed (a knob inactive there), are left out; at most
+    ``limit``.
+    """
+    base = space.normalize(start)
+    fresh = [k for k in space.knobs if k.name not in known and len(k.values) > 1]
+    earlier = [k for k in space.knobs if k.name in known and len(k.values) > 1]
+    seen = {config_key(base)}
+    steps: list[dict[str, int]] = []
+
+    def take(config: dict[str, int], cap: int) -> None:
+        step = space.normalize(config)
+        key = config_key(step)
+        if len(steps) < cap and key not in seen and not space.violations(step, env):
+            seen.add(key)
+            steps.append(step)
+
+    lanes = [[v for v in sorted(k.values, reverse=True) if v != base.get(k.name)] for k in fresh]
+    cap = limit - NEIGHBOUR_STEPS if earlier else limit
+    for rank in range(max((len(lane) for lane in lanes), default=0)):
+        for knob, lane in zip(fresh, lanes, strict=True):
+            if rank < len(lane):
+                take({**base, knob.name: lane[rank]}, cap)
+    if not fresh:
+        return steps  # the round adds no knob: the sampler has the whole round
+    lead = steps[0] if steps else base
+    for knob in earlier:
+        at = knob.values.index(lead[knob.name]) if lead.get(knob.name) in knob.values else None
+        for delta in (1, -1):
+            if at is not None and 0 <= at + delta < len(knob.values):
+                take({**lead, knob.name: knob.values[at + delta]}, limit)
+    return steps
+
+
 class TuneSearch:
     """:class:`RoundSearch` on ``ktx tune``'s machinery (:mod:`ktx.search.runner`)."""
 
@@ -343,7 +408,9 @@ class TuneSearch:
                                 )
                     continue
                 config = warm.get(point.name)
-                mapped = None if config is None else map_config(config, tunable)
+                if config is None:
+                    continue
+                mapped = map_config(config, tunable)
                 if mapped is None or not tunable.space.knobs:
                     continue
                 if tunable.space.violations(mapped, self.spec.env(point)):
@@ -352,6 +419,9 @@ class TuneSearch:
                 study = open_study(ctx.storage, name, optuna.samplers.RandomSampler())
                 if not study.trials:
                     study.enqueue_trial(tunable.space.to_params(mapped), user_attrs={"warm_start": True})
+                    env = self.spec.env(point)
+                    for step in sweep_new_knobs(tunable.space, mapped, config.keys(), env):
+                        study.enqueue_trial(tunable.space.to_params(step), user_attrs={"new_knob_step": True})
             # the round's final check and outputs come out of its time share, reserved up front
             runner.tune_shapes(ctx, runner.search_until(ctx, deadline))
             summary = runner.finalize(ctx, time.monotonic() - start, deadline, start)

@@ -357,7 +357,9 @@ def test_a_sum_then_squared_deviations_gets_online_and_its_row_registers(catalog
     assert "before online: the row is then read once, not twice" in plan.rationale
     current = Plan((PassChoice("row-owner"), PassChoice("row-registers")), "r2")
     plan = choose(context(make_analysis(facts, ms), cat, current=current))
-    assert plan.names[-1] == "online", plan.rationale
+    # written before row-registers (an ownership pass before a later phase): after it, online
+    # meets the unrolled kept-row loops and has no site (ktx apply on llm.c layernorm v1)
+    assert plan.names == ("row-owner", "online", "row-registers"), plan.rationale
     assert "a row sum and then the squared deviations from its mean" in plan.rationale
     assert "Welford's running (count, mean, M2)" in plan.rationale
     # from the original, row-owner comes alone (neither online nor row-registers with it)
@@ -438,4 +440,36 @@ def test_a_block_norm_gets_row_registers_with_block_size_before_cluster_rows(cat
         Probe("split", 0, (), ("split over blocks, each block would reduce only part of the row",)),
     ]
     plan = choose(context(make_analysis(facts, ms), cat, current=current, probes=nosplit))
-    assert plan.names[-1] == "cluster-rows", plan.rationale
+    # written where it runs: after block-size (its declared edge), before row-registers
+    assert plan.names == ("block-size", "cluster-rows", "row-registers"), plan.rationale
+
+
+def test_an_ownership_pass_is_written_before_a_later_phase(catalog: Catalog) -> None:
+    """llm.c fused_residual, session 9: online gained nothing on row-owner alone, vectorize then
+    won; on row-owner,vectorize online is a new try, and it is written before vectorize (after
+    it, online met the packed, peeled loops and had no site). A pass of a later phase still goes
+    at the end."""
+    from ktx.agent.rules import placed
+
+    facts = KernelFacts(
+        "fused_residual_forward2",
+        loops=thread_per_row().loops,
+        scalar_accesses=("residual", "normed"),
+        reductions=("L0: sum m", "L1: sum v"),
+        online_pairs=("L0, L1: sum m, squared deviations v",),
+    )
+    ms = [measurement("B=8,T=1024,C=768", 300.0, nbytes=8192 * 768 * 8, blocks=32)]
+    cat = _with(catalog, "row-owner", "online")
+    vec = PassChoice("vectorize", options=(("tie", True), ("peel", True)))
+    current = Plan((PassChoice("row-owner"), vec), "r4")
+    history = (
+        RoundSummary(1, "row-owner", "rules", "", "improved", 35.0),
+        RoundSummary(2, "row-owner,online", "rules", "", "no-gain", 35.0),
+        RoundSummary(3, "row-owner,vectorize{tie=true,peel=true}", "rules", "", "improved", 47.0),
+    )
+    plan = choose(context(make_analysis(facts, ms), cat, current=current, history=history))
+    assert plan.names == ("row-owner", "online", "vectorize"), plan.rationale
+    assert plan.pipeline == "row-owner,online,vectorize{tie=true,peel=true}"
+    assert placed(cat, ("row-owner", "vectorize"), "cache-hints") == 2
+    assert placed(cat, ("row-owner", "vectorize"), "warp-reduce") == 1
+    assert placed(cat, ("row-owner",), "online") == 1
