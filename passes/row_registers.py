@@ -150,6 +150,25 @@ def _keep_name(ld: KeptLoad) -> str:
     return f"ktx_keep_{ld.variable}"
 
 
+def _extent(ld: KeptLoad) -> str:
+    """``[N]`` for a kept local array (its slot per head iteration is an array too), else empty."""
+    return f"[{ld.extent}]" if ld.kind == "array" else ""
+
+
+def _copy(source: bytes, ld: KeptLoad, at: ts.Node, *, into_keep: bool) -> str:
+    """A fully unrolled element copy between a local array and its keep slot, on new lines at
+    the indentation of ``at``: after the first loop's stash (``into_keep``), or in place of the
+    second loop's fill from shared memory."""
+    ind = syntax.indentation(source, at.start_byte)
+    dst, src = (
+        (f"{_keep_name(ld)}[ktx_k]", ld.variable) if into_keep else (ld.variable, f"{_keep_name(ld)}[ktx_k]")
+    )
+    return (
+        f"\n#pragma unroll\n{ind}for (int ktx_j = 0; ktx_j < ({ld.extent}); ++ktx_j) "
+        f"{dst}[ktx_j] = {src}[ktx_j];"
+    )
+
+
 def _loop_text(source: bytes, loop: ts.Node, init: str) -> str:
     """The loop's lines with its initial value replaced by ``init``."""
     start = syntax.line_start(source, loop.start_byte)
@@ -205,13 +224,19 @@ def _first(source: bytes, k: RowKeep) -> str:
     waited for its load before the next guarded load issued: three memory latencies before the
     reduction where issue 23's hand variant pays one (PTX of kernels/rmsnorm at PACKS=2)."""
     indent = syntax.indentation(source, k.first.start_byte)
-    lines = [f"{indent}{ld.type} {_keep_name(ld)}[{MACRO}];" for ld in k.loads]
+    lines = [f"{indent}{ld.type} {_keep_name(ld)}[{MACRO}]{_extent(ld)};" for ld in k.loads]
     body = source[k.first.start_byte : k.first.end_byte].decode()
     hoist = not _STORE.search(body)
     first_loads: list[str] = []
     edits: list[tuple[int, int, str]] = []
     for ld in k.loads:
         if ld.source is None:
+            continue
+        if ld.kind == "array":
+            # after the loop that stashes the array: the same values, copied into the keep slot
+            edits.append(
+                (ld.source.end_byte, ld.source.end_byte, _copy(source, ld, ld.source, into_keep=True))
+            )
             continue
         arg = _LOAD_ARG.match(source[ld.source.start_byte : ld.source.end_byte].decode())
         if hoist and arg is not None:
@@ -236,7 +261,13 @@ def _first(source: bytes, k: RowKeep) -> str:
 def _second(source: bytes, k: RowKeep) -> str:
     indent = syntax.indentation(source, k.second.start_byte)
     edits = [
-        (ld.statement.start_byte, ld.statement.end_byte, f"{ld.variable} = {_keep_name(ld)}[ktx_k];")
+        (
+            ld.statement.start_byte,
+            ld.statement.end_byte,
+            _copy(source, ld, ld.statement, into_keep=False).lstrip()
+            if ld.kind == "array"
+            else f"{ld.variable} = {_keep_name(ld)}[ktx_k];",
+        )
         for ld in k.loads
     ]
     lines = _head(indent, k, _body_with(source, k.second, edits))

@@ -46,9 +46,19 @@ __all__ = ["KeptLoad", "RowKeep", "ScalarKeep", "ScalarLoad", "row_keep", "row_k
 
 @dataclass(frozen=True)
 class KeptLoad:
-    """A load statement of the second loop that registers can serve."""
+    """A load statement of the second loop that registers can serve.
 
-    kind: Literal["kept", "early"]
+    ``kept``: the first loop loaded the same address; ``early``: a const row no statement
+    writes (the weight); ``stored``: the first loop stored ``u`` at the same address (FlashInfer's
+    fused add stashes ``x = input + residual`` in shared memory with ``x_vec.store(smem_x + ...)``
+    and its second loop loads it back); ``array``: the same round trip of a local array
+    ``float x[N]`` through ``float4`` casts (kernels/fused_add_rmsnorm), where ``statement`` and
+    ``source`` are the two inner ``for`` loops and ``extent`` is ``N``. A stored value is the
+    value the second loop would read as long as nothing between the loops writes through the
+    stash pointer (checked) and the stash address is one thread's, one iteration's (the
+    kernel's own premise: its second loop reads back what its thread stashed)."""
+
+    kind: Literal["kept", "early", "stored", "array"]
     statement: ts.Node
     """``v.load(ADDR);`` in the second loop."""
     variable: str
@@ -60,6 +70,8 @@ class KeptLoad:
     guard: str = ""
     """``(G)`` when the loads sit in ``if (G) { ... }`` (the same text in both loops), else empty:
     FlashInfer's RMSNorm guards each pack by ``(i * num_threads + thread_id) * VEC_SIZE < d``."""
+    extent: str = ""
+    """``array`` only: the local array's size as declared (``VEC``)."""
 
 
 @dataclass(frozen=True)
@@ -117,8 +129,9 @@ def _header(module: Module, loop: ts.Node) -> tuple[str, str, str, str, str] | N
     return text(module, t), var, text(module, dv), text(module, right), text(module, uright)
 
 
-def _load(module: Module, stmt: ts.Node) -> tuple[str, str, ts.Node] | None:
-    """``(v, ADDR, address node)`` for the statement ``v.load(ADDR);``."""
+def _load(module: Module, stmt: ts.Node, method: str = "load") -> tuple[str, str, ts.Node] | None:
+    """``(v, ADDR, address node)`` for the statement ``v.load(ADDR);`` (``v.store(ADDR);`` with
+    ``method="store"``)."""
     if stmt.type != "expression_statement" or stmt.named_child_count != 1:
         return None
     call = stmt.named_children[0]
@@ -127,17 +140,20 @@ def _load(module: Module, stmt: ts.Node) -> tuple[str, str, ts.Node] | None:
     if fn is None or args is None or fn.type != "field_expression" or len(args.named_children) != 1:
         return None
     obj, field = fn.child_by_field_name("argument"), fn.child_by_field_name("field")
-    if obj is None or field is None or obj.type != "identifier" or text(module, field) != "load":
+    if obj is None or field is None or obj.type != "identifier" or text(module, field) != method:
         return None
     return text(module, obj), "".join(text(module, args.named_children[0]).split()), args.named_children[0]
 
 
-def _loads_in(module: Module, body: ts.Node) -> list[tuple[ts.Node, str, tuple[str, str, ts.Node]]]:
+def _loads_in(
+    module: Module, body: ts.Node, method: str = "load"
+) -> list[tuple[ts.Node, str, tuple[str, str, ts.Node]]]:
     """``(statement, guard, load)`` for each ``v.load(ADDR);`` at the body's top level, or in the
-    consequence of a top-level ``if (G)`` without ``else`` (guard: G's text with its parentheses)."""
+    consequence of a top-level ``if (G)`` without ``else`` (guard: G's text with its parentheses);
+    ``v.store(ADDR);`` statements with ``method="store"``."""
     out: list[tuple[ts.Node, str, tuple[str, str, ts.Node]]] = []
     for st in body.named_children:
-        ld = _load(module, st)
+        ld = _load(module, st, method)
         if ld is not None:
             out.append((st, "", ld))
             continue
@@ -148,7 +164,7 @@ def _loads_in(module: Module, body: ts.Node) -> list[tuple[ts.Node, str, tuple[s
             continue
         guard = " ".join(text(module, cond).split())
         for c in cons.named_children if cons.type == "compound_statement" else [cons]:
-            ld = _load(module, c)
+            ld = _load(module, c, method)
             if ld is not None:
                 out.append((c, guard, ld))
     return out
@@ -193,6 +209,135 @@ def _type_of(module: Module, body: ts.Node, name: str) -> str | None:
     return None
 
 
+def _untouched(
+    module: Module, address: ts.Node, between: list[ts.Node], rts: Mapping[str, Root], bound: str = ""
+) -> bool:
+    """The address reads one pointer, and no statement between the loops writes through it or
+    reassigns it (the reduction's ``smem[ty] = sum`` writes the base array, which the kernel's
+    own layout keeps apart from its stash ``smem_x = smem + ...``). One write is let through:
+    the scalar tail's ``p[i]`` in ``for (int i = BOUND * W + ...; ...; i += ...)``, whose
+    elements start past the packs (``bound`` is the pack loop's bound, ``p + i * W + j`` with
+    ``j < W`` the stash address)."""
+    names = {text(module, i) for i in identifiers(address)} & set(rts)
+    if len(names) != 1:
+        return False
+    (name,) = names
+    for st in between:
+        for n in walk(st):
+            if n.type in ("assignment_expression", "update_expression"):
+                t = n.child_by_field_name("left") or n.child_by_field_name("argument")
+                if t is None or name not in {text(module, i) for i in identifiers(t)} | {text(module, t)}:
+                    continue
+                if not (bound and _past_packs(module, t, name, bound, n)):
+                    return False
+    return True
+
+
+def _past_packs(module: Module, target: ts.Node, name: str, bound: str, write: ts.Node) -> bool:
+    """``target`` is ``name[c]`` inside ``for (T c = BOUND * W + e; ...; c += s)`` (the tail)."""
+    sub = _subscript(module, target)
+    if sub is None or sub[0] != name:
+        return False
+    up = write.parent
+    while up is not None and up.type != "for_statement":
+        up = up.parent
+    h = _header(module, up) if up is not None else None
+    return h is not None and sub[1] == h[1] and "".join(h[2].split()).startswith("".join(bound.split()) + "*")
+
+
+_WS = re.compile(r"\s+")
+#: ``*reinterpret_cast<float4*>(A) = make_float4(x[j], x[j + 1], x[j + 2], x[j + 3]);``
+_STASH_STORE = re.compile(r"^\*reinterpret_cast<(\w+)\*>\((.+)\)=make_\1\((.+)\);$")
+#: ``const float4 s4 = *reinterpret_cast<const float4*>(A);``
+_STASH_LOAD = re.compile(r"^(?:const )?(\w+) (\w+)=\*reinterpret_cast<const (\w+)\*>\((.+)\);$")
+_LANES = ("x", "y", "z", "w")
+
+
+def _squash(module: Module, node: ts.Node) -> str:
+    """The node's text with spaces kept only between two word characters (``const float4 s``)."""
+    t = _WS.sub(" ", text(module, node)).strip()
+    return re.sub(r"(?<=\W) | (?=\W)", "", t)
+
+
+def _lane(element: str, arr: str, var: str, m: int) -> bool:
+    """``element`` is ``arr[var]`` (m = 0) or ``arr[var+m]``."""
+    return element == (f"{arr}[{var}]" if m == 0 else f"{arr}[{var}+{m}]")
+
+
+def _array_decl(module: Module, body: ts.Node, arr: str) -> tuple[ts.Node, str, str] | None:
+    """``(declaration, element type, extent)`` of ``T arr[N];`` at the body's top level."""
+    for st in body.named_children:
+        if st.type != "declaration":
+            continue
+        t = st.child_by_field_name("type")
+        for d in st.named_children:
+            if d.type != "array_declarator" or t is None:
+                continue
+            name, size = d.child_by_field_name("declarator"), d.child_by_field_name("size")
+            if name is not None and size is not None and text(module, name) == arr:
+                return st, text(module, t), text(module, size)
+    return None
+
+
+def _array_stashes(
+    module: Module,
+    a_body: ts.Node,
+    b_body: ts.Node,
+    between: list[ts.Node],
+    rts: Mapping[str, Root],
+    bound: str,
+) -> list[KeptLoad]:
+    """``array`` stashes: the first loop writes a local array through vector casts to an address,
+    an inner loop of the second loop with the same header fills an array of the same name, type
+    and size from that address, lane for lane, before any other statement uses it."""
+    stores: dict[tuple[str, str], tuple[ts.Node, str, str, str]] = {}
+    for st in a_body.named_children:
+        if st.type != "for_statement" or (inner := st.child_by_field_name("body")) is None:
+            continue
+        stmts = inner.named_children if inner.type == "compound_statement" else [inner]
+        m = _STASH_STORE.match(_squash(module, stmts[0])) if len(stmts) == 1 else None
+        h = _header(module, st)
+        if m is None or h is None:
+            continue
+        lanes = m.group(3).split(",")
+        arr = lanes[0].split("[")[0]
+        if len(lanes) > 4 or not all(_lane(e, arr, h[1], k) for k, e in enumerate(lanes)):
+            continue
+        key = (" ".join(_WS.sub(" ", x) for x in h), m.group(2))
+        stores[key] = (st, arr, m.group(1), str(len(lanes)))
+    out: list[KeptLoad] = []
+    for pos, st in enumerate(b_body.named_children):
+        if st.type != "for_statement" or (inner := st.child_by_field_name("body")) is None:
+            continue
+        h = _header(module, st)
+        stmts = inner.named_children if inner.type == "compound_statement" else [inner]
+        m = _STASH_LOAD.match(_squash(module, stmts[0])) if stmts and h is not None else None
+        if m is None or h is None or m.group(1) != m.group(3):
+            continue
+        hit = stores.get((" ".join(_WS.sub(" ", x) for x in h), m.group(4)))
+        if hit is None or len(stmts) != 1 + int(hit[3]):
+            continue
+        src, arr, vec, lanes = hit
+        ok = vec == m.group(1) and all(
+            _lane(_squash(module, a).split("=")[0], arr, h[1], k)
+            and _squash(module, a) == f"{_squash(module, a).split('=')[0]}={m.group(2)}.{_LANES[k]};"
+            for k, a in enumerate(stmts[1:])
+        )
+        da, db = _array_decl(module, a_body, arr), _array_decl(module, b_body, arr)
+        if not ok or da is None or db is None or da[1:] != db[1:]:
+            continue
+        # the fill comes first: nothing between the array's declaration and the fill reads it
+        early_use = any(
+            arr in {text(module, i) for i in identifiers(x)}
+            for x in b_body.named_children[:pos]
+            if x.start_byte > db[0].end_byte
+        )
+        if early_use or not _untouched(module, stmts[0], between, rts, bound):
+            continue
+        out.append(KeptLoad("array", st, arr, db[1], m.group(4), src, arr, "", db[2]))
+    return out
+
+
 def row_keep(module: Module, fn: Function) -> RowKeep | str:
     """The two row loops and the loads registers can serve, or why there are none."""
     body = module.node(fn.body)
@@ -212,9 +357,21 @@ def row_keep(module: Module, fn: Function) -> RowKeep | str:
             first_loads: dict[tuple[str, str], tuple[ts.Node, str]] = {}
             for s, guard, ld in _loads_in(module, a_body):
                 first_loads[(ld[1], guard)] = (s, ld[0])
-            found: list[KeptLoad] = []
+            first_stores = {(ld[1], guard): (s, ld[0]) for s, guard, ld in _loads_in(module, a_body, "store")}
+            between = [n for n in body.named_children if first.end_byte <= n.start_byte < second.start_byte]
+            found: list[KeptLoad] = list(_array_stashes(module, a_body, b_body, between, rts, ha[3]))
             for s, guard, ld in _loads_in(module, b_body):
                 v, addr, node = ld
+                if (addr, guard) in first_stores:
+                    src, u = first_stores[(addr, guard)]
+                    vt = _type_of(module, b_body, v)
+                    if (
+                        vt is not None
+                        and _type_of(module, a_body, u) == vt
+                        and _untouched(module, node, between, rts, ha[3])
+                    ):
+                        found.append(KeptLoad("stored", s, v, vt, text(module, node), src, u, guard))
+                    continue
                 names = {text(module, i) for i in identifiers(node)}
                 pointers = [(n, rts[n]) for n in names if n in rts]
                 if len(pointers) != 1 or not pointers[0][1].restrict:

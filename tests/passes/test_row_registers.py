@@ -34,8 +34,11 @@ def test_the_facts_keep_the_row_and_load_the_weight_early(stem: str) -> None:
     keep = row_keep(m, m.kernel(KERNELS[stem]))
     assert not isinstance(keep, str), keep
     got = sorted((ld.variable, ld.kind) for ld in keep.loads)
-    # fused_add_rmsnorm's second loop reads x from shared memory, not the row: only w is early
-    assert got == ([("in", "kept"), ("w", "early")] if stem == "rmsnorm" else [("w", "early")])
+    # fused_add_rmsnorm's second loop reads x back from its shared-memory stash, which the first
+    # loop wrote from the local array x: the array is kept (issue 23: write once, never re-read)
+    assert got == (
+        [("in", "kept"), ("w", "early")] if stem == "rmsnorm" else [("w", "early"), ("x", "array")]
+    )
     assert (keep.var, keep.init, keep.bound, keep.step) == ("i", "thread_id", "num_packs", "num_threads")
 
 
@@ -197,3 +200,96 @@ def test_guarded_loads_of_a_restrict_row_only_read_are_kept() -> None:
     keep = row_keep(m, m.kernel("norm"))
     assert not isinstance(keep, str)
     assert sorted((ld.variable, ld.kind) for ld in keep.loads) == [("w", "early"), ("x", "early")]
+
+
+def test_the_fused_sum_stays_in_registers_written_once_never_read_back() -> None:
+    """Issue 23: fused_add_rmsnorm writes x + residual and the second loop read it back from its
+    shared-memory stash. The first loop's head now copies the local array into a keep slot right
+    after the stash, and the second loop's head takes it from there: no ld.shared of the stash in
+    the heads (the stash store stays, so the rest loop and the tail read what they always read)."""
+    two = apply(_source("fused_add_rmsnorm"), "row-registers").instantiate({"PACKS": 2})
+    assert "float ktx_keep_x[2][VEC];" in two
+    stash = "make_float4(x[j], x[j + 1], x[j + 2], x[j + 3]);\n    }"
+    copy_in = "for (int ktx_j = 0; ktx_j < (VEC); ++ktx_j) ktx_keep_x[ktx_k][ktx_j] = x[ktx_j];"
+    copy_out = "for (int ktx_j = 0; ktx_j < (VEC); ++ktx_j) x[ktx_j] = ktx_keep_x[ktx_k][ktx_j];"
+    assert two.count(copy_in) == 1 and two.count(copy_out) == 1
+    assert two.index(stash) < two.index(copy_in) < two.index("__syncthreads()") < two.index(copy_out)
+    # the second head reads no stash; only the rest loop and the scalar tail still do
+    head = two[two.index("// Pass 2") : two.index(copy_out) + 400]
+    assert "reinterpret_cast<const float4*>(smem_x" not in head
+    assert two.count("reinterpret_cast<const float4*>(smem_x + i * VEC + j)") == 1
+
+
+def test_a_stash_written_between_the_loops_is_not_forwarded() -> None:
+    """A write through the stash pointer between the loops (other than the scalar tail past the
+    packs) could change what the second loop reads: the array is not kept."""
+    src = _source("fused_add_rmsnorm")
+    anchor = "  const float rms_rcp = rsqrtf("
+    clobber = src.replace(anchor, "  smem_x[thread_id] = 0.f;\n" + anchor, 1)
+    assert clobber != src
+    m = parse(clobber)
+    keep = row_keep(m, m.kernel("fused_add_rmsnorm_kernel"))
+    assert not isinstance(keep, str) and [(ld.variable, ld.kind) for ld in keep.loads] == [("w", "early")]
+
+
+STORED = """
+template <typename T, int N> struct vec_t {
+  T v[N];
+  __device__ void fill(float x) { for (int j = 0; j < N; ++j) v[j] = T(x); }
+  __device__ void load(const T* p) { for (int j = 0; j < N; ++j) v[j] = p[j]; }
+  __device__ void store(T* p) const { for (int j = 0; j < N; ++j) p[j] = v[j]; }
+};
+__global__ void fused(float* __restrict__ input, float* __restrict__ residual, float* __restrict__ weight,
+                      const unsigned d) {
+  const unsigned thread_id = threadIdx.x, num_threads = blockDim.x;
+  const unsigned rounds = (d + 8 * num_threads - 1) / (8 * num_threads);
+  extern __shared__ float smem[];
+  float* smem_x = smem + 32;
+  float s = 0.f;
+  for (unsigned i = 0; i < rounds; i++) {
+    vec_t<float, 8> a, r;
+    vec_t<float, 8> x_vec;
+    a.fill(0.f);
+    r.fill(0.f);
+    if ((i * num_threads + thread_id) * 8 < d) {
+      a.load(input + blockIdx.x * d + (i * num_threads + thread_id) * 8);
+      r.load(residual + blockIdx.x * d + (i * num_threads + thread_id) * 8);
+    }
+    for (int j = 0; j < 8; ++j) { x_vec.v[j] = a.v[j] + r.v[j]; s += x_vec.v[j] * x_vec.v[j]; }
+    if ((i * num_threads + thread_id) * 8 < d) {
+      x_vec.store(residual + blockIdx.x * d + (i * num_threads + thread_id) * 8);
+      x_vec.store(smem_x + (i * num_threads + thread_id) * 8);
+    }
+  }
+  smem[thread_id % 32] = s;
+  __syncthreads();
+  for (unsigned i = 0; i < rounds; i++) {
+    vec_t<float, 8> x_vec, w, o;
+    x_vec.fill(0.f);
+    if ((i * num_threads + thread_id) * 8 < d) {
+      w.load(weight + (i * num_threads + thread_id) * 8);
+      x_vec.load(smem_x + (i * num_threads + thread_id) * 8);
+    }
+    for (int j = 0; j < 8; ++j) o.v[j] = x_vec.v[j] * w.v[j] / smem[0];
+    if ((i * num_threads + thread_id) * 8 < d) {
+      o.store(input + blockIdx.x * d + (i * num_threads + thread_id) * 8);
+    }
+  }
+}
+"""
+
+
+def test_a_pack_stored_by_the_first_loop_is_forwarded_to_the_second() -> None:
+    """FlashInfer's FusedAddRMSNormKernel form: ``x_vec.store(smem_x + A)`` in the first loop,
+    ``x_vec.load(smem_x + A)`` under the same guard in the second: the stored pack is kept."""
+    m = parse(STORED)
+    keep = row_keep(m, m.kernel("fused"))
+    assert not isinstance(keep, str), keep
+    assert sorted((ld.variable, ld.kind) for ld in keep.loads) == [("w", "early"), ("x_vec", "stored")]
+    two = apply(STORED, "row-registers").instantiate({"PACKS": 2})
+    assert "x_vec.store(smem_x + (i * num_threads + thread_id) * 8); ktx_keep_x_vec[ktx_k] = x_vec;" in two
+    assert "x_vec = ktx_keep_x_vec[ktx_k];" in two
+    # the stash written between the loops: nothing forwarded
+    m = parse(STORED.replace("  smem[thread_id % 32] = s;", "  smem_x[thread_id] = s;"))
+    keep = row_keep(m, m.kernel("fused"))
+    assert not isinstance(keep, str) and [ld.kind for ld in keep.loads] == ["early"]
