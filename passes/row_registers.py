@@ -20,6 +20,13 @@ registers, and the second loop's head takes both from there instead of loading a
     ... the reduction ...
     head of the second loop: in = ktx_keep_in[ktx_k]; w = ktx_keep_w[ktx_k]; the rest as written
 
+A row the first loop stashes and the second reads back (fused_add_rmsnorm's ``x = input +
+residual`` through shared memory, as a local array cast to ``float4``; FlashInfer's
+``x_vec.store(smem_x + ...)`` / ``x_vec.load(...)``) is kept too: the first loop's head copies the
+value into the keep slot right after the stash, and the second loop's head takes it from there, so
+the sum is written once (the residual) and never read back. The stash store stays, for the rest
+loop and the scalar tail.
+
 Rows longer than ``threads x P`` packs are still correct (the remainder loops run as written);
 a row that fits is read once. Registers grow by ``P`` packs per kept load. Facts:
 :mod:`ktx.ir.facts.rowkeep`. Every change sits under ``#if KTX_PACKS``.
