@@ -157,6 +157,12 @@ def _keep_name(ld: KeptLoad) -> str:
     return f"ktx_keep_{ld.variable}"
 
 
+def _pre_name(ld: KeptLoad) -> str:
+    """A first-loop load issued ahead of the math (``RowKeep.prefetch``): its own slot name, apart
+    from the keep slots a later loop reads."""
+    return f"ktx_pre_{ld.variable}"
+
+
 def _extent(ld: KeptLoad) -> str:
     """``[N]`` for a kept local array (its slot per head iteration is an array too), else empty."""
     return f"[{ld.extent}]" if ld.kind == "array" else ""
@@ -233,9 +239,20 @@ def _first(source: bytes, k: RowKeep) -> str:
     indent = syntax.indentation(source, k.first.start_byte)
     lines = [f"{indent}{ld.type} {_keep_name(ld)}[{MACRO}]{_extent(ld)};" for ld in k.loads]
     body = source[k.first.start_byte : k.first.end_byte].decode()
-    hoist = not _STORE.search(body)
+    # a first loop that stores may still have its loads issued first when the facts show its
+    # stores are pack stores in place or go to a shared stash (fused_add_rmsnorm: k.prefetch)
+    hoist = not _STORE.search(body) or bool(k.prefetch)
     first_loads: list[str] = []
     edits: list[tuple[int, int, str]] = []
+    for ld in k.prefetch:
+        arg = _LOAD_ARG.match(source[ld.statement.start_byte : ld.statement.end_byte].decode())
+        if arg is None:
+            continue
+        lines.append(f"{indent}{ld.type} {_pre_name(ld)}[{MACRO}];")
+        first_loads.append(_guarded(ld, f"{_pre_name(ld)}[ktx_k].load({arg.group(1).strip()});"))
+        edits.append(
+            (ld.statement.start_byte, ld.statement.end_byte, f"{ld.variable} = {_pre_name(ld)}[ktx_k];")
+        )
     for ld in k.loads:
         if ld.source is None:
             continue

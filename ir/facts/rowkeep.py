@@ -84,6 +84,14 @@ class RowKeep:
     bound: str
     step: str
     loads: tuple[KeptLoad, ...]
+    prefetch: tuple[KeptLoad, ...] = ()
+    """Loads of the first loop no later loop needs (fused_add_rmsnorm's input and residual packs),
+    which a loads-first head may issue ahead of the first loop's math: set only when every
+    store of the first loop that may reach global memory is a pack store in place (``u.store(A)``
+    with ``A`` an address the same iteration loaded, under the same guard) and every loaded
+    pointer is ``__restrict__``, so no iteration's store can reach another iteration's load
+    (the stores to a shared stash cannot reach a global row). Kind ``kept``, ``source`` the
+    load statement itself."""
 
     @property
     def line(self) -> int:
@@ -207,6 +215,60 @@ def _type_of(module: Module, body: ts.Node, name: str) -> str | None:
             if d.type == "identifier" and text(module, d) == name and t is not None:
                 return text(module, t)
     return None
+
+
+def _prefetch(
+    module: Module, a_body: ts.Node, rts: Mapping[str, Root], found: list[KeptLoad]
+) -> tuple[KeptLoad, ...]:
+    """The first loop's own loads a head may issue before its math (see ``RowKeep.prefetch``)."""
+    loads = _loads_in(module, a_body)
+    loaded = {(addr, guard) for _, guard, (_, addr, _) in loads}
+    for w in memory_writes(module, a_body):
+        t = w.child_by_field_name("left") or w.child_by_field_name("argument")
+        if t is None or _may_reach_row(module, a_body, rts, t):
+            return ()  # a store through a pointer that may reach a row, outside a pack store
+    for _, guard, (_, addr, node) in _loads_in(module, a_body, "store"):
+        names = {text(module, i) for i in identifiers(node)} & set(rts)
+        if len(names) != 1:
+            return ()
+        if rts[next(iter(names))].space == "shared":
+            continue
+        if (addr, guard) not in loaded:
+            return ()
+    for n in walk(a_body):  # a call handed a row pointer may store through it
+        if n.type == "call_expression":
+            f = n.child_by_field_name("function")
+            if f is not None and f.type == "field_expression":
+                field = f.child_by_field_name("field")
+                if field is not None and text(module, field) in ("load", "store"):
+                    continue
+            args = n.child_by_field_name("arguments")
+            handed = {text(module, i) for i in identifiers(args)} & set(rts) if args is not None else set()
+            if any(rts[h].space not in ("local", "shared") for h in handed):
+                return ()
+    taken = {ld.source.id for ld in found if ld.source is not None}
+    out: list[KeptLoad] = []
+    for st, guard, (v, _addr, node) in loads:
+        if st.id in taken:
+            continue
+        names = {text(module, i) for i in identifiers(node)} & set(rts)
+        vt = _type_of(module, a_body, v)
+        if len(names) != 1 or not rts[next(iter(names))].restrict or vt is None:
+            return ()
+        out.append(KeptLoad("kept", st, v, vt, text(module, node), st, v, guard))
+    return tuple(out)
+
+
+def _may_reach_row(module: Module, body: ts.Node, rts: Mapping[str, Root], target: ts.Node) -> bool:
+    """A write to ``target`` may reach global memory: it names a pointer whose root is not a
+    local or shared array, or none, and its base is not a value the body declares
+    (``res.v[j]``: a field of a local pack; ``x[j]``: a local array; a stash in shared memory)."""
+    names = {text(module, i) for i in identifiers(target)} & set(rts)
+    if names:
+        return any(rts[n].space not in ("local", "shared") for n in names)
+    base = next(iter(identifiers(target)), None)
+    t = _type_of(module, body, text(module, base)) if base is not None else None
+    return t is None or "*" in t
 
 
 def _untouched(
@@ -389,7 +451,8 @@ def row_keep(module: Module, fn: Function) -> RowKeep | str:
                 else:
                     found.append(KeptLoad("early", s, v, vt, text(module, node), None, "", guard))
             if found:
-                return RowKeep(first, second, ha[1], ha[0], ha[2], ha[3], ha[4], tuple(found))
+                pre = _prefetch(module, a_body, rts, found)
+                return RowKeep(first, second, ha[1], ha[0], ha[2], ha[3], ha[4], tuple(found), pre)
     return (
         "no two row loops with the same header whose second loads packs (v.load(p)) from a "
         "const __restrict__ row or from what the first loop loaded"
