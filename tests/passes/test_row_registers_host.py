@@ -52,7 +52,9 @@ int main() {
     ++runs;
     for (int i = 0; i < n; ++i) {
       if (xa[i] != xb[i] || ra[i] != rb[i]) {
-        if (bad < 5) std::printf("packs=%d element %d: x %g vs %g, res %g vs %g\n", packs, i, xa[i], xb[i], ra[i], rb[i]);
+        if (bad < 5)
+          std::printf("packs=%d element %d: x %g vs %g, res %g vs %g\n", packs, i, xa[i], xb[i], ra[i],
+                      rb[i]);
         ++bad;
       }
     }
