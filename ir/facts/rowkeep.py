@@ -716,8 +716,37 @@ def row_keeps(module: Module, fn: Function) -> tuple[RowKeep | ScalarKeep, ...] 
                 refused.append(sk)
     if found:
         return tuple(found)
-    why = "; ".join(refused[:3]) if refused else "no two loops over the row share a header"
+    why = (
+        "; ".join(refused[:3])
+        if refused
+        else f"no two loops over the row share a header ({_loops_seen(module, fn)})"
+    )
     return (
         f"{keep}; nor scalar rows: a loop whose elements later loops with the same header read "
         f"again (none stored between, the later loops storing only at the counter's index): {why}"
     )
+
+
+def _loops_seen(module: Module, fn: Function) -> str:
+    """The kernel's ``for`` loops, each with its line, header and the line of the statement list
+    holding it (loops of one header in two branches are not a pair), or the call that holds the
+    loops when the kernel has none of its own (apex's cuApplyRMSNorm calls cuApplyLayerNorm_)."""
+    body = module.node(fn.body)
+    loops = [n for n in walk(body) if n.type == "for_statement"]
+    if not loops:
+        calls = [n for n in walk(body) if n.type == "call_expression"]
+        f = calls[0].child_by_field_name("function") if calls else None
+        if f is None:
+            return "the kernel has no loop"
+        name = text(module, f).split("<")[0]
+        return (
+            f"the kernel has no loop of its own: it calls {name} at line {_line(calls[0])}, "
+            "which this pass does not enter"
+        )
+    seen = []
+    for n in loops[:6]:
+        head = " ".join(text(module, n)[: text(module, n).find(")") + 1].split())
+        holder = n.parent
+        seen.append(f"line {_line(n)} `{head}` in the block at line {_line(holder) if holder else 0}")
+    more = f" and {len(loops) - 6} more" if len(loops) > 6 else ""
+    return "its loops: " + "; ".join(seen) + more

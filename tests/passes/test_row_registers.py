@@ -13,7 +13,7 @@ import re
 import pytest
 from ktx.ir import parse
 from ktx.ir.expr import expand
-from ktx.ir.facts.rowkeep import row_keep
+from ktx.ir.facts.rowkeep import row_keep, row_keeps
 from passtest import ROOT, apply, remarks
 
 from ktx.measure.compile import CompileRequest, compile_kernel, find_nvcc
@@ -314,3 +314,39 @@ def test_a_pack_stored_by_the_first_loop_is_forwarded_to_the_second() -> None:
     m = parse(STORED.replace("  smem[thread_id % 32] = s;", "  smem_x[thread_id] = s;"))
     keep = row_keep(m, m.kernel("fused"))
     assert not isinstance(keep, str) and [ld.kind for ld in keep.loads] == ["early"]
+
+
+def test_a_refusal_names_the_loops_or_the_call_that_holds_them() -> None:
+    """The real-code row kernels row-registers refuses must say which construct and line: loops of
+    one header in two branches (exllamav2's rms_norm_kernel) are not a pair, and a kernel whose
+    loops live in a __device__ function it calls (apex's cuApplyRMSNorm) has none of its own."""
+    branches = """
+__global__ void k(float* __restrict__ y, const float* __restrict__ x, bool f) {
+  float s = 0.f, v[4];
+  if (f) {
+    for (int i = 0; i < 4; i++) { v[i] = x[threadIdx.x + 32 * i]; s += v[i]; }
+  } else {
+    for (int j = 0; j < 4; j++) { v[j] = 2.f * x[threadIdx.x + 32 * j]; s += v[j]; }
+  }
+  __syncthreads();
+  if (f) {
+    for (int i = 0; i < 4; i++) y[threadIdx.x + 32 * i] = v[i] / s;
+  }
+}
+"""
+    m = parse(branches)
+    why = row_keeps(m, m.kernel("k"))
+    assert isinstance(why, str)
+    assert "line 5 `for (int i = 0; i < 4; i++)` in the block at line 4" in why, why
+    assert "line 11 `for (int i = 0; i < 4; i++)` in the block at line 10" in why, why
+    called = """
+__device__ void body(float* y, const float* x) {
+  for (int i = threadIdx.x; i < 64; i += blockDim.x) y[i] = x[i];
+}
+__global__ void k(float* __restrict__ y, const float* __restrict__ x) {
+  body(y, x);
+}
+"""
+    m = parse(called)
+    why = row_keeps(m, m.kernel("k"))
+    assert isinstance(why, str) and "no loop of its own: it calls body at line 6" in why, why
