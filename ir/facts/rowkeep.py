@@ -272,14 +272,18 @@ def _may_reach_row(module: Module, body: ts.Node, rts: Mapping[str, Root], targe
 
 
 def _untouched(
-    module: Module, address: ts.Node, between: list[ts.Node], rts: Mapping[str, Root], bound: str = ""
+    module: Module,
+    address: ts.Node,
+    between: list[ts.Node],
+    rts: Mapping[str, Root],
+    tail: tuple[str, str] | None = None,
 ) -> bool:
     """The address reads one pointer, and no statement between the loops writes through it or
     reassigns it (the reduction's ``smem[ty] = sum`` writes the base array, which the kernel's
     own layout keeps apart from its stash ``smem_x = smem + ...``). One write is let through:
     the scalar tail's ``p[i]`` in ``for (int i = BOUND * W + ...; ...; i += ...)``, whose
-    elements start past the packs (``bound`` is the pack loop's bound, ``p + i * W + j`` with
-    ``j < W`` the stash address)."""
+    elements start past the packs, when the caller proved the stash address is ``p + c * W + j``
+    with ``c < BOUND`` the pack loop's counter and ``0 <= j < W`` (``tail = (BOUND, W)``)."""
     names = {text(module, i) for i in identifiers(address)} & set(rts)
     if len(names) != 1:
         return False
@@ -290,13 +294,14 @@ def _untouched(
                 t = n.child_by_field_name("left") or n.child_by_field_name("argument")
                 if t is None or name not in {text(module, i) for i in identifiers(t)} | {text(module, t)}:
                     continue
-                if not (bound and _past_packs(module, t, name, bound, n)):
+                if tail is None or not _past_packs(module, t, name, tail, n):
                     return False
     return True
 
 
-def _past_packs(module: Module, target: ts.Node, name: str, bound: str, write: ts.Node) -> bool:
-    """``target`` is ``name[c]`` inside ``for (T c = BOUND * W + e; ...; c += s)`` (the tail)."""
+def _past_packs(module: Module, target: ts.Node, name: str, tail: tuple[str, str], write: ts.Node) -> bool:
+    """``target`` is ``name[c]`` inside ``for (T c = BOUND * W + e; ...; c += s)`` (the tail), ``e``
+    a thread index (the tail's own premise: it starts at the first element past the packs)."""
     sub = _subscript(module, target)
     if sub is None or sub[0] != name:
         return False
@@ -304,7 +309,9 @@ def _past_packs(module: Module, target: ts.Node, name: str, bound: str, write: t
     while up is not None and up.type != "for_statement":
         up = up.parent
     h = _header(module, up) if up is not None else None
-    return h is not None and sub[1] == h[1] and "".join(h[2].split()).startswith("".join(bound.split()) + "*")
+    start = "".join(tail[0].split()) + "*" + "".join(tail[1].split())
+    init = "".join(h[2].split()) if h is not None else ""
+    return h is not None and sub[1] == h[1] and (init == start or init.startswith(start + "+"))
 
 
 _WS = re.compile(r"\s+")
@@ -347,6 +354,7 @@ def _array_stashes(
     b_body: ts.Node,
     between: list[ts.Node],
     rts: Mapping[str, Root],
+    var: str,
     bound: str,
 ) -> list[KeptLoad]:
     """``array`` stashes: the first loop writes a local array through vector casts to an address,
@@ -394,7 +402,17 @@ def _array_stashes(
             for x in b_body.named_children[:pos]
             if x.start_byte > db[0].end_byte
         )
-        if early_use or not _untouched(module, stmts[0], between, rts, bound):
+        # a scalar tail past the packs may write the stash between the loops when the address is
+        # ``p + var * W + j`` with the inner loop's ``0 <= j < W``: its elements are another range
+        names = {text(module, i) for i in identifiers(stmts[0])} & set(rts)
+        w = "".join(h[3].split())
+        packs_only = (
+            len(names) == 1
+            and "".join(h[2].split()) == "0"
+            and h[4].isdigit()
+            and m.group(4) == f"{next(iter(names))}+{var}*{w}+{h[1]}"
+        )
+        if early_use or not _untouched(module, stmts[0], between, rts, (bound, w) if packs_only else None):
             continue
         out.append(KeptLoad("array", st, arr, db[1], m.group(4), src, arr, "", db[2]))
     return out
@@ -421,7 +439,7 @@ def row_keep(module: Module, fn: Function) -> RowKeep | str:
                 first_loads[(ld[1], guard)] = (s, ld[0])
             first_stores = {(ld[1], guard): (s, ld[0]) for s, guard, ld in _loads_in(module, a_body, "store")}
             between = [n for n in body.named_children if first.end_byte <= n.start_byte < second.start_byte]
-            found: list[KeptLoad] = list(_array_stashes(module, a_body, b_body, between, rts, ha[3]))
+            found: list[KeptLoad] = list(_array_stashes(module, a_body, b_body, between, rts, ha[1], ha[3]))
             for s, guard, ld in _loads_in(module, b_body):
                 v, addr, node = ld
                 if (addr, guard) in first_stores:
@@ -430,7 +448,7 @@ def row_keep(module: Module, fn: Function) -> RowKeep | str:
                     if (
                         vt is not None
                         and _type_of(module, a_body, u) == vt
-                        and _untouched(module, node, between, rts, ha[3])
+                        and _untouched(module, node, between, rts)
                     ):
                         found.append(KeptLoad("stored", s, v, vt, text(module, node), src, u, guard))
                     continue

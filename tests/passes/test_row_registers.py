@@ -241,12 +241,24 @@ def test_the_fused_sum_stays_in_registers_written_once_never_read_back() -> None
     assert two.count("reinterpret_cast<const float4*>(smem_x + i * VEC + j)") == 1
 
 
-def test_a_stash_written_between_the_loops_is_not_forwarded() -> None:
-    """A write through the stash pointer between the loops (other than the scalar tail past the
-    packs) could change what the second loop reads: the array is not kept."""
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("  const float rms_rcp = rsqrtf(", "  smem_x[thread_id] = 0.f;\n  const float rms_rcp = rsqrtf("),
+        # a tail that starts one element inside the packs overwrites the last pack's stash
+        (
+            "for (int i = num_packs * VEC + thread_id; i < d; i += num_threads) {\n    const float x =",
+            "for (int i = num_packs * VEC - 1 + thread_id; i < d; i += num_threads) {\n    const float x =",
+        ),
+    ],
+    ids=["write-between", "tail-inside-the-packs"],
+)
+def test_a_stash_written_between_the_loops_is_not_forwarded(old: str, new: str) -> None:
+    """A write through the stash pointer between the loops (other than the scalar tail that
+    starts past the packs, ``num_packs * VEC + ...``) could change what the second loop reads:
+    the array is not kept."""
     src = _source("fused_add_rmsnorm")
-    anchor = "  const float rms_rcp = rsqrtf("
-    clobber = src.replace(anchor, "  smem_x[thread_id] = 0.f;\n" + anchor, 1)
+    clobber = src.replace(old, new, 1)
     assert clobber != src
     m = parse(clobber)
     keep = row_keep(m, m.kernel("fused_add_rmsnorm_kernel"))
