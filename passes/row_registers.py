@@ -146,9 +146,10 @@ class RowRegisters(Pass[RowRegistersSite]):
             wrap_lines(rw, f0, f1, _first(source, k), MACRO)
             wrap_lines(rw, s0, s1, _second(source, k), MACRO)
             kept = [f"{ld.variable} ({ld.kind})" for ld in k.loads]
+            first = f"; the first loop's loads issued first: {', '.join(ld.variable for ld in k.prefetch)}"
             notes.append(
                 f"loops at line {k.first.start_point[0] + 1} and line {k.line}; "
-                f"loads in registers: {', '.join(kept)}"
+                f"loads in registers: {', '.join(kept)}{first if k.prefetch else ''}"
             )
         rw.note("; ".join(notes))
 

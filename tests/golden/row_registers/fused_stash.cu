@@ -38,7 +38,7 @@ __global__ void add_scale_rows(float* __restrict__ x, float* __restrict__ res,
   }
 }
 
-// CHECK: {{.*}}: remark: [row-registers] add_scale_rows: rewritten: exposed PACKS {0, 1, 2, 4}; loops at line 19 and line 32; loads in registers: t (stored), w (early)
+// CHECK: {{.*}}: remark: [row-registers] add_scale_rows: rewritten: exposed PACKS {0, 1, 2, 4}; loops at line 19 and line 32; loads in registers: t (stored), w (early); the first loop's loads issued first: a, r
 // CHECK: +// ktx: `row-registers` instantiated with PACKS=2
 // CHECK: -  for (int i = threadIdx.x; i < packs; i += blockDim.x) {
 // CHECK: +  F4 ktx_keep_t[2];
