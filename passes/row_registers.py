@@ -20,6 +20,13 @@ registers, and the second loop's head takes both from there instead of loading a
     ... the reduction ...
     head of the second loop: in = ktx_keep_in[ktx_k]; w = ktx_keep_w[ktx_k]; the rest as written
 
+A row the first loop stashes and the second reads back (fused_add_rmsnorm's ``x = input +
+residual`` through shared memory, as a local array cast to ``float4``; FlashInfer's
+``x_vec.store(smem_x + ...)`` / ``x_vec.load(...)``) is kept too: the first loop's head copies the
+value into the keep slot right after the stash, and the second loop's head takes it from there, so
+the sum is written once (the residual) and never read back. The stash store stays, for the rest
+loop and the scalar tail.
+
 Rows longer than ``threads x P`` packs are still correct (the remainder loops run as written);
 a row that fits is read once. Registers grow by ``P`` packs per kept load. Facts:
 :mod:`ktx.ir.facts.rowkeep`. Every change sits under ``#if KTX_PACKS``.
@@ -139,15 +146,41 @@ class RowRegisters(Pass[RowRegistersSite]):
             wrap_lines(rw, f0, f1, _first(source, k), MACRO)
             wrap_lines(rw, s0, s1, _second(source, k), MACRO)
             kept = [f"{ld.variable} ({ld.kind})" for ld in k.loads]
+            first = f"; the first loop's loads issued first: {', '.join(ld.variable for ld in k.prefetch)}"
             notes.append(
                 f"loops at line {k.first.start_point[0] + 1} and line {k.line}; "
-                f"loads in registers: {', '.join(kept)}"
+                f"loads in registers: {', '.join(kept)}{first if k.prefetch else ''}"
             )
         rw.note("; ".join(notes))
 
 
 def _keep_name(ld: KeptLoad) -> str:
     return f"ktx_keep_{ld.variable}"
+
+
+def _pre_name(ld: KeptLoad) -> str:
+    """A first-loop load issued ahead of the math (``RowKeep.prefetch``): its own slot name, apart
+    from the keep slots a later loop reads."""
+    return f"ktx_pre_{ld.variable}"
+
+
+def _extent(ld: KeptLoad) -> str:
+    """``[N]`` for a kept local array (its slot per head iteration is an array too), else empty."""
+    return f"[{ld.extent}]" if ld.kind == "array" else ""
+
+
+def _copy(source: bytes, ld: KeptLoad, at: ts.Node, *, into_keep: bool) -> str:
+    """A fully unrolled element copy between a local array and its keep slot, on new lines at
+    the indentation of ``at``: after the first loop's stash (``into_keep``), or in place of the
+    second loop's fill from shared memory."""
+    ind = syntax.indentation(source, at.start_byte)
+    dst, src = (
+        (f"{_keep_name(ld)}[ktx_k]", ld.variable) if into_keep else (ld.variable, f"{_keep_name(ld)}[ktx_k]")
+    )
+    return (
+        f"\n#pragma unroll\n{ind}for (int ktx_j = 0; ktx_j < ({ld.extent}); ++ktx_j) "
+        f"{dst}[ktx_j] = {src}[ktx_j];"
+    )
 
 
 def _loop_text(source: bytes, loop: ts.Node, init: str) -> str:
@@ -205,13 +238,30 @@ def _first(source: bytes, k: RowKeep) -> str:
     waited for its load before the next guarded load issued: three memory latencies before the
     reduction where issue 23's hand variant pays one (PTX of kernels/rmsnorm at PACKS=2)."""
     indent = syntax.indentation(source, k.first.start_byte)
-    lines = [f"{indent}{ld.type} {_keep_name(ld)}[{MACRO}];" for ld in k.loads]
+    lines = [f"{indent}{ld.type} {_keep_name(ld)}[{MACRO}]{_extent(ld)};" for ld in k.loads]
     body = source[k.first.start_byte : k.first.end_byte].decode()
-    hoist = not _STORE.search(body)
+    # a first loop that stores may still have its loads issued first when the facts show its
+    # stores are pack stores in place or go to a shared stash (fused_add_rmsnorm: k.prefetch)
+    hoist = not _STORE.search(body) or bool(k.prefetch)
     first_loads: list[str] = []
     edits: list[tuple[int, int, str]] = []
+    for ld in k.prefetch:
+        arg = _LOAD_ARG.match(source[ld.statement.start_byte : ld.statement.end_byte].decode())
+        if arg is None:
+            continue
+        lines.append(f"{indent}{ld.type} {_pre_name(ld)}[{MACRO}];")
+        first_loads.append(_guarded(ld, f"{_pre_name(ld)}[ktx_k].load({arg.group(1).strip()});"))
+        edits.append(
+            (ld.statement.start_byte, ld.statement.end_byte, f"{ld.variable} = {_pre_name(ld)}[ktx_k];")
+        )
     for ld in k.loads:
         if ld.source is None:
+            continue
+        if ld.kind == "array":
+            # after the loop that stashes the array: the same values, copied into the keep slot
+            edits.append(
+                (ld.source.end_byte, ld.source.end_byte, _copy(source, ld, ld.source, into_keep=True))
+            )
             continue
         arg = _LOAD_ARG.match(source[ld.source.start_byte : ld.source.end_byte].decode())
         if hoist and arg is not None:
@@ -236,7 +286,13 @@ def _first(source: bytes, k: RowKeep) -> str:
 def _second(source: bytes, k: RowKeep) -> str:
     indent = syntax.indentation(source, k.second.start_byte)
     edits = [
-        (ld.statement.start_byte, ld.statement.end_byte, f"{ld.variable} = {_keep_name(ld)}[ktx_k];")
+        (
+            ld.statement.start_byte,
+            ld.statement.end_byte,
+            _copy(source, ld, ld.statement, into_keep=False).lstrip()
+            if ld.kind == "array"
+            else f"{ld.variable} = {_keep_name(ld)}[ktx_k];",
+        )
         for ld in k.loads
     ]
     lines = _head(indent, k, _body_with(source, k.second, edits))

@@ -46,9 +46,19 @@ __all__ = ["KeptLoad", "RowKeep", "ScalarKeep", "ScalarLoad", "row_keep", "row_k
 
 @dataclass(frozen=True)
 class KeptLoad:
-    """A load statement of the second loop that registers can serve."""
+    """A load statement of the second loop that registers can serve.
 
-    kind: Literal["kept", "early"]
+    ``kept``: the first loop loaded the same address; ``early``: a const row no statement
+    writes (the weight); ``stored``: the first loop stored ``u`` at the same address (FlashInfer's
+    fused add stashes ``x = input + residual`` in shared memory with ``x_vec.store(smem_x + ...)``
+    and its second loop loads it back); ``array``: the same round trip of a local array
+    ``float x[N]`` through ``float4`` casts (kernels/fused_add_rmsnorm), where ``statement`` and
+    ``source`` are the two inner ``for`` loops and ``extent`` is ``N``. A stored value is the
+    value the second loop would read as long as nothing between the loops writes through the
+    stash pointer (checked) and the stash address is one thread's, one iteration's (the
+    kernel's own premise: its second loop reads back what its thread stashed)."""
+
+    kind: Literal["kept", "early", "stored", "array"]
     statement: ts.Node
     """``v.load(ADDR);`` in the second loop."""
     variable: str
@@ -60,6 +70,8 @@ class KeptLoad:
     guard: str = ""
     """``(G)`` when the loads sit in ``if (G) { ... }`` (the same text in both loops), else empty:
     FlashInfer's RMSNorm guards each pack by ``(i * num_threads + thread_id) * VEC_SIZE < d``."""
+    extent: str = ""
+    """``array`` only: the local array's size as declared (``VEC``)."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,14 @@ class RowKeep:
     bound: str
     step: str
     loads: tuple[KeptLoad, ...]
+    prefetch: tuple[KeptLoad, ...] = ()
+    """Loads of the first loop no later loop needs (fused_add_rmsnorm's input and residual packs),
+    which a loads-first head may issue ahead of the first loop's math: set only when every
+    store of the first loop that may reach global memory is a pack store in place (``u.store(A)``
+    with ``A`` an address the same iteration loaded, under the same guard) and every loaded
+    pointer is ``__restrict__``, so no iteration's store can reach another iteration's load
+    (the stores to a shared stash cannot reach a global row). Kind ``kept``, ``source`` the
+    load statement itself."""
 
     @property
     def line(self) -> int:
@@ -117,8 +137,9 @@ def _header(module: Module, loop: ts.Node) -> tuple[str, str, str, str, str] | N
     return text(module, t), var, text(module, dv), text(module, right), text(module, uright)
 
 
-def _load(module: Module, stmt: ts.Node) -> tuple[str, str, ts.Node] | None:
-    """``(v, ADDR, address node)`` for the statement ``v.load(ADDR);``."""
+def _load(module: Module, stmt: ts.Node, method: str = "load") -> tuple[str, str, ts.Node] | None:
+    """``(v, ADDR, address node)`` for the statement ``v.load(ADDR);`` (``v.store(ADDR);`` with
+    ``method="store"``)."""
     if stmt.type != "expression_statement" or stmt.named_child_count != 1:
         return None
     call = stmt.named_children[0]
@@ -127,17 +148,20 @@ def _load(module: Module, stmt: ts.Node) -> tuple[str, str, ts.Node] | None:
     if fn is None or args is None or fn.type != "field_expression" or len(args.named_children) != 1:
         return None
     obj, field = fn.child_by_field_name("argument"), fn.child_by_field_name("field")
-    if obj is None or field is None or obj.type != "identifier" or text(module, field) != "load":
+    if obj is None or field is None or obj.type != "identifier" or text(module, field) != method:
         return None
     return text(module, obj), "".join(text(module, args.named_children[0]).split()), args.named_children[0]
 
 
-def _loads_in(module: Module, body: ts.Node) -> list[tuple[ts.Node, str, tuple[str, str, ts.Node]]]:
+def _loads_in(
+    module: Module, body: ts.Node, method: str = "load"
+) -> list[tuple[ts.Node, str, tuple[str, str, ts.Node]]]:
     """``(statement, guard, load)`` for each ``v.load(ADDR);`` at the body's top level, or in the
-    consequence of a top-level ``if (G)`` without ``else`` (guard: G's text with its parentheses)."""
+    consequence of a top-level ``if (G)`` without ``else`` (guard: G's text with its parentheses);
+    ``v.store(ADDR);`` statements with ``method="store"``."""
     out: list[tuple[ts.Node, str, tuple[str, str, ts.Node]]] = []
     for st in body.named_children:
-        ld = _load(module, st)
+        ld = _load(module, st, method)
         if ld is not None:
             out.append((st, "", ld))
             continue
@@ -148,7 +172,7 @@ def _loads_in(module: Module, body: ts.Node) -> list[tuple[ts.Node, str, tuple[s
             continue
         guard = " ".join(text(module, cond).split())
         for c in cons.named_children if cons.type == "compound_statement" else [cons]:
-            ld = _load(module, c)
+            ld = _load(module, c, method)
             if ld is not None:
                 out.append((c, guard, ld))
     return out
@@ -193,6 +217,207 @@ def _type_of(module: Module, body: ts.Node, name: str) -> str | None:
     return None
 
 
+def _prefetch(
+    module: Module, a_body: ts.Node, rts: Mapping[str, Root], found: list[KeptLoad]
+) -> tuple[KeptLoad, ...]:
+    """The first loop's own loads a head may issue before its math (see ``RowKeep.prefetch``)."""
+    loads = _loads_in(module, a_body)
+    loaded = {(addr, guard) for _, guard, (_, addr, _) in loads}
+    for w in memory_writes(module, a_body):
+        t = w.child_by_field_name("left") or w.child_by_field_name("argument")
+        if t is None or _may_reach_row(module, a_body, rts, t):
+            return ()  # a store through a pointer that may reach a row, outside a pack store
+    for _, guard, (_, addr, node) in _loads_in(module, a_body, "store"):
+        names = {text(module, i) for i in identifiers(node)} & set(rts)
+        if len(names) != 1:
+            return ()
+        if rts[next(iter(names))].space == "shared":
+            continue
+        if (addr, guard) not in loaded:
+            return ()
+    for n in walk(a_body):  # a call handed a row pointer may store through it
+        if n.type == "call_expression":
+            f = n.child_by_field_name("function")
+            if f is not None and f.type == "field_expression":
+                field = f.child_by_field_name("field")
+                if field is not None and text(module, field) in ("load", "store"):
+                    continue
+            args = n.child_by_field_name("arguments")
+            handed = {text(module, i) for i in identifiers(args)} & set(rts) if args is not None else set()
+            if any(rts[h].space not in ("local", "shared") for h in handed):
+                return ()
+    taken = {ld.source.id for ld in found if ld.source is not None}
+    out: list[KeptLoad] = []
+    for st, guard, (v, _addr, node) in loads:
+        if st.id in taken:
+            continue
+        names = {text(module, i) for i in identifiers(node)} & set(rts)
+        vt = _type_of(module, a_body, v)
+        if len(names) != 1 or not rts[next(iter(names))].restrict or vt is None:
+            return ()
+        out.append(KeptLoad("kept", st, v, vt, text(module, node), st, v, guard))
+    return tuple(out)
+
+
+def _may_reach_row(module: Module, body: ts.Node, rts: Mapping[str, Root], target: ts.Node) -> bool:
+    """A write to ``target`` may reach global memory: it names a pointer whose root is not a
+    local or shared array, or none, and its base is not a value the body declares
+    (``res.v[j]``: a field of a local pack; ``x[j]``: a local array; a stash in shared memory)."""
+    names = {text(module, i) for i in identifiers(target)} & set(rts)
+    if names:
+        return any(rts[n].space not in ("local", "shared") for n in names)
+    base = next(iter(identifiers(target)), None)
+    t = _type_of(module, body, text(module, base)) if base is not None else None
+    return t is None or "*" in t
+
+
+def _untouched(
+    module: Module,
+    address: ts.Node,
+    between: list[ts.Node],
+    rts: Mapping[str, Root],
+    tail: tuple[str, str] | None = None,
+) -> bool:
+    """The address reads one pointer, and no statement between the loops writes through it or
+    reassigns it (the reduction's ``smem[ty] = sum`` writes the base array, which the kernel's
+    own layout keeps apart from its stash ``smem_x = smem + ...``). One write is let through:
+    the scalar tail's ``p[i]`` in ``for (int i = BOUND * W + ...; ...; i += ...)``, whose
+    elements start past the packs, when the caller proved the stash address is ``p + c * W + j``
+    with ``c < BOUND`` the pack loop's counter and ``0 <= j < W`` (``tail = (BOUND, W)``)."""
+    names = {text(module, i) for i in identifiers(address)} & set(rts)
+    if len(names) != 1:
+        return False
+    (name,) = names
+    for st in between:
+        for n in walk(st):
+            if n.type in ("assignment_expression", "update_expression"):
+                t = n.child_by_field_name("left") or n.child_by_field_name("argument")
+                if t is None or name not in {text(module, i) for i in identifiers(t)} | {text(module, t)}:
+                    continue
+                if tail is None or not _past_packs(module, t, name, tail, n):
+                    return False
+    return True
+
+
+def _past_packs(module: Module, target: ts.Node, name: str, tail: tuple[str, str], write: ts.Node) -> bool:
+    """``target`` is ``name[c]`` inside ``for (T c = BOUND * W + e; ...; c += s)`` (the tail), ``e``
+    a thread index (the tail's own premise: it starts at the first element past the packs)."""
+    sub = _subscript(module, target)
+    if sub is None or sub[0] != name:
+        return False
+    up = write.parent
+    while up is not None and up.type != "for_statement":
+        up = up.parent
+    h = _header(module, up) if up is not None else None
+    start = "".join(tail[0].split()) + "*" + "".join(tail[1].split())
+    init = "".join(h[2].split()) if h is not None else ""
+    return h is not None and sub[1] == h[1] and (init == start or init.startswith(start + "+"))
+
+
+_WS = re.compile(r"\s+")
+#: ``*reinterpret_cast<float4*>(A) = make_float4(x[j], x[j + 1], x[j + 2], x[j + 3]);``
+_STASH_STORE = re.compile(r"^\*reinterpret_cast<(\w+)\*>\((.+)\)=make_\1\((.+)\);$")
+#: ``const float4 s4 = *reinterpret_cast<const float4*>(A);``
+_STASH_LOAD = re.compile(r"^(?:const )?(\w+) (\w+)=\*reinterpret_cast<const (\w+)\*>\((.+)\);$")
+_LANES = ("x", "y", "z", "w")
+
+
+def _squash(module: Module, node: ts.Node) -> str:
+    """The node's text with spaces kept only between two word characters (``const float4 s``)."""
+    t = _WS.sub(" ", text(module, node)).strip()
+    return re.sub(r"(?<=\W) | (?=\W)", "", t)
+
+
+def _lane(element: str, arr: str, var: str, m: int) -> bool:
+    """``element`` is ``arr[var]`` (m = 0) or ``arr[var+m]``."""
+    return element == (f"{arr}[{var}]" if m == 0 else f"{arr}[{var}+{m}]")
+
+
+def _array_decl(module: Module, body: ts.Node, arr: str) -> tuple[ts.Node, str, str] | None:
+    """``(declaration, element type, extent)`` of ``T arr[N];`` at the body's top level."""
+    for st in body.named_children:
+        if st.type != "declaration":
+            continue
+        t = st.child_by_field_name("type")
+        for d in st.named_children:
+            if d.type != "array_declarator" or t is None:
+                continue
+            name, size = d.child_by_field_name("declarator"), d.child_by_field_name("size")
+            if name is not None and size is not None and text(module, name) == arr:
+                return st, text(module, t), text(module, size)
+    return None
+
+
+def _array_stashes(
+    module: Module,
+    a_body: ts.Node,
+    b_body: ts.Node,
+    between: list[ts.Node],
+    rts: Mapping[str, Root],
+    var: str,
+    bound: str,
+) -> list[KeptLoad]:
+    """``array`` stashes: the first loop writes a local array through vector casts to an address,
+    an inner loop of the second loop with the same header fills an array of the same name, type
+    and size from that address, lane for lane, before any other statement uses it."""
+    stores: dict[tuple[str, str], tuple[ts.Node, str, str, str]] = {}
+    for st in a_body.named_children:
+        if st.type != "for_statement" or (inner := st.child_by_field_name("body")) is None:
+            continue
+        stmts = inner.named_children if inner.type == "compound_statement" else [inner]
+        m = _STASH_STORE.match(_squash(module, stmts[0])) if len(stmts) == 1 else None
+        h = _header(module, st)
+        if m is None or h is None:
+            continue
+        lanes = m.group(3).split(",")
+        arr = lanes[0].split("[")[0]
+        if len(lanes) > 4 or not all(_lane(e, arr, h[1], k) for k, e in enumerate(lanes)):
+            continue
+        key = (" ".join(_WS.sub(" ", x) for x in h), m.group(2))
+        stores[key] = (st, arr, m.group(1), str(len(lanes)))
+    out: list[KeptLoad] = []
+    for pos, st in enumerate(b_body.named_children):
+        if st.type != "for_statement" or (inner := st.child_by_field_name("body")) is None:
+            continue
+        h = _header(module, st)
+        stmts = inner.named_children if inner.type == "compound_statement" else [inner]
+        m = _STASH_LOAD.match(_squash(module, stmts[0])) if stmts and h is not None else None
+        if m is None or h is None or m.group(1) != m.group(3):
+            continue
+        hit = stores.get((" ".join(_WS.sub(" ", x) for x in h), m.group(4)))
+        if hit is None or len(stmts) != 1 + int(hit[3]):
+            continue
+        src, arr, vec, lanes = hit
+        ok = vec == m.group(1) and all(
+            _lane(_squash(module, a).split("=")[0], arr, h[1], k)
+            and _squash(module, a) == f"{_squash(module, a).split('=')[0]}={m.group(2)}.{_LANES[k]};"
+            for k, a in enumerate(stmts[1:])
+        )
+        da, db = _array_decl(module, a_body, arr), _array_decl(module, b_body, arr)
+        if not ok or da is None or db is None or da[1:] != db[1:]:
+            continue
+        # the fill comes first: nothing between the array's declaration and the fill reads it
+        early_use = any(
+            arr in {text(module, i) for i in identifiers(x)}
+            for x in b_body.named_children[:pos]
+            if x.start_byte > db[0].end_byte
+        )
+        # a scalar tail past the packs may write the stash between the loops when the address is
+        # ``p + var * W + j`` with the inner loop's ``0 <= j < W``: its elements are another range
+        names = {text(module, i) for i in identifiers(stmts[0])} & set(rts)
+        w = "".join(h[3].split())
+        packs_only = (
+            len(names) == 1
+            and "".join(h[2].split()) == "0"
+            and h[4].isdigit()
+            and m.group(4) == f"{next(iter(names))}+{var}*{w}+{h[1]}"
+        )
+        if early_use or not _untouched(module, stmts[0], between, rts, (bound, w) if packs_only else None):
+            continue
+        out.append(KeptLoad("array", st, arr, db[1], m.group(4), src, arr, "", db[2]))
+    return out
+
+
 def row_keep(module: Module, fn: Function) -> RowKeep | str:
     """The two row loops and the loads registers can serve, or why there are none."""
     body = module.node(fn.body)
@@ -212,9 +437,21 @@ def row_keep(module: Module, fn: Function) -> RowKeep | str:
             first_loads: dict[tuple[str, str], tuple[ts.Node, str]] = {}
             for s, guard, ld in _loads_in(module, a_body):
                 first_loads[(ld[1], guard)] = (s, ld[0])
-            found: list[KeptLoad] = []
+            first_stores = {(ld[1], guard): (s, ld[0]) for s, guard, ld in _loads_in(module, a_body, "store")}
+            between = [n for n in body.named_children if first.end_byte <= n.start_byte < second.start_byte]
+            found: list[KeptLoad] = list(_array_stashes(module, a_body, b_body, between, rts, ha[1], ha[3]))
             for s, guard, ld in _loads_in(module, b_body):
                 v, addr, node = ld
+                if (addr, guard) in first_stores:
+                    src, u = first_stores[(addr, guard)]
+                    vt = _type_of(module, b_body, v)
+                    if (
+                        vt is not None
+                        and _type_of(module, a_body, u) == vt
+                        and _untouched(module, node, between, rts)
+                    ):
+                        found.append(KeptLoad("stored", s, v, vt, text(module, node), src, u, guard))
+                    continue
                 names = {text(module, i) for i in identifiers(node)}
                 pointers = [(n, rts[n]) for n in names if n in rts]
                 if len(pointers) != 1 or not pointers[0][1].restrict:
@@ -232,7 +469,8 @@ def row_keep(module: Module, fn: Function) -> RowKeep | str:
                 else:
                     found.append(KeptLoad("early", s, v, vt, text(module, node), None, "", guard))
             if found:
-                return RowKeep(first, second, ha[1], ha[0], ha[2], ha[3], ha[4], tuple(found))
+                pre = _prefetch(module, a_body, rts, found)
+                return RowKeep(first, second, ha[1], ha[0], ha[2], ha[3], ha[4], tuple(found), pre)
     return (
         "no two row loops with the same header whose second loads packs (v.load(p)) from a "
         "const __restrict__ row or from what the first loop loaded"
@@ -496,8 +734,37 @@ def row_keeps(module: Module, fn: Function) -> tuple[RowKeep | ScalarKeep, ...] 
                 refused.append(sk)
     if found:
         return tuple(found)
-    why = "; ".join(refused[:3]) if refused else "no two loops over the row share a header"
+    why = (
+        "; ".join(refused[:3])
+        if refused
+        else f"no two loops over the row share a header ({_loops_seen(module, fn)})"
+    )
     return (
         f"{keep}; nor scalar rows: a loop whose elements later loops with the same header read "
         f"again (none stored between, the later loops storing only at the counter's index): {why}"
     )
+
+
+def _loops_seen(module: Module, fn: Function) -> str:
+    """The kernel's ``for`` loops, each with its line, header and the line of the statement list
+    holding it (loops of one header in two branches are not a pair), or the call that holds the
+    loops when the kernel has none of its own (apex's cuApplyRMSNorm calls cuApplyLayerNorm_)."""
+    body = module.node(fn.body)
+    loops = [n for n in walk(body) if n.type == "for_statement"]
+    if not loops:
+        calls = [n for n in walk(body) if n.type == "call_expression"]
+        f = calls[0].child_by_field_name("function") if calls else None
+        if f is None:
+            return "the kernel has no loop"
+        name = text(module, f).split("<")[0]
+        return (
+            f"the kernel has no loop of its own: it calls {name} at line {_line(calls[0])}, "
+            "which this pass does not enter"
+        )
+    seen = []
+    for n in loops[:6]:
+        head = " ".join(text(module, n)[: text(module, n).find(")") + 1].split())
+        holder = n.parent
+        seen.append(f"line {_line(n)} `{head}` in the block at line {_line(holder) if holder else 0}")
+    more = f" and {len(loops) - 6} more" if len(loops) > 6 else ""
+    return "its loops: " + "; ".join(seen) + more

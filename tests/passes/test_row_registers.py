@@ -13,7 +13,7 @@ import re
 import pytest
 from ktx.ir import parse
 from ktx.ir.expr import expand
-from ktx.ir.facts.rowkeep import row_keep
+from ktx.ir.facts.rowkeep import row_keep, row_keeps
 from passtest import ROOT, apply, remarks
 
 from ktx.measure.compile import CompileRequest, compile_kernel, find_nvcc
@@ -34,8 +34,11 @@ def test_the_facts_keep_the_row_and_load_the_weight_early(stem: str) -> None:
     keep = row_keep(m, m.kernel(KERNELS[stem]))
     assert not isinstance(keep, str), keep
     got = sorted((ld.variable, ld.kind) for ld in keep.loads)
-    # fused_add_rmsnorm's second loop reads x from shared memory, not the row: only w is early
-    assert got == ([("in", "kept"), ("w", "early")] if stem == "rmsnorm" else [("w", "early")])
+    # fused_add_rmsnorm's second loop reads x back from its shared-memory stash, which the first
+    # loop wrote from the local array x: the array is kept (issue 23: write once, never re-read)
+    assert got == (
+        [("in", "kept"), ("w", "early")] if stem == "rmsnorm" else [("w", "early"), ("x", "array")]
+    )
     assert (keep.var, keep.init, keep.bound, keep.step) == ("i", "thread_id", "num_packs", "num_threads")
 
 
@@ -110,12 +113,33 @@ def test_the_heads_loads_are_all_issued_before_any_math() -> None:
     assert two.count("in.load(input_row") == 2 and two.count("ktx_keep_in[ktx_k].load(") == 1
 
 
-def test_a_first_loop_that_stores_keeps_its_loads_in_place() -> None:
-    """fused_add_rmsnorm's first loop writes the residual row it read: a pack loaded early could
-    be one an earlier iteration stores, so only the weight (no statement writes it) goes first."""
+def test_a_first_loop_that_stores_in_place_has_its_loads_issued_first() -> None:
+    """fused_add_rmsnorm's first loop writes the residual pack it read, at the same address, and
+    its stash goes to shared memory: no iteration's store reaches another's load (the pointers are
+    __restrict__), so the input and residual packs are issued with the weight, ahead of the math,
+    as in the hand kernel (benchmarks/norms_hand)."""
     two = apply(_source("fused_add_rmsnorm"), "row-registers").instantiate({"PACKS": 2})
-    early = "ktx_keep_w[ktx_k].load(weight + i * VEC);"
-    assert early in two and two.index(early) < two.index("res.load(residual_row + i * VEC);")
+    first = (
+        "if (i < num_packs) { ktx_pre_in[ktx_k].load(input_row + i * VEC); "
+        "ktx_pre_res[ktx_k].load(residual_row + i * VEC); ktx_keep_w[ktx_k].load(weight + i * VEC); }"
+    )
+    assert two.count(first) == 1 and two.index(first) < two.index("x[j] = to_float(in.v[j])")
+    assert "in = ktx_pre_in[ktx_k];" in two and "res = ktx_pre_res[ktx_k];" in two
+    # the rest loop still loads as written
+    assert two.count("res.load(residual_row + i * VEC);") == 1
+    # the residual stored one pack further on: an iteration's store may be a later one's load
+    shifted = _source("fused_add_rmsnorm").replace(
+        "res.store(residual_row + i * VEC);", "res.store(residual_row + i * VEC + VEC);", 1
+    )
+    m = parse(shifted)
+    keep = row_keep(m, m.kernel("fused_add_rmsnorm_kernel"))
+    assert not isinstance(keep, str) and keep.prefetch == ()
+    assert "ktx_pre_" not in apply(shifted, "row-registers").instantiate({"PACKS": 2})
+
+
+def test_a_first_loop_that_stores_elsewhere_keeps_its_loads_in_place() -> None:
+    """A first loop storing to another row (not in place): a pack loaded early could be one an
+    earlier iteration stores, so the kept load stays in the loop's body."""
     # a synthetic first loop that keeps its row and stores: the kept load stays in its body
     src = _source("rmsnorm").replace(
         "      sum_sq += x * x;\n    }\n  }",
@@ -197,3 +221,144 @@ def test_guarded_loads_of_a_restrict_row_only_read_are_kept() -> None:
     keep = row_keep(m, m.kernel("norm"))
     assert not isinstance(keep, str)
     assert sorted((ld.variable, ld.kind) for ld in keep.loads) == [("w", "early"), ("x", "early")]
+
+
+def test_the_fused_sum_stays_in_registers_written_once_never_read_back() -> None:
+    """Issue 23: fused_add_rmsnorm writes x + residual and the second loop read it back from its
+    shared-memory stash. The first loop's head now copies the local array into a keep slot right
+    after the stash, and the second loop's head takes it from there: no ld.shared of the stash in
+    the heads (the stash store stays, so the rest loop and the tail read what they always read)."""
+    two = apply(_source("fused_add_rmsnorm"), "row-registers").instantiate({"PACKS": 2})
+    assert "float ktx_keep_x[2][VEC];" in two
+    stash = "make_float4(x[j], x[j + 1], x[j + 2], x[j + 3]);\n    }"
+    copy_in = "for (int ktx_j = 0; ktx_j < (VEC); ++ktx_j) ktx_keep_x[ktx_k][ktx_j] = x[ktx_j];"
+    copy_out = "for (int ktx_j = 0; ktx_j < (VEC); ++ktx_j) x[ktx_j] = ktx_keep_x[ktx_k][ktx_j];"
+    assert two.count(copy_in) == 1 and two.count(copy_out) == 1
+    assert two.index(stash) < two.index(copy_in) < two.index("__syncthreads()") < two.index(copy_out)
+    # the second head reads no stash; only the rest loop and the scalar tail still do
+    head = two[two.index("// Pass 2") : two.index(copy_out) + 400]
+    assert "reinterpret_cast<const float4*>(smem_x" not in head
+    assert two.count("reinterpret_cast<const float4*>(smem_x + i * VEC + j)") == 1
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("  const float rms_rcp = rsqrtf(", "  smem_x[thread_id] = 0.f;\n  const float rms_rcp = rsqrtf("),
+        # a tail that starts one element inside the packs overwrites the last pack's stash
+        (
+            "for (int i = num_packs * VEC + thread_id; i < d; i += num_threads) {\n    const float x =",
+            "for (int i = num_packs * VEC - 1 + thread_id; i < d; i += num_threads) {\n    const float x =",
+        ),
+    ],
+    ids=["write-between", "tail-inside-the-packs"],
+)
+def test_a_stash_written_between_the_loops_is_not_forwarded(old: str, new: str) -> None:
+    """A write through the stash pointer between the loops (other than the scalar tail that
+    starts past the packs, ``num_packs * VEC + ...``) could change what the second loop reads:
+    the array is not kept."""
+    src = _source("fused_add_rmsnorm")
+    clobber = src.replace(old, new, 1)
+    assert clobber != src
+    m = parse(clobber)
+    keep = row_keep(m, m.kernel("fused_add_rmsnorm_kernel"))
+    assert not isinstance(keep, str) and [(ld.variable, ld.kind) for ld in keep.loads] == [("w", "early")]
+
+
+STORED = """
+template <typename T, int N> struct vec_t {
+  T v[N];
+  __device__ void fill(float x) { for (int j = 0; j < N; ++j) v[j] = T(x); }
+  __device__ void load(const T* p) { for (int j = 0; j < N; ++j) v[j] = p[j]; }
+  __device__ void store(T* p) const { for (int j = 0; j < N; ++j) p[j] = v[j]; }
+};
+__global__ void fused(float* __restrict__ input, float* __restrict__ residual, float* __restrict__ weight,
+                      const unsigned d) {
+  const unsigned thread_id = threadIdx.x, num_threads = blockDim.x;
+  const unsigned rounds = (d + 8 * num_threads - 1) / (8 * num_threads);
+  extern __shared__ float smem[];
+  float* smem_x = smem + 32;
+  float s = 0.f;
+  for (unsigned i = 0; i < rounds; i++) {
+    vec_t<float, 8> a, r;
+    vec_t<float, 8> x_vec;
+    a.fill(0.f);
+    r.fill(0.f);
+    if ((i * num_threads + thread_id) * 8 < d) {
+      a.load(input + blockIdx.x * d + (i * num_threads + thread_id) * 8);
+      r.load(residual + blockIdx.x * d + (i * num_threads + thread_id) * 8);
+    }
+    for (int j = 0; j < 8; ++j) { x_vec.v[j] = a.v[j] + r.v[j]; s += x_vec.v[j] * x_vec.v[j]; }
+    if ((i * num_threads + thread_id) * 8 < d) {
+      x_vec.store(residual + blockIdx.x * d + (i * num_threads + thread_id) * 8);
+      x_vec.store(smem_x + (i * num_threads + thread_id) * 8);
+    }
+  }
+  smem[thread_id % 32] = s;
+  __syncthreads();
+  for (unsigned i = 0; i < rounds; i++) {
+    vec_t<float, 8> x_vec, w, o;
+    x_vec.fill(0.f);
+    if ((i * num_threads + thread_id) * 8 < d) {
+      w.load(weight + (i * num_threads + thread_id) * 8);
+      x_vec.load(smem_x + (i * num_threads + thread_id) * 8);
+    }
+    for (int j = 0; j < 8; ++j) o.v[j] = x_vec.v[j] * w.v[j] / smem[0];
+    if ((i * num_threads + thread_id) * 8 < d) {
+      o.store(input + blockIdx.x * d + (i * num_threads + thread_id) * 8);
+    }
+  }
+}
+"""
+
+
+def test_a_pack_stored_by_the_first_loop_is_forwarded_to_the_second() -> None:
+    """FlashInfer's FusedAddRMSNormKernel form: ``x_vec.store(smem_x + A)`` in the first loop,
+    ``x_vec.load(smem_x + A)`` under the same guard in the second: the stored pack is kept."""
+    m = parse(STORED)
+    keep = row_keep(m, m.kernel("fused"))
+    assert not isinstance(keep, str), keep
+    assert sorted((ld.variable, ld.kind) for ld in keep.loads) == [("w", "early"), ("x_vec", "stored")]
+    two = apply(STORED, "row-registers").instantiate({"PACKS": 2})
+    assert "x_vec.store(smem_x + (i * num_threads + thread_id) * 8); ktx_keep_x_vec[ktx_k] = x_vec;" in two
+    assert "x_vec = ktx_keep_x_vec[ktx_k];" in two
+    # the stash written between the loops: nothing forwarded
+    m = parse(STORED.replace("  smem[thread_id % 32] = s;", "  smem_x[thread_id] = s;"))
+    keep = row_keep(m, m.kernel("fused"))
+    assert not isinstance(keep, str) and [ld.kind for ld in keep.loads] == ["early"]
+
+
+def test_a_refusal_names_the_loops_or_the_call_that_holds_them() -> None:
+    """The real-code row kernels row-registers refuses must say which construct and line: loops of
+    one header in two branches (exllamav2's rms_norm_kernel) are not a pair, and a kernel whose
+    loops live in a __device__ function it calls (apex's cuApplyRMSNorm) has none of its own."""
+    branches = """
+__global__ void k(float* __restrict__ y, const float* __restrict__ x, bool f) {
+  float s = 0.f, v[4];
+  if (f) {
+    for (int i = 0; i < 4; i++) { v[i] = x[threadIdx.x + 32 * i]; s += v[i]; }
+  } else {
+    for (int j = 0; j < 4; j++) { v[j] = 2.f * x[threadIdx.x + 32 * j]; s += v[j]; }
+  }
+  __syncthreads();
+  if (f) {
+    for (int i = 0; i < 4; i++) y[threadIdx.x + 32 * i] = v[i] / s;
+  }
+}
+"""
+    m = parse(branches)
+    why = row_keeps(m, m.kernel("k"))
+    assert isinstance(why, str)
+    assert "line 5 `for (int i = 0; i < 4; i++)` in the block at line 4" in why, why
+    assert "line 11 `for (int i = 0; i < 4; i++)` in the block at line 10" in why, why
+    called = """
+__device__ void body(float* y, const float* x) {
+  for (int i = threadIdx.x; i < 64; i += blockDim.x) y[i] = x[i];
+}
+__global__ void k(float* __restrict__ y, const float* __restrict__ x) {
+  body(y, x);
+}
+"""
+    m = parse(called)
+    why = row_keeps(m, m.kernel("k"))
+    assert isinstance(why, str) and "no loop of its own: it calls body at line 6" in why, why
