@@ -264,8 +264,8 @@ def probe_passes(
     probes: list[Probe] = []
     have = set(current.names)
     for info in catalog.passes:
-        if info.name in have:
-            continue
+        if info.name in have or (info.name in registry and registry.get(info.name).automatic):
+            continue  # (an automatic pass: the pipeline adds it where it applies)
         text = ",".join([p for p in (current.pipeline, info.name) if p])
         try:
             template = build(text)
