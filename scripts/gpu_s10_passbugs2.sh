@@ -10,15 +10,18 @@
 #      `ktx apply` shows on CPU;
 #   3. llm-awq quant_kernel: vectorize{tie=true,peel=true} VEC_LOOPS=8 was compile_error (a
 #      32-byte float pack from the file's own dtype dispatch); 2, 4 and 8 must build and verify;
-#   4. `ktx optimize --planner rules --budget 30` on rope_norm, quantize_q8_1 and quant_kernel
-#      (benchmarks/realcode/run.py, one lane).
+#   4. apex cuApplyLayerNorm through `inline` (run first by the pipeline: the kernel only calls
+#      cuApplyLayerNorm_): block-size BLOCK_Y=8 and cache-hints must verify;
+#   5. `ktx optimize --planner rules --budget 25` on apex cuApplyLayerNorm and cuApplyRMSNorm
+#      (reached by inline), llm-awq quant_kernel and ggml rope_norm (benchmarks/realcode/run.py,
+#      one lane).
 #
-# About 3.5 minutes: six `ktx run`s (~60 s with compiles), 3 x (bench + 30 s optimize).
+# About 3.8 minutes: eight `ktx run`s (~70 s with compiles), 4 x (bench + 25 s optimize).
 # Carry benchmarks/realcode/src (ignored) and the wheels scripts/gpu_env.sh expects.
 # Usage on the GPU host, repo root:  OUT=/path bash scripts/gpu_s10_passbugs2.sh [PER_KERNEL_S]
 set -u
 cd "$(dirname "$0")/.."
-PER="${1:-30}"
+PER="${1:-25}"
 OUT="${OUT:-$PWD/gpu_s10_passbugs2_out}"
 mkdir -p "$OUT/realcode"
 # shellcheck disable=SC1091
@@ -39,15 +42,19 @@ for level in 1 2 3; do
   step "rope_norm_fast_math_$level" "$RC/ggml__rope_norm" --passes fast-math --config "FAST_MATH=$level"
 done
 step quantize_q8_1_original "$RC/ggml__quantize_q8_1"
-for vec in 2 4 8; do
+for vec in 4 8; do
   step "quant_kernel_vec_$vec" "$RC/llm-awq__quant_kernel" --passes "vectorize{tie=true,peel=true}" \
     --config "VEC_LOOPS=$vec"
 done
+step apex_layernorm_inline_block_y8 "$RC/apex__cuApplyLayerNorm" --passes block-size --config BLOCK_X=0 \
+  --config BLOCK_Y=8
+step apex_layernorm_inline_cache_hints "$RC/apex__cuApplyLayerNorm" --passes cache-hints --config CACHE_LD_VALS=1 \
+  --config CACHE_ST_OUTPUT_VALS=1
 grep -E "^(==|rc=)|wrong|error|speedup|verified" "$LOG" | head -60
 
 [ "${STEPS:-12}" = 1 ] && exit 0
-IDS=(ggml__rope_norm ggml__quantize_q8_1 llm-awq__quant_kernel)
-timeout 150 python3 $RC/run.py --ids "${IDS[@]}" --gpus 1 --budget "$PER" --deadline 100 \
+IDS=(apex__cuApplyLayerNorm apex__cuApplyRMSNorm llm-awq__quant_kernel ggml__rope_norm)
+timeout 165 python3 $RC/run.py --ids "${IDS[@]}" --gpus 1 --budget "$PER" --deadline 110 \
   --out "$OUT/realcode" --work /tmp/s10-passbugs2-work >"$OUT/lanes.txt" 2>&1
 echo "run.py rc=$?" | tee -a "$LOG"
 head -30 "$OUT/realcode/results.md" 2>/dev/null
