@@ -11,7 +11,8 @@
 #   3. llm-awq quant_kernel: vectorize{tie=true,peel=true} VEC_LOOPS=8 was compile_error (a
 #      32-byte float pack from the file's own dtype dispatch); 2, 4 and 8 must build and verify;
 #   4. apex cuApplyLayerNorm through `inline` (run first by the pipeline: the kernel only calls
-#      cuApplyLayerNorm_): block-size BLOCK_Y=8 and cache-hints must verify;
+#      cuApplyLayerNorm_): block-size BLOCK_Y=8 (x stays the warp: WARP_SHFL in
+#      cuWelfordMuSigma2) and cache-hints must verify;
 #   5. `ktx optimize --planner rules --budget 25` on apex cuApplyLayerNorm and cuApplyRMSNorm
 #      (reached by inline), llm-awq quant_kernel and ggml rope_norm (benchmarks/realcode/run.py,
 #      one lane).
@@ -46,8 +47,7 @@ for vec in 4 8; do
   step "quant_kernel_vec_$vec" "$RC/llm-awq__quant_kernel" --passes "vectorize{tie=true,peel=true}" \
     --config "VEC_LOOPS=$vec"
 done
-step apex_layernorm_inline_block_y8 "$RC/apex__cuApplyLayerNorm" --passes block-size --config BLOCK_X=0 \
-  --config BLOCK_Y=8
+step apex_layernorm_inline_block_y8 "$RC/apex__cuApplyLayerNorm" --passes block-size --config BLOCK_Y=8
 step apex_layernorm_inline_cache_hints "$RC/apex__cuApplyLayerNorm" --passes cache-hints --config CACHE_LD_VALS=1 \
   --config CACHE_ST_OUTPUT_VALS=1
 grep -E "^(==|rc=)|wrong|error|speedup|verified" "$LOG" | head -60
