@@ -476,6 +476,9 @@ class Pass(Generic[S]):
     #: says otherwise; an edge that would close a cycle is left out instead of failing.
     prefer_after: ClassVar[tuple[str, ...]] = ()
     conflicts: ClassVar[tuple[str, ...]] = ()
+    #: The pipeline adds the pass itself where it has a site (``inline``): the planner never
+    #: proposes it, and its probe is not taken.
+    automatic: ClassVar[bool] = False
 
     def __init__(self, **options: OptionValue) -> None:
         declared = {o.name: o for o in type(self).options}

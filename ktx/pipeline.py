@@ -166,6 +166,24 @@ class Scheduled:
     reason: str
 
 
+def _inline_first(order: list[Scheduled], reg: Registry, target: Target) -> list[Scheduled]:
+    """``inline`` before every other pass, and added where the kernel is a thin wrapper.
+
+    A kernel whose body only calls a ``__device__`` function of its file (apex's
+    ``cuApplyLayerNorm``) gives the other passes nothing to read; ``inline`` takes the body in
+    and changes nothing else, so a pipeline on such a kernel runs it first, named in the trace
+    (the reason says it was added). A pipeline of ``inline`` alone, or a kernel that is not a
+    wrapper, is left as it is."""
+    named = [s for s in order if s.pass_.name == "inline"]
+    rest = [s for s in order if s.pass_.name != "inline"]
+    if named or not rest or "inline" not in reg:
+        return named + rest
+    inline = reg.get("inline")()
+    if all(isinstance(s, Skip) for s in inline.sites(target)):
+        return rest
+    return [Scheduled(inline, "added: the kernel only calls a device function of the file"), *rest]
+
+
 def schedule(passes: Sequence[AnyPass], registry: Registry | None = None) -> list[Scheduled]:
     """Order passes by requires/after, stable with respect to the given order; add required ones."""
     reg = registry or default_registry()
@@ -307,7 +325,7 @@ def run(
     else:
         sites = module.launches_of(fn.name)
         args = sites[0].template_args if sites else ()
-    order = schedule(passes, reg)
+    order = _inline_first(schedule(passes, reg), reg, Target(module, fn, launch, args, {}, {}))
     orig_loops = {lp.span.start: lp.id for lp in module.loops}
     lineage = Lineage()
     knobs: dict[str, Knob] = {}

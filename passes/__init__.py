@@ -21,6 +21,7 @@
 | loads-first | LOADS_FIRST | straight-line loads issued as soon as their addresses are known |
 | row-registers | PACKS | row packs kept in registers between two loops; weight loaded early |
 | online | ONLINE | a row max and the sum of exp(x - max) fused into one pass (running pair) |
+| inline | none | a kernel that only calls a __device__ function takes its body in (run first) |
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ktx.passes.early_loads import EarlyLoads
 from ktx.passes.expose import Expose
 from ktx.passes.fast_math import FastMath
 from ktx.passes.hoist import Hoist
+from ktx.passes.inline import Inline
 from ktx.passes.launch_bounds import LaunchBounds
 from ktx.passes.loads_first import LoadsFirst
 from ktx.passes.online import Online
@@ -69,6 +71,7 @@ BUILTINS: tuple[type[Pass[Any]], ...] = (
     RowOwner,
     Online,
     RowRegisters,
+    Inline,
 )
 
 __all__ = [
@@ -81,6 +84,7 @@ __all__ = [
     "Expose",
     "FastMath",
     "Hoist",
+    "Inline",
     "LaunchBounds",
     "LoadsFirst",
     "Online",

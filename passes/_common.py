@@ -6,7 +6,7 @@ import ast
 from dataclasses import dataclass
 
 import tree_sitter as ts
-from ktx.ir import Loop, Module, syntax
+from ktx.ir import Function, Loop, Module, syntax
 from ktx.ir.launch import LaunchMapping, divide_grid
 
 from ktx.passbase import Rewriter, Site, Target
@@ -127,6 +127,22 @@ def replace_literal(mapping: LaunchMapping, value: int, name: str) -> tuple[Laun
         mapping.notes,
     )
     return result, places
+
+
+def twin_refusal(module: Module, fn: Function, change: str) -> str | None:
+    """Why ``change`` (to ``fn``'s launches) is refused when the file defines another kernel of
+    ``fn``'s name: an explicit specialization or an overload (FasterTransformer's
+    ``template <> __global__ void sigmoid_kernel(half2*, ...)``). A launch names the kernel
+    either way, so the change would reach the launches that run the other definition, whose body
+    the pass did not rewrite; vectorize refuses the same (``ir/facts/packing.py``)."""
+    twins = [f for f in module.functions if f.is_kernel and f.name == fn.name and f.span != fn.span]
+    if not twins:
+        return None
+    return (
+        f"{fn.name} has another definition (line {twins[0].span.line}: an overload or a "
+        f"specialization) whose launches cannot be told apart from this one's: {change} would "
+        "reach theirs too"
+    )
 
 
 def shrink_grid(rw: Rewriter, macro: str, knob: str, axis: str = "x") -> None:

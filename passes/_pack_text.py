@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import tree_sitter as ts
 from ktx.ir import Module
 from ktx.ir.access import substitute
-from ktx.ir.facts.packing import Plan, ReadRange
+from ktx.ir.facts.packing import ASSUMED_SIZE, Plan, ReadRange
 from ktx.ir.memref import MemRef
 from ktx.ir.syntax import text as _text
 
@@ -136,3 +136,31 @@ def widest_element(sizes: Sequence[tuple[str, int]], unsized: Sequence[str], unk
         size = f"int(sizeof({t}))"
         widest = f"({size} > {widest} ? {size} : {widest})" if widest else size
     return widest
+
+
+def unsized_note(unsized: Sequence[str], named: Sequence[str], max_bytes: int, per_thread: bool) -> str:
+    """Why sizeof decides the width of packs of these template types: no launch in the file names
+    them (counted as ``ASSUMED_SIZE`` bytes), or a template argument does (``named``) and the file
+    compiles the same text for other instantiations as well (llm-awq's dtype dispatch compiled
+    ``quant_kernel<float>`` beside the spec's ``half``: 8 floats made a 32-byte word)."""
+    wider = (
+        f"where VEC_THREAD elements of it exceed {max_bytes} B, each thread takes them one by one "
+        "(if constexpr)"
+        if per_thread
+        else f"sizeof narrows the pack to {max_bytes} B at compile time for a wider type"
+    )
+    parts = []
+    assumed = [t for t in unsized if t not in named]
+    if assumed:
+        parts.append(
+            f"the size of {', '.join(assumed)} is not in this file (no launch names it): widths count "
+            f"it as {ASSUMED_SIZE} B"
+        )
+    if named:
+        parts.append(
+            f"the file's own launches compile this text with other {', '.join(named)} too (or ones "
+            "not known here): widths count the template argument's size"
+        )
+    return (
+        "; ".join([*parts, wider]) if named else "; ".join(parts) + ("; " if per_thread else ", and ") + wider
+    )

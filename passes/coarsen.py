@@ -32,7 +32,8 @@ barrier), that use ``blockIdx.x`` or ``gridDim.x`` beyond the index (also throug
 computed from them before it), that do more than declare locals before the index (that work
 would run once per remaining thread), or whose ``return`` sits inside a nested loop or switch
 (``continue`` would mean something else there); kernels that give each block a row
-(``row = blockIdx.x``: see ``split``).
+(``row = blockIdx.x``: see ``split``); kernels whose name has another definition in the file (an
+explicit specialization or overload: its launches would be divided too, its body not).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 from ktx.ir import Function, Module, syntax
-from ktx.passes._common import indent_lines, kernel_node, line_of, powers_of_two, shrink_grid
+from ktx.passes._common import indent_lines, kernel_node, line_of, powers_of_two, shrink_grid, twin_refusal
 from ktx.passes._per_thread import derived_locals, runs_before
 
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
@@ -92,6 +93,10 @@ class Coarsen(Pass[CoarsenSite]):
             return
         if target.mapping is None and not target.launches:
             yield Skip(f"no launch of {fn.name} in this file and no launch mapping given", fn.name, fn.span)
+            return
+        twin = twin_refusal(module, fn, "dividing the grid by COARSEN")
+        if twin is not None:
+            yield Skip(twin, fn.name, fn.span)
             return
         for loop in target.loops:
             if loop.kind == "for" and loop.init is not None and loop.step is not None:

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import tree_sitter as ts
 from ktx.ir import Function, Module, syntax
 from ktx.passes._common import KernelSite
+from ktx.passes._rounding import feeds_rounding, is_int_type
 
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
@@ -140,9 +141,16 @@ class FastMath(Pass[KernelSite]):
         functions = reachable(target.module, target.kernel)
         found = [s for fn in functions for s in _statements(target.module, fn)]
         if not found:
+            rounded = _rounded_lines(target.module, functions)
             yield Skip(
                 "no expf/logf/sinf/..., 1/sqrtf or float division in the kernel or the device "
-                "functions it calls",
+                "functions it calls"
+                + (
+                    f" (the float division(s) at line(s) {rounded} are rounded to an integer, where a "
+                    "fast division's ulp becomes a whole step: left exact)"
+                    if rounded
+                    else ""
+                ),
                 target.kernel.name,
                 target.kernel.span,
             )
@@ -182,9 +190,20 @@ class FastMath(Pass[KernelSite]):
         if not changed:
             raise Refuse("nothing the levels offered would change")
         rw.note(f"{changed} statement(s) in {', '.join(where)}; verified against the float64 reference")
+        rounded = _rounded_lines(module, reachable(module, rw.target.kernel))
+        if rounded and any(lv >= 2 for lv in levels):
+            rw.note(
+                f"division(s) at line(s) {rounded} left exact at every level: their quotient is rounded "
+                "to an integer, where a fast division's ulp becomes a whole step"
+            )
 
 
 # -- what changes ------------------------------------------------------------------------------
+
+
+def _rounded_lines(module: Module, functions: list[Function]) -> str:
+    lines = sorted({n.start_point[0] + 1 for fn in functions for n in rounded_divisions(module, fn)})
+    return ", ".join(str(line) for line in lines)
 
 
 def reachable(module: Module, kernel: Function) -> list[Function]:
@@ -286,8 +305,7 @@ def _rule(module: Module, fn: Function, node: ts.Node, level: int) -> str | None
             return f"rsqrtf({_render(module, fn, operands[0], level)})"
     if level < 2:
         return None
-    types = (kind(module, fn, left), kind(module, fn, right))
-    if "float" not in types or any(t not in ("float", "int") for t in types):
+    if not float_division(module, fn, node) or feeds_rounding(module, fn, node, kind) is not None:
         return None
     a = _render(module, fn, _unparen(left), level)
     b = _render(module, fn, r, level)
@@ -296,6 +314,26 @@ def _rule(module: Module, fn: Function, node: ts.Node, level: int) -> str | None
     if _is_one(module, left):
         return f"__frcp_rn({b})"
     return f"{_render(module, fn, left, level)} * __frcp_rn({b})"
+
+
+def float_division(module: Module, fn: Function, node: ts.Node) -> bool:
+    """Whether ``node`` is ``a / b`` with a float operand and the other float or integer."""
+    op = node.child_by_field_name("operator")
+    left = node.child_by_field_name("left")
+    right = node.child_by_field_name("right")
+    if node.type != "binary_expression" or op is None or op.type != "/" or left is None or right is None:
+        return False
+    types = (kind(module, fn, left), kind(module, fn, right))
+    return "float" in types and all(t in ("float", "int") for t in types)
+
+
+def rounded_divisions(module: Module, fn: Function) -> list[ts.Node]:
+    """Float divisions of ``fn`` whose quotient reaches a rounding to an integer (left exact)."""
+    return [
+        n
+        for n in syntax.walk(module.node(fn.body))
+        if float_division(module, fn, n) and feeds_rounding(module, fn, n, kind) is not None
+    ]
 
 
 def _is_one(module: Module, node: ts.Node) -> bool:
@@ -426,7 +464,7 @@ def _type_kind(type_text: str) -> str | None:
         return "float"
     if base == "double":
         return "double"
-    if base in _INT_TYPES or base.startswith("unsigned"):
+    if base in _INT_TYPES or base.startswith("unsigned") or is_int_type(base):
         return "int"
     return None
 

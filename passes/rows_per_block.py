@@ -29,7 +29,7 @@ import tree_sitter as ts
 from ktx.ir import syntax
 from ktx.ir.facts.collectives import block_collective
 from ktx.ir.launch import launch_dims, local_value, rebuilt_dim3
-from ktx.passes._common import KernelSite, kernel_node, powers_of_two, uses_shuffles
+from ktx.passes._common import KernelSite, kernel_node, powers_of_two, twin_refusal, uses_shuffles
 
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
@@ -56,8 +56,8 @@ class RowsPerBlock(Pass[KernelSite]):
         fn = target.kernel
         module = target.module
         body = kernel_node(target)
-        why = ""
-        if not syntax.uses_builtin(module, body, "blockIdx.x"):
+        why = twin_refusal(module, fn, "giving each block ROWS rows") or ""
+        if not why and not syntax.uses_builtin(module, body, "blockIdx.x"):
             why = "the kernel never reads blockIdx.x: it is not a one-row-per-block kernel"
         other = _row_strides(target)[1]
         if not why and other is not None:

@@ -38,7 +38,7 @@ from ktx.ir import Loop, Module, syntax
 from ktx.ir.affine import KernelIndex
 from ktx.ir.facts import assign
 from ktx.ir.launch import launch_dims, rebuilt_dim3
-from ktx.passes._common import first_call_after, kernel_node, line_of, powers_of_two
+from ktx.passes._common import first_call_after, kernel_node, line_of, powers_of_two, twin_refusal
 
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
@@ -83,6 +83,10 @@ class Split(Pass[SplitSite]):
         module = target.module
         fn = target.kernel
         body = kernel_node(target)
+        twin = twin_refusal(module, fn, "splitting the rows over a grid y")
+        if twin is not None:
+            yield Skip(twin, fn.name, fn.span)
+            return
         for name in ("blockIdx.y", "gridDim.y", "blockIdx.z", "gridDim.z"):
             if syntax.uses_builtin(module, body, name):
                 yield Skip(f"the kernel already uses {name}", fn.name, fn.span)

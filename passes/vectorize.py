@@ -115,7 +115,6 @@ from ktx.ir.access import conflict_text
 from ktx.ir.facts.canon import balanced
 from ktx.ir.facts.elements import ElementBody, nothing_to_pack
 from ktx.ir.facts.packing import (
-    ASSUMED_SIZE,
     Plan,
     Refusal,
     constants,
@@ -157,6 +156,7 @@ class ElemSite(Site):
     notes: tuple[str, ...]
     apart: tuple[tuple[MemRef, MemRef], ...] = ()
     unsized: tuple[str, ...] = ()
+    named: tuple[str, ...] = ()
 
 
 class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
@@ -230,9 +230,8 @@ class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
                 yield Skip(element.reason, target.kernel.name, element.span)
             elif element is not None:
                 e = element
-                yield ElemSite(
-                    target.kernel.name, e.span, e.body, e.accesses, e.sizes, e.notes, e.apart, e.unsized
-                )
+                sized = (e.sizes, e.notes, e.apart, e.unsized, e.named)
+                yield ElemSite(target.kernel.name, e.span, e.body, e.accesses, *sized)
             elif not target.loops:
                 why, node = nothing_to_pack(target.module, target.kernel)
                 yield Skip(why, target.kernel.name, target.module.span(node.start_byte, node.end_byte))
@@ -346,11 +345,7 @@ def _rewrite(
     if plan.unsized:
         widths = fitted(plan, label, vec, max_bytes)
         vec = f"ktx_vec_{label}"
-        rw.note(
-            f"{label}: the size of {', '.join(plan.unsized)} is not in this file (no launch names it): "
-            f"widths count it as {ASSUMED_SIZE} B, and sizeof narrows the pack to {max_bytes} B at "
-            "compile time for a wider type"
-        )
+        rw.note(f"{label}: " + ptext.unsized_note(plan.unsized, plan.named, max_bytes, False))
     indent = syntax.indentation(source, loop.span.start)
     unit = "  "
     parent = plan.node.parent
@@ -884,11 +879,7 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
     for note in site.notes:
         rw.note(note)
     if site.unsized:
-        rw.note(
-            f"the size of {', '.join(site.unsized)} is not in this file (no launch names it): widths "
-            f"count it as {ASSUMED_SIZE} B; where VEC_THREAD elements of it exceed {max_bytes} B, "
-            "each thread takes them one by one (if constexpr)"
-        )
+        rw.note(ptext.unsized_note(site.unsized, site.named, max_bytes, True))
     if eb.var_type.split()[-1] in ("int", "unsigned"):
         rw.note(
             f"ktx_p * VEC_THREAD is {eb.var_type}, as {eb.var} was: it wraps when {bound} is within "

@@ -303,15 +303,45 @@ def reachable(module: Module, fn: Function) -> Iterator[tuple[Function, ts.Node]
                 todo.append(by_name[name])
 
 
+def _shuffles(call: ts.Node) -> bool:
+    """A warp shuffle: CUDA's, or a project's macro around one (apex's ``WARP_SHFL``, defined in
+    a header ktx does not read; older code's ``__shfl_xor``)."""
+    callee = call.child_by_field_name("function")
+    name = (callee.text or b"").decode() if callee is not None else ""
+    return name in syntax.SHUFFLES or "shfl" in name.lower()
+
+
 def warp_sized_callees(module: Module, fn: Function) -> str | None:
     """The first warp shuffle in ``fn`` or in a function it calls (transitively), as
     ``name() at line N``: there the code assumes whole warps along x."""
     for current, node in reachable(module, fn):
-        for call in syntax.calls(module, node, syntax.SHUFFLES):
+        for call in syntax.calls(module, node):
+            if not _shuffles(call):
+                continue
             callee = call.child_by_field_name("function")
             where = f"{current.name}()" if current is not fn else "the kernel"
             shown = (callee.text or b"").decode() if callee is not None else "a shuffle"
             return f"{shown} in {where} at line {call.start_point[0] + 1}"
+    return None
+
+
+def lane_of_x(module: Module, fn: Function) -> str | None:
+    """Where ``fn`` or a function it calls takes a lane from ``threadIdx.x`` with ``& 31`` or
+    ``% 32`` (apex's ``cuWelfordMuSigma2``: ``srcLane = (threadIdx.x + (1 << l)) & 31``, then
+    ``threadIdx.y`` as the warp): x is one warp there. Returns ``what in where at line N``."""
+    for current, node in reachable(module, fn):
+        for n in syntax.walk(node):
+            if n.type != "binary_expression" or not (_is_op(n, "&") or _is_op(n, "%")):
+                continue
+            left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+            if left is None or right is None:
+                continue
+            if int_literal(syntax.node_text(right)) != (31 if _is_op(n, "&") else 32):
+                continue
+            if "threadIdx.x" not in "".join(syntax.node_text(left).split()):
+                continue
+            where = f"{current.name}()" if current is not fn else "the kernel"
+            return f"`{' '.join(syntax.node_text(n).split())}` in {where} at line {n.start_point[0] + 1}"
     return None
 
 
@@ -355,6 +385,9 @@ def assumes_warp_x(module: Module, fn: Function) -> str | None:
     """
     if warp_sized_callees(module, fn) is not None:
         return "the kernel shuffles across the lanes of a warp along x"
+    lane = lane_of_x(module, fn)
+    if lane is not None:
+        return f"the lane is {lane}: it assumes x is one warp"
     for n in syntax.walk(module.node(fn.body)):
         if n.type == "number_literal" and int_literal(syntax.text(module, n)) == 32:
             line = n.start_point[0] + 1

@@ -51,7 +51,7 @@ from ktx.ir.facts.reductions import unreorderable
 from ktx.ir.facts.types import type_size
 from ktx.ir.memref import MemRef, Root
 from ktx.ir.module import Module
-from ktx.ir.nodes import Loop
+from ktx.ir.nodes import Function, Loop
 from ktx.ir.source import Span
 from ktx.ir.syntax import text as _text
 
@@ -84,6 +84,27 @@ class ReadRange:
 ASSUMED_SIZE = 2
 
 _TYPE_NAME = re.compile(r"[A-Za-z_][\w:]*(\s*<[\w:<>, ]*>)?")
+
+
+def _instantiated_otherwise(module: Module, fn: Function, elem: str, size: int) -> bool:
+    """Whether the file's own launches compile ``fn`` with its type parameter ``elem`` of a size
+    other than ``size`` (the one the template arguments in use give), or of one not known here.
+
+    The rewritten text is compiled for every instantiation in the file, not only the spec's:
+    llm-awq launches ``quant_kernel<scalar_t, ...>`` under a float/half/bf16 dispatch, and a pack
+    of 8 sized for the spec's ``half`` was 32 bytes for ``float`` (a compile error, session 9).
+    A launch that leaves the parameter to deduction counts as unknown."""
+    name = " ".join(elem.split())
+    pos = next((i for i, tp in enumerate(fn.template_params) if tp.kind == "type" and tp.name == name), None)
+    if pos is None:
+        return False
+    for site in module.launches_of(fn.name):
+        if len(site.template_args) <= pos:
+            return True
+        found = type_size(module, fn, site.template_args, elem)
+        if found is None or found[0] != size:
+            return True
+    return False
 
 
 def _sizeof_ok(elem: str) -> bool:
@@ -134,6 +155,11 @@ class Plan:
     that no launch here names): their entry in ``sizes`` is :data:`ASSUMED_SIZE`, and the
     rewrite narrows the pack at compile time (by ``sizeof``) so that no access passes the byte
     limit whatever the type turns out to be (of 1 to 16 bytes, a power of two)."""
+    named: tuple[str, ...] = field(default=())
+    """The members of ``unsized`` whose size a template argument does give (the spec's): the
+    same text is compiled for every instantiation of the kernel, and the file's own launcher may
+    make others (llm-awq's ``quant_kernel`` under a dtype dispatch: ``T = float`` too), so sizeof
+    still decides the width there; ``sizes`` holds the given size."""
 
 
 #: (start, step) pairs whose starts, over the threads that run the loop, are 0 .. step-1.
@@ -418,6 +444,7 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
         return problem
     sizes: list[tuple[str, int]] = []
     unsized: list[str] = []
+    named: list[str] = []
     for a in packed:
         elem = a.memory.element_type
         # typedefs followed into the file's local headers too (llm.c's floatX in common.h)
@@ -434,6 +461,9 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
             size = ASSUMED_SIZE
             if elem not in unsized:
                 unsized.append(elem)
+        elif elem not in unsized and _instantiated_otherwise(module, fn, elem, size):
+            unsized.append(elem)
+            named.append(elem)
         if (a.pointer, size) not in sizes:
             sizes.append((a.pointer, size))
     if max(s for _, s in sizes) * 2 > max_bytes:
@@ -466,6 +496,7 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
         offset,
         tuple(ranged),
         tuple(unsized),
+        tuple(named),
     )
 
 
@@ -1025,6 +1056,8 @@ class ElementPlan:
     lets the knob's elements fit one access (an ``if constexpr``, so a wider type is never
     instantiated as a pack) and takes them one by one otherwise. The host needs no size: each
     thread takes the knob's element count either way, so the grid shrinks by it alone."""
+    named: tuple[str, ...] = ()
+    """The members of ``unsized`` whose size a template argument gives (see :attr:`Plan.named`)."""
 
 
 @dataclass(frozen=True)
@@ -1087,6 +1120,7 @@ def element_plan(facts: Facts, max_bytes: int, launched: bool) -> ElementPlan | 
     sizes: list[tuple[str, int]] = []
     notes: list[str] = []
     unsized: list[str] = []
+    named: list[str] = []
     # only a type parameter of the kernel: `if constexpr` discards the pack without instantiating
     # it only where its condition depends on one (a typedef from a header not found would not be)
     tparams = {tp.name for tp in fn.template_params if tp.kind == "type"}
@@ -1097,6 +1131,11 @@ def element_plan(facts: Facts, max_bytes: int, launched: bool) -> ElementPlan | 
             if elem not in unsized:
                 unsized.append(elem)
             found = (ASSUMED_SIZE, "")
+        elif (
+            found is not None and elem not in unsized and _instantiated_otherwise(module, fn, elem, found[0])
+        ):
+            unsized.append(elem)  # one text for every instantiation (Plan.named)
+            named.append(elem)
         if found is None:
             return Refusal(
                 f"unknown size of element type {elem!r} of {e.pointer} "
@@ -1123,7 +1162,9 @@ def element_plan(facts: Facts, max_bytes: int, launched: bool) -> ElementPlan | 
             "grid would shrink theirs too",
             span,
         )
-    return ElementPlan(eb, tuple(accesses), tuple(sizes), tuple(notes), span, tuple(apart), tuple(unsized))
+    return ElementPlan(
+        eb, tuple(accesses), tuple(sizes), tuple(notes), span, tuple(apart), tuple(unsized), tuple(named)
+    )
 
 
 _LOOP_TYPES = frozenset({"for_statement", "while_statement", "do_statement", "for_range_loop"})

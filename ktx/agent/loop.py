@@ -264,8 +264,8 @@ def probe_passes(
     probes: list[Probe] = []
     have = set(current.names)
     for info in catalog.passes:
-        if info.name in have:
-            continue
+        if info.name in have or (info.name in registry and registry.get(info.name).automatic):
+            continue  # (an automatic pass: the pipeline adds it where it applies)
         at = placed(catalog, current.names, info.name)  # where the planner would write it
         text = ",".join(
             [p.text for p in current.passes[:at]] + [info.name] + [p.text for p in current.passes[at:]]

@@ -105,7 +105,8 @@ def phases(registry: Registry | None = None) -> tuple[tuple[str, ...], ...]:
     from ktx.registry import default_registry
 
     reg = registry if registry is not None else default_registry()
-    return tuple(tuple(sorted(cls.name for cls in reg if cls.phase == phase)) for phase in Phase)
+    planned = [c for c in reg if not c.automatic]  # (inline: the pipeline adds it itself)
+    return tuple(tuple(sorted(c.name for c in planned if c.phase == phase)) for phase in Phase)
 
 
 #: Options the planner gives a pass it adds. ``vectorize{tie=true}``: one width for every loop of

@@ -27,6 +27,28 @@ def test_a_kernel_assumes_x_is_a_warp_when_it_shuffles_or_writes_32() -> None:
     assert assumes_warp_x(module, fns["neither"]) is None
 
 
+def test_a_callee_that_takes_its_lane_from_x_or_shuffles_through_a_macro_assumes_a_warp() -> None:
+    # apex's cuWelfordMuSigma2 (layer_norm_cuda_kernel.cu): WARP_SHFL is a header's macro, and
+    # the lane is (threadIdx.x + (1 << l)) & 31; its block is dim3(32, 4)
+    src = """
+__device__ void welford(float& v) {
+  for (int l = 0; l <= 4; ++l) {
+    int src = (threadIdx.x + (1 << l)) & 31;
+    v += WARP_SHFL(v, src);
+  }
+}
+__device__ void lanes_only(float* buf, float v) { buf[threadIdx.y * 32 + (threadIdx.x % 32)] = v; }
+__global__ void by_macro(float* y) { float v = y[threadIdx.x]; welford(v); y[threadIdx.y] = v; }
+__global__ void by_lane(float* y) { lanes_only(y, y[threadIdx.x]); }
+"""
+    module = parse(src)
+    fns = {f.name: f for f in module.functions}
+    assert assumes_warp_x(module, fns["by_macro"]) == "the kernel shuffles across the lanes of a warp along x"
+    assert assumes_warp_x(module, fns["by_lane"]) == (
+        "the lane is `threadIdx.x % 32` in lanes_only() at line 8: it assumes x is one warp"
+    )
+
+
 def test_ceil_divide_literals_round_up_or_refuse() -> None:
     from ktx.ir.facts.constants import ceil_divide_literals
     from ktx.ir.syntax import walk

@@ -91,3 +91,45 @@ def test_docs_name_the_reference_in_use() -> None:
     assert "verified against the spec's\nfloat64 reference" not in FastMath.description
     assert "reference in use" in FastMath.knobs[0].help
     assert "reference in use" in apply(SRC, "fast-math").knobs[0].help
+
+
+QUANT = """\
+struct block_q8 { float d; signed char qs[32]; };
+__global__ void quant(const float* x, block_q8* y, signed char* z, const float* w, float* o, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const float xi = x[i];
+  const float amax = fabsf(xi);
+  const float d = amax / 127.0f;
+  const signed char q = amax == 0.0f ? 0 : roundf(xi / d);
+  y[i / 32].qs[i % 32] = q;
+  z[i] = w[i] / d;
+  const int k = static_cast<int>(w[i] / 3.0f);
+  o[i] = xi / (float)k + w[i] / amax;
+}
+"""
+
+
+def test_a_division_rounded_to_an_integer_stays_exact() -> None:
+    # ggml quantize_q8_1 (session 9): d = amax / 127.0f and roundf(xi / d) with __fdividef put
+    # two quants in millions one step off; a rounded quotient is left exact at every level.
+    t = apply(QUANT, "fast-math")
+    for level in (2, 3):
+        out = t.instantiate({"FAST_MATH": level})
+        assert "const float d = amax / 127.0f;" in out  # d reaches roundf through xi / d
+        assert "roundf(xi / d)" in out
+        assert "z[i] = w[i] / d;" in out  # stored into a signed char
+        assert "static_cast<int>(w[i] / 3.0f)" in out
+    assert "o[i] = __fdividef(xi, (float)k) + __fdividef(w[i], amax);" in t.instantiate({"FAST_MATH": 2})
+    assert "o[i] = xi * __frcp_rn((float)k) + w[i] * __frcp_rn(amax);" in t.instantiate({"FAST_MATH": 3})
+    assert any("line(s) 6, 7, 9, 10 left exact at every level" in r for r in remarks(t))
+
+
+def test_only_rounded_divisions_is_a_remark_that_names_them() -> None:
+    src = QUANT.replace("  o[i] = xi / (float)k + w[i] / amax;\n", "")
+    t = apply(src, "fast-math")
+    assert not t.knobs and t.source == src
+    assert remarks(t) == [
+        "quant: no expf/logf/sinf/..., 1/sqrtf or float division in the kernel or the device functions "
+        "it calls (the float division(s) at line(s) 6, 7, 9, 10 are rounded to an integer, where a fast "
+        "division's ulp becomes a whole step: left exact)"
+    ]
