@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 from ktx.ir import Function, Module, syntax
+from ktx.ir.facts.rounding import feeds_rounding, float_division, is_int_type, rounded_divisions
 from ktx.passes._common import KernelSite
-from ktx.passes._rounding import feeds_rounding, is_int_type
 
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, Target
 
@@ -202,7 +202,7 @@ class FastMath(Pass[KernelSite]):
 
 
 def _rounded_lines(module: Module, functions: list[Function]) -> str:
-    lines = sorted({n.start_point[0] + 1 for fn in functions for n in rounded_divisions(module, fn)})
+    lines = sorted({n.start_point[0] + 1 for fn in functions for n in rounded_divisions(module, fn, kind)})
     return ", ".join(str(line) for line in lines)
 
 
@@ -305,7 +305,7 @@ def _rule(module: Module, fn: Function, node: ts.Node, level: int) -> str | None
             return f"rsqrtf({_render(module, fn, operands[0], level)})"
     if level < 2:
         return None
-    if not float_division(module, fn, node) or feeds_rounding(module, fn, node, kind) is not None:
+    if not float_division(module, fn, node, kind) or feeds_rounding(module, fn, node, kind) is not None:
         return None
     a = _render(module, fn, _unparen(left), level)
     b = _render(module, fn, r, level)
@@ -314,26 +314,6 @@ def _rule(module: Module, fn: Function, node: ts.Node, level: int) -> str | None
     if _is_one(module, left):
         return f"__frcp_rn({b})"
     return f"{_render(module, fn, left, level)} * __frcp_rn({b})"
-
-
-def float_division(module: Module, fn: Function, node: ts.Node) -> bool:
-    """Whether ``node`` is ``a / b`` with a float operand and the other float or integer."""
-    op = node.child_by_field_name("operator")
-    left = node.child_by_field_name("left")
-    right = node.child_by_field_name("right")
-    if node.type != "binary_expression" or op is None or op.type != "/" or left is None or right is None:
-        return False
-    types = (kind(module, fn, left), kind(module, fn, right))
-    return "float" in types and all(t in ("float", "int") for t in types)
-
-
-def rounded_divisions(module: Module, fn: Function) -> list[ts.Node]:
-    """Float divisions of ``fn`` whose quotient reaches a rounding to an integer (left exact)."""
-    return [
-        n
-        for n in syntax.walk(module.node(fn.body))
-        if float_division(module, fn, n) and feeds_rounding(module, fn, n, kind) is not None
-    ]
 
 
 def _is_one(module: Module, node: ts.Node) -> bool:

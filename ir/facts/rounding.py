@@ -183,3 +183,23 @@ def feeds_rounding(module: Module, fn: Function, node: ts.Node, kind_of: KindOf)
     if ident is not None and syntax.text(module, ident) in rounded_names(module, fn, kind_of):
         return ident
     return None
+
+
+def float_division(module: Module, fn: Function, node: ts.Node, kind_of: KindOf) -> bool:
+    """Whether ``node`` is ``a / b`` with a float operand and the other float or integer."""
+    op = node.child_by_field_name("operator")
+    left = node.child_by_field_name("left")
+    right = node.child_by_field_name("right")
+    if node.type != "binary_expression" or op is None or op.type != "/" or left is None or right is None:
+        return False
+    types = (kind_of(module, fn, left), kind_of(module, fn, right))
+    return "float" in types and all(t in ("float", "int") for t in types)
+
+
+def rounded_divisions(module: Module, fn: Function, kind_of: KindOf) -> list[ts.Node]:
+    """Float divisions of ``fn`` whose quotient reaches a rounding to an integer (left exact)."""
+    return [
+        n
+        for n in syntax.walk(module.node(fn.body))
+        if float_division(module, fn, n, kind_of) and feeds_rounding(module, fn, n, kind_of) is not None
+    ]
