@@ -140,3 +140,9 @@ void softmax(float* out, const float* inp, int N, int C) {
 // WARP: -        for (int j = 0; j < C; j++) {
 // WARP: -    softmax_rows<<<(N + 255) / 256, 256>>>(out, inp, N, C);
 // WARP: +    softmax_rows<<<((N + 255) / 256) * 32, 256>>>(out, inp, N, C);
+// RUN: ktx apply --passes row-owner,online %s --config ONLINE=1 THREADS_PER_ROW=256 --diff -q 2>&1 | filecheck %s --match-full-lines --check-prefix=BLOCK
+// A block per row (T > 32): the fused loop steps by the group's size, a compile-time constant
+// nvcc unrolls (four loads in flight); the write loop keeps blockDim.x, the form vectorize reads.
+// BLOCK: +        for (int j = threadIdx.x; j < C; j += (256 > 32 ? 256 : (int)blockDim.x)) {
+// BLOCK: +        ktx_online_reduce<256>(maxval, sum);
+// BLOCK: +        for (int j = threadIdx.x; j < C; j += blockDim.x) {
