@@ -60,6 +60,10 @@ from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, 
 KNOB = "THREADS_PER_ROW"
 MACRO = "KTX_" + KNOB
 VALUES = (1, 32, 64, 128, 256, 512, 1024)
+#: Threads per block when a warp owns a row (0: the original launch's block).
+BLOCK_KNOB = "ROW_BLOCK"
+BLOCK_MACRO = "KTX_" + BLOCK_KNOB
+BLOCK_VALUES = (0, 64, 128, 256, 512, 1024)
 _LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
 #: The reductions ktx_row_reduce combines (see HELPERS), and the max/min calls it may stand for
 #: (``''``: the branch form ``if (e > m) m = e``).
@@ -118,6 +122,12 @@ class RowOwner(Pass[KernelSite]):
             "1 (one thread per row, the original)",
             "threads that own a row: lanes stride its loops, reductions over shuffles and shared memory",
         ),
+        KnobSpec(
+            BLOCK_KNOB,
+            "0, 64, 128, 256, 512, 1024 (up to max)",
+            "0 (the original block)",
+            "threads per block when a warp owns a row (THREADS_PER_ROW = 32): ROW_BLOCK / 32 rows a block",
+        ),
     )
     options = (Option("max", "int", 1024, "most threads per row offered"),)
     after = ("expose",)
@@ -145,6 +155,14 @@ class RowOwner(Pass[KernelSite]):
         resolved = mapping.resolved()
         grid0, block0 = resolved.grid[0], resolved.block[0]
         rw.constraint(f"{KNOB} > 32 or ({block0}) % {KNOB} == 0")
+        # A warp per row keeps the original block unless ROW_BLOCK says otherwise: llm.c's
+        # online8 reads 768-float rows fastest with 32 rows (1024 threads) a block, 1.27x ahead
+        # of its own 8 rows (256) on an H200, and the original block is whatever the naive
+        # one-thread-per-row launch had. Only T = 32 reads it (one block per row above a warp,
+        # the original below), so other T take 0 and the search meets no duplicate kernels.
+        blocks = [v for v in BLOCK_VALUES if v <= max(32, self.int_option("max"))]
+        rw.knob(BLOCK_KNOB, blocks, 0, "threads per block when a warp owns a row (0: the original block)")
+        rw.constraint(f"{KNOB} == 32 or {BLOCK_KNOB} == 0")
         body = module.facts(target.kernel, target.template_args).body
         open_end = source.find(b"\n", body.start_byte)
         close_start = syntax.line_start(source, body.end_byte - 1)
@@ -159,8 +177,15 @@ class RowOwner(Pass[KernelSite]):
         start = syntax.line_start(source, fn_node.start_byte)
         rw.insert(start, HELPERS.format(macro=MACRO))
         self._launchers(rw)
-        grid = f"({mapping.grid[0]}) * (({mapping.block[0]}) if {KNOB} > 32 else {KNOB})"
-        block = f"{KNOB} if {KNOB} > 32 else ({mapping.block[0]})"
+        g0, b0 = mapping.grid[0], mapping.block[0]
+        # T = 32 with ROW_BLOCK: the rows the original launch covered (grid x block, one per
+        # thread), ROW_BLOCK / 32 of them a block
+        warp_grid = f"cdiv(({g0}) * ({b0}) * 32, {BLOCK_KNOB})"
+        grid = (
+            f"{warp_grid} if {KNOB} == 32 and {BLOCK_KNOB} > 0 "
+            f"else ({g0}) * (({b0}) if {KNOB} > 32 else {KNOB})"
+        )
+        block = f"{KNOB} if {KNOB} > 32 else ({BLOCK_KNOB} if {KNOB} == 32 and {BLOCK_KNOB} > 0 else ({b0}))"
         rw.set_mapping(mapping.with_grid((grid,)).with_block((block,)))
         loops = ", ".join(f"line {line_of(r.node)}" for r in plan.loops)
         rw.note(f"row index {plan.row} (line {plan.row_line}); row loops at {loops}")
@@ -187,8 +212,13 @@ class RowOwner(Pass[KernelSite]):
                 raise Refuse(f"line {launch.span.line}: the launch does not sit on lines of its own")
 
             wide = _with(module.source, first, last, ((g, f"({gt}) * ({bt})"), (b, MACRO)))
+            m = BLOCK_MACRO
+            rows = f"(({gt}) * ({bt}) * 32 + {m} - 1) / {m}"  # the original's rows, {m} / 32 a block
+            blocked = _with(module.source, first, last, ((g, rows), (b, m)))
             narrow = _with(module.source, first, last, ((g, f"({gt}) * 32"), (b, bt)))
-            rw.insert(first, f"#if {MACRO} > 32\n{wide}\n#elif {MACRO} == 32\n{narrow}\n#else\n")
+            narrow = f"{blocked}\n#elif {MACRO} == 32\n{narrow}"
+            warp = f"{MACRO} == 32 && {BLOCK_MACRO} > 0"
+            rw.insert(first, f"#if {MACRO} > 32\n{wide}\n#elif {warp}\n{narrow}\n#else\n")
             rw.insert(last, "\n#endif")
 
 
