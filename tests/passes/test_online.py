@@ -242,9 +242,13 @@ def test_llmc_every_config_compiles_for_sm90_without_spills(tmp_path: Path) -> N
             config = {"ONLINE": 1, **({"THREADS_PER_ROW": tpr} if len(tprs) > 1 else {})}
             source = candidate_from_template(spec, t, config).source
             jobs.append((f"{pipeline} {config}", spec, folder, source))
+        if len(tprs) > 1:  # a warp per row in online8's blocks of 1024
+            config = {"ONLINE": 1, "THREADS_PER_ROW": 32, "ROW_BLOCK": 1024}
+            source = candidate_from_template(spec, t, config).source
+            jobs.append((f"{pipeline} {config}", spec, folder, source))
 
     results = build_for_sm90(jobs)
-    assert len(results) == 5
+    assert len(results) == 6
     assert_built_without_spills(results)
 
 
