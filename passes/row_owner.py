@@ -63,7 +63,7 @@ VALUES = (1, 32, 64, 128, 256, 512, 1024)
 #: Threads per block when a warp owns a row (0: the original launch's block).
 BLOCK_KNOB = "ROW_BLOCK"
 BLOCK_MACRO = "KTX_" + BLOCK_KNOB
-BLOCK_VALUES = (0, 64, 128, 256, 512, 1024)
+BLOCK_VALUES = (0, 128, 1024)
 _LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
 #: The reductions ktx_row_reduce combines (see HELPERS), and the max/min calls it may stand for
 #: (``''``: the branch form ``if (e > m) m = e``).
@@ -124,7 +124,7 @@ class RowOwner(Pass[KernelSite]):
         ),
         KnobSpec(
             BLOCK_KNOB,
-            "0, 64, 128, 256, 512, 1024 (up to max)",
+            "0, 128, 1024 (up to max)",
             "0 (the original block)",
             "threads per block when a warp owns a row (THREADS_PER_ROW = 32): ROW_BLOCK / 32 rows a block",
         ),
@@ -158,7 +158,9 @@ class RowOwner(Pass[KernelSite]):
         # A warp per row keeps the original block unless ROW_BLOCK says otherwise: llm.c's
         # online8 reads 768-float rows fastest with 32 rows (1024 threads) a block, 1.27x ahead
         # of its own 8 rows (256) on an H200, and the original block is whatever the naive
-        # one-thread-per-row launch had. Only T = 32 reads it (one block per row above a warp,
+        # one-thread-per-row launch had; 128 (4 rows a block) spreads a few rows over more SMs.
+        # Three values only: a round samples a handful of configs a shape, and every value here
+        # adds two (ONLINE) to the space. Only T = 32 reads it (one block per row above a warp,
         # the original below), so other T take 0 and the search meets no duplicate kernels.
         blocks = [v for v in BLOCK_VALUES if v <= max(32, self.int_option("max"))]
         rw.knob(BLOCK_KNOB, blocks, 0, "threads per block when a warp owns a row (0: the original block)")

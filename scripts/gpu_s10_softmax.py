@@ -43,7 +43,7 @@ PIPELINE = "row-owner,online"
 #: (config, shapes by row length C it is meant for)
 CONFIGS: tuple[tuple[dict[str, int], tuple[int, ...]], ...] = (
     ({"THREADS_PER_ROW": 32, "ROW_BLOCK": 1024, "ONLINE": 1}, (768,)),
-    ({"THREADS_PER_ROW": 32, "ROW_BLOCK": 512, "ONLINE": 1}, (768,)),
+    ({"THREADS_PER_ROW": 32, "ROW_BLOCK": 128, "ONLINE": 1}, (768,)),
     ({"THREADS_PER_ROW": 32, "ROW_BLOCK": 0, "ONLINE": 1}, (768,)),
     ({"THREADS_PER_ROW": 128, "ONLINE": 1}, (768,)),
     ({"THREADS_PER_ROW": 256, "ONLINE": 1}, (768, 50257)),

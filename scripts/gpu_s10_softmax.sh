@@ -4,14 +4,14 @@
 #   source scripts/gpu_env.sh && bash scripts/gpu_s10_softmax.sh
 # Steps, each capped (skipped once the budget is spent):
 #   1 (<= 170 s) scripts/gpu_s10_softmax.py: llm.c softmax v1 under row-owner,online at the
-#     configs this session's changes are for (a warp per row in blocks of ROW_BLOCK = 512 / 1024;
+#     configs this session's changes are for (a warp per row in blocks of ROW_BLOCK = 128 / 1024;
 #     a block per row of 128 ... 1024 threads with the fused loop's constant step), each verified
 #     against the Python reference and timed; v7 and online8 at blocks 256 / 1024 timed in the
 #     same harness; per shape the fastest of each side re-timed alternately (8 pairs): ktx / hand
 #     with its 95% interval                                            -> softmax/results.{md,json}
 #   2 (the rest, <= 60 s) every online config of softmax v1 verified against the original kernel
 #     on the device (tests/passes/test_online_gpu.py -k softmax: every THREADS_PER_ROW, and
-#     ROW_BLOCK 64 / 1024 for a warp per row)                          -> pytest.log
+#     ROW_BLOCK 128 / 1024 for a warp per row)                          -> pytest.log
 # Targets (issue 23): 1x50257 and 8x50257 within 1.2x of v7, 8x768 within 1.05x of online8.
 # Results under $OUT (s10_softmax.tgz). Exit status 0 when every config of step 1 verified.
 set -uo pipefail

@@ -47,7 +47,7 @@ void softmax(float* out, const float* inp, int N, int C) {
 // CHECK: +            sum = ktx_up ? sum * ktx_e + 1 : sum + ktx_e;
 // CHECK: +            maxval = ktx_up ? ktx_x : maxval;
 // CHECK: +            out_row[j] = expf(inp_row[j] - maxval);
-// WARP: {{.*}}: remark: [row-owner] softmax_rows: rewritten: exposed THREADS_PER_ROW {1, 32, 64, 128, 256, 512, 1024}, ROW_BLOCK {0, 64, 128, 256, 512, 1024}; row index i (line 8); row loops at line 13, line 19, line 23; maxval is a max over the row's lanes after the loop at line 13; sum is a sum over the row's lanes after the loop at line 19
+// WARP: {{.*}}: remark: [row-owner] softmax_rows: rewritten: exposed THREADS_PER_ROW {1, 32, 64, 128, 256, 512, 1024}, ROW_BLOCK {0, 128, 1024}; row index i (line 8); row loops at line 13, line 19, line 23; maxval is a max over the row's lanes after the loop at line 13; sum is a sum over the row's lanes after the loop at line 19
 // WARP: {{.*}}: remark: [online] softmax_rows: rewritten: exposed ONLINE {0, 1}; maxval (line 46) and sum (line 53) in one pass; the loop at line 56 joins the stores; one pair reduction over KTX_THREADS_PER_ROW lanes; maxval (line 69) and sum (line 76) in one pass; the loop at line 79 joins the stores; one pair reduction over 32 lanes; maxval (line 91) and sum (line 97) in one pass; the loop at line 99 joins the stores
 // WARP: +// ktx: `row-owner,online` instantiated with THREADS_PER_ROW=32, ROW_BLOCK=0, ONLINE=1
 // WARP: +// row-owner: reduce a per-lane value over the T threads that own a row (all lanes get it)

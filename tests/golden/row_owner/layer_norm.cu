@@ -31,7 +31,7 @@ void layer_norm(float* y, float* mu, float* inv_std, const float* x, const float
   layer_norm_rows<<<(rows + threads - 1) / threads, threads>>>(y, mu, inv_std, x, gamma, beta, rows, cols, 1e-5f);
 }
 
-// CHECK: {{.*}}: remark: [row-owner] layer_norm_rows: rewritten: exposed THREADS_PER_ROW {1, 32, 64, 128, 256, 512, 1024}, ROW_BLOCK {0, 64, 128, 256, 512, 1024}; row index row (line 10); row loops at line 14, line 17, line 23; sum is a sum over the row's lanes after the loop at line 14; sq is a sum over the row's lanes after the loop at line 17
+// CHECK: {{.*}}: remark: [row-owner] layer_norm_rows: rewritten: exposed THREADS_PER_ROW {1, 32, 64, 128, 256, 512, 1024}, ROW_BLOCK {0, 128, 1024}; row index row (line 10); row loops at line 14, line 17, line 23; sum is a sum over the row's lanes after the loop at line 14; sq is a sum over the row's lanes after the loop at line 17
 // CHECK: +// ktx:knobs begin
 // CHECK: +// layer_norm_rows templated by `row-owner`.
 // CHECK: +// Each KTX_ macro is a knob; the defaults reproduce the original. Pick other values with

@@ -25,7 +25,7 @@ void softmax(float* out, const float* logits, int n_rows, int vocab) {
   row_softmax<<<(n_rows + 255) / 256, 256>>>(out, logits, n_rows, vocab);
 }
 
-// CHECK: {{.*}}: remark: [row-owner] row_softmax: rewritten: exposed THREADS_PER_ROW {1, 32, 64, 128, 256, 512, 1024}, ROW_BLOCK {0, 64, 128, 256, 512, 1024}; row index r (line 7); row loops at line 12, line 14, line 20; mx is a max over the row's lanes after the loop at line 12; total is a sum over the row's lanes after the loop at line 14
+// CHECK: {{.*}}: remark: [row-owner] row_softmax: rewritten: exposed THREADS_PER_ROW {1, 32, 64, 128, 256, 512, 1024}, ROW_BLOCK {0, 128, 1024}; row index r (line 7); row loops at line 12, line 14, line 20; mx is a max over the row's lanes after the loop at line 12; total is a sum over the row's lanes after the loop at line 14
 // CHECK: +// ktx: `row-owner` instantiated with THREADS_PER_ROW=32, ROW_BLOCK=0
 // CHECK: +// row-owner: reduce a per-lane value over the T threads that own a row (all lanes get it)
 // CHECK: +struct ktx_row_sum {
