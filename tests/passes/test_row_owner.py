@@ -315,6 +315,7 @@ def _jobs(tmp_path: Path) -> list[tuple[str, Path, Any, dict[str, int]]]:
             for v in values:
                 config = {k.name: max(k.values) for k in t.knobs[1:]}
                 config["THREADS_PER_ROW"] = v
+                config["ROW_BLOCK"] = 1024 if v == 32 else 0  # the block of a warp per row only
                 if not t.space.feasible(config, {}):
                     continue
                 source = candidate_from_template(spec, t, config).source
