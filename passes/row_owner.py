@@ -274,11 +274,20 @@ def analyse(target: Target) -> Plan | str:
     fn = target.kernel
     index = module.facts(fn, target.template_args).index
     body = index.body
+    builtins = _builtin_reads(module, body)
     ti = index.thread_index("x")
     if ti is None:
+        # say where the kernel's own mapping is (ggml's soft_max_f32: `tid = threadIdx.x` and
+        # the row from blockIdx, a block per row already), so the refusal names a construct
+        reads = [
+            next((f"{syntax.text(module, n)} (line {line_of(n)})" for n in builtins if syntax.text(module, n)
+                  .startswith(b)), "")
+            for b in ("threadIdx", "blockIdx")
+        ]  # fmt: skip
+        seen = " and ".join(r for r in reads if r)
         return (
-            "no thread index (blockIdx.x * blockDim.x + threadIdx.x) names the row: "
-            "not a thread-per-row kernel"
+            f"the kernel reads {seen or 'no thread or block index'}, but no thread index "
+            "(blockIdx.x * blockDim.x + threadIdx.x) names the row: not a thread-per-row kernel"
         )
     decl = ti.decl  # the declaration statement (ktx.ir.index_facts.ThreadIndex.decl)
     if decl.parent is None or decl.parent.id != body.id:
@@ -288,12 +297,7 @@ def analyse(target: Target) -> Plan | str:
         return f"line {ti.line}: {ti.var} has no initialiser"
     if len(decl.children_by_field_name("declarator")) != 1:
         return f"line {ti.line}: the declaration of {ti.var} declares more than one name"
-    for n in syntax.walk(body):
-        if n.type != "field_expression":
-            continue
-        arg = n.child_by_field_name("argument")
-        if arg is None or syntax.text(module, arg) not in ("threadIdx", "blockIdx", "blockDim", "gridDim"):
-            continue
+    for n in builtins:
         if value.start_byte <= n.start_byte < value.end_byte:
             continue
         return (
@@ -329,6 +333,19 @@ def analyse(target: Target) -> Plan | str:
     if why:
         return why
     return Plan(ti.var, ti.line, value, decl, tuple(state.loops), tuple(state.lane0))
+
+
+def _builtin_reads(module: Module, body: ts.Node) -> list[ts.Node]:
+    """The kernel's reads of ``threadIdx``, ``blockIdx``, ``blockDim`` and ``gridDim`` (their
+    field expressions), in source order."""
+    out = []
+    for n in syntax.walk(body):
+        if n.type != "field_expression":
+            continue
+        arg = n.child_by_field_name("argument")
+        if arg is not None and syntax.text(module, arg) in ("threadIdx", "blockIdx", "blockDim", "gridDim"):
+            out.append(n)
+    return out
 
 
 class _Refusal(Exception):

@@ -374,3 +374,20 @@ def test_vectorize_packs_every_loop_of_llmc_layernorm_after_row_owner() -> None:
     assert [k.name for k in t.knobs] == ["THREADS_PER_ROW", "ROW_BLOCK", "VEC_LOOPS"]
     text = t.instantiate({"THREADS_PER_ROW": 32, "VEC_LOOPS": 4})
     assert "ktx::apart(x, out_idx, C)" in text
+
+
+def test_a_block_per_row_kernel_is_refused_naming_its_indices() -> None:
+    """ggml's soft_max_f32 shape (written anew): the row is blockIdx, the lanes threadIdx; the
+    refusal says where the kernel's own mapping is, not only that none was found."""
+    src = """\
+__global__ void rows(float* y, const float* x, int n) {
+  const int tid = threadIdx.x;
+  const int row = blockIdx.x;
+  for (int i = tid; i < n; i += blockDim.x) y[row * n + i] = x[row * n + i];
+}
+"""
+    t = apply(src, "row-owner")
+    assert not t.knobs
+    (why,) = remarks(t, "skipped")
+    assert "reads threadIdx.x (line 2) and blockIdx.x (line 3)" in why, why
+    assert "not a thread-per-row kernel" in why
