@@ -391,3 +391,22 @@ __global__ void rows(float* y, const float* x, int n) {
     (why,) = remarks(t, "skipped")
     assert "reads threadIdx.x (line 2) and blockIdx.x (line 3)" in why, why
     assert "not a thread-per-row kernel" in why
+
+
+@pytest.mark.parametrize("row_block", [128, 1024])
+@pytest.mark.parametrize("rows", [1, 31, 1000, 4097])
+def test_row_block_launch_gives_every_row_one_warp(rows: int, row_block: int) -> None:
+    """Host check of ROW_BLOCK's index logic: the mapping's grid and block at the shape, and the
+    warp form's row index ``blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32`` (asserted in the
+    instantiated text), give each row below ``rows`` to exactly one warp; the rest fail the guard."""
+    t = apply(LN, "row-owner")
+    config = {"THREADS_PER_ROW": 32, "ROW_BLOCK": row_block}
+    assert "int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;" in t.instantiate(config)
+    launch = t.launch()
+    assert launch is not None
+    (grid,), (block,) = launch.evaluate({"rows": rows, **config})[:2]
+    assert block == row_block
+    owners = [b * (block // 32) + w for b in range(grid) for w in range(block // 32)]
+    inside = [r for r in owners if r < rows]
+    assert sorted(inside) == list(range(rows))
+    assert len(owners) - len(inside) < block // 32 + 128  # at most a block and the original's rounding
