@@ -282,3 +282,18 @@ def test_llmc_block_per_row_fused_loop_is_unrolled(tmp_path: Path) -> None:
     assert counts[0] == 3, counts
     # ONLINE=1: the fused loop unrolled by nvcc (4 + a remainder), the write loop rolled
     assert counts[1] >= 5, counts
+
+
+@pytest.mark.skipif(LLMC is None, reason="llm.c is not at ../shared/llmc")
+def test_llmc_block_per_row_constant_step_keeps_the_write_loop_packed(tmp_path: Path) -> None:
+    """The fused loop's constant step is that loop's alone: after ``row-owner,online,vectorize``
+    the write loop of the block-per-row form still strides by blockDim.x and vectorize packs it
+    (16-byte loads, peeled head for C = 50257's odd rows), while the fused loop steps by T."""
+    spec, t, _ = _template(tmp_path, "row-owner,online,vectorize{tie=true,peel=true}")
+    config = {"THREADS_PER_ROW": 256, "ONLINE": 1, "VEC_LOOPS": 4}
+    source = candidate_from_template(spec, t, config).source
+    body = source[source.index("void softmax_forward_kernel1(") :]
+    body = body[: body.index("\n}\n")]
+    assert "for (int j = threadIdx.x; j < C; j += (256 > 32 ? 256 : (int)blockDim.x)) {" in body
+    assert re.search(r"ktx::load<4>\(inp_row \+ ktx_head_\w+ \+ ktx_p \* 4\)", body), body
+    assert re.search(r"for \(int ktx_p = threadIdx\.x; ktx_p < ktx_packs_\w+; ktx_p \+= blockDim\.x\)", body)
