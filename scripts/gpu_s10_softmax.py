@@ -40,15 +40,19 @@ from ktx.search.paired import ratio_interval  # noqa: E402
 from ktx.specload import load_spec  # noqa: E402
 
 PIPELINE = "row-owner,online"
-#: (config, shapes by row length C it is meant for)
-CONFIGS: tuple[tuple[dict[str, int], tuple[int, ...]], ...] = (
-    ({"THREADS_PER_ROW": 32, "ROW_BLOCK": 1024, "ONLINE": 1}, (768,)),
-    ({"THREADS_PER_ROW": 32, "ROW_BLOCK": 128, "ONLINE": 1}, (768,)),
-    ({"THREADS_PER_ROW": 32, "ROW_BLOCK": 0, "ONLINE": 1}, (768,)),
-    ({"THREADS_PER_ROW": 128, "ONLINE": 1}, (768,)),
-    ({"THREADS_PER_ROW": 256, "ONLINE": 1}, (768, 50257)),
-    ({"THREADS_PER_ROW": 512, "ONLINE": 1}, (50257,)),
-    ({"THREADS_PER_ROW": 1024, "ONLINE": 1}, (50257,)),
+#: ... and with vectorize's packed write loop (16-byte loads, run-time alias check, peeled head)
+VECTORIZED = "row-owner,online,vectorize{tie=true,peel=true}"
+#: (pipeline, config, shapes by row length C it is meant for)
+CONFIGS: tuple[tuple[str, dict[str, int], tuple[int, ...]], ...] = (
+    (PIPELINE, {"THREADS_PER_ROW": 32, "ROW_BLOCK": 1024, "ONLINE": 1}, (768,)),
+    (PIPELINE, {"THREADS_PER_ROW": 32, "ROW_BLOCK": 128, "ONLINE": 1}, (768,)),
+    (PIPELINE, {"THREADS_PER_ROW": 32, "ROW_BLOCK": 0, "ONLINE": 1}, (768,)),
+    (PIPELINE, {"THREADS_PER_ROW": 128, "ONLINE": 1}, (768,)),
+    (PIPELINE, {"THREADS_PER_ROW": 256, "ONLINE": 1}, (768, 50257)),
+    (PIPELINE, {"THREADS_PER_ROW": 512, "ONLINE": 1}, (50257,)),
+    (PIPELINE, {"THREADS_PER_ROW": 1024, "ONLINE": 1}, (50257,)),
+    (VECTORIZED, {"THREADS_PER_ROW": 32, "ROW_BLOCK": 1024, "ONLINE": 1, "VEC_LOOPS": 4}, (768,)),
+    (VECTORIZED, {"THREADS_PER_ROW": 1024, "ONLINE": 1, "VEC_LOOPS": 4}, (50257,)),
 )
 #: llm.c's hand kernels, launched as its host code launches them (the ladder's v7 / online8 specs)
 HAND = (
@@ -115,8 +119,8 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     folder = _stage(args.llmc, args.out / "stage")
     spec = load_spec(folder)
-    template = template_for_spec(spec, PIPELINE)
-    results: dict[str, Any] = {"pipeline": PIPELINE, "shapes": {}}
+    templates = {p: template_for_spec(spec, p) for p in (PIPELINE, VECTORIZED)}
+    results: dict[str, Any] = {"pipelines": [PIPELINE, VECTORIZED], "shapes": {}}
     all_ok = True
     with Harness(spec, reference="python") as harness:
         for point in spec.shape_set("ladder").points:
@@ -124,12 +128,12 @@ def main() -> int:
             shape: dict[str, Any] = {"ktx": {}, "hand": {}}
             results["shapes"][point.name] = shape
             best: dict[str, tuple[float, Candidate, str]] = {}
-            for config, rows in CONFIGS:
+            for pipeline, config, rows in CONFIGS:
                 if c not in rows or time.monotonic() > end:
                     continue
-                cand = candidate_from_template(spec, template, config)
+                cand = candidate_from_template(spec, templates[pipeline], config)
                 m = harness.measure(cand, point)
-                key = json.dumps(config, sort_keys=True)
+                key = f"{pipeline} {json.dumps(config, sort_keys=True)}"
                 shape["ktx"][key] = _row(m)
                 all_ok = all_ok and m.ok
                 print(point.name, key, shape["ktx"][key], flush=True)

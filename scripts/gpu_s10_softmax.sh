@@ -5,7 +5,8 @@
 # Steps, each capped (skipped once the budget is spent):
 #   1 (<= 170 s) scripts/gpu_s10_softmax.py: llm.c softmax v1 under row-owner,online at the
 #     configs this session's changes are for (a warp per row in blocks of ROW_BLOCK = 128 / 1024;
-#     a block per row of 128 ... 1024 threads with the fused loop's constant step), each verified
+#     a block per row of 128 ... 1024 threads with the fused loop's constant step; both also with
+#     vectorize{tie,peel} packing the write loop, VEC_LOOPS=4), each verified
 #     against the Python reference and timed; v7 and online8 at blocks 256 / 1024 timed in the
 #     same harness; per shape the fastest of each side re-timed alternately (8 pairs): ktx / hand
 #     with its 95% interval                                            -> softmax/results.{md,json}
