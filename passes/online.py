@@ -46,6 +46,7 @@ tolerance should still allow a few ulps of ``v`` (rstd moves by half of ``v``'s 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -241,7 +242,7 @@ def _fused(source: bytes, p: OnlinePair) -> str:
         if n.type == "declaration":  # the sum's own declaration moves above the fused loop
             out.append(_lines(source, n.start_byte, n.end_byte, indent))
     out += [
-        f"{indent}{p.header} {{",
+        f"{indent}{_constant_stride(p)} {{",
         f"{inner}// online: the running max and the sum of {p.exp}(x - max) rescaled to it, in one pass",
         f"{inner}const {t} ktx_x = {p.element};",
         f"{inner}const {t} ktx_d = ktx_x == {p.m} ? {t}(0) : ktx_x - {p.m};  // -inf - -inf: 0, not NaN",
@@ -265,6 +266,30 @@ def _fused(source: bytes, p: OnlinePair) -> str:
         out += body
         out.append(f"{indent}}}")
     return "\n".join(out)
+
+
+_BLOCK_STRIDE = re.compile(r"(\b\w+\s*\+=\s*)blockDim\.x(\s*\)\s*)$")
+
+
+def _constant_stride(p: OnlinePair) -> str:
+    """The fused loop's header, its ``+= blockDim.x`` step written as the group's size where
+    that is the block (row-owner's ``T > 32``: the pair's reduce already takes ``blockDim.x ==
+    T``), so the step is a compile-time constant.
+
+    Why: nvcc unrolls a loop with a constant step by four and issues the four loads together,
+    but leaves a ``+= blockDim.x`` loop rolled with one load in flight per thread (PTX of llm.c's
+    softmax v1 after ``row-owner,online`` at T = 1024: 1 ``ld.global`` in the fused loop, 4 with
+    the constant). At a 50257-element row that one load is what the loop waits on. Only this
+    loop: vectorize refuses it anyway (its running pair is not a reorderable reduction), while
+    the loop after it keeps ``blockDim.x`` for vectorize to read. ``G > 32 ? G : (int)blockDim.x``
+    keeps any group of a warp or less on the block's own stride; an int, since an unsigned step
+    lets the index wrap, and nvcc then leaves the loop rolled.
+    """
+    if not p.group or p.group == "32":
+        return p.header
+    g = p.group
+    step = f"({g} > 32 ? {g} : (int)blockDim.x)"
+    return _BLOCK_STRIDE.sub(lambda m: f"{m.group(1)}{step}{m.group(2)}", p.header)
 
 
 def _welford(source: bytes, p: VariancePair) -> str:

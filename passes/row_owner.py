@@ -60,6 +60,10 @@ from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Skip, 
 KNOB = "THREADS_PER_ROW"
 MACRO = "KTX_" + KNOB
 VALUES = (1, 32, 64, 128, 256, 512, 1024)
+#: Threads per block when a warp owns a row (0: the original launch's block).
+BLOCK_KNOB = "ROW_BLOCK"
+BLOCK_MACRO = "KTX_" + BLOCK_KNOB
+BLOCK_VALUES = (0, 128, 1024)
 _LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
 #: The reductions ktx_row_reduce combines (see HELPERS), and the max/min calls it may stand for
 #: (``''``: the branch form ``if (e > m) m = e``).
@@ -118,6 +122,12 @@ class RowOwner(Pass[KernelSite]):
             "1 (one thread per row, the original)",
             "threads that own a row: lanes stride its loops, reductions over shuffles and shared memory",
         ),
+        KnobSpec(
+            BLOCK_KNOB,
+            "0, 128, 1024 (up to max)",
+            "0 (the original block)",
+            "threads per block when a warp owns a row (THREADS_PER_ROW = 32): ROW_BLOCK / 32 rows a block",
+        ),
     )
     options = (Option("max", "int", 1024, "most threads per row offered"),)
     after = ("expose",)
@@ -145,6 +155,16 @@ class RowOwner(Pass[KernelSite]):
         resolved = mapping.resolved()
         grid0, block0 = resolved.grid[0], resolved.block[0]
         rw.constraint(f"{KNOB} > 32 or ({block0}) % {KNOB} == 0")
+        # A warp per row keeps the original block unless ROW_BLOCK says otherwise: llm.c's
+        # online8 reads 768-float rows fastest with 32 rows (1024 threads) a block, 1.27x ahead
+        # of its own 8 rows (256) on an H200, and the original block is whatever the naive
+        # one-thread-per-row launch had; 128 (4 rows a block) spreads a few rows over more SMs.
+        # Three values only: a round samples a handful of configs a shape, and every value here
+        # adds two (ONLINE) to the space. Only T = 32 reads it (one block per row above a warp,
+        # the original below), so other T take 0 and the search meets no duplicate kernels.
+        blocks = [v for v in BLOCK_VALUES if v <= max(32, self.int_option("max"))]
+        rw.knob(BLOCK_KNOB, blocks, 0, "threads per block when a warp owns a row (0: the original block)")
+        rw.constraint(f"{KNOB} == 32 or {BLOCK_KNOB} == 0")
         body = module.facts(target.kernel, target.template_args).body
         open_end = source.find(b"\n", body.start_byte)
         close_start = syntax.line_start(source, body.end_byte - 1)
@@ -159,8 +179,15 @@ class RowOwner(Pass[KernelSite]):
         start = syntax.line_start(source, fn_node.start_byte)
         rw.insert(start, HELPERS.format(macro=MACRO))
         self._launchers(rw)
-        grid = f"({mapping.grid[0]}) * (({mapping.block[0]}) if {KNOB} > 32 else {KNOB})"
-        block = f"{KNOB} if {KNOB} > 32 else ({mapping.block[0]})"
+        g0, b0 = mapping.grid[0], mapping.block[0]
+        # T = 32 with ROW_BLOCK: the rows the original launch covered (grid x block, one per
+        # thread), ROW_BLOCK / 32 of them a block
+        warp_grid = f"cdiv(({g0}) * ({b0}) * 32, {BLOCK_KNOB})"
+        grid = (
+            f"{warp_grid} if {KNOB} == 32 and {BLOCK_KNOB} > 0 "
+            f"else ({g0}) * (({b0}) if {KNOB} > 32 else {KNOB})"
+        )
+        block = f"{KNOB} if {KNOB} > 32 else ({BLOCK_KNOB} if {KNOB} == 32 and {BLOCK_KNOB} > 0 else ({b0}))"
         rw.set_mapping(mapping.with_grid((grid,)).with_block((block,)))
         loops = ", ".join(f"line {line_of(r.node)}" for r in plan.loops)
         rw.note(f"row index {plan.row} (line {plan.row_line}); row loops at {loops}")
@@ -187,8 +214,13 @@ class RowOwner(Pass[KernelSite]):
                 raise Refuse(f"line {launch.span.line}: the launch does not sit on lines of its own")
 
             wide = _with(module.source, first, last, ((g, f"({gt}) * ({bt})"), (b, MACRO)))
+            m = BLOCK_MACRO
+            rows = f"(({gt}) * ({bt}) * 32 + {m} - 1) / {m}"  # the original's rows, {m} / 32 a block
+            blocked = _with(module.source, first, last, ((g, rows), (b, m)))
             narrow = _with(module.source, first, last, ((g, f"({gt}) * 32"), (b, bt)))
-            rw.insert(first, f"#if {MACRO} > 32\n{wide}\n#elif {MACRO} == 32\n{narrow}\n#else\n")
+            narrow = f"{blocked}\n#elif {MACRO} == 32\n{narrow}"
+            warp = f"{MACRO} == 32 && {BLOCK_MACRO} > 0"
+            rw.insert(first, f"#if {MACRO} > 32\n{wide}\n#elif {warp}\n{narrow}\n#else\n")
             rw.insert(last, "\n#endif")
 
 
@@ -242,11 +274,20 @@ def analyse(target: Target) -> Plan | str:
     fn = target.kernel
     index = module.facts(fn, target.template_args).index
     body = index.body
+    builtins = _builtin_reads(module, body)
     ti = index.thread_index("x")
     if ti is None:
+        # say where the kernel's own mapping is (ggml's soft_max_f32: `tid = threadIdx.x` and
+        # the row from blockIdx, a block per row already), so the refusal names a construct
+        reads = [
+            next((f"{syntax.text(module, n)} (line {line_of(n)})" for n in builtins if syntax.text(module, n)
+                  .startswith(b)), "")
+            for b in ("threadIdx", "blockIdx")
+        ]  # fmt: skip
+        seen = " and ".join(r for r in reads if r)
         return (
-            "no thread index (blockIdx.x * blockDim.x + threadIdx.x) names the row: "
-            "not a thread-per-row kernel"
+            f"the kernel reads {seen or 'no thread or block index'}, but no thread index "
+            "(blockIdx.x * blockDim.x + threadIdx.x) names the row: not a thread-per-row kernel"
         )
     decl = ti.decl  # the declaration statement (ktx.ir.index_facts.ThreadIndex.decl)
     if decl.parent is None or decl.parent.id != body.id:
@@ -256,12 +297,7 @@ def analyse(target: Target) -> Plan | str:
         return f"line {ti.line}: {ti.var} has no initialiser"
     if len(decl.children_by_field_name("declarator")) != 1:
         return f"line {ti.line}: the declaration of {ti.var} declares more than one name"
-    for n in syntax.walk(body):
-        if n.type != "field_expression":
-            continue
-        arg = n.child_by_field_name("argument")
-        if arg is None or syntax.text(module, arg) not in ("threadIdx", "blockIdx", "blockDim", "gridDim"):
-            continue
+    for n in builtins:
         if value.start_byte <= n.start_byte < value.end_byte:
             continue
         return (
@@ -297,6 +333,19 @@ def analyse(target: Target) -> Plan | str:
     if why:
         return why
     return Plan(ti.var, ti.line, value, decl, tuple(state.loops), tuple(state.lane0))
+
+
+def _builtin_reads(module: Module, body: ts.Node) -> list[ts.Node]:
+    """The kernel's reads of ``threadIdx``, ``blockIdx``, ``blockDim`` and ``gridDim`` (their
+    field expressions), in source order."""
+    out = []
+    for n in syntax.walk(body):
+        if n.type != "field_expression":
+            continue
+        arg = n.child_by_field_name("argument")
+        if arg is not None and syntax.text(module, arg) in ("threadIdx", "blockIdx", "blockDim", "gridDim"):
+            out.append(n)
+    return out
 
 
 class _Refusal(Exception):

@@ -242,7 +242,58 @@ def test_llmc_every_config_compiles_for_sm90_without_spills(tmp_path: Path) -> N
             config = {"ONLINE": 1, **({"THREADS_PER_ROW": tpr} if len(tprs) > 1 else {})}
             source = candidate_from_template(spec, t, config).source
             jobs.append((f"{pipeline} {config}", spec, folder, source))
+        if len(tprs) > 1:  # a warp per row in online8's blocks of 1024
+            config = {"ONLINE": 1, "THREADS_PER_ROW": 32, "ROW_BLOCK": 1024}
+            source = candidate_from_template(spec, t, config).source
+            jobs.append((f"{pipeline} {config}", spec, folder, source))
 
     results = build_for_sm90(jobs)
-    assert len(results) == 5
+    assert len(results) == 6
     assert_built_without_spills(results)
+
+
+def _fused_loop_loads(ptx: str, kernel: str) -> int:
+    """``ld.global`` instructions in the PTX of ``kernel`` (the whole entry)."""
+    entry = re.search(r"\.entry (\w*" + kernel + r"\w*)\((.*?)\n\}\n", ptx, re.S)
+    assert entry is not None, "kernel not in the PTX"
+    return len(re.findall(r"ld\.global", entry.group(2)))
+
+
+@pytest.mark.skipif(LLMC is None, reason="llm.c is not at ../shared/llmc")
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not on PATH")
+@pytest.mark.slow
+def test_llmc_block_per_row_fused_loop_is_unrolled(tmp_path: Path) -> None:
+    """At T > 32 the fused loop steps by the constant T, so nvcc unrolls it and issues several
+    loads at once; with `+= blockDim.x` it kept one ld.global per loop (2 in the kernel)."""
+    nvcc = find_nvcc()
+    assert nvcc is not None
+    spec, t, folder = _template(tmp_path, "row-owner,online")
+    counts = {}
+    for online in (0, 1):
+        source = candidate_from_template(spec, t, {"ONLINE": online, "THREADS_PER_ROW": 1024}).source
+        cu = tmp_path / f"k{online}.cu"
+        cu.write_text(source)
+        ptx = tmp_path / f"k{online}.ptx"
+        cmd = [nvcc, "-arch=sm_90", "-ptx", *spec.flags, "-I", str(folder), str(cu), "-o", str(ptx)]
+        ran = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        counts[online] = _fused_loop_loads(ptx.read_text(), spec.kernel)
+    # ONLINE=0 keeps row-owner's three rolled `+= blockDim.x` loops: one load each
+    assert counts[0] == 3, counts
+    # ONLINE=1: the fused loop unrolled by nvcc (4 + a remainder), the write loop rolled
+    assert counts[1] >= 5, counts
+
+
+@pytest.mark.skipif(LLMC is None, reason="llm.c is not at ../shared/llmc")
+def test_llmc_block_per_row_constant_step_keeps_the_write_loop_packed(tmp_path: Path) -> None:
+    """The fused loop's constant step is that loop's alone: after ``row-owner,online,vectorize``
+    the write loop of the block-per-row form still strides by blockDim.x and vectorize packs it
+    (16-byte loads, peeled head for C = 50257's odd rows), while the fused loop steps by T."""
+    spec, t, _ = _template(tmp_path, "row-owner,online,vectorize{tie=true,peel=true}")
+    config = {"THREADS_PER_ROW": 256, "ONLINE": 1, "VEC_LOOPS": 4}
+    source = candidate_from_template(spec, t, config).source
+    body = source[source.index("void softmax_forward_kernel1(") :]
+    body = body[: body.index("\n}\n")]
+    assert "for (int j = threadIdx.x; j < C; j += (256 > 32 ? 256 : (int)blockDim.x)) {" in body
+    assert re.search(r"ktx::load<4>\(inp_row \+ ktx_head_\w+ \+ ktx_p \* 4\)", body), body
+    assert re.search(r"for \(int ktx_p = threadIdx\.x; ktx_p < ktx_packs_\w+; ktx_p \+= blockDim\.x\)", body)

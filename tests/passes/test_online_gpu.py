@@ -5,7 +5,8 @@ verified by the measurement harness against the original kernel (seeded inputs, 
 outputs, the spec's odd variants: a row fewer, row lengths not a multiple of 32), without
 timing, within the spec's fp32 tolerance (rtol 1e-4: the fused sum is rounded in another order).
 Pipelines: ``online`` alone (one thread per row), ``row-owner,online`` at every THREADS_PER_ROW
-(the pair reduced across lanes and warps), and ``row-owner,online,vectorize`` at 1, 32 and 256
+(the pair reduced across lanes and warps; a warp per row also in blocks of ROW_BLOCK = 128 and
+1024), and ``row-owner,online,vectorize`` at 1, 32 and 256
 with vectorize's widest packs. Shapes: the spec's ``quick`` shape and llm.c's vocabulary row
 (rows=1024, C=50257).
 
@@ -56,6 +57,8 @@ def test_llmc_softmax_v1_every_online_config_verifies(tmp_path: Path, passes: st
         c = {**widest, "ONLINE": 1, **({} if tpr is None else {"THREADS_PER_ROW": tpr})}
         if t.space.feasible(c, {}):
             configs.append(c)
+    if "ROW_BLOCK" in names:  # a warp per row in blocks other than the original's 256
+        configs += [{**widest, "ONLINE": 1, "THREADS_PER_ROW": 32, "ROW_BLOCK": b} for b in (128, 1024)]
     assert configs
     points = list(spec.shape_set("quick").points)
     points += [p for p in spec.shape_set("ladder").points if "C=50257" in p.name][:1]

@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from ktx.ir.errors import KtxError
 from passtest import ROOT, apply, remarks
 
 from ktx.measure.compile import CompileRequest, compile_kernel, find_nvcc
@@ -98,23 +99,31 @@ def test_llmc_default_is_the_original_byte_for_byte(stem: str) -> None:
     assert LLMC is not None
     source = (LLMC / f"{stem}.cu").read_text()
     t = apply(source, "row-owner", kernel=NAIVE[stem])
-    assert [k.name for k in t.knobs] == ["THREADS_PER_ROW"]
+    assert [k.name for k in t.knobs] == ["THREADS_PER_ROW", "ROW_BLOCK"]
     assert _plain(t.instantiate({"THREADS_PER_ROW": 1})) == source
 
 
 def test_knob_constraint_and_launch() -> None:
     t = apply(LN, "row-owner")
     assert [(k.name, k.values, k.default) for k in t.knobs] == [
-        ("THREADS_PER_ROW", (1, 32, 64, 128, 256, 512, 1024), 1)
+        ("THREADS_PER_ROW", (1, 32, 64, 128, 256, 512, 1024), 1),
+        ("ROW_BLOCK", (0, 128, 1024), 0),
     ]
-    assert t.space.constraints == ("THREADS_PER_ROW > 32 or (128) % THREADS_PER_ROW == 0",)
+    assert t.space.constraints == (
+        "THREADS_PER_ROW > 32 or (128) % THREADS_PER_ROW == 0",
+        "THREADS_PER_ROW == 32 or ROW_BLOCK == 0",
+    )
     launch = t.launch()
     assert launch is not None
     # T = 32: the original 128-thread blocks hold 4 rows, 32 times the blocks; T > 32: a block a row.
-    assert launch.evaluate({"rows": 1000, "THREADS_PER_ROW": 32})[:2] == ((8 * 32,), (128,))
-    assert launch.evaluate({"rows": 1000, "THREADS_PER_ROW": 256})[:2] == ((8 * 128,), (256,))
-    assert launch.evaluate({"rows": 1000, "THREADS_PER_ROW": 1})[:2] == ((8,), (128,))
-    assert apply(LN, "row-owner{max=128}").knobs[0].values == (1, 32, 64, 128)
+    assert launch.evaluate({"rows": 1000, "THREADS_PER_ROW": 32, "ROW_BLOCK": 0})[:2] == ((8 * 32,), (128,))
+    assert launch.evaluate({"rows": 1000, "THREADS_PER_ROW": 256, "ROW_BLOCK": 0})[:2] == ((8 * 128,), (256,))
+    assert launch.evaluate({"rows": 1000, "THREADS_PER_ROW": 1, "ROW_BLOCK": 0})[:2] == ((8,), (128,))
+    # T = 32 in blocks of ROW_BLOCK: the original's 1024 rows (8 blocks of 128), 32 a block
+    assert launch.evaluate({"rows": 1000, "THREADS_PER_ROW": 32, "ROW_BLOCK": 1024})[:2] == ((32,), (1024,))
+    assert launch.evaluate({"rows": 1000, "THREADS_PER_ROW": 32, "ROW_BLOCK": 128})[:2] == ((256,), (128,))
+    small = apply(LN, "row-owner{max=128}")
+    assert small.knobs[0].values == (1, 32, 64, 128) and small.knobs[1].values == (0, 128)
 
 
 def test_warp_and_block_forms() -> None:
@@ -132,6 +141,12 @@ def test_warp_and_block_forms() -> None:
     assert "s = ktx_row_reduce<512>(s, ktx_row_sum());" in block
     assert "if (threadIdx.x == 0) mu[row] = m;" in block
     assert "ln<<<((rows + 127) / 128) * (128), 512>>>" in block
+    # a warp per row in blocks of 1024: the same kernel text as the warp form, a new launch
+    wide = t.instantiate({"THREADS_PER_ROW": 32, "ROW_BLOCK": 1024})
+    assert "int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;" in wide
+    assert "ln<<<(((rows + 127) / 128) * (128) * 32 + 1024 - 1) / 1024, 1024>>>" in wide
+    with pytest.raises(KtxError, match="ROW_BLOCK == 0"):
+        t.instantiate({"THREADS_PER_ROW": 256, "ROW_BLOCK": 1024})
 
 
 def test_reduction_forms() -> None:
@@ -271,7 +286,7 @@ def test_vectorize_and_unroll_compose_on_the_new_loops() -> None:
     # warp: the other form's copy sits in another #if branch, never compiled with this one
     assert sum(n.startswith("VEC_N") for n in names) == 4
     assert {"UNROLL_N4", "UNROLL_N6"} <= set(names)  # the stores' loops, block and warp
-    config = {k.name: max(k.values) for k in t.knobs} | {"THREADS_PER_ROW": 256}
+    config = {k.name: max(k.values) for k in t.knobs} | {"THREADS_PER_ROW": 256, "ROW_BLOCK": 0}
     out = t.instantiate(config)
     assert "for (int ktx_p = threadIdx.x; ktx_p < ktx_packs_N3; ktx_p += blockDim.x) {" in out
     assert "const auto ktx_xr = ktx::load<4>(xr + ktx_p * 4);" in out  # 16 bytes a lane
@@ -300,6 +315,7 @@ def _jobs(tmp_path: Path) -> list[tuple[str, Path, Any, dict[str, int]]]:
             for v in values:
                 config = {k.name: max(k.values) for k in t.knobs[1:]}
                 config["THREADS_PER_ROW"] = v
+                config["ROW_BLOCK"] = 1024 if v == 32 else 0  # the block of a warp per row only
                 if not t.space.feasible(config, {}):
                     continue
                 source = candidate_from_template(spec, t, config).source
@@ -341,7 +357,7 @@ def test_vectorize_packs_every_loop_of_the_naive_llmc_row_kernels_after_row_owne
     t = apply(path.read_text(), "row-owner,vectorize{tie=true}", kernel=NAIVE[stem], path=str(path))
     vec = [o for o in t.outcomes if o.pass_name == "vectorize" and o.site != "prelude"]
     assert vec and all(o.status == "rewritten" for o in vec), [o.message for o in vec]
-    assert [k.name for k in t.knobs] == ["THREADS_PER_ROW", "VEC_LOOPS"]
+    assert [k.name for k in t.knobs] == ["THREADS_PER_ROW", "ROW_BLOCK", "VEC_LOOPS"]
 
 
 @needs_llmc
@@ -355,6 +371,42 @@ def test_vectorize_packs_every_loop_of_llmc_layernorm_after_row_owner() -> None:
     t = apply(source, "row-owner,vectorize{tie=true}", kernel="layernorm_forward_kernel1")
     vec = [o for o in t.outcomes if o.pass_name == "vectorize" and o.site != "prelude"]
     assert len(vec) == 9 and all(o.status == "rewritten" for o in vec), [o.message for o in vec]
-    assert [k.name for k in t.knobs] == ["THREADS_PER_ROW", "VEC_LOOPS"]
+    assert [k.name for k in t.knobs] == ["THREADS_PER_ROW", "ROW_BLOCK", "VEC_LOOPS"]
     text = t.instantiate({"THREADS_PER_ROW": 32, "VEC_LOOPS": 4})
     assert "ktx::apart(x, out_idx, C)" in text
+
+
+def test_a_block_per_row_kernel_is_refused_naming_its_indices() -> None:
+    """ggml's soft_max_f32 shape (written anew): the row is blockIdx, the lanes threadIdx; the
+    refusal says where the kernel's own mapping is, not only that none was found."""
+    src = """\
+__global__ void rows(float* y, const float* x, int n) {
+  const int tid = threadIdx.x;
+  const int row = blockIdx.x;
+  for (int i = tid; i < n; i += blockDim.x) y[row * n + i] = x[row * n + i];
+}
+"""
+    t = apply(src, "row-owner")
+    assert not t.knobs
+    (why,) = remarks(t, "skipped")
+    assert "reads threadIdx.x (line 2) and blockIdx.x (line 3)" in why, why
+    assert "not a thread-per-row kernel" in why
+
+
+@pytest.mark.parametrize("row_block", [128, 1024])
+@pytest.mark.parametrize("rows", [1, 31, 1000, 4097])
+def test_row_block_launch_gives_every_row_one_warp(rows: int, row_block: int) -> None:
+    """Host check of ROW_BLOCK's index logic: the mapping's grid and block at the shape, and the
+    warp form's row index ``blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32`` (asserted in the
+    instantiated text), give each row below ``rows`` to exactly one warp; the rest fail the guard."""
+    t = apply(LN, "row-owner")
+    config = {"THREADS_PER_ROW": 32, "ROW_BLOCK": row_block}
+    assert "int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;" in t.instantiate(config)
+    launch = t.launch()
+    assert launch is not None
+    (grid,), (block,) = launch.evaluate({"rows": rows, **config})[:2]
+    assert block == row_block
+    owners = [b * (block // 32) + w for b in range(grid) for w in range(block // 32)]
+    inside = [r for r in owners if r < rows]
+    assert sorted(inside) == list(range(rows))
+    assert len(owners) - len(inside) < block // 32 + 128  # at most a block and the original's rounding

@@ -51,7 +51,12 @@ def test_llmc_kernel1_every_config_verifies(tmp_path: Path, stem: str, passes: s
     rest = {k.name: max(k.values) for k in t.knobs[1:]}
     values = t.knobs[0].values if passes == "row-owner" else (1, 32, 256)
     # THREADS_PER_ROW=1 alone is the original; composed, it is the thread's own row packed
-    configs = [{**rest, "THREADS_PER_ROW": v} for v in values if v > 1 or rest]
+    # ROW_BLOCK (the block of a warp per row) at its widest where T = 32, the original's elsewhere
+    configs = [
+        {**rest, "THREADS_PER_ROW": v, "ROW_BLOCK": 1024 if v == 32 else 0}
+        for v in values
+        if v > 1 or len(rest) > 1
+    ]
     points = list(spec.shape_set("quick").points)
     if stem == "softmax_forward" and passes == "row-owner":
         points += [p for p in spec.shape_set("ladder").points if "C=50257" in p.name][:1]

@@ -215,7 +215,7 @@ void launch(float* out, const float* in, int rows, int d) {
 // LAUNCH_BOUNDS: +  dim3 block(KTX_HOLDOUT_WARP, 1);
 // LOADS_FIRST: {{.*}}: remark: [loads-first] row_scale: skipped: no straight-line load to issue earlier
 // LOADS_FIRST-NOT: {{[-+].*}}
-// ROW_OWNER: {{.*}}: remark: [row-owner] row_scale: skipped: no thread index (blockIdx.x * blockDim.x + threadIdx.x) names the row: not a thread-per-row kernel
+// ROW_OWNER: {{.*}}: remark: [row-owner] row_scale: skipped: the kernel reads threadIdx.y (line 25) and blockIdx.x (line 25), but no thread index (blockIdx.x * blockDim.x + threadIdx.x) names the row: not a thread-per-row kernel
 // ROW_OWNER-NOT: {{[-+].*}}
 // ROWS_PER_BLOCK: {{.*}}: remark: [rows-per-block] row_scale: skipped: the kernel reads threadIdx.y: its blocks are already more than one row
 // ROWS_PER_BLOCK-NOT: {{[-+].*}}

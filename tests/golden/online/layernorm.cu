@@ -52,9 +52,9 @@ void layernorm(float* out, const float* inp, const float* weight, int N, int C) 
 // CHECK: -        }
 // CHECK: +        // online: sum (x - c)^2 = M2 + n (mean - c)^2, c = m as the second loop had it
 // CHECK: +        v += ktx_v_m2 + ktx_v_n * ((ktx_v_k - m) + ktx_v_mean) * ((ktx_v_k - m) + ktx_v_mean);
-// WARP: {{.*}}: remark: [row-owner] layernorm_rows: rewritten: exposed THREADS_PER_ROW {1, 32, 64, 128, 256, 512, 1024}; row index i (line 9); row loops at line 13, line 18, line 24; m is a sum over the row's lanes after the loop at line 13; v is a sum over the row's lanes after the loop at line 18
+// WARP: {{.*}}: remark: [row-owner] layernorm_rows: rewritten: exposed THREADS_PER_ROW {1, 32, 64, 128, 256, 512, 1024}, ROW_BLOCK {0, 128, 1024}; row index i (line 9); row loops at line 13, line 18, line 24; m is a sum over the row's lanes after the loop at line 13; v is a sum over the row's lanes after the loop at line 18
 // WARP: {{.*}}: remark: [online] layernorm_rows: rewritten: exposed ONLINE {0, 1}; m (line 45) and the squared deviations v (line 52) in one pass (Welford); one triple reduction over KTX_THREADS_PER_ROW lanes; m (line 68) and the squared deviations v (line 75) in one pass (Welford); one triple reduction over 32 lanes; m (line 90) and the squared deviations v (line 96) in one pass (Welford)
-// WARP: +// ktx: `row-owner,online` instantiated with THREADS_PER_ROW=32, ONLINE=1
+// WARP: +// ktx: `row-owner,online` instantiated with THREADS_PER_ROW=32, ROW_BLOCK=0, ONLINE=1
 // WARP: +// row-owner: reduce a per-lane value over the T threads that own a row (all lanes get it)
 // WARP: +struct ktx_row_sum {
 // WARP: +  template <typename V> __device__ V operator()(V a, V b) const { return a + b; }

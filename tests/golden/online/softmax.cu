@@ -47,9 +47,9 @@ void softmax(float* out, const float* inp, int N, int C) {
 // CHECK: +            sum = ktx_up ? sum * ktx_e + 1 : sum + ktx_e;
 // CHECK: +            maxval = ktx_up ? ktx_x : maxval;
 // CHECK: +            out_row[j] = expf(inp_row[j] - maxval);
-// WARP: {{.*}}: remark: [row-owner] softmax_rows: rewritten: exposed THREADS_PER_ROW {1, 32, 64, 128, 256, 512, 1024}; row index i (line 8); row loops at line 13, line 19, line 23; maxval is a max over the row's lanes after the loop at line 13; sum is a sum over the row's lanes after the loop at line 19
+// WARP: {{.*}}: remark: [row-owner] softmax_rows: rewritten: exposed THREADS_PER_ROW {1, 32, 64, 128, 256, 512, 1024}, ROW_BLOCK {0, 128, 1024}; row index i (line 8); row loops at line 13, line 19, line 23; maxval is a max over the row's lanes after the loop at line 13; sum is a sum over the row's lanes after the loop at line 19
 // WARP: {{.*}}: remark: [online] softmax_rows: rewritten: exposed ONLINE {0, 1}; maxval (line 46) and sum (line 53) in one pass; the loop at line 56 joins the stores; one pair reduction over KTX_THREADS_PER_ROW lanes; maxval (line 69) and sum (line 76) in one pass; the loop at line 79 joins the stores; one pair reduction over 32 lanes; maxval (line 91) and sum (line 97) in one pass; the loop at line 99 joins the stores
-// WARP: +// ktx: `row-owner,online` instantiated with THREADS_PER_ROW=32, ONLINE=1
+// WARP: +// ktx: `row-owner,online` instantiated with THREADS_PER_ROW=32, ROW_BLOCK=0, ONLINE=1
 // WARP: +// row-owner: reduce a per-lane value over the T threads that own a row (all lanes get it)
 // WARP: +struct ktx_row_sum {
 // WARP: +  template <typename V> __device__ V operator()(V a, V b) const { return a + b; }
@@ -140,3 +140,9 @@ void softmax(float* out, const float* inp, int N, int C) {
 // WARP: -        for (int j = 0; j < C; j++) {
 // WARP: -    softmax_rows<<<(N + 255) / 256, 256>>>(out, inp, N, C);
 // WARP: +    softmax_rows<<<((N + 255) / 256) * 32, 256>>>(out, inp, N, C);
+// RUN: ktx apply --passes row-owner,online %s --config ONLINE=1 THREADS_PER_ROW=256 --diff -q 2>&1 | filecheck %s --match-full-lines --check-prefix=BLOCK
+// A block per row (T > 32): the fused loop steps by the group's size, a compile-time constant
+// nvcc unrolls (four loads in flight); the write loop keeps blockDim.x, the form vectorize reads.
+// BLOCK: +        for (int j = threadIdx.x; j < C; j += (256 > 32 ? 256 : (int)blockDim.x)) {
+// BLOCK: +        ktx_online_reduce<256>(maxval, sum);
+// BLOCK: +        for (int j = threadIdx.x; j < C; j += blockDim.x) {

@@ -31,13 +31,16 @@ void layer_norm(float* y, float* mu, float* inv_std, const float* x, const float
   layer_norm_rows<<<(rows + threads - 1) / threads, threads>>>(y, mu, inv_std, x, gamma, beta, rows, cols, 1e-5f);
 }
 
-// CHECK: {{.*}}: remark: [row-owner] layer_norm_rows: rewritten: exposed THREADS_PER_ROW {1, 32, 64, 128, 256, 512, 1024}; row index row (line 10); row loops at line 14, line 17, line 23; sum is a sum over the row's lanes after the loop at line 14; sq is a sum over the row's lanes after the loop at line 17
+// CHECK: {{.*}}: remark: [row-owner] layer_norm_rows: rewritten: exposed THREADS_PER_ROW {1, 32, 64, 128, 256, 512, 1024}, ROW_BLOCK {0, 128, 1024}; row index row (line 10); row loops at line 14, line 17, line 23; sum is a sum over the row's lanes after the loop at line 14; sq is a sum over the row's lanes after the loop at line 17
 // CHECK: +// ktx:knobs begin
 // CHECK: +// layer_norm_rows templated by `row-owner`.
 // CHECK: +// Each KTX_ macro is a knob; the defaults reproduce the original. Pick other values with
 // CHECK: +// `ktx apply --config NAME=VALUE` (clean code) or -DKTX_NAME=VALUE.
 // CHECK: +#ifndef KTX_THREADS_PER_ROW
 // CHECK: +#define KTX_THREADS_PER_ROW 1  // row-owner: threads that own a row (1: one thread walks it, as written)
+// CHECK: +#endif
+// CHECK: +#ifndef KTX_ROW_BLOCK
+// CHECK: +#define KTX_ROW_BLOCK 0  // row-owner: threads per block when a warp owns a row (0: the original block)
 // CHECK: +#endif
 // CHECK: +// ktx:knobs end
 // CHECK: +#if KTX_THREADS_PER_ROW > 1
@@ -112,11 +115,13 @@ void layer_norm(float* y, float* mu, float* inv_std, const float* x, const float
 // CHECK: +#endif
 // CHECK: +#if KTX_THREADS_PER_ROW > 32
 // CHECK: +  layer_norm_rows<<<((rows + threads - 1) / threads) * (threads), KTX_THREADS_PER_ROW>>>(y, mu, inv_std, x, gamma, beta, rows, cols, 1e-5f);
+// CHECK: +#elif KTX_THREADS_PER_ROW == 32 && KTX_ROW_BLOCK > 0
+// CHECK: +  layer_norm_rows<<<(((rows + threads - 1) / threads) * (threads) * 32 + KTX_ROW_BLOCK - 1) / KTX_ROW_BLOCK, KTX_ROW_BLOCK>>>(y, mu, inv_std, x, gamma, beta, rows, cols, 1e-5f);
 // CHECK: +#elif KTX_THREADS_PER_ROW == 32
 // CHECK: +  layer_norm_rows<<<((rows + threads - 1) / threads) * 32, threads>>>(y, mu, inv_std, x, gamma, beta, rows, cols, 1e-5f);
 // CHECK: +#else
 // CHECK: +#endif
-// BLOCK: +// ktx: `row-owner` instantiated with THREADS_PER_ROW=128
+// BLOCK: +// ktx: `row-owner` instantiated with THREADS_PER_ROW=128, ROW_BLOCK=0
 // BLOCK: +// row-owner: reduce a per-lane value over the T threads that own a row (all lanes get it)
 // BLOCK: +struct ktx_row_sum {
 // BLOCK: +  template <typename V> __device__ V operator()(V a, V b) const { return a + b; }

@@ -25,8 +25,8 @@ void softmax(float* out, const float* logits, int n_rows, int vocab) {
   row_softmax<<<(n_rows + 255) / 256, 256>>>(out, logits, n_rows, vocab);
 }
 
-// CHECK: {{.*}}: remark: [row-owner] row_softmax: rewritten: exposed THREADS_PER_ROW {1, 32, 64, 128, 256, 512, 1024}; row index r (line 7); row loops at line 12, line 14, line 20; mx is a max over the row's lanes after the loop at line 12; total is a sum over the row's lanes after the loop at line 14
-// CHECK: +// ktx: `row-owner` instantiated with THREADS_PER_ROW=32
+// CHECK: {{.*}}: remark: [row-owner] row_softmax: rewritten: exposed THREADS_PER_ROW {1, 32, 64, 128, 256, 512, 1024}, ROW_BLOCK {0, 128, 1024}; row index r (line 7); row loops at line 12, line 14, line 20; mx is a max over the row's lanes after the loop at line 12; total is a sum over the row's lanes after the loop at line 14
+// CHECK: +// ktx: `row-owner` instantiated with THREADS_PER_ROW=32, ROW_BLOCK=0
 // CHECK: +// row-owner: reduce a per-lane value over the T threads that own a row (all lanes get it)
 // CHECK: +struct ktx_row_sum {
 // CHECK: +  template <typename V> __device__ V operator()(V a, V b) const { return a + b; }
@@ -67,3 +67,10 @@ void softmax(float* out, const float* logits, int n_rows, int vocab) {
 // CHECK: +    for (int j = ktx_lane; j < vocab; j += 32) o[j] *= inv;
 // CHECK: -  row_softmax<<<(n_rows + 255) / 256, 256>>>(out, logits, n_rows, vocab);
 // CHECK: +  row_softmax<<<((n_rows + 255) / 256) * 32, 256>>>(out, logits, n_rows, vocab);
+// RUN: ktx apply --passes row-owner %s --config THREADS_PER_ROW=32 ROW_BLOCK=1024 --diff -q | filecheck %s --match-full-lines --check-prefix=ROWS
+// A warp per row in blocks of ROW_BLOCK threads (llm.c's online8 at 1024): the row index reads
+// blockDim.x at run time, and the grid covers the original launch's rows, 32 of them a block.
+// ROWS: +// ktx: `row-owner` instantiated with THREADS_PER_ROW=32, ROW_BLOCK=1024
+// ROWS: +  int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+// ROWS: -  row_softmax<<<(n_rows + 255) / 256, 256>>>(out, logits, n_rows, vocab);
+// ROWS: +  row_softmax<<<(((n_rows + 255) / 256) * (256) * 32 + 1024 - 1) / 1024, 1024>>>(out, logits, n_rows, vocab);
