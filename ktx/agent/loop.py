@@ -44,6 +44,7 @@ from ktx.ir import parse
 from ktx.ir.errors import KtxError, Location
 
 from ktx.agent.analysis import Analysis, Device, KernelFacts, NcuMetrics, analyze, kernel_facts
+from ktx.agent.budget import CheckReserve, check_reserve
 from ktx.agent.catalog import Catalog
 from ktx.agent.plan import Plan, restrict_knobs
 from ktx.agent.planner import PassFailure, PlanContext, Planner, PlanOutcome, Probe, RoundSummary, Usage
@@ -475,6 +476,7 @@ class Optimizer:
         self.baseline_s = self.repeatable_originals_s(time.monotonic() - base_start)
         self.candidates_s = self.expected_candidates_s()
         self.timings_s = self.expected_candidates_s("timing_cost")
+        self.originals = base
         ncu: Mapping[str, NcuMetrics] = {}
         if self.ncu is not None:
             from ktx.agent.ncu import budgeted
@@ -515,12 +517,14 @@ class Optimizer:
             if deadline is not None and time.monotonic() >= deadline:
                 stop = "budget"
                 break
-            if deadline is not None and deadline - time.monotonic() < self.min_round_s():
+            kept = self.reserve_s()
+            if deadline is not None and deadline - kept - time.monotonic() < self.min_round_s():
                 stop = "budget"
                 self.notes.append(
-                    f"budget: {max(0.0, deadline - time.monotonic()):.1f} s left, less than one round "
-                    f"needs (about {self.min_round_s():.1f} s: {self.round_need_why()}, at least "
-                    f"{self.MIN_ROUND_S:.0f} s); a larger --budget lets the planner try more"
+                    f"budget: {max(0.0, deadline - time.monotonic()):.1f} s left, {kept:.1f} s of it kept "
+                    f"for a final check, less than one round needs (about {self.min_round_s():.1f} s: "
+                    f"{self.round_need_why()}, at least {self.MIN_ROUND_S:.0f} s); a larger --budget lets "
+                    "the planner try more"
                 )
                 break
             round_start = time.monotonic()
@@ -665,6 +669,36 @@ class Optimizer:
     candidates_s: float | None = None
     #: ... and one timing-only measurement (a side of a paired check; None: as a candidate's).
     timings_s: float | None = None
+
+    #: The originals' measurements (the baseline), from which the check's reserve is counted.
+    originals: tuple[ShapeOutcome, ...] = ()
+    #: The reserve last counted (:meth:`reserve_s`), for the run's note.
+    reserve: CheckReserve | None = None
+
+    def reserve_s(self) -> float:
+        """Seconds of the budget no round's search may use: the last round's final check of every
+        shape at :data:`ktx.search.final.MIN_PAIRS` pairs and one evaluation's overrun
+        (:func:`ktx.agent.budget.check_reserve`), counted again before each round as compiles are
+        seen. 0 in a replay, which follows the recorded rounds and spends no GPU time.
+
+        Why (session 9's real-code run, 4x H200, 50 s a kernel): 12 found wins in 6 kernels were
+        never used, their checks "skipped: -0.8 s left of the time limit": the last round's search
+        had used the budget up to its end."""
+        if self.script is not None or not self.originals:
+            return 0.0
+        points = {p.name: p for p in self.points}
+        originals = [(points[s.shape], s.original) for s in self.originals if s.shape in points]
+        costs = getattr(self.evaluator.backend, "original_cost", None)
+        reserve = check_reserve(
+            originals,
+            self.evaluator.backend,
+            costs if isinstance(costs, Mapping) else None,
+            self.candidates_s,
+        )
+        if self.reserve is None:
+            self.notes.append(f"budget: {reserve.text()}")
+        self.reserve = reserve
+        return reserve.seconds
 
     def min_round_s(self) -> float:
         """What one round needs, at least :attr:`MIN_ROUND_S`: :attr:`ROUND_EVALS` candidate
@@ -814,7 +848,8 @@ class Optimizer:
         }
         round_deadline = None
         if deadline is not None:
-            left = max(0.0, deadline - time.monotonic())
+            # the search never eats into what the last round's final check needs (ktx.agent.budget)
+            left = max(0.0, deadline - self.reserve_s() - time.monotonic())
             # An equal share of what is left, but never less than a round needs: with a short
             # budget the last rounds are dropped (the loop stops on budget) instead of every
             # round getting a slice too thin to measure anything.
@@ -881,7 +916,7 @@ class Optimizer:
         if not cut or deadline is None or not callable(recheck):
             return result
         left = deadline - time.monotonic()
-        if left < 1.0:
+        if left <= 0.0:
             self.notes.append(f"re-check: no budget left for round {index}'s final check at {', '.join(cut)}")
             return result
         try:
