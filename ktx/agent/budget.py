@@ -98,9 +98,7 @@ def check_reserve(
     found = getattr(backend, "options", None)
     options = found if isinstance(found, Options) else Options()
     costs = costs or {}
-    per = tuple(
-        (p.name, shape_check_s(p, m, backend, options, costs.get(p.name))) for p, m in originals
-    )
+    per = tuple((p.name, shape_check_s(p, m, backend, options, costs.get(p.name))) for p, m in originals)
     results = getattr(backend, "compile_results", None)
     compiles = results() if callable(results) else ()
     restart = getattr(backend, "worker_start_s", None)
