@@ -7,13 +7,15 @@ session 9's real-code run (4x H200, 50 s a kernel) found 12 wins in 6 kernels th
 never used, each "skipped: -0.8 s left of the time limit, the check needs about 2.5 s" (silu_and_mul
 4.28x, add_id 1.79x, k_get_rows 1.59x, pre_rms_norm 1.44x, ...). Their checks needed 1-6 s.
 
-So the run keeps back, from the start, what one round's final check of every shape needs at
+So the run keeps back what one round's final check needs at
 :data:`~ktx.search.final.MIN_PAIRS` pairs, counted from the originals' measured per-launch times
 (both sides at the original's time: the winner is faster, so this is an upper bound), times the
 estimate's observed error, plus one evaluation that may end past the search's deadline (a
 candidate already compiling or measuring: in session 9 an nvcc compile of 7-9 s ran past it and
 left ggml k_get_rows "-5.1 s" for its check). No round's search may eat into it; a round's check
-that its share cut then always finds that time left. Fewer pairs rather than none: the check
+that its share cut then always finds that time left. The shapes counted are those an earlier
+round's search made faster (all of them before the first round): a reserve for every shape cost
+rounds that found wins (``benchmarks/realcode/budget_replay.py``). Fewer pairs rather than none: the check
 itself still shrinks to :data:`~ktx.search.final.FLOOR_PAIRS` where the time runs short.
 """
 

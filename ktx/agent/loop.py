@@ -517,14 +517,22 @@ class Optimizer:
             if deadline is not None and time.monotonic() >= deadline:
                 stop = "budget"
                 break
-            kept = self.reserve_s()
-            if deadline is not None and deadline - kept - time.monotonic() < self.min_round_s():
+            if deadline is not None and deadline - time.monotonic() < self.min_round_s():
+                stop = "budget"
+                self.notes.append(
+                    f"budget: {max(0.0, deadline - time.monotonic()):.1f} s left, less than one round "
+                    f"needs (about {self.min_round_s():.1f} s: {self.round_need_why()}, at least "
+                    f"{self.MIN_ROUND_S:.0f} s); a larger --budget lets the planner try more"
+                )
+                break
+            kept = self.reserve_s(records)
+            if deadline is not None and deadline - kept - time.monotonic() < self.least_search_s():
                 stop = "budget"
                 self.notes.append(
                     f"budget: {max(0.0, deadline - time.monotonic()):.1f} s left, {kept:.1f} s of it kept "
-                    f"for a final check, less than one round needs (about {self.min_round_s():.1f} s: "
-                    f"{self.round_need_why()}, at least {self.MIN_ROUND_S:.0f} s); a larger --budget lets "
-                    "the planner try more"
+                    f"back for the final check of the shapes earlier rounds made faster, less than one "
+                    f"candidate's measurement ({self.least_search_s():.1f} s) for a search; a larger "
+                    "--budget lets the planner try more"
                 )
                 break
             round_start = time.monotonic()
@@ -536,7 +544,8 @@ class Optimizer:
             outcome = self.planner.plan(context)
             self.clock.round(index).plan_s = time.monotonic() - round_start
             record = self.round(
-                index, outcome, current_analysis, probes, best, deadline, max(2, req.rounds - index + 1)
+                index, outcome, current_analysis, probes, best, deadline, max(2, req.rounds - index + 1),
+                None if deadline is None else deadline - kept,
             )
             record = replace(record, wall_s=time.monotonic() - round_start)
             if record.status == "improved" and record.result is not None:
@@ -675,19 +684,35 @@ class Optimizer:
     #: The reserve last counted (:meth:`reserve_s`), for the run's note.
     reserve: CheckReserve | None = None
 
-    def reserve_s(self) -> float:
-        """Seconds of the budget no round's search may use: the last round's final check of every
-        shape at :data:`ktx.search.final.MIN_PAIRS` pairs and one evaluation's overrun
-        (:func:`ktx.agent.budget.check_reserve`), counted again before each round as compiles are
-        seen. 0 in a replay, which follows the recorded rounds and spends no GPU time.
+    def reserve_s(self, records: Sequence[RoundRecord] = ()) -> float:
+        """Seconds of the budget no round's search may use: the final check, at
+        :data:`ktx.search.final.MIN_PAIRS` pairs, of the shapes where an earlier round's search
+        found a gain (every shape before any round has searched), and one evaluation's overrun
+        (:func:`ktx.agent.budget.check_reserve`), counted again before each round. 0 in a replay,
+        which follows the recorded rounds and spends no GPU time.
 
         Why (session 9's real-code run, 4x H200, 50 s a kernel): 12 found wins in 6 kernels were
         never used, their checks "skipped: -0.8 s left of the time limit": the last round's search
-        had used the budget up to its end."""
+        had used the budget up to its end. Kept for every shape, the reserve cost rounds that found
+        wins (benchmarks/realcode/budget_replay.py on that run's timelines: 133 -> 119 rounds, the
+        best rounds' checked gains 1.230 -> 1.225); kept for the shapes that won before, none was
+        lost and 128 rounds ran (1.229)."""
         if self.script is not None or not self.originals:
             return 0.0
         points = {p.name: p for p in self.points}
-        originals = [(points[s.shape], s.original) for s in self.originals if s.shape in points]
+        won = {
+            s.shape
+            for r in records
+            if r.result is not None
+            for s in r.result.shapes
+            if s.original_us and s.best_us and s.original_us / s.best_us >= 1.0 + self.request.min_gain
+        }
+        searched = any(r.result is not None for r in records)
+        originals = [
+            (points[s.shape], s.original)
+            for s in self.originals
+            if s.shape in points and (not searched or s.shape in won)
+        ]
         costs = getattr(self.evaluator.backend, "original_cost", None)
         reserve = check_reserve(
             originals,
@@ -699,6 +724,11 @@ class Optimizer:
             self.notes.append(f"budget: {reserve.text()}")
         self.reserve = reserve
         return reserve.seconds
+
+    def least_search_s(self) -> float:
+        """The least search a round is started for beside the reserve: one candidate's
+        measurement over the shapes (the backend's account), else a second."""
+        return 1.0 if self.candidates_s is None else self.candidates_s
 
     def min_round_s(self) -> float:
         """What one round needs, at least :attr:`MIN_ROUND_S`: :attr:`ROUND_EVALS` candidate
@@ -802,6 +832,7 @@ class Optimizer:
         best: _Best,
         deadline: float | None,
         rounds_left: int,
+        search_cap: float | None = None,
     ) -> RoundRecord:
         plan = outcome.plan
         folder = self.run_dir / f"round-{index:02d}"
@@ -848,8 +879,7 @@ class Optimizer:
         }
         round_deadline = None
         if deadline is not None:
-            # the search never eats into what the last round's final check needs (ktx.agent.budget)
-            left = max(0.0, deadline - self.reserve_s() - time.monotonic())
+            left = max(0.0, deadline - time.monotonic())
             # An equal share of what is left, but never less than a round needs: with a short
             # budget the last rounds are dropped (the loop stops on budget) instead of every
             # round getting a slice too thin to measure anything.
@@ -865,6 +895,9 @@ class Optimizer:
             share = max(left / max(1, rounds_left), self.min_round_s())
             round_deadline = time.monotonic() + min(left, share)
             base = replace(base, share_s=min(left, share))
+        if hasattr(self.search, "search_cap") and self.script is None:
+            # the search never eats into what the round's final check needs (ktx.agent.budget)
+            self.search.search_cap = search_cap
         searching = time.monotonic()
         try:
             trials = self.request.trials_per_round

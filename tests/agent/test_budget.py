@@ -112,7 +112,7 @@ def test_without_the_reserve_the_same_run_loses_wins(
 ) -> None:
     """The control: the same backend and budget with nothing kept back skips checks of found
     wins, as session 9 did (so the test above can fail)."""
-    monkeypatch.setattr(Optimizer, "reserve_s", lambda self: 0.0)
+    monkeypatch.setattr(Optimizer, "reserve_s", lambda self, records=(): 0.0)
     backend = SlowChecks(cost_s=0.25, overhead_s=0.4, error=1.2)
     run(tmp_path / "run", backend, budget=60.0)
     assert lost_wins(tmp_path / "run"), "nothing was lost without the reserve: the scenario tests nothing"
