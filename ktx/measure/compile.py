@@ -29,10 +29,13 @@ import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
+
+from ktx.measure.compile_prune import PRUNE_VERSION, prune
+from ktx.measure.compile_prune import enabled as prune_enabled
 
 CACHE_ENV = "KTX_CACHE_DIR"
 
@@ -58,6 +61,8 @@ class CompileRequest:
         digest = hashlib.sha256(blob)
         digest.update(toolchain_id(self.backend).encode())
         digest.update(headers_digest(self.include_dirs).encode())
+        if prune_enabled():  # the cubin of a pruned text (ktx.measure.compile_prune) is keyed apart
+            digest.update(PRUNE_VERSION.encode())
         return digest.hexdigest()[:24]
 
 
@@ -629,6 +634,12 @@ def compile_kernel(req: CompileRequest) -> CompileResult:
     fallback = ""
     dropped: list[str] = []
     nvcc = find_nvcc()
+    key = req.key
+    # only the requested kernel is generated: the file's other kernels keep their signatures
+    # (its host code still compiles) but not their bodies (ktx.measure.compile_prune)
+    pruned = prune(req.source, req.name_expression)
+    if pruned.emptied:
+        req = replace(req, source=pruned.source)
     if req.backend in ("auto", "nvrtc"):
         try:
             result, compiler = _nvrtc(req, req.flags), "nvrtc"
@@ -684,7 +695,7 @@ def compile_kernel(req: CompileRequest) -> CompileResult:
         fallback = ""  # NVRTC itself, perhaps without some flags (``dropped``)
     cubin, lowered, log = result
     root.mkdir(parents=True, exist_ok=True)
-    cubin_path = root / f"{req.key}.cubin"
+    cubin_path = root / f"{key}.cubin"
     tmp = cubin_path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_bytes(cubin)
     tmp.replace(cubin_path)
