@@ -248,6 +248,25 @@ def permissive_rejects(log: str, flags: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(bad))
 
 
+#: NVRTC's words for the code it cannot take: host headers (it has no C or C++ library) and host
+#: functions ("not allowed in JIT mode"). The real-code benchmark's files all hit one of them (their
+#: projects' headers include ``<cstdint>``, ``<string>``, ...; their launchers are host code), so
+#: they compile with nvcc; libstdc++ with gcc's predefined macros then fails on its first host
+#: function. (Checked with libnvrtc 13.0 on the CPU host, 2026-11-28.)
+_HOST_CODE = ("cannot open source file", "host functions are not allowed")
+
+
+def nvrtc_failure_kind(log: str) -> str:
+    """Why NVRTC failed, as the compile counts name it: host code, or any other failure.
+
+    >>> nvrtc_failure_kind('k.cu(1): catastrophic error: cannot open source file "cstdint"')
+    'NVRTC cannot take host code'
+    >>> nvrtc_failure_kind("k.cu(3): error: identifier x is undefined")
+    'NVRTC failed'
+    """
+    return "NVRTC cannot take host code" if any(h in log for h in _HOST_CODE) else "NVRTC failed"
+
+
 class _NvrtcFailure(Exception):
     def __init__(self, log: str, invalid_option: bool) -> None:
         super().__init__(log)
@@ -657,6 +676,8 @@ def compile_kernel(req: CompileRequest) -> CompileResult:
                 except Exception as again:  # still failing: nvcc compiles with every flag
                     text = again.log if isinstance(again, _NvrtcFailure) else str(again)
                     logs.append(f"NVRTC without {' '.join(permissive)}: {text}")
+                    if isinstance(again, _NvrtcFailure) and not again.invalid_option:
+                        fallback = nvrtc_failure_kind(text)
         except Exception as exc:  # no NVRTC library, ...
             logs.append(f"NVRTC unavailable: {exc}")
             invalid = False
