@@ -67,6 +67,8 @@ LOST_GAIN = 1.05
 #: (session 9's median over 149 checks).
 MEDIAN_ERROR = 1.19
 MIN_ROUND_S = 10.0
+#: Seconds a killed worker's restart costs where the run recorded none (session 9: 2-3 s).
+RESTART_S = 2.0
 
 _NEEDS = re.compile(r"needs about ([\d.]+) s with (\d+) pairs \(([\d.]+) s with (\d+)\)")
 
@@ -100,6 +102,10 @@ class Kernel:
     min_round_s: float = MIN_ROUND_S
     #: A candidate's measurement over all shapes (the run's own account), None: not recorded.
     candidates_s: float | None = None
+    #: A killed worker's restart, paid by the next check (the run's recorded ``start_s``).
+    restart_s: float = RESTART_S
+    #: Whether the worker was killed (by a check past its timeout) and must restart first.
+    dead: bool = False
 
 
 @dataclass
@@ -141,6 +147,7 @@ def load_kernel(folder: Path) -> Kernel | None:
     per_round = {int(r["round"]): r for r in phases.get("rounds") or ()}
     est: dict[str, list[float]] = {}
     real: dict[str, list[float]] = {}
+    starts: list[float] = []
     rounds: list[Round] = []
     for rec in records:
         index = int(rec["round"])
@@ -174,6 +181,8 @@ def load_kernel(folder: Path) -> Kernel | None:
                     est.setdefault(e["shape"], []).append((b - a) / (full - n))
             if kind == "paired_cost" and e.get("pairs"):
                 pairs = float(e["pairs"])
+                if float(e.get("start_s") or 0.0) > 0:
+                    starts.append(float(e["start_s"]))
                 spent = float(e["spent_s"]) - float(e.get("start_s") or 0.0) - PAIRED_REQUEST_S
                 guess = float(e["expected_s"]) - float(e.get("start_s") or 0.0) - PAIRED_REQUEST_S
                 real.setdefault(e["shape"], []).append(max(0.0, spent) / pairs)
@@ -208,6 +217,7 @@ def load_kernel(folder: Path) -> Kernel | None:
         str(data.get("stop_reason") or ""),
         float(m[1]) if m else MIN_ROUND_S,
         float(c[1]) if c else None,
+        statistics.median(starts) if starts else RESTART_S,
     )
 
 
@@ -255,16 +265,20 @@ def check(
     for shape in sorted(todo, key=lambda s: -gains[s]):
         per = _pair_est(k, shape)
         floor = FLOOR_PAIRS if gains[shape] >= LARGE_GAIN else MIN_PAIRS
-        left = deadline - now
+        start = k.restart_s if k.dead else 0.0  # a killed worker restarts first
+        left = deadline - now - start
         n = min(PAIRS, int(max(0.0, left - PAIRED_REQUEST_S) / max(per, 1e-9)))
         if n < min(PAIRS, floor):
             out[shape] = "skipped"
             continue
         guess = per * n + PAIRED_REQUEST_S
+        now += start
+        k.dead = False
         timeout = max(1.0, left + grace, CHECK_SLACK * guess)
         took = PAIRED_REQUEST_S + n * _pair_real(k, shape)
         if took > timeout:
             now += timeout
+            k.dead = True
             out[shape] = "skipped"  # killed: cut by the time limit
         else:
             now += took
@@ -274,6 +288,7 @@ def check(
 
 def simulate(k: Kernel, policy: str, budget: float = BUDGET_S) -> Outcome:
     out = Outcome()
+    k.dead = False
     now = k.start_s
     deadline = budget
     longest = 0.0
