@@ -48,3 +48,8 @@ for n in notes:
 EOF
 done
 tar czf "$OUT/runs.tar.gz" --exclude='*.cu' -C /tmp s10-budget-work 2>/dev/null
+# the compile cost on an unloaded host, whole file against the requested kernel (CPU only, ~30 s)
+if [ $(( 232 - ($(date +%s) - START) )) -gt 35 ]; then
+  ( cd benchmarks/realcode && timeout $(( 232 - ($(date +%s) - START) )) python3 ../../scripts/compile_cost.py \
+      ggml__k_get_rows_float ggml__rope_norm --json "$OUT/compile_cost.json" ) | tee "$OUT/compile_cost.md"
+fi
