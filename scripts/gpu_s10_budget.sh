@@ -27,7 +27,7 @@ for k in llm-awq__silu_and_mul_kernel ggml__k_get_rows_float deepspeed__pre_rms_
   left=$(( 228 - ($(date +%s) - START) ))
   if [ "$left" -lt $(( PER + 8 )) ]; then echo "$k: skipped, ${left} s left of the call" | tee -a "$OUT/lane.txt"; continue; fi
   mkdir -p "$WORK/$k"
-  ( cd "benchmarks/realcode/$k" && CUDA_VISIBLE_DEVICES=0 timeout $(( PER + 40 )) python3 -m ktx optimize . \
+  ( cd "benchmarks/realcode/$k" && CUDA_VISIBLE_DEVICES=0 timeout $(( left < PER + 40 ? left : PER + 40 )) python3 -m ktx optimize . \
       --planner rules --shapes default --budget "$PER" --out "$WORK/$k/optimize" >"$WORK/$k/optimize.log" 2>&1 )
   echo "$k: rc=$? $(( $(date +%s) - START )) s" | tee -a "$OUT/lane.txt"
 done
