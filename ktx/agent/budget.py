@@ -79,7 +79,8 @@ def shape_check_s(
 
 def evaluation_overrun_s(compiles: Iterable[Mapping[str, object]], candidate_s: float | None) -> float:
     """One evaluation that started before the search's deadline and ends after it: the longest
-    compile seen so far (not cached) and a candidate's measurement over the shapes."""
+    compile seen so far (not cached) and a candidate's measurement (``candidate_s``: at the
+    slowest shape)."""
     longest = 0.0
     for c in compiles:
         seconds = c.get("seconds")

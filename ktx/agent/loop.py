@@ -714,11 +714,15 @@ class Optimizer:
             if s.shape in points and (not searched or s.shape in won)
         ]
         costs = getattr(self.evaluator.backend, "original_cost", None)
+        # one evaluation measures one shape: the slowest shape's candidate, not their sum
+        each = getattr(self.evaluator.backend, "candidate_cost", None)
+        each = each if isinstance(each, Mapping) else {}
+        slowest = [float(v) for v in each.values() if isinstance(v, int | float)]
         reserve = check_reserve(
             originals,
             self.evaluator.backend,
             costs if isinstance(costs, Mapping) else None,
-            self.candidates_s,
+            max(slowest) if slowest else self.candidates_s,
         )
         if self.reserve is None:
             self.notes.append(f"budget: {reserve.text()}")
