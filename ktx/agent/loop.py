@@ -525,7 +525,7 @@ class Optimizer:
                     f"{self.MIN_ROUND_S:.0f} s); a larger --budget lets the planner try more"
                 )
                 break
-            kept = self.reserve_s(records)
+            kept = 0.0 if deadline is None else self.reserve_s(records)
             if deadline is not None and deadline - kept - time.monotonic() < self.least_search_s():
                 stop = "budget"
                 self.notes.append(
