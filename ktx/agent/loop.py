@@ -44,6 +44,7 @@ from ktx.ir import parse
 from ktx.ir.errors import KtxError, Location
 
 from ktx.agent.analysis import Analysis, Device, KernelFacts, NcuMetrics, analyze, kernel_facts
+from ktx.agent.budget import CheckReserve, check_reserve
 from ktx.agent.catalog import Catalog
 from ktx.agent.plan import Plan, restrict_knobs
 from ktx.agent.planner import PassFailure, PlanContext, Planner, PlanOutcome, Probe, RoundSummary, Usage
@@ -478,6 +479,7 @@ class Optimizer:
         self.baseline_s = self.repeatable_originals_s(time.monotonic() - base_start)
         self.candidates_s = self.expected_candidates_s()
         self.timings_s = self.expected_candidates_s("timing_cost")
+        self.originals = base
         ncu: Mapping[str, NcuMetrics] = {}
         if self.ncu is not None:
             from ktx.agent.ncu import budgeted
@@ -526,6 +528,16 @@ class Optimizer:
                     f"{self.MIN_ROUND_S:.0f} s); a larger --budget lets the planner try more"
                 )
                 break
+            kept = 0.0 if deadline is None else self.reserve_s(records)
+            if deadline is not None and deadline - kept - time.monotonic() < self.least_search_s():
+                stop = "budget"
+                self.notes.append(
+                    f"budget: {max(0.0, deadline - time.monotonic()):.1f} s left, {kept:.1f} s of it kept "
+                    f"back for the final check of the shapes earlier rounds made faster, less than one "
+                    f"candidate's measurement ({self.least_search_s():.1f} s) for a search; a larger "
+                    "--budget lets the planner try more"
+                )
+                break
             round_start = time.monotonic()
             probes = probe_passes(self.spec, best.plan, self.catalog, self.registry, self.templates)
             context = PlanContext(
@@ -535,7 +547,8 @@ class Optimizer:
             outcome = self.planner.plan(context)
             self.clock.round(index).plan_s = time.monotonic() - round_start
             record = self.round(
-                index, outcome, current_analysis, probes, best, deadline, max(2, req.rounds - index + 1)
+                index, outcome, current_analysis, probes, best, deadline, max(2, req.rounds - index + 1),
+                None if deadline is None else deadline - kept,
             )
             record = replace(record, wall_s=time.monotonic() - round_start)
             if record.status == "improved" and record.result is not None:
@@ -669,6 +682,61 @@ class Optimizer:
     #: ... and one timing-only measurement (a side of a paired check; None: as a candidate's).
     timings_s: float | None = None
 
+    #: The originals' measurements (the baseline), from which the check's reserve is counted.
+    originals: tuple[ShapeOutcome, ...] = ()
+    #: The reserve last counted (:meth:`reserve_s`), for the run's note.
+    reserve: CheckReserve | None = None
+
+    def reserve_s(self, records: Sequence[RoundRecord] = ()) -> float:
+        """Seconds of the budget no round's search may use: the final check, at
+        :data:`ktx.search.final.MIN_PAIRS` pairs, of the shapes where an earlier round's search
+        found a gain (every shape before any round has searched), and one evaluation's overrun
+        (:func:`ktx.agent.budget.check_reserve`), counted again before each round. 0 in a replay,
+        which follows the recorded rounds and spends no GPU time.
+
+        Why (session 9's real-code run, 4x H200, 50 s a kernel): 12 found wins in 6 kernels were
+        never used, their checks "skipped: -0.8 s left of the time limit": the last round's search
+        had used the budget up to its end. Kept for every shape, the reserve cost rounds that found
+        wins (benchmarks/realcode/budget_replay.py on that run's timelines: 133 -> 119 rounds, the
+        best rounds' checked gains 1.230 -> 1.225); kept for the shapes that won before, none was
+        lost and 128 rounds ran (1.229)."""
+        if self.script is not None or not self.originals:
+            return 0.0
+        points = {p.name: p for p in self.points}
+        won = {
+            s.shape
+            for r in records
+            if r.result is not None
+            for s in r.result.shapes
+            if s.original_us and s.best_us and s.original_us / s.best_us >= 1.0 + self.request.min_gain
+        }
+        searched = any(r.result is not None for r in records)
+        originals = [
+            (points[s.shape], s.original)
+            for s in self.originals
+            if s.shape in points and (not searched or s.shape in won)
+        ]
+        costs = getattr(self.evaluator.backend, "original_cost", None)
+        # one evaluation measures one shape: the slowest shape's candidate, not their sum
+        each = getattr(self.evaluator.backend, "candidate_cost", None)
+        each = each if isinstance(each, Mapping) else {}
+        slowest = [float(v) for v in each.values() if isinstance(v, int | float)]
+        reserve = check_reserve(
+            originals,
+            self.evaluator.backend,
+            costs if isinstance(costs, Mapping) else None,
+            max(slowest) if slowest else self.candidates_s,
+        )
+        if self.reserve is None:
+            self.notes.append(f"budget: {reserve.text()}")
+        self.reserve = reserve
+        return reserve.seconds
+
+    def least_search_s(self) -> float:
+        """The least search a round is started for beside the reserve: one candidate's
+        measurement over the shapes (the backend's account), else a second."""
+        return 1.0 if self.candidates_s is None else self.candidates_s
+
     def min_round_s(self) -> float:
         """What one round needs, at least :attr:`MIN_ROUND_S`: :attr:`ROUND_EVALS` candidate
         measurements per shape at a candidate's expected cost, and a final check of
@@ -771,6 +839,7 @@ class Optimizer:
         best: _Best,
         deadline: float | None,
         rounds_left: int,
+        search_cap: float | None = None,
     ) -> RoundRecord:
         plan = outcome.plan
         folder = self.run_dir / f"round-{index:02d}"
@@ -833,6 +902,9 @@ class Optimizer:
             share = max(left / max(1, rounds_left), self.min_round_s())
             round_deadline = time.monotonic() + min(left, share)
             base = replace(base, share_s=min(left, share))
+        if hasattr(self.search, "search_cap") and self.script is None:
+            # the search never eats into what the round's final check needs (ktx.agent.budget)
+            self.search.search_cap = search_cap
         searching = time.monotonic()
         try:
             trials = self.request.trials_per_round
@@ -884,7 +956,7 @@ class Optimizer:
         if not cut or deadline is None or not callable(recheck):
             return result
         left = deadline - time.monotonic()
-        if left < 1.0:
+        if left <= 0.0:
             self.notes.append(f"re-check: no budget left for round {index}'s final check at {', '.join(cut)}")
             return result
         try:

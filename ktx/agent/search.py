@@ -340,6 +340,10 @@ class TuneSearch:
         #: trials in flight: with 2, the next candidate compiles (nvcc: seconds on real code)
         #: while the GPU measures this one, instead of after it
         self.jobs = jobs
+        #: The latest ``time.monotonic()`` a round's search may run to (None: its deadline less
+        #: its own reserve): ``ktx optimize`` keeps the last round's final check back from it
+        #: (:mod:`ktx.agent.budget`).
+        self.search_cap: float | None = None
 
     def _context(self, folder: Path, tunable: Tunable, deadline: float | None, start: float,
                  trials: int, stop_after: Mapping[str, int] | None = None) -> Any:  # fmt: skip
@@ -423,7 +427,10 @@ class TuneSearch:
                     for step in sweep_new_knobs(tunable.space, mapped, config.keys(), env):
                         study.enqueue_trial(tunable.space.to_params(step), user_attrs={"new_knob_step": True})
             # the round's final check and outputs come out of its time share, reserved up front
-            runner.tune_shapes(ctx, runner.search_until(ctx, deadline))
+            until = runner.search_until(ctx, deadline)
+            if self.search_cap is not None:
+                until = self.search_cap if until is None else min(until, self.search_cap)
+            runner.tune_shapes(ctx, until)
             summary = runner.finalize(ctx, time.monotonic() - start, deadline, start)
         finally:
             ctx.display.close()

@@ -29,10 +29,13 @@ import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
+
+from ktx.measure.compile_prune import PRUNE_VERSION, prune
+from ktx.measure.compile_prune import enabled as prune_enabled
 
 CACHE_ENV = "KTX_CACHE_DIR"
 
@@ -58,6 +61,8 @@ class CompileRequest:
         digest = hashlib.sha256(blob)
         digest.update(toolchain_id(self.backend).encode())
         digest.update(headers_digest(self.include_dirs).encode())
+        if prune_enabled():  # the cubin of a pruned text (ktx.measure.compile_prune) is keyed apart
+            digest.update(PRUNE_VERSION.encode())
         return digest.hexdigest()[:24]
 
 
@@ -241,6 +246,25 @@ def permissive_rejects(log: str, flags: Sequence[str]) -> tuple[str, ...]:
     if not bad or any(b not in PERMISSIVE_FLAGS for b in bad):
         return ()
     return tuple(dict.fromkeys(bad))
+
+
+#: NVRTC's words for the code it cannot take: host headers (it has no C or C++ library) and host
+#: functions ("not allowed in JIT mode"). The real-code benchmark's files all hit one of them (their
+#: projects' headers include ``<cstdint>``, ``<string>``, ...; their launchers are host code), so
+#: they compile with nvcc; libstdc++ with gcc's predefined macros then fails on its first host
+#: function. (Checked with libnvrtc 13.0 on the CPU host, 2026-11-28.)
+_HOST_CODE = ("cannot open source file", "host functions are not allowed")
+
+
+def nvrtc_failure_kind(log: str) -> str:
+    """Why NVRTC failed, as the compile counts name it: host code, or any other failure.
+
+    >>> nvrtc_failure_kind('k.cu(1): catastrophic error: cannot open source file "cstdint"')
+    'NVRTC cannot take host code'
+    >>> nvrtc_failure_kind("k.cu(3): error: identifier x is undefined")
+    'NVRTC failed'
+    """
+    return "NVRTC cannot take host code" if any(h in log for h in _HOST_CODE) else "NVRTC failed"
 
 
 class _NvrtcFailure(Exception):
@@ -629,6 +653,12 @@ def compile_kernel(req: CompileRequest) -> CompileResult:
     fallback = ""
     dropped: list[str] = []
     nvcc = find_nvcc()
+    key = req.key
+    # only the requested kernel is generated: the file's other kernels keep their signatures
+    # (its host code still compiles) but not their bodies (ktx.measure.compile_prune)
+    pruned = prune(req.source, req.name_expression)
+    if pruned.emptied:
+        req = replace(req, source=pruned.source)
     if req.backend in ("auto", "nvrtc"):
         try:
             result, compiler = _nvrtc(req, req.flags), "nvrtc"
@@ -646,6 +676,8 @@ def compile_kernel(req: CompileRequest) -> CompileResult:
                 except Exception as again:  # still failing: nvcc compiles with every flag
                     text = again.log if isinstance(again, _NvrtcFailure) else str(again)
                     logs.append(f"NVRTC without {' '.join(permissive)}: {text}")
+                    if isinstance(again, _NvrtcFailure) and not again.invalid_option:
+                        fallback = nvrtc_failure_kind(text)
         except Exception as exc:  # no NVRTC library, ...
             logs.append(f"NVRTC unavailable: {exc}")
             invalid = False
@@ -684,7 +716,7 @@ def compile_kernel(req: CompileRequest) -> CompileResult:
         fallback = ""  # NVRTC itself, perhaps without some flags (``dropped``)
     cubin, lowered, log = result
     root.mkdir(parents=True, exist_ok=True)
-    cubin_path = root / f"{req.key}.cubin"
+    cubin_path = root / f"{key}.cubin"
     tmp = cubin_path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_bytes(cubin)
     tmp.replace(cubin_path)
