@@ -38,6 +38,7 @@ from ktx.search.tunable import load_tunable
 from ktx.spec import ShapePoint
 from ktx.specload import load_spec
 
+ROOT = Path(__file__).resolve().parent.parent
 KERNEL = "kernels/act_and_mul_scalar"
 PASSES = "vectorize,block-size{min=64},split{max=32},unroll{loops=L0,max=4},cache-hints{stores=false}"
 SHAPES = "tokens=16,d=4096;tokens=4096,d=4096"
@@ -62,12 +63,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def recording(
     spec_name: str, pipeline: str, space: Any, device: Any, options: Any, found: list[dict[str, Any]],
-    exhaustive: bool, stats: dict[str, Any], stand_in: str,
+    exhaustive: bool, stats: dict[str, Any], stand_in: str, kernel_dir: str = "",
 ) -> dict[str, Any]:  # fmt: skip
-    """The ``ktx.recording/1`` document the replay backend reads."""
+    """The ``ktx.recording/1`` document the replay backend reads. ``kernel_dir``: the kernel's
+    folder, relative to the repository where it lies inside it, so that
+    ``scripts/search_replay.py RECORDING`` finds the spec without being told."""
     return {
         "format": FORMAT,
         "kernel": spec_name,
+        **({"kernel_dir": kernel_dir} if kernel_dir else {}),
         "synthetic": bool(stand_in),
         **({"stand_in": stand_in} if stand_in else {}),
         "method": f"scripts/record_space.py ({pipeline}); exhaustive={exhaustive}; options: {options}",
@@ -88,15 +92,18 @@ def main(argv: list[str] | None = None) -> int:
     tunable = load_tunable(spec, args.passes)
     space = tunable.space
     points = [ShapePoint.from_name(s.strip()) for s in args.shapes.split(";") if s.strip()]
-    envs = [spec.env(p) for p in points]
-    configs = [c for c in space.configs() if all(not space.violations(c, env) for env in envs)]
+    # Each shape's own feasible configs: a replay's search proposes every config feasible at its
+    # shape, and one missing from the recording would come back as a failure it never was.
+    per_point = {p.name: [c for c in space.configs() if not space.violations(c, spec.env(p))] for p in points}
+    configs = [c for c in per_point[points[0].name] if all(c in per_point[p.name] for p in points)]
     print(f"{spec.name}: {tunable.pipeline}")
     print(f"knobs: {', '.join(f'{k.name} {list(k.values)}' for k in space.knobs)}")
     print(f"space: {space.size()} configs, {len(configs)} feasible at every shape of {args.shapes}")
+    print("feasible per shape: " + "; ".join(f"{name} {len(cs)}" for name, cs in per_point.items()))
     if args.dry_run:
         return 0
     if args.max_configs is not None:
-        configs = configs[: args.max_configs]
+        per_point = {name: cs[: args.max_configs] for name, cs in per_point.items()}
 
     from ktx.measure.gpu import Options
     from ktx.measure.harness import Harness
@@ -111,8 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     counts: dict[str, int] = {}
     with Harness(spec, options=options, compile_workers=args.jobs, handler=handler) as harness:
         device = harness.device()
-        candidates = [tunable.candidate(c) for c in configs]
-        jobs = [job for p in points for job in [(tunable.candidate({}), p), *((c, p) for c in candidates)]]
+        candidates = {config_key(c): tunable.candidate(c) for cs in per_point.values() for c in cs}
+        jobs = []
+        for p in points:
+            jobs.append((tunable.candidate({}), p))
+            jobs += [(candidates[config_key(c)], p) for c in per_point[p.name]]
         total = len(jobs)
         cut = False
         first_at: float | None = None
@@ -123,14 +133,14 @@ def main(argv: list[str] | None = None) -> int:
             since = None if first_at is None else max(1e-9, time.monotonic() - first_at)
             steady = None if since is None else round((measured - 1) / since, 2)
             per_shape = {p.name: sum(1 for m in found if m["shape"] == p.name) for p in points}
-            complete = [name for name, n in per_shape.items() if n == len(configs) + 1]
+            complete = [name for name, n in per_shape.items() if n == len(per_point[name]) + 1]
             return {"measured": measured, "jobs": total, "wall_s": round(wall, 1), "statuses": dict(counts),
                     "per_shape": per_shape, "exhaustive_shapes": complete,
                     "per_s_after_first_original": steady}  # fmt: skip
 
         def save(exhaustive: bool) -> None:
             write(recording(spec.name, tunable.pipeline, space, device, options, found, exhaustive, stats(),
-                            stand_in), args.out)  # fmt: skip
+                            stand_in, repo_relative(args.kernel_dir)), args.out)  # fmt: skip
 
         for i, m in enumerate(harness.measure_many(jobs), start=1):
             found.append(m.to_dict())
@@ -152,6 +162,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: optimum {us:.3f} µs (graph) at {config}")
     print(f"wrote {args.out}")
     return 0
+
+
+def repo_relative(kernel_dir: str) -> str:
+    """``kernel_dir`` relative to the repository when it lies inside it, else absolute.
+
+    >>> repo_relative(str(ROOT / "kernels" / "rmsnorm"))
+    'kernels/rmsnorm'
+    """
+    path = Path(kernel_dir).resolve()
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(path)
 
 
 def _best(found: list[dict[str, Any]], points: list[ShapePoint]) -> dict[str, tuple[float, str]]:
