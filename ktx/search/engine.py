@@ -604,9 +604,10 @@ def search_joint(
     return study
 
 
-#: The largest ratio of work (product of the shape variables) between a shape and a tuned shape
-#: whose best configs seed its search (:func:`warm_start_configs`): one step of 4x, as between
-#: neighbouring shapes of the usual token ladders (1, 4, 16, ... 4096).
+#: The largest ratio of work (product of the shape variables), and of the original kernel's block
+#: count, between a shape and a tuned shape whose best configs seed its search
+#: (:func:`warm_start_configs`): one step of 4x, as between neighbouring shapes of the usual token
+#: ladders (1, 4, 16, ... 4096).
 WARM_WORK_RATIO = 4.0
 
 
@@ -616,13 +617,18 @@ def warm_start_configs(
     bucket_var: str,
     per_neighbour: int,
     max_work_ratio: float = WARM_WORK_RATIO,
+    blocks: Mapping[str, float] | None = None,
 ) -> list[dict[str, int]]:
     """Best configs of the two tuned shapes nearest ``point``: same other dimensions first, then
-    by distance in log2 of every variable. Only shapes whose work (the product of the shape
-    variables, which sets the grid and so the parallelism) is within ``max_work_ratio`` of this
-    one's: the act_and_mul_scalar optimum at tokens=16 reaches 0.51 of the one at tokens=4096 on
-    an H200 (256x the work), so seeding the large shape from the small one cost evaluations
-    (issue 23: 33.4 evaluations to within 2% against 22.2 for TPE alone)."""
+    by distance in log2 of every variable. Only shapes near in what sets the parallelism: their
+    work (the product of the shape variables) within ``max_work_ratio`` of this one's, and, where
+    ``blocks`` gives the original kernel's block count at both shapes (its grid there, known
+    before anything is compiled), that too. The act_and_mul_scalar optimum at tokens=16 reaches
+    0.51 of the one at tokens=4096 on an H200 (256x the work), so seeding the large shape from
+    the small one cost evaluations (issue 23: 33.4 evaluations to within 2% against 22.2 for TPE
+    alone). Work alone is blind to the split between rows and row length: tokens=1024,d=16384
+    has the work of tokens=4096,d=4096 but a quarter of its blocks when the grid is one block a
+    row, and a config fitted to fill the GPU with 4096 rows is a guess for 1024 long ones."""
     if per_neighbour <= 0:
         return []
     mine = point.as_dict()
@@ -630,9 +636,14 @@ def warm_start_configs(
     def work(values: Mapping[str, int]) -> float:
         return math.prod(max(v, 1) for v in values.values())
 
-    def near(name: str) -> bool:
-        ratio = work(ShapePoint.from_name(name).as_dict()) / work(mine)
+    def within(ratio: float) -> bool:
         return 1.0 / max_work_ratio <= ratio <= max_work_ratio
+
+    def near(name: str) -> bool:
+        if not within(work(ShapePoint.from_name(name).as_dict()) / work(mine)):
+            return False
+        theirs, ours = (blocks or {}).get(name), (blocks or {}).get(point.name)
+        return not (theirs and ours) or within(theirs / ours)
 
     def distance(name: str) -> tuple[int, float]:
         other = ShapePoint.from_name(name).as_dict()
@@ -650,6 +661,18 @@ def warm_start_configs(
                 seen.add(key)
                 out.append(config)
     return out
+
+
+def launch_blocks(m: Measurement | None) -> float | None:
+    """Blocks in the launch of a measurement (its grid's product), None where it has none.
+
+    >>> from ktx.measure.types import Status
+    >>> launch_blocks(Measurement("k", "s", {}, Status.OK, grid=(64, 2, 1), block=(256, 1, 1)))
+    128.0
+    """
+    if m is None or not m.grid:
+        return None
+    return float(math.prod(max(1, int(g)) for g in m.grid))
 
 
 def evaluation_curve(study: optuna.Study) -> list[float | None]:

@@ -46,6 +46,7 @@ from ktx.search.engine import (
     Settings,
     StudyStats,
     best_measurement,
+    launch_blocks,
     open_study,
     plan,
     search_joint,
@@ -367,6 +368,7 @@ def tune_shapes(ctx: Context, deadline: float | None) -> None:
     bucket = choose_bucket_var(ctx.spec.variables, req.bucket_var)
     ordered = order_points(ctx.searched, bucket)
     tuned: dict[str, list[dict[str, int]]] = {}
+    blocks: dict[str, float] = {}  # the original's block count per shape: what sets its parallelism
     concurrent = req.workers > 1 or req.is_worker or req.storage is not None
     for i, point in enumerate(ordered):
         if deadline is not None and time.monotonic() >= deadline:
@@ -379,7 +381,9 @@ def tune_shapes(ctx: Context, deadline: float | None) -> None:
         name = study_name(ctx, point)
         left = len(ordered) - i
         share = None if deadline is None else time.monotonic() + max(0.0, deadline - time.monotonic()) / left
-        neighbours = warm_start_configs(tuned, point, bucket, settings.warm_start)
+        if (count := launch_blocks(original)) is not None:
+            blocks[point.name] = count
+        neighbours = warm_start_configs(tuned, point, bucket, settings.warm_start, blocks=blocks)
         shape_plan = plan(ctx.tunable.space, ctx.evaluator, (point,), settings)
         ctx.display.start(point.name, shape_plan.budget)
         base = objective_time(original, metric)

@@ -31,6 +31,7 @@ from ktx.search.engine import (
     WARM_WORK_RATIO,
     Settings,
     evaluation_curve,
+    launch_blocks,
     open_study,
     search_shape,
     top_configs,
@@ -150,6 +151,7 @@ def replay_tune(
     )
     storage = optuna.storages.InMemoryStorage()
     tuned: dict[str, list[dict[str, int]]] = {}
+    blocks: dict[str, float] = {}
     curves: dict[str, list[float | None]] = {}
     for point in order_points([ShapePoint.from_name(s) for s in shapes], bucket):
         best = optimum(recording, point.name)
@@ -158,7 +160,11 @@ def replay_tune(
         if original is not None:  # as ktx.search.runner.prepare_shape leaves it in the study
             study = open_study(storage, name, optuna.samplers.RandomSampler())
             study.set_user_attr("original", original.to_dict())
-        neighbours = warm_start_configs(tuned, point, bucket, method.warm_start, method.max_work_ratio)
+        if (count := launch_blocks(original)) is not None:
+            blocks[point.name] = count
+        neighbours = warm_start_configs(
+            tuned, point, bucket, method.warm_start, method.max_work_ratio, blocks
+        )
         study = search_shape(evaluator, storage, name, point, best.metric, settings, neighbours)
         tuned[point.name] = top_configs(study, method.warm_start)
         curves[point.name] = evaluation_curve(study)

@@ -20,6 +20,7 @@ from ktx.search.engine import (
     Settings,
     best_measurement,
     evaluation_curve,
+    launch_blocks,
     search_joint,
     search_shape,
     study_stats,
@@ -153,6 +154,24 @@ def test_only_shapes_of_similar_work_seed_a_search() -> None:
         )
         == []
     )
+
+
+def test_only_shapes_of_similar_parallelism_seed_a_search() -> None:
+    """Equal work split differently: with one block a row, tokens=1024,d=16384 launches a quarter
+    of the blocks of tokens=4096,d=4096 (4x is still near) and tokens=256,d=65536 a sixteenth
+    (not near), though all three have the same work; without the block counts work alone decides."""
+    tuned = {"tokens=1024,d=16384": [{"A": 1}], "tokens=256,d=65536": [{"A": 2}]}
+    point = ShapePoint.from_name("tokens=4096,d=4096")
+    blocks = {"tokens=1024,d=16384": 1024.0, "tokens=256,d=65536": 256.0, point.name: 4096.0}
+    assert warm_start_configs(tuned, point, "tokens", 1, blocks=blocks) == [{"A": 1}]
+    assert warm_start_configs(tuned, point, "tokens", 1) == [{"A": 1}, {"A": 2}]
+    # a shape whose original's launch is unknown is judged by its work, as before
+    assert warm_start_configs(tuned, point, "tokens", 1, blocks={point.name: 4096.0}) == [{"A": 1}, {"A": 2}]
+
+
+def test_launch_blocks_reads_the_grid() -> None:
+    assert launch_blocks(Measurement("k", "s", {}, Status.OK, grid=(16, 4), block=(128,))) == 64.0
+    assert launch_blocks(Measurement("k", "s", {}, Status.CRASH)) is None and launch_blocks(None) is None
 
 
 def test_occupancy_policy_refuses_and_records(recording: Recording) -> None:
