@@ -58,7 +58,45 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-configs", type=int, default=None, help="measure only the first N configs")
     p.add_argument("--backend", default="cupy", help="cupy, or harness:FILE.py:FUNCTION (a CPU stand-in)")
     p.add_argument("--dry-run", action="store_true", help="print the space and exit (no GPU)")
+    p.add_argument(
+        "--configs",
+        default=None,
+        help="measure only these configs: a JSON list of objects, or @FILE holding one (a needle check)",
+    )
+    p.add_argument(
+        "--repeat", type=int, default=1, help="measure everything this many times, in rounds (a needle check)"
+    )
     return p.parse_args(argv)
+
+
+def chosen_configs(text: str) -> list[dict[str, int]]:
+    """``--configs``: a JSON list of config objects, or ``@FILE`` holding one.
+
+    >>> chosen_configs('[{"B": 128}, {"B": 256, "V": 2}]')
+    [{'B': 128}, {'B': 256, 'V': 2}]
+    """
+    raw = Path(text[1:]).read_text() if text.startswith("@") else text
+    data = json.loads(raw)
+    if not isinstance(data, list) or not all(isinstance(c, dict) for c in data):
+        raise SystemExit('--configs: a JSON list of objects such as [{"BLOCK_X": 128}] is expected')
+    return [{str(k): int(v) for k, v in c.items()} for c in data]
+
+
+def job_order(
+    points: list[ShapePoint], per_point: dict[str, list[dict[str, int]]], repeat: int = 1
+) -> list[tuple[dict[str, int], ShapePoint]]:
+    """(config, shape) in measuring order: shape after shape, the original ({}) first at each;
+    with ``repeat`` > 1 the whole list again in rounds, so that a drift of the GPU's state over
+    time touches every config alike rather than one (a needle check re-measures the few best
+    configs of a recording to see whether the best was the config or the moment).
+
+    >>> a, b = ShapePoint.from_name("n=1"), ShapePoint.from_name("n=2")
+    >>> jobs = job_order([a, b], {"n=1": [{"B": 1}], "n=2": [{"B": 1}]}, 2)
+    >>> " ".join(f"{p.name}:{c.get('B', 'original')}" for c, p in jobs)
+    'n=1:original n=1:1 n=2:original n=2:1 n=1:original n=1:1 n=2:original n=2:1'
+    """
+    one = [job for p in points for job in [({}, p), *((c, p) for c in per_point[p.name])]]
+    return one * max(1, repeat)
 
 
 def recording(
@@ -100,6 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"knobs: {', '.join(f'{k.name} {list(k.values)}' for k in space.knobs)}")
     print(f"space: {space.size()} configs, {len(configs)} feasible at every shape of {args.shapes}")
     print("feasible per shape: " + "; ".join(f"{name} {len(cs)}" for name, cs in per_point.items()))
+    subset = args.max_configs is not None or args.configs is not None or args.repeat > 1
+    if args.configs is not None:
+        wanted = [space.normalize(c) for c in chosen_configs(args.configs)]
+        per_point = {name: [c for c in wanted if c in cs] for name, cs in per_point.items()}
+        print("chosen per shape: " + "; ".join(f"{name} {len(cs)}" for name, cs in per_point.items()))
     if args.dry_run:
         return 0
     if args.max_configs is not None:
@@ -119,10 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     with Harness(spec, options=options, compile_workers=args.jobs, handler=handler) as harness:
         device = harness.device()
         candidates = {config_key(c): tunable.candidate(c) for cs in per_point.values() for c in cs}
-        jobs = []
-        for p in points:
-            jobs.append((tunable.candidate({}), p))
-            jobs += [(candidates[config_key(c)], p) for c in per_point[p.name]]
+        original = tunable.candidate({})
+        jobs = [
+            (candidates[config_key(c)] if c else original, p)
+            for c, p in job_order(points, per_point, args.repeat)
+        ]
         total = len(jobs)
         cut = False
         first_at: float | None = None
@@ -133,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             since = None if first_at is None else max(1e-9, time.monotonic() - first_at)
             steady = None if since is None else round((measured - 1) / since, 2)
             per_shape = {p.name: sum(1 for m in found if m["shape"] == p.name) for p in points}
-            complete = [name for name, n in per_shape.items() if n == len(per_point[name]) + 1]
+            complete = [] if subset else [n for n, k in per_shape.items() if k == len(per_point[n]) + 1]
             return {"measured": measured, "jobs": total, "wall_s": round(wall, 1), "statuses": dict(counts),
                     "per_shape": per_shape, "exhaustive_shapes": complete,
                     "per_s_after_first_original": steady}  # fmt: skip
@@ -154,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
                 cut = True
                 print(f"--limit-s {args.limit_s:g} reached after {i} of {total} measurements", flush=True)
                 break
-        save(not cut and args.max_configs is None)
+        save(not cut and not subset)
     final = stats()
     print(json.dumps(final))
     best = _best(found, points)

@@ -111,3 +111,65 @@ def test_the_gpu_script_records_held_out_spaces_of_useful_size(
     counts = [int(n) for n in re.findall(r" (\d+)(?:;|$)", per_shape)]
     assert len(counts) == len(shapes.split(";")), per_shape
     assert all(250 <= n <= 700 for n in counts), per_shape
+
+
+def test_a_recording_with_no_complete_shape_is_not_scored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A needle check's re-measure of a few configs names no complete shape: it is not a space."""
+    path = _as_record_space_wrote(tmp_path, [])
+    assert _script("search_replay").main([str(path), "--seeds", "1"]) == 2
+    assert "no complete shape" in capsys.readouterr().err
+
+
+def _m(shape: str, config: dict[str, int], graph_us: float) -> dict[str, object]:
+    timing = {"median_us": graph_us, "p10_us": graph_us, "p90_us": graph_us, "min_us": graph_us,
+              "max_us": graph_us, "mean_us": graph_us, "n": 5}  # fmt: skip
+    return {
+        "kernel": "k",
+        "shape": shape,
+        "config": config,
+        "status": "ok",
+        "graph": timing,
+        "single": timing,
+    }
+
+
+def test_needle_check_picks_the_best_their_family_and_the_plateau_then_reports(tmp_path: Path) -> None:
+    script = _script("needle_check")
+    shape = "n=16"
+    recorded = [_m(shape, {}, 3.0)]  # the original: under 20 µs, so the metric is graph time
+    times = {(a, b): 2.0 + 0.01 * (4 * a + b) for a in range(4) for b in range(4)}
+    times[(2, 3)] = 1.5  # the needle: its one-knob siblings (2, *) and (*, 3) are all ~2.1
+    recorded += [_m(shape, {"A": a, "B": b}, t) for (a, b), t in times.items()]
+    path = tmp_path / "rec.json"
+    path.write_text(json.dumps({"measurements": recorded}))
+    loaded = script.load(path)
+    chosen = script.pick(loaded, shape, top=2, plateau=2, neighbours=1)
+    assert chosen[:2] == [{"A": 2, "B": 3}, {"A": 0, "B": 0}], "the two fastest first"
+    # the fastest one-knob sibling of each of the 3 best not already chosen: (2, 3)'s is (0, 3),
+    # (0, 0)'s (0, 1), and (0, 1)'s (0, 2)
+    assert chosen[2:5] == [{"A": 0, "B": 3}, {"A": 0, "B": 1}, {"A": 0, "B": 2}]
+    assert len(chosen) == len({json.dumps(c, sort_keys=True) for c in chosen}), "no config twice"
+    # the re-measure: the needle is as slow as its siblings now, in every round
+    again = [
+        _m(shape, c, 2.1 + 0.001 * i + (0.02 if r else 0.0)) for r in range(3) for i, c in enumerate(chosen)
+    ]
+    again_path = tmp_path / "again.json"
+    again_path.write_text(json.dumps({"measurements": again}))
+    rows = script.report(loaded, script.load(again_path), shape)
+    needle = next(r for r in rows if r["config"] == {"A": 2, "B": 3})
+    assert needle["recorded_us"] == 1.5 and needle["rounds"] == 3
+    assert needle["min_us"] == pytest.approx(2.1) and needle["median_us"] == pytest.approx(2.12)
+    assert [r["median_us"] for r in rows] == sorted(r["median_us"] for r in rows)
+
+
+def test_the_needle_configs_are_all_in_todays_space(capsys: pytest.CaptureFixture[str]) -> None:
+    """gpu_s10_record.sh re-measures the committed needle configs with record_space.py --configs:
+    every one must still be a feasible config of act_and_mul_scalar's recorded space."""
+    configs = ROOT / "results" / "search_model" / "needle_configs_act_and_mul_tokens16.json"
+    argv = [str(ROOT / "kernels" / "act_and_mul_scalar"), "--shapes", "tokens=16,d=4096"]
+    assert _script("record_space").main([*argv, "--configs", f"@{configs}", "--dry-run"]) == 0
+    wanted = len(json.loads(configs.read_text()))
+    assert wanted >= 10
+    assert f"chosen per shape: tokens=16,d=4096 {wanted}" in capsys.readouterr().out
