@@ -21,6 +21,14 @@ from .conftest import ROOT, SILU
 STAND_IN = f"harness:{ROOT / 'tests' / 'search' / 'paired_gpu.py'}:handle"
 
 
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _script() -> ModuleType:
     spec = importlib.util.spec_from_file_location("record_space", ROOT / "scripts" / "record_space.py")
     assert spec is not None and spec.loader is not None
@@ -63,3 +71,18 @@ def test_a_recorded_space_replays(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert ktx_main([*argv, "--trials", "4", "--out", str(out), "--quiet", "--holdout", "none"]) == 0
     (row,) = json.loads((out / "summary.json").read_text())["shapes"]
     assert row["evaluations"] == 4
+    # the recording names its kernel folder: one command scores it
+    assert data["kernel_dir"] == "kernels/silu_and_mul"
+    replay = _load("search_replay")
+    assert replay.main([str(path), "--seeds", "2", "--trials", "4", "--methods", "after"]) == 0
+    # a needle check: chosen configs measured in rounds, not a whole space
+    again = tmp_path / "again.json"
+    chosen = '[{"BLOCK_X": 128}, {"BLOCK_X": 256}]'
+    argv2 = [str(SILU), "--passes", "block-size{min=128,max=512}", "--shapes", "tokens=16,d=4096"]
+    argv2 += ["--configs", chosen, "--repeat", "2"]
+    assert _script().main([*argv2, "--out", str(again), "--backend", STAND_IN]) == 0
+    redo = json.loads(again.read_text())
+    assert redo["stats"]["measured"] == 2 * (1 + 2) and not redo["exhaustive"]
+    assert redo["stats"]["exhaustive_shapes"] == []
+    order = [m["config"].get("BLOCK_X") for m in redo["measurements"]]
+    assert order == [None, 128, 256, None, 128, 256], "in rounds, the original first in each"
