@@ -8,7 +8,7 @@ the re-measure.
 
 On the shared act_and_mul_scalar recording (H200) the optimum at tokens=16 is 1.715 µs, and 2 of
 2,304 configs lie within 2% of it (issue 23's "needle"). Each of the three fastest there is 13-15%
-faster than the median of its 15 siblings that differ from it only in the unroll factor and the
+faster than the median of its siblings that differ from it only in the unroll factor and the
 load cache policy (knobs that cannot matter much to a loop that runs at most once a thread), and
 no config measured just before or after it was fast: the signature of a lucky measurement, not
 of a config. Issue 23 asks to re-measure the few best rather than search longer; this is that
