@@ -29,6 +29,7 @@
 # (search_replay.py says so: it has no complete shape).
 set -u
 cd "$(dirname "$0")/.."
+START_S=$(date +%s)
 OUT="${OUT:-$PWD/gpu_out}"
 mkdir -p "$OUT"
 RUNS="${RUNS:-/tmp/ktx-gpu-runs}"
@@ -46,12 +47,18 @@ LIMIT_FLASHINFER="${LIMIT_FLASHINFER:-75}"
 LOG="$OUT/record.log"
 say() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$LOG" >&2; }
 
+TOTAL_S="${TOTAL_S:-230}"  # the whole script's bound: a step gets at most what is left of it
+left_s() { echo $(( TOTAL_S - ($(date +%s) - START_S) )); }
+
 record() {  # name kernel_dir passes shapes limit_s
   local name=$1 dir=$2 passes=$3 shapes=$4 limit=$5
+  local left; left=$(( $(left_s) - 15 ))  # 15 s for starting and writing
+  [ "$limit" -le "$left" ] || limit=$left
+  if [ "$limit" -lt 15 ]; then say "skipped $name: ${TOTAL_S}s nearly spent"; return; fi
   say "record $name: $dir --passes '$passes' --shapes '$shapes' (limit ${limit}s, $JOBS compile jobs)"
   # the outer timeout only guards against a hang: record_space.py stops itself at --limit-s and
   # writes what it has (the shapes it measured completely are named in stats.exhaustive_shapes)
-  timeout $(( limit + 40 )) "$PY" scripts/record_space.py "$dir" --passes "$passes" --shapes "$shapes" \
+  timeout --foreground -k 5 $(( limit + 20 )) "$PY" scripts/record_space.py "$dir" --passes "$passes" --shapes "$shapes" \
     --limit-s "$limit" --jobs "$JOBS" --backend "$BACKEND" --save 200 --out "$OUT/space_$name.json" \
     > "$OUT/record_$name.txt" 2>&1
   say "rc=$?"; tail -4 "$OUT/record_$name.txt" | tee -a "$LOG" >&2
@@ -66,10 +73,11 @@ say "device: $(cat "$OUT/device.txt")"
 # (results/search_model/needle_configs_act_and_mul_tokens16.json, from `scripts/needle_check.py
 # pick` on the shared recording), measured 5 times each in rounds.
 say "needle check: act_and_mul_scalar tokens=16, 16 configs x 5 rounds"
-timeout 120 "$PY" scripts/record_space.py kernels/act_and_mul_scalar \
+timeout --foreground -k 5 60 "$PY" scripts/record_space.py kernels/act_and_mul_scalar \
   --passes 'vectorize,block-size{min=64},split,unroll{max=4,loops=L0},cache-hints{stores=false}' \
   --shapes 'tokens=16,d=4096' --configs @results/search_model/needle_configs_act_and_mul_tokens16.json \
-  --repeat 5 --jobs "$JOBS" --backend "$BACKEND" --out "$OUT/needle_again.json" > "$OUT/needle_again.txt" 2>&1
+  --repeat 5 --limit-s "${LIMIT_NEEDLE:-40}" --jobs "$JOBS" --backend "$BACKEND" --out "$OUT/needle_again.json" \
+  > "$OUT/needle_again.txt" 2>&1
 say "rc=$?"
 SHARED_RECORDING="${SHARED_RECORDING:-shared/recordings/space_act_and_mul_scalar_h200.json.gz}"
 [ -f "$SHARED_RECORDING" ] || SHARED_RECORDING=../shared/recordings/space_act_and_mul_scalar_h200.json.gz

@@ -27,12 +27,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from ktx.measure.types import Measurement, config_key
+from ktx.search.evaluate import cacheable
 from ktx.search.recording import FORMAT, write
 from ktx.search.tunable import load_tunable
 from ktx.spec import ShapePoint
@@ -186,18 +188,32 @@ def main(argv: list[str] | None = None) -> int:
             write(recording(spec.name, tunable.pipeline, space, device, options, found, exhaustive, stats(),
                             stand_in, repo_relative(args.kernel_dir)), args.out)  # fmt: skip
 
-        for i, m in enumerate(harness.measure_many(jobs), start=1):
-            found.append(m.to_dict())
-            counts[m.status.value] = counts.get(m.status.value, 0) + 1
-            if i == 1:
-                first_at = time.monotonic()
-            if i % args.save == 0:
-                save(False)
-                print(json.dumps(stats()), flush=True)
-            if time.monotonic() - start > args.limit_s and i < total:
-                cut = True
-                print(f"--limit-s {args.limit_s:g} reached after {i} of {total} measurements", flush=True)
-                break
+        previous = signal.signal(signal.SIGTERM, _terminated)
+        print(f"measuring {total} jobs (SIGTERM ends the run and writes what was measured)", flush=True)
+        try:
+            for i, m in enumerate(harness.measure_many(jobs), start=1):
+                counts[m.status.value] = counts.get(m.status.value, 0) + 1
+                if not cacheable(m):
+                    # says nothing about the config (a compile process that died, a failed
+                    # reference): not recorded, so its shape is not claimed complete
+                    counts["not_recorded"] = counts.get("not_recorded", 0) + 1
+                    continue
+                found.append(m.to_dict())
+                if i == 1:
+                    first_at = time.monotonic()
+                if i % args.save == 0:
+                    save(False)
+                    print(json.dumps(stats()), flush=True)
+                if time.monotonic() - start > args.limit_s and i < total:
+                    cut = True
+                    print(f"--limit-s {args.limit_s:g} reached after {i} of {total} measurements", flush=True)
+                    break
+        except Terminated:
+            # an outer `timeout` (the GPU scripts') ended the run: keep what was measured
+            cut = True
+            print(f"terminated after {len(found)} of {total} measurements", flush=True)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
         save(not cut and not subset)
     final = stats()
     print(json.dumps(final))
@@ -206,6 +222,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: optimum {us:.3f} µs (graph) at {config}")
     print(f"wrote {args.out}")
     return 0
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived (an outer ``timeout``): the loop stops and the recording is written."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated(signum)
 
 
 def repo_relative(kernel_dir: str) -> str:
