@@ -47,7 +47,7 @@ LIMIT_FLASHINFER="${LIMIT_FLASHINFER:-75}"
 LOG="$OUT/record.log"
 say() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$LOG" >&2; }
 
-TOTAL_S="${TOTAL_S:-230}"  # the whole script's bound: a step gets at most what is left of it
+TOTAL_S="${TOTAL_S:-220}"  # the whole script's bound: a step gets at most what is left of it
 left_s() { echo $(( TOTAL_S - ($(date +%s) - START_S) )); }
 
 record() {  # name kernel_dir passes shapes limit_s
