@@ -46,8 +46,11 @@ from ktx.search.engine import (
     Settings,
     StudyStats,
     best_measurement,
+    launch_blocks,
     open_study,
     plan,
+    remeasure_top,
+    remeasured_best,
     search_joint,
     search_shape,
     study_stats,
@@ -367,6 +370,7 @@ def tune_shapes(ctx: Context, deadline: float | None) -> None:
     bucket = choose_bucket_var(ctx.spec.variables, req.bucket_var)
     ordered = order_points(ctx.searched, bucket)
     tuned: dict[str, list[dict[str, int]]] = {}
+    blocks: dict[str, float] = {}  # the original's block count per shape: what sets its parallelism
     concurrent = req.workers > 1 or req.is_worker or req.storage is not None
     for i, point in enumerate(ordered):
         if deadline is not None and time.monotonic() >= deadline:
@@ -379,7 +383,9 @@ def tune_shapes(ctx: Context, deadline: float | None) -> None:
         name = study_name(ctx, point)
         left = len(ordered) - i
         share = None if deadline is None else time.monotonic() + max(0.0, deadline - time.monotonic()) / left
-        neighbours = warm_start_configs(tuned, point, bucket, settings.warm_start)
+        if (count := launch_blocks(original)) is not None:
+            blocks[point.name] = count
+        neighbours = warm_start_configs(tuned, point, bucket, settings.warm_start, blocks=blocks)
         shape_plan = plan(ctx.tunable.space, ctx.evaluator, (point,), settings)
         ctx.display.start(point.name, shape_plan.budget)
         base = objective_time(original, metric)
@@ -407,6 +413,10 @@ def tune_shapes(ctx: Context, deadline: float | None) -> None:
             tuned[point.name] = top_configs(study, settings.warm_start)
             stats = study_stats(study)
             narrow = study_narrowness(study, ctx.tunable.space, point.name)
+            again = None
+            if narrow is not None and narrow.needle and not concurrent:
+                # a narrow optimum: re-measure the few best rather than search longer (issue 23)
+                again = remeasure_top(ctx.evaluator, study, point, metric, deadline=share)
             ctx.log.write(
                 "shape_done",
                 shape=point.name,
@@ -416,6 +426,9 @@ def tune_shapes(ctx: Context, deadline: float | None) -> None:
                 failures=dict(stats.failures),
                 narrow=None if narrow is None else narrow.to_dict(),
                 warm_start_dropped=study.user_attrs.get("warm_start_dropped"),
+                remeasured=None
+                if again is None
+                else {"configs": again["configs"], "chosen": again["chosen"]},
             )
         ctx.display.finish()
 
@@ -594,11 +607,25 @@ def collect(ctx: Context, points: Sequence[ShapePoint] | None = None) -> tuple[S
             sampler = str(joint.user_attrs.get("sampler", ctx.request.sampler))
         else:
             stats = study_stats(study)
-            found = best_measurement(study) if ctx.tunable.space.knobs else None
+            found = (remeasured_best(study) or best_measurement(study)) if ctx.tunable.space.knobs else None
             config, best = (None, None) if found is None else found
             sampler = str(study.user_attrs.get("sampler", "-"))
         results.append(ShapeResult(point, metric, sampler, original, config, best, stats, study.study_name))
     return tuple(results)
+
+
+def remeasure_sentence(record: object) -> str:
+    """What re-measuring the few best configs of a narrow optimum found ('' where it did not run).
+
+    >>> remeasure_sentence({"configs": [{"config": {"B": 1}, "first_us": 1.7, "again_us": 2.0},
+    ...     {"config": {"B": 2}, "first_us": 1.8, "again_us": 1.8}], "chosen": {"B": 2}})
+    ' Re-measured, the 2 best took 1.700 -> 2.000, 1.800 -> 1.800 µs; chosen: B=2.'
+    """
+    if not isinstance(record, dict) or not record.get("configs"):
+        return ""
+    pairs = ", ".join(f"{r['first_us']:.3f} -> {r['again_us']:.3f}" for r in record["configs"])
+    chosen = ", ".join(f"{k}={v}" for k, v in dict(record.get("chosen") or {}).items()) or "-"
+    return f" Re-measured, the {len(record['configs'])} best took {pairs} µs; chosen: {chosen}."
 
 
 def needle_notes(ctx: Context, results: Sequence[ShapeResult]) -> list[str]:
@@ -615,6 +642,7 @@ def needle_notes(ctx: Context, results: Sequence[ShapeResult]) -> list[str]:
             notes.append(
                 f"{found.sentence()}: the speedup there rests on one config, which the final check "
                 "re-measures; more evaluations are unlikely to find a neighbour as good."
+                + remeasure_sentence(study.user_attrs.get("remeasured"))
             )
     return notes
 

@@ -18,6 +18,7 @@ optimum (optimum / time >= 0.98), or None when the budget ran out first.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -30,6 +31,7 @@ from ktx.search.engine import (
     WARM_WORK_RATIO,
     Settings,
     evaluation_curve,
+    launch_blocks,
     open_study,
     search_shape,
     top_configs,
@@ -63,6 +65,23 @@ class ShapeOutcome:
     feasible: int
     within: int  # configs at or above the fraction of the optimum
     evals: tuple[int | None, ...]  # per seed: evaluations until the fraction (None: not within the budget)
+    #: per seed: optimum / best time found within the mark's evaluations (0.0: nothing succeeded)
+    at_mark: tuple[float, ...] = ()
+
+    @property
+    def mark(self) -> int:
+        """The goal's budget: 1% of the space, at least 10 evaluations (issue 23)."""
+        return goal_mark(self.feasible)
+
+    @property
+    def within_mark(self) -> int:
+        """Seeds that reached the fraction within the mark."""
+        return sum(e is not None and e <= self.mark for e in self.evals)
+
+    @property
+    def goal_met(self) -> bool:
+        """Whether the median seed reached the fraction within the mark."""
+        return self.quartiles[1] <= self.mark
 
     @property
     def reached(self) -> int:
@@ -71,6 +90,25 @@ class ShapeOutcome:
     @property
     def quartiles(self) -> tuple[float, float, float]:
         return quartiles(self.evals)
+
+
+def goal_mark(feasible: int) -> int:
+    """1% of a space of ``feasible`` configs, at least 10 evaluations.
+
+    >>> goal_mark(2304), goal_mark(140)
+    (23, 10)
+    """
+    return max(10, round(0.01 * feasible))
+
+
+def fraction_at(curve: Sequence[float | None], optimum_us: float, n: int) -> float:
+    """optimum / the best time among the first ``n`` evaluations (0.0 where none succeeded).
+
+    >>> fraction_at([2.0, None, 1.25, 1.0], 1.0, 3)
+    0.8
+    """
+    times = [v for v in curve[:n] if v is not None and v > 0]
+    return optimum_us / min(times) if times else 0.0
 
 
 def quartiles(evals: Sequence[int | None]) -> tuple[float, float, float]:
@@ -113,6 +151,7 @@ def replay_tune(
     )
     storage = optuna.storages.InMemoryStorage()
     tuned: dict[str, list[dict[str, int]]] = {}
+    blocks: dict[str, float] = {}
     curves: dict[str, list[float | None]] = {}
     for point in order_points([ShapePoint.from_name(s) for s in shapes], bucket):
         best = optimum(recording, point.name)
@@ -121,7 +160,11 @@ def replay_tune(
         if original is not None:  # as ktx.search.runner.prepare_shape leaves it in the study
             study = open_study(storage, name, optuna.samplers.RandomSampler())
             study.set_user_attr("original", original.to_dict())
-        neighbours = warm_start_configs(tuned, point, bucket, method.warm_start, method.max_work_ratio)
+        if (count := launch_blocks(original)) is not None:
+            blocks[point.name] = count
+        neighbours = warm_start_configs(
+            tuned, point, bucket, method.warm_start, method.max_work_ratio, blocks
+        )
         study = search_shape(evaluator, storage, name, point, best.metric, settings, neighbours)
         tuned[point.name] = top_configs(study, method.warm_start)
         curves[point.name] = evaluation_curve(study)
@@ -154,12 +197,13 @@ def bench(
     out: list[ShapeOutcome] = []
     for method in methods:
         per_shape: dict[str, list[int | None]] = {s: [] for s in shapes}
+        marks: dict[str, list[float]] = {s: [] for s in shapes}
         for seed in seeds:
             curves = replay_tune(spec, recording, shapes, method, seed, trials)
             for shape in shapes:
-                per_shape[shape].append(
-                    evaluations_to_fraction(curves[shape], optima[shape].time_us, fraction)
-                )
+                best_us = optima[shape].time_us
+                per_shape[shape].append(evaluations_to_fraction(curves[shape], best_us, fraction))
+                marks[shape].append(fraction_at(curves[shape], best_us, goal_mark(optima[shape].feasible)))
         for shape in shapes:
             best = optima[shape]
             out.append(
@@ -170,6 +214,7 @@ def bench(
                     best.feasible,
                     within_fraction(recording.at(shape), best.time_us, best.metric, fraction),
                     tuple(per_shape[shape]),
+                    tuple(marks[shape]),
                 )
             )
     return out
@@ -195,15 +240,17 @@ def markdown(outcomes: Sequence[ShapeOutcome], fraction: float) -> str:
 
     lines = [
         f"| shape | method | space | configs >= {fraction} | seeds reaching | q25 | median | q75 "
-        "| 1% of the space (min 10) |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| 1% of the space (min 10) | seeds within it | fraction at it: min / median | goal |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for o in outcomes:
         q25, q50, q75 = o.quartiles
-        one = max(10, round(0.01 * o.feasible))
+        at = o.at_mark
+        frac = f"{min(at):.3f} / {statistics.median(at):.3f}" if at else "-"
         lines.append(
             f"| {o.shape} | {o.method} | {o.feasible} | {o.within} | {o.reached}/{len(o.evals)} "
-            f"| {fmt(q25)} | {fmt(q50)} | {fmt(q75)} | {one} |"
+            f"| {fmt(q25)} | {fmt(q50)} | {fmt(q75)} | {o.mark} | {o.within_mark}/{len(o.evals)} "
+            f"| {frac} | {'met' if o.goal_met else 'not met'} |"
         )
     return "\n".join(lines)
 
@@ -218,6 +265,10 @@ def as_json(outcomes: Sequence[ShapeOutcome]) -> list[Mapping[str, object]]:
             "within": o.within,
             "evals": list(o.evals),
             "quartiles": [None if math.isinf(q) else q for q in o.quartiles],
+            "mark": o.mark,
+            "within_mark": o.within_mark,
+            "at_mark": list(o.at_mark),
+            "goal_met": o.goal_met,
         }
         for o in outcomes
     ]

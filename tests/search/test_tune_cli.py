@@ -195,3 +195,42 @@ def test_another_backend_gets_its_own_studies(
     assert row["original_us"] == pytest.approx(3 * first["original_us"]), "not the other device's original"
     assert row["study"] != first["study"]
     assert second["device"] == "a slower device"
+
+
+def test_a_needle_is_re_measured_and_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23: at a narrow optimum the tune re-measures its few best configs rather than search
+    longer, logs both measurements, chooses by them and says so in the summary's note. Here the
+    synthetic space's best config is made 30% faster than anything else (a needle) and the grid
+    visits every config, so the tune must find it and its neighbours."""
+    from ktx.search import synthetic
+    from ktx.search.recording import write
+
+    data = synthetic.recording([(16, 4096)], kernel="silu_and_mul")
+    tuned = [m for m in data["measurements"] if m["config"] and m["status"] == "ok" and m["graph"]]
+    best = min(tuned, key=lambda m: m["graph"]["median_us"])
+    for mode in ("graph", "single"):
+        for field in ("median_us", "p10_us", "p90_us", "min_us", "max_us", "mean_us"):
+            best[mode][field] *= 0.7
+    path = tmp_path / "needle.json"
+    write(data, path)
+    out = tmp_path / "run"
+    argv = [
+        "tune",
+        str(SILU),
+        "--backend",
+        f"replay:{path}",
+        "--shapes",
+        "tokens=16,d=4096",
+        "--sampler",
+        "grid",
+    ]
+    assert main([*argv, "--trials", "400", "--out", str(out), "--quiet", "--holdout", "none"]) == 0
+    capsys.readouterr()
+    (done,) = [e for e in read_log(out / "log.jsonl") if e["event"] == "shape_done"]
+    assert done["narrow"]["needle"] and done["narrow"]["within"] == 1
+    again = done["remeasured"]
+    assert again is not None and len(again["configs"]) == 3
+    assert again["chosen"] == best["config"], "the replay answers alike twice: the needle stays"
+    assert [e["event"] for e in read_log(out / "log.jsonl")].count("remeasure") == 3
+    note = (out / "summary.md").read_text()
+    assert "a narrow optimum" in note and "Re-measured, the 3 best took" in note

@@ -67,5 +67,10 @@ def test_bench_counts_the_target_and_the_cost_model_beats_random(exhaustive: Rec
         assert by[("after", shape)].within == width and width > 0
         assert by[("after", shape)].quartiles[1] <= 10, by[("after", shape)].evals
         assert by[("after", shape)].quartiles[2] <= by[("random", shape)].quartiles[2]
+        mine = by[("after", shape)]
+        assert mine.mark == 10 and mine.goal_met
+        # the fraction each seed held at the mark agrees with the evaluations it needed
+        assert [f >= 0.98 for f in mine.at_mark] == [e is not None and e <= 10 for e in mine.evals]
+        assert mine.within_mark == sum(f >= 0.98 for f in mine.at_mark)
     table = markdown(outcomes, 0.98)
-    assert table.count("\n") == 2 + len(outcomes) - 1 and "| 10 |" in table
+    assert table.count("\n") == 2 + len(outcomes) - 1 and "| 10 |" in table and "| met |" in table
