@@ -390,10 +390,10 @@ def _sum_pair(source: bytes, p: VariancePair) -> str:
         f"{indent}{p.header} {{",
         *(_lines(source, n.start_byte, n.end_byte, inner) for n in p.body),
         f"{inner}// online: the element the sum of squares reads, into the sums",
-        f"{inner}const {t} ktx_x = ({t})({p.element});",
+        f"{inner}const {t} {k}_x = ({t})({p.element});  // not ktx_x: vectorize's pack of x",
         f"{inner}{k}_n += 1;",
-        f"{inner}{k}_s1 += ktx_x;",
-        f"{inner}{k}_s2 += ktx_x * ktx_x;",
+        f"{inner}{k}_s1 += {k}_x;",
+        f"{inner}{k}_s2 += {k}_x * {k}_x;",
         f"{indent}}}",
     ]
     if p.group:
