@@ -213,7 +213,8 @@ class Online(Pass[OnlineSite]):
             "0, 1 (2 for a mean/variance pair)",
             "0 (max, then sum: the original)",
             "1: one loop keeps the running (max, rescaled sum) pair; the stores join the loop after;"
-            " for a mean/variance pair 1 is Welford, 2 the count, Σx, Σx² sums in double (vectorize packs it)",
+            " for a mean/variance pair 1 is Welford, 2 the count, Σx, Σx² sums in double"
+            " (vectorize packs it)",
         ),
     )
     after = ("expose", "row-owner", "block-size")
@@ -405,7 +406,8 @@ def _sum_pair(source: bytes, p: VariancePair) -> str:
     ]
     c = f"({t})({p.center})"
     out += [
-        f"{indent}// online: sum (x - c)^2 = Σx² - c (2 Σx - n c) in {t}, c = {p.center} as the second loop had it",
+        f"{indent}// online: sum (x - c)^2 = Σx² - c (2 Σx - n c) in {t},"
+        f" c = {p.center} as the second loop had it",
         f"{indent}{p.v} += ({p.v_type})({k}_s2 - {c} * (2 * {k}_s1 - {k}_n * {c}));",
     ]
     return "\n".join(out)

@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from ktx.passes.online import PAIR_HELPERS
 from passtest import apply, assert_built_without_spills, build_for_sm90, remarks
 from test_online_welford import ARGS, CONFIG_LINE, DRIVER, GXX, HOST, KERNELS, LADDER_KERNELS, _template
 from test_row_owner import LLMC
 
 from ktx.measure.compile import find_nvcc
-from ktx.passes.online import PAIR_HELPERS
 from ktx.pipeline import candidate_from_template
 
 SOFTMAX = """\
@@ -127,8 +127,9 @@ def _rows() -> list[tuple[str, np.ndarray]]:
 
 
 def test_the_replay_pins_the_emitted_reduce() -> None:
-    for line in ("n += __shfl_xor_sync(mask, n, o);", "s1 += __shfl_xor_sync(mask, s1, o);",
-                 "s2 += __shfl_xor_sync(mask, s2, o);", "n += pn[w];", "s1 += p1[w];", "s2 += p2[w];"):  # fmt: skip
+    shuffles = [f"{v} += __shfl_xor_sync(mask, {v}, o);" for v in ("n", "s1", "s2")]
+    shared = ["n += pn[w];", "s1 += p1[w];", "s2 += p2[w];"]
+    for line in (*shuffles, *shared):
         assert line in PAIR_HELPERS
 
 
