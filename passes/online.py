@@ -42,6 +42,25 @@ reduce of ``m``. Precision guard: the shift keeps the running mean small, so a r
 1e4 times its spread keeps its digits (a numpy replay of the emitted combine: relative 2e-5 of
 the two-pass sum against 1e-2 and worse for the sum, sum-of-squares pair); the spec's
 tolerance should still allow a few ulps of ``v`` (rstd moves by half of ``v``'s relative error).
+
+``ONLINE = 2`` (offered only where a mean/variance pair is fused) keeps the first loop as written
+too, but folds what the second loop reads into three plain sums, the count ``n``, ``Σx`` and
+``Σx²``, and ``v += Σx² - c (2 Σx - n c)``. Every state is a ``+=`` reduction, so ``vectorize``
+packs the fused loop (16-byte loads, as llm.c's hand v4/v5 read the row), which Welford's running
+shift (``k = n > 0 ? k : x``, carried from one iteration to the next) forbids. After row-owner
+the three sums are reduced across the row's lanes by ``ktx_sum_pair_reduce<T>`` (one butterfly,
+one shared-memory pass). Precision guard: the sums are kept in ``double`` whatever ``v``'s type
+(each ``x * x`` of a float is exact in double; the conversions and double adds cost little in a
+kernel bound by memory), not in float as v4 keeps them: the cancellation of ``Σx²`` against
+``c (2 Σx - n c)`` costs a relative ``C 2^-53 (mean^2 / variance)`` of ``v`` at worst. A numpy
+replay of the emitted sums and reduce, over 768 to 4097 elements of mean 1e4 and spread 0.1
+(mean^2 / variance = 1e10): relative 6e-5 of the two-pass sum at one thread a row, 2e-5 to 6e-7
+over 32 to 1024 lanes (Welford: 2e-5); the float pair is off by 1 to 1e5 times ``v`` there. So the
+spec's tolerance must allow a relative ``C 2^-53 mean^2 / variance`` of ``v`` (half of it on
+rstd): under 1e-4 while ``|mean| / spread`` stays below 1e5 at C = 768, which any fp32 or bf16
+spec allows; the pass cannot see the spec's tolerance, so a row beyond that fails ``ktx``'s
+verification of the candidate rather than being refused here. The pair's ``double`` adds are the
+price; Welford (1) stays for a kernel that cannot pay it.
 """
 
 from __future__ import annotations
