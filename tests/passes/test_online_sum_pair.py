@@ -226,3 +226,31 @@ def test_llmc_the_packed_pair_builds_for_sm90_without_spills_with_16_byte_loads(
         # 16-byte loads: float4 (ld.global.v4.f32 / .v4.u32) or 8 bf16 (ld.global.v4.u32 / .v2.u64)
         wide = re.findall(r"ld\.global(?:\.\w+)*\.(?:v4\.(?:f32|u32|b32)|v2\.(?:u64|b64|f64))", text)
         assert wide, f"{kernel}: no 16-byte global load in the PTX"
+
+
+@pytest.mark.skipif(LLMC is None, reason="llm.c is not at ../shared/llmc")
+@pytest.mark.skipif(GXX is None, reason="no host C++ compiler")
+@pytest.mark.slow
+def test_llmc_layernorm_v1_sum_pair_matches_on_the_host_with_large_mean_rows(tmp_path: Path) -> None:
+    """llm.c layernorm v1 at ONLINE=2, one thread per row, run on the host beside the original
+    (test_online_llmc_host's driver: B=1 T=1024 C=768 and odd variants, normal rows and rows of
+    mean 1e4, spread 0.1; mean, rstd and out within 1e-4 relative)."""
+    import test_online_llmc_host as H
+
+    assert LLMC is not None and GXX is not None
+    lad = next(lad for lad in H.LADDER.LADDERS if lad.name == "layernorm_forward")
+    spec = H.load_spec(H.LADDER.stage(lad, lad.naive, LLMC, tmp_path / "stage"))
+    t = H.template_for_spec(spec, "online")
+    cand = candidate_from_template(spec, t, {"ONLINE": 2})
+    original = candidate_from_template(spec, t, {"ONLINE": 0})
+    assert "ktx_v_s2" in cand.source and "ktx_v_s2" not in original.source
+    (tmp_path / "orig.cu").write_text(H._kernel_text(original.source, H.KERNEL))
+    (tmp_path / "cand.cu").write_text(H._kernel_text(cand.source, H.KERNEL))
+    (tmp_path / "main.cpp").write_text(H.DRIVER.replace("KERNEL", H.KERNEL))
+    shutil.copy(HOST / "host_cuda.h", tmp_path / "host_cuda.h")
+    exe = tmp_path / "run"
+    built = subprocess.run([GXX, "-std=c++20", "-O1", "-o", str(exe), str(tmp_path / "main.cpp")],
+                           capture_output=True, text=True)  # fmt: skip
+    assert built.returncode == 0, built.stderr[-3000:]
+    ran = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0 and "bad=0" in ran.stdout, ran.stdout[-2000:]
