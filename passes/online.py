@@ -42,6 +42,25 @@ reduce of ``m``. Precision guard: the shift keeps the running mean small, so a r
 1e4 times its spread keeps its digits (a numpy replay of the emitted combine: relative 2e-5 of
 the two-pass sum against 1e-2 and worse for the sum, sum-of-squares pair); the spec's
 tolerance should still allow a few ulps of ``v`` (rstd moves by half of ``v``'s relative error).
+
+``ONLINE = 2`` (offered only where a mean/variance pair is fused) keeps the first loop as written
+too, but folds what the second loop reads into three plain sums, the count ``n``, ``Σx`` and
+``Σx²``, and ``v += Σx² - c (2 Σx - n c)``. Every state is a ``+=`` reduction, so ``vectorize``
+packs the fused loop (16-byte loads, as llm.c's hand v4/v5 read the row), which Welford's running
+shift (``k = n > 0 ? k : x``, carried from one iteration to the next) forbids. After row-owner
+the three sums are reduced across the row's lanes by ``ktx_sum_pair_reduce<T>`` (one butterfly,
+one shared-memory pass). Precision guard: the sums are kept in ``double`` whatever ``v``'s type
+(each ``x * x`` of a float is exact in double; the conversions and double adds cost little in a
+kernel bound by memory), not in float as v4 keeps them: the cancellation of ``Σx²`` against
+``c (2 Σx - n c)`` costs a relative ``C 2^-53 (mean^2 / variance)`` of ``v`` at worst. A numpy
+replay of the emitted sums and reduce, over 768 to 4097 elements of mean 1e4 and spread 0.1
+(mean^2 / variance = 1e10): relative 6e-5 of the two-pass sum at one thread a row, 2e-5 to 6e-7
+over 32 to 1024 lanes (Welford: 2e-5); the float pair is off by 1 to 1e5 times ``v`` there. So the
+spec's tolerance must allow a relative ``C 2^-53 mean^2 / variance`` of ``v`` (half of it on
+rstd): under 1e-4 while ``|mean| / spread`` stays below 1e5 at C = 768, which any fp32 or bf16
+spec allows; the pass cannot see the spec's tolerance, so a row beyond that fails ``ktx``'s
+verification of the candidate rather than being refused here. The pair's ``double`` adds are the
+price; Welford (1) stays for a kernel that cannot pay it.
 """
 
 from __future__ import annotations
@@ -153,6 +172,49 @@ __device__ __forceinline__ void ktx_welford_reduce(V& n, V& k, V& mean, V& m2) {
 """
 
 
+PAIR_HELPERS = """\
+#ifndef KTX_SUM_PAIR_REDUCE
+#define KTX_SUM_PAIR_REDUCE
+// online (ONLINE=2): sum the count, the sum and the sum of squares over the T threads that own a
+// row (all lanes get them); plain sums, so one butterfly and one shared-memory pass for all three
+template <int T, typename V>
+__device__ __forceinline__ void ktx_sum_pair_reduce(V& n, V& s1, V& s2) {
+  constexpr int W = T < 32 ? T : 32;
+  const unsigned group = threadIdx.x & 31u & ~(unsigned)(W - 1);
+  const unsigned mask = W == 32 ? 0xffffffffu : ((1u << W) - 1u) << group;
+#pragma unroll
+  for (int o = W / 2; o > 0; o /= 2) {
+    n += __shfl_xor_sync(mask, n, o);
+    s1 += __shfl_xor_sync(mask, s1, o);
+    s2 += __shfl_xor_sync(mask, s2, o);
+  }
+  __syncwarp(mask);
+  if (T > 32) {
+    __shared__ V pn[32], p1[32], p2[32];
+    __syncthreads();
+    if ((threadIdx.x & 31u) == 0) {
+      pn[threadIdx.x / 32] = n;
+      p1[threadIdx.x / 32] = s1;
+      p2[threadIdx.x / 32] = s2;
+    }
+    __syncthreads();
+    n = pn[0];
+    s1 = p1[0];
+    s2 = p2[0];
+    for (int w = 1; w < T / 32; ++w) {
+      n += pn[w];
+      s1 += p1[w];
+      s2 += p2[w];
+    }
+  }
+}
+#endif
+"""
+
+#: ONLINE=2's accumulator: the Σx, Σx² pair is kept in double whatever ``v``'s type (the guard)
+PAIR_TYPE = "double"
+
+
 @dataclass(frozen=True)
 class OnlineSite(Site):
     pairs: tuple[OnlinePair | VariancePair, ...]
@@ -168,9 +230,11 @@ class Online(Pass[OnlineSite]):
     knobs = (
         KnobSpec(
             KNOB,
-            "0, 1",
+            "0, 1 (2 for a mean/variance pair)",
             "0 (max, then sum: the original)",
-            "1: one loop keeps the running (max, rescaled sum) pair; the stores join the loop after",
+            "1: one loop keeps the running (max, rescaled sum) pair; the stores join the loop after;"
+            " for a mean/variance pair 1 is Welford, 2 the count, Σx, Σx² sums in double"
+            " (vectorize packs it)",
         ),
     )
     after = ("expose", "row-owner", "block-size")
@@ -187,7 +251,7 @@ class Online(Pass[OnlineSite]):
     def rewrite(self, site: OnlineSite, rw: Rewriter) -> None:
         module = rw.target.module
         source = module.source
-        rw.knob(KNOB, (0, 1), 0, "1: max and sum of exp(x - max) in one pass (running pair)")
+        rw.knob(KNOB, _values(site), 0, "1: max and sum of exp(x - max) in one pass (running pair)")
         notes: list[str] = []
         for p in site.pairs:
             first, _ = line_bounds(source, p.first.start_byte, p.first.start_byte)
@@ -195,7 +259,7 @@ class Online(Pass[OnlineSite]):
             if source[first : p.first.start_byte].strip():
                 raise Refuse(f"line {p.line}: the max loop does not start its line")
             if isinstance(p, VariancePair):
-                wrap_lines(rw, first, last, _welford(source, p), COND)
+                wrap_lines(rw, first, last, _variance_forms(source, p), f"{COND} == 2")
                 lanes = f"; one triple reduction over {p.group} lanes" if p.group else ""
                 notes.append(
                     f"{p.m} (line {p.lead.line}) and the squared deviations {p.v} (line {p.squares.line})"
@@ -213,7 +277,13 @@ class Online(Pass[OnlineSite]):
             rw.insert(start, HELPERS)
         if any(p.group for p in site.pairs if isinstance(p, VariancePair)):
             rw.insert(start, WELFORD_HELPERS)
+            rw.insert(start, PAIR_HELPERS)
         rw.note("; ".join(notes))
+
+
+def _values(site: OnlineSite) -> tuple[int, ...]:
+    """ONLINE's values: 2 (the Σx, Σx² pair) only where a mean/variance pair is fused."""
+    return (0, 1, 2) if any(isinstance(p, VariancePair) for p in site.pairs) else (0, 1)
 
 
 def _lines(source: bytes, node_start: int, node_end: int, indent: str) -> str:
@@ -333,5 +403,55 @@ def _welford(source: bytes, p: VariancePair) -> str:
     out += [
         f"{indent}// online: sum (x - c)^2 = M2 + n (mean - c)^2, c = {p.center} as the second loop had it",
         f"{indent}{p.v} += {k}_m2 + {k}_n * (({k}_k - {c}) + {k}_mean) * (({k}_k - {c}) + {k}_mean);",
+    ]
+    return "\n".join(out)
+
+
+def _variance_forms(source: bytes, p: VariancePair) -> str:
+    """ONLINE=2's sum pair, then (``#elif``) ONLINE=1's Welford: what :func:`wrap_lines` puts
+    under ``#if KTX_ONLINE == 2`` before the original's ``#else``."""
+    return f"{_sum_pair(source, p)}\n#elif {COND}\n{_welford(source, p)}"
+
+
+def _sum_pair(source: bytes, p: VariancePair) -> str:
+    """The first loop as written plus plain sums of what the second loop reads: the count, Σx and
+    Σx², in double. No value is carried from one iteration to the next but by ``+=``, so
+    ``vectorize`` packs the fused loop (Welford's running shift it must refuse); the double keeps
+    the cancellation in ``Σx² - c (2 Σx - n c)`` harmless (relative 2^-53 (mean / spread)^2, see
+    docs/passes.md) where a float pair loses every digit at mean = 1e4 spread."""
+    indent = syntax.indentation(source, p.first.start_byte)
+    inner = indent + ("  " if len(indent) % 4 else "    ")
+    for n in p.body:
+        if not source[syntax.line_start(source, n.start_byte) : n.start_byte].strip():
+            inner = syntax.indentation(source, n.start_byte)
+            break
+    t, k = PAIR_TYPE, f"ktx_{p.v}"
+    out: list[str] = []
+    if p.declaration is not None:
+        out.append(_lines(source, p.declaration.start_byte, p.declaration.end_byte, indent))
+    out += [
+        f"{indent}// online (ONLINE=2): the count, sum and sum of squares of what {p.v} sums, in {t}",
+        f"{indent}{t} {k}_n = 0, {k}_s1 = 0, {k}_s2 = 0;",
+        f"{indent}{p.header} {{",
+        *(_lines(source, n.start_byte, n.end_byte, inner) for n in p.body),
+        f"{inner}// online: the element the sum of squares reads, into the sums",
+        f"{inner}const {t} {k}_x = ({t})({p.element});  // not ktx_x: vectorize's pack of x",
+        f"{inner}{k}_n += 1;",
+        f"{inner}{k}_s1 += {k}_x;",
+        f"{inner}{k}_s2 += {k}_x * {k}_x;",
+        f"{indent}}}",
+    ]
+    if p.group:
+        out.append(f"{indent}ktx_sum_pair_reduce<{p.group}>({k}_n, {k}_s1, {k}_s2);")
+    out += [
+        _lines(source, n.start_byte, n.end_byte, indent)
+        for n in p.between
+        if p.declaration is None or n.id != p.declaration.id
+    ]
+    c = f"({t})({p.center})"
+    out += [
+        f"{indent}// online: sum (x - c)^2 = Σx² - c (2 Σx - n c) in {t},"
+        f" c = {p.center} as the second loop had it",
+        f"{indent}{p.v} += ({p.v_type})({k}_s2 - {c} * (2 * {k}_s1 - {k}_n * {c}));",
     ]
     return "\n".join(out)

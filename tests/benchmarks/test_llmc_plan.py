@@ -64,7 +64,7 @@ def test_fused_residual_after_vectorize_gets_online_written_before_it() -> None:
         probes = probe_passes(spec, current, catalog, registry, _Templates(spec, registry))
         online = next(p for p in probes if p.name == "online")
         assert online.applies, online.text()
-        assert dict(online.knobs).get("ONLINE") == (0, 1)
+        assert dict(online.knobs).get("ONLINE") == (0, 1, 2)  # 2: the Σx, Σx² pair vectorize packs
         context = PlanContext(spec.name, 5, 2, analysis, catalog, current, history, tuple(probes))
         plan = RulesPlanner().plan(context).plan
     assert plan.pipeline == "row-owner,online,vectorize{tie=true,peel=true}", plan.rationale

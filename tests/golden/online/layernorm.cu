@@ -31,7 +31,7 @@ void layernorm(float* out, const float* inp, const float* weight, int N, int C) 
     layernorm_rows<<<(N + 255) / 256, 256>>>(out, inp, weight, N, C);
 }
 
-// CHECK: {{.*}}: remark: [online] layernorm_rows: rewritten: exposed ONLINE {0, 1}; m (line 14) and the squared deviations v (line 20) in one pass (Welford)
+// CHECK: {{.*}}: remark: [online] layernorm_rows: rewritten: exposed ONLINE {0, 1, 2}; m (line 14) and the squared deviations v (line 20) in one pass (Welford)
 // CHECK: +// ktx: `online` instantiated with ONLINE=1
 // CHECK: +        float v = 0.0f;
 // CHECK: +        // online: Welford's count, shift (the first element), mean and squared deviations of
@@ -53,7 +53,7 @@ void layernorm(float* out, const float* inp, const float* weight, int N, int C) 
 // CHECK: +        // online: sum (x - c)^2 = M2 + n (mean - c)^2, c = m as the second loop had it
 // CHECK: +        v += ktx_v_m2 + ktx_v_n * ((ktx_v_k - m) + ktx_v_mean) * ((ktx_v_k - m) + ktx_v_mean);
 // WARP: {{.*}}: remark: [row-owner] layernorm_rows: rewritten: exposed THREADS_PER_ROW {1, 32, 64, 128, 256, 512, 1024}, ROW_BLOCK {0, 128, 1024}; row index i (line 9); row loops at line 13, line 18, line 24; m is a sum over the row's lanes after the loop at line 13; v is a sum over the row's lanes after the loop at line 18
-// WARP: {{.*}}: remark: [online] layernorm_rows: rewritten: exposed ONLINE {0, 1}; m (line 45) and the squared deviations v (line 52) in one pass (Welford); one triple reduction over KTX_THREADS_PER_ROW lanes; m (line 68) and the squared deviations v (line 75) in one pass (Welford); one triple reduction over 32 lanes; m (line 90) and the squared deviations v (line 96) in one pass (Welford)
+// WARP: {{.*}}: remark: [online] layernorm_rows: rewritten: exposed ONLINE {0, 1, 2}; m (line 45) and the squared deviations v (line 52) in one pass (Welford); one triple reduction over KTX_THREADS_PER_ROW lanes; m (line 68) and the squared deviations v (line 75) in one pass (Welford); one triple reduction over 32 lanes; m (line 90) and the squared deviations v (line 96) in one pass (Welford)
 // WARP: +// ktx: `row-owner,online` instantiated with THREADS_PER_ROW=32, ROW_BLOCK=0, ONLINE=1
 // WARP: +// row-owner: reduce a per-lane value over the T threads that own a row (all lanes get it)
 // WARP: +struct ktx_row_sum {
@@ -128,6 +128,42 @@ void layernorm(float* out, const float* inp, const float* weight, int N, int C) 
 // WARP: +    mean = pmean[0];
 // WARP: +    m2 = pm2[0];
 // WARP: +    for (int w = 1; w < T / 32; ++w) ktx_welford_combine(n, k, mean, m2, pn[w], pk[w], pmean[w], pm2[w]);
+// WARP: +  }
+// WARP: +}
+// WARP: +#endif
+// WARP: +#ifndef KTX_SUM_PAIR_REDUCE
+// WARP: +#define KTX_SUM_PAIR_REDUCE
+// WARP: +// online (ONLINE=2): sum the count, the sum and the sum of squares over the T threads that own a
+// WARP: +// row (all lanes get them); plain sums, so one butterfly and one shared-memory pass for all three
+// WARP: +template <int T, typename V>
+// WARP: +__device__ __forceinline__ void ktx_sum_pair_reduce(V& n, V& s1, V& s2) {
+// WARP: +  constexpr int W = T < 32 ? T : 32;
+// WARP: +  const unsigned group = threadIdx.x & 31u & ~(unsigned)(W - 1);
+// WARP: +  const unsigned mask = W == 32 ? 0xffffffffu : ((1u << W) - 1u) << group;
+// WARP: +#pragma unroll
+// WARP: +  for (int o = W / 2; o > 0; o /= 2) {
+// WARP: +    n += __shfl_xor_sync(mask, n, o);
+// WARP: +    s1 += __shfl_xor_sync(mask, s1, o);
+// WARP: +    s2 += __shfl_xor_sync(mask, s2, o);
+// WARP: +  }
+// WARP: +  __syncwarp(mask);
+// WARP: +  if (T > 32) {
+// WARP: +    __shared__ V pn[32], p1[32], p2[32];
+// WARP: +    __syncthreads();
+// WARP: +    if ((threadIdx.x & 31u) == 0) {
+// WARP: +      pn[threadIdx.x / 32] = n;
+// WARP: +      p1[threadIdx.x / 32] = s1;
+// WARP: +      p2[threadIdx.x / 32] = s2;
+// WARP: +    }
+// WARP: +    __syncthreads();
+// WARP: +    n = pn[0];
+// WARP: +    s1 = p1[0];
+// WARP: +    s2 = p2[0];
+// WARP: +    for (int w = 1; w < T / 32; ++w) {
+// WARP: +      n += pn[w];
+// WARP: +      s1 += p1[w];
+// WARP: +      s2 += p2[w];
+// WARP: +    }
 // WARP: +  }
 // WARP: +}
 // WARP: +#endif

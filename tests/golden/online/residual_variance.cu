@@ -43,7 +43,7 @@ __global__ void shifted_rows(float* out, float* var, const float* a, int N, int 
     var[i] = v;
 }
 
-// CHECK: {{.*}}: remark: [online] residual_rows: rewritten: exposed ONLINE {0, 1}; m (line 18) and the squared deviations v (line 24) in one pass (Welford)
+// CHECK: {{.*}}: remark: [online] residual_rows: rewritten: exposed ONLINE {0, 1, 2}; m (line 18) and the squared deviations v (line 24) in one pass (Welford)
 // CHECK: +// ktx: `online` instantiated with ONLINE=1
 // CHECK: +    float v = 0.0f;
 // CHECK: +    // online: Welford's count, shift (the first element), mean and squared deviations of
