@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import pairwise
 from pathlib import Path
 
@@ -67,7 +67,7 @@ from ktx.ir.launch import (
     standin_launch,
 )
 from ktx.ir.module import Module
-from ktx.ir.nodes import Function, LaunchSite
+from ktx.ir.nodes import Function, LaunchSite, Param
 
 from ktx import structdraft
 from ktx.blockers import TODO
@@ -166,6 +166,15 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     if callers:
         launcher_vars = {n: e for n, e in callers.items() if not re.fullmatch(re.escape(n), e)}
     # used_vars keeps "" for a local whose value did not translate: not a value.
+    # An integer the launch passes in a way ktx does not follow (an out-parameter of a helper,
+    # a tensor's size() call) that the kernel uses as a size is drafted as a shape variable of
+    # its own name: what the person finishing the draft writes most often (apex's n1, n2;
+    # FlashInfer's d), and extents that name it can then be drafted too. Only a guess: a TODO
+    # over its value line says so, and the shape points carry one (see ``own_sizes``).
+    own_sizes = _own_sizes(
+        k, fn.params, bindings, structs, lambda q: dtype_of(module, path, targ.get(q.base_type, q.base_type))
+    )
+    bindings.update({n: n for n in own_sizes})
     env = {**{n: v for n, v in tr.used_vars.items() if v}, **bindings}
     if launch.grid is not None:
         grid_bounds(k, launch.grid)
@@ -310,6 +319,15 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 arg_todos.append(why)
                 lines += [f"# {TODO}: {why}", f'value = "{TODO}"']
             else:
+                if p.name in own_sizes:
+                    why = (
+                        f"value of {p.name}: the launch at {where} passes something ktx does not follow; "
+                        f"drafted as a shape variable of its own (the kernel uses it as a size: "
+                        f"{own_sizes[p.name]}): write the caller's expression if it is a function of the "
+                        "other sizes (a product, a stride, a padded size)"
+                    )
+                    checks.append(why)
+                    lines.append(f"# {TODO}: {why}")
                 if i in branch_args:
                     other, line_no = branch_args[i]
                     why = (
@@ -518,6 +536,13 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             if flagged
             else None
         )
+        guessed_sizes = [n for n in own_sizes if n in used]
+        if guessed is None and guessed_sizes:
+            guessed = (
+                f"shape points: {', '.join(guessed_sizes)} drafted as sizes of their own (their launch "
+                "values are not followed), each swept apart: pick points that meet the relations the "
+                "caller keeps between them"
+            )
         if guessed is not None and sizing.points != []:
             checks.append(guessed)
             lines.append(f"# {TODO}: {guessed}")
@@ -605,6 +630,27 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     lines, more = second_look(lines, path, fn)
     lines, spread_todos = spread(lines)
     return Draft(fn.name, "\n".join(lines) + "\n", (*todos, *more), (*checks, *spread_todos))
+
+
+def _own_sizes(
+    k: KernelBody,
+    params: Sequence[Param],
+    bindings: Mapping[str, str],
+    structs: Mapping[str, object],
+    dtype: Callable[[Param], str | None],
+) -> dict[str, str]:
+    """Integer scalars the launch passes in a way ktx does not follow but the kernel uses as a
+    size (compared, a subscript, a pointer offset): name -> where (``i < n1``), for the drafter
+    to make each a shape variable of its own name. One that is no size (a seed, a bit count)
+    stays a TODO: default sizes would be silently wrong for it."""
+    out: dict[str, str] = {}
+    for p in params:
+        if p.is_pointer or p.name in bindings or p.name in structs or dtype(p) not in _INT_DTYPES:
+            continue
+        use = size_use(k, p.name)
+        if use is not None:
+            out[p.name] = " ".join(k.text(use).split())[:60]
+    return out
 
 
 def _scaled_last(extent: str, lanes: int) -> str:
