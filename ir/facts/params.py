@@ -428,14 +428,53 @@ def extent_dims(shape: str) -> list[str]:
 _RELATIONAL = frozenset({"<", "<=", ">", ">=", "==", "!="})
 
 
-def size_use(k: KernelBody, name: str) -> ts.Node | None:
+def size_use(k: KernelBody, name: str, depth: int = 2) -> ts.Node | None:
     """Where the kernel uses the scalar ``name`` as a size, else None.
 
     A size is compared (a bound, a loop limit), reaches a subscript or offsets a pointer
     (``query + token * head_size``), directly or through a local computed from it by
     arithmetic. A shift's amount (``1 << num_bits``) passes nothing on: a bit count is no size
-    even when its result is later compared.
+    even when its result is later compared. A kernel that hands ``name`` on, as it is, to a
+    ``__device__`` function of the file (apex's ``cuApplyRMSNorm`` calls ``cuApplyLayerNorm_``
+    with its ``n1, n2``) uses it as that function uses its parameter (``depth`` calls deep).
     """
+    found = _size_use_here(k, name)
+    if found is not None or depth <= 0:
+        return found
+    for callee, param in _handed_to(k, name):
+        inner = size_use(read_kernel(k.module, callee), param, depth - 1)
+        if inner is not None:
+            return inner
+    return None
+
+
+def _handed_to(k: KernelBody, name: str) -> list[tuple[Function, str]]:
+    """The functions of the module the kernel calls with ``name`` itself as an argument, and
+    the parameter that receives it (one definition of that name and arity; templates too)."""
+    out: list[tuple[Function, str]] = []
+    for n in syntax.walk(k.body):
+        if n.type != "call_expression":
+            continue
+        fn, arguments = n.child_by_field_name("function"), n.child_by_field_name("arguments")
+        if fn is None or arguments is None:
+            continue
+        callee = syntax.text(
+            k.module, fn.child_by_field_name("name") or fn if fn.type == "template_function" else fn
+        )
+        args = arguments.named_children
+        for i, a in enumerate(args):
+            if a.type != "identifier" or syntax.text(k.module, a) != name:
+                continue
+            defs = [
+                f for f in k.module.functions
+                if f.name == callee.split("::")[-1].strip() and len(f.params) == len(args) and f is not k.fn
+            ]  # fmt: skip
+            if len(defs) == 1 and not defs[0].params[i].is_pointer:
+                out.append((defs[0], defs[0].params[i].name))
+    return out
+
+
+def _size_use_here(k: KernelBody, name: str) -> ts.Node | None:
     sized = {name}
     # Every declaration, not ``k.locals_`` (one per name): two loops may each declare a
     # ``token_head``, one from this scalar, one from another.

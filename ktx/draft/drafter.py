@@ -171,10 +171,21 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     # its own name: what the person finishing the draft writes most often (apex's n1, n2;
     # FlashInfer's d), and extents that name it can then be drafted too. Only a guess: a TODO
     # over its value line says so, and the shape points carry one (see ``own_sizes``).
-    own_sizes = _own_sizes(
-        k, fn.params, bindings, structs, lambda q: dtype_of(module, path, targ.get(q.base_type, q.base_type))
+    launch_names = set(
+        re.findall(r"\b[A-Za-z_]\w*\b", " ".join([*(launch.grid or ()), *(launch.block or ())]))
     )
-    bindings.update({n: n for n in own_sizes})
+    own_sizes = _own_sizes(
+        k,
+        fn.params,
+        bindings,
+        structs,
+        lambda q: dtype_of(module, path, targ.get(q.base_type, q.base_type)),
+        launch_names,
+    )
+    # in the parameters' order, as the shape variables are listed
+    bindings = {
+        q.name: bindings.get(q.name, q.name) for q in fn.params if q.name in bindings or q.name in own_sizes
+    } | bindings
     env = {**{n: v for n, v in tr.used_vars.items() if v}, **bindings}
     if launch.grid is not None:
         grid_bounds(k, launch.grid)
@@ -218,6 +229,13 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             arg_todos.append(why)
             lines += [f"# {TODO}: {why}", f'dtype = "{TODO}"']
         else:
+            if p.base_type in deduced.guessed:
+                why = (
+                    f"element type of {p.name}: template parameter {p.base_type}, guessed from the "
+                    "launcher's instantiations (the TODO over template_args)"
+                )
+                checks.append(why)
+                lines.append(f"# {TODO}: {why}")
             lines.append(f"dtype = {toml_str(dtype)}")
         if p.is_pointer:
             role, subs = role_of(k, p)
@@ -256,6 +274,14 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 elif view is not None and lanes is not None:
                     # ``w2 = (const half2*) w`` over ``column < dim / 2``: two halves a view element
                     extent = _scaled_last(extent, lanes[1])
+                if p.base_type in deduced.guessed and not lines[-1].startswith(f"# {TODO}"):
+                    # counted in elements of a guessed type: as much a guess as the type
+                    why = (
+                        f"extent of {p.name}: {extent} counts elements of {p.base_type}, whose type is "
+                        "guessed above: check it against the launcher's sizes"
+                    )
+                    checks.append(why)
+                    lines.append(f"# {TODO}: {why}")
                 lines.append(f"shape = {toml_str(extent)}")
                 shape = extent
             if role is None:
@@ -322,9 +348,9 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 if p.name in own_sizes:
                     why = (
                         f"value of {p.name}: the launch at {where} passes something ktx does not follow; "
-                        f"drafted as a shape variable of its own (the kernel uses it as a size: "
-                        f"{own_sizes[p.name]}): write the caller's expression if it is a function of the "
-                        "other sizes (a product, a stride, a padded size)"
+                        f"drafted as a shape variable of its own ({own_sizes[p.name]}): write the "
+                        "caller's expression if it is a function of the other sizes (a product, a stride, "
+                        "a padded size)"
                     )
                     checks.append(why)
                     lines.append(f"# {TODO}: {why}")
@@ -481,6 +507,14 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             todos.append(why)
             lines.append(f"# {TODO}: {why}")
             values = [TODO]
+        if deduced.guessed and values != [TODO]:
+            why = (
+                f"template arguments of {fn.name}: "
+                + "; ".join(n for n in deduced.notes if n.split(" = ", 1)[0] in deduced.guessed)
+                + ": write the instantiation to tune"
+            )
+            checks.append(why)
+            lines.append(f"# {TODO}: {why}")
         lines.append("template_args = [" + ", ".join(toml_str(t) for t in values) + "]")
     if vars_:
         lines += ["", "[vars]"]
@@ -638,10 +672,12 @@ def _own_sizes(
     bindings: Mapping[str, str],
     structs: Mapping[str, object],
     dtype: Callable[[Param], str | None],
+    launch_names: set[str],
 ) -> dict[str, str]:
     """Integer scalars the launch passes in a way ktx does not follow but the kernel uses as a
-    size (compared, a subscript, a pointer offset): name -> where (``i < n1``), for the drafter
-    to make each a shape variable of its own name. One that is no size (a seed, a bit count)
+    size (compared, a subscript, a pointer offset), or whose name the drafted grid or block
+    already names as a shape variable (``dim3 grid(num_tokens)``): name -> why, for the drafter
+    to make each a shape variable of its own name. One that is neither (a seed, a bit count)
     stays a TODO: default sizes would be silently wrong for it."""
     out: dict[str, str] = {}
     for p in params:
@@ -649,7 +685,9 @@ def _own_sizes(
             continue
         use = size_use(k, p.name)
         if use is not None:
-            out[p.name] = " ".join(k.text(use).split())[:60]
+            out[p.name] = "the kernel uses it as a size: " + " ".join(k.text(use).split())[:60]
+        elif p.name in launch_names:
+            out[p.name] = "the drafted launch names a shape variable of that name"
     return out
 
 
