@@ -45,6 +45,7 @@ from ktx.ir.facts.params import (
     affine_extent,
     extent_dims,
     grid_bounds,
+    handed_extent,
     mentions,
     moved_line,
     passed_to,
@@ -243,6 +244,9 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             extent = (
                 None if moved else subscript_extent(k, p, subs, env) or affine_extent(k, p, env, targ, launch)
             )
+            if extent is None and not moved and not subs:
+                # handed on, as it is, to a __device__ function of the file: its extent there
+                extent = handed_extent(k, p, env, targ, launch)
             if extent is not None and not valid_extent(extent):
                 extent = None
             if extent is None and not moved and not subs and pointer_uses(k, p).deref_only:
