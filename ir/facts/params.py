@@ -441,7 +441,7 @@ def extent_dims(shape: str) -> list[str]:
 _RELATIONAL = frozenset({"<", "<=", ">", ">=", "==", "!="})
 
 
-def size_use(k: KernelBody, name: str, depth: int = 2) -> ts.Node | None:
+def size_use(k: KernelBody, name: str, depth: int = 2, bound: bool = False) -> ts.Node | None:
     """Where the kernel uses the scalar ``name`` as a size, else None.
 
     A size is compared (a bound, a loop limit), reaches a subscript or offsets a pointer
@@ -450,12 +450,14 @@ def size_use(k: KernelBody, name: str, depth: int = 2) -> ts.Node | None:
     even when its result is later compared. A kernel that hands ``name`` on, as it is, to a
     ``__device__`` function of the file (apex's ``cuApplyRMSNorm`` calls ``cuApplyLayerNorm_``
     with its ``n1, n2``) uses it as that function uses its parameter (``depth`` calls deep).
+    ``bound``: only a comparison counts (``c < n2``): a bound, where a subscript or an offset
+    alone may be a stride's (``i * nb01``), which is no size of its own.
     """
-    found = _size_use_here(k, name)
+    found = _size_use_here(k, name, bound)
     if found is not None or depth <= 0:
         return found
     for callee, param in _handed_to(k, name):
-        inner = size_use(read_kernel(k.module, callee), param, depth - 1)
+        inner = size_use(read_kernel(k.module, callee), param, depth - 1, bound)
         if inner is not None:
             return inner
     return None
@@ -538,7 +540,7 @@ def handed_extent(
     return None
 
 
-def _size_use_here(k: KernelBody, name: str) -> ts.Node | None:
+def _size_use_here(k: KernelBody, name: str, bound: bool = False) -> ts.Node | None:
     sized = {name}
     # Every declaration, not ``k.locals_`` (one per name): two loops may each declare a
     # ``token_head``, one from this scalar, one from another.
@@ -561,11 +563,13 @@ def _size_use_here(k: KernelBody, name: str) -> ts.Node | None:
             op = n.child_by_field_name("operator")
             if op is not None and op.type in _RELATIONAL and _carries(k, n, sized):
                 return n
+            if bound:
+                continue
             if op is not None and op.type in ("+", "-") and _carries(k, n, sized):
                 base = _pointer_base(k.module, n, pointers, {})
                 if base is not None and base[1] is not None and _carries(k, base[1], sized):
                     return n
-        elif n.type == "subscript_expression":
+        elif n.type == "subscript_expression" and not bound:
             index = _index_node(n)
             if index is not None and _carries(k, index, sized):
                 return n

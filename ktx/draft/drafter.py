@@ -678,8 +678,9 @@ def _own_sizes(
     dtype: Callable[[Param], str | None],
     launch_names: set[str],
 ) -> dict[str, str]:
-    """Integer scalars the launch passes in a way ktx does not follow but the kernel uses as a
-    size (compared, a subscript, a pointer offset), or whose name the drafted grid or block
+    """Integer scalars the launch passes in a way ktx does not follow but the kernel compares as
+    a bound (``c < cols``: a subscript or an offset alone may be a stride's, ``i * nb01``, which
+    the user writes from the sizes), or whose name the drafted grid or block
     already names as a shape variable (``dim3 grid(num_tokens)``): name -> why, for the drafter
     to make each a shape variable of its own name. One that is neither (a seed, a bit count)
     stays a TODO: default sizes would be silently wrong for it."""
@@ -687,9 +688,9 @@ def _own_sizes(
     for p in params:
         if p.is_pointer or p.name in bindings or p.name in structs or dtype(p) not in _INT_DTYPES:
             continue
-        use = size_use(k, p.name)
+        use = size_use(k, p.name, bound=True)
         if use is not None:
-            out[p.name] = "the kernel uses it as a size: " + " ".join(k.text(use).split())[:60]
+            out[p.name] = "the kernel bounds an index by it: " + " ".join(k.text(use).split())[:60]
         elif p.name in launch_names:
             out[p.name] = "the drafted launch names a shape variable of that name"
     return out

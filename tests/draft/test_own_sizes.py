@@ -51,3 +51,18 @@ def test_an_unfollowed_integer_that_is_no_size_stays_a_placeholder(tmp_path: Pat
     seed = text.split('name = "seed"', 1)[1].split("[[args]]", 1)[0].split("[shapes]", 1)[0]
     assert 'value = "TODO"' in seed
     assert 'value = "seed"' not in text
+
+
+def test_an_unfollowed_stride_is_no_size_of_its_own(tmp_path: Path) -> None:
+    # ``ld`` only scales an index (a row pitch): issue 22 wants strides written from the sizes,
+    # not swept as shape axes, so its value stays a placeholder
+    src = tmp_path / "f.cu"
+    src.write_text(
+        _SRC.replace("int seed) {", "int seed, int ld) {")
+        .replace("y[r * cols + c]", "y[r * ld + c]")
+        .replace("seed0 ^ t.size(2))", "seed0 ^ t.size(2), t.size(3))")
+    )
+    text = draft(src, None, tmp_path).text
+    ld = text.split('name = "ld"', 1)[1].split("[shapes]", 1)[0]
+    assert 'value = "TODO"' in ld
+    assert 'value = "cols"' in text  # still compared: a bound
