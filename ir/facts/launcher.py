@@ -436,12 +436,19 @@ def _element_type(
 
 
 def launch_arguments(module: Module, site: LaunchSite) -> list[ts.Node]:
+    """The launch's kernel arguments as nodes: the call's own, or, for a launch helper that
+    takes the kernel's arguments last (``cudaLaunchKernelEx(&config, kernel, a, b)``), the
+    trailing ones whose text is the site's arguments."""
     node = module.node(site.span)
+    want = [" ".join(a.split()) for a in site.args]
     for n in syntax.walk(node):
         if n.type == "argument_list" and n.parent is not None and n.parent.type == "call_expression":
             args = [c for c in n.named_children if c.type != "comment"]
             if len(args) == len(site.args):
                 return args
+            tail = args[len(args) - len(site.args) :] if site.args and len(args) > len(site.args) else []
+            if tail and [" ".join(syntax.text(module, a).split()) for a in tail] == want:
+                return tail
     return []
 
 

@@ -19,6 +19,7 @@ import tree_sitter as ts
 from ktx.ir import parse_file, syntax
 from ktx.ir.clang import _namespace_path
 from ktx.ir.errors import KtxError
+from ktx.ir.facts import assign
 from ktx.ir.facts.dtypes import dtype_of, vector_of
 from ktx.ir.facts.launcher import (
     LaunchDraft,
@@ -161,6 +162,10 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             continue
         with contextlib.suppress(Untranslatable, KtxError):
             bindings[p.name] = inline_vars(tr.expr(node), tr)
+        if p.name not in bindings:
+            literal = _float_literal(module, site, node)
+            if literal is not None:  # ``float weight_bias = 0.f; ... k(..., weight_bias)``
+                bindings[p.name] = literal
     launch = read_launch(module, site, tr)
     launcher_vars: dict[str, str] = {}
     callers = caller_values(module, launcher) if launcher is not None else None
@@ -334,7 +339,12 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 # A float the launcher passes through is a constant, not a shape variable: an
                 # ``eps`` gets a typical one; any other (a clamp bound, a scale) only the user knows.
                 bindings.pop(p.name)
-                if "eps" in p.name.lower():
+                default = _param_default(module, launcher, value)
+                if default is not None:
+                    # ``float eps = 1e-5`` in the launcher's signature: what its callers get
+                    lines.append(f"# note: {p.name} is the launcher's parameter {value}; its default there")
+                    value = default
+                elif "eps" in p.name.lower():
                     lines.append(f"# note: {p.name} is the launcher's parameter {value}; a typical value")
                     value = "1e-6"
                 else:
@@ -694,6 +704,44 @@ def _own_sizes(
         elif p.name in launch_names:
             out[p.name] = "the drafted launch names a shape variable of that name"
     return out
+
+
+_FLOAT = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?[fF]?")
+
+
+def _float_text(text: str) -> str | None:
+    """``0.f`` -> ``0.0``, ``1e-5f`` -> ``1e-5``: a C float literal as the spec writes it."""
+    text = text.strip()
+    if not _FLOAT.fullmatch(text) or not any(c in text for c in ".eE"):
+        return None
+    text = text.rstrip("fF")
+    return text + "0" if text.endswith(".") else text
+
+
+def _float_literal(module: Module, site: LaunchSite, node: ts.Node) -> str | None:
+    """The value of a launch argument that is a float literal, or a launcher local initialised
+    with one and never written again (FlashInfer's ``float weight_bias = 0.f``)."""
+    text = syntax.text(module, node)
+    if node.type == "number_literal":
+        return _float_text(text)
+    scope = launcher_node(module, site)
+    if node.type != "identifier" or scope is None:
+        return None
+    local = syntax.local_declarations(module, scope, before=site.span.start).get(text)
+    if local is None or local.value is None or local.value.type != "number_literal":
+        return None
+    if len(assign.assigned(module, scope).get(text, [])) > 1:
+        return None  # set again after its declaration
+    return _float_text(syntax.text(module, local.value))
+
+
+def _param_default(module: Module, launcher: Function | None, name: str) -> str | None:
+    """The float default of the launcher's parameter ``name`` (``float eps = 1e-5``), or None."""
+    param = launcher.param(name) if launcher is not None else None
+    if param is None:
+        return None
+    m = re.search(r"=\s*([^=,()]+)$", module.text(param.span).strip())
+    return _float_text(m.group(1)) if m is not None else None
 
 
 def _scaled_last(extent: str, lanes: int) -> str:
