@@ -22,6 +22,7 @@ import collections
 import hashlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -35,7 +36,7 @@ ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 
 from drafts import Drafted, draft_kernel, kernel_dir, selected, source_path  # noqa: E402
-from editstat import stat, unapply, unified  # noqa: E402
+from editstat import edit_classes, stat, unapply, unified  # noqa: E402
 from fetch import SRC, load_manifest, projects  # noqa: E402
 
 STUBS = ROOT / "scripts" / "corpus_stubs"
@@ -61,6 +62,7 @@ class Row:
     build: str = ""  # the original file built with the project's flags
     silent_lines: tuple[str, ...] = ()  # the draft lines of init.diff that were wrong without a TODO
     samples: tuple[tuple[str, str], ...] = ()  # (pass, ok | no knob | refused: | fails:), --samples
+    classes_now: tuple[tuple[str, int], ...] = ()  # today's edited lines by what they say (editstat)
 
 
 def nvcc_command(
@@ -247,11 +249,13 @@ def one(kernel: Mapping[str, Any], build_too: bool, cache: Path, version: str) -
         return Row(**base, state="no spec yet")
     final, diff_text = spec.read_text(), diff.read_text()
     made = stat(diff_text)
-    now = stat(unified(got.text, final, "draft")) if got.text else None
+    now_diff = unified(got.text, final, "draft") if got.text else None
+    now = stat(now_diff) if now_diff is not None else None
+    classes = edit_classes(now_diff, got.text, final).most_common() if now_diff is not None else []
     return Row(
         **base, state=state, edited=made.edited, silent=made.silent, silent_lines=made.silent_lines,
         edited_now=None if now is None else now.edited, silent_now=None if now is None else now.silent,
-        draft_same=unapply(final, diff_text) == got.text, check=check(folder),
+        draft_same=unapply(final, diff_text) == got.text, check=check(folder), classes_now=tuple(classes),
         ktx_build=ktx_build(folder) if build_too else "",
     )  # fmt: skip
 
@@ -294,6 +298,23 @@ def table(rows: Sequence[Row]) -> list[str]:
             f"edited lines {edited} ({edited / max(len(specs), 1):.1f} a spec; today's draft: "
             f"{sum(r.edited_now or 0 for r in specs)}), silently wrong {sum(r.silent or 0 for r in specs)} "
             f"(today's draft: {sum(r.silent_now or 0 for r in specs)})",
+            "",
+            "today's edited lines, median a spec: "
+            + (
+                f"{statistics.median(r.edited_now for r in specs if r.edited_now is not None)}"
+                if any(r.edited_now is not None for r in specs)
+                else "-"
+            )
+            + "; by what they say: "
+            + (
+                ", ".join(
+                    f"{c} {n}"
+                    for c, n in sum(
+                        (collections.Counter(dict(r.classes_now)) for r in specs), collections.Counter()
+                    ).most_common()
+                )
+                or "none"
+            ),
             "",
             "silently wrong lines by what they were: "
             + (

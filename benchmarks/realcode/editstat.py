@@ -17,7 +17,9 @@ before a removed one is always known without the draft itself.
 
 from __future__ import annotations
 
+import collections
 import difflib
+import re
 from dataclasses import dataclass
 
 
@@ -114,3 +116,77 @@ def unapply(final: str, diff_text: str) -> str:
                 at += 1
     out.extend(src[at:])
     return "".join(out)
+
+
+#: ``[[args]]``/``[[buffers]]`` keys that are a class of their own; any other key of such a
+#: table is counted under its own name (``order``, ``low``, ``name`` of a new table).
+_ARG_KEYS = ("dtype", "shape", "role", "value", "dist", "type")
+
+
+def _sections(text: str) -> list[str]:
+    """The TOML table each line of ``text`` is in (``[vars]``, ``[[args]]``, ...)."""
+    out, current = [], ""
+    for line in text.splitlines():
+        if re.fullmatch(r"\[\[?[\w.]+\]\]?", line.strip()):
+            current = line.strip()
+        out.append(current)
+    return out
+
+
+def line_class(line: str, section: str) -> str:
+    """What an edited spec line says: an argument's ``dtype``/``shape``/``role``/``value``/
+    ``dist``, a struct's ``fields``, a ``[vars]`` entry, the shape points, the launch,
+    ``template_args``, the compile ``flags``, or ``other: KEY``."""
+    key = line.split("=", 1)[0].strip()
+    if key.startswith("fields"):
+        return "fields"
+    if section == "[vars]":
+        return "vars"
+    if section == "[shapes]":
+        return "shape points"
+    if key in ("grid", "block", "shared"):
+        return "launch"
+    if key in _ARG_KEYS or key in ("template_args", "flags"):
+        return key
+    return f"other: {key[:24]}"
+
+
+def edit_classes(diff_text: str, draft: str, final: str) -> collections.Counter[str]:
+    """The edited lines of ``diff_text`` (from ``draft`` to ``final``) by :func:`line_class`,
+    counted as :func:`stat` counts them: per block, the lines put in, then any taken out beyond
+    them (a replaced line is classed by what it became)."""
+    dsec, fsec = _sections(draft), _sections(final)
+    counts: collections.Counter[str] = collections.Counter()
+    minus: list[str] = []
+    plus: list[str] = []
+
+    def close() -> None:
+        for i in range(max(len(minus), len(plus))):
+            counts[plus[i] if i < len(plus) else minus[i]] += 1
+        minus.clear()
+        plus.clear()
+
+    a = b = 0
+    for raw in diff_text.splitlines():
+        if raw.startswith(("---", "+++")):
+            continue
+        m = re.match(r"@@ -(\d+)(?:,\d+)? \+(\d+)", raw)
+        if m is not None:
+            close()
+            a, b = int(m.group(1)) - 1, int(m.group(2)) - 1
+            continue
+        tag, line = raw[:1], raw[1:]
+        if tag == "-":
+            if not _is_comment(line):
+                minus.append(line_class(line, dsec[a] if a < len(dsec) else ""))
+            a += 1
+        elif tag == "+":
+            if not _is_comment(line):
+                plus.append(line_class(line, fsec[b] if b < len(fsec) else ""))
+            b += 1
+        elif tag == " ":
+            close()
+            a += 1
+            b += 1
+    close()
+    return counts

@@ -29,6 +29,7 @@ from ktx.ir.errors import KtxError, Location
 from ktx.ir.expr import Expr
 from ktx.ir.facts import assign
 from ktx.ir.facts.dtypes import DTYPES, dtype_of
+from ktx.ir.facts.instances import instances
 from ktx.ir.launch import (
     _EXPRESSIONS,
     Untranslatable,
@@ -83,6 +84,9 @@ class TemplateArgs:
 
     values: tuple[str | None, ...]
     notes: tuple[str, ...]
+    #: template parameters whose value is a guess: one of the launcher's instantiations in the
+    #: file (the first), where the launch passes the launcher's own template parameter
+    guessed: tuple[str, ...] = ()
 
 
 def deduce_template_args(module: Module, fn: Function, site: LaunchSite) -> TemplateArgs:
@@ -100,11 +104,13 @@ def deduce_template_args(module: Module, fn: Function, site: LaunchSite) -> Temp
     locals_ = syntax.local_declarations(module, scope, before=site.span.start) if scope is not None else {}
     values: list[str | None] = []
     notes: list[str] = []
+    passed: dict[int, str] = {}  # the launcher's template parameter a kernel's parameter gets
     for i, tp in enumerate(fn.template_params):
         if i < len(written):
             why = _uncertain(module, launcher, written[i])
             if why is not None:
                 notes.append(f"{tp.name}: the launch passes {written[i]!r}, {why}")
+                passed[i] = written[i].strip()
             values.append(
                 None
                 if why is not None
@@ -118,6 +124,7 @@ def deduce_template_args(module: Module, fn: Function, site: LaunchSite) -> Temp
                     continue
                 found = _element_type(module, node, launcher, locals_, p.pointer_depth)
                 if found is not None and _uncertain(module, launcher, found) is not None:
+                    passed[i] = found.strip()
                     found = None
                 if found is not None:
                     arg = " ".join(syntax.text(module, node).split())
@@ -134,7 +141,55 @@ def deduce_template_args(module: Module, fn: Function, site: LaunchSite) -> Temp
                 else:
                     found = None
         values.append(found)
-    return TemplateArgs(tuple(values), tuple(notes))
+    guessed: list[str] = []
+    if launcher is not None and passed:
+        guessed = _from_launcher_instances(module, fn, launcher, passed, values, notes)
+    return TemplateArgs(tuple(values), tuple(notes), tuple(guessed))
+
+
+def _from_launcher_instances(
+    module: Module,
+    fn: Function,
+    launcher: Function,
+    passed: Mapping[int, str],
+    values: list[str | None],
+    notes: list[str],
+) -> list[str]:
+    """Fill ``values`` where the launch passes the launcher's own template parameter, from the
+    first of the launcher's instantiations in the file whose arguments there are constants
+    (``template void quantizeBlockwise<half, 1, General8bit>(...)``; ``ir.facts.instances``);
+    one instantiation for all of them, so the guess is one the project builds. Returns the
+    kernel's template parameters so filled, each with a note naming the alternatives."""
+    own = [t.name for t in launcher.template_params]
+    wanted = {i: own.index(text) for i, text in passed.items() if values[i] is None and text in own}
+    if not wanted:
+        return []
+    # An explicit instantiation is at namespace scope: its arguments are the file's constants,
+    # types and enumerators (bitsandbytes' General8bit, from a header), whatever ktx knows of
+    # them. A call's may be its caller's template parameters (ggml's ``forward``): not taken.
+    usable = [
+        inst
+        for inst in instances(module.text_str, launcher.name)
+        if len(inst.args) == len(own)
+        and (
+            inst.how != "call" or all(_uncertain(module, None, inst.args[j]) is None for j in wanted.values())
+        )
+    ]
+    if not usable:
+        return []
+    first = usable[0]
+    out = []
+    for i, j in wanted.items():
+        name = fn.template_params[i].name
+        values[i] = first.args[j]
+        others = sorted({inst.args[j] for inst in usable} - {first.args[j]})
+        notes.append(
+            f"{name} = {first.args[j]}: guessed, the first of the launcher {launcher.name}'s "
+            f"{len(usable)} instantiations in the file (line {first.line}, {first.how}: "
+            f"<{', '.join(first.args)}>)" + (f"; others give {name} {', '.join(others)}" if others else "")
+        )
+        out.append(name)
+    return out
 
 
 #: Names a template argument may use with one meaning wherever the launch is: C++ and CUDA types.
@@ -381,12 +436,19 @@ def _element_type(
 
 
 def launch_arguments(module: Module, site: LaunchSite) -> list[ts.Node]:
+    """The launch's kernel arguments as nodes: the call's own, or, for a launch helper that
+    takes the kernel's arguments last (``cudaLaunchKernelEx(&config, kernel, a, b)``), the
+    trailing ones whose text is the site's arguments."""
     node = module.node(site.span)
+    want = [" ".join(a.split()) for a in site.args]
     for n in syntax.walk(node):
         if n.type == "argument_list" and n.parent is not None and n.parent.type == "call_expression":
             args = [c for c in n.named_children if c.type != "comment"]
             if len(args) == len(site.args):
                 return args
+            tail = args[len(args) - len(site.args) :] if site.args and len(args) > len(site.args) else []
+            if tail and [" ".join(syntax.text(module, a).split()) for a in tail] == want:
+                return tail
     return []
 
 

@@ -147,8 +147,12 @@ def _bounds_from(k: KernelBody, cond: ts.Node, out: dict[str, str], negated: boo
             k.candidates.setdefault(syntax.text(k.module, left), []).append(k.text(right))
 
 
-def role_of(k: KernelBody, p: Param) -> tuple[str | None, list[ts.Node]]:
-    """``in``/``out``/``inout`` from the subscripts that reach ``p``; and those subscripts."""
+def role_of(k: KernelBody, p: Param, depth: int = 2) -> tuple[str | None, list[ts.Node]]:
+    """``in``/``out``/``inout`` from the subscripts that reach ``p``; and those subscripts.
+
+    A kernel that only hands ``p`` (or ``p + offset``) on to a ``__device__`` function of the
+    file (apex's ``cuApplyRMSNorm`` -> ``cuApplyLayerNorm_``) has the role that function's
+    parameter has there (``depth`` calls deep); the subscripts are still the kernel's own."""
     reads = writes = False
     subs: list[ts.Node] = []
     for n in syntax.walk(k.body):
@@ -178,6 +182,15 @@ def role_of(k: KernelBody, p: Param) -> tuple[str | None, list[ts.Node]]:
         return "out", subs
     if reads:
         return "in", subs
+    if depth > 0:
+        roles = set()
+        for callee, param in _handed_to(k, p.name, pointer=True):
+            q = next(x for x in callee.params if x.name == param)
+            role, _ = role_of(read_kernel(k.module, callee), q, depth - 1)
+            if role is not None:
+                roles.add(role)
+        if roles:
+            return ("inout" if len(roles) > 1 else roles.pop()), subs
     return None, subs
 
 
@@ -428,14 +441,106 @@ def extent_dims(shape: str) -> list[str]:
 _RELATIONAL = frozenset({"<", "<=", ">", ">=", "==", "!="})
 
 
-def size_use(k: KernelBody, name: str) -> ts.Node | None:
+def size_use(k: KernelBody, name: str, depth: int = 2, bound: bool = False) -> ts.Node | None:
     """Where the kernel uses the scalar ``name`` as a size, else None.
 
     A size is compared (a bound, a loop limit), reaches a subscript or offsets a pointer
     (``query + token * head_size``), directly or through a local computed from it by
     arithmetic. A shift's amount (``1 << num_bits``) passes nothing on: a bit count is no size
-    even when its result is later compared.
+    even when its result is later compared. A kernel that hands ``name`` on, as it is, to a
+    ``__device__`` function of the file (apex's ``cuApplyRMSNorm`` calls ``cuApplyLayerNorm_``
+    with its ``n1, n2``) uses it as that function uses its parameter (``depth`` calls deep).
+    ``bound``: only a comparison counts (``c < n2``): a bound, where a subscript or an offset
+    alone may be a stride's (``i * nb01``), which is no size of its own.
     """
+    found = _size_use_here(k, name, bound)
+    if found is not None or depth <= 0:
+        return found
+    for callee, param in _handed_to(k, name):
+        inner = size_use(read_kernel(k.module, callee), param, depth - 1, bound)
+        if inner is not None:
+            return inner
+    return None
+
+
+def _handed_to(k: KernelBody, name: str, pointer: bool = False) -> list[tuple[Function, str]]:
+    """The functions of the module the kernel calls with ``name`` itself as an argument (or, for
+    a ``pointer``, ``name + offset``), and the parameter that receives it (one definition of
+    that name and arity; templates too), of the same kind: a pointer or a scalar."""
+    return [(f, f.params[i].name) for f, i, _, _ in _handed_calls(k, name, pointer)]
+
+
+def _handed_calls(k: KernelBody, name: str, pointer: bool) -> list[tuple[Function, int, list[ts.Node], bool]]:
+    """:func:`_handed_to`'s calls: the callee, the argument's position, the call's arguments,
+    and whether the argument is ``name`` exactly (not ``name + offset``)."""
+    out: list[tuple[Function, int, list[ts.Node], bool]] = []
+    for n in syntax.walk(k.body):
+        if n.type != "call_expression":
+            continue
+        fn, arguments = n.child_by_field_name("function"), n.child_by_field_name("arguments")
+        if fn is None or arguments is None:
+            continue
+        callee = syntax.text(
+            k.module, fn.child_by_field_name("name") or fn if fn.type == "template_function" else fn
+        )
+        args = list(arguments.named_children)
+        for i, a in enumerate(args):
+            exact = True
+            op = a.child_by_field_name("operator") if a.type == "binary_expression" else None
+            if pointer and op is not None and op.type == "+" and syntax.text(k.module, a.children[0]) == name:
+                a, exact = a.children[0], False  # p + offset: still p's memory
+            if a.type != "identifier" or syntax.text(k.module, a) != name:
+                continue
+            defs = [
+                f for f in k.module.functions
+                if f.name == callee.split("::")[-1].strip() and len(f.params) == len(args) and f is not k.fn
+            ]  # fmt: skip
+            if len(defs) == 1 and defs[0].params[i].is_pointer == pointer:
+                out.append((defs[0], i, args, exact))
+    return out
+
+
+def handed_extent(
+    k: KernelBody,
+    p: Param,
+    env: Mapping[str, str],
+    targ: Mapping[str, str],
+    launch: LaunchDraft,
+    depth: int = 2,
+) -> str | None:
+    """The extent of a pointer the kernel only hands on, as it is, to a ``__device__`` function
+    of the file (apex's ``cuApplyRMSNorm`` -> ``cuApplyLayerNorm_(output_vals, ..., n1, n2)``):
+    that function's parameter's extent, its scalar parameters named as the kernel passes them
+    (``[n1, n2]``). None unless every name of it is one the kernel's arguments give."""
+    for callee, i, args, exact in _handed_calls(k, p.name, pointer=True):
+        if not exact:
+            continue
+        ck = read_kernel(k.module, callee)
+        if launch.grid is not None:
+            grid_bounds(ck, launch.grid)
+        inner: dict[str, str] = {}
+        for q, a in zip(callee.params, args, strict=False):
+            text = syntax.text(k.module, a).strip()
+            if q.is_pointer:
+                continue
+            if text in env:
+                inner[q.name] = env[text]
+            elif re.fullmatch(r"\d+", text):
+                inner[q.name] = text
+        q = callee.params[i]
+        _, subs = role_of(ck, q, 0)
+        got = subscript_extent(ck, q, subs, inner) or affine_extent(ck, q, inner, targ, launch)
+        if got is None and depth > 1:
+            got = handed_extent(ck, q, inner, targ, launch, depth - 1)
+        if got is None:
+            continue
+        known = {w for v in (*inner.values(), *targ.values()) for w in re.findall(r"\b[A-Za-z_]\w*\b", v)}
+        if set(re.findall(r"\b[A-Za-z_]\w*\b", got)) <= known | {"min", "max"}:
+            return got
+    return None
+
+
+def _size_use_here(k: KernelBody, name: str, bound: bool = False) -> ts.Node | None:
     sized = {name}
     # Every declaration, not ``k.locals_`` (one per name): two loops may each declare a
     # ``token_head``, one from this scalar, one from another.
@@ -458,11 +563,13 @@ def size_use(k: KernelBody, name: str) -> ts.Node | None:
             op = n.child_by_field_name("operator")
             if op is not None and op.type in _RELATIONAL and _carries(k, n, sized):
                 return n
+            if bound:
+                continue
             if op is not None and op.type in ("+", "-") and _carries(k, n, sized):
                 base = _pointer_base(k.module, n, pointers, {})
                 if base is not None and base[1] is not None and _carries(k, base[1], sized):
                     return n
-        elif n.type == "subscript_expression":
+        elif n.type == "subscript_expression" and not bound:
             index = _index_node(n)
             if index is not None and _carries(k, index, sized):
                 return n

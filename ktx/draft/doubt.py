@@ -173,9 +173,11 @@ def _free_scalar(line: str, lines: Sequence[str]) -> str | None:
     extent is a TODO. ggml's rope passes ``s01 = nb[1] / type_size`` (a stride) and ``n_dims``
     from the caller: drafted as free sizes next to ``ne00``, they would be swept independently
     of the extents that, once written, they index. With every extent drafted, a scalar no extent
-    names is genuinely free (a seed, a count), and is left alone."""
-    name = _value(line).strip().strip('"')
-    if not re.fullmatch(r"[A-Za-z_]\w*", name) or not _todo_shapes(lines):
+    names is genuinely free (a seed, a count), and is left alone. A value that is an expression
+    of such a variable is doubted the same way (ggml's ``s10 = nb10 / sizeof(int32_t)``: the byte
+    stride ``nb10`` swept as a size)."""
+    names = _names(_value(line))
+    if not names or not _todo_shapes(lines):
         return None
     section = ""
     shape_vars: set[str] = set()
@@ -197,7 +199,8 @@ def _free_scalar(line: str, lines: Sequence[str]) -> str | None:
             or section in ("[launch]", "[vars]")
         ) and (key and not _is_placeholder(other)):
             named |= _names(_value(other))
-    return name if name in shape_vars and name not in named else None
+    free = sorted(n for n in names if n in shape_vars and n not in named)
+    return free[0] if free else None
 
 
 def _launch_only(line: str, lines: Sequence[str]) -> list[str]:

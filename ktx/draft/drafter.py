@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import pairwise
 from pathlib import Path
 
@@ -19,6 +19,7 @@ import tree_sitter as ts
 from ktx.ir import parse_file, syntax
 from ktx.ir.clang import _namespace_path
 from ktx.ir.errors import KtxError
+from ktx.ir.facts import assign
 from ktx.ir.facts.dtypes import dtype_of, vector_of
 from ktx.ir.facts.launcher import (
     LaunchDraft,
@@ -45,6 +46,7 @@ from ktx.ir.facts.params import (
     affine_extent,
     extent_dims,
     grid_bounds,
+    handed_extent,
     mentions,
     moved_line,
     passed_to,
@@ -67,7 +69,7 @@ from ktx.ir.launch import (
     standin_launch,
 )
 from ktx.ir.module import Module
-from ktx.ir.nodes import Function, LaunchSite
+from ktx.ir.nodes import Function, LaunchSite, Param
 
 from ktx import structdraft
 from ktx.blockers import TODO
@@ -160,12 +162,36 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             continue
         with contextlib.suppress(Untranslatable, KtxError):
             bindings[p.name] = inline_vars(tr.expr(node), tr)
+        if p.name not in bindings:
+            literal = _float_literal(module, site, node)
+            if literal is not None:  # ``float weight_bias = 0.f; ... k(..., weight_bias)``
+                bindings[p.name] = literal
     launch = read_launch(module, site, tr)
     launcher_vars: dict[str, str] = {}
     callers = caller_values(module, launcher) if launcher is not None else None
     if callers:
         launcher_vars = {n: e for n, e in callers.items() if not re.fullmatch(re.escape(n), e)}
     # used_vars keeps "" for a local whose value did not translate: not a value.
+    # An integer the launch passes in a way ktx does not follow (an out-parameter of a helper,
+    # a tensor's size() call) that the kernel uses as a size is drafted as a shape variable of
+    # its own name: what the person finishing the draft writes most often (apex's n1, n2;
+    # FlashInfer's d), and extents that name it can then be drafted too. Only a guess: a TODO
+    # over its value line says so, and the shape points carry one (see ``own_sizes``).
+    launch_names = set(
+        re.findall(r"\b[A-Za-z_]\w*\b", " ".join([*(launch.grid or ()), *(launch.block or ())]))
+    )
+    own_sizes = _own_sizes(
+        k,
+        fn.params,
+        bindings,
+        structs,
+        lambda q: dtype_of(module, path, targ.get(q.base_type, q.base_type)),
+        launch_names,
+    )
+    # in the parameters' order, as the shape variables are listed
+    bindings = {
+        q.name: bindings.get(q.name, q.name) for q in fn.params if q.name in bindings or q.name in own_sizes
+    } | bindings
     env = {**{n: v for n, v in tr.used_vars.items() if v}, **bindings}
     if launch.grid is not None:
         grid_bounds(k, launch.grid)
@@ -209,6 +235,13 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             arg_todos.append(why)
             lines += [f"# {TODO}: {why}", f'dtype = "{TODO}"']
         else:
+            if p.base_type in deduced.guessed:
+                why = (
+                    f"element type of {p.name}: template parameter {p.base_type}, guessed from the "
+                    "launcher's instantiations (the TODO over template_args)"
+                )
+                checks.append(why)
+                lines.append(f"# {TODO}: {why}")
             lines.append(f"dtype = {toml_str(dtype)}")
         if p.is_pointer:
             role, subs = role_of(k, p)
@@ -216,6 +249,9 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             extent = (
                 None if moved else subscript_extent(k, p, subs, env) or affine_extent(k, p, env, targ, launch)
             )
+            if extent is None and not moved and not subs:
+                # handed on, as it is, to a __device__ function of the file: its extent there
+                extent = handed_extent(k, p, env, targ, launch)
             if extent is not None and not valid_extent(extent):
                 extent = None
             if extent is None and not moved and not subs and pointer_uses(k, p).deref_only:
@@ -247,6 +283,14 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 elif view is not None and lanes is not None:
                     # ``w2 = (const half2*) w`` over ``column < dim / 2``: two halves a view element
                     extent = _scaled_last(extent, lanes[1])
+                if p.base_type in deduced.guessed and not lines[-1].startswith(f"# {TODO}"):
+                    # counted in elements of a guessed type: as much a guess as the type
+                    why = (
+                        f"extent of {p.name}: {extent} counts elements of {p.base_type}, whose type is "
+                        "guessed above: check it against the launcher's sizes"
+                    )
+                    checks.append(why)
+                    lines.append(f"# {TODO}: {why}")
                 lines.append(f"shape = {toml_str(extent)}")
                 shape = extent
             if role is None:
@@ -295,7 +339,12 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 # A float the launcher passes through is a constant, not a shape variable: an
                 # ``eps`` gets a typical one; any other (a clamp bound, a scale) only the user knows.
                 bindings.pop(p.name)
-                if "eps" in p.name.lower():
+                default = _param_default(module, launcher, value)
+                if default is not None:
+                    # ``float eps = 1e-5`` in the launcher's signature: what its callers get
+                    lines.append(f"# note: {p.name} is the launcher's parameter {value}; its default there")
+                    value = default
+                elif "eps" in p.name.lower():
                     lines.append(f"# note: {p.name} is the launcher's parameter {value}; a typical value")
                     value = "1e-6"
                 else:
@@ -310,6 +359,15 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 arg_todos.append(why)
                 lines += [f"# {TODO}: {why}", f'value = "{TODO}"']
             else:
+                if p.name in own_sizes:
+                    why = (
+                        f"value of {p.name}: the launch at {where} passes something ktx does not follow; "
+                        f"drafted as a shape variable of its own ({own_sizes[p.name]}): write the "
+                        "caller's expression if it is a function of the other sizes (a product, a stride, "
+                        "a padded size)"
+                    )
+                    checks.append(why)
+                    lines.append(f"# {TODO}: {why}")
                 if i in branch_args:
                     other, line_no = branch_args[i]
                     why = (
@@ -463,6 +521,14 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             todos.append(why)
             lines.append(f"# {TODO}: {why}")
             values = [TODO]
+        if deduced.guessed and values != [TODO]:
+            why = (
+                f"template arguments of {fn.name}: "
+                + "; ".join(n for n in deduced.notes if n.split(" = ", 1)[0] in deduced.guessed)
+                + ": write the instantiation to tune"
+            )
+            checks.append(why)
+            lines.append(f"# {TODO}: {why}")
         lines.append("template_args = [" + ", ".join(toml_str(t) for t in values) + "]")
     if vars_:
         lines += ["", "[vars]"]
@@ -518,6 +584,13 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             if flagged
             else None
         )
+        guessed_sizes = [n for n in own_sizes if n in used]
+        if guessed is None and guessed_sizes:
+            guessed = (
+                f"shape points: {', '.join(guessed_sizes)} drafted as sizes of their own (their launch "
+                "values are not followed), each swept apart: pick points that meet the relations the "
+                "caller keeps between them"
+            )
         if guessed is not None and sizing.points != []:
             checks.append(guessed)
             lines.append(f"# {TODO}: {guessed}")
@@ -605,6 +678,70 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     lines, more = second_look(lines, path, fn)
     lines, spread_todos = spread(lines)
     return Draft(fn.name, "\n".join(lines) + "\n", (*todos, *more), (*checks, *spread_todos))
+
+
+def _own_sizes(
+    k: KernelBody,
+    params: Sequence[Param],
+    bindings: Mapping[str, str],
+    structs: Mapping[str, object],
+    dtype: Callable[[Param], str | None],
+    launch_names: set[str],
+) -> dict[str, str]:
+    """Integer scalars the launch passes in a way ktx does not follow but the kernel compares as
+    a bound (``c < cols``: a subscript or an offset alone may be a stride's, ``i * nb01``, which
+    the user writes from the sizes), or whose name the drafted grid or block
+    already names as a shape variable (``dim3 grid(num_tokens)``): name -> why, for the drafter
+    to make each a shape variable of its own name. One that is neither (a seed, a bit count)
+    stays a TODO: default sizes would be silently wrong for it."""
+    out: dict[str, str] = {}
+    for p in params:
+        if p.is_pointer or p.name in bindings or p.name in structs or dtype(p) not in _INT_DTYPES:
+            continue
+        use = size_use(k, p.name, bound=True)
+        if use is not None:
+            out[p.name] = "the kernel bounds an index by it: " + " ".join(k.text(use).split())[:60]
+        elif p.name in launch_names:
+            out[p.name] = "the drafted launch names a shape variable of that name"
+    return out
+
+
+_FLOAT = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?[fF]?")
+
+
+def _float_text(text: str) -> str | None:
+    """``0.f`` -> ``0.0``, ``1e-5f`` -> ``1e-5``: a C float literal as the spec writes it."""
+    text = text.strip()
+    if not _FLOAT.fullmatch(text) or not any(c in text for c in ".eE"):
+        return None
+    text = text.rstrip("fF")
+    return text + "0" if text.endswith(".") else text
+
+
+def _float_literal(module: Module, site: LaunchSite, node: ts.Node) -> str | None:
+    """The value of a launch argument that is a float literal, or a launcher local initialised
+    with one and never written again (FlashInfer's ``float weight_bias = 0.f``)."""
+    text = syntax.text(module, node)
+    if node.type == "number_literal":
+        return _float_text(text)
+    scope = launcher_node(module, site)
+    if node.type != "identifier" or scope is None:
+        return None
+    local = syntax.local_declarations(module, scope, before=site.span.start).get(text)
+    if local is None or local.value is None or local.value.type != "number_literal":
+        return None
+    if len(assign.assigned(module, scope).get(text, [])) > 1:
+        return None  # set again after its declaration
+    return _float_text(syntax.text(module, local.value))
+
+
+def _param_default(module: Module, launcher: Function | None, name: str) -> str | None:
+    """The float default of the launcher's parameter ``name`` (``float eps = 1e-5``), or None."""
+    param = launcher.param(name) if launcher is not None else None
+    if param is None:
+        return None
+    m = re.search(r"=\s*([^=,()]+)$", module.text(param.span).strip())
+    return _float_text(m.group(1)) if m is not None else None
 
 
 def _scaled_last(extent: str, lanes: int) -> str:

@@ -48,6 +48,10 @@ class Sizing:
     notes: tuple[str, ...]
 
 
+#: The most default points a draft's product lists (see :func:`size_shapes`).
+MAX_POINTS = 256
+
+
 def size_shapes(
     values: Mapping[str, list[int]],
     free: Sequence[str],
@@ -85,6 +89,22 @@ def size_shapes(
             current[name] = moved
             asserted = f"the launcher asserts {text}, line {line}"
             notes.append(f"{name}: default sizes made multiples of {step} ({asserted})")
+
+    # Many free variables (ggml's copy with its 15 sizes and strides): a product of two values
+    # each is tens of thousands of points, each evaluated at every shrinking step. The last
+    # variables keep one value each until the product is at most MAX_POINTS.
+    single: list[str] = []
+    for name in reversed(list(free)):
+        if math.prod(len(v) for v in current.values()) <= MAX_POINTS:
+            break
+        if len(current.get(name, ())) > 1:
+            current[name] = current[name][:1]
+            single.append(name)
+    if single:
+        notes.append(
+            f"{', '.join(reversed(single))}: one default size each (the product of {len(free)} variables' "
+            f"sizes would be over {MAX_POINTS} points)"
+        )
 
     def total(point: Mapping[str, int]) -> int | None:
         env = _env(point, derived)

@@ -78,6 +78,49 @@ def test_unapply_gives_back_the_draft() -> None:
     assert editstat.unapply(final, editstat.unified(DRAFT, final, "draft")) == DRAFT
 
 
+SPEC = """kernel = "k"
+template_args = ["TODO"]
+
+[vars]
+B = "256"
+
+[[args]]
+name = "x"
+dtype = "TODO"
+shape = "[TODO]"
+role = "in"
+
+[shapes]
+default = [{ n = 64 }]
+
+[launch]
+grid = ["n"]
+block = ["B"]
+
+[compile]
+flags = ["-std=c++17"]
+"""
+
+
+def test_edit_classes_name_what_each_edited_line_says_and_sum_to_the_edits() -> None:
+    final = (
+        SPEC.replace('["TODO"]', '["float"]')
+        .replace('B = "256"', 'B = "128"')
+        .replace('dtype = "TODO"', 'dtype = "fp32"')
+        .replace('shape = "[TODO]"', 'shape = "[n]"\ndist = "int:0..n"')
+        .replace("{ n = 64 }", "{ n = 4096 }")
+        .replace('block = ["B"]', 'block = ["B"]\nshared = "4"')
+        .replace('flags = ["-std=c++17"]', 'flags = ["-std=c++17", "-DX"]')
+    )
+    diff = editstat.unified(SPEC, final, "draft")
+    got = editstat.edit_classes(diff, SPEC, final)
+    assert dict(got) == {
+        "template_args": 1, "vars": 1, "dtype": 1, "shape": 1, "dist": 1,
+        "shape points": 1, "launch": 1, "flags": 1,
+    }  # fmt: skip
+    assert sum(got.values()) == editstat.stat(diff).edited
+
+
 # -- the manifest and the specs -----------------------------------------------------------------
 
 

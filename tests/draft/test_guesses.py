@@ -212,3 +212,10 @@ def test_with_every_extent_drafted_a_free_scalar_is_left_alone() -> None:
     finished = SPREAD.replace('# TODO: extent of x: indexed as x[ix]\nshape = "[TODO]"', 'shape = "[n]"')
     out, _ = spread(finished.splitlines())
     assert "value of s1" not in "\n".join(out)
+
+
+def test_a_value_that_is_an_expression_of_a_free_scalar_is_doubted_too() -> None:
+    # session 10: ggml's s10 = nb10 / 4, the byte stride nb10 a launcher parameter swept as a size
+    text = "\n".join(spread(SPREAD.replace('value = "s1"', 'value = "s1 // 4"').splitlines())[0])
+    assert _above(text, 'value = "s1 // 4"').startswith("# TODO: value of s1: the shape variable s1")
+    assert _above(text, 'value = "n"') == 'dtype = "int32"'  # y's extent names n: not free

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from ktx.ir import parse
 from ktx.ir.facts.launcher import LaunchDraft, relations
 
 from ktx.draft.drafter import draft
-from ktx.draft.sizing import size_shapes
+from ktx.draft.sizing import MAX_POINTS, size_shapes
 
 SRC = """\
 __global__ void rowk(const float* x, float* y, int ncols) {
@@ -75,3 +76,14 @@ def test_an_assertion_in_a_branch_without_the_launch_is_no_relation() -> None:
     assert any("ncols % 96 == 0" in t for t in got)
     assert any("nrows <= 2 * ncols" in t for t in got)
     assert not any("nrows == ncols" in t for t in got), got
+
+
+def test_many_free_variables_keep_the_product_small() -> None:
+    # session 10: 15 sizes and strides at two values each were 32768 points, each evaluated
+    # at every shrinking step (ggml's cpy_scalar took minutes to draft)
+    names = [f"v{i}" for i in range(15)]
+    launch = LaunchDraft(grid=("v0",), block=("32",), shared="0", shared_text="0", notes=())
+    got = size_shapes({n: [64, 4096] for n in names}, names, [("[v0, v1]", 4)], [], launch)
+    assert math.prod(len(v) for v in got.values.values()) <= MAX_POINTS
+    assert got.values["v0"] == [64, 4096] and got.values["v14"] == [64]  # the last ones give way
+    assert any("one default size each" in n for n in got.notes)

@@ -383,11 +383,11 @@ def test_dim3_fields_ktx_cannot_follow_are_a_grid_todo_not_a_name(tmp_path: Path
 
 
 def test_an_integer_handed_to_a_helper_is_a_todo_that_does_not_claim_no_size(tmp_path: Path) -> None:
-    # llm-awq's rope hands its strides to a device function ktx does not read: the value is out
+    # A kernel hands its stride to a device function the file only declares: the value is out
     # of sight, so the TODO asks instead of saying "no size" (and no default {64, 4096} stride).
     src = tmp_path / "h.cu"
     src.write_text(
-        "__device__ void row(float* x, int stride, int j) { x[j * stride] = 0.f; }\n"
+        "__device__ void row(float* x, int stride, int j);\n"
         "__global__ void a(float* x, int stride) { row(x, stride, threadIdx.x); }\n"
         "void go(float* x, int stride) { a<<<1, 32>>>(x, stride); }\n"
     )
@@ -396,3 +396,11 @@ def test_an_integer_handed_to_a_helper_is_a_todo_that_does_not_claim_no_size(tmp
         "value of stride: the kernel passes it to row, which ktx does not read (a size, a stride, a count?)"
     )
     assert any(t.startswith(want) for t in result.todos), result.todos
+    # Session 10: a helper the file defines is read (ir.facts.params.size_use follows the call):
+    # the stride subscripts there, so it is a shape variable as if inline, and with x's extent
+    # a TODO the value line is doubted, not silently a size of its own.
+    src.write_text(src.read_text().replace("int j);", "int j) { x[j * stride] = 0.f; }"))
+    text = draft(src).text
+    lines = text.splitlines()
+    at = lines.index('value = "stride"')
+    assert lines[at - 1].startswith("# TODO: value of stride: the shape variable stride"), lines[at - 1]

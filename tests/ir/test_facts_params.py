@@ -42,6 +42,38 @@ def test_roles_extents_and_sizes() -> None:
     assert size_use(k, "bits") is None  # a shift's amount is a bit count, not a size
 
 
+HANDED = """\
+template <typename T>
+__device__ void rows_(T* y, const T* x, int n1, int n2, int bits) {
+  for (int c = threadIdx.x; c < n2; c += blockDim.x) y[blockIdx.x * n2 + c] = x[c] * (1 << bits);
+}
+__global__ void rows(float* y, const float* x, int n1, int n2, int bits) { rows_<float>(y, x, n1, n2, bits); }
+void launch(float* y, const float* x, int n1, int n2, int b) { rows<<<n1, 256>>>(y, x, n1, n2, b); }
+"""
+
+
+def test_a_size_handed_on_to_a_device_function_is_a_size() -> None:
+    module = parse(HANDED, "rows.cu")
+    fn, _site = choose_kernel(module, "rows.cu", "rows")
+    k = read_kernel(module, fn)
+    use = size_use(k, "n2")
+    assert use is not None and k.text(use) == "c < n2"  # in rows_, where it bounds the loop
+    assert size_use(k, "bits") is None  # rows_ shifts by it: no size there either
+    assert size_use(k, "n1") is None  # rows_ takes it and never uses it
+    assert size_use(k, "n2", depth=0) is None  # not followed: the kernel itself only hands it on
+    params = {q.name: q for q in fn.params}
+    assert role_of(k, params["y"])[0] == "out"  # rows_ stores through it
+    assert role_of(k, params["y"], depth=0)[0] is None
+
+
+def test_a_pointer_handed_on_with_an_offset_has_the_callees_role() -> None:
+    src = HANDED.replace("rows_<float>(y, x,", "rows_<float>(y + blockIdx.x, x,")
+    module = parse(src, "rows.cu")
+    fn, _site = choose_kernel(module, "rows.cu", "rows")
+    y = next(q for q in fn.params if q.name == "y")
+    assert role_of(read_kernel(module, fn), y)[0] == "out"
+
+
 def test_template_args_and_dtypes_from_the_launch() -> None:
     module = parse(SRC, "axpy.cu")
     fn, site = choose_kernel(module, "axpy.cu", "axpy")

@@ -1,0 +1,72 @@
+"""The instantiations a file makes of a template function (``ktx.ir.facts.instances``), and
+``ktx init``'s use of them: where a kernel's template argument is the launcher's own template
+parameter, the draft takes the launcher's first instantiation as a guess under a TODO that
+names the others (the guessed element types and the extents counted in them say so too)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ktx.ir.facts.instances import instances, split_args
+
+from ktx.draft.drafter import draft
+
+SRC = """\
+enum Kind { Plain = 0, Packed = 1 };
+template <typename T, int KIND>
+__global__ void k(T* y, const T* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = KIND ? x[i] + x[i] : x[i];
+}
+template <typename T, int KIND>
+void launch(T* y, const T* x, int n) { k<T, KIND><<<(n + 255) / 256, 256>>>(y, x, n); }
+#define INSTANTIATE(T, K) \\
+  template void launch<T, K>(T* y, const T* x, int n);
+INSTANTIATE(__half, Plain)
+INSTANTIATE(float, Packed)
+template void launch<double, Plain>(double* y, const double* x, int n);
+"""
+
+
+def test_instances_reads_explicit_ones_calls_and_macro_expansions() -> None:
+    got = instances(SRC, "launch")
+    assert [(i.args, i.how) for i in got] == [
+        (("__half", "Plain"), "macro INSTANTIATE"),
+        (("float", "Packed"), "macro INSTANTIATE"),
+        (("double", "Plain"), "template"),
+    ]
+    assert got[0].line == 11
+    assert instances("void f() { launch<float, 1>(y, x, n); }", "launch")[0].how == "call"
+    assert instances("bool b = a < launch > (c);", "launch") == ()  # no template argument list
+
+
+def test_split_args_keeps_nested_commas() -> None:
+    assert split_args("half, Traits<64, 4>, f(1, 2)") == ("half", "Traits<64, 4>", "f(1, 2)")
+
+
+def _above(text: str, line: str) -> str:
+    lines = text.splitlines()
+    return lines[lines.index(line) - 1]
+
+
+def test_the_draft_guesses_the_launchers_first_instantiation_under_a_todo(tmp_path: Path) -> None:
+    src = tmp_path / "f.cu"
+    src.write_text(SRC)
+    d = draft(src, "k", tmp_path)
+    text = d.text
+    line = 'template_args = ["__half", "Plain"]'
+    assert line in text
+    todo = _above(text, line)
+    assert todo.startswith("# TODO: template arguments of k: T = __half: guessed")
+    assert "others give T double, float" in todo and "others give KIND Packed" in todo
+    # the element type that follows from the guess is flagged too
+    dtype = _above(text, 'dtype = "fp16"')
+    assert dtype.startswith("# TODO: element type of y: template parameter T, guessed")
+    assert any("guessed" in c for c in d.checks)
+
+
+def test_a_launcher_with_no_instantiation_leaves_the_argument_a_todo(tmp_path: Path) -> None:
+    src = tmp_path / "f.cu"
+    src.write_text(SRC.split("#define")[0])
+    text = draft(src, "k", tmp_path).text
+    assert 'template_args = ["TODO", "TODO"]' in text
