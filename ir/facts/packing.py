@@ -47,11 +47,12 @@ from ktx.ir.facts.elements import (
 from ktx.ir.facts.kernel import Facts
 from ktx.ir.facts.kinds import access_kind
 from ktx.ir.facts.owners import across_blocks, splits_exactly
+from ktx.ir.facts.read_span import index_span
 from ktx.ir.facts.reductions import unreorderable
 from ktx.ir.facts.types import type_size
 from ktx.ir.memref import MemRef, Root
 from ktx.ir.module import Module
-from ktx.ir.nodes import Loop
+from ktx.ir.nodes import Function, Loop
 from ktx.ir.source import Span
 from ktx.ir.syntax import text as _text
 
@@ -370,7 +371,11 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
         if _checkable_alias(module, a, b, info):
             apart.append((a, b))
             continue
-        span = _read_range(module, a, b, info, var, body) or _read_range(module, b, a, info, var, body)
+        # a block-stride loop's elements are one block's: a check may read what its threads share
+        shared = shape is not None and shape.stride == "block"
+        span = _read_range(module, fn, a, b, info, var, body, shared) or _read_range(
+            module, fn, b, a, info, var, body, shared
+        )
         if span is None:
             return "aliasing: " + conflict_text(a, b)
         if span not in ranged:
@@ -578,7 +583,14 @@ def _checkable_alias(module: Module, a: MemRef, b: MemRef, info: LoopAccesses) -
 
 
 def _read_range(
-    module: Module, w: MemRef, r: MemRef, info: LoopAccesses, var: str, body: ts.Node
+    module: Module,
+    fn: Function,
+    w: MemRef,
+    r: MemRef,
+    info: LoopAccesses,
+    var: str,
+    body: ts.Node,
+    block_shared: bool,
 ) -> ReadRange | None:
     """The range ``r`` reads over the loop, where ``w`` is a contiguous write ``p[var + off]`` and
     ``r`` a read only (never written in the body) through a named pointer at
@@ -590,6 +602,9 @@ def _read_range(
       assigned again (``int b_idx = id % n; ... bias[b_idx]``);
     * ``q[var / m]`` (``int batch_idx = index / beam_width``): ``[0, (bound - 1) / m + 1)``
       where ``m > 0``, else an empty range (the check then keeps the scalar loop);
+    * ``q[e]``, ``e`` one value for the loop and the threads sharing it (``a[i]``, ``i =
+      blockIdx.x`` in a block-stride loop): ``[e, e + 1)``;
+    * ``q[c ? a : b]``: the hull of both branches' ranges (:mod:`ktx.ir.facts.read_span`);
 
     else None. Every text is read before the loop, so it may not name what the body declares or
     assigns (the loop variable included)."""
@@ -624,24 +639,8 @@ def _read_range(
             index = index.named_children[0]
     if index is None:
         return None
-    if index.type == "number_literal" and _text(module, index).isdigit():
-        c = int(_text(module, index))
-        return ReadRange(w, r, str(c), str(c + 1))
-    op = index.child_by_field_name("operator") if index.type == "binary_expression" else None
-    m = index.child_by_field_name("right") if op is not None and op.type in ("%", "/") else None
-    if m is None or syntax.names_in(module, m) & body_names:
-        return None
-    if any(b in _text(module, m) for b in ("threadIdx", "blockIdx", "(")):
-        return None  # per-thread or a call: not one value for the loop
-    mt = _text(module, m)
-    if op is not None and op.type == "/":
-        # q[var / m]: var runs over [0, bound) (as the written range assumes), so for m > 0 the
-        # quotient lies in [0, (bound - 1) / m + 1); for m <= 0 the range is empty and the check fails
-        left = index.child_by_field_name("left")
-        if left is None or _canon(_text(module, left)) != var:
-            return None
-        return ReadRange(w, r, "0", f"(({mt}) > 0 ? (({{bound}}) - 1) / ({mt}) + 1 : 0)")
-    return ReadRange(w, r, f"1 - ({mt})", f"({mt})")
+    span = index_span(module, fn, index, var, body_names, block_shared)
+    return None if span is None else ReadRange(w, r, span[0], span[1])
 
 
 def _carried(module: Module, info: LoopAccesses, body: ts.Node, sequential: bool = False) -> str:

@@ -100,6 +100,19 @@ int main() {
 """
 
 CASES = {
+    "cond_index": r"""
+  for (int d : {1, 3, 8, 13}) for (int t = 0; t < 4; ++t) for (int p = 0; p < 6; ++p) {
+    std::vector<float> m1(800), m2(800); fill(m1); fill(m2);
+    auto run = [&](auto k, std::vector<float>& m) {
+      // p: 0 all apart; 1 as is y (as[j] reads block 0's row); 2 as inside block 1's row; 3 bs the
+      // last element of block 1's row; 4 as right after the rows (apart); 5 bs right before them
+      float* y = m.data() + 200;
+      const float* as = p == 1 ? y : p == 2 ? y + d + 1 : p == 4 ? y + 3 * d : m.data() + 600;
+      const float* bs = p == 3 ? y + 2 * d - 1 : p == 5 ? y - 2 * d : m.data() + 700;
+      launch(3, 4, [&] { k(m.data() + 3 + t, as, bs, (t & 1) != 0, (t & 2) != 0, y, d); });
+    };
+    run(orig::cond_index, m1); run(cand::cond_index, m2); check("cond_index", m1, m2, d, t, p);
+  }""",
     "concat": r"""
   for (int m : {1, 2, 5}) for (int n : {1, 3, 8, 13}) for (int a = 0; a < 4; ++a) {
     std::vector<float> m1(600), m2(600); fill(m1); fill(m2);
@@ -441,7 +454,20 @@ __global__ void concat(const float* __restrict__ in, float* __restrict__ out, co
 }
 """
 
+#: CTranslate2's dequantize epilogue: scales read at `t ? j : i` (a row's column or the block's
+#: row), no __restrict__: packs only where the hull of both ranges is apart from the row written
+COND_INDEX = """\
+__global__ void cond_index(const float* c, const float* as, const float* bs, bool ta, bool tb, float* y, int depth) {
+  const int i = blockIdx.x;
+  for (int j = threadIdx.x; j < depth; j += blockDim.x) {
+    const int index = i * depth + j;
+    y[index] = c[index] * as[ta ? j : i] + bs[tb ? j : i];
+  }
+}
+"""
+
 KERNELS = {
+    "cond_index": COND_INDEX,
     "concat": CONCAT,
     "bias_mod": BIAS_MOD,
     "groups_from": GROUPS_FROM,
