@@ -101,15 +101,17 @@ int main() {
 
 CASES = {
     "cond_index": r"""
-  for (int d : {1, 3, 8, 13}) for (int t = 0; t < 4; ++t) for (int p = 0; p < 6; ++p) {
+  for (int d : {1, 2, 3, 8, 13}) for (int t = 0; t < 4; ++t) for (int p = 0; p < 7; ++p) {
     std::vector<float> m1(800), m2(800); fill(m1); fill(m2);
     auto run = [&](auto k, std::vector<float>& m) {
       // p: 0 all apart; 1 as is y (as[j] reads block 0's row); 2 as inside block 1's row; 3 bs the
-      // last element of block 1's row; 4 as right after the rows (apart); 5 bs right before them
+      // last element of block 1's row; 4 as right after the rows (apart); 5 bs right before them;
+      // 6 as[2] is the first element of block 2's row, as[0 .. d) is not (d = 2): only the
+      // branch `i` overlaps, so a check of the branch `j` alone would pack wrongly
       float* y = m.data() + 200;
-      const float* as = p == 1 ? y : p == 2 ? y + d + 1 : p == 4 ? y + 3 * d : m.data() + 600;
+      const float* as = p == 1 ? y : p == 2 ? y + d + 1 : p == 4 ? y + 3 * d : p == 6 ? y + 2 * d - 2 : m.data() + 600;
       const float* bs = p == 3 ? y + 2 * d - 1 : p == 5 ? y - 2 * d : m.data() + 700;
-      launch(3, 4, [&] { k(m.data() + 3 + t, as, bs, (t & 1) != 0, (t & 2) != 0, y, d); });
+      launch(3, 4, [&] { k(m.data() + 4, as, bs, (t & 1) != 0, (t & 2) != 0, y, d); });
     };
     run(orig::cond_index, m1); run(cand::cond_index, m2); check("cond_index", m1, m2, d, t, p);
   }""",
