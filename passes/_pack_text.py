@@ -11,7 +11,8 @@ from collections.abc import Sequence
 import tree_sitter as ts
 from ktx.ir import Module
 from ktx.ir.access import substitute
-from ktx.ir.facts.packing import Plan, ReadRange
+from ktx.ir.facts.elements import ElementBody
+from ktx.ir.facts.packing import ASSUMED_SIZE, Plan, ReadRange
 from ktx.ir.memref import MemRef
 from ktx.ir.syntax import text as _text
 
@@ -136,3 +137,39 @@ def widest_element(sizes: Sequence[tuple[str, int]], unsized: Sequence[str], unk
         size = f"int(sizeof({t}))"
         widest = f"({size} > {widest} ? {size} : {widest})" if widest else size
     return widest
+
+
+def element_notes(
+    twin: int,
+    eb: ElementBody,
+    pointers: Sequence[str],
+    apart: Sequence[tuple[MemRef, MemRef]],
+    notes: Sequence[str],
+    unsized: Sequence[str],
+    max_bytes: int,
+    bound: str,
+) -> list[str]:
+    """The remarks of a one-element-per-thread rewrite: what was packed, how the grid changed,
+    and what the user should know (aliasing checks, sizes the compiler decides, wrap-around)."""
+    grid = (
+        f"grid kept as written: another definition of the kernel (line {twin}) shares its launches; "
+        "threads past the last pack do nothing"
+        if twin
+        else f"grid {eb.axis} divided by VEC_THREAD"
+    )
+    out = [f"{eb.var}: packed {len(pointers)} pointer(s): {', '.join(pointers)}; {grid}"]
+    out += [f"{x.pointer} and {y.pointer} may alias: packed only where a run-time check finds a {APART}"
+            for x, y in apart]  # fmt: skip
+    out += list(notes)
+    if unsized:
+        out.append(
+            f"the size of {', '.join(unsized)} is not in this file (no launch names it): widths "
+            f"count it as {ASSUMED_SIZE} B; where VEC_THREAD elements of it exceed {max_bytes} B, "
+            "each thread takes them one by one (if constexpr)"
+        )
+    if eb.var_type.split()[-1] in ("int", "unsigned"):
+        out.append(
+            f"ktx_p * VEC_THREAD is {eb.var_type}, as {eb.var} was: it wraps when {bound} is within "
+            "VEC_THREAD * blockDim.x of the type's limit"
+        )
+    return out

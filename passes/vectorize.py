@@ -134,7 +134,7 @@ from ktx.ir.syntax import text as _text
 from ktx.passes import _pack_text as ptext
 from ktx.passes._common import LoopSite, shrink_grid
 from ktx.passes._device import PreludeSite, insert_prelude, prelude_site
-from ktx.passes._pack_text import APART, fitted, offset_text, pack_disjoint, range_check
+from ktx.passes._pack_text import fitted, offset_text, pack_disjoint, range_check
 
 from ktx.passbase import KnobSpec, Option, OptionValue, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
@@ -157,6 +157,7 @@ class ElemSite(Site):
     notes: tuple[str, ...]
     apart: tuple[tuple[MemRef, MemRef], ...] = ()
     unsized: tuple[str, ...] = ()
+    twin: int = 0
 
 
 class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
@@ -230,9 +231,8 @@ class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
                 yield Skip(element.reason, target.kernel.name, element.span)
             elif element is not None:
                 e = element
-                yield ElemSite(
-                    target.kernel.name, e.span, e.body, e.accesses, e.sizes, e.notes, e.apart, e.unsized
-                )
+                yield ElemSite(target.kernel.name, e.span, e.body, e.accesses, e.sizes, e.notes, e.apart,
+                               e.unsized, e.twin)  # fmt: skip
             elif not target.loops:
                 why, node = nothing_to_pack(target.module, target.kernel)
                 yield Skip(why, target.kernel.name, target.module.span(node.start_byte, node.end_byte))
@@ -848,6 +848,8 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
         f"{indent}{unit}}}",
     ]
     opening = f"{indent}if ({(' &&' + chr(10) + pad).join(checks)}) {{"
+    if site.twin:  # the grid is kept: threads past the last pack do nothing
+        lines.append(f"{indent}if (ktx_p < {bound_text} / {vec} + ({bound_text} % {vec} != 0)) {{")
     if site.unsized:
         # sizeof(T) is the compiler's to tell: where the knob's elements of the widest type do not
         # fit one access, the pack is discarded (never instantiated) and the thread takes its
@@ -863,6 +865,8 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
     lines.append(f"{indent}}} else {{")
     lines.extend(one_by_one)
     lines.append(f"{indent}}}")
+    if site.twin:
+        lines.append(f"{indent}}}")
     lines.append("#else")
     newline = "\r\n" if b"\r\n" in source else "\n"
     lines = [piece for line in lines for piece in line.replace("\r", "").split("\n")]
@@ -873,24 +877,10 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
     if rest.strip() and not rest.strip().startswith(b"//"):
         closing += newline + indent
     rw.insert(eb.end, closing)
-    shrink_grid(rw, vec, "VEC_THREAD", eb.axis)
+    if not site.twin:
+        shrink_grid(rw, vec, "VEC_THREAD", eb.axis)
     pointers = sorted({a.pointer for a in packed})
-    rw.note(
-        f"{eb.var}: packed {len(pointers)} pointer(s): {', '.join(pointers)}; "
-        f"grid {eb.axis} divided by VEC_THREAD"
-    )
-    for x, y in site.apart:
-        rw.note(f"{x.pointer} and {y.pointer} may alias: packed only where a run-time check finds a {APART}")
-    for note in site.notes:
+    for note in ptext.element_notes(
+        site.twin, eb, pointers, site.apart, site.notes, site.unsized, max_bytes, bound
+    ):
         rw.note(note)
-    if site.unsized:
-        rw.note(
-            f"the size of {', '.join(site.unsized)} is not in this file (no launch names it): widths "
-            f"count it as {ASSUMED_SIZE} B; where VEC_THREAD elements of it exceed {max_bytes} B, "
-            "each thread takes them one by one (if constexpr)"
-        )
-    if eb.var_type.split()[-1] in ("int", "unsigned"):
-        rw.note(
-            f"ktx_p * VEC_THREAD is {eb.var_type}, as {eb.var} was: it wraps when {bound} is within "
-            "VEC_THREAD * blockDim.x of the type's limit"
-        )

@@ -1024,6 +1024,12 @@ class ElementPlan:
     lets the knob's elements fit one access (an ``if constexpr``, so a wider type is never
     instantiated as a pack) and takes them one by one otherwise. The host needs no size: each
     thread takes the knob's element count either way, so the grid shrinks by it alone."""
+    twin: int = 0
+    """The line of another ``__global__`` definition of the kernel's name (an overload or an
+    explicit specialization, FasterTransformer's ``sigmoid_kernel<half2>``), else 0. Its launches
+    cannot be told apart from this one's, so the grid is kept as written (a shrunk grid would
+    leave the other definition's elements unwritten): thread ``p`` takes elements ``[p * V,
+    p * V + V)`` where ``p < ceil(n / V)``, and the threads past that do nothing."""
 
 
 @dataclass(frozen=True)
@@ -1113,16 +1119,13 @@ def element_plan(facts: Facts, max_bytes: int, launched: bool) -> ElementPlan | 
             span,
         )
     # `template<> __global__ void k(half2* ...)` beside `template <typename T> __global__ void k`:
-    # a launch names k either way, so shrinking the grid would shrink the other definition's too
+    # a launch names k either way, so the grid may not shrink (the other definition's would too);
+    # the grid stays, each thread takes its pack, and threads past the last pack do nothing
     twins = [f for f in module.functions if f.is_kernel and f.name == fn.name and f.span != fn.span]
-    if twins:
-        return Refusal(
-            f"{fn.name} has another definition (line {twins[0].span.line}: an overload or a "
-            "specialization) whose launches cannot be told apart from this one's: shrinking the "
-            "grid would shrink theirs too",
-            span,
-        )
-    return ElementPlan(eb, tuple(accesses), tuple(sizes), tuple(notes), span, tuple(apart), tuple(unsized))
+    twin = twins[0].span.line if twins else 0
+    return ElementPlan(
+        eb, tuple(accesses), tuple(sizes), tuple(notes), span, tuple(apart), tuple(unsized), twin
+    )
 
 
 _LOOP_TYPES = frozenset({"for_statement", "while_statement", "do_statement", "for_range_loop"})

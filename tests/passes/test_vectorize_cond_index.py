@@ -57,8 +57,9 @@ def test_a_conditional_index_is_range_checked_over_both_branches() -> None:
 
 
 def test_a_read_at_a_block_uniform_value_alone_is_range_checked() -> None:
-    t = apply(DQ.replace("a_scales[ta ? j : i]", "a_scales[i]").replace("b_scales[tb ? j : i]", "b_scales[i + 2]"),
-              "vectorize")  # fmt: skip
+    source = DQ.replace("a_scales[ta ? j : i]", "a_scales[i]")
+    source = source.replace("b_scales[tb ? j : i]", "b_scales[i + 2]")
+    t = apply(source, "vectorize")
     assert [k.name for k in t.knobs] == ["VEC_L0"], remarks(t)
     out = t.instantiate({"VEC_L0": 4})
     assert "reinterpret_cast<unsigned long long>(a_scales + ((i) + 1))" in out
@@ -96,7 +97,7 @@ void run(const float* c, const float* a, bool ta, float* y, long n) { dq<<<n / 2
         (GRID, "", ""),
     ],
 )
-def test_values_the_sharing_threads_may_not_agree_on_keep_the_refusal(source: str, old: str, new: str) -> None:
+def test_values_the_sharing_threads_may_not_agree_on_keep_the_refusal(source: str, old: str, new: str) -> None:  # noqa: E501
     t = apply(source.replace(old, new) if old else source, "vectorize")
     assert not t.knobs, remarks(t)
     assert any("aliasing:" in r and "a_scales[" in r for r in remarks(t)), remarks(t)

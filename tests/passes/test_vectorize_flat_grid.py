@@ -95,10 +95,18 @@ void run(T* data, int size) {
 """
 
 
-def test_a_kernel_with_a_specialization_is_refused() -> None:
+def test_a_kernel_with_a_specialization_keeps_its_grid() -> None:
     # FasterTransformer's sigmoid_kernel has a half2 specialization: both launches name `sig`, so
-    # dividing the grid for the template would divide the specialization's too
+    # dividing the grid for the template would divide the specialization's too. The grid stays;
+    # each thread takes its pack, and the threads past the last pack do nothing.
     t = apply(TWINS, "vectorize", kernel="sig")
-    assert not t.knobs
-    assert any("has another definition" in r for r in remarks(t))
-    assert "(size + 255) / 256" in t.source
+    assert [k.name for k in t.knobs] == ["VEC_THREAD"], remarks(t)
+    assert any("grid kept as written: another definition of the kernel (line 7)" in r for r in remarks(t))
+    code = t.instantiate({"VEC_THREAD": 4})
+    assert "if (ktx_p < size / 4 + (size % 4 != 0)) {" in code
+    assert "sig<<<(size + 127) / 128, 128>>>(data, size);" in code
+    assert "sig<<<(size + 255) / 256, 128>>>((double*)data, size);" in code
+    assert "KTX_CDIV" not in code
+    # the specialization is the original, byte for byte
+    twin = TWINS[TWINS.index("template <>") : TWINS.index("template <typename T>\nvoid run")]
+    assert twin in code
