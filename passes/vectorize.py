@@ -471,11 +471,11 @@ def _rewrite(
     rw.insert(end, closing)
     pointers = sorted({a.pointer for a in plan.packed})
     rw.note(f"packed {len(pointers)} pointer(s): {', '.join(pointers)}")
-    for rr in plan.ranged:
-        hi = rr.hi.replace("{bound}", "n")
+    ranges = dict.fromkeys((rr.write.pointer, rr.read.pointer, rr.lo, rr.hi) for rr in plan.ranged)
+    for w, r, lo, hi in ranges:
         rw.note(
-            f"{rr.write.pointer} and {rr.read.pointer} may alias: packed only where a run-time check finds "
-            f"{rr.read.pointer}[{rr.lo} .. {hi}) apart from the {rr.write.pointer} elements the loop writes"
+            f"{w} and {r} may alias: packed only where a run-time check finds {r}[{lo} .. "
+            f"{hi.replace('{bound}', 'n')}) apart from the {w} elements the loop writes"
         )
     for p, q in dict.fromkeys((a.pointer, b.pointer) for a, b in plan.apart):
         how = "disjoint" if frozenset((p, q)) in plan.disjoint else "apart or the same"

@@ -236,20 +236,42 @@ def _step(module: Module, update: ts.Node, var: str) -> tuple[str | None, ts.Nod
     return None, None
 
 
+def _chain_leaves(root: ts.Node) -> list[int] | None:
+    """The ids of the branches of ``if (a) S1 else if (b) S2 ... else Sn`` (each consequence, and
+    the last ``else`` clause), or None where the chain ends without an ``else`` (then some
+    element may take no branch)."""
+    leaves: list[int] = []
+    node = root
+    while True:
+        then = node.child_by_field_name("consequence")
+        alt = node.child_by_field_name("alternative")
+        if then is None or alt is None:
+            return None
+        leaves.append(then.id)
+        inner = [c for c in alt.named_children if c.type != "comment"]
+        if len(inner) == 1 and inner[0].type == "if_statement":
+            node = inner[0]
+            continue
+        leaves.append(alt.id)
+        return leaves
+
+
 def _branch_stores(module: Module, info: LoopAccesses) -> LoopAccesses:
-    """``info`` with the stores ``p[idx] = ...`` that both branches of an if/else make, as a
-    statement of their own, counted as unconditional.
+    """``info`` with the stores ``p[idx] = ...`` that every branch of an if/else (or an
+    ``if ... else if ... else`` chain) makes, as a statement of its own, counted as unconditional.
 
     ``if (row == first) out[id] = a; else out[id] = b;`` (ViT's class-token concat) writes element
     ``id`` whichever branch runs, so a pack of ``out`` is written in full before its one store at
-    the end of the lanes. Only where the if/else is itself a statement of the loop's body (so it
-    runs for every element) and each branch holds the store directly (not under a further
-    condition); anything else keeps its condition.
+    the end of the lanes; so does CTranslate2's rotary ``if (i >= ndims) y[i] = x[i]; else if
+    (interleave) y[i] = ...; else y[i] = ...;``. Only where the if (the chain's first) is itself a
+    statement of the loop's body (so it runs for every element), the chain ends in an ``else``,
+    and each branch holds the store directly (not under a further condition); anything else keeps
+    its condition.
     """
     body = info.body
 
-    def branch_of(a: MemRef) -> tuple[ts.Node, str] | None:
-        """(the if statement, 'then' or 'else') whose branch holds ``a``'s store directly."""
+    def branch_of(a: MemRef) -> tuple[ts.Node, int] | None:
+        """(the chain's first if statement, the branch) whose branch holds ``a``'s store directly."""
         assign = a.node.parent
         if a.kind != "store" or assign is None or assign.type != "assignment_expression":
             return None
@@ -271,28 +293,39 @@ def _branch_stores(module: Module, info: LoopAccesses) -> LoopAccesses:
             side = "else"
         else:
             side = "then"
-        if holder.type != "if_statement" or holder.parent is None or holder.parent.id != body.id:
+        if holder.type != "if_statement":
             return None
         expected = holder.child_by_field_name("consequence" if side == "then" else "alternative")
         if expected is None or expected.id != branch.id:
             return None
-        return holder, side
+        root = holder
+        while root.parent is not None and root.parent.type == "else_clause":
+            outer = root.parent.parent
+            if outer is None or outer.type != "if_statement":
+                break
+            root = outer
+        if root.parent is None or root.parent.id != body.id:
+            return None
+        return root, branch.id
 
-    sides: dict[tuple[int, str, str], set[str]] = {}
+    sides: dict[tuple[int, str, str], set[int]] = {}
     where: dict[int, tuple[int, str, str]] = {}
+    leaves: dict[int, list[int] | None] = {}
     for a in info.accesses:
         if not (a.conditional and a.writes and not a.loops):
             continue
         found = branch_of(a)
         if found is None:
             continue
-        key = (found[0].id, a.pointer, " ".join(index_source(a).decode("utf-8", "replace").split()))
-        sides.setdefault(key, set()).add(found[1])
+        root, leaf = found
+        leaves.setdefault(root.id, _chain_leaves(root))
+        key = (root.id, a.pointer, " ".join(index_source(a).decode("utf-8", "replace").split()))
+        sides.setdefault(key, set()).add(leaf)
         where[a.node.id] = key
-    both = {n for n, key in where.items() if sides[key] == {"then", "else"}}
-    if not both:
+    every = {n for n, key in where.items() if sides[key] == set(leaves[key[0]] or [-1])}
+    if not every:
         return info
-    accesses = tuple(replace(a, conditional=False) if a.node.id in both else a for a in info.accesses)
+    accesses = tuple(replace(a, conditional=False) if a.node.id in every else a for a in info.accesses)
     return replace(info, accesses=accesses)
 
 
