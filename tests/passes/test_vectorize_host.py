@@ -100,6 +100,22 @@ int main() {
 """
 
 CASES = {
+    "rotary": r"""
+  for (int d : {1, 3, 8, 13}) for (int nd : {0, 2, 6, 13}) for (int p = 0; p < 5; ++p)
+  for (int il = 0; il < 2; ++il) {
+    if (nd > d) continue;
+    std::vector<float> m1(800), m2(800); fill(m1); fill(m2);
+    auto run = [&](auto k, std::vector<float>& m) {
+      // p: 0 x apart; 1 x is y (in place); 2 x one ahead of y; 3 x one behind; 4 cos is y
+      float* y = m.data() + 200;
+      const float* x = p == 1 ? y : p == 2 ? y + 1 : p == 3 ? y - 1 : m.data() + 400;
+      const float* cs = p == 4 ? y : m.data() + 600;
+      launch(2, 4, [&] { k(x, m.data() + 700, cs, y, nd, d); });
+    };
+    if (il) { run(orig::rotary<true>, m1); run(cand::rotary<true>, m2); }
+    else { run(orig::rotary<false>, m1); run(cand::rotary<false>, m2); }
+    check("rotary", m1, m2, d, nd, p * 2 + il);
+  }""",
     "twin": r"""
   for (int n : {0, 1, 5, 8, 13, 33}) for (int a = 0; a < 4; ++a) {
     std::vector<float> m1(300), m2(300); fill(m1); fill(m2);
@@ -499,7 +515,29 @@ void launch_twin(float* out, const float* in, int n) { twin<<<(n + 3) / 4, 4>>>(
 #endif
 """
 
+#: CTranslate2's rotary: y[i] stored in every branch of an if / else if / else chain, x read at
+#: i +- 1 and i +- middle (no __restrict__; in place when x is y)
+ROTARY = """\
+template <bool interleave>
+__global__ void rotary(const float* x, const float* sin, const float* cos, float* y, long ndims, long depth) {
+  const long middle = ndims / 2;
+  x += blockIdx.x * depth;
+  y += blockIdx.x * depth;
+  sin += blockIdx.x * ndims;
+  cos += blockIdx.x * ndims;
+  for (long i = threadIdx.x; i < depth; i += blockDim.x) {
+    if (i >= ndims)
+      y[i] = x[i];
+    else if (interleave)
+      y[i] = x[i] * cos[i] + (i % 2 == 0 ? -x[i + 1] : x[i - 1]) * sin[i];
+    else
+      y[i] = x[i] * cos[i] + (i < middle ? -x[i + middle] : x[i - middle]) * sin[i];
+  }
+}
+"""
+
 KERNELS = {
+    "rotary": ROTARY,
     "twin": TWIN,
     "cond_index": COND_INDEX,
     "concat": CONCAT,
@@ -529,7 +567,7 @@ PIPELINES = ("vectorize", "vectorize{peel=true}", "vectorize{tie=true,peel=true}
 def test_every_width_takes_every_element_once_on_the_host(tmp_path: Path, name: str, pipeline: str) -> None:
     assert GXX is not None
     # a file with two definitions of one name (a specialization) names its kernel
-    t = apply(KERNELS[name], pipeline, **({"kernel": name} if name == "twin" else {}))
+    t = apply(KERNELS[name], pipeline, **({"kernel": name} if name in ("twin", "rotary") else {}))
     knobs = [k for k in t.knobs if k.name.startswith("VEC_")]
     assert knobs, [o.message for o in t.outcomes]
     (tmp_path / "orig.cu").write_text(KERNELS[name])
