@@ -49,6 +49,7 @@ from ktx.ir.facts.kinds import access_kind
 from ktx.ir.facts.owners import across_blocks, splits_exactly
 from ktx.ir.facts.read_span import index_span
 from ktx.ir.facts.reductions import unreorderable
+from ktx.ir.facts.thread_values import thread_read
 from ktx.ir.facts.types import type_size
 from ktx.ir.memref import MemRef, Root
 from ktx.ir.module import Module
@@ -392,6 +393,13 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
     # a loop from 0 by 1 is one thread's own (every thread that runs it walks the whole range):
     # packs keep its order, and do not change which thread touches which element
     sequential = _canon(_text(module, start)) == "0" and _canon(step) == "1"
+    if not sequential and shape is not None and shape.start is not None:
+        who = thread_read(module, fn, body, var, set(info.declared), shape.start, shape.stride == "warp")
+        if who is not None:
+            return (
+                f"the body reads `{_text(module, who)}` (line {who.start_point[0] + 1}), which differs "
+                "between the threads that share the loop: packs change which thread takes each element"
+            )
     problem = _carried(module, info, body, sequential)
     if problem:
         return problem
