@@ -31,6 +31,7 @@ Anything else gives None, and vectorize keeps its aliasing refusal.
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
 
 import tree_sitter as ts
 from ktx.ir import syntax
@@ -67,7 +68,9 @@ def _unparen(node: ts.Node) -> ts.Node:
     return node
 
 
-def uniform(module: Module, fn: Function, node: ts.Node, body_names: set[str], block_shared: bool) -> bool:
+def uniform(
+    module: Module, fn: Function, node: ts.Node, body_names: AbstractSet[str], block_shared: bool
+) -> bool:
     """Whether ``node`` has one value for every iteration of the loop and every thread that
     shares its elements, and may be read before the loop: built from scalar parameters the
     kernel never assigns, template parameters, constants, ``blockDim``/``gridDim`` and, where
@@ -122,7 +125,7 @@ def index_span(
     fn: Function,
     index: ts.Node,
     var: str,
-    body_names: set[str],
+    body_names: AbstractSet[str],
     block_shared: bool,
 ) -> Span | None:
     """``[lo, hi)`` holding every value of ``index`` over the loop (the forms in the module's
