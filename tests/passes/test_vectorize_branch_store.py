@@ -7,6 +7,10 @@ and the pointer stays scalar. ``test_vectorize_host.py::concat`` runs every widt
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 from passtest import apply, remarks
 from test_vectorize_host import CONCAT
@@ -92,3 +96,19 @@ def test_a_chain_where_some_element_may_not_be_stored_is_refused(old: str, new: 
     assert old in ROTARY
     t = apply(ROTARY.replace(old, new), "vectorize")
     assert not t.knobs, remarks(t)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_the_chain_rewrite_builds_for_sm_90(tmp_path: Path) -> None:
+    t = apply(ROTARY, "vectorize")
+    (k,) = t.knobs
+    for vec in k.values:
+        cu = tmp_path / f"k{vec}.cu"
+        cu.write_text(t.instantiate({k.name: vec}))
+        ptx = cu.with_suffix(".ptx")
+        r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "-ptx", "-o", str(ptx), str(cu)],
+                           capture_output=True, text=True)  # fmt: skip
+        assert r.returncode == 0, r.stderr[-2000:]
+        if vec == 4:
+            assert "st.global.v4.f32" in ptx.read_text() or "st.global.v4.u32" in ptx.read_text()

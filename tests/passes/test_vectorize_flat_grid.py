@@ -110,3 +110,19 @@ def test_a_kernel_with_a_specialization_keeps_its_grid() -> None:
     # the specialization is the original, byte for byte
     twin = TWINS[TWINS.index("template <>") : TWINS.index("template <typename T>\nvoid run")]
     assert twin in code
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_the_kept_grid_rewrite_builds_for_sm_90_beside_its_specialization(tmp_path: Path) -> None:
+    t = apply(TWINS, "vectorize", kernel="sig")
+    (k,) = t.knobs
+    for vec in k.values:
+        cu = tmp_path / f"k{vec}.cu"
+        cu.write_text(t.instantiate({k.name: vec}) + "template void run<float>(float*, int);\n")
+        ptx = cu.with_suffix(".ptx")
+        r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "-ptx", "-o", str(ptx), str(cu)],
+                           capture_output=True, text=True)  # fmt: skip
+        assert r.returncode == 0, r.stderr[-2000:]
+        if vec == 4:
+            assert "ld.global.v4.f32" in ptx.read_text() or "ld.global.v4.u32" in ptx.read_text()
