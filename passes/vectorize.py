@@ -177,7 +177,7 @@ class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
             "1, 2, 4, 8, 16 (elements; at most 16 bytes per access for every pointer)",
             "1 (one element per thread, as written)",
             "one-element-per-thread kernels: consecutive elements each thread takes, packed where aligned; "
-            "the grid's x is divided by it",
+            "the grid's x is divided by it (kept where another definition of the kernel shares its launches)",
         ),
     )
     options = (
