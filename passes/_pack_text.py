@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import tree_sitter as ts
 from ktx.ir import Module
 from ktx.ir.access import substitute
+from ktx.ir.facts.elements import ElementBody
 from ktx.ir.facts.packing import ASSUMED_SIZE, Plan, ReadRange
 from ktx.ir.memref import MemRef
 from ktx.ir.syntax import text as _text
@@ -164,3 +165,36 @@ def unsized_note(unsized: Sequence[str], named: Sequence[str], max_bytes: int, p
     return (
         "; ".join([*parts, wider]) if named else "; ".join(parts) + ("; " if per_thread else ", and ") + wider
     )
+
+
+def element_notes(
+    twin: int,
+    eb: ElementBody,
+    pointers: Sequence[str],
+    apart: Sequence[tuple[MemRef, MemRef]],
+    notes: Sequence[str],
+    unsized: Sequence[str],
+    named: Sequence[str],
+    max_bytes: int,
+    bound: str,
+) -> list[str]:
+    """The remarks of a one-element-per-thread rewrite: what was packed, how the grid changed,
+    and what the user should know (aliasing checks, sizes the compiler decides, wrap-around)."""
+    grid = (
+        f"grid kept as written: another definition of the kernel (line {twin}) shares its launches; "
+        "threads past the last pack do nothing"
+        if twin
+        else f"grid {eb.axis} divided by VEC_THREAD"
+    )
+    out = [f"{eb.var}: packed {len(pointers)} pointer(s): {', '.join(pointers)}; {grid}"]
+    out += [f"{x.pointer} and {y.pointer} may alias: packed only where a run-time check finds a {APART}"
+            for x, y in apart]  # fmt: skip
+    out += list(notes)
+    if unsized:
+        out.append(unsized_note(unsized, named, max_bytes, True))
+    if eb.var_type.split()[-1] in ("int", "unsigned"):
+        out.append(
+            f"ktx_p * VEC_THREAD is {eb.var_type}, as {eb.var} was: it wraps when {bound} is within "
+            "VEC_THREAD * blockDim.x of the type's limit"
+        )
+    return out

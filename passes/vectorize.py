@@ -133,7 +133,7 @@ from ktx.ir.syntax import text as _text
 from ktx.passes import _pack_text as ptext
 from ktx.passes._common import LoopSite, shrink_grid
 from ktx.passes._device import PreludeSite, insert_prelude, prelude_site
-from ktx.passes._pack_text import APART, fitted, offset_text, pack_disjoint, range_check
+from ktx.passes._pack_text import fitted, offset_text, pack_disjoint, range_check
 
 from ktx.passbase import KnobSpec, Option, OptionValue, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
@@ -157,6 +157,7 @@ class ElemSite(Site):
     apart: tuple[tuple[MemRef, MemRef], ...] = ()
     unsized: tuple[str, ...] = ()
     named: tuple[str, ...] = ()
+    twin: int = 0
 
 
 class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
@@ -176,7 +177,7 @@ class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
             "1, 2, 4, 8, 16 (elements; at most 16 bytes per access for every pointer)",
             "1 (one element per thread, as written)",
             "one-element-per-thread kernels: consecutive elements each thread takes, packed where aligned; "
-            "the grid's x is divided by it",
+            "the grid's x is divided by it (kept where another definition of the kernel shares its launches)",
         ),
     )
     options = (
@@ -230,7 +231,7 @@ class Vectorize(Pass[VecSite | ElemSite | PreludeSite]):
                 yield Skip(element.reason, target.kernel.name, element.span)
             elif element is not None:
                 e = element
-                sized = (e.sizes, e.notes, e.apart, e.unsized, e.named)
+                sized = (e.sizes, e.notes, e.apart, e.unsized, e.named, e.twin)
                 yield ElemSite(target.kernel.name, e.span, e.body, e.accesses, *sized)
             elif not target.loops:
                 why, node = nothing_to_pack(target.module, target.kernel)
@@ -466,11 +467,11 @@ def _rewrite(
     rw.insert(end, closing)
     pointers = sorted({a.pointer for a in plan.packed})
     rw.note(f"packed {len(pointers)} pointer(s): {', '.join(pointers)}")
-    for rr in plan.ranged:
-        hi = rr.hi.replace("{bound}", "n")
+    ranges = dict.fromkeys((rr.write.pointer, rr.read.pointer, rr.lo, rr.hi) for rr in plan.ranged)
+    for w, r, lo, hi in ranges:
         rw.note(
-            f"{rr.write.pointer} and {rr.read.pointer} may alias: packed only where a run-time check finds "
-            f"{rr.read.pointer}[{rr.lo} .. {hi}) apart from the {rr.write.pointer} elements the loop writes"
+            f"{w} and {r} may alias: packed only where a run-time check finds {r}[{lo} .. "
+            f"{hi.replace('{bound}', 'n')}) apart from the {w} elements the loop writes"
         )
     for p, q in dict.fromkeys((a.pointer, b.pointer) for a, b in plan.apart):
         how = "disjoint" if frozenset((p, q)) in plan.disjoint else "apart or the same"
@@ -843,6 +844,8 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
         f"{indent}{unit}}}",
     ]
     opening = f"{indent}if ({(' &&' + chr(10) + pad).join(checks)}) {{"
+    if site.twin:  # the grid is kept: threads past the last pack do nothing
+        lines.append(f"{indent}if (ktx_p < {bound_text} / {vec} + ({bound_text} % {vec} != 0)) {{")
     if site.unsized:
         # sizeof(T) is the compiler's to tell: where the knob's elements of the widest type do not
         # fit one access, the pack is discarded (never instantiated) and the thread takes its
@@ -858,6 +861,8 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
     lines.append(f"{indent}}} else {{")
     lines.extend(one_by_one)
     lines.append(f"{indent}}}")
+    if site.twin:
+        lines.append(f"{indent}}}")
     lines.append("#else")
     newline = "\r\n" if b"\r\n" in source else "\n"
     lines = [piece for line in lines for piece in line.replace("\r", "").split("\n")]
@@ -868,20 +873,10 @@ def _rewrite_elements(site: ElemSite, rw: Rewriter, max_bytes: int) -> None:
     if rest.strip() and not rest.strip().startswith(b"//"):
         closing += newline + indent
     rw.insert(eb.end, closing)
-    shrink_grid(rw, vec, "VEC_THREAD", eb.axis)
+    if not site.twin:
+        shrink_grid(rw, vec, "VEC_THREAD", eb.axis)
     pointers = sorted({a.pointer for a in packed})
-    rw.note(
-        f"{eb.var}: packed {len(pointers)} pointer(s): {', '.join(pointers)}; "
-        f"grid {eb.axis} divided by VEC_THREAD"
-    )
-    for x, y in site.apart:
-        rw.note(f"{x.pointer} and {y.pointer} may alias: packed only where a run-time check finds a {APART}")
-    for note in site.notes:
+    for note in ptext.element_notes(
+        site.twin, eb, pointers, site.apart, site.notes, site.unsized, site.named, max_bytes, bound
+    ):
         rw.note(note)
-    if site.unsized:
-        rw.note(ptext.unsized_note(site.unsized, site.named, max_bytes, True))
-    if eb.var_type.split()[-1] in ("int", "unsigned"):
-        rw.note(
-            f"ktx_p * VEC_THREAD is {eb.var_type}, as {eb.var} was: it wraps when {bound} is within "
-            "VEC_THREAD * blockDim.x of the type's limit"
-        )

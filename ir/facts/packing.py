@@ -47,7 +47,9 @@ from ktx.ir.facts.elements import (
 from ktx.ir.facts.kernel import Facts
 from ktx.ir.facts.kinds import access_kind
 from ktx.ir.facts.owners import across_blocks, splits_exactly
+from ktx.ir.facts.read_span import index_span
 from ktx.ir.facts.reductions import unreorderable
+from ktx.ir.facts.thread_values import thread_read
 from ktx.ir.facts.types import type_size
 from ktx.ir.memref import MemRef, Root
 from ktx.ir.module import Module
@@ -261,20 +263,42 @@ def _step(module: Module, update: ts.Node, var: str) -> tuple[str | None, ts.Nod
     return None, None
 
 
+def _chain_leaves(root: ts.Node) -> list[int] | None:
+    """The ids of the branches of ``if (a) S1 else if (b) S2 ... else Sn`` (each consequence, and
+    the last ``else`` clause), or None where the chain ends without an ``else`` (then some
+    element may take no branch)."""
+    leaves: list[int] = []
+    node = root
+    while True:
+        then = node.child_by_field_name("consequence")
+        alt = node.child_by_field_name("alternative")
+        if then is None or alt is None:
+            return None
+        leaves.append(then.id)
+        inner = [c for c in alt.named_children if c.type != "comment"]
+        if len(inner) == 1 and inner[0].type == "if_statement":
+            node = inner[0]
+            continue
+        leaves.append(alt.id)
+        return leaves
+
+
 def _branch_stores(module: Module, info: LoopAccesses) -> LoopAccesses:
-    """``info`` with the stores ``p[idx] = ...`` that both branches of an if/else make, as a
-    statement of their own, counted as unconditional.
+    """``info`` with the stores ``p[idx] = ...`` that every branch of an if/else (or an
+    ``if ... else if ... else`` chain) makes, as a statement of its own, counted as unconditional.
 
     ``if (row == first) out[id] = a; else out[id] = b;`` (ViT's class-token concat) writes element
     ``id`` whichever branch runs, so a pack of ``out`` is written in full before its one store at
-    the end of the lanes. Only where the if/else is itself a statement of the loop's body (so it
-    runs for every element) and each branch holds the store directly (not under a further
-    condition); anything else keeps its condition.
+    the end of the lanes; so does CTranslate2's rotary ``if (i >= ndims) y[i] = x[i]; else if
+    (interleave) y[i] = ...; else y[i] = ...;``. Only where the if (the chain's first) is itself a
+    statement of the loop's body (so it runs for every element), the chain ends in an ``else``,
+    and each branch holds the store directly (not under a further condition); anything else keeps
+    its condition.
     """
     body = info.body
 
-    def branch_of(a: MemRef) -> tuple[ts.Node, str] | None:
-        """(the if statement, 'then' or 'else') whose branch holds ``a``'s store directly."""
+    def branch_of(a: MemRef) -> tuple[ts.Node, int] | None:
+        """(the chain's first if statement, the branch) whose branch holds ``a``'s store directly."""
         assign = a.node.parent
         if a.kind != "store" or assign is None or assign.type != "assignment_expression":
             return None
@@ -296,28 +320,39 @@ def _branch_stores(module: Module, info: LoopAccesses) -> LoopAccesses:
             side = "else"
         else:
             side = "then"
-        if holder.type != "if_statement" or holder.parent is None or holder.parent.id != body.id:
+        if holder.type != "if_statement":
             return None
         expected = holder.child_by_field_name("consequence" if side == "then" else "alternative")
         if expected is None or expected.id != branch.id:
             return None
-        return holder, side
+        root = holder
+        while root.parent is not None and root.parent.type == "else_clause":
+            outer = root.parent.parent
+            if outer is None or outer.type != "if_statement":
+                break
+            root = outer
+        if root.parent is None or root.parent.id != body.id:
+            return None
+        return root, branch.id
 
-    sides: dict[tuple[int, str, str], set[str]] = {}
+    sides: dict[tuple[int, str, str], set[int]] = {}
     where: dict[int, tuple[int, str, str]] = {}
+    leaves: dict[int, list[int] | None] = {}
     for a in info.accesses:
         if not (a.conditional and a.writes and not a.loops):
             continue
         found = branch_of(a)
         if found is None:
             continue
-        key = (found[0].id, a.pointer, " ".join(index_source(a).decode("utf-8", "replace").split()))
-        sides.setdefault(key, set()).add(found[1])
+        root, leaf = found
+        leaves.setdefault(root.id, _chain_leaves(root))
+        key = (root.id, a.pointer, " ".join(index_source(a).decode("utf-8", "replace").split()))
+        sides.setdefault(key, set()).add(leaf)
         where[a.node.id] = key
-    both = {n for n, key in where.items() if sides[key] == {"then", "else"}}
-    if not both:
+    every = {n for n, key in where.items() if sides[key] == set(leaves[key[0]] or [-1])}
+    if not every:
         return info
-    accesses = tuple(replace(a, conditional=False) if a.node.id in both else a for a in info.accesses)
+    accesses = tuple(replace(a, conditional=False) if a.node.id in every else a for a in info.accesses)
     return replace(info, accesses=accesses)
 
 
@@ -384,6 +419,13 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
     # a loop from 0 by 1 is one thread's own (every thread that runs it walks the whole range):
     # packs keep its order, and do not change which thread touches which element
     sequential = _canon(_text(module, start)) == "0" and _canon(step) == "1"
+    if not sequential and shape is not None and shape.start is not None:
+        who = thread_read(module, fn, body, var, set(info.declared), shape.start, shape.stride == "warp")
+        if who is not None:
+            return (
+                f"the body reads `{_text(module, who)}` (line {who.start_point[0] + 1}), which differs "
+                "between the threads that share the loop: packs change which thread takes each element"
+            )
     problem = _carried(module, info, body, sequential)
     if problem:
         return problem
@@ -396,7 +438,11 @@ def loop_plan(facts: Facts, loop: Loop, max_bytes: int) -> Plan | str:
         if _checkable_alias(module, a, b, info):
             apart.append((a, b))
             continue
-        span = _read_range(module, a, b, info, var, body) or _read_range(module, b, a, info, var, body)
+        # a block-stride loop's elements are one block's: a check may read what its threads share
+        shared = shape is not None and shape.stride == "block"
+        span = _read_range(module, fn, a, b, info, var, body, shared) or _read_range(
+            module, fn, b, a, info, var, body, shared
+        )
         if span is None:
             return "aliasing: " + conflict_text(a, b)
         if span not in ranged:
@@ -609,7 +655,14 @@ def _checkable_alias(module: Module, a: MemRef, b: MemRef, info: LoopAccesses) -
 
 
 def _read_range(
-    module: Module, w: MemRef, r: MemRef, info: LoopAccesses, var: str, body: ts.Node
+    module: Module,
+    fn: Function,
+    w: MemRef,
+    r: MemRef,
+    info: LoopAccesses,
+    var: str,
+    body: ts.Node,
+    block_shared: bool,
 ) -> ReadRange | None:
     """The range ``r`` reads over the loop, where ``w`` is a contiguous write ``p[var + off]`` and
     ``r`` a read only (never written in the body) through a named pointer at
@@ -621,6 +674,9 @@ def _read_range(
       assigned again (``int b_idx = id % n; ... bias[b_idx]``);
     * ``q[var / m]`` (``int batch_idx = index / beam_width``): ``[0, (bound - 1) / m + 1)``
       where ``m > 0``, else an empty range (the check then keeps the scalar loop);
+    * ``q[e]``, ``e`` one value for the loop and the threads sharing it (``a[i]``, ``i =
+      blockIdx.x`` in a block-stride loop): ``[e, e + 1)``;
+    * ``q[c ? a : b]``: the hull of both branches' ranges (:mod:`ktx.ir.facts.read_span`);
 
     else None. Every text is read before the loop, so it may not name what the body declares or
     assigns (the loop variable included)."""
@@ -655,24 +711,8 @@ def _read_range(
             index = index.named_children[0]
     if index is None:
         return None
-    if index.type == "number_literal" and _text(module, index).isdigit():
-        c = int(_text(module, index))
-        return ReadRange(w, r, str(c), str(c + 1))
-    op = index.child_by_field_name("operator") if index.type == "binary_expression" else None
-    m = index.child_by_field_name("right") if op is not None and op.type in ("%", "/") else None
-    if m is None or syntax.names_in(module, m) & body_names:
-        return None
-    if any(b in _text(module, m) for b in ("threadIdx", "blockIdx", "(")):
-        return None  # per-thread or a call: not one value for the loop
-    mt = _text(module, m)
-    if op is not None and op.type == "/":
-        # q[var / m]: var runs over [0, bound) (as the written range assumes), so for m > 0 the
-        # quotient lies in [0, (bound - 1) / m + 1); for m <= 0 the range is empty and the check fails
-        left = index.child_by_field_name("left")
-        if left is None or _canon(_text(module, left)) != var:
-            return None
-        return ReadRange(w, r, "0", f"(({mt}) > 0 ? (({{bound}}) - 1) / ({mt}) + 1 : 0)")
-    return ReadRange(w, r, f"1 - ({mt})", f"({mt})")
+    span = index_span(module, fn, index, var, body_names, block_shared)
+    return None if span is None else ReadRange(w, r, span[0], span[1])
 
 
 def _carried(module: Module, info: LoopAccesses, body: ts.Node, sequential: bool = False) -> str:
@@ -1058,6 +1098,12 @@ class ElementPlan:
     thread takes the knob's element count either way, so the grid shrinks by it alone."""
     named: tuple[str, ...] = ()
     """The members of ``unsized`` whose size a template argument gives (see :attr:`Plan.named`)."""
+    twin: int = 0
+    """The line of another ``__global__`` definition of the kernel's name (an overload or an
+    explicit specialization, FasterTransformer's ``sigmoid_kernel<half2>``), else 0. Its launches
+    cannot be told apart from this one's, so the grid is kept as written (a shrunk grid would
+    leave the other definition's elements unwritten): thread ``p`` takes elements ``[p * V,
+    p * V + V)`` where ``p < ceil(n / V)``, and the threads past that do nothing."""
 
 
 @dataclass(frozen=True)
@@ -1153,17 +1199,20 @@ def element_plan(facts: Facts, max_bytes: int, launched: bool) -> ElementPlan | 
             span,
         )
     # `template<> __global__ void k(half2* ...)` beside `template <typename T> __global__ void k`:
-    # a launch names k either way, so shrinking the grid would shrink the other definition's too
+    # a launch names k either way, so the grid may not shrink (the other definition's would too);
+    # the grid stays, each thread takes its pack, and threads past the last pack do nothing
     twins = [f for f in module.functions if f.is_kernel and f.name == fn.name and f.span != fn.span]
-    if twins:
-        return Refusal(
-            f"{fn.name} has another definition (line {twins[0].span.line}: an overload or a "
-            "specialization) whose launches cannot be told apart from this one's: shrinking the "
-            "grid would shrink theirs too",
-            span,
-        )
+    twin = twins[0].span.line if twins else 0
     return ElementPlan(
-        eb, tuple(accesses), tuple(sizes), tuple(notes), span, tuple(apart), tuple(unsized), tuple(named)
+        eb,
+        tuple(accesses),
+        tuple(sizes),
+        tuple(notes),
+        span,
+        tuple(apart),
+        tuple(unsized),
+        tuple(named),
+        twin,
     )
 
 

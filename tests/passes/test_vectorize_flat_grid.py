@@ -95,10 +95,34 @@ void run(T* data, int size) {
 """
 
 
-def test_a_kernel_with_a_specialization_is_refused() -> None:
+def test_a_kernel_with_a_specialization_keeps_its_grid() -> None:
     # FasterTransformer's sigmoid_kernel has a half2 specialization: both launches name `sig`, so
-    # dividing the grid for the template would divide the specialization's too
+    # dividing the grid for the template would divide the specialization's too. The grid stays;
+    # each thread takes its pack, and the threads past the last pack do nothing.
     t = apply(TWINS, "vectorize", kernel="sig")
-    assert not t.knobs
-    assert any("has another definition" in r for r in remarks(t))
-    assert "(size + 255) / 256" in t.source
+    assert [k.name for k in t.knobs] == ["VEC_THREAD"], remarks(t)
+    assert any("grid kept as written: another definition of the kernel (line 7)" in r for r in remarks(t))
+    code = t.instantiate({"VEC_THREAD": 4})
+    assert "if (ktx_p < size / 4 + (size % 4 != 0)) {" in code
+    assert "sig<<<(size + 127) / 128, 128>>>(data, size);" in code
+    assert "sig<<<(size + 255) / 256, 128>>>((double*)data, size);" in code
+    assert "KTX_CDIV" not in code
+    # the specialization is the original, byte for byte
+    twin = TWINS[TWINS.index("template <>") : TWINS.index("template <typename T>\nvoid run")]
+    assert twin in code
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_the_kept_grid_rewrite_builds_for_sm_90_beside_its_specialization(tmp_path: Path) -> None:
+    t = apply(TWINS, "vectorize", kernel="sig")
+    (k,) = t.knobs
+    for vec in k.values:
+        cu = tmp_path / f"k{vec}.cu"
+        cu.write_text(t.instantiate({k.name: vec}) + "template void run<float>(float*, int);\n")
+        ptx = cu.with_suffix(".ptx")
+        r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "-ptx", "-o", str(ptx), str(cu)],
+                           capture_output=True, text=True)  # fmt: skip
+        assert r.returncode == 0, r.stderr[-2000:]
+        if vec == 4:
+            assert "ld.global.v4.f32" in ptx.read_text() or "ld.global.v4.u32" in ptx.read_text()

@@ -100,6 +100,49 @@ int main() {
 """
 
 CASES = {
+    "rotary": r"""
+  for (int d : {1, 3, 8, 13}) for (int nd : {0, 2, 6, 13}) for (int p = 0; p < 5; ++p)
+  for (int il = 0; il < 2; ++il) {
+    if (nd > d) continue;
+    std::vector<float> m1(800), m2(800); fill(m1); fill(m2);
+    auto run = [&](auto k, std::vector<float>& m) {
+      // p: 0 x apart; 1 x is y (in place); 2 x one ahead of y; 3 x one behind; 4 cos is y
+      float* y = m.data() + 200;
+      const float* x = p == 1 ? y : p == 2 ? y + 1 : p == 3 ? y - 1 : m.data() + 400;
+      const float* cs = p == 4 ? y : m.data() + 600;
+      launch(2, 4, [&] { k(x, m.data() + 700, cs, y, nd, d); });
+    };
+    if (il) { run(orig::rotary<true>, m1); run(cand::rotary<true>, m2); }
+    else { run(orig::rotary<false>, m1); run(cand::rotary<false>, m2); }
+    check("rotary", m1, m2, d, nd, p * 2 + il);
+  }""",
+    "twin": r"""
+  for (int n : {0, 1, 5, 8, 13, 33}) for (int a = 0; a < 4; ++a) {
+    std::vector<float> m1(300), m2(300); fill(m1); fill(m2);
+    auto run = [&](auto k, std::vector<float>& m) {
+      float* out = m.data() + 150 + a; const float* in = m.data() + 8 + a;  // on and off packs
+      // the launch's grid as written, one block more: the rewrite keeps it, so threads past the
+      // last pack (and past the data) must do nothing
+      launch((n + 3) / 4 + 1, 4, [&] { k(out, in, n); });
+    };
+    run(orig::twin<float>, m1); run(cand::twin<float>, m2); check("twin", m1, m2, n, a, 0);
+  }""",
+    "cond_index": r"""
+  for (int d : {1, 2, 3, 8, 13}) for (int t = 0; t < 4; ++t) for (int p = 0; p < 7; ++p) {
+    std::vector<float> m1(800), m2(800); fill(m1); fill(m2);
+    auto run = [&](auto k, std::vector<float>& m) {
+      // p: 0 all apart; 1 as is y (as[j] reads block 0's row); 2 as inside block 1's row; 3 bs the
+      // last element of block 1's row; 4 as right after the rows (apart); 5 bs right before them;
+      // 6 as[2] is the first element of block 2's row, as[0 .. d) is not (d = 2): only the
+      // branch `i` overlaps, so a check of the branch `j` alone would pack wrongly
+      float* y = m.data() + 200;
+      const float* as = p == 1 ? y : p == 2 ? y + d + 1 : p == 4 ? y + 3 * d
+                      : p == 6 ? y + 2 * d - 2 : m.data() + 600;
+      const float* bs = p == 3 ? y + 2 * d - 1 : p == 5 ? y - 2 * d : m.data() + 700;
+      launch(3, 4, [&] { k(m.data() + 4, as, bs, (t & 1) != 0, (t & 2) != 0, y, d); });
+    };
+    run(orig::cond_index, m1); run(cand::cond_index, m2); check("cond_index", m1, m2, d, t, p);
+  }""",
     "concat": r"""
   for (int m : {1, 2, 5}) for (int n : {1, 3, 8, 13}) for (int a = 0; a < 4; ++a) {
     std::vector<float> m1(600), m2(600); fill(m1); fill(m2);
@@ -441,7 +484,62 @@ __global__ void concat(const float* __restrict__ in, float* __restrict__ out, co
 }
 """
 
+#: CTranslate2's dequantize epilogue: scales read at `t ? j : i` (a row's column or the block's
+#: row), no __restrict__: packs only where the hull of both ranges is apart from the row written
+COND_INDEX = """\
+__global__ void cond_index(const float* c, const float* as, const float* bs, bool ta, bool tb, float* y,
+                           int depth) {
+  const int i = blockIdx.x;
+  for (int j = threadIdx.x; j < depth; j += blockDim.x) {
+    const int index = i * depth + j;
+    y[index] = c[index] * as[ta ? j : i] + bs[tb ? j : i];
+  }
+}
+"""
+
+#: FasterTransformer's sigmoid_kernel and its half2 specialization: one launch names both, so
+#: the grid is kept and each thread takes its pack (none past the last)
+TWIN = """\
+template <typename T>
+__global__ void twin(T* __restrict__ out, const T* __restrict__ in, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i] * 2.f + 1.f;
+}
+template <>
+__global__ void twin(double* __restrict__ out, const double* __restrict__ in, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i] * 3.0;
+}
+#ifdef __CUDACC__
+void launch_twin(float* out, const float* in, int n) { twin<<<(n + 3) / 4, 4>>>(out, in, n); }
+#endif
+"""
+
+#: CTranslate2's rotary: y[i] stored in every branch of an if / else if / else chain, x read at
+#: i +- 1 and i +- middle (no __restrict__; in place when x is y)
+ROTARY = """\
+template <bool interleave>
+__global__ void rotary(const float* x, const float* sin, const float* cos, float* y, long ndims, long depth) {
+  const long middle = ndims / 2;
+  x += blockIdx.x * depth;
+  y += blockIdx.x * depth;
+  sin += blockIdx.x * ndims;
+  cos += blockIdx.x * ndims;
+  for (long i = threadIdx.x; i < depth; i += blockDim.x) {
+    if (i >= ndims)
+      y[i] = x[i];
+    else if (interleave)
+      y[i] = x[i] * cos[i] + (i % 2 == 0 ? -x[i + 1] : x[i - 1]) * sin[i];
+    else
+      y[i] = x[i] * cos[i] + (i < middle ? -x[i + middle] : x[i - middle]) * sin[i];
+  }
+}
+"""
+
 KERNELS = {
+    "rotary": ROTARY,
+    "twin": TWIN,
+    "cond_index": COND_INDEX,
     "concat": CONCAT,
     "bias_mod": BIAS_MOD,
     "groups_from": GROUPS_FROM,
@@ -468,7 +566,8 @@ PIPELINES = ("vectorize", "vectorize{peel=true}", "vectorize{tie=true,peel=true}
 @pytest.mark.slow
 def test_every_width_takes_every_element_once_on_the_host(tmp_path: Path, name: str, pipeline: str) -> None:
     assert GXX is not None
-    t = apply(KERNELS[name], pipeline)
+    # a file with two definitions of one name (a specialization) names its kernel
+    t = apply(KERNELS[name], pipeline, **({"kernel": name} if name in ("twin", "rotary") else {}))
     knobs = [k for k in t.knobs if k.name.startswith("VEC_")]
     assert knobs, [o.message for o in t.outcomes]
     (tmp_path / "orig.cu").write_text(KERNELS[name])
