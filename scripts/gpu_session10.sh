@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 10's device calls on a 4-GPU host (each under 10 minutes). Files back: at most 8, so outputs are tarred.
 # GPUs 0-2 carry the long job; GPU 3 runs the issue scripts named in LANE3 (space-separated, scripts/ basenames,
-# most valuable first), each given what is left of the call, each with its own OUT folder.
+# most valuable first; NAME.sh:ARG passes one argument), each given what is left of the call, each with its own
+# OUT folder.
 #   OUT=/path LANE3="gpu_s10_norms.sh ..." bash scripts/gpu_session10.sh realcode PER_KERNEL_S LIMIT_S [--resume]
 #       the real-code benchmark (benchmarks/realcode/run.py --gpus 3), both splits; a second call with --resume
 #       keeps the rows of results/session10_realcode/results.json that ran and runs the rest
@@ -24,13 +25,15 @@ source scripts/gpu_env.sh >"$OUT/env.txt" 2>&1
 left() { echo $(( $1 - ($(date +%s) - START) )); }
 run_scripts() {  # LIMIT GPU SCRIPT...: one after the other on GPU, each given what is left (40 s kept back)
   local limit=$1 gpu=$2; shift 2
-  for s in "$@"; do
-    local name=${s%.sh}
+  for entry in "$@"; do  # NAME.sh or NAME.sh:ARG (one argument)
+    local s=${entry%%:*} arg=""
+    [ "$s" != "$entry" ] && arg=${entry#*:}
+    local name=${s%.sh}${arg:+_$arg}
     if [ "$(left "$limit")" -le 60 ]; then echo "skipped: no time" >"$OUT/g/$name.txt"; continue; fi
     [ -f "scripts/$s" ] || { echo "missing: scripts/$s" >"$OUT/g/$name.txt"; continue; }
     echo "start $(date -u +%T) gpu $gpu" >"$OUT/g/$name.txt"
     CUDA_VISIBLE_DEVICES=$gpu KTX_SKIP_ENV=1 OUT="$OUT/g/$name" timeout "$(( $(left "$limit") - 40 ))" \
-      bash "scripts/$s" >>"$OUT/g/$name.txt" 2>&1
+      bash "scripts/$s" $arg >>"$OUT/g/$name.txt" 2>&1
     echo "rc=$? end $(date -u +%T)" >>"$OUT/g/$name.txt"
   done
 }
