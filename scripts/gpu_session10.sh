@@ -10,6 +10,8 @@
 #       the llm.c ladder at its default budget on GPUs 0-2 (`run.py --budget 470 --gpus 3`)
 #   OUT=/path LANE3="..." bash scripts/gpu_session10.sh lanes LIMIT_S
 #       only scripts, round-robin over the four GPUs
+#   OUT=/path LANE3="..." bash scripts/gpu_session10.sh one LIMIT_S
+#       only scripts, one after the other on GPU 0 (a one-GPU host)
 # Carry .whl (optuna, tree-sitter, tree-sitter-cuda, libclang), benchmarks/realcode/src, benchmarks/vheld/src,
 # shared/llmc.
 set -uo pipefail
@@ -73,6 +75,11 @@ issue23)
   wait "$LD"
   tail -40 "$OUT/ladder/run.txt"
   tar czf "$OUT/ladder.tgz" -C "$OUT" ladder && rm -rf "$OUT/ladder"
+  pack
+  ;;
+one)
+  LIMIT=$1
+  run_scripts "$LIMIT" 0 "${L3[@]}"
   pack
   ;;
 lanes)
