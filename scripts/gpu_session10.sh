@@ -9,7 +9,7 @@
 #   OUT=/path LANE3="..." bash scripts/gpu_session10.sh issue23 LIMIT_S
 #       the llm.c ladder at its default budget on GPUs 0-2 (`run.py --budget 470 --gpus 3`)
 #   OUT=/path LANE3="..." bash scripts/gpu_session10.sh lanes LIMIT_S
-#       only scripts, round-robin over the four GPUs
+#       only scripts, round-robin over the host's GPUs
 #   OUT=/path LANE3="..." bash scripts/gpu_session10.sh one LIMIT_S
 #       only scripts, one after the other on GPU 0 (a one-GPU host)
 # Carry .whl (optuna, tree-sitter, tree-sitter-cuda, libclang), benchmarks/realcode/src, benchmarks/vheld/src,
@@ -85,9 +85,10 @@ one)
 lanes)
   LIMIT=$1
   pids=()
-  for g in 0 1 2 3; do
+  NG=$(nvidia-smi -L | wc -l)
+  for g in $(seq 0 $(( NG - 1 ))); do
     mine=()
-    for i in "${!L3[@]}"; do [ $(( i % 4 )) -eq "$g" ] && mine+=("${L3[$i]}"); done
+    for i in "${!L3[@]}"; do [ $(( i % NG )) -eq "$g" ] && mine+=("${L3[$i]}"); done
     [ ${#mine[@]} -gt 0 ] && { run_scripts "$LIMIT" "$g" "${mine[@]}" & pids+=($!); }
   done
   wait "${pids[@]}"

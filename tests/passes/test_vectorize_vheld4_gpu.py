@@ -30,7 +30,7 @@ from test_vectorize_vheld2_gpu import _cupy
 pytestmark = pytest.mark.gpu
 
 
-def _run_all(src: str, kernel: str, sizes: dict[str, int], make: Any, **options: object) -> int:
+def _run_all(src: str, name: str, sizes: dict[str, int], make: Any, **options: object) -> int:
     """Every config of the one knob, compared with the ``1`` config; the number of configs run."""
     cp = _cupy()
     t = apply(src, "vectorize", **options)
@@ -43,8 +43,8 @@ def _run_all(src: str, kernel: str, sizes: dict[str, int], make: Any, **options:
         cut = source.index("void run(")
         head = source.rfind("template <typename T>", 0, cut)
         source = source[: head if head >= 0 and source[head:cut].strip() == "template <typename T>" else cut]
-        module = cp.RawModule(code=source, options=("-std=c++17",), name_expressions=(kernel,))
-        fn = module.get_function(kernel)
+        module = cp.RawModule(code=source, options=("-std=c++17",), name_expressions=(name,))
+        fn = module.get_function(name)
         args, out = make(cp)
         grid, block, _ = launch.evaluate({**sizes, knob.name: vec})
         fn(grid, block, args)
