@@ -127,7 +127,8 @@ def test_the_estimate_is_corrected_by_the_first_check_that_ran() -> None:
     opts = Options(max_runs=50, graph_launches=10, graph_replays=5, settle_s=0.0)  # light: the test sleeps
     estimate = check_seconds(20.0, 10.0, 1, opts) - check_seconds(20.0, 10.0, 0, opts)
     backend = _Backend(3 * estimate, 20.0, 10.0)
-    first = Shortlist(ShapePoint((("a", 1),)), "graph", {"X": 1}, 1.95, 20.0, 10.0)  # below EARLY_GAIN: one request
+    # a search gain below EARLY_GAIN: each check runs its pairs in one request
+    first = Shortlist(ShapePoint((("a", 1),)), "graph", {"X": 1}, 1.95, 20.0, 10.0)
     second = Shortlist(ShapePoint((("b", 1),)), "graph", {"X": 1}, 1.9, 20.0, 10.0)
     spent: dict[str, dict[str, float]] = {}
     left = 0.4 + PAIRS * 3 * estimate + 3.5 * 3 * estimate  # the first in full; three of the second
