@@ -977,7 +977,17 @@ def graph_shape(
     (silu at 4096x14336), several batches per measurement, far over issue 12's second per
     candidate. Long kernels need fewer samples (their launch overhead, which graphs amortise,
     is a small share), so replays drop first (to 5), then launches (to 10, and never below
-    one pass over the rotated input sets)."""
+    one pass over the rotated input sets). Above 500 µs that floor of 10 falls: a graph holds at
+    least :data:`GRAPH_REPLAY_US` of work, so that a replay's launch latency (a few µs) stays
+    under 0.2% of it, and a kernel that long alone is timed one launch a graph.
+
+    Why (issue 23 item 6, llm.c softmax_forward, H200): the naive original takes 40 ms a launch;
+    ten launches a graph and five replays a batch made a batch 2 s and a timing 13 s, up to five
+    batches, so three originals took 41 s to measure and each pair of its final check 7.7 s.
+
+    >>> [graph_shape(100, 20, 1, us, 0.1) for us in (40_000.0, 4_000.0, 1_000.0, 350.0)]
+    [(1, 5), (5, 5), (20, 5), (57, 5)]
+    """
     if estimate_us <= 0 or budget_s <= 0:
         return launches, replays
     allowed = max(1, int(budget_s * 1e6 / estimate_us))
@@ -985,8 +995,13 @@ def graph_shape(
         return launches, replays
     replays = max(5, min(replays, allowed // max(1, launches)))
     if launches * replays > allowed:
-        launches = max(10, nsets, allowed // replays)
+        least = min(10, max(1, math.ceil(GRAPH_REPLAY_US / estimate_us)))
+        launches = max(least, nsets, allowed // replays)
     return launches, replays
+
+
+#: The least work (µs) a graph of a long kernel holds (:func:`graph_shape`).
+GRAPH_REPLAY_US = 5_000.0
 
 
 # -- the request --------------------------------------------------------------------------
