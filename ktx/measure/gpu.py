@@ -844,9 +844,12 @@ def _time(
         # One launch at a time, as production kernels are benchmarked: the host waits for each
         # launch, so the next one starts on an idle queue behind a fresh L2 flush (a deep queue
         # of back-to-back launches would measure something between single and graph time).
-        samples_single = []
+        samples_single: list[float] = []
         s, e = cp.cuda.Event(), cp.cuda.Event()
+        first = min(runs, LONG_FIRST_RUNS) if estimate_us >= opts.long_kernel_us else runs
         for i in range(runs):
+            if i == first and steady_single(samples_single, opts.stable_tolerance):
+                break  # a long kernel whose first launches agree: the rest would cost seconds
             if flush is not None:
                 flush.fill(i & 0x7F)
             s.record(stream)
@@ -998,6 +1001,26 @@ def graph_shape(
         least = min(10, max(1, math.ceil(GRAPH_REPLAY_US / estimate_us)))
         launches = max(least, nsets, allowed // replays)
     return launches, replays
+
+
+#: Single launches of a long kernel (``Options.long_kernel_us``) taken before
+#: :func:`steady_single` may end its single-launch timing.
+LONG_FIRST_RUNS = 10
+
+
+def steady_single(samples_us: list[float], tolerance: float) -> bool:
+    """Whether a long kernel's first single-launch samples already pin its median: their spread
+    ((p90 - p10) / median) is within ``tolerance`` (``Options.stable_tolerance``, the rule that
+    ends graph batches).
+
+    Why (issue 23 item 6, llm.c softmax_forward, H200): 50 single launches of a 40 ms original
+    are 2 s of every timing, and each pair of its final check has one; ten that agree within 1%
+    give the same median to within that. A noisy kernel still takes all its runs.
+
+    >>> steady_single([40_000.0 + i for i in range(10)], 0.01), steady_single([40_000.0, 44_000.0] * 5, 0.01)
+    (True, False)
+    """
+    return bool(samples_us) and Timing.of(samples_us).spread <= tolerance
 
 
 #: The least work (µs) a graph of a long kernel holds (:func:`graph_shape`).

@@ -110,3 +110,16 @@ def test_a_40ms_original_is_timed_one_launch_a_graph() -> None:
     for us in (2_000.0, 10_000.0, 40_000.0):
         launches, _ = graph_shape(100, 20, 1, us, opts.graph_budget_s)
         assert launches * us >= 5_000.0 or launches == 10, "a graph holds at least 5 ms of work"
+
+
+def test_a_long_kernels_single_launches_end_early_only_when_they_agree() -> None:
+    """Ten single launches of a 40 ms kernel that agree within 1% end its single-launch timing
+    (0.4 s instead of 2 s a timing); noisy ones go on to all the runs."""
+    from ktx.measure.gpu import LONG_FIRST_RUNS, steady_single
+
+    tol = Options().stable_tolerance
+    steady = [40_000.0 * (1 + 0.001 * (i % 3)) for i in range(LONG_FIRST_RUNS)]
+    noisy = [40_000.0 * (1 + 0.05 * (i % 2)) for i in range(LONG_FIRST_RUNS)]
+    assert steady_single(steady, tol)
+    assert not steady_single(noisy, tol)
+    assert not steady_single([], tol)
