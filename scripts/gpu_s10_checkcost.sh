@@ -25,7 +25,8 @@ echo "run.py rc=$?"
 python3 - "$WORK/runs/softmax_forward/optimize.json" <<'PY' | tee "$OUT/summary.txt"
 import json, sys
 d = json.load(open(sys.argv[1]))
-print("rounds:", len(d.get("rounds") or ()), "stop:", d.get("stop_reason"))
+r = d.get("rounds")
+print("rounds:", r if isinstance(r, int) else len(r or ()), "stop:", d.get("stop_reason"))
 for n in d.get("notes") or ():
     if n.startswith(("budget", "originals", "re-check")) or "final check" in n:
         print("  note:", n[:400])
