@@ -320,7 +320,11 @@ def final_check(
 
     A check that does not fit the time left with all ``pairs`` runs with fewer: down to
     :data:`MIN_PAIRS`, or :data:`FLOOR_PAIRS` where the search's gain is :data:`LARGE_GAIN` or
-    more. ``spent`` (filled when given): per shape measured, the expected and the real seconds
+    more. A search gain of :data:`EARLY_GAIN` or more is measured :data:`EARLY_PAIRS` pairs first,
+    and the rest of the pairs only where those do not decide it (:func:`decided_early`); a measured
+    check's reason says how many pairs ran and why (:func:`pairs_note`).
+
+    ``spent`` (filled when given): per shape measured, the expected and the real seconds
     and the pairs run, so that a run's log shows how honest the estimate was. ``grace_s``: how
     far past the deadline a check may run before it is killed (:func:`check_grace`).
 
