@@ -17,6 +17,11 @@ that its share cut then always finds that time left. The shapes counted are thos
 round's search made faster (all of them before the first round): a reserve for every shape cost
 rounds that found wins (``benchmarks/realcode/budget_replay.py``). Fewer pairs rather than none: the check
 itself still shrinks to :data:`~ktx.search.final.FLOOR_PAIRS` where the time runs short.
+
+A shape an earlier round made :data:`~ktx.search.final.EARLY_GAIN` times faster or more is priced
+at :data:`~ktx.search.final.EARLY_PAIRS` pairs instead: its check's first pairs decide such a gain
+(:func:`~ktx.search.final.decided_early`). Priced at three pairs of a 40 ms original, llm.c
+softmax_forward's reserve (H200, --budget 300) left no second round after a first that won 42x.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from dataclasses import dataclass
 from ktx.measure.cost import PAIRED_REQUEST_S
 from ktx.measure.gpu import Options
 from ktx.measure.types import Measurement
-from ktx.search.final import MIN_PAIRS, WRITE_S, Shortlist, check_cost, pair_estimate
+from ktx.search.final import MIN_PAIRS, WRITE_S, Shortlist, check_cost, pair_estimate, pairs_needed
 from ktx.spec import ShapePoint
 
 #: A check's real seconds over its estimate, as session 9's real-code run measured them
@@ -64,17 +69,23 @@ def launch_us(m: Measurement) -> float | None:
 
 
 def shape_check_s(
-    point: ShapePoint, original: Measurement, backend: object, options: Options, cost_s: float | None
+    point: ShapePoint,
+    original: Measurement,
+    backend: object,
+    options: Options,
+    cost_s: float | None,
+    pairs: int = MIN_PAIRS,
 ) -> float:
-    """Seconds the final check of ``point`` needs at :data:`MIN_PAIRS` pairs, with both sides at
-    the original's per-launch time, times :data:`CHECK_ERROR`; where no launch time is known, the
-    original's verified measurement (``cost_s``) per timing, an upper bound."""
+    """Seconds the final check of ``point`` needs at ``pairs`` pairs (:data:`MIN_PAIRS`, or
+    :func:`ktx.search.final.pairs_needed` for a shape an earlier round won at), with both sides
+    at the original's per-launch time, times :data:`CHECK_ERROR`; where no launch time is known,
+    the original's verified measurement (``cost_s``) per timing, an upper bound."""
     per_launch = launch_us(original)
     item = Shortlist(point, "graph", None, None, per_launch, per_launch, original.bytes)
     pair = pair_estimate(item, backend, options)
     if pair is None:
-        return CHECK_ERROR * check_cost(cost_s or 1.0, MIN_PAIRS)
-    return CHECK_ERROR * (PAIRED_REQUEST_S + MIN_PAIRS * pair)
+        return CHECK_ERROR * check_cost(cost_s or 1.0, pairs)
+    return CHECK_ERROR * (PAIRED_REQUEST_S + pairs * pair)
 
 
 def evaluation_overrun_s(compiles: Iterable[Mapping[str, object]], candidate_s: float | None) -> float:
@@ -94,14 +105,22 @@ def check_reserve(
     backend: object,
     costs: Mapping[str, float] | None = None,
     candidate_s: float | None = None,
+    gains: Mapping[str, float] | None = None,
 ) -> CheckReserve:
     """The reserve for ``originals`` (each searched shape and its original's measurement) on
     ``backend``: its options, its measured request overhead and timing scale
-    (:func:`ktx.search.final.measured_overheads`), its compiles so far and its worker's restart."""
+    (:func:`ktx.search.final.measured_overheads`), its compiles so far and its worker's restart.
+    ``gains``: per shape, the largest search gain an earlier round found there; a shape won by
+    :data:`~ktx.search.final.EARLY_GAIN` or more is priced at the pairs such a gain needs
+    (:func:`~ktx.search.final.pairs_needed`), the others at :data:`MIN_PAIRS`."""
     found = getattr(backend, "options", None)
     options = found if isinstance(found, Options) else Options()
     costs = costs or {}
-    per = tuple((p.name, shape_check_s(p, m, backend, options, costs.get(p.name))) for p, m in originals)
+    gains = gains or {}
+    per = tuple(
+        (p.name, shape_check_s(p, m, backend, options, costs.get(p.name), pairs_needed(gains.get(p.name))))
+        for p, m in originals
+    )
     results = getattr(backend, "compile_results", None)
     compiles = results() if callable(results) else ()
     restart = getattr(backend, "worker_start_s", None)

@@ -703,13 +703,13 @@ class Optimizer:
         if self.script is not None or not self.originals:
             return 0.0
         points = {p.name: p for p in self.points}
-        won = {
-            s.shape
-            for r in records
-            if r.result is not None
-            for s in r.result.shapes
-            if s.original_us and s.best_us and s.original_us / s.best_us >= 1.0 + self.request.min_gain
-        }
+        gains: dict[str, float] = {}
+        for r in records:
+            for s in r.result.shapes if r.result is not None else ():
+                if s.original_us and s.best_us:
+                    gains[s.shape] = max(gains.get(s.shape, 0.0), s.original_us / s.best_us)
+        # a shape won before is priced by its largest gain: a large one needs fewer pairs
+        won = {name for name, gain in gains.items() if gain >= 1.0 + self.request.min_gain}
         searched = any(r.result is not None for r in records)
         originals = [
             (points[s.shape], s.original)
@@ -726,6 +726,7 @@ class Optimizer:
             self.evaluator.backend,
             costs if isinstance(costs, Mapping) else None,
             max(slowest) if slowest else self.candidates_s,
+            gains,
         )
         if self.reserve is None:
             self.notes.append(f"budget: {reserve.text()}")

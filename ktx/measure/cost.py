@@ -89,7 +89,10 @@ def paired_options(options: Options) -> Options:
 
 def launch_plan(time_us: float, options: Options, nsets: int = 1) -> LaunchPlan:
     """The launches of one timing (see :func:`ktx.measure.gpu._time`) of a kernel that takes
-    ``time_us`` a launch; ``nsets``: the rotated input sets (1 for inputs larger than the L2)."""
+    ``time_us`` a launch; ``nsets``: the rotated input sets (1 for inputs larger than the L2).
+    Every single launch is counted, though a long kernel whose first launches agree stops
+    after :data:`~ktx.measure.gpu.LONG_FIRST_RUNS` (:func:`~ktx.measure.gpu.steady_single`):
+    an upper bound, as the batches."""
     estimate = max(time_us, 0.5)
     runs = int(min(options.max_runs, max(options.min_runs, 50_000 / estimate)))
     launches = max(options.graph_launches, nsets if nsets > 1 else 0)

@@ -844,9 +844,12 @@ def _time(
         # One launch at a time, as production kernels are benchmarked: the host waits for each
         # launch, so the next one starts on an idle queue behind a fresh L2 flush (a deep queue
         # of back-to-back launches would measure something between single and graph time).
-        samples_single = []
+        samples_single: list[float] = []
         s, e = cp.cuda.Event(), cp.cuda.Event()
+        first = min(runs, LONG_FIRST_RUNS) if estimate_us >= opts.long_kernel_us else runs
         for i in range(runs):
+            if i == first and steady_single(samples_single, opts.stable_tolerance):
+                break  # a long kernel whose first launches agree: the rest would cost seconds
             if flush is not None:
                 flush.fill(i & 0x7F)
             s.record(stream)
@@ -977,7 +980,17 @@ def graph_shape(
     (silu at 4096x14336), several batches per measurement, far over issue 12's second per
     candidate. Long kernels need fewer samples (their launch overhead, which graphs amortise,
     is a small share), so replays drop first (to 5), then launches (to 10, and never below
-    one pass over the rotated input sets)."""
+    one pass over the rotated input sets). Above 500 µs that floor of 10 falls: a graph holds at
+    least :data:`GRAPH_REPLAY_US` of work, so that a replay's launch latency (a few µs) stays
+    under 0.2% of it, and a kernel that long alone is timed one launch a graph.
+
+    Why (issue 23 item 6, llm.c softmax_forward, H200): the naive original takes 40 ms a launch;
+    ten launches a graph and five replays a batch made a batch 2 s and a timing 13 s, up to five
+    batches, so three originals took 41 s to measure and each pair of its final check 7.7 s.
+
+    >>> [graph_shape(100, 20, 1, us, 0.1) for us in (40_000.0, 4_000.0, 1_000.0, 350.0)]
+    [(1, 5), (5, 5), (20, 5), (57, 5)]
+    """
     if estimate_us <= 0 or budget_s <= 0:
         return launches, replays
     allowed = max(1, int(budget_s * 1e6 / estimate_us))
@@ -985,8 +998,33 @@ def graph_shape(
         return launches, replays
     replays = max(5, min(replays, allowed // max(1, launches)))
     if launches * replays > allowed:
-        launches = max(10, nsets, allowed // replays)
+        least = min(10, max(1, math.ceil(GRAPH_REPLAY_US / estimate_us)))
+        launches = max(least, nsets, allowed // replays)
     return launches, replays
+
+
+#: Single launches of a long kernel (``Options.long_kernel_us``) taken before
+#: :func:`steady_single` may end its single-launch timing.
+LONG_FIRST_RUNS = 10
+
+
+def steady_single(samples_us: list[float], tolerance: float) -> bool:
+    """Whether a long kernel's first single-launch samples already pin its median: their spread
+    ((p90 - p10) / median) is within ``tolerance`` (``Options.stable_tolerance``, the rule that
+    ends graph batches).
+
+    Why (issue 23 item 6, llm.c softmax_forward, H200): 50 single launches of a 40 ms original
+    are 2 s of every timing, and each pair of its final check has one; ten that agree within 1%
+    give the same median to within that. A noisy kernel still takes all its runs.
+
+    >>> steady_single([40_000.0 + i for i in range(10)], 0.01), steady_single([40_000.0, 44_000.0] * 5, 0.01)
+    (True, False)
+    """
+    return bool(samples_us) and Timing.of(samples_us).spread <= tolerance
+
+
+#: The least work (µs) a graph of a long kernel holds (:func:`graph_shape`).
+GRAPH_REPLAY_US = 5_000.0
 
 
 # -- the request --------------------------------------------------------------------------

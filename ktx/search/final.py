@@ -10,9 +10,10 @@ skips what no longer fits, so the outputs are always written, near the limit.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ktx.measure.cost import PAIRED_REQUEST_S, pair_seconds, rotated_sets
 from ktx.measure.gpu import Options
@@ -132,6 +133,70 @@ LARGE_GAIN = 1.5
 #: The fewest pairs that give an interval (:func:`ktx.search.paired.from_pairs`).
 FLOOR_PAIRS = 2
 
+#: A search gain at least this large is checked first with :data:`EARLY_PAIRS` pairs; the rest of
+#: the pairs run only where those leave the verdict open (:func:`decided_early`).
+EARLY_GAIN = 2.0
+
+#: Pairs of a check's first request where the search's gain is :data:`EARLY_GAIN` or more.
+EARLY_PAIRS = 2
+
+#: The lower end of the first pairs' interval that counts as far above 1 ...
+EARLY_LOW = 1.5
+
+#: ... where the interval's half-width (on the log scale) is at most this share of the
+#: estimate's distance from 1 (also on the log scale).
+EARLY_SPREAD = 0.25
+
+
+def decided_early(check: PairedCheck, least_gain: float) -> bool:
+    """Whether the first pairs of a check already decide it, so the rest need not run: their
+    95% interval lies above both ``1 + least_gain`` and :data:`EARLY_LOW`, and is narrow against
+    its distance from 1 (half-width at most :data:`EARLY_SPREAD` of ``log(estimate)``).
+
+    Why (issue 23 item 6, llm.c softmax_forward, H200, --budget 300): the naive original takes
+    40 ms a launch, so five pairs of the round's check took 80.9 s to confirm a 42x win (17-132x
+    per shape) that two pairs already put far above 1; the reserve priced alike left "less than
+    one candidate's measurement" for a second round, and the configs that beat the hand kernels
+    were never reached. The interval reported is always the one of the pairs run; a marginal
+    gain (below :data:`EARLY_GAIN` by the search, or an interval near 1) runs every pair.
+
+    >>> from ktx.search.paired import MEASURED, ratio_interval
+    >>> def check(*ratios):
+    ...     iv = ratio_interval(ratios)
+    ...     return PairedCheck("s", "graph", MEASURED, {}, iv, iv)
+    >>> decided_early(check(40.0, 41.0), 0.01), decided_early(check(1.03, 1.031), 0.01)
+    (True, False)
+    >>> decided_early(check(3.0, 9.0), 0.01)  # far above 1 by the estimate, but too wide
+    False
+    """
+    iv = check.interval
+    if check.status != MEASURED or iv is None or iv.lo <= max(EARLY_LOW, 1.0 + least_gain):
+        return False
+    half = math.log(iv.hi / iv.lo) / 2
+    return half <= EARLY_SPREAD * math.log(iv.estimate)
+
+
+def first_pairs(gain: float | None, pairs: int) -> int:
+    """Pairs of a check's first request: :data:`EARLY_PAIRS` where the search's gain is
+    :data:`EARLY_GAIN` or more (the rest run only where they are needed), else all ``pairs``.
+
+    >>> first_pairs(42.0, 5), first_pairs(1.03, 5), first_pairs(42.0, 2), first_pairs(None, 5)
+    (2, 5, 2, 5)
+    """
+    return min(pairs, EARLY_PAIRS) if (gain or 0.0) >= EARLY_GAIN else pairs
+
+
+def pairs_needed(gain: float | None) -> int:
+    """Pairs a check of a shape whose search gain is ``gain`` is expected to need, for the
+    reserve (:mod:`ktx.agent.budget`): :data:`EARLY_PAIRS` for a gain of :data:`EARLY_GAIN` or
+    more, whose first pairs decide it, else :data:`MIN_PAIRS`.
+
+    >>> pairs_needed(42.0), pairs_needed(1.5), pairs_needed(None)
+    (2, 3, 3)
+    """
+    return EARLY_PAIRS if (gain or 0.0) >= EARLY_GAIN else MIN_PAIRS
+
+
 #: A check's request may run this many times its expected seconds before the worker is killed,
 #: even where that passes the deadline by a little. The session-8 real-code run (H200, 30 s a
 #: kernel) sized each round's first check to the time left and then killed it at that limit:
@@ -221,6 +286,23 @@ def cut_by_limit(
     return bad == {Status.TIMEOUT} and timeout < HANG_FACTOR * max(expected_s, 0.25)
 
 
+def pairs_note(ran: int, planned: int, first: int, early: bool, check: PairedCheck) -> str:
+    """How many pairs a measured check ran and why, for its reason (its interval is theirs).
+    ``early``: the first ``first`` pairs decided it (:func:`decided_early`)."""
+    iv = check.interval
+    shown = "" if iv is None else f": {iv.text()}"
+    if early:
+        return (
+            f"{ran} of {planned} pairs: the first {first} already lay far above 1{shown} "
+            f"(lower end over {EARLY_LOW}x, half-width within {EARLY_SPREAD:.0%} of the distance from 1)"
+        )
+    if ran < planned:
+        return f"{ran} of {planned} pairs: the rest did not fit the time left{shown}"
+    if first < planned:
+        return f"{ran} pairs: the first {first} left the verdict open{shown}"
+    return f"{ran} pairs{shown}"
+
+
 def final_check(
     evaluator: Evaluator,
     shapes: Sequence[Shortlist],
@@ -238,7 +320,11 @@ def final_check(
 
     A check that does not fit the time left with all ``pairs`` runs with fewer: down to
     :data:`MIN_PAIRS`, or :data:`FLOOR_PAIRS` where the search's gain is :data:`LARGE_GAIN` or
-    more. ``spent`` (filled when given): per shape measured, the expected and the real seconds
+    more. A search gain of :data:`EARLY_GAIN` or more is measured :data:`EARLY_PAIRS` pairs first,
+    and the rest of the pairs only where those do not decide it (:func:`decided_early`); a measured
+    check's reason says how many pairs ran and why (:func:`pairs_note`).
+
+    ``spent`` (filled when given): per shape measured, the expected and the real seconds
     and the pairs run, so that a run's log shows how honest the estimate was. ``grace_s``: how
     far past the deadline a check may run before it is killed (:func:`check_grace`).
 
@@ -304,16 +390,34 @@ def final_check(
             else:
                 began = time.monotonic()
                 warm = getattr(backend, "warm_worker", None)
-                guess = per_pair * n + PAIRED_REQUEST_S
+                first = first_pairs(item.gain, n)
+                guess = per_pair * first + PAIRED_REQUEST_S
                 with evaluator._gpu:  # the backend measures one thing at a time
                     if start_s > 0 and callable(warm):
                         warm()  # apart from the request: its timeout and the scale below exclude it
                     start = time.monotonic()
                     left = None if deadline is None else deadline - start
                     timeout = None if left is None else max(1.0, left + grace_s, CHECK_SLACK * guess)
-                    measured = paired(original, candidate, item.point, n, timeout)
+                    measured = list(paired(original, candidate, item.point, first, timeout))
                 took = time.monotonic() - start
                 check = from_pairs(name, item.metric, config, measured)
+                ran = first
+                early = first < n and decided_early(check, least_gain)
+                if first < n and check.status == MEASURED and not early:
+                    # the first pairs left the verdict open: the rest, in a second request
+                    rest = n - first
+                    more_guess = per_pair * rest + PAIRED_REQUEST_S
+                    with evaluator._gpu:
+                        left = None if deadline is None else deadline - time.monotonic()
+                        if left is None or left >= more_guess:
+                            timeout = (
+                                None if left is None else max(1.0, left + grace_s, CHECK_SLACK * more_guess)
+                            )
+                            measured += paired(original, candidate, item.point, rest, timeout)
+                            ran, guess = n, guess + more_guess
+                    check = from_pairs(name, item.metric, config, measured)
+                if check.status == MEASURED:
+                    check = replace(check, reason=pairs_note(ran, n, first, early, check))
                 if check.status == FAILED and cut_by_limit(measured, timeout, guess):
                     check = PairedCheck(
                         name, item.metric, SKIPPED, config,
@@ -325,13 +429,14 @@ def final_check(
                     spent[name] = {
                         "expected_s": round(guess, 3),
                         "spent_s": round(took + start - began, 3),
-                        "pairs": float(n),
+                        "pairs": float(ran),
                         "start_s": round(start - began, 3),
                     }
-                if check.status == MEASURED and base > 0 and n > 0:
+                if check.status == MEASURED and base > 0 and first > 0:
                     # the pairs' share of the time (the request's own part is not per pair); not
-                    # from a failed check (one the limit cut ran to its timeout, not to its end)
-                    scale[kind] = learned_scale(took, base, n, kind)
+                    # from a failed check (one the limit cut ran to its timeout, not to its end);
+                    # from the first request alone, whose seconds ``took`` are
+                    scale[kind] = learned_scale(took, base, first, kind)
         out[name] = check
         if log is not None:
             log(check)

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+import ktx.search.final as final
 from ktx.agent.budget import CHECK_ERROR, CheckReserve, check_reserve, evaluation_overrun_s, launch_us
 from ktx.agent.loop import Optimizer, OptimizeRequest, load_records, optimize
 from ktx.measure.cost import PAIRED_REQUEST_S
 from ktx.measure.gpu import Options
-from ktx.search.final import MIN_PAIRS, WRITE_S, Shortlist
+from ktx.search.final import EARLY_PAIRS, MIN_PAIRS, WRITE_S, Shortlist
 from ktx.spec import ShapePoint
 
 from .model_backend import ModelBackend
@@ -143,3 +145,92 @@ def test_one_evaluation_past_the_search_end_is_kept_too() -> None:
     assert evaluation_overrun_s(compiles, 0.6) == pytest.approx(8.1)
     assert evaluation_overrun_s([], None) == 0.0
     assert CheckReserve((("a", 1.0),), 2.0, 3.0).seconds == pytest.approx(6.0 + WRITE_S)
+
+
+class SlowOriginal(SlowChecks):
+    """A naive original ``factor`` times slower than any config (llm.c softmax_forward's naive
+    kernel, 40 ms a launch, lost to every candidate by 17-132x), with checks as in SlowChecks."""
+
+    def __init__(self, cost_s: float, overhead_s: float, error: float, factor: float) -> None:
+        super().__init__(cost_s, overhead_s, error)
+        self.factor = factor
+
+    def measure(self, candidate: Any, shape: Any) -> Any:
+        m = super().measure(candidate, shape)
+        if candidate.config or not m.ok:
+            return m
+        f = self.factor
+        return replace(m, single=_scaled(m.single, f), graph=_scaled(m.graph, f))
+
+    def measure_paired(self, first: Any, second: Any, shape: Any, pairs: int, timeout: float | None) -> Any:
+        self.paired.append((shape.name, pairs))
+        cost, self.cost_s = self.cost_s, 0.0  # a pair's seconds are slept below, not per measurement
+        try:
+            out = [(self.measure(first, shape), self.measure(second, shape)) for _ in range(pairs)]
+        finally:
+            self.cost_s = cost
+        a, b = out[0]
+        item = Shortlist(shape, "graph", None, None, launch_us(a), launch_us(b), a.bytes)
+        pair = item.pair_s(Options(), self.request_overhead_s)
+        assert pair is not None
+        time.sleep(PAIRED_REQUEST_S + pairs * pair * self.error)
+        return out
+
+
+def _scaled(t: Any, f: float) -> Any:
+    return None if t is None else replace(t, **{k: getattr(t, k) * f for k in _TIMES})
+
+
+_TIMES = ("median_us", "mean_us", "min_us", "max_us", "p10_us", "p90_us")
+
+
+def slow_original() -> SlowOriginal:
+    return SlowOriginal(cost_s=0.25, overhead_s=0.4, error=1.2, factor=40.0)
+
+
+@pytest.mark.slow
+def test_a_slow_original_with_a_big_win_gets_a_second_round(tmp_path: Path, clock: list[float]) -> None:
+    """llm.c softmax_forward (H200, --budget 300): a 40 ms original, a first round that won 42x,
+    and no second round: its check ran five pairs and the reserve was priced at three. Checked
+    with the two pairs such a win needs, and priced so, the same budget holds a second round whose
+    wins are all checked, within the budget plus the check's grace."""
+    backend = slow_original()
+    started = clock[0]
+    result = run(tmp_path / "run", backend, budget=250.0)
+    assert len(result.rounds) >= 2, (result.stop_reason, result.notes)
+    assert lost_wins(tmp_path / "run") == []
+    assert backend.paired and all(n == EARLY_PAIRS for _, n in backend.paired), backend.paired
+    assert clock[0] - started <= 250.0 + 0.05 * 250.0 + 1.0
+
+
+@pytest.mark.slow
+def test_checked_with_the_full_pairs_the_same_run_stops_after_one_round(
+    tmp_path: Path, clock: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control: no gain counts as large (every check runs its full pairs, the reserve prices
+    three), as before; the same budget then holds one round only, so the test above can fail."""
+    monkeypatch.setattr(final, "EARLY_GAIN", float("inf"))
+    backend = slow_original()
+    result = run(tmp_path / "run", backend, budget=250.0)
+    assert len(result.rounds) == 1, (result.stop_reason, result.notes)
+    assert max(n for _, n in backend.paired) > EARLY_PAIRS
+
+
+def test_the_reserve_prices_a_large_win_at_the_pairs_it_needs() -> None:
+    """A shape an earlier round made 40x faster is priced at EARLY_PAIRS pairs; a 1.03x one (and
+    a shape with no gain known) at MIN_PAIRS."""
+    backend = ModelBackend()
+    backend.request_overhead_s = 0.4  # type: ignore[attr-defined]
+    points = [ShapePoint.from_name(s) for s in SHAPES]
+    original = SimpleNamespace(config={}, label="original")
+    originals = [(p, backend.measure(original, p)) for p in points]  # type: ignore[arg-type]
+    plain = dict(check_reserve(originals, backend).per_shape)
+    gains = {SHAPES[0]: 40.0, SHAPES[1]: 1.03}
+    priced = dict(check_reserve(originals, backend, gains=gains).per_shape)
+    for p, m in originals:
+        pair = Shortlist(p, "graph", None, None, launch_us(m), launch_us(m), m.bytes).pair_s(Options(), 0.4)
+        assert pair is not None
+        pairs = EARLY_PAIRS if p.name == SHAPES[0] else MIN_PAIRS
+        assert priced[p.name] == pytest.approx(CHECK_ERROR * (PAIRED_REQUEST_S + pairs * pair))
+    assert priced[SHAPES[0]] < plain[SHAPES[0]]
+    assert priced[SHAPES[1]] == plain[SHAPES[1]] and priced[SHAPES[2]] == plain[SHAPES[2]]

@@ -14,6 +14,7 @@ from ktx.measure.gpu import Options
 from ktx.measure.types import Measurement
 from ktx.search.final import (
     CHECK_SLACK,
+    EARLY_PAIRS,
     FLOOR_PAIRS,
     HANG_FACTOR,
     MIN_PAIRS,
@@ -90,7 +91,9 @@ def test_a_check_the_old_estimate_skipped_runs_in_full() -> None:
         _evaluator(backend), [_item(74.0, 572.8, 7.7)], time.monotonic() + 12.0, costs, options=opts
     )
     assert got["B=1"].status == MEASURED
-    assert backend.calls == [PAIRS]
+    # the check was planned with every pair; the first EARLY_PAIRS already lay far above 1
+    assert backend.calls == [EARLY_PAIRS]
+    assert got["B=1"].reason.startswith(f"{EARLY_PAIRS} of {PAIRS} pairs: the first {EARLY_PAIRS} already")
 
 
 def test_a_large_win_that_does_not_fit_three_pairs_runs_with_two() -> None:
@@ -124,7 +127,8 @@ def test_the_estimate_is_corrected_by_the_first_check_that_ran() -> None:
     opts = Options(max_runs=50, graph_launches=10, graph_replays=5, settle_s=0.0)  # light: the test sleeps
     estimate = check_seconds(20.0, 10.0, 1, opts) - check_seconds(20.0, 10.0, 0, opts)
     backend = _Backend(3 * estimate, 20.0, 10.0)
-    first = Shortlist(ShapePoint((("a", 1),)), "graph", {"X": 1}, 2.0, 20.0, 10.0)
+    # a search gain below EARLY_GAIN: each check runs its pairs in one request
+    first = Shortlist(ShapePoint((("a", 1),)), "graph", {"X": 1}, 1.95, 20.0, 10.0)
     second = Shortlist(ShapePoint((("b", 1),)), "graph", {"X": 1}, 1.9, 20.0, 10.0)
     spent: dict[str, dict[str, float]] = {}
     left = 0.4 + PAIRS * 3 * estimate + 3.5 * 3 * estimate  # the first in full; three of the second
@@ -312,7 +316,7 @@ def test_a_check_a_little_over_its_estimate_is_not_killed_at_the_deadline() -> N
     estimate and was killed at the limit ("the original: timeout"), losing a 4.6x win. The request
     now gets :data:`CHECK_SLACK` times its estimate: it finishes and measures."""
     opts = Options(max_runs=50, graph_launches=10, graph_replays=5, settle_s=0.0)
-    item = _item(4.6, 1267.0, 274.0)
+    item = _item(1.9, 1267.0, 274.0)  # a search gain below EARLY_GAIN: all pairs in one request
     left = _fitted(item, opts)
     expected = left - 0.01
     backend = _Late(1.2 * expected, 1267.0, 274.0)
@@ -371,3 +375,52 @@ def test_a_shape_the_search_found_no_gain_at_is_not_checked() -> None:
     assert backend.calls == [PAIRS]
     lenient = final_check(_evaluator(backend), [flat], time.monotonic() + 30.0, {}, min_gain=0.0)
     assert lenient["a=1"].status == MEASURED, "a zero --min-gain checks any gain the search saw"
+
+
+class _Ratios(_Backend):
+    """Re-measures with the pair ratios given, in order, over the requests (the original at
+    ``original_us``, the candidate at ``original_us / ratio``), costing no time."""
+
+    def __init__(self, original_us: float, ratios: list[float]) -> None:
+        super().__init__(0.0, original_us, original_us)
+        self.ratios = list(ratios)
+
+    def measure_paired(self, first: Any, second: Any, point: Any, pairs: int, timeout: Any) -> Any:
+        self.calls.append(pairs)
+        o = self.times[0]
+        return [(_timed(o, {}), _timed(o / self.ratios.pop(0), {"X": 1})) for _ in range(pairs)]
+
+
+def test_a_large_win_the_first_pairs_decide_stops_early_with_their_interval() -> None:
+    """llm.c softmax_forward (H200): a 40 ms original made five pairs cost 80.9 s for a 42x win.
+    Two pairs of 40x and 41x decide it; the interval reported is theirs (n = 2), and says so."""
+    backend = _Ratios(40_000.0, [40.0, 41.0])
+    spent: dict[str, dict[str, float]] = {}
+    got = final_check(_evaluator(backend), [_item(42.0, 40_000.0, 1_000.0)], None, {}, spent=spent)
+    check = got["B=1"]
+    assert backend.calls == [EARLY_PAIRS]
+    assert check.status == MEASURED and check.interval is not None and check.interval.n == EARLY_PAIRS
+    assert 40.0 < check.interval.estimate < 41.0 and check.interval.lo > 1.5
+    assert spent["B=1"]["pairs"] == EARLY_PAIRS
+    assert f"{EARLY_PAIRS} of {PAIRS} pairs" in check.reason
+
+
+def test_a_large_search_gain_whose_first_pairs_are_noisy_runs_the_rest() -> None:
+    """The search saw 3x, the first two pairs 1.2x and 3x: wide, near 1. Every pair runs, and the
+    interval is of all of them."""
+    backend = _Ratios(40_000.0, [1.2, 3.0, 1.3, 1.25, 1.3])
+    got = final_check(_evaluator(backend), [_item(3.0, 40_000.0, 13_000.0)], None, {})
+    check = got["B=1"]
+    assert backend.calls == [EARLY_PAIRS, PAIRS - EARLY_PAIRS]
+    assert check.status == MEASURED and check.interval is not None and check.interval.n == PAIRS
+    assert check.reason.startswith(f"{PAIRS} pairs: the first {EARLY_PAIRS} left the verdict open")
+
+
+def test_a_marginal_win_runs_every_pair_in_one_request() -> None:
+    """A 1.03x search gain: two pairs cannot separate it from noise, so all PAIRS run at once,
+    however steady the ratios."""
+    backend = _Ratios(40_000.0, [1.03] * PAIRS)
+    got = final_check(_evaluator(backend), [_item(1.03, 40_000.0, 38_800.0)], None, {})
+    assert backend.calls == [PAIRS]
+    iv = got["B=1"].interval
+    assert iv is not None and iv.n == PAIRS
