@@ -147,6 +147,7 @@ class TimedModel(ModelBackend):
         return super().measure(candidate, shape)
 
 
+@pytest.mark.slow  # a whole optimize on a sleeping backend against the wall clock (about 15-25 s)
 def test_a_short_budget_stops_rather_than_slicing_rounds_thin(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

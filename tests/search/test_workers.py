@@ -57,6 +57,7 @@ def test_held_out_neighbours_are_the_nearest_tuned_shapes_with_the_other_dimensi
     assert workers.neighbours(p(4, 8192), tuned, "tokens") == []
 
 
+@pytest.mark.slow  # worker processes searching real shares (about 15-20 s)
 def test_the_workers_grid_shares_partition_the_grid_and_a_share_is_searched_alone(
     recording: Recording, tmp_path: Path
 ) -> None:
