@@ -20,7 +20,7 @@
 #     merge_attn_states: the hand variant at PACKS 1.
 #   Cells are skipped once 200 s are spent (paired.md says which).
 #                                                              -> paired/paired.{md,json}
-# (gpu_session10.sh runs it with no argument: paired; its issue23 mode's full ladder covers `ladder`)
+# (scripts/gpu_calls.sh runs it with no argument: paired; its issue23 mode's full ladder covers `ladder`)
 # ladder: ktx optimize --planner rules of llm.c layernorm v1 at the ladder's share (164 s of
 #   --budget 470), shapes ladder: which round reaches which config now that a round measures the
 #   new knob's steps at the best config first (ktx.agent.search.sweep_new_knobs)

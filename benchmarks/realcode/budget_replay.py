@@ -56,7 +56,7 @@ from ktx.search.final import (
 )
 from ktx.search.paired import PAIRS
 
-#: The real-code run's settings (scripts/gpu_session9.sh realcode): ``--budget 50``, the CLI's
+#: The real-code run's settings (scripts/gpu_calls.sh realcode): ``--budget 50``, the CLI's
 #: six rounds, ``--min-gain 0.02``.
 BUDGET_S = 50.0
 ROUNDS = 6

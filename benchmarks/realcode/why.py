@@ -2,7 +2,7 @@
 
     python benchmarks/realcode/why.py RUNS_DIR [--out benchmarks/realcode/why.md]
 
-``RUNS_DIR`` holds one folder per kernel as ``scripts/gpu_session8.sh realcode`` leaves them
+``RUNS_DIR`` holds one folder per kernel as ``scripts/gpu_calls.sh realcode`` leaves them
 (``<project>__<kernel>/optimize.log`` and ``optimize/`` with ``optimize.json``, ``rounds.jsonl``
 and ``round-NN/log.jsonl``). Nothing is measured here: every number comes from the run's own
 records, so the same script reads this session's GPU run as it read session 8's.

@@ -1,24 +1,24 @@
 #!/usr/bin/env bash
-# Session 11's device calls (each under 10 minutes) on a host of any size. Files back: at most 8, so outputs are
+# The device calls of a session (each under 10 minutes) on a host of any size. Files back: at most 8, so outputs are
 # tarred. The long job (real-code benchmark or llm.c ladder) runs on every GPU but the last; the last runs the
 # issue scripts named in LANE3 (space-separated, scripts/ basenames, most valuable first; NAME.sh:ARG passes one
 # argument), each given what is left of the call, each with its own OUT folder. On a one-GPU host both share
 # GPU 0. LADDER_KERNELS (space-separated) limits the ladder to those kernels (default: all six).
-#   OUT=/path LANE3="gpu_s10_norms.sh ..." bash scripts/gpu_session11.sh realcode PER_KERNEL_S LIMIT_S [--resume]
+#   OUT=/path LANE3="gpu_s11_norms.sh ..." bash scripts/gpu_calls.sh realcode PER_KERNEL_S LIMIT_S [--resume]
 #       the real-code benchmark (benchmarks/realcode/run.py --gpus N-1), both splits; a second call with --resume
-#       keeps the rows of results/session11_realcode/results.json that ran and runs the rest
-#   OUT=/path LANE3="..." bash scripts/gpu_session11.sh issue23 LIMIT_S
+#       keeps the rows of results/realcode_resume/results.json that ran and runs the rest
+#   OUT=/path LANE3="..." bash scripts/gpu_calls.sh issue23 LIMIT_S
 #       the llm.c ladder at its default budget on GPUs 0-2 (`run.py --budget 470 --gpus N-1`)
-#   OUT=/path LANE3="..." bash scripts/gpu_session11.sh lanes LIMIT_S
+#   OUT=/path LANE3="..." bash scripts/gpu_calls.sh lanes LIMIT_S
 #       only scripts, round-robin over the host's GPUs
-#   OUT=/path LANE3="..." bash scripts/gpu_session11.sh one LIMIT_S
+#   OUT=/path LANE3="..." bash scripts/gpu_calls.sh one LIMIT_S
 #       only scripts, one after the other on GPU 0 (a one-GPU host)
 # Carry .whl (optuna, tree-sitter, tree-sitter-cuda, libclang), benchmarks/realcode/src, benchmarks/vheld/src,
 # shared/llmc.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=$1; shift
-OUT="${OUT:-$PWD/gpu_session11_out}"; mkdir -p "$OUT/g"
+OUT="${OUT:-$PWD/gpu_calls_out}"; mkdir -p "$OUT/g"
 START=$(date +%s)
 export PYTHONUNBUFFERED=1
 # shellcheck disable=SC1091
@@ -52,7 +52,7 @@ case "$MODE" in
 realcode)
   PER=$1; LIMIT=$2; RESUME=${3:-}
   mkdir -p "$OUT/realcode"
-  [ -n "$RESUME" ] && [ -f results/session11_realcode/results.json ] && cp results/session11_realcode/results.json "$OUT/realcode/"
+  [ -n "$RESUME" ] && [ -f results/realcode_resume/results.json ] && cp results/realcode_resume/results.json "$OUT/realcode/"
   run_scripts "$LIMIT" "$LASTG" "${L3[@]}" &
   G3=$!
   LEFT=$(left "$LIMIT")
