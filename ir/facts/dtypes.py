@@ -10,7 +10,7 @@ branches the file's own ``#define``s take) to a name of :data:`DTYPES`.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -150,3 +150,13 @@ def _active_lines(text: str, defined: set[str]) -> Iterator[str]:
             stack.append((not taken, True))
         elif kind == "endif" and stack:
             stack.pop()
+
+
+def guess_rank(types: Sequence[str]) -> tuple[int, int]:
+    """How a draft ranks the instantiations it may guess among, by their type arguments: fewest
+    fp64 first (a GPU kernel is rarely run, and never tuned, in double), then fewest other
+    non-fp32 floats (fp32 is the type every float kernel in a dispatch is built for, and the one
+    its check compares most tightly). A tie keeps the project's own order."""
+    kinds = [DTYPES.get(" ".join(t.replace("const", " ").split()), "") for t in types]
+    floats = [k for k in kinds if k.startswith(("fp", "bf"))]
+    return (sum(k == "fp64" for k in floats), sum(k not in ("fp32", "fp64") for k in floats))

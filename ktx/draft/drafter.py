@@ -517,10 +517,10 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         conditioned = set(used) | set(vars_) | ({q.name for q in launcher.params} if launcher else set())
         picked = branch_picked(module, site, fn.name, conditioned)
         if picked is not None and not missing and choice is None:
-            why = f"template arguments of {fn.name} at {where}: {picked}"
+            # the first launch's arguments as the guess, under the TODO that lists the others
+            why = f"template arguments of {fn.name} at {where}: {picked}; drafted: this launch's"
             todos.append(why)
             lines.append(f"# {TODO}: {why}")
-            values = [TODO]
         if deduced.guessed and values != [TODO]:
             why = (
                 f"template arguments of {fn.name}: "
@@ -677,7 +677,41 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     ]
     lines, more = second_look(lines, path, fn)
     lines, spread_todos = spread(lines)
+    defaults_ = [n for n in used if origins[n] == "default"]
+    lines, default_checks = _flag_default_sizes(lines, defaults_)
+    spread_todos += default_checks
     return Draft(fn.name, "\n".join(lines) + "\n", (*todos, *more), (*checks, *spread_todos))
+
+
+def _flag_default_sizes(lines: list[str], defaults: Sequence[str]) -> tuple[list[str], list[str]]:
+    """A TODO over the ``[shapes]`` points that no other TODO flags, where some of their sizes
+    are ktx's defaults (no value in the file): the project runs its own sizes, and a point a
+    person must change is a guess, like any other value the draft cannot derive."""
+    if not defaults:
+        return lines, []
+    out: list[str] = []
+    added: list[str] = []
+    section = ""
+    for line in lines:
+        if line.startswith("["):
+            section = line.strip()
+        key = line.split("=", 1)[0].strip()
+        flagged = bool(out) and out[-1].lstrip().startswith(f"# {TODO}")
+        if section == "[shapes]" and key in ("default", "quick") and not flagged:
+            what = "shape points" if key == "default" else "the quick point"
+            why = (
+                f"{what}: default sizes for {_listed(defaults)} (no value in the file): give the sizes "
+                "the project runs, meeting the relations the caller keeps between them"
+            )
+            out.append(f"# {TODO}: {why}")
+            added.append(why)
+        out.append(line)
+    return out, added
+
+
+def _listed(names: Sequence[str], most: int = 4) -> str:
+    more = len(names) - most
+    return ", ".join(names[:most]) + (f" and {more} more" if more > 0 else "")
 
 
 def _own_sizes(
