@@ -347,7 +347,7 @@ def _deduced_calls(module: Module, launcher: Function) -> list[Instance]:
         if args == [t.name for t in types]:
             continue
         offset = len(module.source[: node.start_byte].decode("utf-8", "replace"))
-        out.append(Instance(tuple(args), node.start_point[0] + 1, "call (deduced)", offset))
+        out.append(Instance(tuple(args), node.start_point[0] + 1, "call, types from its arguments", offset))
     return out
 
 

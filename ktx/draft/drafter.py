@@ -237,8 +237,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         else:
             if p.base_type in deduced.guessed:
                 why = (
-                    f"element type of {p.name}: template parameter {p.base_type}, guessed from the "
-                    "launcher's instantiations (the TODO over template_args)"
+                    f"element type of {p.name}: template parameter {p.base_type}, guessed (the TODO "
+                    "over template_args names the other instantiations)"
                 )
                 checks.append(why)
                 lines.append(f"# {TODO}: {why}")
