@@ -21,6 +21,7 @@ from ktx.ir.clang import _namespace_path
 from ktx.ir.errors import KtxError
 from ktx.ir.facts import assign
 from ktx.ir.facts.dtypes import dtype_of, vector_of
+from ktx.ir.facts.field_uses import bounded_fields
 from ktx.ir.facts.launcher import (
     LaunchDraft,
     _DraftTranslator,
@@ -87,6 +88,8 @@ def _struct_arg(
     name: str,
     layout: StructLayout,
     node: ts.Node | None,
+    k: KernelBody | None = None,
+    sizes: set[str] | None = None,
 ) -> Arg:
     """``[[args]]`` for a struct passed by value: one ``fields.`` line per field (ktx.structdraft)."""
 
@@ -102,7 +105,22 @@ def _struct_arg(
         local = locals_.get(syntax.text(module, node))
     parts = structdraft.components(node, local.components if local is not None else ())
     values = structdraft.launcher_values(node, scope, parts, layout, translate)
-    lines, todos = structdraft.struct_lines(name, layout, values)
+    # integer fields the kernel compares as bounds are sizes: a shape variable of the field's
+    # name, a guess under a TODO, where the launcher does not say (ktx.ir.facts.field_uses)
+    guesses: dict[str, str] = {}
+    vector = structdraft.is_vector_type(layout.type)  # uint3 x, y, z: no names of sizes
+    for field_name, use in (bounded_fields(k, name) if k is not None and not vector else {}).items():
+        leaf = layout.leaf(field_name)
+        if leaf is not None and leaf.kind in ("int", "uint") and field_name not in values:
+            values = {**values, field_name: field_name}
+            guesses[field_name] = (
+                f"value of {name}.{field_name}: the launcher's value is not followed; drafted as a shape "
+                f"variable of its own (the kernel bounds by it: {use[:60]}): write the caller's expression "
+                "if it is a function of the other sizes"
+            )
+    lines, todos = structdraft.struct_lines(name, layout, values, guesses)
+    if sizes is not None:
+        sizes.update(guesses)
     return Arg(name, ("[[args]]", f"name = {toml_str(name)}", *lines), tuple(todos))
 
 
@@ -203,10 +221,11 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     branch_args = arguments_by_branch(module, site, fn.name)
     template_names = {t.name for t in fn.template_params if t.kind == "type"}
     checks: list[str] = []  # TODO comments over a drafted line: to check, blocking nothing
+    field_sizes: set[str] = set()  # struct fields drafted as shape variables of their own names
     for i, p in enumerate(fn.params):
         if p.name in structs and not p.is_pointer:  # a struct or vector by value: its fields
             passed = call_args[i] if i < len(call_args) else None
-            arg = _struct_arg(module, site, tr, p.name, structs[p.name], passed)
+            arg = _struct_arg(module, site, tr, p.name, structs[p.name], passed, k, field_sizes)
             args.append(arg)
             todos += arg.todos
             continue
@@ -422,7 +441,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             used.remove(name)
     # A name no function takes as a parameter (a header's macro, a global) is no shape variable:
     # its value from the file's local headers, else a TODO.
-    parameters = {q.name for f in module.functions for q in f.params if "dim3" not in q.type}
+    parameters = {q.name for f in module.functions for q in f.params if "dim3" not in q.type} | field_sizes
     external: dict[str, str | None] = {}
     callers_sizes: list[str] = []
     for name in list(used):

@@ -28,7 +28,7 @@ def test_a_local_macro_binds_one_type_per_case_with_pasting_and_acc_type() -> No
 def test_outside_a_dispatch_nothing_is_bound() -> None:
     path = HERE / "kernel.cu"
     text = path.read_text()
-    assert dispatch_branches(text, _at(text, "scale_rows<<<"), local_defines(path, text)) == ()
+    assert dispatch_branches(text, _at(text, "out[i] ="), local_defines(path, text)) == ()
 
 
 def test_torch_dispatch_cases_bind_scalar_t() -> None:
