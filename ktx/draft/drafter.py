@@ -206,9 +206,20 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         lambda q: dtype_of(module, path, targ.get(q.base_type, q.base_type)),
         launch_names,
     )
+    # A launcher local passed as it is names the variable the way the caller does (apex's
+    # ``welford_kernel(..., batch_size, feature_size, space_size)`` into ``bs, fs, ss``): what
+    # the person finishing the draft writes, and two parameters given one local share it.
+    own_names = _launcher_names(module, fn.params, call_args, bindings, structs, own_sizes, launch_names)
+    for q in fn.params:
+        if q.name in own_names and q.name not in own_sizes:
+            own_sizes[q.name] = (
+                f"the launcher passes its local {own_names[q.name]}, which the drafted launch names"
+            )
     # in the parameters' order, as the shape variables are listed
     bindings = {
-        q.name: bindings.get(q.name, q.name) for q in fn.params if q.name in bindings or q.name in own_sizes
+        q.name: bindings.get(q.name, own_names.get(q.name, q.name))
+        for q in fn.params
+        if q.name in bindings or q.name in own_sizes
     } | bindings
     env = {**{n: v for n, v in tr.used_vars.items() if v}, **bindings}
     if launch.grid is not None:
@@ -381,7 +392,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 if p.name in own_sizes:
                     why = (
                         f"value of {p.name}: the launch at {where} passes something ktx does not follow; "
-                        f"drafted as a shape variable of its own ({own_sizes[p.name]}): write the "
+                        f"drafted as a shape variable {value!r} ({own_sizes[p.name]}): write the "
                         "caller's expression if it is a function of the other sizes (a product, a stride, "
                         "a padded size)"
                     )
@@ -441,7 +452,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             used.remove(name)
     # A name no function takes as a parameter (a header's macro, a global) is no shape variable:
     # its value from the file's local headers, else a TODO.
-    parameters = {q.name for f in module.functions for q in f.params if "dim3" not in q.type} | field_sizes
+    parameters = {q.name for f in module.functions for q in f.params if "dim3" not in q.type}
+    parameters |= field_sizes | set(own_names.values())
     external: dict[str, str | None] = {}
     callers_sizes: list[str] = []
     for name in list(used):
@@ -603,7 +615,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             if flagged
             else None
         )
-        guessed_sizes = [n for n in own_sizes if n in used]
+        guessed_sizes = [own_names.get(n, n) for n in own_sizes if own_names.get(n, n) in used]
         if guessed is None and guessed_sizes:
             guessed = (
                 f"shape points: {', '.join(guessed_sizes)} drafted as sizes of their own (their launch "
@@ -700,6 +712,38 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     lines, default_checks = _flag_default_sizes(lines, defaults_)
     spread_todos += default_checks
     return Draft(fn.name, "\n".join(lines) + "\n", (*todos, *more), (*checks, *spread_todos))
+
+
+def _launcher_names(
+    module: Module,
+    params: Sequence[Param],
+    call_args: Sequence[ts.Node],
+    bindings: Mapping[str, str],
+    structs: Mapping[str, object],
+    own_sizes: Mapping[str, str],
+    launch_names: set[str],
+) -> dict[str, str]:
+    """Integer parameters the launch passes a launcher local to, as it is, whose value ktx does
+    not follow: parameter -> the local's name, for those drafted as sizes of their own
+    (``own_sizes``) and those whose local the drafted launch names (``dim3 grid(feature_size)``
+    launching ``welford_kernel(..., feature_size, ...)`` into ``fs``). None where the name is
+    another parameter's (it would merge two sizes)."""
+    names = {q.name for q in params}
+    out: dict[str, str] = {}
+    for q, node in zip(params, call_args, strict=False):
+        if q.is_pointer or q.name in bindings or q.name in structs or node.type != "identifier":
+            continue
+        text = syntax.text(module, node)
+        if (
+            text == q.name
+            or text in names
+            or text in _EXPR_WORDS
+            or q.type.split()[-1] in ("float", "double")
+        ):
+            continue
+        if q.name in own_sizes or text in launch_names:
+            out[q.name] = text
+    return out
 
 
 def _flag_default_sizes(lines: list[str], defaults: Sequence[str]) -> tuple[list[str], list[str]]:
