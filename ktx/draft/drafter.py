@@ -374,17 +374,27 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                     # ``float eps = 1e-5`` in the launcher's signature: what its callers get
                     lines.append(f"# note: {p.name} is the launcher's parameter {value}; its default there")
                     value = default
-                elif "eps" in p.name.lower():
-                    lines.append(f"# note: {p.name} is the launcher's parameter {value}; a typical value")
-                    value = "1e-6"
                 else:
-                    why = f"value of {p.name}: the launcher passes its float parameter {value} through"
-                    arg_todos.append(why)
-                    lines += [f"# {TODO}: {why}", f'value = "{TODO}"']
+                    shown = _float_guess(p.name)
+                    why = (
+                        f"value of {p.name}: the launcher passes its float parameter {value} through; "
+                        f"drafted {shown}, a guess: write the value the project passes"
+                    )
+                    checks.append(why)
+                    lines += [f"# {TODO}: {why}", f"value = {toml_str(shown)}"]
                     args.append(Arg(p.name, tuple(lines), tuple(arg_todos)))
                     todos += arg_todos
                     continue
-            if value is None:
+            if value is None and dtype in ("fp32", "fp64"):
+                # a float the launch computes in a way ktx does not follow: a guess, shown
+                shown = _float_guess(p.name)
+                why = (
+                    f"value of {p.name}: the launch at {where} passes something ktx does not follow; "
+                    f"drafted {shown}, a guess: write the value the project passes"
+                )
+                checks.append(why)
+                lines += [f"# {TODO}: {why}", f"value = {toml_str(shown)}"]
+            elif value is None:
                 why = f"value of {p.name}: the launch at {where} passes something ktx does not follow"
                 arg_todos.append(why)
                 lines += [f"# {TODO}: {why}", f'value = "{TODO}"']
@@ -712,6 +722,12 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     lines, default_checks = _flag_default_sizes(lines, defaults_)
     spread_todos += default_checks
     return Draft(fn.name, "\n".join(lines) + "\n", (*todos, *more), (*checks, *spread_todos))
+
+
+def _float_guess(name: str) -> str:
+    """The value a draft shows for a float scalar it cannot derive: an epsilon's typical 1e-6,
+    else 1.0, the neutral scale (ktx's guess, under a TODO: the project's value may differ)."""
+    return "1e-6" if "eps" in name.lower() else "1.0"
 
 
 def _launcher_names(
