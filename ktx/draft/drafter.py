@@ -20,7 +20,7 @@ from ktx.ir import parse_file, syntax
 from ktx.ir.clang import _namespace_path
 from ktx.ir.errors import KtxError
 from ktx.ir.facts import assign
-from ktx.ir.facts.dtypes import dtype_of, vector_of
+from ktx.ir.facts.dtypes import BYTE_TYPES, cast_element, dtype_of, vector_of
 from ktx.ir.facts.field_uses import bounded_fields
 from ktx.ir.facts.launcher import (
     LaunchDraft,
@@ -246,6 +246,18 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         # dispatch branch): its dtype is the template argument's, a TODO.
         unsettled = p.base_type in template_names and p.base_type not in targ
         dtype = None if unsettled else dtype_of(module, path, base)
+        # a ``void*``/``char*`` buffer the kernel reads as one other type: that type's elements
+        cast = cast_element(k.text(k.body), p.name) if p.is_pointer and base in BYTE_TYPES else None
+        cast_dtype = dtype_of(module, path, cast) if cast is not None else None
+        cast_vector = vector_of(module, path, cast) if cast is not None and cast_dtype is None else None
+        cast_why: str | None = None
+        if cast is not None and (cast_dtype is not None or cast_vector is not None):
+            dtype = cast_dtype if cast_dtype is not None else cast_vector[0] if cast_vector else None
+            cast_why = (
+                f"element type of {p.name}: declared {p.type.strip()}, the kernel casts it to {cast}*: "
+                f"drafted {dtype} (its elements; check the caller passes that type)"
+            )
+            checks.append(cast_why)
         vector = vector_of(module, path, base) if dtype is None and p.is_pointer and not unsettled else None
         if vector is not None:
             dtype = vector[0]  # float4* -> fp32 elements; the lanes are the extent's last dim
@@ -265,6 +277,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             arg_todos.append(why)
             lines += [f"# {TODO}: {why}", f'dtype = "{TODO}"']
         else:
+            if cast_why is not None:
+                lines.append(f"# {TODO}: {cast_why}")
             if p.base_type in deduced.guessed:
                 why = (
                     f"element type of {p.name}: template parameter {p.base_type}, guessed (the TODO "
@@ -299,6 +313,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 if vector is not None:
                     extent = f"{extent[:-1]}, {vector[1]}]"
                 view = view_type(k, p, subs) if vector is None and dtype is not None else None
+                if view is not None and cast_why is not None and dtype_of(module, path, view) == dtype:
+                    view = None  # the cast the dtype came from: its elements are the extent's
                 lanes = vector_of(module, path, view) if view is not None else None
                 if view is not None and (lanes is None or lanes[0] != dtype):
                     # indexed through a view of another type (``(const uint4*) w``): its

@@ -240,3 +240,21 @@ def test_a_float_the_draft_cannot_derive_shows_a_guess_under_a_todo(tmp_path: Pa
         assert todo.startswith(f"# TODO: value of {name}: the launcher passes its float parameter")
         assert f"drafted {guess}, a guess" in todo
     assert sum("a guess: write the value the project passes" in c for c in d.checks) == 2
+
+
+def test_a_void_buffer_takes_the_type_the_kernel_casts_it_to(tmp_path: Path) -> None:
+    src = tmp_path / "f.cu"
+    src.write_text(
+        "__global__ void k(void* y, const void* x, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  const float* xf = (const float*) x;\n  float* yf = (float*) y;\n"
+        "  if (i < n) yf[i] = xf[i] * 2.0f;\n}\n"
+        "void go(void* y, const void* x, int n) { k<<<(n + 255) / 256, 256>>>(y, x, n); }\n"
+    )
+    lines = draft(src, None, tmp_path).text.splitlines()
+    for name in ("x", "y"):
+        at = lines.index(f'name = "{name}"')
+        assert lines[at + 1].startswith(f"# TODO: element type of {name}: declared")
+        assert "casts it to float*" in lines[at + 1]
+        assert lines[at + 2] == 'dtype = "fp32"'
+        assert lines[at + 3] == 'shape = "[n]"'  # counted in the floats it is indexed as
