@@ -178,17 +178,34 @@ def _from_dispatch(
     if not options:
         return []
     best = min(options, key=lambda o: (-len(o), guess_rank(list(o.values()))))
+    where = (
+        f"one of the {len(found.branches)} cases of the dispatch macro {found.macro} "
+        f"(line {found.line}) around the launch"
+    )
+    return _guess_note(fn, best, options, values, notes, where)
+
+
+def _guess_note(
+    fn: Function,
+    best: Mapping[int, str],
+    options: Sequence[Mapping[int, str]],
+    values: list[str | None],
+    notes: list[str],
+    where: str,
+) -> list[str]:
+    """Set ``values`` from ``best`` and add one note for them all: ``T = float, U = float:
+    guessed, <where>; others give T at::Half``. Returns the names so filled."""
     out = []
+    others: list[str] = []
     for i, v in best.items():
         name = fn.template_params[i].name
         values[i] = v
-        others = sorted({o[i] for o in options if i in o} - {v})
-        notes.append(
-            f"{name} = {v}: guessed, one of the {len(found.branches)} cases of the dispatch macro "
-            f"{found.macro} (line {found.line}) around the launch"
-            + (f"; others give {name} {', '.join(others)}" if others else "")
-        )
+        rest = sorted({o[i] for o in options if i in o} - {v})
+        if rest:
+            others.append(f"{name} {', '.join(rest)}")
         out.append(name)
+    settled = ", ".join(f"{fn.template_params[i].name} = {v}" for i, v in best.items())
+    notes.append(f"{settled}: guessed, {where}" + (f"; others give {'; '.join(others)}" if others else ""))
     return out
 
 
@@ -231,18 +248,11 @@ def _from_launcher_instances(
     most = max(len(o) for _, o in options)
     options = [(inst, o) for inst, o in options if len(o) == most]
     first, best = min(options, key=lambda io: guess_rank(list(io[1].values())))
-    out = []
-    for i, v in best.items():
-        name = fn.template_params[i].name
-        values[i] = v
-        others = sorted({o[i] for _, o in options} - {v})
-        notes.append(
-            f"{name} = {v}: guessed, one of the launcher {launcher.name}'s "
-            f"{len(options)} instantiations in the file (line {first.line}, {first.how}: "
-            f"<{', '.join(first.args)}>)" + (f"; others give {name} {', '.join(others)}" if others else "")
-        )
-        out.append(name)
-    return out
+    where = (
+        f"one of the launcher {launcher.name}'s {len(options)} instantiations in the file "
+        f"(line {first.line}, {first.how}: <{', '.join(first.args)}>)"
+    )
+    return _guess_note(fn, best, [o for _, o in options], values, notes, where)
 
 
 def launcher_instances(module: Module, launcher: Function, depth: int = 2) -> list[Instance]:

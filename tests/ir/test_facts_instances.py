@@ -59,8 +59,9 @@ def test_the_draft_guesses_the_fp32_instantiation_under_a_todo(tmp_path: Path) -
     line = 'template_args = ["float", "Packed"]'
     assert line in text
     todo = _above(text, line)
-    assert todo.startswith("# TODO: template arguments of k: T = float: guessed")
-    assert "others give T __half, double" in todo and "others give KIND Plain" in todo
+    assert todo.startswith("# TODO: template arguments of k: T = float, KIND = Packed: guessed")
+    assert "T = float, KIND = Packed: guessed" in todo
+    assert "others give T __half, double; KIND Plain" in todo
     # the element type that follows from the guess is flagged too
     dtype = _above(text, 'dtype = "fp32"')
     assert dtype.startswith("# TODO: element type of y: template parameter T, guessed")
