@@ -24,6 +24,7 @@ and ``typedef T N;`` in blocks still open where the code lands are taken.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +94,12 @@ def local_defines(path: Path, text: str, depth: int = 2) -> dict[str, Define]:
 
     visit(path, text, depth)
     return out
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_defines(path: str, text: str) -> dict[str, Define]:
+    """:func:`local_defines`, read once per file text (a draft asks at every launcher call)."""
+    return local_defines(Path(path), text)
 
 
 def _closing(text: str, open_at: int) -> int | None:
@@ -253,7 +260,7 @@ def dispatch_at(module: Module, offset: int) -> Dispatch | None:
     local headers), or None when the offset is in none that binds a type."""
     text = module.text_str
     pos = len(module.source[:offset].decode("utf-8", "replace"))
-    macros = local_defines(Path(module.path), text) if module.path else defines(text)
+    macros = _cached_defines(str(module.path), text) if module.path else defines(text)
     call = _enclosing_call(text, pos, macros)
     if call is None:
         return None
