@@ -62,6 +62,11 @@ def pointee_layouts(
     }
 
 
+def is_vector_type(type_name: str) -> bool:
+    """``uint3``, ``float4``, ``__half2``: CUDA's vector types, whose fields are lanes."""
+    return _VECTOR_TYPE.fullmatch(type_name.split("::")[-1]) is not None
+
+
 def components(node: ts.Node | None, local_parts: Sequence[ts.Node]) -> list[ts.Node]:
     """What a struct argument is built from, in order: ``make_uint3(a, b, c)`` or ``{a, b}`` at
     the launch, else the launcher local's constructor or brace initialiser (``local_parts``)."""
@@ -145,11 +150,14 @@ def _with_literals(translate: Callable[[ts.Node], str | None]) -> Callable[[ts.N
     return inner
 
 
-def struct_lines(name: str, layout: StructLayout, values: Mapping[str, str]) -> tuple[list[str], list[str]]:
+def struct_lines(
+    name: str, layout: StructLayout, values: Mapping[str, str], guesses: Mapping[str, str] | None = None
+) -> tuple[list[str], list[str]]:
     """The ``[[args]]`` lines after ``name =``: ``type``, then one ``fields.`` line per field (a
     whole fixed array on one line), each value ``values`` lacks a TODO. A pointer field names a
     buffer drafted after the fields as a ``[[buffers]]`` table (dtype, shape, role TODOs): the
-    struct holds the kernel's buffers (causal-conv1d's ``ConvParamsBase``). Returns (lines, todos)."""
+    struct holds the kernel's buffers (causal-conv1d's ``ConvParamsBase``). A value that is a
+    guess (``guesses``: field -> why) gets its TODO line too. Returns (lines, todos)."""
     lines = [f"type = {_quote(layout.type)}"]
     todos: list[str] = []
     done: set[str] = set()
@@ -175,6 +183,8 @@ def struct_lines(name: str, layout: StructLayout, values: Mapping[str, str]) -> 
                 why = f"value of {name}.{leaf.name} ({leaf.ctype} field of {layout.type})"
                 todos.append(why)
                 lines.append(f"# {TODO}: {why}")
+            elif guesses and leaf.name in guesses:
+                lines.append(f"# {TODO}: {guesses[leaf.name]}")  # a guess to check, blocking nothing
             lines.append(f"fields.{key} = {_quote(value or TODO)}")
             continue
         head = leaf.path[:cut]

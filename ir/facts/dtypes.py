@@ -10,7 +10,7 @@ branches the file's own ``#define``s take) to a name of :data:`DTYPES`.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -150,3 +150,50 @@ def _active_lines(text: str, defined: set[str]) -> Iterator[str]:
             stack.append((not taken, True))
         elif kind == "endif" and stack:
             stack.pop()
+
+
+def guess_rank(types: Sequence[str]) -> tuple[int, int]:
+    """How a draft ranks the instantiations it may guess among, by their type arguments: fewest
+    fp64 first (a GPU kernel is rarely run, and never tuned, in double), then fewest other
+    non-fp32 floats (fp32 is the type every float kernel in a dispatch is built for, and the one
+    its check compares most tightly). A tie keeps the project's own order."""
+    kinds = [DTYPES.get(" ".join(t.replace("const", " ").split()), "") for t in types]
+    floats = [k for k in kinds if k.startswith(("fp", "bf"))]
+    return (sum(k == "fp64" for k in floats), sum(k not in ("fp32", "fp64") for k in floats))
+
+
+#: Pointee types that say nothing of the elements: ``void``, and plain ``char``, C's raw bytes
+#: (ggml's ``const char * cx``). ``uint8_t``/``int8_t``/``unsigned char`` are element types of
+#: their own (quantized data, fp8 bytes), whatever view the kernel stores them through.
+BYTE_TYPES = frozenset({"void", "char"})
+#: Integer vector types a kernel casts a buffer to only to move 8 or 16 bytes at once: a view,
+#: not the elements (``(int2*) out`` over fp8 bytes).
+_PACKING = re.compile(r"(?:u?(?:char|short|int|long|longlong)[1-4])|uint\d+_t|int\d+_t")
+
+
+def cast_element(body: str, name: str) -> str | None:
+    """The one element type the kernel casts the byte or ``void`` pointer ``name`` to, before it
+    indexes it (``(const half2*) x``, ``(float*)((char*) y + off)``, ``reinterpret_cast<float4*>(
+    p + i)``), or None when it casts it to none or to several (a flag picks ``half`` or ``float``:
+    the draft cannot tell which). Casts to byte types and to integer packing views (``int2``,
+    ``uint4``, ``uint32_t``) do not count."""
+    word = re.escape(name)
+    bytes_ = r"(?:\(\s*(?:const\s+)?(?:char|void|unsigned\s+char|uint8_t|int8_t)\s*\*\s*\)\s*)?"
+    c_cast = re.compile(
+        r"\(\s*((?:const\s+)?[A-Za-z_][\w:]*(?:\s+[A-Za-z_]\w*)?)\s*\*\s*(?:__restrict__\s*)?\)"
+        rf"\s*\(*\s*{bytes_}\(*\s*{word}\b"
+    )
+    cpp_cast = re.compile(
+        rf"(?:reinterpret|static)_cast\s*<\s*((?:const\s+)?[A-Za-z_][\w:]*)\s*\*\s*>\s*\(\s*{bytes_}\(*\s*{word}\b"
+    )
+    found = (
+        {
+            " ".join(m.group(1).replace("const", " ").split())
+            for pattern in (c_cast, cpp_cast)
+            for m in pattern.finditer(body)
+        }
+        - BYTE_TYPES
+        - {"signed char", "unsigned char"}
+    )
+    found = {t for t in found if not _PACKING.fullmatch(t)}
+    return next(iter(found)) if len(found) == 1 else None

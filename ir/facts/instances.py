@@ -24,6 +24,8 @@ class Instance:
     args: tuple[str, ...]
     line: int
     how: str
+    offset: int = -1
+    """Where in the text (a character offset): -1 where unknown."""
 
 
 def _balanced(text: str, start: int, open_: str, close: str) -> int | None:
@@ -108,7 +110,7 @@ def instances(text: str, name: str) -> tuple[Instance, ...]:
         how = "template" if re.search(r"\btemplate\s+[\w:\s*&<>,]*$", before) else "call"
         macro = _macro_at(text, m.start())
         if macro is None:
-            found.append((m.start(), Instance(args, text.count("\n", 0, m.start()) + 1, how)))
+            found.append((m.start(), Instance(args, text.count("\n", 0, m.start()) + 1, how, m.start())))
             continue
         mname, params = macro
         for given, line in _invocations(text, mname):
@@ -116,7 +118,8 @@ def instances(text: str, name: str) -> tuple[Instance, ...]:
                 continue
             subst = dict(zip(params, given, strict=True))
             expanded = tuple(_substitute(a, subst) for a in args)
-            found.append((_offset(text, line), Instance(expanded, line, f"macro {mname}")))
+            at = _offset(text, line)
+            found.append((at, Instance(expanded, line, f"macro {mname}", at)))
     found.sort(key=lambda f: f[0])
     return tuple(i for _, i in found)
 

@@ -28,8 +28,9 @@ from ktx.ir import syntax
 from ktx.ir.errors import KtxError, Location
 from ktx.ir.expr import Expr
 from ktx.ir.facts import assign
-from ktx.ir.facts.dtypes import DTYPES, dtype_of
-from ktx.ir.facts.instances import instances
+from ktx.ir.facts.dispatch import bind_types, dispatch_at
+from ktx.ir.facts.dtypes import DTYPES, dtype_of, guess_rank
+from ktx.ir.facts.instances import Instance, instances
 from ktx.ir.launch import (
     _EXPRESSIONS,
     Untranslatable,
@@ -142,9 +143,70 @@ def deduce_template_args(module: Module, fn: Function, site: LaunchSite) -> Temp
                     found = None
         values.append(found)
     guessed: list[str] = []
+    if passed:
+        guessed = _from_dispatch(module, fn, site.span.start, launcher, passed, values, notes)
     if launcher is not None and passed:
-        guessed = _from_launcher_instances(module, fn, launcher, passed, values, notes)
+        guessed += _from_launcher_instances(module, fn, launcher, passed, values, notes)
     return TemplateArgs(tuple(values), tuple(notes), tuple(guessed))
+
+
+def _from_dispatch(
+    module: Module,
+    fn: Function,
+    offset: int,
+    launcher: Function | None,
+    passed: Mapping[int, str],
+    values: list[str | None],
+    notes: list[str],
+) -> list[str]:
+    """Fill ``values`` where the launch passes a type a dispatch macro around it binds (apex's
+    ``welford_kernel<scalar_t_0, accscalar_t, ...>`` inside ``DISPATCH_FLOAT_AND_HALF``; vLLM's
+    ``scalar_t``): one case for all of them, ranked as :func:`ktx.ir.facts.dtypes.guess_rank`
+    ranks (fp32 before the 16-bit types, fp64 last), the others named in the note."""
+    wanted = {i: t for i, t in passed.items() if values[i] is None}
+    found = dispatch_at(module, offset) if wanted else None
+    if found is None:
+        return []
+    options: list[dict[int, str]] = []
+    for branch in found.branches:
+        resolved = {i: " ".join(bind_types(t, branch).split()) for i, t in wanted.items()}
+        certain = {
+            i: v for i, v in resolved.items() if v != wanted[i] and _uncertain(module, launcher, v) is None
+        }
+        if certain and certain not in options:
+            options.append(certain)
+    if not options:
+        return []
+    best = min(options, key=lambda o: (-len(o), guess_rank(list(o.values()))))
+    where = (
+        f"one of the {len(found.branches)} cases of the dispatch macro {found.macro} "
+        f"(line {found.line}) around the launch"
+    )
+    return _guess_note(fn, best, options, values, notes, where)
+
+
+def _guess_note(
+    fn: Function,
+    best: Mapping[int, str],
+    options: Sequence[Mapping[int, str]],
+    values: list[str | None],
+    notes: list[str],
+    where: str,
+) -> list[str]:
+    """Set ``values`` from ``best`` and add one note for them all: ``T = float, U = float:
+    guessed, <where>; others give T at::Half``. Returns the names so filled."""
+    out = []
+    others: list[str] = []
+    for i, v in best.items():
+        name = fn.template_params[i].name
+        values[i] = v
+        rest = sorted({o[i] for o in options if i in o} - {v})
+        if rest:
+            others.append(f"{name} {', '.join(rest)}")
+        out.append(name)
+    settled = ", ".join(f"{fn.template_params[i].name} = {v}" for i, v in best.items())
+    notes.append(f"{settled}: guessed, {where}" + (f"; others give {'; '.join(others)}" if others else ""))
+    return out
 
 
 def _from_launcher_instances(
@@ -155,10 +217,12 @@ def _from_launcher_instances(
     values: list[str | None],
     notes: list[str],
 ) -> list[str]:
-    """Fill ``values`` where the launch passes the launcher's own template parameter, from the
-    first of the launcher's instantiations in the file whose arguments there are constants
-    (``template void quantizeBlockwise<half, 1, General8bit>(...)``; ``ir.facts.instances``);
-    one instantiation for all of them, so the guess is one the project builds. Returns the
+    """Fill ``values`` where the launch passes the launcher's own template parameter, from one
+    of the launcher's instantiations in the file (:func:`launcher_instances`: explicit ones,
+    ``template void quantizeBlockwise<half, 1, General8bit>(...)``, and calls, written or
+    deduced, through the dispatch macros and template callers around them); one instantiation
+    for all of them, so the guess is one the project builds: the one that settles the most of
+    them, ranked by :func:`ktx.ir.facts.dtypes.guess_rank`, then the first. Returns the
     kernel's template parameters so filled, each with a note naming the alternatives."""
     own = [t.name for t in launcher.template_params]
     wanted = {i: own.index(text) for i, text in passed.items() if values[i] is None and text in own}
@@ -166,29 +230,134 @@ def _from_launcher_instances(
         return []
     # An explicit instantiation is at namespace scope: its arguments are the file's constants,
     # types and enumerators (bitsandbytes' General8bit, from a header), whatever ktx knows of
-    # them. A call's may be its caller's template parameters (ggml's ``forward``): not taken.
-    usable = [
-        inst
-        for inst in instances(module.text_str, launcher.name)
-        if len(inst.args) == len(own)
-        and (
-            inst.how != "call" or all(_uncertain(module, None, inst.args[j]) is None for j in wanted.values())
-        )
-    ]
-    if not usable:
+    # them. A call's may be its caller's template parameters (ggml's ``forward``), which
+    # launcher_instances resolves where it can: the rest are not taken.
+    options: list[tuple[Instance, dict[int, str]]] = []
+    for inst in launcher_instances(module, launcher):
+        if len(inst.args) != len(own):
+            continue
+        settled = {
+            i: inst.args[j]
+            for i, j in wanted.items()
+            if not inst.how.startswith("call") or _uncertain(module, None, inst.args[j]) is None
+        }
+        if settled:
+            options.append((inst, settled))
+    if not options:
         return []
-    first = usable[0]
+    most = max(len(o) for _, o in options)
+    options = [(inst, o) for inst, o in options if len(o) == most]
+    first, best = min(options, key=lambda io: guess_rank(list(io[1].values())))
+    where = (
+        f"one of the launcher {launcher.name}'s {len(options)} instantiations in the file "
+        f"(line {first.line}, {first.how}: <{', '.join(first.args)}>)"
+    )
+    return _guess_note(fn, best, [o for _, o in options], values, notes, where)
+
+
+def launcher_instances(module: Module, launcher: Function, depth: int = 2) -> list[Instance]:
+    """The instantiations of the template function ``launcher`` the file makes, in file order:
+    :func:`ktx.ir.facts.instances.instances` (written arguments), and calls without written
+    arguments, deduced as the compiler does from the arguments' types (ggml's
+    ``clamp_cuda((const half *) src0_d, ...)``). Arguments that a dispatch macro around the call
+    binds (apex's ``HostApplyRMSNorm<scalar_t_in, accscalar_t, scalar_t_out>`` inside
+    ``DISPATCH_..._INOUT_TYPES``) give one instance per case; arguments that are the calling
+    function's own template parameters (ggml's ``forward``) one per instantiation of that caller,
+    ``depth`` callers up."""
+    text = module.text_str
+    found = list(instances(text, launcher.name))
+    found += _deduced_calls(module, launcher)
+    found.sort(key=lambda i: i.offset)
+    out: list[Instance] = []
+    for inst in found:
+        out += _resolved(module, inst, depth)
+    return out
+
+
+def _byte_offset(module: Module, offset: int) -> int:
+    return len(module.text_str[:offset].encode())
+
+
+def _enclosing_function(module: Module, at: int) -> Function | None:
+    """The innermost function whose body holds byte offset ``at``."""
+    inside = [f for f in module.functions if f.body.start <= at < f.body.end]
+    return min(inside, key=lambda f: f.body.end - f.body.start) if inside else None
+
+
+def _resolved(module: Module, inst: Instance, depth: int) -> list[Instance]:
+    """``inst`` with its arguments' dispatch-bound names and caller template parameters replaced."""
+    if inst.offset < 0 or not inst.how.startswith("call"):
+        return [inst]
+    at = _byte_offset(module, inst.offset)
+    variants = [inst]
+    found = dispatch_at(module, at)
+    if found is not None and any(
+        re.search(rf"\b{re.escape(n)}\b", a) for b in found.branches for n in b for a in inst.args
+    ):
+        variants = [
+            Instance(
+                tuple(" ".join(bind_types(a, b).split()) for a in inst.args), inst.line, inst.how, inst.offset
+            )
+            for b in found.branches
+        ]
+    caller = _enclosing_function(module, at)
+    own = [t.name for t in caller.template_params] if caller is not None else []
+    if (
+        depth <= 0
+        or caller is None
+        or not any(re.search(rf"\b{re.escape(n)}\b", a) for v in variants for n in own for a in v.args)
+    ):
+        return variants
+    above = [c for c in launcher_instances(module, caller, depth - 1) if len(c.args) == len(own)]
+    if not above:
+        return variants
     out = []
-    for i, j in wanted.items():
-        name = fn.template_params[i].name
-        values[i] = first.args[j]
-        others = sorted({inst.args[j] for inst in usable} - {first.args[j]})
-        notes.append(
-            f"{name} = {first.args[j]}: guessed, the first of the launcher {launcher.name}'s "
-            f"{len(usable)} instantiations in the file (line {first.line}, {first.how}: "
-            f"<{', '.join(first.args)}>)" + (f"; others give {name} {', '.join(others)}" if others else "")
+    for v in variants:
+        for c in above:
+            bound = dict(zip(own, c.args, strict=True))
+            args = tuple(_substitute_names(a, bound) for a in v.args)
+            out.append(Instance(args, v.line, v.how, v.offset))
+    return out
+
+
+def _deduced_calls(module: Module, launcher: Function) -> list[Instance]:
+    """Calls of ``launcher`` that write no template arguments, each with the type parameters
+    deduced from the call's arguments (a cast's type, the caller's parameter or local); a
+    parameter not deduced keeps its name (the instance is then partial)."""
+    types = [t for t in launcher.template_params if not t.variadic]
+    if not types or not any(t.kind == "type" for t in types):
+        return []
+    out = []
+    for node in syntax.walk(module.tree.root_node):
+        if node.type != "call_expression":
+            continue
+        callee = node.child_by_field_name("function")
+        if callee is None or callee.type not in ("identifier", "qualified_identifier"):
+            continue
+        if syntax.text(module, callee).split("::")[-1] != launcher.name:
+            continue
+        arguments = node.child_by_field_name("arguments")
+        if arguments is None or len(arguments.named_children) != len(launcher.params):
+            continue
+        caller = _enclosing_function(module, node.start_byte)
+        scope = module.node(caller.body) if caller is not None else None
+        locals_ = (
+            syntax.local_declarations(module, scope, before=node.start_byte) if scope is not None else {}
         )
-        out.append(name)
+        args: list[str] = []
+        for t in types:
+            value = t.name
+            for p, a in zip(launcher.params, arguments.named_children, strict=False):
+                if t.kind == "type" and p.base_type == t.name:
+                    got = _element_type(module, a, caller, locals_, p.pointer_depth)
+                    if got is not None:
+                        value = got
+                        break
+            args.append(value)
+        if args == [t.name for t in types]:
+            continue
+        offset = len(module.source[: node.start_byte].decode("utf-8", "replace"))
+        out.append(Instance(tuple(args), node.start_point[0] + 1, "call, types from its arguments", offset))
     return out
 
 

@@ -20,7 +20,8 @@ from ktx.ir import parse_file, syntax
 from ktx.ir.clang import _namespace_path
 from ktx.ir.errors import KtxError
 from ktx.ir.facts import assign
-from ktx.ir.facts.dtypes import dtype_of, vector_of
+from ktx.ir.facts.dtypes import BYTE_TYPES, cast_element, dtype_of, vector_of
+from ktx.ir.facts.field_uses import bounded_fields
 from ktx.ir.facts.launcher import (
     LaunchDraft,
     _DraftTranslator,
@@ -87,6 +88,8 @@ def _struct_arg(
     name: str,
     layout: StructLayout,
     node: ts.Node | None,
+    k: KernelBody | None = None,
+    sizes: set[str] | None = None,
 ) -> Arg:
     """``[[args]]`` for a struct passed by value: one ``fields.`` line per field (ktx.structdraft)."""
 
@@ -102,7 +105,22 @@ def _struct_arg(
         local = locals_.get(syntax.text(module, node))
     parts = structdraft.components(node, local.components if local is not None else ())
     values = structdraft.launcher_values(node, scope, parts, layout, translate)
-    lines, todos = structdraft.struct_lines(name, layout, values)
+    # integer fields the kernel compares as bounds are sizes: a shape variable of the field's
+    # name, a guess under a TODO, where the launcher does not say (ktx.ir.facts.field_uses)
+    guesses: dict[str, str] = {}
+    vector = structdraft.is_vector_type(layout.type)  # uint3 x, y, z: no names of sizes
+    for field_name, use in (bounded_fields(k, name) if k is not None and not vector else {}).items():
+        leaf = layout.leaf(field_name)
+        if leaf is not None and leaf.kind in ("int", "uint") and field_name not in values:
+            values = {**values, field_name: field_name}
+            guesses[field_name] = (
+                f"value of {name}.{field_name}: the launcher's value is not followed; drafted as a shape "
+                f"variable of its own (the kernel bounds by it: {use[:60]}): write the caller's expression "
+                "if it is a function of the other sizes"
+            )
+    lines, todos = structdraft.struct_lines(name, layout, values, guesses)
+    if sizes is not None:
+        sizes.update(guesses)
     return Arg(name, ("[[args]]", f"name = {toml_str(name)}", *lines), tuple(todos))
 
 
@@ -188,9 +206,20 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         lambda q: dtype_of(module, path, targ.get(q.base_type, q.base_type)),
         launch_names,
     )
+    # A launcher local passed as it is names the variable the way the caller does (apex's
+    # ``welford_kernel(..., batch_size, feature_size, space_size)`` into ``bs, fs, ss``): what
+    # the person finishing the draft writes, and two parameters given one local share it.
+    own_names = _launcher_names(module, fn.params, call_args, bindings, structs, own_sizes, launch_names)
+    for q in fn.params:
+        if q.name in own_names and q.name not in own_sizes:
+            own_sizes[q.name] = (
+                f"the launcher passes its local {own_names[q.name]}, which the drafted launch names"
+            )
     # in the parameters' order, as the shape variables are listed
     bindings = {
-        q.name: bindings.get(q.name, q.name) for q in fn.params if q.name in bindings or q.name in own_sizes
+        q.name: bindings.get(q.name, own_names.get(q.name, q.name))
+        for q in fn.params
+        if q.name in bindings or q.name in own_sizes
     } | bindings
     env = {**{n: v for n, v in tr.used_vars.items() if v}, **bindings}
     if launch.grid is not None:
@@ -203,10 +232,11 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     branch_args = arguments_by_branch(module, site, fn.name)
     template_names = {t.name for t in fn.template_params if t.kind == "type"}
     checks: list[str] = []  # TODO comments over a drafted line: to check, blocking nothing
+    field_sizes: set[str] = set()  # struct fields drafted as shape variables of their own names
     for i, p in enumerate(fn.params):
         if p.name in structs and not p.is_pointer:  # a struct or vector by value: its fields
             passed = call_args[i] if i < len(call_args) else None
-            arg = _struct_arg(module, site, tr, p.name, structs[p.name], passed)
+            arg = _struct_arg(module, site, tr, p.name, structs[p.name], passed, k, field_sizes)
             args.append(arg)
             todos += arg.todos
             continue
@@ -216,6 +246,18 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         # dispatch branch): its dtype is the template argument's, a TODO.
         unsettled = p.base_type in template_names and p.base_type not in targ
         dtype = None if unsettled else dtype_of(module, path, base)
+        # a ``void*``/``char*`` buffer the kernel reads as one other type: that type's elements
+        cast = cast_element(k.text(k.body), p.name) if p.is_pointer and base in BYTE_TYPES else None
+        cast_dtype = dtype_of(module, path, cast) if cast is not None else None
+        cast_vector = vector_of(module, path, cast) if cast is not None and cast_dtype is None else None
+        cast_why: str | None = None
+        if cast is not None and (cast_dtype is not None or cast_vector is not None):
+            dtype = cast_dtype if cast_dtype is not None else cast_vector[0] if cast_vector else None
+            cast_why = (
+                f"element type of {p.name}: declared {p.type.strip()}, the kernel casts it to {cast}*: "
+                f"drafted {dtype} (its elements; check the caller passes that type)"
+            )
+            checks.append(cast_why)
         vector = vector_of(module, path, base) if dtype is None and p.is_pointer and not unsettled else None
         if vector is not None:
             dtype = vector[0]  # float4* -> fp32 elements; the lanes are the extent's last dim
@@ -235,10 +277,12 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             arg_todos.append(why)
             lines += [f"# {TODO}: {why}", f'dtype = "{TODO}"']
         else:
+            if cast_why is not None:
+                lines.append(f"# {TODO}: {cast_why}")
             if p.base_type in deduced.guessed:
                 why = (
-                    f"element type of {p.name}: template parameter {p.base_type}, guessed from the "
-                    "launcher's instantiations (the TODO over template_args)"
+                    f"element type of {p.name}: template parameter {p.base_type}, guessed (the TODO "
+                    "over template_args names the other instantiations)"
                 )
                 checks.append(why)
                 lines.append(f"# {TODO}: {why}")
@@ -269,6 +313,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 if vector is not None:
                     extent = f"{extent[:-1]}, {vector[1]}]"
                 view = view_type(k, p, subs) if vector is None and dtype is not None else None
+                if view is not None and cast_why is not None and dtype_of(module, path, view) == dtype:
+                    view = None  # the cast the dtype came from: its elements are the extent's
                 lanes = vector_of(module, path, view) if view is not None else None
                 if view is not None and (lanes is None or lanes[0] != dtype):
                     # indexed through a view of another type (``(const uint4*) w``): its
@@ -344,17 +390,27 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                     # ``float eps = 1e-5`` in the launcher's signature: what its callers get
                     lines.append(f"# note: {p.name} is the launcher's parameter {value}; its default there")
                     value = default
-                elif "eps" in p.name.lower():
-                    lines.append(f"# note: {p.name} is the launcher's parameter {value}; a typical value")
-                    value = "1e-6"
                 else:
-                    why = f"value of {p.name}: the launcher passes its float parameter {value} through"
-                    arg_todos.append(why)
-                    lines += [f"# {TODO}: {why}", f'value = "{TODO}"']
+                    shown = _float_guess(p.name)
+                    why = (
+                        f"value of {p.name}: the launcher passes its float parameter {value} through; "
+                        f"drafted {shown}, a guess: write the value the project passes"
+                    )
+                    checks.append(why)
+                    lines += [f"# {TODO}: {why}", f"value = {toml_str(shown)}"]
                     args.append(Arg(p.name, tuple(lines), tuple(arg_todos)))
                     todos += arg_todos
                     continue
-            if value is None:
+            if value is None and dtype in ("fp32", "fp64"):
+                # a float the launch computes in a way ktx does not follow: a guess, shown
+                shown = _float_guess(p.name)
+                why = (
+                    f"value of {p.name}: the launch at {where} passes something ktx does not follow; "
+                    f"drafted {shown}, a guess: write the value the project passes"
+                )
+                checks.append(why)
+                lines += [f"# {TODO}: {why}", f"value = {toml_str(shown)}"]
+            elif value is None:
                 why = f"value of {p.name}: the launch at {where} passes something ktx does not follow"
                 arg_todos.append(why)
                 lines += [f"# {TODO}: {why}", f'value = "{TODO}"']
@@ -362,7 +418,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 if p.name in own_sizes:
                     why = (
                         f"value of {p.name}: the launch at {where} passes something ktx does not follow; "
-                        f"drafted as a shape variable of its own ({own_sizes[p.name]}): write the "
+                        f"drafted as a shape variable {value!r} ({own_sizes[p.name]}): write the "
                         "caller's expression if it is a function of the other sizes (a product, a stride, "
                         "a padded size)"
                     )
@@ -423,6 +479,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     # A name no function takes as a parameter (a header's macro, a global) is no shape variable:
     # its value from the file's local headers, else a TODO.
     parameters = {q.name for f in module.functions for q in f.params if "dim3" not in q.type}
+    parameters |= field_sizes | set(own_names.values())
     external: dict[str, str | None] = {}
     callers_sizes: list[str] = []
     for name in list(used):
@@ -517,10 +574,10 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         conditioned = set(used) | set(vars_) | ({q.name for q in launcher.params} if launcher else set())
         picked = branch_picked(module, site, fn.name, conditioned)
         if picked is not None and not missing and choice is None:
-            why = f"template arguments of {fn.name} at {where}: {picked}"
+            # the first launch's arguments as the guess, under the TODO that lists the others
+            why = f"template arguments of {fn.name} at {where}: {picked}; drafted: this launch's"
             todos.append(why)
             lines.append(f"# {TODO}: {why}")
-            values = [TODO]
         if deduced.guessed and values != [TODO]:
             why = (
                 f"template arguments of {fn.name}: "
@@ -584,7 +641,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             if flagged
             else None
         )
-        guessed_sizes = [n for n in own_sizes if n in used]
+        guessed_sizes = [own_names.get(n, n) for n in own_sizes if own_names.get(n, n) in used]
         if guessed is None and guessed_sizes:
             guessed = (
                 f"shape points: {', '.join(guessed_sizes)} drafted as sizes of their own (their launch "
@@ -677,7 +734,79 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     ]
     lines, more = second_look(lines, path, fn)
     lines, spread_todos = spread(lines)
+    defaults_ = [n for n in used if origins[n] == "default"]
+    lines, default_checks = _flag_default_sizes(lines, defaults_)
+    spread_todos += default_checks
     return Draft(fn.name, "\n".join(lines) + "\n", (*todos, *more), (*checks, *spread_todos))
+
+
+def _float_guess(name: str) -> str:
+    """The value a draft shows for a float scalar it cannot derive: an epsilon's typical 1e-6,
+    else 1.0, the neutral scale (ktx's guess, under a TODO: the project's value may differ)."""
+    return "1e-6" if "eps" in name.lower() else "1.0"
+
+
+def _launcher_names(
+    module: Module,
+    params: Sequence[Param],
+    call_args: Sequence[ts.Node],
+    bindings: Mapping[str, str],
+    structs: Mapping[str, object],
+    own_sizes: Mapping[str, str],
+    launch_names: set[str],
+) -> dict[str, str]:
+    """Integer parameters the launch passes a launcher local to, as it is, whose value ktx does
+    not follow: parameter -> the local's name, for those drafted as sizes of their own
+    (``own_sizes``) and those whose local the drafted launch names (``dim3 grid(feature_size)``
+    launching ``welford_kernel(..., feature_size, ...)`` into ``fs``). None where the name is
+    another parameter's (it would merge two sizes)."""
+    names = {q.name for q in params}
+    out: dict[str, str] = {}
+    for q, node in zip(params, call_args, strict=False):
+        if q.is_pointer or q.name in bindings or q.name in structs or node.type != "identifier":
+            continue
+        text = syntax.text(module, node)
+        if (
+            text == q.name
+            or text in names
+            or text in _EXPR_WORDS
+            or q.type.split()[-1] in ("float", "double")
+        ):
+            continue
+        if q.name in own_sizes or text in launch_names:
+            out[q.name] = text
+    return out
+
+
+def _flag_default_sizes(lines: list[str], defaults: Sequence[str]) -> tuple[list[str], list[str]]:
+    """A TODO over the ``[shapes]`` points that no other TODO flags, where some of their sizes
+    are ktx's defaults (no value in the file): the project runs its own sizes, and a point a
+    person must change is a guess, like any other value the draft cannot derive."""
+    if not defaults:
+        return lines, []
+    out: list[str] = []
+    added: list[str] = []
+    section = ""
+    for line in lines:
+        if line.startswith("["):
+            section = line.strip()
+        key = line.split("=", 1)[0].strip()
+        flagged = bool(out) and out[-1].lstrip().startswith(f"# {TODO}")
+        if section == "[shapes]" and key in ("default", "quick") and not flagged:
+            what = "shape points" if key == "default" else "the quick point"
+            why = (
+                f"{what}: default sizes for {_listed(defaults)} (no value in the file): give the sizes "
+                "the project runs, meeting the relations the caller keeps between them"
+            )
+            out.append(f"# {TODO}: {why}")
+            added.append(why)
+        out.append(line)
+    return out, added
+
+
+def _listed(names: Sequence[str], most: int = 4) -> str:
+    more = len(names) - most
+    return ", ".join(names[:most]) + (f" and {more} more" if more > 0 else "")
 
 
 def _own_sizes(

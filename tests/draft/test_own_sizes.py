@@ -35,13 +35,13 @@ def test_an_unfollowed_size_is_its_own_shape_variable_under_a_todo(tmp_path: Pat
     text = d.text
     assert _above(text, 'value = "cols"').startswith(
         "# TODO: value of cols: the launch at f.cu:8 passes something ktx does not follow; "
-        "drafted as a shape variable of its own"
+        "drafted as a shape variable 'cols'"
     )
     assert "c < cols" in _above(text, 'value = "cols"')
     default = next(ln for ln in text.splitlines() if ln.startswith("default ="))
     assert "cols" in default
     assert _above(text, default).startswith("# TODO: shape points:")
-    assert any("drafted as a shape variable of its own" in c for c in d.checks)
+    assert any("drafted as a shape variable 'cols'" in c for c in d.checks)
 
 
 def test_an_unfollowed_integer_that_is_no_size_stays_a_placeholder(tmp_path: Path) -> None:
@@ -66,3 +66,31 @@ def test_an_unfollowed_stride_is_no_size_of_its_own(tmp_path: Path) -> None:
     ld = text.split('name = "ld"', 1)[1].split("[shapes]", 1)[0]
     assert 'value = "TODO"' in ld
     assert 'value = "cols"' in text  # still compared: a bound
+
+
+# ``feature_size`` and ``space_size`` are launcher locals ktx does not follow (a tensor's size);
+# the grid names one, the kernel bounds by the other.
+_LOCALS = (
+    "struct T { int size(int d) const; };\n"
+    "__global__ void k(float* out, const float* x, int fs, int ss) {\n"
+    "  for (int i = threadIdx.x; i < ss; i += blockDim.x) out[blockIdx.x] += x[blockIdx.x * ss + i];\n"
+    "}\n"
+    "void go(float* out, const float* x, const T& t) {\n"
+    "  const int feature_size = t.size(0);\n  const int space_size = t.size(1);\n"
+    "  dim3 grid(feature_size);\n"
+    "  k<<<grid, 256>>>(out, x, feature_size, space_size);\n}\n"
+)
+
+
+def test_a_launcher_local_passed_as_it_is_names_the_shape_variable(tmp_path: Path) -> None:
+    src = tmp_path / "f.cu"
+    src.write_text(_LOCALS)
+    text = draft(src, None, tmp_path).text
+    # bounded by the kernel: the caller's name, under the TODO that says it is a guess
+    assert _above(text, 'value = "space_size"').startswith("# TODO: value of ss:")
+    # not bounded, but the drafted grid names the same local: the same variable
+    assert _above(text, 'value = "feature_size"').startswith("# TODO: value of fs:")
+    assert 'grid = ["feature_size"]' in text
+    default = next(ln for ln in text.splitlines() if ln.startswith("default ="))
+    assert "feature_size" in default and "space_size" in default and "fs =" not in default
+    assert 'feature_size = "TODO"' not in text  # a shape variable, not a [vars] placeholder

@@ -325,7 +325,13 @@ def test_size_use(use: str, is_size: bool, todo: bool, tmp_path: Path) -> None:
 
 def test_template_arguments_picked_by_a_shape_condition_are_a_todo() -> None:
     result = draft(FOREIGN / "softmax_branches.cu")
-    assert 'template_args = ["TODO"]' in result.text
+    # the first launch's arguments are the guess, under the TODO that lists every branch
+    lines = result.text.splitlines()
+    at = lines.index('template_args = ["1", "(128 / 32)"]')
+    assert (
+        lines[at - 1].startswith("# TODO: template arguments of row_softmax")
+        and "drafted: this launch's" in lines[at - 1]
+    )
     why = next(t for t in result.todos if t.startswith("template arguments of row_softmax"))
     # Each launch's arguments with its condition, and the launcher's `threads` as in scope there.
     assert "<1, (128 / 32)> if cols <= 32; <8, (128 / 32)> if cols <= 1024; <32, (256 / 32)>" in why

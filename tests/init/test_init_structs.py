@@ -165,12 +165,13 @@ def test_pointer_fields_are_drafted_as_buffers(tmp_path: Path) -> None:
     assert "# TODO: shape points: drafted while the extents or values of x, out, idx" in text
     filled = (
         text.replace('fields.batch = "TODO"', 'fields.batch = "b"')
-        .replace('fields.dim = "TODO"', 'fields.dim = "n"')
+        .replace('fields.dim = "dim"', 'fields.dim = "n"')  # drafted a size of its own (c >= params.dim)
         .replace('fields.idx_ptr = "idx"', 'fields.idx_ptr = "0"')  # a null pointer: no buffer
         .replace("[[buffers]]\n" + todo_block.format("idx"), "")
         .replace(todo_block.format("x"), 'name = "x"\ndtype = "fp32"\nshape = "[b, n]"\nrole = "in"\n')
         .replace(todo_block.format("out"), 'name = "out"\ndtype = "fp32"\nshape = "[b, n]"\nrole = "out"\n')
-        .replace("default = [{}]", "default = [{ b = 2, n = 128 }]")
+        .replace("default = { product = { dim = [4096, 1048576] } }", "default = [{ b = 2, n = 128 }]")
+        .replace("quick = [{ dim = 4096 }]", "quick = [{ b = 2, n = 128 }]")
         .replace('grid = ["TODO"]', 'grid = ["b", "(n + 63) // 64"]')
     )
     (tmp_path / "ktx.toml").write_text(filled)

@@ -1,7 +1,8 @@
 """The instantiations a file makes of a template function (``ktx.ir.facts.instances``), and
 ``ktx init``'s use of them: where a kernel's template argument is the launcher's own template
-parameter, the draft takes the launcher's first instantiation as a guess under a TODO that
-names the others (the guessed element types and the extents counted in them say so too)."""
+parameter, the draft takes one of the launcher's instantiations (fp32 first, then the file's
+order) as a guess under a TODO that names the others (the guessed element types and the
+extents counted in them say so too)."""
 
 from __future__ import annotations
 
@@ -49,20 +50,28 @@ def _above(text: str, line: str) -> str:
     return lines[lines.index(line) - 1]
 
 
-def test_the_draft_guesses_the_launchers_first_instantiation_under_a_todo(tmp_path: Path) -> None:
+def test_the_draft_guesses_the_fp32_instantiation_under_a_todo(tmp_path: Path) -> None:
     src = tmp_path / "f.cu"
     src.write_text(SRC)
     d = draft(src, "k", tmp_path)
     text = d.text
-    line = 'template_args = ["__half", "Plain"]'
+    # fp32 before the 16-bit types and fp64 (ktx.ir.facts.dtypes.guess_rank), whatever the order
+    line = 'template_args = ["float", "Packed"]'
     assert line in text
     todo = _above(text, line)
-    assert todo.startswith("# TODO: template arguments of k: T = __half: guessed")
-    assert "others give T double, float" in todo and "others give KIND Packed" in todo
+    assert todo.startswith("# TODO: template arguments of k: T = float, KIND = Packed: guessed")
+    assert "T = float, KIND = Packed: guessed" in todo
+    assert "others give T __half, double; KIND Plain" in todo
     # the element type that follows from the guess is flagged too
-    dtype = _above(text, 'dtype = "fp16"')
+    dtype = _above(text, 'dtype = "fp32"')
     assert dtype.startswith("# TODO: element type of y: template parameter T, guessed")
     assert any("guessed" in c for c in d.checks)
+
+
+def test_among_16_bit_instantiations_the_first_is_the_guess(tmp_path: Path) -> None:
+    src = tmp_path / "f.cu"
+    src.write_text(SRC.replace("INSTANTIATE(float, Packed)", "INSTANTIATE(__nv_bfloat16, Packed)"))
+    assert 'template_args = ["__half", "Plain"]' in draft(src, "k", tmp_path).text
 
 
 def test_a_launcher_with_no_instantiation_leaves_the_argument_a_todo(tmp_path: Path) -> None:
