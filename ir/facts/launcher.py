@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import tree_sitter as ts
 from ktx.ir import syntax
+from ktx.ir.consteval import SIZEOF
 from ktx.ir.errors import KtxError, Location
 from ktx.ir.expr import Expr
 from ktx.ir.facts import assign
@@ -465,8 +466,64 @@ class _DraftTranslator(_Translator):
 
     derived: dict[str, str | None] = field(default_factory=dict)
     derived_lines: dict[str, int] = field(default_factory=dict)
+    #: the source file, for function-like macros of its local headers (``DIVIDE(x, 32)``)
+    path: Path | None = None
+    #: type names the launch binds (the launcher's template parameter ``T`` -> ``float``), for
+    #: ``sizeof(T)``; ``sized`` collects those read, so the draft can doubt a guessed one
+    types: dict[str, str] = field(default_factory=dict)
+    sized: set[str] = field(default_factory=set)
+    #: integer locals set once from host objects ktx does not read (``int n = x.size(0)``),
+    #: drafted as shape variables of their own name: name -> the line that sets it
+    host_sizes: dict[str, int] = field(default_factory=dict)
+
+    def call(self, node: ts.Node, text: str) -> str:
+        try:
+            return super().call(node, text)
+        except Untranslatable:
+            expanded = self._macro_call(node)
+            if expanded is None:
+                raise
+            return expanded
+
+    def _macro_call(self, node: ts.Node) -> str | None:
+        """A function-like macro of the file or its local headers whose body is an expression
+        of its parameters alone (``#define DIVIDE(x, size) (((x) + (size) - 1) / (size))``):
+        the body translated with the parameters as names, then the arguments' translations put
+        in their place. None for any other call (a body naming anything else, a statement)."""
+        fn, arguments = node.child_by_field_name("function"), node.child_by_field_name("arguments")
+        if fn is None or arguments is None or fn.type != "identifier":
+            return None
+        name = syntax.text(self.module, fn)
+        found = function_macro(self.module, self.path, name)
+        if found is None:
+            return None
+        params, body = found
+        args = [c for c in arguments.named_children if c.type != "comment"]
+        if len(args) != len(params) or not params:
+            return None
+        from ktx.ir.module import Module  # the body alone, as a tiny file of its own
+
+        tiny = Module(f"long __ktx_macro = ({body});".encode())
+        value = next((n for n in syntax.walk(tiny.tree.root_node) if n.type == "init_declarator"), None)
+        value = value.child_by_field_name("value") if value is not None else None
+        if value is None or tiny.tree.root_node.has_error:
+            return None
+        inner = _Translator(tiny, tiny.tree.root_node, len(tiny.source), {}, frozenset(params))
+        try:
+            shape = inner.expr(value)
+        except (Untranslatable, KtxError):
+            return None
+        if inner.free - set(params):
+            return None  # names of the file's context inside the body: not followed
+        return substitute(shape, {p: self.expr(a) for p, a in zip(params, args, strict=True)})
 
     def expr(self, node: ts.Node) -> str:
+        if node.type == "sizeof_expression":
+            target = node.child_by_field_name("type") or node.child_by_field_name("value")
+            name = " ".join(syntax.text(self.module, target).strip("() ").split()) if target else ""
+            if name in self.types and self.types[name] in SIZEOF:
+                self.sized.add(name)
+                return str(SIZEOF[self.types[name]])
         if node.type == "field_expression":
             arg, fld = node.child_by_field_name("argument"), node.child_by_field_name("field")
             if arg is not None and fld is not None and arg.type == "identifier":
@@ -481,6 +538,23 @@ class _DraftTranslator(_Translator):
         return super().expr(node)
 
     def name(self, name: str) -> str:
+        if name in self.host_sizes:
+            self.free.add(name)
+            return name
+        try:
+            return self._name(name)
+        except Untranslatable:
+            local = self.locals.get(name)
+            if local is None or not _host_size(self.module, self.scope, local):
+                raise
+            # ``int num_tokens = input.numel() / input.size(-1)``: a size of the caller's
+            # tensors, the run's own: a shape variable of that name (the draft says so).
+            self.used_vars.pop(name, None)
+            self.host_sizes[name] = local.declaration.start_point[0] + 1
+            self.free.add(name)
+            return name
+
+    def _name(self, name: str) -> str:
         local = self.locals.get(name)
         if (
             local is not None
@@ -561,6 +635,50 @@ class _DraftTranslator(_Translator):
         return None
 
 
+_INT_TYPE = re.compile(
+    r"(?:const\s+)?(?:unsigned\s+|signed\s+)?"
+    r"(?:int|long|long long|short|size_t|u?int(?:8|16|32|64)_t|index_t)"
+)
+
+
+def _host_size(module: Module, scope: ts.Node, local: syntax.LocalDecl) -> bool:
+    """An integer local set once, from a member of a host object (``x.size(0)``,
+    ``t->ne[1]``, ``x.numel() / x.size(-1)``): a value of the caller's data, which ktx does
+    not read, and so a size of the run (not a constant the launcher computes)."""
+    if local.value is None or not _INT_TYPE.fullmatch(" ".join(local.type.split())):
+        return False
+    if assign.reassigned_after(module, scope, local.name, local.declaration.end_byte):
+        return False
+    return any(n.type == "field_expression" for n in syntax.walk(local.value))
+
+
+def function_macro(
+    module: Module, path: Path | None, name: str, depth: int = 2
+) -> tuple[tuple[str, ...], str] | None:
+    """``#define NAME(a, b) body`` of the file, else of the local headers it includes (two
+    levels deep, the first found): its parameters and body (one line)."""
+    for m in module.macros:
+        if m.name == name and m.params is not None:
+            return m.params, m.value
+    return _header_macro(path, name, depth) if path is not None else None
+
+
+def _header_macro(path: Path, name: str, depth: int) -> tuple[tuple[str, ...], str] | None:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    m = re.search(rf"^\s*#\s*define\s+{re.escape(name)}\(([\w\s,]*)\)[ \t]+(.+?)\s*(?://.*)?$", text, re.M)
+    if m is not None and not m.group(2).endswith("\\"):
+        return tuple(p.strip() for p in m.group(1).split(",") if p.strip()), m.group(2)
+    if depth > 0:
+        for inc in re.findall(r'#\s*include\s+"([^"]+)"', text):
+            found = _header_macro(path.parent / inc, name, depth - 1)
+            if found is not None:
+                return found
+    return None
+
+
 def _dim3_fields(tr: _DraftTranslator, comps: Sequence[ts.Node]) -> list[ts.Node] | None:
     """``dim3 g; g.x = E;`` (each field set once, in the block that declares ``g``, before the
     launch): the values of x, y, z as far as set (a grid of ``E`` blocks); None when ``comps``
@@ -603,7 +721,9 @@ def translator_for(module: Module, site: LaunchSite, launcher: Function | None) 
     scope = launcher_node(module, site)
     params = frozenset(p.name for p in launcher.params) if launcher else frozenset()
     locals_ = syntax.local_declarations(module, scope, before=site.span.start) if scope is not None else {}
-    return _DraftTranslator(module, scope or module.tree.root_node, site.span.start, locals_, params)
+    path = Path(module.path) if module.path else None
+    root = scope or module.tree.root_node
+    return _DraftTranslator(module, root, site.span.start, locals_, params, path=path)
 
 
 @dataclass(frozen=True)

@@ -144,6 +144,10 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     call_args = launch_arguments(module, site)
     deduced = deduce_template_args(module, fn, site)
     targ = {t.name: v for t, v in zip(fn.template_params, deduced.values, strict=False) if v is not None}
+    # ``sizeof(T)`` in the launcher, T the launch's template argument: the type drafted for it
+    for written, t, v in zip(site.template_args, fn.template_params, deduced.values, strict=False):
+        if v is not None and t.kind == "type" and re.fullmatch(r"[A-Za-z_]\w*", written.strip()):
+            tr.types[written.strip()] = v
     # Structs and vectors passed by value (ktx.structdraft): fields, never a shape variable.
     targs = deduced.values if fn.template_params else ()
     by_value = [p for p in fn.params if not p.is_pointer]
@@ -188,6 +192,9 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         lambda q: dtype_of(module, path, targ.get(q.base_type, q.base_type)),
         launch_names,
     )
+    for name, line in tr.host_sizes.items():
+        # ``int num_tokens = input.numel() / input.size(-1)``: read from the caller's tensors
+        own_sizes.setdefault(name, f"the launcher's local (line {line}) reads it from its caller's objects")
     # in the parameters' order, as the shape variables are listed
     bindings = {
         q.name: bindings.get(q.name, q.name) for q in fn.params if q.name in bindings or q.name in own_sizes
@@ -283,6 +290,15 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 elif view is not None and lanes is not None:
                     # ``w2 = (const half2*) w`` over ``column < dim / 2``: two halves a view element
                     extent = _scaled_last(extent, lanes[1])
+                if p.name in k.spanned and not lines[-1].startswith(f"# {TODO}"):
+                    # ``row = blockIdx.x * blockDim.x + threadIdx.x`` unguarded: the launch's
+                    # threads are the rows read, the array may hold more
+                    why = (
+                        f"extent of {p.name}: {k.spanned[p.name]} counts the launch's threads, which "
+                        "the kernel does not bound: check it against the caller's array"
+                    )
+                    checks.append(why)
+                    lines.append(f"# {TODO}: {why}")
                 if p.base_type in deduced.guessed and not lines[-1].startswith(f"# {TODO}"):
                     # counted in elements of a guessed type: as much a guess as the type
                     why = (
@@ -359,10 +375,11 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 arg_todos.append(why)
                 lines += [f"# {TODO}: {why}", f'value = "{TODO}"']
             else:
-                if p.name in own_sizes:
+                own = own_sizes.get(p.name) or own_sizes.get(value)
+                if own is not None:
                     why = (
                         f"value of {p.name}: the launch at {where} passes something ktx does not follow; "
-                        f"drafted as a shape variable of its own ({own_sizes[p.name]}): write the "
+                        f"drafted as a shape variable of its own ({own}): write the "
                         "caller's expression if it is a function of the other sizes (a product, a stride, "
                         "a padded size)"
                     )
@@ -426,7 +443,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     external: dict[str, str | None] = {}
     callers_sizes: list[str] = []
     for name in list(used):
-        if name not in parameters:
+        if name not in parameters and name not in tr.host_sizes:
             number = header_value(path, name)
             if number is None and name in from_caller and name not in derived:
                 # ggml's ``norm_f32_cuda(x, dst, ne00, ne01, ...)``: the caller passes its own
@@ -591,6 +608,14 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 "values are not followed), each swept apart: pick points that meet the relations the "
                 "caller keeps between them"
             )
+        if guessed is None and len(callers_sizes) > 1:
+            # the caller computes these from one tensor (``ne01``, ``nrows = ne01 * ne02``):
+            # swept apart, a point may be one no caller makes
+            guessed = (
+                f"shape points: {', '.join(callers_sizes)} are the caller's values for the launcher's "
+                "sizes, each swept apart: pick points that meet the relations the caller keeps between "
+                "them (a row count that is a product of others, equal sizes)"
+            )
         if guessed is not None and sizing.points != []:
             checks.append(guessed)
             lines.append(f"# {TODO}: {guessed}")
@@ -614,6 +639,19 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     else:
         lines.append("default = [{}]")
     lines += ["", "[launch]"]
+    # the launcher's sizeof(T) read for a type guessed from its instantiations: as much a guess
+    guessed_written = {
+        w.strip()
+        for w, t in zip(site.template_args, fn.template_params, strict=False)
+        if t.name in deduced.guessed
+    }
+    sized = sorted(tr.sized & guessed_written)
+    sized_why = (
+        f"the launcher's sizeof({', '.join(sized)}) is read for the type guessed above (template_args): "
+        "check the launch's values against the instantiation you write"
+        if sized
+        else None
+    )
     for which, dims in (("grid", launch.grid), ("block", launch.block)):
         again = redeclared(module, site, which) if picked is not None and dims is not None else None
         changed = reassigned(module, site, which) if dims is not None else ()
@@ -643,6 +681,9 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             checks.append(why)
             lines += [f"# {TODO}: {why}", f"{which} = [" + ", ".join(toml_str(g) for g in dims) + "]"]
         else:
+            if sized_why is not None:
+                checks.append(f"{which}: {sized_why}")
+                lines.append(f"# {TODO}: {which}: {sized_why}")
             lines.append(f"{which} = [" + ", ".join(toml_str(g) for g in dims) + "]")
     if launch.shared is None:
         why = (
@@ -652,6 +693,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         todos.append(why)
         lines += [f"# {TODO}: {why}", f"shared = {toml_str(TODO)}"]
     elif launch.shared not in ("0", ""):
+        if sized_why is not None:
+            lines.append(f"# {TODO}: shared: {sized_why}")
         lines.append(f"shared = {toml_str(launch.shared)}")
     lines += [f"# note: {n}" for n in launch.notes]
     inc_flags, inc_todo = include_flags(path, Path(out_dir) if out_dir is not None else path.parent)
