@@ -518,6 +518,13 @@ class _DraftTranslator(_Translator):
         return substitute(shape, {p: self.expr(a) for p, a in zip(params, args, strict=True)})
 
     def expr(self, node: ts.Node) -> str:
+        limit = (
+            device_limit(self.module, node)
+            if node.type in ("subscript_expression", "field_expression")
+            else None
+        )
+        if limit is not None:
+            return str(limit)
         if node.type == "sizeof_expression":
             target = node.child_by_field_name("type") or node.child_by_field_name("value")
             name = " ".join(syntax.text(self.module, target).strip("() ").split()) if target else ""
@@ -545,7 +552,7 @@ class _DraftTranslator(_Translator):
             return self._name(name)
         except Untranslatable:
             local = self.locals.get(name)
-            if local is None or not _host_size(self.module, self.scope, local):
+            if local is None or not _host_size(self.module, self.scope, local, self.params):
                 raise
             # ``int num_tokens = input.numel() / input.size(-1)``: a size of the caller's
             # tensors, the run's own: a shape variable of that name (the draft says so).
@@ -641,15 +648,59 @@ _INT_TYPE = re.compile(
 )
 
 
-def _host_size(module: Module, scope: ts.Node, local: syntax.LocalDecl) -> bool:
-    """An integer local set once, from a member of a host object (``x.size(0)``,
-    ``t->ne[1]``, ``x.numel() / x.size(-1)``): a value of the caller's data, which ktx does
-    not read, and so a size of the run (not a constant the launcher computes)."""
+def _host_size(module: Module, scope: ts.Node, local: syntax.LocalDecl, params: frozenset[str]) -> bool:
+    """An integer local set once, from a member of an object the launcher is given
+    (``x.size(0)``, ``t->ne[1]``, ``x.numel() / x.size(-1)``, ``x`` a parameter): a value of
+    the caller's data, which ktx does not read, and so a size of the run. Not a member of the
+    launcher's own locals (``threads.y``) nor of anything else (the device's properties)."""
     if local.value is None or not _INT_TYPE.fullmatch(" ".join(local.type.split())):
         return False
     if assign.reassigned_after(module, scope, local.name, local.declaration.end_byte):
         return False
-    return any(n.type == "field_expression" for n in syntax.walk(local.value))
+    roots = [_object_root(module, n) for n in syntax.walk(local.value) if n.type == "field_expression"]
+    return bool(roots) and all(r is not None and r in params for r in roots)
+
+
+def _object_root(module: Module, node: ts.Node) -> str | None:
+    """The name a member access starts from (``a`` of ``a.size(0)``, ``a->b[1].c``), or None
+    when it starts from a call (``props()->x``) or anything else."""
+    while node.type in ("field_expression", "call_expression", "subscript_expression"):
+        inner = node.child_by_field_name("argument") or node.child_by_field_name("function")
+        if inner is None:
+            return None
+        if node.type == "call_expression" and inner.type != "field_expression":
+            return None  # ``props()->x``: a function's result, not the caller's object
+        node = inner
+    return syntax.text(module, node) if node.type == "identifier" else None
+
+
+#: Limits every CUDA device has had since compute capability 3.0 (the CUDA programming guide's
+#: table of technical specifications): a launcher that reads them from the device properties
+#: gets the same numbers on every GPU ktx targets.
+DEVICE_LIMITS: dict[str, tuple[int, ...]] = {
+    "maxGridSize": (2147483647, 65535, 65535),
+    "maxThreadsPerBlock": (1024,),
+    "warpSize": (32,),
+}
+
+
+def device_limit(module: Module, node: ts.Node) -> int | None:
+    """``props->maxGridSize[1]``, ``prop.maxThreadsPerBlock``, ``p.warpSize``: the limit's value."""
+    index: int | None = None
+    if node.type == "subscript_expression":
+        sub = node.child_by_field_name("indices") or node.child_by_field_name("index")
+        text = syntax.text(module, sub).strip("[] ") if sub is not None else ""
+        index = int(text) if text.isdigit() else None
+        node = node.child_by_field_name("argument") or node
+        if index is None:
+            return None
+    if node.type != "field_expression":
+        return None
+    fld = node.child_by_field_name("field")
+    value = DEVICE_LIMITS.get(syntax.text(module, fld)) if fld is not None else None
+    if value is None or (index is None) != (len(value) == 1):
+        return None  # ``maxGridSize`` unsubscripted, a scalar limit subscripted
+    return value[index or 0] if (index or 0) < len(value) else None
 
 
 def function_macro(

@@ -320,8 +320,11 @@ def affine_extent(
         casts = _cast_atoms(ref.index, names)
         if casts is None:
             continue
-        terms, spans, launched = _global_threads(ref.index.terms, k, names)
-        dims = _chain(terms, {**varying, **spans}, {**names, **casts})
+        dims = _chain(ref.index.terms, varying, {**names, **casts})
+        launched: list[str] = []
+        if dims is None:  # ``row * ncols + col``, each a global thread index: one term each
+            terms, spans, launched = _global_threads(ref.index.terms, k, names)
+            dims = _chain(terms, {**varying, **spans}, {**names, **casts})
         if dims is not None:
             unguarded = [spans[v] for v in launched if spans[v] in dims]
             if unguarded:

@@ -145,9 +145,9 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     deduced = deduce_template_args(module, fn, site)
     targ = {t.name: v for t, v in zip(fn.template_params, deduced.values, strict=False) if v is not None}
     # ``sizeof(T)`` in the launcher, T the launch's template argument: the type drafted for it
-    for written, t, v in zip(site.template_args, fn.template_params, deduced.values, strict=False):
-        if v is not None and t.kind == "type" and re.fullmatch(r"[A-Za-z_]\w*", written.strip()):
-            tr.types[written.strip()] = v
+    for given_arg, t, v in zip(site.template_args, fn.template_params, deduced.values, strict=False):
+        if v is not None and t.kind == "type" and re.fullmatch(r"[A-Za-z_]\w*", given_arg.strip()):
+            tr.types[given_arg.strip()] = v
     # Structs and vectors passed by value (ktx.structdraft): fields, never a shape variable.
     targs = deduced.values if fn.template_params else ()
     by_value = [p for p in fn.params if not p.is_pointer]
