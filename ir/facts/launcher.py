@@ -472,6 +472,10 @@ class _DraftTranslator(_Translator):
     #: ``sizeof(T)``; ``sized`` collects those read, so the draft can doubt a guessed one
     types: dict[str, str] = field(default_factory=dict)
     sized: set[str] = field(default_factory=set)
+    #: the type names whose sizeof each local's value reads (a local is translated once, then
+    #: reused: its reads are kept to count for every expression that names it)
+    sized_in: dict[str, frozenset[str]] = field(default_factory=dict)
+    reading: set[str] = field(default_factory=set)
     #: integer locals set once from host objects ktx does not read (``int n = x.size(0)``),
     #: drafted as shape variables of their own name: name -> the line that sets it
     host_sizes: dict[str, int] = field(default_factory=dict)
@@ -530,6 +534,7 @@ class _DraftTranslator(_Translator):
             name = " ".join(syntax.text(self.module, target).strip("() ").split()) if target else ""
             if name in self.types and self.types[name] in SIZEOF:
                 self.sized.add(name)
+                self.reading.add(name)
                 return str(SIZEOF[self.types[name]])
         if node.type == "field_expression":
             arg, fld = node.child_by_field_name("argument"), node.child_by_field_name("field")
@@ -548,6 +553,7 @@ class _DraftTranslator(_Translator):
         if name in self.host_sizes:
             self.free.add(name)
             return name
+        outer, self.reading = self.reading, set()
         try:
             return self._name(name)
         except Untranslatable:
@@ -560,6 +566,10 @@ class _DraftTranslator(_Translator):
             self.host_sizes[name] = local.declaration.start_point[0] + 1
             self.free.add(name)
             return name
+        finally:
+            if name in self.used_vars and name not in self.sized_in:
+                self.sized_in[name] = frozenset(self.reading)
+            self.reading = outer | self.reading | self.sized_in.get(name, frozenset())
 
     def _name(self, name: str) -> str:
         local = self.locals.get(name)
@@ -786,13 +796,18 @@ class LaunchDraft:
     shared: str | None
     shared_text: str
     notes: tuple[str, ...]
+    #: per part (``grid``, ``block``, ``shared``), the type names whose sizeof it reads
+    sized: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 def read_launch(module: Module, site: LaunchSite, tr: _DraftTranslator) -> LaunchDraft:
     """Grid, block and dynamic shared memory, each translated on its own, so that one part
     ktx cannot follow is a TODO for that part only (the shared bytes are never dropped)."""
 
+    sized: list[tuple[str, tuple[str, ...]]] = []
+
     def part(which: str) -> tuple[str, ...] | None:
+        tr.reading = set()
         try:
             comps = launch_dims(module, site, which).components
             fields = _dim3_fields(tr, comps)
@@ -800,6 +815,8 @@ def read_launch(module: Module, site: LaunchSite, tr: _DraftTranslator) -> Launc
             return tuple(canonical(inline_vars(tr.expr(n), tr)) for n in nodes)
         except (Untranslatable, KtxError):
             return None
+        finally:
+            sized.append((which, tuple(sorted(tr.reading))))
 
     grid, block = part("grid"), part("block")
     shared: str | None = "0"
@@ -807,17 +824,19 @@ def read_launch(module: Module, site: LaunchSite, tr: _DraftTranslator) -> Launc
     if site.shared is not None:
         node = launch_value_node(module, site, site.shared)  # inside a macro body too
         shared_text = " ".join(syntax.text(module, node).split())
+        tr.reading = set()
         try:
             shared = canonical(inline_vars(tr.expr(node), tr))
         except (Untranslatable, KtxError):
             shared = None
+        sized.append(("shared", tuple(sorted(tr.reading))))
     unknown = sorted(tr.free - tr.params - set(tr.locals))
     notes = (
         (f"launch names {', '.join(unknown)}, which the launcher computes in ways ktx does not follow",)
         if unknown
         else ()
     )
-    return LaunchDraft(grid, block, shared, shared_text, notes)
+    return LaunchDraft(grid, block, shared, shared_text, notes, tuple(sized))
 
 
 def inline_vars(text: str, tr: _Translator) -> str:

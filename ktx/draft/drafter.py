@@ -645,13 +645,17 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         for w, t in zip(site.template_args, fn.template_params, strict=False)
         if t.name in deduced.guessed
     }
-    sized = sorted(tr.sized & guessed_written)
-    sized_why = (
-        f"the launcher's sizeof({', '.join(sized)}) is read for the type guessed above (template_args): "
-        "check the launch's values against the instantiation you write"
-        if sized
-        else None
-    )
+    sized_parts = {which: sorted(set(names) & guessed_written) for which, names in launch.sized}
+
+    def sized_why(which: str) -> str | None:
+        names = sized_parts.get(which)
+        if not names:
+            return None
+        return (
+            f"{which}: the launcher's sizeof({', '.join(names)}) is read for the type guessed above "
+            "(template_args): check it against the instantiation you write"
+        )
+
     for which, dims in (("grid", launch.grid), ("block", launch.block)):
         again = redeclared(module, site, which) if picked is not None and dims is not None else None
         changed = reassigned(module, site, which) if dims is not None else ()
@@ -681,9 +685,10 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             checks.append(why)
             lines += [f"# {TODO}: {why}", f"{which} = [" + ", ".join(toml_str(g) for g in dims) + "]"]
         else:
-            if sized_why is not None:
-                checks.append(f"{which}: {sized_why}")
-                lines.append(f"# {TODO}: {which}: {sized_why}")
+            why_sized = sized_why(which)
+            if why_sized is not None:
+                checks.append(why_sized)
+                lines.append(f"# {TODO}: {why_sized}")
             lines.append(f"{which} = [" + ", ".join(toml_str(g) for g in dims) + "]")
     if launch.shared is None:
         why = (
@@ -693,8 +698,10 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         todos.append(why)
         lines += [f"# {TODO}: {why}", f"shared = {toml_str(TODO)}"]
     elif launch.shared not in ("0", ""):
-        if sized_why is not None:
-            lines.append(f"# {TODO}: shared: {sized_why}")
+        why_sized = sized_why("shared")
+        if why_sized is not None:
+            checks.append(why_sized)
+            lines.append(f"# {TODO}: {why_sized}")
         lines.append(f"shared = {toml_str(launch.shared)}")
     lines += [f"# note: {n}" for n in launch.notes]
     inc_flags, inc_todo = include_flags(path, Path(out_dir) if out_dir is not None else path.parent)
