@@ -296,7 +296,12 @@ def moved_line(k: KernelBody, p: Param) -> int | None:
 
 
 def affine_extent(
-    k: KernelBody, p: Param, env: Mapping[str, str], targ: Mapping[str, str], launch: LaunchDraft
+    k: KernelBody,
+    p: Param,
+    env: Mapping[str, str],
+    targ: Mapping[str, str],
+    launch: LaunchDraft,
+    index: Affine | None = None,
 ) -> str | None:
     """The extent from the index analysis (:mod:`ktx.ir.affine`) when the subscripts' text did
     not give one: ``(t * TOPK + k) * d + i`` is ``2*d*t + d*k + i``; each term's varying
@@ -314,22 +319,54 @@ def affine_extent(
             names[f"blockDim.{axis}"] = launch.block[i]
             names[f"threadIdx.{axis}"] = launch.block[i]
     varying = {n: b for n, b in k.bounds.items() if not b.startswith("__grid")}
-    for ref in ix.accesses():
-        if ref.root != p.name or ref.index is None:
+    indices = [index] if index is not None else [r.index for r in ix.accesses() if r.root == p.name]
+    for found in indices:
+        if found is None:
             continue
-        casts = _cast_atoms(ref.index, names)
+        casts = _cast_atoms(found, names)
         if casts is None:
             continue
-        dims = _chain(ref.index.terms, varying, {**names, **casts})
+        dims = _chain(found.terms, varying, {**names, **casts})
         launched: list[str] = []
         if dims is None:  # ``row * ncols + col``, each a global thread index: one term each
-            terms, spans, launched = _global_threads(ref.index.terms, k, names)
+            terms, spans, launched = _global_threads(found.terms, k, names)
             dims = _chain(terms, {**varying, **spans}, {**names, **casts})
         if dims is not None:
             unguarded = [spans[v] for v in launched if spans[v] in dims]
             if unguarded:
                 k.spanned[p.name] = unguarded[0]
             return "[" + ", ".join(dims) + "]"
+    return None
+
+
+def moved_extent(
+    k: KernelBody, p: Param, env: Mapping[str, str], targ: Mapping[str, str], launch: LaunchDraft
+) -> str | None:
+    """The extent of a pointer parameter the kernel moves once, at its top, before any access
+    (``dst += ((sample * nchannels + channel) * nrows + row) * ncols;`` then ``dst[col]``): the
+    offset plus each access's index read as one index (:func:`affine_extent`'s dense chain).
+    None for any other move (in a loop or a branch, twice, after an access) or an offset the
+    chain cannot read (strides given as parameters: their values are the caller's)."""
+    writes = assign.assigned(k.module, k.body).get(p.name, [])
+    if len(writes) != 1:
+        return None
+    write = writes[0]
+    op, right = write.child_by_field_name("operator"), write.child_by_field_name("right")
+    top = write.parent is not None and write.parent.parent is not None and write.parent.parent.id == k.body.id
+    if write.type != "assignment_expression" or op is None or op.type != "+=" or right is None or not top:
+        return None
+    ix = kernel_index(k.module, k.fn)
+    offset = ix.affine(right)
+    refs = [r for r in ix.accesses() if r.root == p.name]
+    if offset is None or offset.atoms or not refs or any(r.node.start_byte < write.end_byte for r in refs):
+        return None
+    for ref in refs:
+        if ref.index is None or ref.index.atoms:
+            continue
+        moved = Affine(tuple((offset + ref.index).terms))
+        found = affine_extent(k, p, env, targ, launch, index=moved)
+        if found is not None:
+            return found
     return None
 
 

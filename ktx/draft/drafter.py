@@ -48,6 +48,7 @@ from ktx.ir.facts.params import (
     grid_bounds,
     handed_extent,
     mentions,
+    moved_extent,
     moved_line,
     passed_to,
     pointer_uses,
@@ -254,8 +255,12 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             role, subs = role_of(k, p)
             moved = moved_line(k, p)
             extent = (
-                None if moved else subscript_extent(k, p, subs, env) or affine_extent(k, p, env, targ, launch)
+                moved_extent(k, p, env, targ, launch)
+                if moved
+                else subscript_extent(k, p, subs, env) or affine_extent(k, p, env, targ, launch)
             )
+            if moved and extent is not None:
+                moved = None  # moved once, at the top: its accesses read from the offset
             if extent is None and not moved and not subs:
                 # handed on, as it is, to a __device__ function of the file: its extent there
                 extent = handed_extent(k, p, env, targ, launch)

@@ -253,3 +253,38 @@ def test_a_one_dimensional_thread_index_keeps_grid_and_block_apart() -> None:
     # uniform_add spec writes [blocks, threads])
     src = "__global__ void u(int* d, int n) { int id = blockIdx.x * blockDim.x + threadIdx.x; d[id] += n; }"
     assert _extent(src, "d", ("nb",), ("256",))[0] == "[nb, 256]"
+
+
+MOVED = """\
+__global__ void n(const float* x, float* dst, const int ncols, const long long stride_row) {
+  const int nrows = gridDim.x;
+  const int nchannels = gridDim.y;
+  const int row = blockIdx.x;
+  const int channel = blockIdx.y;
+  const int sample = blockIdx.z;
+  x += row * stride_row;
+  dst += ((sample * nchannels + channel) * nrows + row) * ncols;
+  for (int col = threadIdx.x; col < ncols; col += blockDim.x) dst[col] = x[col];
+}
+"""
+
+
+def _moved(name: str) -> str | None:
+    from ktx.ir.facts.launcher import LaunchDraft
+    from ktx.ir.facts.params import grid_bounds, moved_extent
+
+    module = parse(MOVED, "k.cu")
+    fn = module.kernel()
+    k = read_kernel(module, fn)
+    grid = ("rows", "channels", "samples")
+    grid_bounds(k, grid)
+    env = {"ncols": "ncols", **{f"__grid{i}": g for i, g in enumerate(grid)}}
+    p = next(q for q in fn.params if q.name == name)
+    return moved_extent(k, p, env, {}, LaunchDraft(grid, ("256",), "0", "", ()))
+
+
+def test_a_pointer_moved_once_at_the_top_reads_from_its_offset() -> None:
+    # dst's offset is dense in the grid: [samples, channels, rows, ncols]
+    assert _moved("dst") == "[samples, channels, rows, ncols]"
+    # x's stride is the caller's (a parameter with no value): no extent, the draft keeps its TODO
+    assert _moved("x") is None
