@@ -17,8 +17,9 @@ Source reading only: what a spec makes of the answers (TODO lines, default shape
 
 from __future__ import annotations
 
+import ast
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -955,6 +956,84 @@ def header_value(path: Path, name: str, depth: int = 2) -> int | None:
             if found is not None:
                 return found
     return None
+
+
+def header_expr(path: Path, name: str, dirs: Sequence[Path] = (), depth: int = 3) -> str | None:
+    """The value of ``name`` from the file's headers, as the spec writes it: ``#define NAME 32``
+    or ``constexpr int NAME = 32;`` (:func:`header_value`), or a definition that is an integer
+    expression of other such names (``#define BLOCK (WARP_COUNT * WARP_SIZE)`` -> ``6 * 32``,
+    each name replaced by its value). Quoted includes are found beside the including file or
+    in ``dirs`` (the ``-I`` folders the draft found). A definition naming anything without a
+    value here (another platform's ``ROCM_WAVEFRONT_SIZE``) is passed over for the next one."""
+    return _header_expr(path, name, tuple(dirs), depth, set())
+
+
+_DEFINITION = r"^\s*#\s*define\s+{w}[ \t]+([^\n]+?)\s*(?://[^\n]*)?$|\bconstexpr\s+(?:static\s+)?(?:const\s+)?\w+\s+{w}\s*=\s*([^;]+);"
+
+
+def _header_expr(path: Path, name: str, dirs: tuple[Path, ...], depth: int, seen: set[str]) -> str | None:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    if name in seen:
+        return None
+    for m in re.finditer(_DEFINITION.format(w=re.escape(name)), text, re.M):
+        body = re.sub(r"\b(\d+)(?:[uU][lL]{0,2}|[lL]{1,2}[uU]?)\b", r"\1", (m.group(1) or m.group(2)).strip())
+        names = set(re.findall(r"\b[A-Za-z_]\w*\b", body))
+        if not re.fullmatch(r"[\w\s()+\-*/%<>]*", body) or not body:
+            continue
+        values = {n: _header_expr(path, n, dirs, depth, seen | {name}) for n in names}
+        if any(v is None for v in values.values()):
+            continue
+        ints = {n: _int_value(v) for n, v in values.items() if v is not None}
+        if any(v is None for v in ints.values()):
+            continue
+        out = body
+        for n, v in ints.items():
+            out = re.sub(rf"\b{re.escape(n)}\b", str(v), out)
+        if _int_value(out) is None:
+            continue
+        try:
+            return canonical(out.replace("/", "//")) if names else str(_int_value(out))
+        except KtxError:
+            return str(_int_value(out))
+    if depth > 0:
+        for inc in re.findall(r'#\s*include\s+"([^"]+)"', text):
+            for folder in (path.parent, *dirs):
+                if (folder / inc).is_file():
+                    found = _header_expr(folder / inc, name, dirs, depth - 1, seen)
+                    if found is not None:
+                        return found
+                    break
+    return None
+
+
+def _int_value(text: str) -> int | None:
+    """An integer expression of literals (C's ``/`` on integers), or None."""
+    try:
+        tree = ast.parse(text.replace("/", "//").replace("////", "//"), mode="eval")
+    except SyntaxError:
+        return None
+    ops: dict[type[ast.operator], Callable[[int, int], int | None]] = {
+        ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+        ast.FloorDiv: lambda a, b: a // b if b else None, ast.Mod: lambda a, b: a % b if b else None,
+        ast.LShift: lambda a, b: a << b if 0 <= b < 64 else None,
+        ast.RShift: lambda a, b: a >> b if b >= 0 else None,
+    }  # fmt: skip
+
+    def ev(node: ast.AST) -> int | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            inner = ev(node.operand)
+            return -inner if inner is not None else None
+        if isinstance(node, ast.BinOp) and type(node.op) in ops:
+            a, b = ev(node.left), ev(node.right)
+            return ops[type(node.op)](a, b) if a is not None and b is not None else None
+        return None
+
+    return ev(tree.body)
 
 
 def main_values(module: Module) -> dict[str, list[int]]:

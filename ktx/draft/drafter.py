@@ -30,6 +30,7 @@ from ktx.ir.facts.launcher import (
     canonical,
     choose_kernel,
     deduce_template_args,
+    header_expr,
     header_value,
     inline_vars,
     launch_arguments,
@@ -76,7 +77,7 @@ from ktx import structdraft
 from ktx.blockers import TODO
 from ktx.draft.doubt import nullable, spread
 from ktx.draft.entries import DRAFT_FLAGS, DTYPE_BYTES, Arg, Draft, toml_str
-from ktx.draft.includes import define_flags, include_flags
+from ktx.draft.includes import define_flags, include_dirs, include_flags
 from ktx.draft.review import second_look
 from ktx.draft.sizing import shape_values, size_shapes
 
@@ -447,9 +448,15 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     parameters = {q.name for f in module.functions for q in f.params if "dim3" not in q.type}
     external: dict[str, str | None] = {}
     callers_sizes: list[str] = []
+    header_dirs: tuple[Path, ...] | None = None  # the -I folders, read once, when a name needs them
     for name in list(used):
         if name not in parameters and name not in tr.host_sizes:
-            number = header_value(path, name)
+            plain = header_value(path, name)
+            number = str(plain) if plain is not None else None
+            if number is None:
+                # in a header of the project's include folders, or an expression of header values
+                header_dirs = header_dirs if header_dirs is not None else include_dirs(path).dirs
+                number = header_expr(path, name, header_dirs)
             if number is None and name in from_caller and name not in derived:
                 # ggml's ``norm_f32_cuda(x, dst, ne00, ne01, ...)``: the caller passes its own
                 # locals (``src0->ne[0]``, a macro's declarations) to the launcher's integer
@@ -457,7 +464,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 # variables, as the person finishing the draft makes them.
                 callers_sizes.append(name)
                 continue
-            external[name] = str(number) if number is not None else None
+            external[name] = number
             used.remove(name)
             if name in derived:
                 del vars_[name]

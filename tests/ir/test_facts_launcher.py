@@ -91,3 +91,23 @@ def test_sizeof_a_type_the_launch_binds_and_which_parts_read_it() -> None:
     launch = read_launch(module, site, tr)
     assert launch.grid == ("n // (16 // 2)",)
     assert dict(launch.sized) == {"grid": ("T",), "block": (), "shared": ("T",)}
+
+
+def test_a_header_value_through_the_include_folders_and_expressions(tmp_path: Path) -> None:
+    from ktx.ir.facts.launcher import header_expr
+
+    inc = tmp_path / "includes"
+    inc.mkdir()
+    (inc / "utils.h").write_text(
+        "#ifdef __HIP_PLATFORM_AMD__\nconstexpr int hw_warp_size = ROCM_WAVEFRONT_SIZE;\n#else\n"
+        "constexpr int hw_warp_size = 32;\n#endif\n#define LOG2_W 5U\n#define W (1U << LOG2_W)\n"
+        "#define COUNT 6\n#define THREADS (COUNT * W)\n#define OTHER (COUNT * UNKNOWN_NAME)\n"
+    )
+    src = tmp_path / "src" / "k.cu"
+    src.parent.mkdir()
+    src.write_text('#include "utils.h"\n')
+    assert header_expr(src, "hw_warp_size") is None  # utils.h is not beside k.cu
+    # the other platform's definition names what no header defines: the next one is taken
+    assert header_expr(src, "hw_warp_size", [inc]) == "32"
+    assert header_expr(src, "THREADS", [inc]) == "6 * 32"  # each name replaced by its value
+    assert header_expr(src, "OTHER", [inc]) is None
