@@ -32,6 +32,7 @@ from ktx.ir.expr import Expr
 from ktx.ir.facts import assign
 from ktx.ir.facts.dtypes import DTYPES, dtype_of
 from ktx.ir.facts.instances import instances
+from ktx.ir.language import parse_tree
 from ktx.ir.launch import (
     _EXPRESSIONS,
     Untranslatable,
@@ -458,6 +459,17 @@ def launcher_of(module: Module, site: LaunchSite) -> Function | None:
     return next((f for f in module.functions if f.name == site.function and f.body.contains(site.span)), None)
 
 
+class _Snippet:
+    """A macro's body parsed alone: what the launch translator reads of a module (its source,
+    tree, macros and constants: none), without a module (which would import this one)."""
+
+    def __init__(self, source: bytes) -> None:
+        self.source = source
+        self.tree = parse_tree(source)
+        self.macros: tuple[object, ...] = ()
+        self.constants: tuple[object, ...] = ()
+
+
 @dataclass
 class _DraftTranslator(_Translator):
     """The launch translator, plus what a draft needs beyond it: ``block.y`` of a ``dim3``
@@ -506,14 +518,12 @@ class _DraftTranslator(_Translator):
         args = [c for c in arguments.named_children if c.type != "comment"]
         if len(args) != len(params) or not params:
             return None
-        from ktx.ir.module import Module  # the body alone, as a tiny file of its own
-
-        tiny = Module(f"long __ktx_macro = ({body});".encode())
+        tiny = _Snippet(f"long __ktx_macro = ({body});".encode())
         value = next((n for n in syntax.walk(tiny.tree.root_node) if n.type == "init_declarator"), None)
         value = value.child_by_field_name("value") if value is not None else None
         if value is None or tiny.tree.root_node.has_error:
             return None
-        inner = _Translator(tiny, tiny.tree.root_node, len(tiny.source), {}, frozenset(params))
+        inner = _Translator(tiny, tiny.tree.root_node, len(tiny.source), {}, frozenset(params))  # type: ignore[arg-type]
         try:
             shape = inner.expr(value)
         except (Untranslatable, KtxError):
