@@ -146,10 +146,12 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     call_args = launch_arguments(module, site)
     deduced = deduce_template_args(module, fn, site)
     targ = {t.name: v for t, v in zip(fn.template_params, deduced.values, strict=False) if v is not None}
-    # ``sizeof(T)`` in the launcher, T the launch's template argument: the type drafted for it
-    for given_arg, t, v in zip(site.template_args, fn.template_params, deduced.values, strict=False):
-        if v is not None and t.kind == "type" and re.fullmatch(r"[A-Za-z_]\w*", given_arg.strip()):
-            tr.types[given_arg.strip()] = v
+    # ``sizeof(T)`` in the launcher, T the launch's template argument (written, or deduced from
+    # an argument the launcher declares ``T*``): the type drafted for it; name -> kernel's name
+    bound_types = _launch_type_names(fn, site, call_args, launcher, module)
+    for name, kernel_name in bound_types.items():
+        if kernel_name in targ:
+            tr.types[name] = targ[kernel_name]
     # Structs and vectors passed by value (ktx.structdraft): fields, never a shape variable.
     targs = deduced.values if fn.template_params else ()
     by_value = [p for p in fn.params if not p.is_pointer]
@@ -652,11 +654,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         lines.append("default = [{}]")
     lines += ["", "[launch]"]
     # the launcher's sizeof(T) read for a type guessed from its instantiations: as much a guess
-    guessed_written = {
-        w.strip()
-        for w, t in zip(site.template_args, fn.template_params, strict=False)
-        if t.name in deduced.guessed
-    }
+    guessed_written = {name for name, kernel_name in bound_types.items() if kernel_name in deduced.guessed}
     sized_parts = {which: sorted(set(names) & guessed_written) for which, names in launch.sized}
 
     def sized_why(which: str) -> str | None:
@@ -740,6 +738,27 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     lines, more = second_look(lines, path, fn)
     lines, spread_todos = spread(lines)
     return Draft(fn.name, "\n".join(lines) + "\n", (*todos, *more), (*checks, *spread_todos))
+
+
+def _launch_type_names(
+    fn: Function, site: LaunchSite, call_args: Sequence[ts.Node], launcher: Function | None, module: Module
+) -> dict[str, str]:
+    """The launcher's names for the kernel's type template parameters: a name written as the
+    launch's template argument (``k<T><<<...>>>``), or the element type the launcher declares
+    for a pointer the launch passes to a parameter of that type (``void go(T* x)`` ...
+    ``k<<<...>>>(x)``): launcher name -> the kernel's parameter name."""
+    out: dict[str, str] = {}
+    kinds = {t.name for t in fn.template_params if t.kind == "type"}
+    for given, t in zip(site.template_args, fn.template_params, strict=False):
+        if t.name in kinds and re.fullmatch(r"[A-Za-z_]\w*", given.strip()):
+            out.setdefault(given.strip(), t.name)
+    for p, node in zip(fn.params, call_args, strict=False):
+        if not p.is_pointer or p.base_type not in kinds or launcher is None or node.type != "identifier":
+            continue
+        given_param = launcher.param(syntax.text(module, node))
+        if given_param is not None and given_param.is_pointer:
+            out.setdefault(given_param.base_type, p.base_type)
+    return out
 
 
 def _own_sizes(
