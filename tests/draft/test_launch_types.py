@@ -30,7 +30,7 @@ def test_sizeof_of_a_type_deduced_from_the_launchers_pointer(tmp_path: Path) -> 
     lines = draft(src, None, tmp_path).text.splitlines()
     grid = next(ln for ln in lines if ln.startswith("grid ="))
     assert grid == 'grid = ["(rows * cols + 1024 * (16 // 4) - 1) // (1024 * (16 // 4))"]'
-    assert lines[lines.index(grid) - 1].startswith("# TODO: grid: the launcher's sizeof(T) is read for the type")
+    assert lines[lines.index(grid) - 1].startswith("# TODO: grid: the launcher's sizeof(T) is read")
     block = next(ln for ln in lines if ln.startswith("block ="))
     assert block == 'block = ["1024"]'
     assert not lines[lines.index(block) - 1].startswith("# TODO")  # no sizeof read there
