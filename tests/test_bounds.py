@@ -210,8 +210,8 @@ def test_a_pointer_the_kernel_moves_is_not_proven(tmp_path: Path) -> None:
         "  for (int i = threadIdx.x; i < d; i += blockDim.x) x[i] *= 2.f;\n}\n"
         "void go(float* x, int rows, int d) { k<<<rows, 256>>>(x, d); }\n"
     )
-    todo = "# TODO: extent of x: the kernel moves the pointer (x set again at line 2)"
-    out = folder(tmp_path, "moved", {f'{todo}\nshape = "[TODO]"': 'shape = "[d]"'}, source)
+    # (the draft reads [rows, d] from the move since session 11; a person writes [d] here)
+    out = folder(tmp_path, "moved", {'shape = "[rows, d]"': 'shape = "[d]"'}, source)
     result = review(out)
     assert result.blockers == ()
     (f,) = result.unproven

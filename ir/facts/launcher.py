@@ -17,20 +17,23 @@ Source reading only: what a spec makes of the answers (TODO lines, default shape
 
 from __future__ import annotations
 
+import ast
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import tree_sitter as ts
 from ktx.ir import syntax
+from ktx.ir.consteval import SIZEOF
 from ktx.ir.errors import KtxError, Location
 from ktx.ir.expr import Expr
 from ktx.ir.facts import assign
 from ktx.ir.facts.dispatch import bind_types, dispatch_at
 from ktx.ir.facts.dtypes import DTYPES, dtype_of, guess_rank
 from ktx.ir.facts.instances import Instance, instances
+from ktx.ir.language import parse_tree
 from ktx.ir.launch import (
     _EXPRESSIONS,
     Untranslatable,
@@ -625,6 +628,17 @@ def launcher_of(module: Module, site: LaunchSite) -> Function | None:
     return next((f for f in module.functions if f.name == site.function and f.body.contains(site.span)), None)
 
 
+class _Snippet:
+    """A macro's body parsed alone: what the launch translator reads of a module (its source,
+    tree, macros and constants: none), without a module (which would import this one)."""
+
+    def __init__(self, source: bytes) -> None:
+        self.source = source
+        self.tree = parse_tree(source)
+        self.macros: tuple[object, ...] = ()
+        self.constants: tuple[object, ...] = ()
+
+
 @dataclass
 class _DraftTranslator(_Translator):
     """The launch translator, plus what a draft needs beyond it: ``block.y`` of a ``dim3``
@@ -634,8 +648,74 @@ class _DraftTranslator(_Translator):
 
     derived: dict[str, str | None] = field(default_factory=dict)
     derived_lines: dict[str, int] = field(default_factory=dict)
+    #: the source file, for function-like macros of its local headers (``DIVIDE(x, 32)``)
+    path: Path | None = None
+    #: type names the launch binds (the launcher's template parameter ``T`` -> ``float``), for
+    #: ``sizeof(T)``; ``sized`` collects those read, so the draft can doubt a guessed one
+    types: dict[str, str] = field(default_factory=dict)
+    sized: set[str] = field(default_factory=set)
+    #: the type names whose sizeof each local's value reads (a local is translated once, then
+    #: reused: its reads are kept to count for every expression that names it)
+    sized_in: dict[str, frozenset[str]] = field(default_factory=dict)
+    reading: set[str] = field(default_factory=set)
+    #: integer locals set once from host objects ktx does not read (``int n = x.size(0)``),
+    #: drafted as shape variables of their own name: name -> the line that sets it
+    host_sizes: dict[str, int] = field(default_factory=dict)
+
+    def call(self, node: ts.Node, text: str) -> str:
+        try:
+            return super().call(node, text)
+        except Untranslatable:
+            expanded = self._macro_call(node)
+            if expanded is None:
+                raise
+            return expanded
+
+    def _macro_call(self, node: ts.Node) -> str | None:
+        """A function-like macro of the file or its local headers whose body is an expression
+        of its parameters alone (``#define DIVIDE(x, size) (((x) + (size) - 1) / (size))``):
+        the body translated with the parameters as names, then the arguments' translations put
+        in their place. None for any other call (a body naming anything else, a statement)."""
+        fn, arguments = node.child_by_field_name("function"), node.child_by_field_name("arguments")
+        if fn is None or arguments is None or fn.type != "identifier":
+            return None
+        name = syntax.text(self.module, fn)
+        found = function_macro(self.module, self.path, name)
+        if found is None:
+            return None
+        params, body = found
+        args = [c for c in arguments.named_children if c.type != "comment"]
+        if len(args) != len(params) or not params:
+            return None
+        tiny = _Snippet(f"long __ktx_macro = ({body});".encode())
+        value = next((n for n in syntax.walk(tiny.tree.root_node) if n.type == "init_declarator"), None)
+        value = value.child_by_field_name("value") if value is not None else None
+        if value is None or tiny.tree.root_node.has_error:
+            return None
+        inner = _Translator(tiny, tiny.tree.root_node, len(tiny.source), {}, frozenset(params))  # type: ignore[arg-type]
+        try:
+            shape = inner.expr(value)
+        except (Untranslatable, KtxError):
+            return None
+        if inner.free - set(params):
+            return None  # names of the file's context inside the body: not followed
+        return substitute(shape, {p: self.expr(a) for p, a in zip(params, args, strict=True)})
 
     def expr(self, node: ts.Node) -> str:
+        limit = (
+            device_limit(self.module, node)
+            if node.type in ("subscript_expression", "field_expression")
+            else None
+        )
+        if limit is not None:
+            return str(limit)
+        if node.type == "sizeof_expression":
+            target = node.child_by_field_name("type") or node.child_by_field_name("value")
+            name = " ".join(syntax.text(self.module, target).strip("() ").split()) if target else ""
+            if name in self.types and self.types[name] in SIZEOF:
+                self.sized.add(name)
+                self.reading.add(name)
+                return str(SIZEOF[self.types[name]])
         if node.type == "field_expression":
             arg, fld = node.child_by_field_name("argument"), node.child_by_field_name("field")
             if arg is not None and fld is not None and arg.type == "identifier":
@@ -650,6 +730,28 @@ class _DraftTranslator(_Translator):
         return super().expr(node)
 
     def name(self, name: str) -> str:
+        if name in self.host_sizes:
+            self.free.add(name)
+            return name
+        outer, self.reading = self.reading, set()
+        try:
+            return self._name(name)
+        except Untranslatable:
+            local = self.locals.get(name)
+            if local is None or not _host_size(self.module, self.scope, local, self.params):
+                raise
+            # ``int num_tokens = input.numel() / input.size(-1)``: a size of the caller's
+            # tensors, the run's own: a shape variable of that name (the draft says so).
+            self.used_vars.pop(name, None)
+            self.host_sizes[name] = local.declaration.start_point[0] + 1
+            self.free.add(name)
+            return name
+        finally:
+            if name in self.used_vars and name not in self.sized_in:
+                self.sized_in[name] = frozenset(self.reading)
+            self.reading = outer | self.reading | self.sized_in.get(name, frozenset())
+
+    def _name(self, name: str) -> str:
         local = self.locals.get(name)
         if (
             local is not None
@@ -730,6 +832,94 @@ class _DraftTranslator(_Translator):
         return None
 
 
+_INT_TYPE = re.compile(
+    r"(?:const\s+)?(?:unsigned\s+|signed\s+)?"
+    r"(?:int|long|long long|short|size_t|u?int(?:8|16|32|64)_t|index_t)"
+)
+
+
+def _host_size(module: Module, scope: ts.Node, local: syntax.LocalDecl, params: frozenset[str]) -> bool:
+    """An integer local set once, from a member of an object the launcher is given
+    (``x.size(0)``, ``t->ne[1]``, ``x.numel() / x.size(-1)``, ``x`` a parameter): a value of
+    the caller's data, which ktx does not read, and so a size of the run. Not a member of the
+    launcher's own locals (``threads.y``) nor of anything else (the device's properties)."""
+    if local.value is None or not _INT_TYPE.fullmatch(" ".join(local.type.split())):
+        return False
+    if assign.reassigned_after(module, scope, local.name, local.declaration.end_byte):
+        return False
+    roots = [_object_root(module, n) for n in syntax.walk(local.value) if n.type == "field_expression"]
+    return bool(roots) and all(r is not None and r in params for r in roots)
+
+
+def _object_root(module: Module, node: ts.Node) -> str | None:
+    """The name a member access starts from (``a`` of ``a.size(0)``, ``a->b[1].c``), or None
+    when it starts from a call (``props()->x``) or anything else."""
+    while node.type in ("field_expression", "call_expression", "subscript_expression"):
+        inner = node.child_by_field_name("argument") or node.child_by_field_name("function")
+        if inner is None:
+            return None
+        if node.type == "call_expression" and inner.type != "field_expression":
+            return None  # ``props()->x``: a function's result, not the caller's object
+        node = inner
+    return syntax.text(module, node) if node.type == "identifier" else None
+
+
+#: Limits every CUDA device has had since compute capability 3.0 (the CUDA programming guide's
+#: table of technical specifications): a launcher that reads them from the device properties
+#: gets the same numbers on every GPU ktx targets.
+DEVICE_LIMITS: dict[str, tuple[int, ...]] = {
+    "maxGridSize": (2147483647, 65535, 65535),
+    "maxThreadsPerBlock": (1024,),
+    "warpSize": (32,),
+}
+
+
+def device_limit(module: Module, node: ts.Node) -> int | None:
+    """``props->maxGridSize[1]``, ``prop.maxThreadsPerBlock``, ``p.warpSize``: the limit's value."""
+    index: int | None = None
+    if node.type == "subscript_expression":
+        sub = node.child_by_field_name("indices") or node.child_by_field_name("index")
+        text = syntax.text(module, sub).strip("[] ") if sub is not None else ""
+        index = int(text) if text.isdigit() else None
+        node = node.child_by_field_name("argument") or node
+        if index is None:
+            return None
+    if node.type != "field_expression":
+        return None
+    fld = node.child_by_field_name("field")
+    value = DEVICE_LIMITS.get(syntax.text(module, fld)) if fld is not None else None
+    if value is None or (index is None) != (len(value) == 1):
+        return None  # ``maxGridSize`` unsubscripted, a scalar limit subscripted
+    return value[index or 0] if (index or 0) < len(value) else None
+
+
+def function_macro(
+    module: Module, path: Path | None, name: str, depth: int = 2
+) -> tuple[tuple[str, ...], str] | None:
+    """``#define NAME(a, b) body`` of the file, else of the local headers it includes (two
+    levels deep, the first found): its parameters and body (one line)."""
+    for m in module.macros:
+        if m.name == name and m.params is not None:
+            return m.params, m.value
+    return _header_macro(path, name, depth) if path is not None else None
+
+
+def _header_macro(path: Path, name: str, depth: int) -> tuple[tuple[str, ...], str] | None:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    m = re.search(rf"^\s*#\s*define\s+{re.escape(name)}\(([\w\s,]*)\)[ \t]+(.+?)\s*(?://.*)?$", text, re.M)
+    if m is not None and not m.group(2).endswith("\\"):
+        return tuple(p.strip() for p in m.group(1).split(",") if p.strip()), m.group(2)
+    if depth > 0:
+        for inc in re.findall(r'#\s*include\s+"([^"]+)"', text):
+            found = _header_macro(path.parent / inc, name, depth - 1)
+            if found is not None:
+                return found
+    return None
+
+
 def _dim3_fields(tr: _DraftTranslator, comps: Sequence[ts.Node]) -> list[ts.Node] | None:
     """``dim3 g; g.x = E;`` (each field set once, in the block that declares ``g``, before the
     launch): the values of x, y, z as far as set (a grid of ``E`` blocks); None when ``comps``
@@ -772,7 +962,9 @@ def translator_for(module: Module, site: LaunchSite, launcher: Function | None) 
     scope = launcher_node(module, site)
     params = frozenset(p.name for p in launcher.params) if launcher else frozenset()
     locals_ = syntax.local_declarations(module, scope, before=site.span.start) if scope is not None else {}
-    return _DraftTranslator(module, scope or module.tree.root_node, site.span.start, locals_, params)
+    path = Path(module.path) if module.path else None
+    root = scope or module.tree.root_node
+    return _DraftTranslator(module, root, site.span.start, locals_, params, path=path)
 
 
 @dataclass(frozen=True)
@@ -784,13 +976,18 @@ class LaunchDraft:
     shared: str | None
     shared_text: str
     notes: tuple[str, ...]
+    #: per part (``grid``, ``block``, ``shared``), the type names whose sizeof it reads
+    sized: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 def read_launch(module: Module, site: LaunchSite, tr: _DraftTranslator) -> LaunchDraft:
     """Grid, block and dynamic shared memory, each translated on its own, so that one part
     ktx cannot follow is a TODO for that part only (the shared bytes are never dropped)."""
 
+    sized: list[tuple[str, tuple[str, ...]]] = []
+
     def part(which: str) -> tuple[str, ...] | None:
+        tr.reading = set()
         try:
             comps = launch_dims(module, site, which).components
             fields = _dim3_fields(tr, comps)
@@ -798,6 +995,8 @@ def read_launch(module: Module, site: LaunchSite, tr: _DraftTranslator) -> Launc
             return tuple(canonical(inline_vars(tr.expr(n), tr)) for n in nodes)
         except (Untranslatable, KtxError):
             return None
+        finally:
+            sized.append((which, tuple(sorted(tr.reading))))
 
     grid, block = part("grid"), part("block")
     shared: str | None = "0"
@@ -805,17 +1004,19 @@ def read_launch(module: Module, site: LaunchSite, tr: _DraftTranslator) -> Launc
     if site.shared is not None:
         node = launch_value_node(module, site, site.shared)  # inside a macro body too
         shared_text = " ".join(syntax.text(module, node).split())
+        tr.reading = set()
         try:
             shared = canonical(inline_vars(tr.expr(node), tr))
         except (Untranslatable, KtxError):
             shared = None
+        sized.append(("shared", tuple(sorted(tr.reading))))
     unknown = sorted(tr.free - tr.params - set(tr.locals))
     notes = (
         (f"launch names {', '.join(unknown)}, which the launcher computes in ways ktx does not follow",)
         if unknown
         else ()
     )
-    return LaunchDraft(grid, block, shared, shared_text, notes)
+    return LaunchDraft(grid, block, shared, shared_text, notes, tuple(sized))
 
 
 def inline_vars(text: str, tr: _Translator) -> str:
@@ -934,6 +1135,84 @@ def header_value(path: Path, name: str, depth: int = 2) -> int | None:
             if found is not None:
                 return found
     return None
+
+
+def header_expr(path: Path, name: str, dirs: Sequence[Path] = (), depth: int = 3) -> str | None:
+    """The value of ``name`` from the file's headers, as the spec writes it: ``#define NAME 32``
+    or ``constexpr int NAME = 32;`` (:func:`header_value`), or a definition that is an integer
+    expression of other such names (``#define BLOCK (WARP_COUNT * WARP_SIZE)`` -> ``6 * 32``,
+    each name replaced by its value). Quoted includes are found beside the including file or
+    in ``dirs`` (the ``-I`` folders the draft found). A definition naming anything without a
+    value here (another platform's ``ROCM_WAVEFRONT_SIZE``) is passed over for the next one."""
+    return _header_expr(path, name, tuple(dirs), depth, set())
+
+
+_DEFINITION = r"^\s*#\s*define\s+{w}[ \t]+([^\n]+?)\s*(?://[^\n]*)?$|\bconstexpr\s+(?:static\s+)?(?:const\s+)?\w+\s+{w}\s*=\s*([^;]+);"
+
+
+def _header_expr(path: Path, name: str, dirs: tuple[Path, ...], depth: int, seen: set[str]) -> str | None:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    if name in seen:
+        return None
+    for m in re.finditer(_DEFINITION.format(w=re.escape(name)), text, re.M):
+        body = re.sub(r"\b(\d+)(?:[uU][lL]{0,2}|[lL]{1,2}[uU]?)\b", r"\1", (m.group(1) or m.group(2)).strip())
+        names = set(re.findall(r"\b[A-Za-z_]\w*\b", body))
+        if not re.fullmatch(r"[\w\s()+\-*/%<>]*", body) or not body:
+            continue
+        values = {n: _header_expr(path, n, dirs, depth, seen | {name}) for n in names}
+        if any(v is None for v in values.values()):
+            continue
+        ints = {n: _int_value(v) for n, v in values.items() if v is not None}
+        if any(v is None for v in ints.values()):
+            continue
+        out = body
+        for n, v in ints.items():
+            out = re.sub(rf"\b{re.escape(n)}\b", str(v), out)
+        if _int_value(out) is None:
+            continue
+        try:
+            return canonical(out.replace("/", "//")) if names else str(_int_value(out))
+        except KtxError:
+            return str(_int_value(out))
+    if depth > 0:
+        for inc in re.findall(r'#\s*include\s+"([^"]+)"', text):
+            for folder in (path.parent, *dirs):
+                if (folder / inc).is_file():
+                    found = _header_expr(folder / inc, name, dirs, depth - 1, seen)
+                    if found is not None:
+                        return found
+                    break
+    return None
+
+
+def _int_value(text: str) -> int | None:
+    """An integer expression of literals (C's ``/`` on integers), or None."""
+    try:
+        tree = ast.parse(text.replace("/", "//").replace("////", "//"), mode="eval")
+    except SyntaxError:
+        return None
+    ops: dict[type[ast.operator], Callable[[int, int], int | None]] = {
+        ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+        ast.FloorDiv: lambda a, b: a // b if b else None, ast.Mod: lambda a, b: a % b if b else None,
+        ast.LShift: lambda a, b: a << b if 0 <= b < 64 else None,
+        ast.RShift: lambda a, b: a >> b if b >= 0 else None,
+    }  # fmt: skip
+
+    def ev(node: ast.AST) -> int | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            inner = ev(node.operand)
+            return -inner if inner is not None else None
+        if isinstance(node, ast.BinOp) and type(node.op) in ops:
+            a, b = ev(node.left), ev(node.right)
+            return ops[type(node.op)](a, b) if a is not None and b is not None else None
+        return None
+
+    return ev(tree.body)
 
 
 def main_values(module: Module) -> dict[str, list[int]]:

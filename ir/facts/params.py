@@ -51,6 +51,9 @@ class KernelBody:
     candidates: dict[str, list[str]] = field(default_factory=dict)
     locals_: dict[str, ts.Node] = field(default_factory=dict)
     pointers: dict[str, tuple[str, ts.Node | None]] = field(default_factory=dict)
+    #: arrays whose extent :func:`affine_extent` counted from the launch's threads on an axis
+    #: the kernel does not bound (grid times block): name -> that dimension
+    spanned: dict[str, str] = field(default_factory=dict)
 
     def text(self, node: ts.Node) -> str:
         return " ".join(syntax.text(self.module, node).split())
@@ -293,7 +296,12 @@ def moved_line(k: KernelBody, p: Param) -> int | None:
 
 
 def affine_extent(
-    k: KernelBody, p: Param, env: Mapping[str, str], targ: Mapping[str, str], launch: LaunchDraft
+    k: KernelBody,
+    p: Param,
+    env: Mapping[str, str],
+    targ: Mapping[str, str],
+    launch: LaunchDraft,
+    index: Affine | None = None,
 ) -> str | None:
     """The extent from the index analysis (:mod:`ktx.ir.affine`) when the subscripts' text did
     not give one: ``(t * TOPK + k) * d + i`` is ``2*d*t + d*k + i``; each term's varying
@@ -311,19 +319,132 @@ def affine_extent(
             names[f"blockDim.{axis}"] = launch.block[i]
             names[f"threadIdx.{axis}"] = launch.block[i]
     varying = {n: b for n, b in k.bounds.items() if not b.startswith("__grid")}
-    for ref in ix.accesses():
-        if ref.root != p.name or ref.index is None or ref.index.atoms:
+    indices = [index] if index is not None else [r.index for r in ix.accesses() if r.root == p.name]
+    for found in indices:
+        if found is None:
             continue
-        dims = _chain(ref.index, varying, names)
+        casts = _cast_atoms(found, names)
+        if casts is None:
+            continue
+        dims = _chain(found.terms, varying, {**names, **casts})
+        launched: list[str] = []
+        if dims is None:  # ``row * ncols + col``, each a global thread index: one term each
+            terms, spans, launched = _global_threads(found.terms, k, names)
+            dims = _chain(terms, {**varying, **spans}, {**names, **casts})
         if dims is not None:
+            unguarded = [spans[v] for v in launched if spans[v] in dims]
+            if unguarded:
+                k.spanned[p.name] = unguarded[0]
             return "[" + ", ".join(dims) + "]"
     return None
 
 
-def _chain(index: Affine, bounds: Mapping[str, str], names: Mapping[str, str]) -> list[str] | None:
+def moved_extent(
+    k: KernelBody, p: Param, env: Mapping[str, str], targ: Mapping[str, str], launch: LaunchDraft
+) -> str | None:
+    """The extent of a pointer parameter the kernel moves once, at its top, before any access
+    (``dst += ((sample * nchannels + channel) * nrows + row) * ncols;`` then ``dst[col]``): the
+    offset plus each access's index read as one index (:func:`affine_extent`'s dense chain).
+    None for any other move (in a loop or a branch, twice, after an access) or an offset the
+    chain cannot read (strides given as parameters: their values are the caller's)."""
+    writes = assign.assigned(k.module, k.body).get(p.name, [])
+    if len(writes) != 1:
+        return None
+    write = writes[0]
+    op, right = write.child_by_field_name("operator"), write.child_by_field_name("right")
+    top = write.parent is not None and write.parent.parent is not None and write.parent.parent.id == k.body.id
+    if write.type != "assignment_expression" or op is None or op.type != "+=" or right is None or not top:
+        return None
+    ix = kernel_index(k.module, k.fn)
+    offset = ix.affine(right)
+    refs = [r for r in ix.accesses() if r.root == p.name]
+    if offset is None or offset.atoms or not refs or any(r.node.start_byte < write.end_byte for r in refs):
+        return None
+    for ref in refs:
+        if ref.index is None or ref.index.atoms:
+            continue
+        moved = Affine(tuple((offset + ref.index).terms))
+        found = affine_extent(k, p, env, targ, launch, index=moved)
+        if found is not None:
+            return found
+    return None
+
+
+#: ``int64_t(d)``, ``(size_t)d``: a widening cast of one name, which an extent reads as the name
+_CAST = re.compile(
+    r"\(*\s*(?:\(\s*)?(?:const\s+)?(?:unsigned\s+)?(?:int|long|long long|size_t|u?int(?:32|64)_t)"
+    r"\s*(?:\)\s*(\w+)|\(\s*(\w+)\s*\))\s*\)*"
+)
+
+
+def _cast_atoms(index: Affine, names: Mapping[str, str]) -> dict[str, str] | None:
+    """The index's atoms that are integer casts of one name (``(int64_t(d))``), each as that
+    name's value; None when another atom remains (``(i / C)``: not a dense chain)."""
+    out: dict[str, str] = {}
+    for text, _ in index.atoms:
+        m = _CAST.fullmatch(text.strip())
+        if m is None:
+            return None
+        name = m.group(1) or m.group(2)
+        out[text] = names.get(name, name)
+    return out
+
+
+def _global_threads(
+    terms: Sequence[tuple[tuple[str, ...], int]], k: KernelBody, names: Mapping[str, str]
+) -> tuple[list[tuple[tuple[str, ...], int]], dict[str, str], list[str]]:
+    """``(blockIdx.a * blockDim.a + threadIdx.a) * s``, two terms of one stride, as one index
+    ``__thread.a`` over the launch's threads on axis a: the bound of the kernel's local set to
+    that sum (``if (col >= ncols) return;``), else grid times block on that axis (listed
+    third: a bound the kernel does not check). So a row index of a 2-D launch
+    (``row * ncols + col``) is one dimension, not two."""
+    out = list(terms)
+    spans: dict[str, str] = {}
+    launched: list[str] = []
+    for axis in "xyz":
+        bid, bdim, tid = f"blockIdx.{axis}", f"blockDim.{axis}", f"threadIdx.{axis}"
+        for mono, coef in list(out):
+            if bid not in mono or bdim not in mono:
+                continue
+            rest = tuple(s for s in mono if s not in (bid, bdim))
+            partner = next((t for t in out if t[1] == coef and sorted(t[0]) == sorted((*rest, tid))), None)
+            if partner is None:
+                continue
+            var = f"__thread.{axis}"
+            bound = _thread_bound(k, axis)
+            if bound is None:
+                grid, block = names.get(bid), names.get(bdim)
+                if grid is None or block is None:
+                    continue
+                parts = [_paren(x) for x in (grid, block) if x.strip() != "1"]
+                bound = " * ".join(parts) or "1"
+                launched.append(f"__thread.{axis}")
+            out.remove((mono, coef))
+            out.remove(partner)
+            out.append((tuple(sorted((*rest, var))), coef))
+            spans[var] = bound
+            break
+    return out, spans, launched
+
+
+def _thread_bound(k: KernelBody, axis: str) -> str | None:
+    """The bound of a kernel local set to the global thread index on ``axis``."""
+    want = {f"blockIdx.{axis}*blockDim.{axis}", f"blockDim.{axis}*blockIdx.{axis}"}
+    for name, value in k.locals_.items():
+        text = re.sub(r"\s+|\((?:unsigned|int|u?int(?:32|64)_t|size_t|long)\)", "", k.text(value))
+        parts = text.strip("()").split("+")
+        ours = len(parts) == 2 and f"threadIdx.{axis}" in parts and bool(set(parts) & want)
+        if ours and name in k.bounds and not k.bounds[name].startswith("__grid"):
+            return k.bounds[name]
+    return None
+
+
+def _chain(
+    terms: Sequence[tuple[tuple[str, ...], int]], bounds: Mapping[str, str], names: Mapping[str, str]
+) -> list[str] | None:
     """Dimensions outermost first, or None."""
     by_var: dict[str, tuple[str, str]] = {}  # var -> (stride text, bound text)
-    for monomial, coef in index.terms:
+    for monomial, coef in terms:
         moving = [s for s in monomial if s in bounds or s.startswith(("threadIdx.", "blockIdx."))]
         if not moving:
             continue  # an offset inside the row (``+ d``): the bounds check sees whether it fits

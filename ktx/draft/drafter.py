@@ -31,6 +31,7 @@ from ktx.ir.facts.launcher import (
     canonical,
     choose_kernel,
     deduce_template_args,
+    header_expr,
     header_value,
     inline_vars,
     launch_arguments,
@@ -49,6 +50,7 @@ from ktx.ir.facts.params import (
     grid_bounds,
     handed_extent,
     mentions,
+    moved_extent,
     moved_line,
     passed_to,
     pointer_uses,
@@ -76,7 +78,7 @@ from ktx import structdraft
 from ktx.blockers import TODO
 from ktx.draft.doubt import nullable, spread
 from ktx.draft.entries import DRAFT_FLAGS, DTYPE_BYTES, Arg, Draft, toml_str
-from ktx.draft.includes import define_flags, include_flags
+from ktx.draft.includes import define_flags, include_dirs, include_flags
 from ktx.draft.review import second_look
 from ktx.draft.sizing import shape_values, size_shapes
 
@@ -162,6 +164,12 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     call_args = launch_arguments(module, site)
     deduced = deduce_template_args(module, fn, site)
     targ = {t.name: v for t, v in zip(fn.template_params, deduced.values, strict=False) if v is not None}
+    # ``sizeof(T)`` in the launcher, T the launch's template argument (written, or deduced from
+    # an argument the launcher declares ``T*``): the type drafted for it; name -> kernel's name
+    bound_types = _launch_type_names(fn, site, call_args, launcher, module)
+    for name, kernel_name in bound_types.items():
+        if kernel_name in targ:
+            tr.types[name] = targ[kernel_name]
     # Structs and vectors passed by value (ktx.structdraft): fields, never a shape variable.
     targs = deduced.values if fn.template_params else ()
     by_value = [p for p in fn.params if not p.is_pointer]
@@ -206,6 +214,9 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         lambda q: dtype_of(module, path, targ.get(q.base_type, q.base_type)),
         launch_names,
     )
+    for name, line in tr.host_sizes.items():
+        # ``int num_tokens = input.numel() / input.size(-1)``: read from the caller's tensors
+        own_sizes.setdefault(name, f"the launcher's local (line {line}) reads it from its caller's objects")
     # A launcher local passed as it is names the variable the way the caller does (apex's
     # ``welford_kernel(..., batch_size, feature_size, space_size)`` into ``bs, fs, ss``): what
     # the person finishing the draft writes, and two parameters given one local share it.
@@ -291,8 +302,12 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             role, subs = role_of(k, p)
             moved = moved_line(k, p)
             extent = (
-                None if moved else subscript_extent(k, p, subs, env) or affine_extent(k, p, env, targ, launch)
+                moved_extent(k, p, env, targ, launch)
+                if moved
+                else subscript_extent(k, p, subs, env) or affine_extent(k, p, env, targ, launch)
             )
+            if moved and extent is not None:
+                moved = None  # moved once, at the top: its accesses read from the offset
             if extent is None and not moved and not subs:
                 # handed on, as it is, to a __device__ function of the file: its extent there
                 extent = handed_extent(k, p, env, targ, launch)
@@ -329,6 +344,15 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 elif view is not None and lanes is not None:
                     # ``w2 = (const half2*) w`` over ``column < dim / 2``: two halves a view element
                     extent = _scaled_last(extent, lanes[1])
+                if p.name in k.spanned and not lines[-1].startswith(f"# {TODO}"):
+                    # ``row = blockIdx.x * blockDim.x + threadIdx.x`` unguarded: the launch's
+                    # threads are the rows read, the array may hold more
+                    why = (
+                        f"extent of {p.name}: {k.spanned[p.name]} counts the launch's threads, which "
+                        "the kernel does not bound: check it against the caller's array"
+                    )
+                    checks.append(why)
+                    lines.append(f"# {TODO}: {why}")
                 if p.base_type in deduced.guessed and not lines[-1].startswith(f"# {TODO}"):
                     # counted in elements of a guessed type: as much a guess as the type
                     why = (
@@ -415,10 +439,11 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 arg_todos.append(why)
                 lines += [f"# {TODO}: {why}", f'value = "{TODO}"']
             else:
-                if p.name in own_sizes:
+                own = own_sizes.get(p.name) or own_sizes.get(value)
+                if own is not None:
                     why = (
                         f"value of {p.name}: the launch at {where} passes something ktx does not follow; "
-                        f"drafted as a shape variable {value!r} ({own_sizes[p.name]}): write the "
+                        f"drafted as a shape variable {value!r} ({own}): write the "
                         "caller's expression if it is a function of the other sizes (a product, a stride, "
                         "a padded size)"
                     )
@@ -482,9 +507,15 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     parameters |= field_sizes | set(own_names.values())
     external: dict[str, str | None] = {}
     callers_sizes: list[str] = []
+    header_dirs: tuple[Path, ...] | None = None  # the -I folders, read once, when a name needs them
     for name in list(used):
-        if name not in parameters:
-            number = header_value(path, name)
+        if name not in parameters and name not in tr.host_sizes:
+            plain = header_value(path, name)
+            number = str(plain) if plain is not None else None
+            if number is None:
+                # in a header of the project's include folders, or an expression of header values
+                header_dirs = header_dirs if header_dirs is not None else include_dirs(path).dirs
+                number = header_expr(path, name, header_dirs)
             if number is None and name in from_caller and name not in derived:
                 # ggml's ``norm_f32_cuda(x, dst, ne00, ne01, ...)``: the caller passes its own
                 # locals (``src0->ne[0]``, a macro's declarations) to the launcher's integer
@@ -492,7 +523,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 # variables, as the person finishing the draft makes them.
                 callers_sizes.append(name)
                 continue
-            external[name] = str(number) if number is not None else None
+            external[name] = number
             used.remove(name)
             if name in derived:
                 del vars_[name]
@@ -648,6 +679,14 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 "values are not followed), each swept apart: pick points that meet the relations the "
                 "caller keeps between them"
             )
+        if guessed is None and len(callers_sizes) > 1:
+            # the caller computes these from one tensor (``ne01``, ``nrows = ne01 * ne02``):
+            # swept apart, a point may be one no caller makes
+            guessed = (
+                f"shape points: {', '.join(callers_sizes)} are the caller's values for the launcher's "
+                "sizes, each swept apart: pick points that meet the relations the caller keeps between "
+                "them (a row count that is a product of others, equal sizes)"
+            )
         if guessed is not None and sizing.points != []:
             checks.append(guessed)
             lines.append(f"# {TODO}: {guessed}")
@@ -671,6 +710,19 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     else:
         lines.append("default = [{}]")
     lines += ["", "[launch]"]
+    # the launcher's sizeof(T) read for a type guessed from its instantiations: as much a guess
+    guessed_written = {name for name, kernel_name in bound_types.items() if kernel_name in deduced.guessed}
+    sized_parts = {which: sorted(set(names) & guessed_written) for which, names in launch.sized}
+
+    def sized_why(which: str) -> str | None:
+        names = sized_parts.get(which)
+        if not names:
+            return None
+        return (
+            f"{which}: the launcher's sizeof({', '.join(names)}) is read for the type guessed above "
+            "(template_args): check it against the instantiation you write"
+        )
+
     for which, dims in (("grid", launch.grid), ("block", launch.block)):
         again = redeclared(module, site, which) if picked is not None and dims is not None else None
         changed = reassigned(module, site, which) if dims is not None else ()
@@ -700,6 +752,10 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             checks.append(why)
             lines += [f"# {TODO}: {why}", f"{which} = [" + ", ".join(toml_str(g) for g in dims) + "]"]
         else:
+            why_sized = sized_why(which)
+            if why_sized is not None:
+                checks.append(why_sized)
+                lines.append(f"# {TODO}: {why_sized}")
             lines.append(f"{which} = [" + ", ".join(toml_str(g) for g in dims) + "]")
     if launch.shared is None:
         why = (
@@ -709,6 +765,10 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         todos.append(why)
         lines += [f"# {TODO}: {why}", f"shared = {toml_str(TODO)}"]
     elif launch.shared not in ("0", ""):
+        why_sized = sized_why("shared")
+        if why_sized is not None:
+            checks.append(why_sized)
+            lines.append(f"# {TODO}: {why_sized}")
         lines.append(f"shared = {toml_str(launch.shared)}")
     lines += [f"# note: {n}" for n in launch.notes]
     inc_flags, inc_todo = include_flags(path, Path(out_dir) if out_dir is not None else path.parent)
@@ -807,6 +867,27 @@ def _flag_default_sizes(lines: list[str], defaults: Sequence[str]) -> tuple[list
 def _listed(names: Sequence[str], most: int = 4) -> str:
     more = len(names) - most
     return ", ".join(names[:most]) + (f" and {more} more" if more > 0 else "")
+
+
+def _launch_type_names(
+    fn: Function, site: LaunchSite, call_args: Sequence[ts.Node], launcher: Function | None, module: Module
+) -> dict[str, str]:
+    """The launcher's names for the kernel's type template parameters: a name written as the
+    launch's template argument (``k<T><<<...>>>``), or the element type the launcher declares
+    for a pointer the launch passes to a parameter of that type (``void go(T* x)`` ...
+    ``k<<<...>>>(x)``): launcher name -> the kernel's parameter name."""
+    out: dict[str, str] = {}
+    kinds = {t.name for t in fn.template_params if t.kind == "type"}
+    for given, t in zip(site.template_args, fn.template_params, strict=False):
+        if t.name in kinds and re.fullmatch(r"[A-Za-z_]\w*", given.strip()):
+            out.setdefault(given.strip(), t.name)
+    for p, node in zip(fn.params, call_args, strict=False):
+        if not p.is_pointer or p.base_type not in kinds or launcher is None or node.type != "identifier":
+            continue
+        given_param = launcher.param(syntax.text(module, node))
+        if given_param is not None and given_param.is_pointer:
+            out.setdefault(given_param.base_type, p.base_type)
+    return out
 
 
 def _own_sizes(

@@ -233,7 +233,7 @@ def test_a_name_with_no_value_anywhere_is_a_todo_in_vars(tmp_path: Path) -> None
     assert '\nTILE = "TODO"\n' in result.text and "TILE = [" not in result.text
 
 
-def test_a_bool_flag_is_one_not_a_size_and_a_moved_pointer_is_a_todo(tmp_path: Path) -> None:
+def test_a_bool_flag_is_one_not_a_size_and_a_pointer_moved_at_the_top_is_read(tmp_path: Path) -> None:
     src = tmp_path / "f.cu"
     src.write_text(
         "__global__ void k(float* x, int d, bool scale) {\n  x += blockIdx.x * d;\n"
@@ -243,7 +243,20 @@ def test_a_bool_flag_is_one_not_a_size_and_a_moved_pointer_is_a_todo(tmp_path: P
     text = draft(src, None, tmp_path).text
     assert '# scale: flags (bool), 1 = true (shape values are positive: for false, set value = "0")' in text
     assert "scale = [1]" in text
-    assert "# TODO: extent of x: the kernel moves the pointer (x set again at line 2)" in text
+    # moved once, at the top, by a dense offset (session 11): its row of a [rows, d] array
+    assert 'shape = "[rows, d]"' in text
+
+
+def test_a_pointer_moved_in_a_loop_is_a_todo(tmp_path: Path) -> None:
+    src = tmp_path / "f.cu"
+    src.write_text(
+        "__global__ void k(float* x, int d, int n) {\n"
+        "  for (int r = blockIdx.x; r < n; r += gridDim.x) {\n    x += d;\n"
+        "    for (int i = threadIdx.x; i < d; i += blockDim.x) x[i] = 2.f * x[i];\n  }\n}\n"
+        "void go(float* x, int rows, int d) { k<<<rows, 256>>>(x, d, rows); }\n"
+    )
+    text = draft(src, None, tmp_path).text
+    assert "# TODO: extent of x: the kernel moves the pointer (x set again at line 3)" in text
 
 
 def test_an_extent_from_a_local_that_did_not_translate_is_not_empty(tmp_path: Path) -> None:

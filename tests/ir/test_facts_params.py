@@ -178,3 +178,113 @@ def test_a_store_through_a_row_pointer_still_reads_the_row_pointer() -> None:
     k = read_kernel(module, fn)
     (rows,) = [p for p in fn.params if p.name == "rows"]
     assert role_of(k, rows)[0] == "in"  # rows[i] is read; the store goes where it points
+
+
+def _extent(
+    src: str, name: str, grid: tuple[str, ...], block: tuple[str, ...]
+) -> tuple[str | None, dict[str, str]]:
+    """``affine_extent`` of pointer ``name`` under the given drafted launch."""
+    from ktx.ir.facts.launcher import LaunchDraft
+    from ktx.ir.facts.params import affine_extent, grid_bounds
+
+    module = parse(src, "k.cu")
+    fn = module.kernel()
+    k = read_kernel(module, fn)
+    grid_bounds(k, grid)
+    p = next(q for q in fn.params if q.name == name)
+    env = {q.name: q.name for q in fn.params if not q.is_pointer}  # the launch passes them as they are
+    env.update({f"__grid{i}": g for i, g in enumerate(grid)})
+    launch = LaunchDraft(grid, block, "0", "", ())
+    return affine_extent(k, p, env, {}, launch), k.spanned
+
+
+GLOBAL_ROWS = """\
+__global__ void q(const float* x, float* y, int rows, int cols) {
+  int col = blockIdx.x * blockDim.x + threadIdx.x;
+  int row = blockIdx.y * blockDim.y + threadIdx.y;
+  if (col >= cols) return;
+  if (row >= rows) return;
+  unsigned long long i = (unsigned long long)row * (unsigned long long)cols + (unsigned long long)col;
+  y[i] = x[i];
+}
+"""
+
+
+def test_a_row_of_global_thread_indices_is_one_dimension_bounded_by_its_guard() -> None:
+    # row * cols + col, each the sum blockIdx * blockDim + threadIdx: two dimensions, not four
+    extent, spanned = _extent(GLOBAL_ROWS, "x", ("(cols + 31) // 32", "(rows + 31) // 32"), ("32", "32"))
+    assert extent == "[rows, cols]"
+    assert spanned == {}  # both bounds are the kernel's own guards
+
+
+UNGUARDED_ROWS = """\
+__global__ void m(const float* x, float* y, int ncols) {
+  const int col = blockDim.y * blockIdx.y + threadIdx.y;
+  const int row = blockDim.x * blockIdx.x + threadIdx.x;
+  if (col >= ncols) return;
+  const int i = row * ncols + col;
+  y[i] = x[i];
+}
+"""
+
+
+def test_rows_no_guard_bounds_are_the_launchs_threads_and_say_so() -> None:
+    extent, spanned = _extent(UNGUARDED_ROWS, "y", ("nrows", "(ncols + 31) // 32", "1"), ("1", "32", "1"))
+    assert extent == "[nrows, ncols]"  # grid.x * block.x with block.x = 1
+    assert spanned == {"y": "nrows"}  # the draft doubts it: the kernel never bounds row
+
+
+WIDENED = """\
+__global__ void s(float* out, const float* in, const int d) {
+  const int t = blockIdx.x;
+  const long long td = t * int64_t(d);
+  for (int j = threadIdx.x; j < d; j += blockDim.x) out[td + j] = in[2 * td + j];
+}
+"""
+
+
+def test_a_widening_cast_of_a_size_is_the_size() -> None:
+    assert _extent(WIDENED, "out", ("tokens",), ("256",))[0] == "[tokens, d]"
+    assert _extent(WIDENED, "in", ("tokens",), ("256",))[0] == "[tokens, 2 * d]"  # a padded row
+
+
+def test_a_one_dimensional_thread_index_keeps_grid_and_block_apart() -> None:
+    # the plain chain already reads blockIdx.x * blockDim.x + threadIdx.x: no merge (cuda-samples'
+    # uniform_add spec writes [blocks, threads])
+    src = "__global__ void u(int* d, int n) { int id = blockIdx.x * blockDim.x + threadIdx.x; d[id] += n; }"
+    assert _extent(src, "d", ("nb",), ("256",))[0] == "[nb, 256]"
+
+
+MOVED = """\
+__global__ void n(const float* x, float* dst, const int ncols, const long long stride_row) {
+  const int nrows = gridDim.x;
+  const int nchannels = gridDim.y;
+  const int row = blockIdx.x;
+  const int channel = blockIdx.y;
+  const int sample = blockIdx.z;
+  x += row * stride_row;
+  dst += ((sample * nchannels + channel) * nrows + row) * ncols;
+  for (int col = threadIdx.x; col < ncols; col += blockDim.x) dst[col] = x[col];
+}
+"""
+
+
+def _moved(name: str) -> str | None:
+    from ktx.ir.facts.launcher import LaunchDraft
+    from ktx.ir.facts.params import grid_bounds, moved_extent
+
+    module = parse(MOVED, "k.cu")
+    fn = module.kernel()
+    k = read_kernel(module, fn)
+    grid = ("rows", "channels", "samples")
+    grid_bounds(k, grid)
+    env = {"ncols": "ncols", **{f"__grid{i}": g for i, g in enumerate(grid)}}
+    p = next(q for q in fn.params if q.name == name)
+    return moved_extent(k, p, env, {}, LaunchDraft(grid, ("256",), "0", "", ()))
+
+
+def test_a_pointer_moved_once_at_the_top_reads_from_its_offset() -> None:
+    # dst's offset is dense in the grid: [samples, channels, rows, ncols]
+    assert _moved("dst") == "[samples, channels, rows, ncols]"
+    # x's stride is the caller's (a parameter with no value): no extent, the draft keeps its TODO
+    assert _moved("x") is None
