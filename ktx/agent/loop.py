@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import statistics
 import time
@@ -285,6 +286,24 @@ def probe_passes(
         knobs = tuple((k.name, k.values) for k in template.knobs if k.pass_name == info.name)
         probes.append(Probe(info.name, rewritten, knobs, skipped[:5]))
     return tuple(probes)
+
+
+def bundle_of(plan: Plan, new: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
+    """(the pass the planner chose, its companions written after it) when ``plan`` adds more
+    than one pass (``new``): the chosen one is the one its rationale adds (``add NAME:``).
+    Only the companions after it, which extend what it rewrote (online and vectorize on the
+    owned rows): a companion written before it (block-size before row-registers) is a launch
+    shape whose largest value is no "on". None for a single pass, no companion after it, or a
+    plan that does not say which pass it chose."""
+    if len(new) < 2:
+        return None
+    found = re.search(r"(?:^|; )add ([\w-]+):", plan.rationale)
+    if found is None or found.group(1) not in new:
+        return None
+    chosen = found.group(1)
+    names = list(plan.names)
+    after = tuple(n for n in names[names.index(chosen) + 1 :] if n in new)
+    return (chosen, after) if after else None
 
 
 def check_seconds(log: Path) -> float:
@@ -906,6 +925,10 @@ class Optimizer:
         if hasattr(self.search, "search_cap") and self.script is None:
             # the search never eats into what the round's final check needs (ktx.agent.budget)
             self.search.search_cap = search_cap
+        if hasattr(self.search, "bundle"):
+            # a pass with companions: the round's shapes without a warm start begin with the
+            # companions on (ktx.agent.search.bundle_steps); a replay enqueues what it recorded
+            self.search.bundle = None if self.script is not None else bundle_of(plan, new)
         searching = time.monotonic()
         try:
             trials = self.request.trials_per_round

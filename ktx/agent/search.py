@@ -305,6 +305,45 @@ def sweep_new_knobs(
     return steps
 
 
+def bundle_steps(
+    space: Space,
+    chosen: str,
+    companions: Collection[str],
+    env: Mapping[str, Value],
+    limit: int = SWEEP_LIMIT,
+) -> list[dict[str, int]]:
+    """A round's first steps at a shape it starts from the original (no warm start) when the
+    planner added ``chosen`` with ``companions`` (:func:`ktx.agent.rules.companions`): every
+    companion knob at its largest value (the widest pack, the fused pair), and ``chosen``'s knobs
+    stepped one at a time through their other values, largest first.
+
+    Why: the planner adds a companion because the facts say the two compose (row loops that,
+    once owned, read contiguous packs); the round's space multiplies (llm.c softmax: 126
+    configs), and a round with time for a handful of evaluations a shape (the ladder's softmax:
+    4-8) left to the sampler measured the corners of one pass or the other. The configs faster
+    than llm.c's hand kernels (session 10: a warp a row with float4 and the online pair at
+    8x768, a 1024-thread block a row at 1x50257) are all companions on, the owner knob varied:
+    here they are measured first. The chosen pass's default (its "off": one thread a row) is
+    not stepped to: with the companions on alone it is the naive kernel again. Steps that break
+    a constraint at ``env`` or repeat a config are left out; at most ``limit``.
+    """
+    defaults = {k.name: k.default for k in space.knobs}
+    lit = {k.name: max(k.values) for k in space.knobs if k.owner in companions and len(k.values) > 1}
+    if not lit:
+        return []
+    on = {**defaults, **lit}
+    seen: set[str] = set()
+    steps: list[dict[str, int]] = []
+    for knob in (k for k in space.knobs if k.owner == chosen and len(k.values) > 1):
+        for value in sorted((v for v in knob.values if v != knob.default), reverse=True):
+            step = space.normalize({**on, knob.name: value})
+            key = config_key(step)
+            if len(steps) < limit and key not in seen and not space.violations(step, env):
+                seen.add(key)
+                steps.append(step)
+    return steps
+
+
 class TuneSearch:
     """:class:`RoundSearch` on ``ktx tune``'s machinery (:mod:`ktx.search.runner`)."""
 
@@ -344,6 +383,10 @@ class TuneSearch:
         #: its own reserve): ``ktx optimize`` keeps the last round's final check back from it
         #: (:mod:`ktx.agent.budget`).
         self.search_cap: float | None = None
+        #: The round's plan, as (the pass the planner chose, its companions): set by ``ktx
+        #: optimize`` before each round; a bundle's shapes with no warm start begin at
+        #: :func:`bundle_steps`.
+        self.bundle: tuple[str, tuple[str, ...]] | None = None
 
     def _context(self, folder: Path, tunable: Tunable, deadline: float | None, start: float,
                  trials: int, stop_after: Mapping[str, int] | None = None) -> Any:  # fmt: skip
@@ -413,6 +456,7 @@ class TuneSearch:
                     continue
                 config = warm.get(point.name)
                 if config is None:
+                    self._seed_bundle(ctx, tunable, point)
                     continue
                 mapped = map_config(config, tunable)
                 if mapped is None or not tunable.space.knobs:
@@ -435,6 +479,23 @@ class TuneSearch:
         finally:
             ctx.display.close()
         return self._result(summary, folder, start)
+
+    def _seed_bundle(self, ctx: Any, tunable: Tunable, point: ShapePoint) -> None:
+        """Queue :func:`bundle_steps` first in ``point``'s study (a new study only)."""
+        from ktx.search import runner
+        from ktx.search.engine import open_study
+
+        if self.bundle is None or not tunable.space.knobs:
+            return
+        chosen, companions = self.bundle
+        steps = bundle_steps(tunable.space, chosen, companions, self.spec.env(point))
+        if not steps:
+            return
+        study = open_study(ctx.storage, runner.study_name(ctx, point), optuna.samplers.RandomSampler())
+        if study.trials:
+            return
+        for step in steps:
+            study.enqueue_trial(tunable.space.to_params(step), user_attrs={"bundle_step": True})
 
     def recheck(
         self, folder: Path, tunable: Tunable, previous: RoundResult, deadline: float | None
