@@ -288,6 +288,18 @@ def probe_passes(
     return tuple(probes)
 
 
+def round_share(left: float, rounds_left: int, added: int) -> float:
+    """A round's share of the ``left`` seconds: one part per pass it adds (a pass with its
+    companions, :func:`ktx.agent.rules.companions`, is several), one per later round.
+
+    An equal share gave llm.c softmax's first round (row-owner with online and vectorize, 126
+    configs where row-owner alone has 9) a fifth of the budget, as much as a later round adding
+    cache hints to 2 knobs: on the sleeping model (scripts/s11_ladder_replay.py) it measured 11
+    configs over three shapes, fewer than its companions-on steps alone."""
+    parts = max(1, added)
+    return left * parts / (parts + max(1, rounds_left) - 1)
+
+
 def bundle_of(plan: Plan, new: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
     """(the pass the planner chose, its companions written after it) when ``plan`` adds more
     than one pass (``new``): the chosen one is the one its rationale adds (``add NAME:``).
@@ -919,7 +931,7 @@ class Optimizer:
                     note=f"{left:.1f} s left after planning and templating, less than one round needs "
                     f"(about {self.min_round_s():.1f} s)",
                 )
-            share = max(left / max(1, rounds_left), self.min_round_s())
+            share = max(round_share(left, rounds_left, len(new)), self.min_round_s())
             round_deadline = time.monotonic() + min(left, share)
             base = replace(base, share_s=min(left, share))
         if hasattr(self.search, "search_cap") and self.script is None:

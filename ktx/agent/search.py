@@ -20,13 +20,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import optuna
+from ktx.ir.errors import KtxError
 from ktx.ir.expr import Value
 
 from ktx.measure.backend import Backend
@@ -305,12 +307,21 @@ def sweep_new_knobs(
     return steps
 
 
+#: The DRAM bytes per thread a bundle's first steps aim at (their order, not which are taken):
+#: session 10's configs faster than llm.c's hand kernels move 192 B a thread (softmax 8x768, a
+#: warp a row with float4) and 392 B (1x50257, 1024 threads a row); 256 lies between them in
+#: log2 (distance 0.4 and 0.6), the next candidates (96 B, 785 B) 1.4 and 1.6 away.
+BYTES_PER_THREAD = 256.0
+
+
 def bundle_steps(
     space: Space,
     chosen: str,
     companions: Collection[str],
     env: Mapping[str, Value],
     limit: int = SWEEP_LIMIT,
+    threads: Callable[[Config], int | None] | None = None,
+    nbytes: int | None = None,
 ) -> list[dict[str, int]]:
     """A round's first steps at a shape it starts from the original (no warm start) when the
     planner added ``chosen`` with ``companions`` (:func:`ktx.agent.rules.companions`): every
@@ -326,6 +337,11 @@ def bundle_steps(
     here they are measured first. The chosen pass's default (its "off": one thread a row) is
     not stepped to: with the companions on alone it is the naive kernel again. Steps that break
     a constraint at ``env`` or repeat a config are left out; at most ``limit``.
+
+    With ``threads`` (a config's launched threads at the shape, from the template's launch
+    mapping) and ``nbytes`` (the bytes the shape moves), the steps are ordered by how far their
+    bytes per thread lie from :data:`BYTES_PER_THREAD` (log2), largest first among equals: a
+    768-float row is not given 1024 threads first, nor a 50257-float row 32.
     """
     defaults = {k.name: k.default for k in space.knobs}
     lit = {k.name: max(k.values) for k in space.knobs if k.owner in companions and len(k.values) > 1}
@@ -338,10 +354,32 @@ def bundle_steps(
         for value in sorted((v for v in knob.values if v != knob.default), reverse=True):
             step = space.normalize({**on, knob.name: value})
             key = config_key(step)
-            if len(steps) < limit and key not in seen and not space.violations(step, env):
+            if key not in seen and not space.violations(step, env):
                 seen.add(key)
                 steps.append(step)
-    return steps
+    if threads is not None and nbytes:
+
+        def gap(step: dict[str, int]) -> float:
+            n = threads(step)
+            return math.inf if not n else abs(math.log2(nbytes / n / BYTES_PER_THREAD))
+
+        steps.sort(key=gap)  # stable: largest first among equals
+    return steps[:limit]
+
+
+def threads_at(tunable: Tunable, point: ShapePoint) -> Callable[[Config], int | None]:
+    """A config's launched threads at ``point`` (grid times block, from the template's launch
+    mapping, without instantiating the source); None where the mapping does not evaluate."""
+    hint = tunable.launch_hint
+
+    def threads(config: Config) -> int | None:
+        try:
+            launch = None if hint is None else hint(config, point.name)
+        except KtxError:
+            return None
+        return None if launch is None else math.prod(launch[0]) * math.prod(launch[1])
+
+    return threads
 
 
 class TuneSearch:
@@ -488,7 +526,9 @@ class TuneSearch:
         if self.bundle is None or not tunable.space.knobs:
             return
         chosen, companions = self.bundle
-        steps = bundle_steps(tunable.space, chosen, companions, self.spec.env(point))
+        env = self.spec.env(point)
+        steps = bundle_steps(tunable.space, chosen, companions, env, threads=threads_at(tunable, point),
+                             nbytes=self.spec.bytes_moved(env))  # fmt: skip
         if not steps:
             return
         study = open_study(ctx.storage, runner.study_name(ctx, point), optuna.samplers.RandomSampler())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import optuna
@@ -146,6 +147,37 @@ def test_a_bundle_from_the_original_starts_with_the_companions_on() -> None:
     assert bundle_steps(Space((TPR, VEC)), "row-owner", (), {}) == []
     # the cap holds
     assert len(bundle_steps(space, "row-owner", ("online", "vectorize"), {}, limit=3)) == 3
+
+
+def test_a_bundles_steps_are_ordered_by_the_bytes_each_thread_moves() -> None:
+    """With the launch known, the steps nearest BYTES_PER_THREAD come first: a 768-float row of
+    8192 rows (50 MB) starts at a warp a row (192 B a thread), a 50257-float row of 1024 rows
+    (412 MB) at 1024 threads a row (392 B); a launch that does not evaluate goes last."""
+    constraints = (Expr.parse("THREADS_PER_ROW == 32 or ROW_BLOCK == 0"),)
+    space = Space((TPR, ROW_BLOCK, ONLINE, VEC), constraints)
+
+    def rows(n: int) -> Callable[[Mapping[str, int]], int | None]:
+        return lambda c: None if c["THREADS_PER_ROW"] == 128 else n * c["THREADS_PER_ROW"]
+
+    both = ("online", "vectorize")
+    narrow = bundle_steps(space, "row-owner", both, {}, threads=rows(8192), nbytes=50331648)
+    assert [s["THREADS_PER_ROW"] for s in narrow] == [32, 64, 256, 512, 1024, 128]
+    wide = bundle_steps(space, "row-owner", both, {}, threads=rows(1024), nbytes=411705344)
+    assert [s["THREADS_PER_ROW"] for s in wide][:3] == [1024, 512, 256]
+    # the order only: the same steps as without the launch
+    plain = bundle_steps(space, "row-owner", ("online", "vectorize"), {})
+    assert sorted(map(str, narrow)) == sorted(map(str, plain))
+
+
+def test_a_rounds_share_counts_the_passes_it_adds() -> None:
+    """An equal share gave a three-pass bundle a fifth of the budget (the sleeping model of
+    llm.c softmax: 11 evaluations over three shapes); one part per pass added."""
+    from ktx.agent.loop import round_share
+
+    assert round_share(200.0, 5, 1) == pytest.approx(40.0)  # one pass: as before
+    assert round_share(200.0, 5, 3) == pytest.approx(200.0 * 3 / 7)
+    assert round_share(200.0, 1, 3) == pytest.approx(200.0)  # the last round takes what is left
+    assert round_share(200.0, 5, 0) == pytest.approx(40.0)
 
 
 def test_the_round_bundle_is_the_chosen_pass_and_the_companions_after_it() -> None:
