@@ -18,6 +18,9 @@ from ktx.measure.types import Measurement, Resources, Status, Timing
 
 ROOT = Path(__file__).resolve().parents[2]
 
+#: every test builds the templates of every pass's probe on a real llm.c kernel: 3-10 s each
+pytestmark = pytest.mark.slow
+
 
 def _load() -> ModuleType:
     path = ROOT / "scripts" / "s11_ladder_replay.py"
@@ -117,7 +120,6 @@ def _recording(folder: Path, kernel: str, anchors: list[tuple[str, dict[str, int
     (folder / kernel / "recording.json").write_text(json.dumps({"measurements": ms}))
 
 
-@pytest.mark.slow
 def test_softmax_on_the_sleeping_model_runs_the_bundle_first_then_more(staged: dict[str, Path],
                                                                       tmp_path: Path) -> None:  # fmt: skip
     """``ktx optimize`` on the sleeping model at softmax's share of ``--budget 470`` on 3 GPUs
