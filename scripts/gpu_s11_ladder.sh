@@ -40,7 +40,7 @@ git log --oneline -1 2>/dev/null || true
 n=$(nvidia-smi -L 2>/dev/null | wc -l)
 [ "$n" -ge 2 ] || echo "warning: $n GPU(s) seen; run.py --gpus 2 wants two" >&2
 
-timeout $(( ${BUDGET%.*} + 90 )) "$PY" benchmarks/llmc/run.py --llmc "$LLMC" --budget "$BUDGET" --gpus 2 \
+timeout $(( ${BUDGET%.*} + 75 )) "$PY" benchmarks/llmc/run.py --llmc "$LLMC" --budget "$BUDGET" --gpus 2 \
   --kernels softmax_forward layernorm_forward fused_residual_forward encoder_forward \
   --out "$OUT" >"$OUT/run.txt" 2>&1
 rc=$?
