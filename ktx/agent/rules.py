@@ -57,15 +57,24 @@ the round's space holds the chosen pass alone and the combination, and a run wit
 round (llm.c's ladder: softmax's budget fitted round 1 only, and online was never tried) still
 reaches the combination:
 
-- ``row-owner`` + ``online`` (knob ONLINE, 2 values) where the online rule fires (a max and a
-  sum of exp, not the Welford pair, whose row-registers rule 0b goes first): the dependent pair
-  is fused inside the round that gives the row its owner;
+- ``row-owner`` + ``online`` (knob ONLINE) where the online rule fires: the dependent pair is
+  fused inside the round that gives the row its owner. For a mean/variance pair only where
+  vectorize comes too, and then at ONLINE 0|2 (the Σx, Σx² pair vectorize packs; Welford's
+  running shift it refuses); without vectorize that pair waits for row-registers (rule 0b);
+- ``row-owner`` + ``vectorize`` (VEC_LOOPS, 1: scalar) where the row loops one thread walks read
+  element by element with no vector types (:func:`packable_rows`): once a warp or a block owns
+  the row its lanes read contiguous elements. llm.c (session 10): the owned-and-packed configs
+  were faster than the hand kernels (softmax 0.77x of online8, 0.93x of v7; layernorm 0.89-0.90x)
+  and sat in round 2's space, which softmax's budget never reached. Its probe is not asked: it
+  probed the thread-per-row loops, not the owned ones it will pack. Such a round's first configs
+  are the companions on (:func:`ktx.agent.search.bundle_steps`) and its budget share counts the
+  passes it adds (:func:`ktx.agent.loop.round_share`);
 - ``block-size`` + ``row-registers`` on a block per row: a row fits in registers only with 2-4
   packs a thread (issue 23's hand variant at d=4096: 128-256 threads, not the launcher's 512),
   so the thread count becomes a knob of the same round (BLOCK_*=0: the launch as written).
 
 Not companions, on purpose: companions multiply the round's space, and a round gets about a
-dozen trials a shape. ``row-registers`` after ``row-owner`` (7 x 7 configs) and ``cluster-rows``
+dozen trials a shape (row-owner's bundle is 84-168 configs; its first steps are what it measures). ``row-registers`` after ``row-owner`` (7 x 7 configs) and ``cluster-rows``
 with ``block-size,row-registers`` (7 x 4 x 4) come in the next round instead; ``cluster-rows``
 added on top of ``row-registers`` builds the wide-row hand variant's ``block-size,cluster-rows,
 row-registers`` (the passes' ordering edges run cluster-rows first).
