@@ -74,9 +74,10 @@ reaches the combination:
   so the thread count becomes a knob of the same round (BLOCK_*=0: the launch as written).
 
 Not companions, on purpose: companions multiply the round's space, and a round gets about a
-dozen trials a shape (row-owner's bundle is 84-168 configs; its first steps are what it measures). ``row-registers`` after ``row-owner`` (7 x 7 configs) and ``cluster-rows``
-with ``block-size,row-registers`` (7 x 4 x 4) come in the next round instead; ``cluster-rows``
-added on top of ``row-registers`` builds the wide-row hand variant's ``block-size,cluster-rows,
+dozen trials a shape (row-owner's bundle is 84-168 configs; its first steps are what it
+measures). ``row-registers`` after ``row-owner`` (7 x 7 configs) and ``cluster-rows`` with
+``block-size,row-registers`` (7 x 4 x 4) come in the next round instead; ``cluster-rows`` added
+on top of ``row-registers`` builds the wide-row hand variant's ``block-size,cluster-rows,
 row-registers`` (the passes' ordering edges run cluster-rows first).
 
 When no rule proposes a pass, the planner still tries every pass whose probe found a site in the
