@@ -341,7 +341,9 @@ def bundle_steps(
     With ``threads`` (a config's launched threads at the shape, from the template's launch
     mapping) and ``nbytes`` (the bytes the shape moves), the steps are ordered by how far their
     bytes per thread lie from :data:`BYTES_PER_THREAD` (log2), largest first among equals: a
-    768-float row is not given 1024 threads first, nor a 50257-float row 32.
+    768-float row is not given 1024 threads first, nor a 50257-float row 32. Right after the
+    first step come the chosen pass's other knobs stepped at it (row-owner's ROW_BLOCK at a
+    warp a row: session 10's 8x768 config was 1024 threads a block).
     """
     defaults = {k.name: k.default for k in space.knobs}
     lit = {k.name: max(k.values) for k in space.knobs if k.owner in companions and len(k.values) > 1}
@@ -364,6 +366,19 @@ def bundle_steps(
             return math.inf if not n else abs(math.log2(nbytes / n / BYTES_PER_THREAD))
 
         steps.sort(key=gap)  # stable: largest first among equals
+    if steps:
+        # the chosen pass's other knobs one at a time at the first step (a warp a row: the
+        # warps a block, ROW_BLOCK, which the first loop could not step from the default)
+        lead, more = steps[0], []
+        for knob in (k for k in space.knobs if k.owner == chosen and len(k.values) > 1):
+            others = (v for v in knob.values if v not in (lead.get(knob.name), knob.default))
+            for value in sorted(others, reverse=True):
+                step = space.normalize({**lead, knob.name: value})
+                key = config_key(step)
+                if key not in seen and not space.violations(step, env):
+                    seen.add(key)
+                    more.append(step)
+        steps = [lead, *more, *steps[1:]]
     return steps[:limit]
 
 
