@@ -919,9 +919,9 @@ class Optimizer:
         round_deadline = None
         if deadline is not None:
             left = max(0.0, deadline - time.monotonic())
-            # An equal share of what is left, but never less than a round needs: with a short
-            # budget the last rounds are dropped (the loop stops on budget) instead of every
-            # round getting a slice too thin to measure anything.
+            # A share of what is left (round_share: a part per pass added), but never less than
+            # a round needs: with a short budget the last rounds are dropped (the loop stops on
+            # budget) instead of every round getting a slice too thin to measure anything.
             if left < self.min_round_s() and self.script is None:
                 # planning and templating took what the check before the round left: searching
                 # now would measure nothing, so the run stops on budget instead
