@@ -162,9 +162,9 @@ def test_a_bundles_steps_are_ordered_by_the_bytes_each_thread_moves() -> None:
 
     both = ("online", "vectorize")
     narrow = bundle_steps(space, "row-owner", both, {}, threads=rows(8192), nbytes=50331648)
-    # a warp a row first, then its ROW_BLOCK steps (the warps a block), then the other widths
+    # a warp a row first, the next width, then the warp's ROW_BLOCK steps (warps a block), the rest
     assert [(s["THREADS_PER_ROW"], s["ROW_BLOCK"]) for s in narrow] == [
-        (32, 0), (32, 1024), (32, 128), (64, 0), (256, 0), (512, 0), (1024, 0), (128, 0)
+        (32, 0), (64, 0), (32, 1024), (32, 128), (256, 0), (512, 0), (1024, 0), (128, 0)
     ]  # fmt: skip
     wide = bundle_steps(space, "row-owner", both, {}, threads=rows(1024), nbytes=411705344)
     assert [s["THREADS_PER_ROW"] for s in wide][:3] == [1024, 512, 256]
