@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import statistics
 import time
@@ -285,6 +286,36 @@ def probe_passes(
         knobs = tuple((k.name, k.values) for k in template.knobs if k.pass_name == info.name)
         probes.append(Probe(info.name, rewritten, knobs, skipped[:5]))
     return tuple(probes)
+
+
+def round_share(left: float, rounds_left: int, added: int) -> float:
+    """A round's share of the ``left`` seconds: one part per pass it adds (a pass with its
+    companions, :func:`ktx.agent.rules.companions`, is several), one per later round.
+
+    An equal share gave llm.c softmax's first round (row-owner with online and vectorize, 126
+    configs where row-owner alone has 9) a fifth of the budget, as much as a later round adding
+    cache hints to 2 knobs: on the sleeping model (scripts/s11_ladder_replay.py) it measured 11
+    configs over three shapes, fewer than its companions-on steps alone."""
+    parts = max(1, added)
+    return left * parts / (parts + max(1, rounds_left) - 1)
+
+
+def bundle_of(plan: Plan, new: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
+    """(the pass the planner chose, its companions written after it) when ``plan`` adds more
+    than one pass (``new``): the chosen one is the one its rationale adds (``add NAME:``).
+    Only the companions after it, which extend what it rewrote (online and vectorize on the
+    owned rows): a companion written before it (block-size before row-registers) is a launch
+    shape whose largest value is no "on". None for a single pass, no companion after it, or a
+    plan that does not say which pass it chose."""
+    if len(new) < 2:
+        return None
+    found = re.search(r"(?:^|; )add ([\w-]+):", plan.rationale)
+    if found is None or found.group(1) not in new:
+        return None
+    chosen = found.group(1)
+    names = list(plan.names)
+    after = tuple(n for n in names[names.index(chosen) + 1 :] if n in new)
+    return (chosen, after) if after else None
 
 
 def check_seconds(log: Path) -> float:
@@ -888,9 +919,9 @@ class Optimizer:
         round_deadline = None
         if deadline is not None:
             left = max(0.0, deadline - time.monotonic())
-            # An equal share of what is left, but never less than a round needs: with a short
-            # budget the last rounds are dropped (the loop stops on budget) instead of every
-            # round getting a slice too thin to measure anything.
+            # A share of what is left (round_share: a part per pass added), but never less than
+            # a round needs: with a short budget the last rounds are dropped (the loop stops on
+            # budget) instead of every round getting a slice too thin to measure anything.
             if left < self.min_round_s() and self.script is None:
                 # planning and templating took what the check before the round left: searching
                 # now would measure nothing, so the run stops on budget instead
@@ -900,12 +931,16 @@ class Optimizer:
                     note=f"{left:.1f} s left after planning and templating, less than one round needs "
                     f"(about {self.min_round_s():.1f} s)",
                 )
-            share = max(left / max(1, rounds_left), self.min_round_s())
+            share = max(round_share(left, rounds_left, len(new)), self.min_round_s())
             round_deadline = time.monotonic() + min(left, share)
             base = replace(base, share_s=min(left, share))
         if hasattr(self.search, "search_cap") and self.script is None:
             # the search never eats into what the round's final check needs (ktx.agent.budget)
             self.search.search_cap = search_cap
+        if hasattr(self.search, "bundle"):
+            # a pass with companions: the round's shapes without a warm start begin with the
+            # companions on (ktx.agent.search.bundle_steps); a replay enqueues what it recorded
+            self.search.bundle = None if self.script is not None else bundle_of(plan, new)
         searching = time.monotonic()
         try:
             trials = self.request.trials_per_round

@@ -57,17 +57,27 @@ the round's space holds the chosen pass alone and the combination, and a run wit
 round (llm.c's ladder: softmax's budget fitted round 1 only, and online was never tried) still
 reaches the combination:
 
-- ``row-owner`` + ``online`` (knob ONLINE, 2 values) where the online rule fires (a max and a
-  sum of exp, not the Welford pair, whose row-registers rule 0b goes first): the dependent pair
-  is fused inside the round that gives the row its owner;
+- ``row-owner`` + ``online`` (knob ONLINE) where the online rule fires: the dependent pair is
+  fused inside the round that gives the row its owner. For a mean/variance pair only where
+  vectorize comes too, and then at ONLINE 0|2 (the Σx, Σx² pair vectorize packs; Welford's
+  running shift it refuses); without vectorize that pair waits for row-registers (rule 0b);
+- ``row-owner`` + ``vectorize`` (VEC_LOOPS, 1: scalar) where the row loops one thread walks read
+  element by element with no vector types (:func:`packable_rows`): once a warp or a block owns
+  the row its lanes read contiguous elements. llm.c (session 10): the owned-and-packed configs
+  were faster than the hand kernels (softmax 0.77x of online8, 0.93x of v7; layernorm 0.89-0.90x)
+  and sat in round 2's space, which softmax's budget never reached. Its probe is not asked: it
+  probed the thread-per-row loops, not the owned ones it will pack. Such a round's first configs
+  are the companions on (:func:`ktx.agent.search.bundle_steps`) and its budget share counts the
+  passes it adds (:func:`ktx.agent.loop.round_share`);
 - ``block-size`` + ``row-registers`` on a block per row: a row fits in registers only with 2-4
   packs a thread (issue 23's hand variant at d=4096: 128-256 threads, not the launcher's 512),
   so the thread count becomes a knob of the same round (BLOCK_*=0: the launch as written).
 
 Not companions, on purpose: companions multiply the round's space, and a round gets about a
-dozen trials a shape. ``row-registers`` after ``row-owner`` (7 x 7 configs) and ``cluster-rows``
-with ``block-size,row-registers`` (7 x 4 x 4) come in the next round instead; ``cluster-rows``
-added on top of ``row-registers`` builds the wide-row hand variant's ``block-size,cluster-rows,
+dozen trials a shape (row-owner's bundle is 84-168 configs; its first steps are what it
+measures). ``row-registers`` after ``row-owner`` (7 x 7 configs) and ``cluster-rows`` with
+``block-size,row-registers`` (7 x 4 x 4) come in the next round instead; ``cluster-rows`` added
+on top of ``row-registers`` builds the wide-row hand variant's ``block-size,cluster-rows,
 row-registers`` (the passes' ordering edges run cluster-rows first).
 
 When no rule proposes a pass, the planner still tries every pass whose probe found a site in the
@@ -258,6 +268,23 @@ def _rows_in_registers_first(a: Analysis) -> str | None:
         return None
     reason = _row_registers(a)
     return None if reason is None else f"{reason}; before online: the row is then read once, not twice"
+
+
+def packable_rows(a: Analysis) -> str | None:
+    """Row loops one thread walks alone (:func:`row_loops`), reading element by element with no
+    vector types, at a shape that is not compute-bound: once a warp or a block owns the row,
+    its lanes read contiguous elements, which vectorize packs (the reductions in them, sums and
+    maxima, reorder across packs). The reason, or None.
+
+    Why it matters: llm.c's softmax at the ladder's budget had time for one round, and the
+    owned-and-packed configs (0.77x of online8, 0.93x of v7, session 10) were in round 2's space."""
+    loops = row_loops(a)
+    if not loops or _vectorize(a) is None:
+        return None
+    folds = [*a.facts.online_pairs[:1], *a.facts.reductions[:2]]
+    what = f" folding {'; '.join(folds)}" if folds else ""
+    reads = ", ".join(a.facts.scalar_accesses[:3])
+    return f"row loops {', '.join(loops[:4])}{what} read {reads} element by element"
 
 
 def _vectorize_per_thread(a: Analysis) -> str | None:
@@ -556,33 +583,59 @@ def _runs_after(catalog: Catalog, name: str) -> set[str]:
     return set(info.after) if info is not None else set()
 
 
-def companions(context: PlanContext, name: str, tried: frozenset[str]) -> list[tuple[str, str, bool]]:
-    """Passes added with ``name`` in the same round: (pass, why, before ``name``). Each one's knob
-    has an "off" value, so the round still searches ``name`` alone (see the module docstring)."""
+@dataclass(frozen=True)
+class Companion:
+    """A pass added with the chosen one in the same round (:func:`companions`)."""
+
+    name: str
+    why: str
+    before: bool = False  # written before the chosen pass (else after it)
+    knobs: tuple[tuple[str, tuple[int, ...]], ...] = ()  # knob ranges (the off value stays in)
+
+
+def companions(context: PlanContext, name: str, tried: frozenset[str]) -> list[Companion]:
+    """Passes added with ``name`` in the same round. Each one's knob has an "off" value, so the
+    round still searches ``name`` alone (see the module docstring)."""
     a = context.analysis
     current = set(context.current.names)
 
-    def free(other: str) -> bool:
+    def free(other: str, probed: bool = True) -> bool:
+        """``other`` may join: registered, new here, no conflict, and (``probed``) its probe on
+        the current pipeline finds a site. vectorize joins unprobed: its probe added it to the
+        current pipeline, whose thread-per-row loops are not the owned ones it packs."""
         if other in current or other in tried or context.catalog.get(other) is None:
             return False
         info = context.catalog.get(other)
         if info is not None and (name in info.conflicts or any(c in current for c in info.conflicts)):
             return False
         probe = context.probe(other)
-        return probe is None or probe.applies
+        return not probed or probe is None or probe.applies
 
-    out: list[tuple[str, str, bool]] = []
+    out: list[Companion] = []
     if name == "row-owner":
         # not row-registers (llm.c layernorm): its 7 PACKS values times 7 THREADS_PER_ROW would
         # leave a short round's dozen trials per shape thin over 49 configs; it comes next round
-        if _online(a) is not None and _rows_in_registers_first(a) is None and free("online"):
-            out.append(("online", "ONLINE=0 is row-owner alone; the dependent pair in one pass", False))
+        packs = packable_rows(a) is not None and free("vectorize", probed=False)
+        welford = _rows_in_registers_first(a) is not None
+        if _online(a) is not None and (not welford or packs) and free("online"):
+            why = "ONLINE=0 is row-owner alone; the dependent pair in one pass"
+            if welford:
+                # the mean/variance pair: Welford's running shift (ONLINE=1) is what vectorize
+                # refuses; the Σx, Σx² pair is a plain reduction it packs (session 10: 1.3-1.95x
+                # faster than Welford on fused_residual, 0.94-0.98x of it on layernorm)
+                why += "; ONLINE=2 only: the Σx, Σx² pair, which vectorize packs (Welford's shift it refuses)"
+            out.append(Companion("online", why, knobs=(("ONLINE", (2,)),) if welford else ()))
+        if packs:
+            out.append(
+                Companion("vectorize", "VEC_LOOPS=1 is the owned rows scalar; "
+                          f"{packable_rows(a)}: once owned, lanes read contiguous packs")
+            )  # fmt: skip
     elif name == "row-registers" and "row-owner" not in current:
         probe = context.probe("block-size")
         if free("block-size") and probe is not None and probe.applies:
             out.append(
-                ("block-size", "fewer threads give 2-4 packs a thread, the row in registers; 0 is the "
-                 "launch as written", True)
+                Companion("block-size", "fewer threads give 2-4 packs a thread, the row in registers; "
+                          "0 is the launch as written", before=True)
             )  # fmt: skip
     return out
 
@@ -671,9 +724,10 @@ class RulesPlanner:
         text = f"{overview}; add {name}: {reason}"
         before: list[PassChoice] = []
         after: list[PassChoice] = []
-        for other, why, first in companions(context, name, tried_on(context)):
-            (before if first else after).append(PassChoice(other, options=OPTIONS.get(other, ()), why=why))
-            text += f"; with {other} in the same round ({why})"
+        for c in companions(context, name, tried_on(context)):
+            choice_ = PassChoice(c.name, options=OPTIONS.get(c.name, ()), knobs=c.knobs, why=c.why)
+            (before if c.before else after).append(choice_)
+            text += f"; with {c.name} in the same round ({c.why})"
         if passed:
             text += f" (passed over: {'; '.join(passed)})"
         at = placed(context.catalog, context.current.names, name)

@@ -20,13 +20,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import optuna
+from ktx.ir.errors import KtxError
 from ktx.ir.expr import Value
 
 from ktx.measure.backend import Backend
@@ -305,6 +307,97 @@ def sweep_new_knobs(
     return steps
 
 
+#: The DRAM bytes per thread a bundle's first steps aim at (their order, not which are taken):
+#: session 10's configs faster than llm.c's hand kernels move 192 B a thread (softmax 8x768, a
+#: warp a row with float4) and 392 B (1x50257, 1024 threads a row); 256 lies between them in
+#: log2 (distance 0.4 and 0.6), the next candidates (96 B, 785 B) 1.4 and 1.6 away.
+BYTES_PER_THREAD = 256.0
+
+
+def bundle_steps(
+    space: Space,
+    chosen: str,
+    companions: Collection[str],
+    env: Mapping[str, Value],
+    limit: int = SWEEP_LIMIT,
+    threads: Callable[[Config], int | None] | None = None,
+    nbytes: int | None = None,
+) -> list[dict[str, int]]:
+    """A round's first steps at a shape it starts from the original (no warm start) when the
+    planner added ``chosen`` with ``companions`` (:func:`ktx.agent.rules.companions`): every
+    companion knob at its largest value (the widest pack, the fused pair), and ``chosen``'s knobs
+    stepped one at a time through their other values, largest first.
+
+    Why: the planner adds a companion because the facts say the two compose (row loops that,
+    once owned, read contiguous packs); the round's space multiplies (llm.c softmax: 126
+    configs), and a round with time for a handful of evaluations a shape (the ladder's softmax:
+    4-8) left to the sampler measured the corners of one pass or the other. The configs faster
+    than llm.c's hand kernels (session 10: a warp a row with float4 and the online pair at
+    8x768, a 1024-thread block a row at 1x50257) are all companions on, the owner knob varied:
+    here they are measured first. The chosen pass's default (its "off": one thread a row) is
+    not stepped to: with the companions on alone it is the naive kernel again. Steps that break
+    a constraint at ``env`` or repeat a config are left out; at most ``limit``.
+
+    With ``threads`` (a config's launched threads at the shape, from the template's launch
+    mapping) and ``nbytes`` (the bytes the shape moves), the steps are ordered by how far their
+    bytes per thread lie from :data:`BYTES_PER_THREAD` (log2), largest first among equals: a
+    768-float row is not given 1024 threads first, nor a 50257-float row 32. After the first two
+    steps come the chosen pass's other knobs stepped at the first (row-owner's ROW_BLOCK at a
+    warp a row: session 10's 8x768 config was 1024 threads a block, 1.4% ahead of the launcher's
+    block); a round with three evaluations a shape (the ladder's encoder) still tries two widths.
+    """
+    defaults = {k.name: k.default for k in space.knobs}
+    lit = {k.name: max(k.values) for k in space.knobs if k.owner in companions and len(k.values) > 1}
+    if not lit:
+        return []
+    on = {**defaults, **lit}
+    seen: set[str] = set()
+    steps: list[dict[str, int]] = []
+    for knob in (k for k in space.knobs if k.owner == chosen and len(k.values) > 1):
+        for value in sorted((v for v in knob.values if v != knob.default), reverse=True):
+            step = space.normalize({**on, knob.name: value})
+            key = config_key(step)
+            if key not in seen and not space.violations(step, env):
+                seen.add(key)
+                steps.append(step)
+    if threads is not None and nbytes:
+
+        def gap(step: dict[str, int]) -> float:
+            n = threads(step)
+            return math.inf if not n else abs(math.log2(nbytes / n / BYTES_PER_THREAD))
+
+        steps.sort(key=gap)  # stable: largest first among equals
+    if steps:
+        # the chosen pass's other knobs one at a time at the first step (a warp a row: the
+        # warps a block, ROW_BLOCK, which the first loop could not step from the default)
+        lead, more = steps[0], []
+        for knob in (k for k in space.knobs if k.owner == chosen and len(k.values) > 1):
+            others = (v for v in knob.values if v not in (lead.get(knob.name), knob.default))
+            for value in sorted(others, reverse=True):
+                step = space.normalize({**lead, knob.name: value})
+                key = config_key(step)
+                if key not in seen and not space.violations(step, env):
+                    seen.add(key)
+                    more.append(step)
+        steps = [*steps[:2], *more, *steps[2:]]  # the next owner step first: a short round
+    return steps[:limit]
+
+
+def threads_at(tunable: Tunable, point: ShapePoint) -> Callable[[Config], int | None]:
+    """A config's launched threads at ``point`` (grid times block, from the template's launch
+    mapping, without instantiating the source); None where the mapping does not evaluate."""
+    hint = tunable.launch_hint
+
+    def threads(config: Config) -> int | None:
+        try:
+            launch = None if hint is None else hint(config, point.name)
+        except KtxError:
+            return None
+        return None if launch is None else math.prod(launch[0]) * math.prod(launch[1])
+
+    return threads
+
+
 class TuneSearch:
     """:class:`RoundSearch` on ``ktx tune``'s machinery (:mod:`ktx.search.runner`)."""
 
@@ -344,6 +437,10 @@ class TuneSearch:
         #: its own reserve): ``ktx optimize`` keeps the last round's final check back from it
         #: (:mod:`ktx.agent.budget`).
         self.search_cap: float | None = None
+        #: The round's plan, as (the pass the planner chose, its companions): set by ``ktx
+        #: optimize`` before each round; a bundle's shapes with no warm start begin at
+        #: :func:`bundle_steps`.
+        self.bundle: tuple[str, tuple[str, ...]] | None = None
 
     def _context(self, folder: Path, tunable: Tunable, deadline: float | None, start: float,
                  trials: int, stop_after: Mapping[str, int] | None = None) -> Any:  # fmt: skip
@@ -413,6 +510,7 @@ class TuneSearch:
                     continue
                 config = warm.get(point.name)
                 if config is None:
+                    self._seed_bundle(ctx, tunable, point)
                     continue
                 mapped = map_config(config, tunable)
                 if mapped is None or not tunable.space.knobs:
@@ -435,6 +533,25 @@ class TuneSearch:
         finally:
             ctx.display.close()
         return self._result(summary, folder, start)
+
+    def _seed_bundle(self, ctx: Any, tunable: Tunable, point: ShapePoint) -> None:
+        """Queue :func:`bundle_steps` first in ``point``'s study (a new study only)."""
+        from ktx.search import runner
+        from ktx.search.engine import open_study
+
+        if self.bundle is None or not tunable.space.knobs:
+            return
+        chosen, companions = self.bundle
+        env = self.spec.env(point)
+        steps = bundle_steps(tunable.space, chosen, companions, env, threads=threads_at(tunable, point),
+                             nbytes=self.spec.bytes_moved(env))  # fmt: skip
+        if not steps:
+            return
+        study = open_study(ctx.storage, runner.study_name(ctx, point), optuna.samplers.RandomSampler())
+        if study.trials:
+            return
+        for step in steps:
+            study.enqueue_trial(tunable.space.to_params(step), user_attrs={"bundle_step": True})
 
     def recheck(
         self, folder: Path, tunable: Tunable, previous: RoundResult, deadline: float | None

@@ -135,7 +135,8 @@ def test_thread_per_row_gets_a_new_row_owner(catalog: Catalog) -> None:
     ms = [measurement("B=8,T=1024,C=768", 300.0, nbytes=8192 * 768 * 8, blocks=32)]
     analysis = make_analysis(thread_per_row(), ms)
     plan = choose(context(analysis, _with(catalog, "row-owner")))
-    assert plan.names == ("row-owner",)
+    # the row loops read element by element: vectorize comes along (VEC 1 is row-owner alone)
+    assert plan.names == ("row-owner", "vectorize")
     assert "each thread walks a whole row in L0, L1, L2" in plan.rationale
     # a build without the pass: passed over, said so
     plan = choose(context(analysis, catalog))
@@ -160,19 +161,19 @@ def test_a_row_max_then_a_sum_of_exp_gets_online_after_row_owner(catalog: Catalo
     # round 1: row-owner, and online with it (ONLINE=0 is row-owner alone), so a run with time
     # for one round (llm.c's ladder) still tries the fused pair
     first = choose(context(make_analysis(facts, ms), cat))
-    assert first.names == ("row-owner", "online"), first.rationale
+    assert first.names == ("row-owner", "online", "vectorize"), first.rationale
     assert "with online in the same round (ONLINE=0 is row-owner alone" in first.rationale
     # that round searched both: the next one on the original proposes neither again
     tried = RoundSummary(1, first.pipeline, "rules", first.rationale, "no-gain", 1.0)
     again = choose(context(make_analysis(facts, ms), cat, history=[tried]))
-    assert "row-owner" not in again.names and "online" not in again.names, again.rationale
+    assert not {"row-owner", "online", "vectorize"} & set(again.names), again.rationale
     # a bundle that failed to build: row-owner comes back alone, without its companion
     failed = RoundSummary(1, first.pipeline, "rules", first.rationale, "template-failed", None)
     again = choose(context(make_analysis(facts, ms), cat, history=[failed]))
     assert again.names == ("row-owner",), again.rationale
     current = Plan((PassChoice("row-owner"),), "r1")
     plan = choose(context(make_analysis(facts, ms), cat, current=current))
-    assert plan.names == ("row-owner", "online")
+    assert plan.names == ("row-owner", "online")  # companions come with row-owner only
     assert "a row max and then a sum of exp(x - max) (L0, L1: max maxval, sum sum)" in plan.rationale
     # no pair in the facts: the rule does not fire (a refused pair is the probe's remark)
     plain = KernelFacts("k", loops=facts.loops, scalar_accesses=facts.scalar_accesses)
@@ -362,8 +363,16 @@ def test_a_sum_then_squared_deviations_gets_online_and_its_row_registers(catalog
     assert plan.names == ("row-owner", "online", "row-registers"), plan.rationale
     assert "a row sum and then the squared deviations from its mean" in plan.rationale
     assert "Welford's running (count, mean, M2)" in plan.rationale
-    # from the original, row-owner comes alone (neither online nor row-registers with it)
+    # from the original: row-owner with online at ONLINE=2 (the Σx, Σx² pair) and vectorize,
+    # which packs that pair; row-registers (49 configs on its own) comes in a later round
     plan = choose(context(make_analysis(facts, ms), cat))
+    assert plan.names == ("row-owner", "online", "vectorize"), plan.rationale
+    assert plan.passes[1].knobs == (("ONLINE", (2,)),)
+    assert "ONLINE=2 only: the Σx, Σx² pair, which vectorize packs" in plan.rationale
+    # without vectorize in the build the packed pair has no use: row-owner alone, as before
+    bare = _with(Catalog.of([i for i in catalog.passes if i.name != "vectorize"]), "row-owner", "online",
+                 "row-registers")  # fmt: skip
+    plan = choose(context(make_analysis(facts, ms), bare))
     assert plan.names == ("row-owner",), plan.rationale
     # without a row to keep, online comes first
     nokeep = KernelFacts(**{**facts.__dict__, "row_keep": ()})

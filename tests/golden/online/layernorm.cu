@@ -135,8 +135,8 @@ void layernorm(float* out, const float* inp, const float* weight, int N, int C) 
 // WARP: +#define KTX_SUM_PAIR_REDUCE
 // WARP: +// online (ONLINE=2): sum the count, the sum and the sum of squares over the T threads that own a
 // WARP: +// row (all lanes get them); plain sums, so one butterfly and one shared-memory pass for all three
-// WARP: +template <int T, typename V>
-// WARP: +__device__ __forceinline__ void ktx_sum_pair_reduce(V& n, V& s1, V& s2) {
+// WARP: +template <int T, typename N, typename V>
+// WARP: +__device__ __forceinline__ void ktx_sum_pair_reduce(N& n, V& s1, V& s2) {
 // WARP: +  constexpr int W = T < 32 ? T : 32;
 // WARP: +  const unsigned group = threadIdx.x & 31u & ~(unsigned)(W - 1);
 // WARP: +  const unsigned mask = W == 32 ? 0xffffffffu : ((1u << W) - 1u) << group;
@@ -148,7 +148,8 @@ void layernorm(float* out, const float* inp, const float* weight, int N, int C) 
 // WARP: +  }
 // WARP: +  __syncwarp(mask);
 // WARP: +  if (T > 32) {
-// WARP: +    __shared__ V pn[32], p1[32], p2[32];
+// WARP: +    __shared__ N pn[32];
+// WARP: +    __shared__ V p1[32], p2[32];
 // WARP: +    __syncthreads();
 // WARP: +    if ((threadIdx.x & 31u) == 0) {
 // WARP: +      pn[threadIdx.x / 32] = n;

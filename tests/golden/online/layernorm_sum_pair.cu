@@ -34,8 +34,9 @@ void layernorm(float* out, const float* inp, const float* weight, int N, int C) 
 // CHECK: {{.*}}: remark: [online] layernorm_rows: rewritten: exposed ONLINE {0, 1, 2}; m (line 14) and the squared deviations v (line 20) in one pass (Welford)
 // CHECK: +// ktx: `online` instantiated with ONLINE=2
 // CHECK: +        float v = 0.0f;
-// CHECK: +        // online (ONLINE=2): the count, sum and sum of squares of what v sums, in double
-// CHECK: +        double ktx_v_n = 0, ktx_v_s1 = 0, ktx_v_s2 = 0;
+// CHECK: +        // online (ONLINE=2): the count (int), sum and sum of squares of what v sums, in double
+// CHECK: +        int ktx_v_n = 0;
+// CHECK: +        double ktx_v_s1 = 0, ktx_v_s2 = 0;
 // CHECK: +            // online: the element the sum of squares reads, into the sums
 // CHECK: +            const double ktx_v_x = (double)(x[j]);  // not ktx_x: vectorize's pack of x
 // CHECK: +            ktx_v_n += 1;
@@ -51,17 +52,17 @@ void layernorm(float* out, const float* inp, const float* weight, int N, int C) 
 // PACKED: {{.*}}: remark: [row-owner] layernorm_rows: rewritten: exposed THREADS_PER_ROW {1, 32, 64, 128, 256, 512, 1024}, ROW_BLOCK {0, 128, 1024}; row index i (line 9); row loops at line 13, line 18, line 24; m is a sum over the row's lanes after the loop at line 13; v is a sum over the row's lanes after the loop at line 18
 // PACKED: {{.*}}: remark: [online] layernorm_rows: rewritten: exposed ONLINE {0, 1, 2}; m (line 45) and the squared deviations v (line 52) in one pass (Welford); one triple reduction over KTX_THREADS_PER_ROW lanes; m (line 68) and the squared deviations v (line 75) in one pass (Welford); one triple reduction over 32 lanes; m (line 90) and the squared deviations v (line 96) in one pass (Welford)
 // PACKED: {{.*}}: remark: [vectorize] N7: rewritten: exposed VEC_N7 {1, 2, 4}; packed 1 pointer(s): x
-// PACKED: {{.*}}: remark: [vectorize] N8: skipped: the body assigns ktx_v_k, declared outside the loop, from one iteration to the next (line 154); only reductions (+=, fmaxf(...)) can be reordered
+// PACKED: {{.*}}: remark: [vectorize] N8: skipped: the body assigns ktx_v_k, declared outside the loop, from one iteration to the next (line 156); only reductions (+=, fmaxf(...)) can be reordered
 // PACKED: {{.*}}: remark: [vectorize] N9: rewritten: exposed VEC_N9 {1, 2, 4}; packed 1 pointer(s): x
 // PACKED: {{.*}}: remark: [vectorize] N10: rewritten: exposed VEC_N10 {1, 2, 4}; packed 1 pointer(s): x
 // PACKED: {{.*}}: remark: [vectorize] N11: rewritten: exposed VEC_N11 {1, 2, 4}; packed 3 pointer(s): out, weight, x; out and x may alias: packed only where a run-time check finds x[(0) .. (0) + (n)) apart from the out elements the loop writes; out and weight may alias: packed only where a run-time check finds weight[(0) .. (0) + (n)) apart from the out elements the loop writes
 // PACKED: {{.*}}: remark: [vectorize] N12: rewritten: exposed VEC_N12 {1, 2, 4}; packed 1 pointer(s): x
-// PACKED: {{.*}}: remark: [vectorize] N13: skipped: the body assigns ktx_v_k, declared outside the loop, from one iteration to the next (line 217); only reductions (+=, fmaxf(...)) can be reordered
+// PACKED: {{.*}}: remark: [vectorize] N13: skipped: the body assigns ktx_v_k, declared outside the loop, from one iteration to the next (line 220); only reductions (+=, fmaxf(...)) can be reordered
 // PACKED: {{.*}}: remark: [vectorize] N14: rewritten: exposed VEC_N14 {1, 2, 4}; packed 1 pointer(s): x
 // PACKED: {{.*}}: remark: [vectorize] N15: rewritten: exposed VEC_N15 {1, 2, 4}; packed 1 pointer(s): x
 // PACKED: {{.*}}: remark: [vectorize] N16: rewritten: exposed VEC_N16 {1, 2, 4}; packed 3 pointer(s): out, weight, x; out and x may alias: packed only where a run-time check finds x[(0) .. (0) + (n)) apart from the out elements the loop writes; out and weight may alias: packed only where a run-time check finds weight[(0) .. (0) + (n)) apart from the out elements the loop writes
 // PACKED: {{.*}}: remark: [vectorize] N17: rewritten: exposed VEC_N17 {1, 2, 4}; packed 1 pointer(s): x
-// PACKED: {{.*}}: remark: [vectorize] N18: skipped: the body assigns ktx_v_k, declared outside the loop, from one iteration to the next (line 277); only reductions (+=, fmaxf(...)) can be reordered
+// PACKED: {{.*}}: remark: [vectorize] N18: skipped: the body assigns ktx_v_k, declared outside the loop, from one iteration to the next (line 281); only reductions (+=, fmaxf(...)) can be reordered
 // PACKED: {{.*}}: remark: [vectorize] L0: rewritten: exposed VEC_L0 {1, 2, 4}; packed 1 pointer(s): x
 // PACKED: {{.*}}: remark: [vectorize] L1: rewritten: exposed VEC_L1 {1, 2, 4}; packed 1 pointer(s): x
 // PACKED: {{.*}}: remark: [vectorize] L2: rewritten: exposed VEC_L2 {1, 2, 4}; packed 3 pointer(s): out, weight, x; out and x may alias: packed only where a run-time check finds x[(0) .. (0) + (n)) apart from the out elements the loop writes; out and weight may alias: packed only where a run-time check finds weight[(0) .. (0) + (n)) apart from the out elements the loop writes
@@ -289,8 +290,8 @@ void layernorm(float* out, const float* inp, const float* weight, int N, int C) 
 // PACKED: +#define KTX_SUM_PAIR_REDUCE
 // PACKED: +// online (ONLINE=2): sum the count, the sum and the sum of squares over the T threads that own a
 // PACKED: +// row (all lanes get them); plain sums, so one butterfly and one shared-memory pass for all three
-// PACKED: +template <int T, typename V>
-// PACKED: +__device__ __forceinline__ void ktx_sum_pair_reduce(V& n, V& s1, V& s2) {
+// PACKED: +template <int T, typename N, typename V>
+// PACKED: +__device__ __forceinline__ void ktx_sum_pair_reduce(N& n, V& s1, V& s2) {
 // PACKED: +  constexpr int W = T < 32 ? T : 32;
 // PACKED: +  const unsigned group = threadIdx.x & 31u & ~(unsigned)(W - 1);
 // PACKED: +  const unsigned mask = W == 32 ? 0xffffffffu : ((1u << W) - 1u) << group;
@@ -302,7 +303,8 @@ void layernorm(float* out, const float* inp, const float* weight, int N, int C) 
 // PACKED: +  }
 // PACKED: +  __syncwarp(mask);
 // PACKED: +  if (T > 32) {
-// PACKED: +    __shared__ V pn[32], p1[32], p2[32];
+// PACKED: +    __shared__ N pn[32];
+// PACKED: +    __shared__ V p1[32], p2[32];
 // PACKED: +    __syncthreads();
 // PACKED: +    if ((threadIdx.x & 31u) == 0) {
 // PACKED: +      pn[threadIdx.x / 32] = n;
@@ -327,8 +329,9 @@ void layernorm(float* out, const float* inp, const float* weight, int N, int C) 
 // PACKED: -        for (int j = 0; j < C; j++) {
 // PACKED: -            m += x[j];
 // PACKED: +        float v = 0.0f;
-// PACKED: +        // online (ONLINE=2): the count, sum and sum of squares of what v sums, in double
-// PACKED: +        double ktx_v_n = 0, ktx_v_s1 = 0, ktx_v_s2 = 0;
+// PACKED: +        // online (ONLINE=2): the count (int), sum and sum of squares of what v sums, in double
+// PACKED: +        int ktx_v_n = 0;
+// PACKED: +        double ktx_v_s1 = 0, ktx_v_s2 = 0;
 // PACKED: +        {
 // PACKED: +          // VEC_N12: packed accesses where every packed row is aligned (checked here); the
 // PACKED: +          // scalar loop after the packed one takes the elements past the last whole pack.
