@@ -249,6 +249,8 @@ def _broken_params(ci: Any, tu: Any, decl: Any) -> dict[str, str]:
         if parm.kind != ci.CursorKind.PARM_DECL:
             continue
         ext = parm.extent
+        if ext.start.file is None:  # an unnamed tag parameter (``constant<B>``): no extent to hold an error
+            continue
         for d in errors:
             loc = d.location
             if loc.file.name == ext.start.file.name and (ext.start.line, ext.start.column) <= (
