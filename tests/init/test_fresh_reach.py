@@ -7,9 +7,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from ktx.check import todo_blockers
 from ktx.ir.facts.structs import kernel_layouts
 from ktx.ir.module import parse
+
+from ktx.check import todo_blockers
 from ktx.specload import load_spec
 
 #: A tag parameter (``constant<B>``) and a functor (``Silu``), both empty structs passed by
@@ -123,7 +124,22 @@ def test_unnamed_parameter_without_extent_file_is_skipped() -> None:
     parm = SimpleNamespace(kind="parm", extent=nowhere, spelling="")
     decl = SimpleNamespace(get_children=lambda: [parm])
     err = SimpleNamespace(
-        severity=3, spelling="unknown type", location=SimpleNamespace(file=SimpleNamespace(name="k.cu"), line=1, column=1)
+        severity=3,
+        spelling="unknown type",
+        location=SimpleNamespace(file=SimpleNamespace(name="k.cu"), line=1, column=1),
     )
     tu = SimpleNamespace(diagnostics=[err])
     assert structs._broken_params(ci, tu, decl) == {}
+
+
+def test_unnamed_parameter_is_drafted_by_its_position(tmp_path: Path) -> None:
+    from ktx.draft import draft
+
+    src = tmp_path / "k.cu"
+    src.write_text(
+        TAGGED
+        + "void launch(float* x, int n) { act<Silu, true><<<n / 256, 256>>>(x, n, Silu{}, constant<true>{}); }\n"
+    )
+    result = draft(src, "act", tmp_path / "out")
+    names = [ln for ln in result.text.splitlines() if ln.startswith("name = ")]
+    assert names == ['name = "x"', 'name = "n"', 'name = "op"', 'name = "arg3"']
