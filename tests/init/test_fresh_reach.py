@@ -143,3 +143,37 @@ def test_unnamed_parameter_is_drafted_by_its_position(tmp_path: Path) -> None:
     result = draft(src, "act", tmp_path / "out")
     names = [ln for ln in result.text.splitlines() if ln.startswith("name = ")]
     assert names == ['name = "x"', 'name = "n"', 'name = "op"', 'name = "arg3"']
+
+
+#: lmdeploy's ``quant_symm_row``: the whole body under a header's architecture macro, with a
+#: ``PRAGMA_UNROLL`` (also a header's) that tree-sitter cannot parse.
+ARCH_GUARDED = """#include "common.h"
+__global__ void k(float* out, const float* x, int n)
+{
+#if ARCH_SM90
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        PRAGMA_UNROLL
+        for (int c = 0; c < 4; ++c) {
+            out[i * 4 + c] = x[i * 4 + c];
+        }
+    }
+#endif
+}
+"""
+
+
+def test_body_under_a_header_macro_is_read() -> None:
+    """Read as cpp's undefined 0, ``#if ARCH_SM90`` blanked the whole body: ``out`` was never
+    written and the spec loader refused ``role = "out"``."""
+    from ktx.ir.facts.params import read_kernel, role_of
+    from ktx.ir.module import parse
+
+    module = parse(ARCH_GUARDED, "k.cu")
+    fn = next(k for k in module.kernels if k.name == "k")
+    body = read_kernel(module, fn)
+    assert role_of(body, fn.params[0])[0] == "out"
+    # a group with an #else still keeps the #else where the name is not defined, as cpp does
+    module = parse(ARCH_GUARDED.replace("#endif", "#else\n    out[0] = 0.f;\n#endif"), "k.cu")
+    fn = next(k for k in module.kernels if k.name == "k")
+    assert role_of(read_kernel(module, fn), fn.params[0])[0] == "out"
