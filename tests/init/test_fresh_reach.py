@@ -138,7 +138,8 @@ def test_unnamed_parameter_is_drafted_by_its_position(tmp_path: Path) -> None:
     src = tmp_path / "k.cu"
     src.write_text(
         TAGGED
-        + "void launch(float* x, int n) { act<Silu, true><<<n / 256, 256>>>(x, n, Silu{}, constant<true>{}); }\n"
+        + "void launch(float* x, int n) {\n"
+        + "  act<Silu, true><<<n / 256, 256>>>(x, n, Silu{}, constant<true>{});\n}\n"
     )
     result = draft(src, "act", tmp_path / "out")
     names = [ln for ln in result.text.splitlines() if ln.startswith("name = ")]
