@@ -1393,3 +1393,18 @@ def find_specs(root: str | Path) -> list[Path]:
     if (base / SPEC_FILE).is_file():
         return [base]
     return sorted(p.parent for p in base.glob(f"*/{SPEC_FILE}"))
+
+
+def spec_kernel(kernels: Sequence[Any], spec: Spec) -> Any:
+    """The kernel ``spec`` means among a file's ``kernels``: the one of its name, and of several
+    overloads of that name (lmdeploy's two ``ActivationKernel``) the one whose parameters are
+    the spec's ``[[args]]`` by name and count (an unnamed parameter matches any); else the first
+    of its name (the checks then say where the arguments differ), or None."""
+    named = [k for k in kernels if k.name == spec.kernel]
+    if len(named) > 1:
+        wanted = [a.name for a in spec.args]
+        for k in named:
+            names = [p.name for p in k.params]
+            if len(names) == len(wanted) and all(not n or n == w for n, w in zip(names, wanted, strict=True)):
+                return k
+    return named[0] if named else None

@@ -2,9 +2,9 @@
 # s11-fresh's GPU evidence, one GPU, under 4 minutes:
 #   OUT=/path bash scripts/gpu_s11_fresh.sh [PER_KERNEL_S=30]
 # The real-code benchmark's own command (`ktx bench`, then `ktx optimize --planner rules
-# --shapes default`) on the six lmdeploy (turbomind) kernels of session 11 that have a finished,
-# unblocked spec: RMSNorm, QkRMSNorm, LayerNorm, activation_kernel, embeddingLookupKernel (main)
-# and BiasResidualRMSNormKernel (held out). Never run before on a GPU: the question is "does it
+# --shapes default`) on the eight lmdeploy (turbomind) kernels of session 11 that have a finished,
+# unblocked spec: RMSNorm, QkRMSNorm, LayerNorm, activation_kernel, embeddingLookupKernel, quant_symm_row (main)
+# and BiasResidualRMSNormKernel, ActivationKernel (held out; an overloaded kernel name). Never run before on a GPU: the question is "does it
 # run" (ran / failed per kernel in results.md), then "does it get faster".
 # Carry .whl (optuna, tree-sitter, tree-sitter-cuda, libclang) and benchmarks/realcode/src
 # (fetch.py writes src/lmdeploy with fmt 11.1.4 under src/lmdeploy/_deps).
@@ -19,4 +19,5 @@ source scripts/gpu_env.sh >"$OUT/env.txt" 2>&1
   date -u +%FT%TZ; git log -1 --format='%H %s' 2>/dev/null | cut -c1-100; } | tee "$OUT/device.txt"
 python3 benchmarks/realcode/run.py --gpus 1 --budget "$PER" --deadline 200 --out "$OUT" \
   --ids lmdeploy__RMSNorm lmdeploy__QkRMSNorm lmdeploy__LayerNorm lmdeploy__activation_kernel \
-        lmdeploy__embeddingLookupKernel lmdeploy__BiasResidualRMSNormKernel 2>&1 | tee "$OUT/run.txt"
+        lmdeploy__embeddingLookupKernel lmdeploy__quant_symm_row lmdeploy__BiasResidualRMSNormKernel \
+        lmdeploy__ActivationKernel 2>&1 | tee "$OUT/run.txt"
