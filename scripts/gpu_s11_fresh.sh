@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # s11-fresh's GPU evidence, one GPU, under 4 minutes:
-#   OUT=/path bash scripts/gpu_s11_fresh.sh [PER_KERNEL_S=30]
+#   OUT=/path bash scripts/gpu_s11_fresh.sh [PER_KERNEL_S=20]
 # The real-code benchmark's own command (`ktx bench`, then `ktx optimize --planner rules
 # --shapes default`) on the eight lmdeploy (turbomind) kernels of session 11 that have a finished,
 # unblocked spec: RMSNorm, QkRMSNorm, LayerNorm, activation_kernel, embeddingLookupKernel, quant_symm_row (main)
@@ -10,14 +10,14 @@
 # (fetch.py writes src/lmdeploy with fmt 11.1.4 under src/lmdeploy/_deps).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PER=${1:-30}
+PER=${1:-20}
 OUT="${OUT:-$PWD/gpu_s11_fresh_out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 # shellcheck disable=SC1091
 source scripts/gpu_env.sh >"$OUT/env.txt" 2>&1
 { nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | head -1
   date -u +%FT%TZ; git log -1 --format='%H %s' 2>/dev/null | cut -c1-100; } | tee "$OUT/device.txt"
-python3 benchmarks/realcode/run.py --gpus 1 --budget "$PER" --deadline 200 --out "$OUT" \
+python3 benchmarks/realcode/run.py --gpus 1 --budget "$PER" --deadline 190 --out "$OUT" \
   --ids lmdeploy__RMSNorm lmdeploy__QkRMSNorm lmdeploy__LayerNorm lmdeploy__activation_kernel \
         lmdeploy__embeddingLookupKernel lmdeploy__quant_symm_row lmdeploy__BiasResidualRMSNormKernel \
         lmdeploy__ActivationKernel 2>&1 | tee "$OUT/run.txt"
