@@ -178,3 +178,26 @@ def test_body_under_a_header_macro_is_read() -> None:
     module = parse(ARCH_GUARDED.replace("#endif", "#else\n    out[0] = 0.f;\n#endif"), "k.cu")
     fn = next(k for k in module.kernels if k.name == "k")
     assert role_of(read_kernel(module, fn), fn.params[0])[0] == "out"
+
+
+def test_auto_pointer_from_a_cast_is_its_roots_alias() -> None:
+    """``auto dst_ptr = (Vec*)dst + dims * bi; Store(dst_ptr[i].data(), v);`` (lmdeploy's
+    MoeGatherKernel): ``dst`` is written; an ``auto`` local was no alias (only ``T* p = ...``
+    was), so the spec loader refused ``dst`` as an output never written."""
+    from ktx.ir.module import parse
+
+    for init in ("(/* */ Vec*)dst + n * bi", "reinterpret_cast<Vec*>(dst) + n * bi"):
+        src = (
+            "struct Vec { float x[4]; __device__ float* data() { return x; } };\n"
+            "__device__ void Store(float* p, float v);\n"
+            "__global__ void k(float* dst, const float* src, int n) {\n"
+            "  int bi = blockIdx.x;\n"
+            f"  auto dst_ptr = {init};\n"
+            "  auto v = src[bi];\n"
+            "  Store(dst_ptr[threadIdx.x].data(), v);\n}\n"
+        )
+        module = parse(src, "k.cu")
+        facts = module.facts(module.kernels[0], ())
+        assert facts.roots["dst_ptr"].name == "dst"
+        assert "v" not in facts.roots or not facts.roots["v"].name  # auto without a pointer cast
+        assert facts.written_roots == frozenset({"dst"})
