@@ -201,3 +201,31 @@ def test_auto_pointer_from_a_cast_is_its_roots_alias() -> None:
         assert facts.roots["dst_ptr"].name == "dst"
         assert "v" not in facts.roots or not facts.roots["v"].name  # auto without a pointer cast
         assert facts.written_roots == frozenset({"dst"})
+
+
+def test_half_scalars_by_value(tmp_path: Path) -> None:
+    """``T bscale`` with ``T = __half`` (lmdeploy's MoeReduceKernel): a 2-byte scalar; fp16
+    and bf16 were refused as by-value dtypes."""
+    import numpy as np
+
+    from ktx.dtypes import bf16_decode
+    from ktx.measure.gpu import _args
+
+    (tmp_path / "kernel.cu").write_text(
+        "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+        "__global__ void k(__half* x, __half a, __nv_bfloat16 b, int n) {\n"
+        "  int i = threadIdx.x; if (i < n) x[i] = __hmul(x[i], a); }\n"
+    )
+    (tmp_path / "ktx.toml").write_text(
+        'kernel = "k"\n[[args]]\nname = "x"\ndtype = "fp16"\nshape = "[n]"\nrole = "inout"\n'
+        '[[args]]\nname = "a"\ndtype = "fp16"\nvalue = "0.5"\n'
+        '[[args]]\nname = "b"\ndtype = "bf16"\nvalue = "1.0 / n"\n'
+        '[[args]]\nname = "n"\ndtype = "int32"\nvalue = "n"\n'
+        '[shapes]\ndefault = [{ n = 4 }]\n[launch]\ngrid = ["1"]\nblock = ["32"]\n'
+    )
+    spec = load_spec(tmp_path / "ktx.toml")
+    env = spec.env(spec.shape_set().points[0])
+    _, a, b, n = _args(spec, env, {"x": np.zeros(4, np.float16)})
+    assert isinstance(a, np.float16) and a == 0.5 and a.nbytes == 2
+    assert b.dtype == np.uint16 and float(bf16_decode(np.asarray([b]))[0]) == 0.25
+    assert isinstance(n, np.int32) and n == 4
