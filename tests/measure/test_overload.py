@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from ktx.ir.module import parse
+
 from ktx.measure.overload import is_overloaded, overload_address, overload_params
 
 OVERLOADED = r"""
@@ -79,6 +80,7 @@ def test_nvcc_builds_the_overload_the_spec_names(tmp_path: Path) -> None:
 
 def test_struct_layouts_read_the_overload_the_spec_names(tmp_path: Path) -> None:
     from ktx.ir.facts.structs import kernel_layouts
+
     from ktx.measure.argpack import struct_layouts
     from ktx.specload import load_spec
 
