@@ -2,9 +2,9 @@
 # s11-fresh's GPU evidence, one GPU, under 4 minutes:
 #   OUT=/path bash scripts/gpu_s11_fresh.sh [PER_KERNEL_S=15]
 # The real-code benchmark's own command (`ktx bench`, then `ktx optimize --planner rules
-# --shapes default`) on the 11 lmdeploy (turbomind) kernels of session 11: RMSNorm, QkRMSNorm,
-# LayerNorm, activation_kernel, embeddingLookupKernel, quant_symm_row, MoeGatherKernel (main);
-# BiasResidualRMSNormKernel, ActivationKernel, quant_symm_block, MoeReduceKernel (held out).
+# --shapes default`) on the 11 lmdeploy (turbomind) kernels of session 11, all held out: RMSNorm,
+# QkRMSNorm, LayerNorm, BiasResidualRMSNormKernel, activation_kernel, ActivationKernel,
+# quant_symm_row, quant_symm_block, embeddingLookupKernel, MoeGatherKernel, MoeReduceKernel.
 # Never run on a GPU: "does it run" (ran / failed per kernel in results.md), then "does it get
 # faster". 11 kernels at 15 s do not all fit one call: --deadline stops starting kernels, and a
 # second call with --resume (RESUME=1) runs the rest.
