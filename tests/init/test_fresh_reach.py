@@ -229,3 +229,16 @@ def test_half_scalars_by_value(tmp_path: Path) -> None:
     assert isinstance(a, np.float16) and a == 0.5 and a.nbytes == 2
     assert b.dtype == np.uint16 and float(bf16_decode(np.asarray([b]))[0]) == 0.25
     assert isinstance(n, np.int32) and n == 4
+
+
+def test_a_pointer_tested_first_in_a_condition_may_be_null() -> None:
+    """``if (num_valid_tokens && blockIdx.x >= __ldg(num_valid_tokens))`` (lmdeploy's
+    MoeGatherKernel): drafted ``role = "in"`` with no TODO, and the caller passes null. The
+    TODO quotes the test as written (it said ``(bias) {)`` for ``if (bias) {``)."""
+    from ktx.draft.doubt import nullable
+
+    body = "if (num_valid_tokens && blockIdx.x >= __ldg(num_valid_tokens)) { return; }"
+    assert nullable(body, "num_valid_tokens") == "if (num_valid_tokens && ...)"
+    assert nullable("if (!p || i >= n) return;", "p") == "if (!p || ...)"
+    assert nullable("if (bias) {\n  v += bias[i];\n}", "bias") == "if (bias)"
+    assert nullable("if (x[i] && y) {}", "x") is None  # an element, not the pointer
