@@ -30,6 +30,7 @@ and callers refuse rather than guess.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -139,9 +140,15 @@ def roots(module: Module, fn: Function) -> dict[str, Root]:
             if array and depth == 0:
                 found[name] = Root(name, "local", True, False, element_type(base))
                 continue
+            value = decl.child_by_field_name("value") if decl.type == "init_declarator" else None
+            if depth == 0 and base == "auto" and value is not None:
+                # ``auto dst_ptr = (Vec*)dst + dims * bi``: a pointer whose type the cast in its
+                # initialiser gives (lmdeploy's MoeGatherKernel writes dst only through one)
+                cast = _pointer_cast_type(module, value)
+                if cast is not None:
+                    depth, base = 1, cast
             if depth != 1:
                 continue
-            value = decl.child_by_field_name("value") if decl.type == "init_declarator" else None
             if value is None or name in assigned:
                 found[name] = UNKNOWN
                 continue
@@ -154,6 +161,33 @@ def roots(module: Module, fn: Function) -> dict[str, Root]:
             const = parent.const or "const" in qualifiers.split() + base.split()
             found[name] = Root(parent.name, parent.space, parent.restrict, const, element_type(base))
     return found
+
+
+def _pointer_cast_type(module: Module, node: ts.Node) -> str | None:
+    """``T`` where ``node`` is a cast to ``T*`` (``(T*)p``, ``reinterpret_cast<T*>(p)``), or
+    such a cast plus or minus an offset; else None."""
+    while node.type == "parenthesized_expression" and node.named_child_count == 1:
+        node = node.named_children[0]
+    if node.type == "binary_expression":
+        op = node.child_by_field_name("operator")
+        left = node.child_by_field_name("left")
+        if op is None or op.type not in ("+", "-") or left is None:
+            return None
+        return _pointer_cast_type(module, left)
+    if node.type == "cast_expression":
+        t = node.child_by_field_name("type")
+        text = _text(module, t) if t is not None else ""
+    elif node.type == "call_expression":
+        fn = node.child_by_field_name("function")
+        head = _text(module, fn) if fn is not None else ""
+        m = re.fullmatch(r"\s*(?:reinterpret|static)_cast\s*<(.*)>\s*", head, re.S)
+        text = m.group(1) if m else ""
+    else:
+        return None
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S).strip()
+    if text.count("*") != 1 or not text.endswith("*"):
+        return None
+    return " ".join(text[:-1].split())
 
 
 def _names(module: Module, node: ts.Node) -> list[str]:

@@ -162,16 +162,22 @@ def _lines(text: bytes) -> list[tuple[int, int]]:
     return out
 
 
-def condition_value(kind: str, expr: str, defined: dict[str, int | None]) -> bool | None:
+def condition_value(
+    kind: str, expr: str, defined: dict[str, int | None], header_macros: bool = False
+) -> bool | None:
     """The truth of ``#if expr`` / ``#ifdef X`` / ``#ifndef X`` as nvcc's device pass sees it.
 
     ``defined`` maps the file's macros to their integer values (None when not an integer);
-    ``__CUDA_ARCH__`` is :data:`CUDA_ARCH`. None when the expression cannot be read.
+    ``__CUDA_ARCH__`` is :data:`CUDA_ARCH`. None when the expression cannot be read; with
+    ``header_macros``, also when it names a macro the file does not define (outside
+    ``defined(...)``), which a header ktx did not read may set.
 
     >>> condition_value("if", "__CUDA_ARCH__ >= 800", {}), condition_value("ifdef", "USE_X", {})
     (True, False)
     >>> condition_value("if", "defined(A) && !defined(B) || WIDTH > 4", {"A": None, "WIDTH": 8})
     True
+    >>> condition_value("if", "ARCH_SM90", {}), condition_value("if", "ARCH_SM90", {}, header_macros=True)
+    (False, None)
     """
     env = {**defined, "__CUDA_ARCH__": CUDA_ARCH, "__CUDACC__": 1}
     words = expr.split()
@@ -187,11 +193,17 @@ def condition_value(kind: str, expr: str, defined: dict[str, int | None]) -> boo
         text,
     )
 
+    unknown: list[str] = []
+
     def word(m: re.Match[str]) -> str:
         value = env.get(m.group(0))
+        if m.group(0) not in env:
+            unknown.append(m.group(0))
         return str(value) if value is not None else "0"  # an unknown name is 0, as in cpp
 
     text = re.sub(r"\b[A-Za-z_]\w*\b", word, text)
+    if unknown and header_macros:
+        return None
     text = re.sub(r"\b(\d+)[uUlL]+\b", r"\1", text)
     text = text.replace("&&", " and ").replace("||", " or ")
     text = re.sub(r"!(?!=)", " not ", text)
@@ -238,7 +250,14 @@ def conditional_groups(text: bytes) -> list[tuple[int, int]]:
     return groups
 
 
-def blank_group(data: bytearray, source: bytes, start: int, end: int, defined: dict[str, int | None]) -> int:
+def blank_group(
+    data: bytearray,
+    source: bytes,
+    start: int,
+    end: int,
+    defined: dict[str, int | None],
+    header_macros: bool = False,
+) -> int:
     """Blank the directive lines of one group and every branch nvcc would not compile.
 
     Returns the 1-based line of the first kept line of code (0 when none is kept).
@@ -253,13 +272,13 @@ def blank_group(data: bytearray, source: bytes, start: int, end: int, defined: d
             expr = source[m.end() : b].decode("utf-8", "replace").replace("\\\n", " ")
             if kind in ("if", "ifdef", "ifndef"):
                 outer = stack[-1][0] if stack else True
-                value = condition_value(kind, expr, defined)
+                value = condition_value(kind, expr, defined, header_macros)
                 take = outer and (value is None or value)
                 stack.append((take, take))
             elif kind == "elif" and stack:
                 _, taken = stack[-1]
                 outer = stack[-2][0] if len(stack) > 1 else True
-                value = condition_value("if", expr, defined)
+                value = condition_value("if", expr, defined, header_macros)
                 take = outer and not taken and (value is None or value)
                 stack[-1] = (take, taken or take)
             elif kind == "else" and stack:
@@ -402,6 +421,14 @@ def hide_split_conditionals(text: bytes, source: bytes) -> tuple[bytes, tuple[Hi
             continue
         trial = bytearray(text)
         kept = blank_group(trial, source, start, end, defined)
+        if not kept:
+            # Every line of the group blanked: ``#if TURBOMIND_ARCH_SM90`` around a whole kernel
+            # body, the macro set to 1 for sm_90 by a header the file includes. Read as cpp's
+            # undefined 0 it left lmdeploy's kernels empty ({}); a name the file does not define
+            # is the header's to decide, so its branch is kept. (A group with an ``#else`` keeps
+            # that branch as before: ``#if USE_ROCM ... #else``.)
+            trial = bytearray(text)
+            kept = blank_group(trial, source, start, end, defined, header_macros=True)
         candidate = parse_tree(bytes(trial))
         before = sum(b - a for a, b in errors)
         after = sum(b - a for a, b in _error_ranges(candidate.root_node))

@@ -30,7 +30,7 @@ from ktx.ir.expr import Value
 from ktx.ir.facts.extents import AccessCheck, KernelExtents
 from ktx.ir.facts.kernel import with_bound_pointers
 
-from ktx.spec import ShapePoint, Spec, shape_note
+from ktx.spec import ShapePoint, Spec, shape_note, spec_kernel
 
 #: Shared memory a block gets without opting in, and on sm_90 with it
 from ktx.specload import load_spec
@@ -145,7 +145,7 @@ def check_spec(
                 seen.setdefault(p.name, p)
         points = list(seen.values())
     module = parse_file(spec.folder / spec.source)
-    fn = next((k for k in module.kernels if k.name == spec.kernel), None)
+    fn = spec_kernel(module.kernels, spec)  # of several overloads, the one its args name
     if fn is None:
         raise KtxError(f"no kernel {spec.kernel!r} in {spec.source}", Location(str(spec.path)))
     kernel = KernelExtents(module, with_bound_pointers(fn, spec.template_args))

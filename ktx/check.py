@@ -81,14 +81,22 @@ def review(folder: str | Path) -> Review:
 
 
 def todo_blockers(text: str) -> list[Blocker]:
-    """A TODO blocks while the line after its comment still holds the placeholder: replacing
-    that one line is the whole edit (the comment may stay)."""
+    """A TODO blocks while the line it sits over still holds the placeholder: replacing that
+    one line is the whole edit (the comment may stay). The line it sits over is the next one
+    that is not a comment: the draft stacks several TODOs over one line (two over ``flags``),
+    and a finished line under two comments was read as the second comment, which names TODO,
+    so the run stayed blocked after the edit."""
     lines = text.splitlines()
-    return [
-        Blocker(i + 2, line.split(f"{TODO}:", 1)[1].strip())
-        for i, line in enumerate(lines)
-        if line.lstrip().startswith(f"# {TODO}:") and i + 1 < len(lines) and TODO in lines[i + 1]
-    ]
+    out = []
+    for i, line in enumerate(lines):
+        if not line.lstrip().startswith(f"# {TODO}:"):
+            continue
+        j = i + 1
+        while j < len(lines) and lines[j].lstrip().startswith("#"):
+            j += 1
+        if j < len(lines) and TODO in lines[j]:
+            out.append(Blocker(j + 1, line.split(f"{TODO}:", 1)[1].strip()))
+    return out
 
 
 def type_blockers(text: str, path: str) -> list[Blocker]:

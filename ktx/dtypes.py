@@ -47,8 +47,9 @@ DTYPES: dict[str, DType] = {
     for d in (
         DType("fp64", "double", "float64", 8, "float", True),
         DType("fp32", "float", "float32", 4, "float", True),
-        DType("fp16", "__half", "float16", 2, "float", False),
-        DType("bf16", "__nv_bfloat16", "uint16", 2, "float", False),
+        # halves by value: 2 bytes, fp16 as np.float16 and bf16 as encoded bits (ktx.measure.gpu)
+        DType("fp16", "__half", "float16", 2, "float", True),
+        DType("bf16", "__nv_bfloat16", "uint16", 2, "float", True),
         DType("fp8_e4m3", "__nv_fp8_e4m3", "uint8", 1, "fp8", False),
         DType("fp8_e5m2", "__nv_fp8_e5m2", "uint8", 1, "fp8", False),
         DType("int8", "int8_t", "int8", 1, "int", True),

@@ -164,7 +164,8 @@ class Arg:
 
     @property
     def is_struct(self) -> bool:
-        return bool(self.fields or self.pointers)
+        # by its dtype too: ``fields = {}`` (an empty functor or tag) has no fields to tell it by
+        return self.dtype is STRUCT or bool(self.fields or self.pointers)
 
     order: str = ""
     """How an output is compared (``order = ...`` in the spec): ``""`` element by element;
@@ -1137,7 +1138,10 @@ def _struct_arg(t: _Table, name: str) -> Arg:
     if ctype is not None and not ctype.strip():
         raise t.error("type", "empty type name")
     raw = t.raw("fields")
-    if not isinstance(raw, dict) or not raw:
+    # ``fields = {}``: a struct with no fields, passed by value: a functor (``Silu<T>{}``) or a
+    # tag (``std::true_type{}``, ``constant<B>{}``) whose type alone picks the code. Its layout
+    # (one byte) says whether it really has none; an array of them would carry no data.
+    if not isinstance(raw, dict) or (not raw and shaped):
         raise t.error("fields", f"expected a table of field values, got {raw!r}", 'e.g. fields = { n = "d" }')
     out: list[tuple[str, Expr]] = []
 
@@ -1389,3 +1393,18 @@ def find_specs(root: str | Path) -> list[Path]:
     if (base / SPEC_FILE).is_file():
         return [base]
     return sorted(p.parent for p in base.glob(f"*/{SPEC_FILE}"))
+
+
+def spec_kernel(kernels: Sequence[Any], spec: Spec) -> Any:
+    """The kernel ``spec`` means among a file's ``kernels``: the one of its name, and of several
+    overloads of that name (lmdeploy's two ``ActivationKernel``) the one whose parameters are
+    the spec's ``[[args]]`` by name and count (an unnamed parameter matches any); else the first
+    of its name (the checks then say where the arguments differ), or None."""
+    named = [k for k in kernels if k.name == spec.kernel]
+    if len(named) > 1:
+        wanted = [a.name for a in spec.args]
+        for k in named:
+            names = [p.name for p in k.params]
+            if len(names) == len(wanted) and all(not n or n == w for n, w in zip(names, wanted, strict=True)):
+                return k
+    return named[0] if named else None

@@ -108,7 +108,9 @@ def _read(spec: Spec, source_text: str | None = None) -> tuple[Module, Function]
         module = parse(text, str(path))
     except (OSError, KtxError):
         return None
-    fn = next((k for k in module.kernels if k.name == spec.kernel), None)
+    from ktx.spec import spec_kernel  # ktx.spec imports this module
+
+    fn = spec_kernel(module.kernels, spec)  # of several overloads, the one its args name
     if fn is None or module.kernel_errors(fn):
         return None  # a kernel the parse does not follow is not compared
     return module, fn

@@ -140,7 +140,7 @@ BAD = [
     ("low = -2.0", "std = 2.0", "unknown key 'std'", "std ="),
     ("low = -2.0", 'low = "x"', "expected a number", "low ="),
     ('value = "d"', 'value = "d"\nshape = "[d]"', "takes no 'shape'", 'shape = "[d]"'),
-    ('name = "d"\ndtype = "int32"', 'name = "d"\ndtype = "bf16"', "by-value scalar", 'dtype = "bf16"', 1),
+    ('name = "d"\ndtype = "int32"', 'name = "d"\ndtype = "fp8_e4m3"', "by-value", 'dtype = "fp8_e4m3"'),
     ('name = "inp"', 'name = "out"', "duplicate argument", 'name = "out"', 1),
     ('grid = ["tokens"]', 'grid = ["tokens", 1, 1, 1]', "1 to 3", "grid ="),
     ('grid = ["tokens"]', 'grid = ["tokens / 2"]', "not an integer", "grid ="),

@@ -117,6 +117,7 @@ def ktx_build(folder: Path) -> str:
     as ``run.py`` runs ktx: ``ok`` or the first error line. ``--check`` reads the spec, this
     proves the harness can build what it names (a kernel in a namespace, say, it cannot)."""
     from ktx.measure.compile import CompileRequest, compile_kernel
+    from ktx.measure.overload import overload_params
     from ktx.measure.types import original_candidate
     from ktx.spec import expand
     from ktx.specload import load_spec
@@ -128,10 +129,10 @@ def ktx_build(folder: Path) -> str:
         cand = original_candidate(spec)
         point = spec.shape_set().points[0]
         name = expand(cand.name_expression, cand.env(spec, point))
+        source = spec.compile_source(cand.source)
+        pick = overload_params(source, spec.kernel, [a.name for a in spec.args])
         res = compile_kernel(
-            CompileRequest(
-                spec.compile_source(cand.source), name, tuple(cand.flags), "90", spec.include_dirs, "nvcc"
-            )
+            CompileRequest(source, name, tuple(cand.flags), "90", spec.include_dirs, "nvcc", param_names=pick)
         )
     except Exception as exc:
         return f"fails: {type(exc).__name__}: {str(exc).splitlines()[0][:140]}"
@@ -161,13 +162,14 @@ SAMPLE_PASSES = ("block-size", "unroll", "vectorize", "coarsen", "cache-hints", 
 
 def _compile_candidate(spec: Any, cand: Any) -> str:
     from ktx.measure.compile import CompileRequest, compile_kernel
+    from ktx.measure.overload import overload_params
     from ktx.spec import expand
 
     point = spec.shape_set().points[0]
     name = expand(cand.name_expression, cand.env(spec, point))
-    req = CompileRequest(
-        spec.compile_source(cand.source), name, tuple(cand.flags), "90", spec.include_dirs, "nvcc"
-    )
+    source = spec.compile_source(cand.source)
+    pick = overload_params(source, spec.kernel, [a.name for a in spec.args])
+    req = CompileRequest(source, name, tuple(cand.flags), "90", spec.include_dirs, "nvcc", param_names=pick)
     res = compile_kernel(req)
     if res.ok:
         return "ok"

@@ -48,10 +48,30 @@ class ProjectPin:
     commit: str
     include: tuple[str, ...]
     defines: tuple[str, ...]
+    deps: tuple[DepPin, ...] = ()
 
     @classmethod
     def from_json(cls, name: str, d: Mapping[str, Any]) -> ProjectPin:
-        return cls(name, d["repo"], d["commit"], tuple(d.get("include", ())), tuple(d.get("defines", ())))
+        deps = tuple(DepPin.from_json(x) for x in d.get("deps", ()))
+        include, defines = tuple(d.get("include", ())), tuple(d.get("defines", ()))
+        return cls(name, d["repo"], d["commit"], include, defines, deps)
+
+
+@dataclass(frozen=True)
+class DepPin:
+    """A second repository whose headers a project's build fetches itself (lmdeploy's CMake
+    ``FetchContent`` of fmt): its folders at a pinned commit go to ``src/<project>/_deps/<name>/``,
+    and the specs name them with ``-I``. Without it the kernel file does not compile; with a
+    vendored copy the benchmark would commit someone else's sources."""
+
+    name: str
+    repo: str
+    commit: str
+    folders: tuple[str, ...]
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> DepPin:
+        return cls(d["name"], d["repo"], d["commit"], tuple(d["folders"]))
 
 
 def load_manifest(path: Path = MANIFEST) -> dict[str, Any]:
@@ -118,11 +138,32 @@ def fetch(manifest: Mapping[str, Any], dest: Path, mirror_root: Path, clone_root
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_bytes(data)
         size = sum(len(d) for d in files.values())
+        for dep in pin.deps:
+            size += fetch_dep(dep, dest / name / "_deps" / dep.name, mirror_root, clone_root)
         lines.append(
             f"{name}: {len(wanted)} kernel files + {len(files) - len(wanted)} headers, "
             f"{size / 1024:.0f} KiB at {pin.commit[:12]}"
         )
     return lines
+
+
+def fetch_dep(dep: DepPin, dest: Path, mirror_root: Path, clone_root: Path | None) -> int:
+    """Write ``dep``'s folders at its commit under ``dest``; returns the bytes written."""
+    gd = mirror_dir(mirror_root, dep.repo)
+    if not gd.exists():
+        gd = clone(dep.repo, dep.commit, clone_root or Path(tempfile.mkdtemp(prefix="ktx-realcode-")))
+    size = 0
+    for path in list_paths(gd, dep.commit):
+        if not any(path == f or path.startswith(f.rstrip("/") + "/") for f in dep.folders):
+            continue
+        data = git(gd, "show", f"{dep.commit}:{path}")
+        out = dest / path
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(data)
+        size += len(data)
+    if not size:
+        raise SystemExit(f"{dep.name}: nothing under {', '.join(dep.folders)} at {dep.commit[:12]}")
+    return size
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -557,6 +557,11 @@ def _file_level_type(module: Module, name: str) -> bool:
         rf"\b(?:struct|class|enum|union)\s+{word}\b|\busing\s+{word}\s*=|\btypedef\b[^;{{}}]*\b{word}\s*;"
     )
     for m in re.finditer(pattern, text):
+        if m.group(0)[0] in "sceu" and text[: m.start()].rstrip()[-1:] in ("<", ","):
+            # ``template <class T, ...>``: a template parameter, one meaning per instantiation,
+            # not a type of the file (lmdeploy launches ``RMSNorm<Z, T, ...>`` with the ``T``
+            # of ``using T = decltype(t)`` in a dispatch lambda)
+            continue
         at = len(text[: m.start()].encode())
         if not any(f.body.start <= at < f.body.end for f in module.functions):
             return True

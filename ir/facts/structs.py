@@ -139,6 +139,7 @@ def kernel_layouts(
     template_args: Sequence[str] = (),
     include_dirs: Sequence[str] = (),
     flags: Sequence[str] = (),
+    param_names: Sequence[str] = (),
 ) -> tuple[ParamLayout, ...]:
     """Every parameter of ``kernel`` in ``source``, by-value records laid out.
 
@@ -162,6 +163,14 @@ def kernel_layouts(
         # The alias names the instantiated signature; the sizeof fold makes clang complete
         # (instantiate) each parameter's class template, without which it has no layout.
         fn = f"decltype(&{kernel}<{', '.join(template_args)}>)"
+        if param_names:
+            # several kernels of this name (lmdeploy's two ActivationKernel): the address is
+            # ambiguous, and a cast to the one whose parameters the spec names picks it
+            sig = _overload_signature(
+                ci, index, text, unsaved, dirs, flags, kernel, template_args, param_names
+            )
+            if sig is not None:
+                fn = f"decltype(static_cast<void (*)({sig})>(&{kernel}<{', '.join(template_args)}>))"
         probe = (
             f"\nusing __ktx_struct_probe = {fn};\n"
             "template <typename F> struct __ktx_complete;\n"
@@ -178,7 +187,65 @@ def kernel_layouts(
             )
         except ci.TranslationUnitLoadError:
             return ()
-        return _params(ci, tu, kernel, bool(template_args))
+        return _params(ci, tu, kernel, bool(template_args), tuple(param_names))
+
+
+def _overload_signature(
+    ci: Any,
+    index: Any,
+    text: str,
+    unsaved: dict[str, str],
+    dirs: Sequence[str],
+    flags: Sequence[str],
+    kernel: str,
+    template_args: Sequence[str],
+    param_names: Sequence[str],
+) -> str | None:
+    """The parameter types of the overload of ``kernel`` whose parameters are ``param_names``,
+    the template arguments put in; None where the name has one kernel or none matches."""
+    unsaved = {**unsaved, _VIRTUAL: text}
+    args = [*CLANG_ARGS, *compiler_flags(flags), *(f"-I{d}" for d in dirs), "-include", shim_path()]
+    with _parse_lock:
+        try:
+            tu = index.parse(
+                _VIRTUAL, args=args, unsaved_files=list(unsaved.items()), options=_PARSE_SKIP_FUNCTION_BODIES
+            )
+        except ci.TranslationUnitLoadError:
+            return None
+        decls = _kernel_decls(ci, tu, kernel.rpartition("::")[2])
+        if len({_names(ci, d) for d in decls}) < 2:
+            return None
+        fits = [d for d in decls if _fits(_names(ci, d), param_names)]
+        if not fits:
+            return None
+        decl = fits[-1]
+        tparams = [
+            c.spelling
+            for c in decl.get_children()
+            if c.kind
+            in (
+                ci.CursorKind.TEMPLATE_TYPE_PARAMETER,
+                ci.CursorKind.TEMPLATE_NON_TYPE_PARAMETER,
+                ci.CursorKind.TEMPLATE_TEMPLATE_PARAMETER,
+            )
+        ]
+        bind = dict(zip(tparams, template_args, strict=False))
+        types = [c.type.spelling for c in decl.get_children() if c.kind == ci.CursorKind.PARM_DECL]
+    words = re.compile(r"\b[A-Za-z_]\w*\b")
+    return ", ".join(
+        words.sub(lambda m: bind.get(m.group(0), m.group(0)), re.sub(r"\b__restrict(__)?\b", " ", t))
+        for t in types
+    )
+
+
+def _names(ci: Any, decl: Any) -> tuple[str, ...]:
+    return tuple(c.spelling for c in decl.get_children() if c.kind == ci.CursorKind.PARM_DECL)
+
+
+def _fits(names: Sequence[str], wanted: Sequence[str]) -> bool:
+    """An overload's parameters are the spec's arguments: same count, each name the same (an
+    unnamed parameter matches any)."""
+    return len(names) == len(wanted) and all(not n or n == w for n, w in zip(names, wanted, strict=True))
 
 
 def _prepare(source: str, dirs: Sequence[str], unsaved: dict[str, str], depth: int = 0) -> str:
@@ -206,7 +273,9 @@ def _prepare(source: str, dirs: Sequence[str], unsaved: dict[str, str], depth: i
     return _LOCAL_INCLUDE.sub(local, text)
 
 
-def _params(ci: Any, tu: Any, kernel: str, probed: bool) -> tuple[ParamLayout, ...]:
+def _params(
+    ci: Any, tu: Any, kernel: str, probed: bool, param_names: tuple[str, ...] = ()
+) -> tuple[ParamLayout, ...]:
     if probed:
         alias = _find(
             ci,
@@ -218,11 +287,11 @@ def _params(ci: Any, tu: Any, kernel: str, probed: bool) -> tuple[ParamLayout, .
         fn_type = alias.underlying_typedef_type.get_canonical().get_pointee()
         if fn_type.kind != ci.TypeKind.FUNCTIONPROTO:
             return ()
-        decl = _kernel_decl(ci, tu, kernel.rpartition("::")[2])
+        decl = _kernel_decl(ci, tu, kernel.rpartition("::")[2], param_names)
         names = [c.spelling for c in decl.get_children() if c.kind == ci.CursorKind.PARM_DECL] if decl else []
         types = list(fn_type.argument_types())
     else:
-        decl = _kernel_decl(ci, tu, kernel.rpartition("::")[2])
+        decl = _kernel_decl(ci, tu, kernel.rpartition("::")[2], param_names)
         if decl is None:
             return ()
         names = [c.spelling for c in decl.get_children() if c.kind == ci.CursorKind.PARM_DECL]
@@ -249,6 +318,8 @@ def _broken_params(ci: Any, tu: Any, decl: Any) -> dict[str, str]:
         if parm.kind != ci.CursorKind.PARM_DECL:
             continue
         ext = parm.extent
+        if ext.start.file is None:  # an unnamed tag parameter (``constant<B>``): no extent to hold an error
+            continue
         for d in errors:
             loc = d.location
             if loc.file.name == ext.start.file.name and (ext.start.line, ext.start.column) <= (
@@ -273,9 +344,19 @@ def _find(ci: Any, cursor: Any, want: Any) -> Any:
     return None
 
 
-def _kernel_decl(ci: Any, tu: Any, kernel: str) -> Any:
+def _kernel_decl(ci: Any, tu: Any, kernel: str, param_names: Sequence[str] = ()) -> Any:
     """The kernel's definition (else its last declaration): in the main file, else in a local
-    header it includes (the shim's declarations are never a user's kernel)."""
+    header it includes (the shim's declarations are never a user's kernel). Of several
+    overloads, the one whose parameters are ``param_names`` where one is."""
+    found = _kernel_decls(ci, tu, kernel)
+    if param_names and len({_names(ci, d) for d in found}) > 1:
+        found = [d for d in found if _fits(_names(ci, d), param_names)] or found
+    defined = [c for c in found if c.is_definition()]
+    return (defined or found or [None])[-1]
+
+
+def _kernel_decls(ci: Any, tu: Any, kernel: str) -> list[Any]:
+    """Every declaration of kernel ``kernel``: in the main file, else in local headers."""
     found: list[Any] = []
     shim = shim_path()
 
@@ -298,9 +379,7 @@ def _kernel_decl(ci: Any, tu: Any, kernel: str) -> Any:
 
     walk(tu.cursor)
     main = [c for c in found if c.location.file.name == _VIRTUAL]
-    found = main or found
-    defined = [c for c in found if c.is_definition()]
-    return (defined or found or [None])[-1]
+    return main or found
 
 
 def _param(ci: Any, index: int, name: str, declared: Any) -> ParamLayout:

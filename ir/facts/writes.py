@@ -90,6 +90,16 @@ def pointer_root(module: Module, node: ts.Node, known: dict[str, Root]) -> Root 
     if n.type == "call_expression":
         callee = n.child_by_field_name("function")
         args = n.child_by_field_name("arguments")
+        if callee is not None and callee.type == "field_expression":
+            # ``dst_ptr[i].data()``: a member call on an element, a pointer into it (lmdeploy's
+            # ``Store(dst_ptr[i].data(), v)``, MoeGatherKernel's only write to dst)
+            obj = callee.child_by_field_name("argument")
+            while obj is not None and obj.type == "parenthesized_expression" and obj.named_child_count == 1:
+                obj = obj.named_children[0]
+            if obj is not None and obj.type == "subscript_expression":
+                base = obj.child_by_field_name("argument")
+                return pointer_root(module, base, known) if base is not None else None
+            return None
         if callee is not None and "_cast" in syntax.text(module, callee) and args is not None:
             named = [a for a in args.named_children if a.type != "comment"]
             return pointer_root(module, named[0], known) if len(named) == 1 else None

@@ -85,6 +85,11 @@ def nullable(body: str, name: str) -> str | None:
     soft_max without a mask), and a draft that gives it a role and random data runs the branch
     the project may never take."""
     word = re.escape(name)
+    # ``if (p && ...)`` / ``(!p || ...)``: the pointer as the first operand of a condition
+    # (lmdeploy's ``if (num_valid_tokens && blockIdx.x >= __ldg(num_valid_tokens))``)
+    first = re.search(rf"\b(?:if|while)\s*\(\s*(!\s*)?{word}\s*(&&|\|\|)", body)
+    if first is not None:
+        return f"if ({first.group(1) or ''}{name} {first.group(2)} ...)"
     m = re.search(
         rf"(?<![\w.>])(?:!\s*)?{word}\s*(?:\?(?!\?)|\)\s*(?:\{{|return|\w))"
         rf"|\b{word}\s*[!=]=\s*(?:nullptr|NULL|0)\b|\b(?:nullptr|NULL)\s*[!=]=\s*{word}\b",
@@ -92,8 +97,11 @@ def nullable(body: str, name: str) -> str | None:
     )
     if m is None:
         return None
-    if ")" in m.group(0) and not re.search(rf"\b(?:if|while)\s*\(\s*!?\s*{word}\s*\)", body):
-        return None  # ``f(name) x``: a call's argument, not a test
+    if ")" in m.group(0):
+        test = re.search(rf"\b(?:if|while)\s*\(\s*!?\s*{word}\s*\)", body)
+        if test is None:
+            return None  # ``f(name) x``: a call's argument, not a test
+        return " ".join(test.group(0).split())  # ``if (bias)``, not the match's ``bias) {``
     return " ".join(m.group(0).split())
 
 

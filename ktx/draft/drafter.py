@@ -247,7 +247,9 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     for i, p in enumerate(fn.params):
         if p.name in structs and not p.is_pointer:  # a struct or vector by value: its fields
             passed = call_args[i] if i < len(call_args) else None
-            arg = _struct_arg(module, site, tr, p.name, structs[p.name], passed, k, field_sizes)
+            arg = _struct_arg(
+                module, site, tr, p.name or f"arg{i}", structs[p.name], passed, k, field_sizes
+            )
             args.append(arg)
             todos += arg.todos
             continue
@@ -272,7 +274,9 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         vector = vector_of(module, path, base) if dtype is None and p.is_pointer and not unsettled else None
         if vector is not None:
             dtype = vector[0]  # float4* -> fp32 elements; the lanes are the extent's last dim
-        lines = ["[[args]]", f"name = {toml_str(p.name)}"]
+        # an unnamed parameter (a tag: ``constant<B>``) gets its position: ``name = ""`` is no
+        # identifier, and the spec loader refused the draft's own line
+        lines = ["[[args]]", f"name = {toml_str(p.name or f'arg{i}')}"]
         arg_todos: list[str] = []
         shape: str | None = None
         pointee = pointees.get(p.name) if p.is_pointer else None

@@ -167,9 +167,15 @@ def struct_layouts(spec: Spec, env: Mapping[str, Value] | None = None) -> dict[s
 def _layouts(spec: Spec, template_args: tuple[str, ...]) -> tuple[tuple[str, StructLayout], ...]:
     from ktx.ir.facts.structs import compiler_flags, kernel_layouts  # libclang: only when needed
 
+    from ktx.measure.overload import overload_params
+
+    source = spec.compile_source(spec.source_text())  # the prelude too: a template argument it defines
+    # several kernels of the spec's name: its arguments' names pick the overload
+    pick = overload_params(source, spec.kernel, [a.name for a in spec.args])
+
     def read(targs: tuple[str, ...]) -> tuple[ParamLayout, ...]:
         return kernel_layouts(
-            spec.compile_source(spec.source_text()),  # the prelude too: a template argument it defines
+            source,
             # ``ns::k`` where the spec names namespaces (main's Spec.qualified_kernel), else ``k``
             str(getattr(spec, "qualified_kernel", spec.kernel)),
             path=str(spec.folder / spec.source),
@@ -180,6 +186,7 @@ def _layouts(spec: Spec, template_args: tuple[str, ...]) -> tuple[tuple[str, Str
                 *(str(spec.folder / f[2:]) for f in compiler_flags(spec.flags) if f.startswith("-I")),
             ),
             flags=spec.flags,
+            param_names=pick,
         )
 
     params = read(template_args)

@@ -53,11 +53,17 @@ class CompileRequest:
     arch: str  # compute capability digits, e.g. "90"
     include_dirs: tuple[str, ...] = ()
     backend: str = "auto"  # auto | nvrtc | nvcc
+    param_names: tuple[str, ...] = ()
+    """The spec's argument names, given only where the kernel's name has several overloads in
+    ``source`` (:func:`ktx.measure.overload.overload_params`): they pick the overload."""
 
     @property
     def key(self) -> str:
         """The cubin cache key: the request, the toolchain's versions and the headers it may include."""
-        blob = json.dumps(asdict(self), sort_keys=True).encode()
+        data = asdict(self)
+        if not self.param_names:
+            del data["param_names"]  # keys of requests without overloads stay as they were
+        blob = json.dumps(data, sort_keys=True).encode()
         digest = hashlib.sha256(blob)
         digest.update(toolchain_id(self.backend).encode())
         digest.update(headers_digest(self.include_dirs).encode())
@@ -305,7 +311,7 @@ def probe_symbol(name_expression: str) -> str:
     return PROBE_PREFIX + hashlib.sha256(name_expression.encode()).hexdigest()[:16]
 
 
-def instantiation_stub(name_expression: str) -> str:
+def instantiation_stub(name_expression: str, source: str = "", param_names: Sequence[str] = ()) -> str:
     """Source appended to the kernel for ``nvcc -cubin``: a ``__device__`` pointer initialised
     with the kernel's address. Taking the address instantiates a template kernel, and the
     compiler resolves the expression exactly as C++ does (a namespace, ``int32_t`` for ``int``,
@@ -313,12 +319,21 @@ def instantiation_stub(name_expression: str) -> str:
     type): the relocation of that pointer names the kernel's symbol, the compiler's own lowered
     name (:func:`probed_name`). A plain kernel is always emitted and is found by its mangled
     name (its address would be ambiguous where a host function shares its name: llm.c's
-    ``fused_residual_forward2`` kernel and launcher), so it gets no stub."""
+    ``fused_residual_forward2`` kernel and launcher), so it gets no stub.
+
+    Where the name has several ``__global__`` overloads in ``source``, ``param_names`` (the
+    spec's arguments) pick one and the address is taken through a cast to its type
+    (:mod:`ktx.measure.overload`)."""
     if "<" not in name_expression:
         return ""
+    address = f"&{name_expression}"
+    if param_names:
+        from ktx.measure.overload import overload_address
+
+        address = overload_address(source, name_expression, param_names) or address
     return (
         "\n// ktx: instantiate the requested kernel and record its symbol (nvcc -cubin)\n"
-        f"__device__ void* {probe_symbol(name_expression)} = (void*)&{name_expression};\n"
+        f"__device__ void* {probe_symbol(name_expression)} = (void*){address};\n"
     )
 
 
@@ -328,7 +343,7 @@ def _nvcc(req: CompileRequest, nvcc: str) -> tuple[bytes, str, str]:
     with tempfile.TemporaryDirectory(prefix="ktx-nvcc-") as tmp:
         src = Path(tmp) / "kernel.cu"
         out = Path(tmp) / "kernel.cubin"
-        src.write_text(req.source + instantiation_stub(req.name_expression))
+        src.write_text(req.source + instantiation_stub(req.name_expression, req.source, req.param_names))
         cmd = [
             nvcc, "-cubin", f"-gencode=arch=compute_{req.arch},code=sm_{req.arch}", *req.flags,
             *(f"-I{d}" for d in req.include_dirs), "-o", str(out), str(src),

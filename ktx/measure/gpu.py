@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from ktx.ir.expr import Value, expand
 
-from ktx.dtypes import decode, poison
+from ktx.dtypes import decode, encode, poison
 from ktx.measure.compile import CompileResult, cache_dir
 from ktx.measure.guards import (
     GuardFault,
@@ -443,6 +443,9 @@ def _args(spec: Spec, env: Mapping[str, Value], arrays: Mapping[str, Array]) -> 
             out.append(np.uint64(0))
         elif arg.is_struct:  # a structured scalar: CuPy passes its bytes
             out.append(pack(arg, structs[arg.name], env, addresses))
+        elif arg.dtype.name in ("fp16", "bf16"):
+            # a half by value (lmdeploy's ``T bscale``): its two bytes, bf16 as encoded bits
+            out.append(encode(np.asarray([values[arg.name]], dtype=np.float64), arg.dtype)[0])
         else:
             out.append(np.dtype(arg.dtype.storage).type(values[arg.name]))
     return tuple(out)

@@ -27,6 +27,7 @@ from ktx.measure.cost import paired_options, request_overhead, rotated_sets, tim
 from ktx.measure.gpu import Options, verify_shapes
 from ktx.measure.guards import is_spec_error
 from ktx.measure.occupancy import DeviceLimits
+from ktx.measure.overload import overload_params
 from ktx.measure.protocol import DEFAULT_HANDLER, Outcome, Supervisor
 from ktx.measure.timeouts import TimeoutPolicy, candidate_cost, request_cost, timing_cost
 from ktx.measure.types import Candidate, Measurement, Status, original_candidate
@@ -181,8 +182,11 @@ class Harness:
             expand(cand.name_expression, cand.env(self.spec, p)) for p in self._shapes(cand, point)
         )
         source = self.spec.compile_source(cand.source)  # the prelude, where the spec has one
+        # several kernels of the spec's name (lmdeploy's ActivationKernel): its args pick one
+        pick = overload_params(source, self.spec.kernel, [a.name for a in self.spec.args])
         return [
-            CompileRequest(source, name, tuple(cand.flags), arch, self.spec.include_dirs) for name in names
+            CompileRequest(source, name, tuple(cand.flags), arch, self.spec.include_dirs, param_names=pick)
+            for name in names
         ]
 
     def _reference_for(self, cand: Candidate) -> str:

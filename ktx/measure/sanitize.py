@@ -213,6 +213,7 @@ def launch_once(job: Mapping[str, Any]) -> str:
 
     from ktx.measure import gpu
     from ktx.measure.compile import CompileRequest, compile_kernel
+    from ktx.measure.overload import overload_params
     from ktx.specload import load_spec
 
     cp.cuda.set_allocator(None)  # every array its own cudaMalloc: memcheck knows its bounds
@@ -223,7 +224,8 @@ def launch_once(job: Mapping[str, Any]) -> str:
     limits = gpu.device_limits(measure_bandwidth=False)
     name = expand(cand.name_expression, cand.env(spec, point))
     source = spec.compile_source(cand.source)
-    req = CompileRequest(source, name, tuple(cand.flags), limits.cc, spec.include_dirs)
+    pick = overload_params(source, spec.kernel, [a.name for a in spec.args])
+    req = CompileRequest(source, name, tuple(cand.flags), limits.cc, spec.include_dirs, param_names=pick)
     result = compile_kernel(req)
     if not result.ok:
         raise KtxError(f"{name} does not compile: {result.log[:2000]}", None)
