@@ -644,7 +644,9 @@ def _in_kernel_definition(fn: Function, offset: int) -> bool:
 
 def _angle_args(text: str, start: int) -> list[str] | None:
     """The comma-separated arguments of ``<...>`` starting after ``<`` at ``start``."""
-    depth, args, cur = 1, [], []
+    depth = 1
+    args: list[str] = []
+    cur: list[str] = []
     for i in range(start, min(len(text), start + 400)):
         ch = text[i]
         if ch in "<([":
@@ -686,18 +688,25 @@ def _bind_through_macros(module: Module, value: str, at: int, depth: int) -> lis
         args = _paren_args(text, use.end())
         if args is None or len(args) != len(params):
             continue
-        given = dict(zip(params, (a.strip() for a in args), strict=True))
-        bound = re.sub(
-            r"\b[A-Za-z_]\w*\b",
-            lambda w, g=given: f"({g[w.group(0)]})" if w.group(0) in g else w.group(0),
-            value,
-        )
+        bound = _substitute_params(value, dict(zip(params, (a.strip() for a in args), strict=True)))
         out += _bind_through_macros(module, bound, use.start(), depth + 1)
     return out
 
 
+def _substitute_params(value: str, given: Mapping[str, str]) -> str:
+    """``value`` with each macro parameter replaced by its argument, parenthesised."""
+
+    def one(w: re.Match[str]) -> str:
+        name = w.group(0)
+        return f"({given[name]})" if name in given else name
+
+    return re.sub(r"\b[A-Za-z_]\w*\b", one, value)
+
+
 def _paren_args(text: str, start: int) -> list[str] | None:
-    depth, args, cur = 1, [], []
+    depth = 1
+    args: list[str] = []
+    cur: list[str] = []
     for i in range(start, min(len(text), start + 2000)):
         ch = text[i]
         if ch in "([{":
