@@ -189,7 +189,7 @@ def _knob_for(tp: Any, templates: Mapping[str, Any]) -> tuple[str | None, tuple[
     and rows-per-block's ROWS carry a setting of that role when the pass's note names it."""
     for pname, t in templates.items():
         for k in t.knobs:
-            if k.name.upper() == tp.name.upper():
+            if k.name.upper().replace("_", "") == tp.name.upper().replace("_", ""):  # copyUnroll: COPY_UNROLL
                 return f"{pname}:{k.name}", tuple(k.values)
     for pname, t in templates.items():
         for k in t.knobs:
@@ -237,6 +237,19 @@ DECISIONS: dict[tuple[str, str], str] = {
         "(`padded_head_size = next_pow2(head_size)`, `heads_per_block`), which the facts layer does "
         "not read, and a knob with one other value is left to the spec (`template_args`, `[vars] "
         "grid`)"
+    ),
+    ("cuda-samples__scalarProductKernel_native", "NUM_OF_THREADS"): (
+        "unsound: the block's reduction `reduceInShared_native` is unrolled by hand for 128 threads "
+        "(`if (threadIdx.x < 64) v[threadIdx.x] += v[threadIdx.x + 64]`, then 32, 16, ...): 256 threads "
+        "would drop half the partials, 32 or 64 would read past `shArray[NUM_OF_THREADS]`. (Session 9's "
+        "table built 7 values; building is not computing the same sum)"
+    ),
+    ("exllamav2__rms_norm_kernel", "NUM_WARPS"): (
+        "unsound: NUM_THREADS = NUM_WARPS * 32 is the launch's block (1024 at 32 warps, the most a block "
+        "holds), and the CUDA branch reduces with `sum = sums[lane_id]` over `__shared__ float "
+        "sums[NUM_WARPS]`: every lane reads a warp's partial, so NUM_WARPS must equal the warp size; "
+        "fewer warps read past `sums`, more cannot launch. (Session 9's domain 32, 64, 128 built, and "
+        "launched blocks of 2048 and 4096 threads)"
     ),
     ("deepspeed__moe_gather_kernel", "N_TOP_K"): (
         "unsound: N_TOP_K is the number of experts each token was routed to. It lays out the inputs "

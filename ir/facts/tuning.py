@@ -52,6 +52,7 @@ Role = Literal["block", "vector", "rows", "items"]
 _BLOCK = re.compile(r"THREAD|NTHR|BLOCK_?(SIZE|DIM|X)|^BS$|^BLOCK$|WARPS", re.I)
 _VECTOR = re.compile(r"VEC|PACK|GRANULARITY|WIDTH|ALIGN", re.I)
 _ROWS = re.compile(r"ROWS", re.I)
+_PER_THREAD = re.compile(r"_PER_?TH(READ)?$", re.I)
 _ITEMS = re.compile(r"UNROLL|ITEMS|PER_?TH|NUM_PER|ELEMS|_PT$|PER_THREAD", re.I)
 #: Threads a block may hold: a "block size" above it counts something else.
 _MAX_THREADS = 1024
@@ -91,6 +92,7 @@ def tuning_params(module: Module, fn: Function, template_args: Sequence[str] = (
     bounds = _launch_bounds_names(module, fn)
     vector_args = _vector_size_names(module, fn)
     blocks = [site.block for site in module.launches_of(fn.name)]
+    own_locals = syntax.local_declarations(module, syntax.function_node(module, fn))
     for c in perf_constants(module):
         if c.kind == "launch-literal":
             continue
@@ -99,8 +101,12 @@ def tuning_params(module: Module, fn: Function, template_args: Sequence[str] = (
                 continue
         elif c.name in {tp.name for tp in fn.template_params}:
             continue  # shadowed in the kernel by its own template parameter of that name
-        elif not any(fn.span.contains(u.span) or any(b.contains(u.span) for b in blocks) for u in c.uses):
+        elif not any(fn.span.contains(u.span) or any(b.contains(u.span) for b in blocks) for u in c.uses) or (
+            _not_this_kernels(module, fn, c, own_locals)
+        ):
             continue
+        if any(t.name == c.name for t in found):
+            continue  # one setting per name (FasterTransformer declares ``const int ite = 4`` per kernel)
         got = _param(module, fn, c, template_args, block_names, bounds, vector_args)
         if got is not None:
             found.append(got)
@@ -115,6 +121,26 @@ def tuning_params(module: Module, fn: Function, template_args: Sequence[str] = (
         if got is not None:
             found.append(got)
     return tuple(found)
+
+
+def _not_this_kernels(
+    module: Module, fn: Function, c: PerfConstant, own: Mapping[str, syntax.LocalDecl]
+) -> bool:
+    """Whether the constant ``c`` is not the kernel's setting though the kernel names it: a
+    local of another function that does not launch the kernel (FasterTransformer declares ``const
+    int ite = 4`` in each of its layernorm kernels), or the kernel's own local computed at run
+    time (lightseq's ``const int block_dim = blockDim.x * blockDim.y``: a value, no setting; the
+    launcher's ``const int block_dim = 1024`` stays the launch's)."""
+    if c.kind not in ("constexpr", "define"):
+        return False
+    if fn.span.contains(c.span):
+        mine = own.get(c.name)
+        init = syntax.text(module, mine.value) if mine is not None and mine.value is not None else ""
+        return re.search(r"\b(blockDim|threadIdx|blockIdx|gridDim)\b", init) is not None
+    host = next((f for f in module.functions if f.body.contains(c.span)), None)
+    if host is None:
+        return False
+    return host.name not in {site.function for site in module.launches_of(fn.name)}
 
 
 def _param(
@@ -156,6 +182,8 @@ def _role(
         return "block", "the launch's block size"
     if c.name in bounds:
         return "block", "__launch_bounds__"
+    if _PER_THREAD.search(c.name):
+        return "items", "named as items per thread"  # ``T_per_thread``, ``ITEMS_PER_THREAD``: not a block
     if _BLOCK.search(c.name) and (value is None or value <= _MAX_THREADS):
         # (bitsandbytes' BLOCK_SIZE = 4096 is the quantization block, no thread count)
         return "block", "named as a block size"
@@ -168,6 +196,8 @@ def _role(
     body = syntax.function_node(module, fn)
     if sizes_the_data(module, body, fn, c.name) is not None:
         return None  # a dimension of a buffer's layout (``TOPK``): what is computed, not how fast
+    if _layout_pitch(module, body, fn, c.name) is not None:
+        return None  # ``input[(token * TOPK + k) * d + i]``: a dimension of the data, not a setting
     if _ITEMS.search(c.name):
         return "items", "named as items per thread"
     for lp in module.loops_in(fn):
@@ -177,6 +207,44 @@ def _role(
         if bound is not None and (value is None or value <= _MAX_ITEMS):
             return "items", "a loop bound"
     return None
+
+
+def _layout_pitch(module: Module, body: ts.Node, fn: Function, name: str) -> str | None:
+    """``name`` as a factor of a term of a sum that a scalar parameter then multiplies, inside
+    the subscript of a pointer parameter (``input[(token_idx * TOPK + k) * d + idx]``): it then
+    counts rows of the data's layout (``[tokens, TOPK, d]``), what is computed. Returns the
+    subscript with its line, or None. (:func:`ktx.ir.facts.constants.sizes_the_data` finds the
+    flat form ``token * TOPK * d``.)"""
+    scalars = {p.name for p in fn.params if not p.is_pointer} - {name}
+    pointers = {p.name for p in fn.params if p.is_pointer}
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    for node in syntax.walk(body):
+        if node.type != "subscript_expression":
+            continue
+        base = node.child_by_field_name("argument")
+        if base is None or syntax.text(module, base).strip() not in pointers:
+            continue
+        for inner in syntax.walk(node):
+            if (
+                inner.type != "binary_expression"
+                or (inner.child_by_field_name("operator") or inner).text != b"*"
+            ):
+                continue
+            factors = list(_product_factors(inner))
+            texts = [syntax.text(module, f).strip() for f in factors]
+            if not any(t in scalars for t in texts):
+                continue
+            for f in factors:
+                terms = _terms(f)
+                if len(terms) > 1 and any(
+                    word.search(syntax.text(module, t)) and _is_factor(module, t, name) for t in terms
+                ):
+                    return f"{' '.join(syntax.text(module, node).split())} at line {node.start_point[0] + 1}"
+    return None
+
+
+def _is_factor(module: Module, term: ts.Node, name: str) -> bool:
+    return any(syntax.text(module, f).strip() == name for f in _product_factors(term))
 
 
 def _launch_bounds_names(module: Module, fn: Function) -> set[str]:
