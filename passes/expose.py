@@ -35,6 +35,16 @@ launch literal written twice in the expression it sets (``d < 1024 ? d : 1024``)
 both places, and in the block's mapping only, so the launcher ships what is measured.
 See ``ktx/ir/facts/constants.py``.
 
+An items count the spec computes per shape (``template_args = [..., "{(n + 2047) // 2048}"]``,
+the launcher's pick: DeepSpeed's ``copy_unroll``, exllamav2's ``blocks_per_warp``) becomes a knob
+whose 0 is that pick, so the original is a point of the space and the dispatch table replaces the
+launcher's heuristic per shape. Its other values are those the file instantiates (its dispatch
+branches, :func:`ktx.ir.facts.tuning.instantiated_values`), less what the ``static_assert``s
+reject, each kept at a shape where it covers what the pick covers (a constraint): the facts show
+every loop it bounds steps the block over the data with each access past the data guarded
+(:func:`ktx.ir.facts.tuning.items_coverage`); without that pattern, or when the spec names a
+shape variable itself (``{TOP_K}``: what is computed), it is refused with the reason.
+
 A template parameter the file's launches give no integer (the launcher picks it by a name, as
 FlashInfer's ``DISPATCH_ALIGNED_VEC_SIZE`` picks ``VEC_SIZE``) takes the value the spec binds
 when :mod:`ktx.ir.facts.tuning` reads it as a vector width the kernel adapts to (a loop steps

@@ -25,6 +25,12 @@ argument the spec computes from a shape
 (``{cdiv(dim, 2048)}``): the launcher's pick by shape, which a knob would only replace when the
 kernel computes the same result at every value.
 
+Two facts go with a setting the spec computes per shape (the launcher's pick):
+:func:`items_coverage` (the loops it bounds step the block over the data, each access past it
+guarded, so any count covering what the pick covers is correct) and :func:`instantiated_values`
+(the integers the file compiles it with, through its dispatch macros): a knob's domain and its
+relation to the shape come from them, never from a hand-written list.
+
 >>> from ktx.ir import parse
 >>> m = parse('''template <int THREADS, int NUM_PER_TH, int DATA_TYPE>
 ... __global__ void k(float* y, const float* x) {
