@@ -3,7 +3,7 @@ on the held-out stand-in corpus (``benchmarks/vheld``) and on ktx's own ``kernel
 integer template parameters, ``constexpr``s and ``#define``s a kernel uses that they do not read
 as a setting, for reading one by one. CPU only, no build.
 
-    python benchmarks/realcode/knobsurvey.py [--json OUT]
+    python benchmarks/realcode/knobsurvey.py [--json OUT] [--md OUT --title LINE]
 
 Prints one line per kernel with settings (name:role=value) and one per unread integer
 (``unread``: name, kind, value, the first use in the kernel), then the counts.
@@ -50,15 +50,23 @@ def survey() -> list[dict[str, object]]:
             unread: list[dict[str, object]] = []
             body = module.text(fn.span)
             for tp in fn.template_params:
-                if tp.kind == "value" and tp.name not in read and re.match(r".*(int|size_t|unsigned)", tp.type or ""):
-                    unread.append({"name": tp.name, "kind": "template-int", "value": None, "use": _use(body, tp.name)})
+                if (
+                    tp.kind == "value"
+                    and tp.name not in read
+                    and re.match(r".*(int|size_t|unsigned)", tp.type or "")
+                ):
+                    unread.append(
+                        {"name": tp.name, "kind": "template-int", "value": None, "use": _use(body, tp.name)}
+                    )
             seen = {u["name"] for u in unread}
             for c in perf_constants(module):
                 if c.kind in ("launch-literal", "template-int") or c.name in read or c.name in seen:
                     continue
                 if re.search(rf"\b{re.escape(c.name)}\b", module.text(fn.body)):
                     seen.add(c.name)
-                    unread.append({"name": c.name, "kind": c.kind, "value": c.value, "use": _use(body, c.name)})
+                    unread.append(
+                        {"name": c.name, "kind": c.kind, "value": c.value, "use": _use(body, c.name)}
+                    )
             rows.append(
                 {
                     "corpus": corpus,
@@ -81,19 +89,31 @@ def _use(body: str, name: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--md", type=Path, help="also write the listing as markdown here")
+    ap.add_argument("--title", default="", help="lines under the markdown's heading")
     args = ap.parse_args(argv)
     rows = survey()
+    lines: list[str] = []
     for r in rows:
         if r["settings"] or r["unread"]:
-            print(f"{r['corpus']} {r['file']} {r['kernel']}: {', '.join(r['settings'])}")  # type: ignore[arg-type]
+            lines.append(f"{r['corpus']} {r['file']} {r['kernel']}: {', '.join(r['settings'])}")  # type: ignore[arg-type]
             for u in r["unread"]:  # type: ignore[attr-defined]
-                print(f"    unread {u['name']} ({u['kind']}, {u['value']}): {u['use']}")
+                lines.append(f"    unread {u['name']} ({u['kind']}, {u['value']}): {u['use']}")
+    counts = []
     for corpus in ("vheld", "kernels"):
         mine = [r for r in rows if r["corpus"] == corpus]
         with_settings = sum(1 for r in mine if r["settings"])
         settings = sum(len(r["settings"]) for r in mine)  # type: ignore[arg-type]
         unread = sum(len(r["unread"]) for r in mine)  # type: ignore[arg-type]
-        print(f"{corpus}: {len(mine)} kernels, {with_settings} with a setting, {settings} settings, {unread} unread")
+        counts.append(
+            f"{corpus}: {len(mine)} kernels, {with_settings} with a setting, {settings} settings, "
+            f"{unread} unread"
+        )
+    print("\n".join(lines + counts))
+    if args.md is not None:
+        md = ["# Tuning settings beyond the benchmark (issue 22 item 3)", "", args.title, ""]
+        md += [f"- {c}" for c in counts] + ["", "```", *lines, "```", ""]
+        args.md.write_text("\n".join(md))
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
     return 0
