@@ -35,6 +35,16 @@ launch literal written twice in the expression it sets (``d < 1024 ? d : 1024``)
 both places, and in the block's mapping only, so the launcher ships what is measured.
 See ``ktx/ir/facts/constants.py``.
 
+An items count the spec computes per shape (``template_args = [..., "{(n + 2047) // 2048}"]``,
+the launcher's pick: DeepSpeed's ``copy_unroll``, exllamav2's ``blocks_per_warp``) becomes a knob
+whose 0 is that pick, so the original is a point of the space and the dispatch table replaces the
+launcher's heuristic per shape. Its other values are those the file instantiates (its dispatch
+branches, :func:`ktx.ir.facts.tuning.instantiated_values`), less what the ``static_assert``s
+reject, each kept at a shape where it covers what the pick covers (a constraint): the facts show
+every loop it bounds steps the block over the data with each access past the data guarded
+(:func:`ktx.ir.facts.tuning.items_coverage`); without that pattern, or when the spec names a
+shape variable itself (``{TOP_K}``: what is computed), it is refused with the reason.
+
 A template parameter the file's launches give no integer (the launcher picks it by a name, as
 FlashInfer's ``DISPATCH_ALIGNED_VEC_SIZE`` picks ``VEC_SIZE``) takes the value the spec binds
 when :mod:`ktx.ir.facts.tuning` reads it as a vector width the kernel adapts to (a loop steps
@@ -64,6 +74,7 @@ import tree_sitter as ts
 from ktx.ir import Function, Module, Span, syntax
 from ktx.ir.analysis import PerfConstant, perf_constants
 from ktx.ir.consteval import int_literal
+from ktx.ir.expr import Expr
 from ktx.ir.facts.constants import (
     allowed_by_asserts,
     assumes_warp_x,
@@ -76,7 +87,7 @@ from ktx.ir.facts.constants import (
     unrolled_for_block,
     warp_sized_callees,
 )
-from ktx.ir.facts.tuning import TuningParam, tuning_params
+from ktx.ir.facts.tuning import Coverage, TuningParam, instantiated_values, items_coverage, tuning_params
 from ktx.ir.index import eval_int_text
 from ktx.ir.launch import LaunchMapping, launch_dims, local_value, substitute
 from ktx.passes._common import around, follow_block_axis, grid_rounding, replace_literal
@@ -111,12 +122,29 @@ class BlockItems:
 
 
 @dataclass(frozen=True)
+class PerShape:
+    """An items count the spec computes per shape (the launcher's pick), which a knob replaces:
+    0 keeps the pick, another value is one the file instantiates, kept where it covers what the
+    pick covers (:class:`ktx.ir.facts.tuning.Coverage`)."""
+
+    index: int
+    pick: str
+    """The spec's expression (``(n_channels + 2047) // 2048``)."""
+    coverage: Coverage
+    values: tuple[int, ...]
+    """The file's instantiations the kernel's static_asserts admit (0 not included)."""
+    relation: str
+    """The constraint: ``K == 0 or K * step(block) >= (pick) * step(original block)``."""
+
+
+@dataclass(frozen=True)
 class ConstSite(Site):
     const: PerfConstant
     knob: str
     pair: BlockItems | None = None
     """The block size and items per thread this constant is one of (:func:`_block_items_pair`),
     decided on the target as given: the first of the two to be rewritten changes the mapping."""
+    per_shape: PerShape | None = None
 
 
 class Expose(Pass[ConstSite]):
@@ -168,7 +196,11 @@ class Expose(Pass[ConstSite]):
                 continue
             if wanted and knob not in wanted and c.name.upper() not in wanted:
                 continue
-            reason = self._refusal(target, c, refused)
+            per_shape = _per_shape_items(target, c, knob)
+            if isinstance(per_shape, PerShape):
+                yield ConstSite(knob, c.span, c, knob, None, per_shape)
+                continue
+            reason = self._refusal(target, c, refused) if per_shape is None else per_shape
             if c.kind == "launch-literal":
                 for lit in _copies(module, c)[1:]:
                     copies[lit.start_byte] = (knob, reason)
@@ -335,6 +367,9 @@ class Expose(Pass[ConstSite]):
 
     def rewrite(self, site: ConstSite, rw: Rewriter) -> None:
         c = site.const
+        if site.per_shape is not None:
+            _rewrite_per_shape(site, site.per_shape, rw)
+            return
         assert c.value is not None
         values, _ = self._domain(rw.target, c, site.knob)
         macro = rw.knob(site.knob, values, c.value, f"{_kind_text(c)} {c.name} (was {c.value})")
@@ -497,6 +532,15 @@ def _unbound_refusal(target: Target, c: PerfConstant) -> str:
         return f"{c.name} is computed per shape by the spec: the launcher's pick, which the spec makes"
     if tp is None or tp.value is None:
         return f"{c.name} has no integer value ktx can compute"
+    mapping = target.mapping
+    spec_var = mapping is not None and mapping.origin == "spec" and mapping.var(c.name) is not None
+    if spec_var and mapping is not None and c.name not in _launch_reads(mapping):
+        # DeepSpeed moe_gather's N_TOP_K: scores and mapped_slots are [tokens, N_TOP_K]
+        return (
+            f"{c.name} (= {tp.value}) is a spec [vars] entry the launch does not read: a size the "
+            "arguments' extents use, so another value lays the data out differently (what is "
+            "computed, not how fast)"
+        )
     if tp.role == "vector":
         return (
             f"{c.name} (= {tp.value}, the spec's) sets a vector width whose coverage the launch fixes "
@@ -880,3 +924,89 @@ def _enclosing_variable(module: Module, node: ts.Node) -> str | None:
         return None
     name = current.child_by_field_name("declarator")
     return syntax.text(module, name) if name is not None and name.type == "identifier" else None
+
+
+def _per_shape_expr(arg: str) -> str | None:
+    """The inside of a spec's ``{expr}`` template argument, or None."""
+    text = arg.strip()
+    inner = text[1:-1].strip()
+    if not (text.startswith("{") and text.endswith("}")) or not inner or "{" in inner or "}" in inner:
+        return None
+    return inner
+
+
+def _per_shape_items(target: Target, c: PerfConstant, knob: str) -> PerShape | str | None:
+    """The launcher's per-shape items count as a knob (:class:`PerShape`), the reason it cannot
+    be one (str), or None when ``c`` is no items count the spec picks per shape.
+
+    Why this is sound: the fact :func:`ktx.ir.facts.tuning.items_coverage` shows every loop the
+    count bounds steps the block over the data and skips what lies past it, so a count covers
+    the data when it covers what the spec's pick covers; the values are those the file compiles
+    (its dispatch branches), less what the kernel's ``static_assert``s reject."""
+    fn = target.kernel
+    if c.kind != "template-int" or c.kernel != fn.name or c.value is not None:
+        return None
+    tp = _tuning(target).get(c.name)
+    if tp is None or not tp.spec_selected or tp.index is None or tp.index >= len(target.template_args):
+        return None
+    pick = _per_shape_expr(target.template_args[tp.index])
+    if pick is None:
+        return None
+    if re.fullmatch(r"[A-Za-z_]\w*", pick):
+        return (
+            f"{c.name} is the spec's shape variable {pick} ({{{pick}}} in template_args): it selects "
+            "what is computed (the shapes name it), not a launcher's pick among equivalent instantiations"
+        )
+    if tp.role != "items":
+        return None
+    module = target.module
+    cov = items_coverage(module, fn, c.name, target.template_args)
+    if cov is None:
+        return (
+            f"{c.name} is computed per shape by the spec ({pick}), and a loop it bounds is not the "
+            "block-strided, guarded pattern (each iteration a step of the block, accesses past the data "
+            "skipped): only the spec's pick is known to cover the data"
+        )
+    found = instantiated_values(module, fn, c.name, target.template_args)
+    if not found:
+        return f"{c.name} is computed per shape by the spec ({pick}); the file instantiates no integer for it"
+    values, why = allowed_by_asserts(module, c.name, found, _type_arguments(target), fn.span)
+    if why is not None:
+        return why
+    if not values:
+        return f"the kernel's static_assert rejects every value the file instantiates for {c.name}"
+    relation = f"{knob} == 0 or {knob} >= ({pick})"
+    if cov.step_threads and target.mapping is not None:
+        block = target.mapping.resolved().block[0].strip()
+        original = substitute(block, {k.name: str(k.default) for k in target.knobs.values()})
+        relation = f"{knob} == 0 or {knob} * {cov.step(block)} >= ({pick}) * {cov.step(original)}"
+    elif cov.step_threads:
+        return f"{c.name} steps by the block, and the target has no launch mapping to follow it"
+    Expr.parse(relation)
+    return PerShape(tp.index, pick, cov, tuple(values), relation)
+
+
+def _rewrite_per_shape(site: ConstSite, per: PerShape, rw: Rewriter) -> None:
+    """The template argument becomes ``{K if K else (pick)}``; the file's launches take
+    ``KTX_PICK(K, (their argument))``, so the shipped launcher keeps its pick where K is 0."""
+    c = site.const
+    name = site.knob
+    macro = rw.knob(
+        name,
+        (0, *per.values),
+        0,
+        f"template parameter {c.name} per shape (0: the spec's pick {per.pick}, the launcher's)",
+    )
+    for launch in rw.target.launches:
+        if per.index < len(launch.template_arg_spans):
+            span = launch.template_arg_spans[per.index]
+            rw.replace(span, f"KTX_PICK({macro}, ({rw.target.module.text(span)}))")
+    rw.set_template_arg(per.index, "{" + f"{name} if {name} else ({per.pick})" + "}")
+    rw.constraint(per.relation)
+    cov = per.coverage
+    lines = ", ".join(f"line {n}" for n in cov.lines)
+    rw.note(
+        f"{c.name} counts block-strided steps over {cov.extent}, past it skipped ({lines}): a value "
+        f"covers the data where it covers what the spec's pick does ({per.relation}); the values are "
+        f"the file's instantiations {{{', '.join(map(str, per.values))}}}"
+    )

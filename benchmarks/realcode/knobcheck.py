@@ -189,7 +189,7 @@ def _knob_for(tp: Any, templates: Mapping[str, Any]) -> tuple[str | None, tuple[
     and rows-per-block's ROWS carry a setting of that role when the pass's note names it."""
     for pname, t in templates.items():
         for k in t.knobs:
-            if k.name.upper() == tp.name.upper():
+            if k.name.upper().replace("_", "") == tp.name.upper().replace("_", ""):  # copyUnroll: COPY_UNROLL
                 return f"{pname}:{k.name}", tuple(k.values)
     for pname, t in templates.items():
         for k in t.knobs:
@@ -215,14 +215,63 @@ def _combined(spec: Any, passes: list[str], template_for_spec: Any) -> Any:
     return None
 
 
+#: The settings no pass makes a knob, read one by one (issue 22 item 3 asks for the precise
+#: reason where a knob is unsound). Analysis of the sources, keyed by (kernel, setting); the table
+#: shows the pass's own remark beside it.
+DECISIONS: dict[tuple[str, str], str] = {
+    ("deepspeed__apply_rotary_pos_half", "threadsPerHead"): (
+        "not alone: a head is owned by a tile of threadsPerHead threads "
+        "(`cg::tiled_partition<threadsPerHead>`, `head_idx = blockIdx.x * (256 / threadsPerHead) + "
+        "threadIdx.x / threadsPerHead`), each holding granularity / sizeof(T) elements, and the "
+        "rotation partner is the lane `half_dim / T_per_thread` away (`head_group.shfl`). A head is "
+        "covered only when threadsPerHead * granularity / sizeof(T) == next_pow2(head_size) (the "
+        "launcher: `threads_per_head = padded_head_size / T_per_elem`), and the grid must be "
+        "ceil(total_count / (256 / threadsPerHead)). Another threadsPerHead alone leaves half a head "
+        "unrotated or rotates with the wrong partner"
+    ),
+    ("deepspeed__apply_rotary_pos_half", "granularity"): (
+        "not alone, see threadsPerHead. Sound only as one knob over the pair with the grid following:"
+        " for head_size 128 in halves, (16 B, 16 threads), the spec's, and (8 B, 32 threads); (4 B, "
+        "64 threads) does not build on CUDA (`tiled_partition` tiles are at most 32; 64 is the "
+        "launcher's ROCm branch). Not built: the relation is the launcher's run-time locals "
+        "(`padded_head_size = next_pow2(head_size)`, `heads_per_block`), which the facts layer does "
+        "not read, and a knob with one other value is left to the spec (`template_args`, `[vars] "
+        "grid`)"
+    ),
+    ("cuda-samples__scalarProductKernel_native", "NUM_OF_THREADS"): (
+        "unsound: the block's reduction `reduceInShared_native` is unrolled by hand for 128 threads "
+        "(`if (threadIdx.x < 64) v[threadIdx.x] += v[threadIdx.x + 64]`, then 32, 16, ...): 256 threads "
+        "would drop half the partials, 32 or 64 would read past `shArray[NUM_OF_THREADS]`. (Session 9's "
+        "table built 7 values; building is not computing the same sum)"
+    ),
+    ("exllamav2__rms_norm_kernel", "NUM_WARPS"): (
+        "unsound: NUM_THREADS = NUM_WARPS * 32 is the launch's block (1024 at 32 warps, the most a block "
+        "holds), and the CUDA branch reduces with `sum = sums[lane_id]` over `__shared__ float "
+        "sums[NUM_WARPS]`: every lane reads a warp's partial, so NUM_WARPS must equal the warp size; "
+        "fewer warps read past `sums`, more cannot launch. (Session 9's domain 32, 64, 128 built, and "
+        "launched blocks of 2048 and 4096 threads)"
+    ),
+    ("deepspeed__moe_gather_kernel", "N_TOP_K"): (
+        "unsound: N_TOP_K is the number of experts each token was routed to. It lays out the inputs "
+        "(`mapped_slots[token_idx * N_TOP_K + i]`, `scores[token_idx * N_TOP_K + i]`; the spec's "
+        "`[grid, N_TOP_K]` extents) and sets how many expert rows are summed: another value reads "
+        "another layout and computes another sum. The launcher picks it from the caller's `n_top_k` "
+        "(`TOP_K_SWITCH`), not from a shape; it is no tuning setting"
+    ),
+    ("deepspeed__top_k_gating_kernel", "TOP_K"): (
+        "unsound: TOP_K is the k of top-k routing, a shape variable of the spec (`{TOP_K}`; the "
+        "outputs are `[n_tokens, TOP_K]`); another value computes another routing. The launcher's "
+        "`TOP_K_SWITCH` picks the instantiation the caller's k needs; it is no tuning setting"
+    ),
+}
+
+
 def table(rows: Sequence[KernelRow], title: str = "") -> list[str]:
     with_settings = [r for r in rows if r.settings]
     settings = [s for r in rows for s in r.settings]
     knobs = [s for s in settings if not s.knob.startswith("no:")]
-    per_shape = [s for s in settings if s.knob.startswith("no:") and s.selected]
-    exposed = [
-        r for r in with_settings if all(not s.knob.startswith("no:") or s.selected for s in r.settings)
-    ]
+    per_shape = [s for s in knobs if s.selected]
+    exposed = [r for r in with_settings if all(not s.knob.startswith("no:") for s in r.settings)]
     builds = [b for r in rows for b in r.builds]
     fails = [(r.id, b) for r in rows if r.original == "ok" for b in r.builds if not b.result.startswith("ok")]
     out = [
@@ -230,14 +279,14 @@ def table(rows: Sequence[KernelRow], title: str = "") -> list[str]:
         "",
         "`python benchmarks/realcode/knobcheck.py` (CPU only: nvcc sm_90 through ktx's compile path).",
         "Settings are the facts layer's (`ktx.ir.facts.tuning`); a setting the spec computes per",
-        "shape (`{...}` in `template_args`) is the launcher's pick by shape, marked *per shape*.",
+        "shape (`{...}` in `template_args`) is the launcher's pick by shape, marked *per shape*: its knob's",
+        "0 is that pick, so the original is a point of the space.",
         "",
         *([title, ""] if title else []),
         f"- specs: {len(rows)}; with a block/items/rows/vector setting: {len(with_settings)}",
-        f"- settings: {len(settings)}; a knob: {len(knobs)}; the spec's pick per shape: {len(per_shape)}; "
-        f"no knob: {len(settings) - len(knobs) - len(per_shape)}",
-        f"- kernels with every such setting a knob (or picked per shape): {len(exposed)} of "
-        f"{len(with_settings)}",
+        f"- settings: {len(settings)}; a knob: {len(knobs)} (per shape, 0 the launcher's pick: "
+        f"{len(per_shape)}); no knob: {len(settings) - len(knobs)}",
+        f"- kernels with every such setting a knob: {len(exposed)} of {len(with_settings)}",
         f"- candidates built: {len(builds)}; failed where the original builds: {len(fails)}",
         "",
         "| kernel | setting | kind | role | value | knob | domain |",
@@ -249,6 +298,12 @@ def table(rows: Sequence[KernelRow], title: str = "") -> list[str]:
             dom = ", ".join(map(str, s.domain))
             value = "per shape" if s.selected else ("?" if s.value is None else str(s.value))
             out.append(f"| {r.id} | {s.name} | {s.kind} | {s.role} | {value} | {knob} | {dom} |")
+    unexposed = [(r.id, s) for r in rows for s in r.settings if s.knob.startswith("no:")]
+    if unexposed:
+        out += ["", "## Settings with no knob, read one by one", ""]
+        for rid, s in unexposed:
+            decision = DECISIONS.get((rid, s.name), "not read yet")
+            out.append(f"- **{rid} {s.name}**: {decision}. (The pass: {s.knob[4:].strip()})")
     out += [
         "",
         "## Builds",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import tree_sitter as ts
 from ktx.ir.facts.kernel import Facts
 from ktx.ir.facts.packing import Refusal, element_plan, loop_plan
+from ktx.ir.facts.tuning import instantiated_values, items_coverage, tuning_params
 
 _MAX_BYTES = 16
 
@@ -42,6 +43,20 @@ def render(facts: Facts) -> str:
         lines.append(f"  template value: {name} = {number}")
     if facts.template_args:
         lines.append(f"  template args: {', '.join(facts.template_args)}")
+    for tp in tuning_params(m, fn, facts.template_args):
+        value = "per shape" if tp.spec_selected else ("?" if tp.value is None else str(tp.value))
+        lines.append(f"  setting: {tp.name} {tp.kind} {tp.role} = {value} ({tp.why})")
+        if tp.kind == "template-int":
+            found = instantiated_values(m, fn, tp.name, facts.template_args)
+            if found:
+                lines.append(f"  setting {tp.name}: the file instantiates {', '.join(map(str, found))}")
+        cov = items_coverage(m, fn, tp.name, facts.template_args) if tp.role == "items" else None
+        if cov is not None:
+            guards = ", ".join(map(str, cov.lines))
+            lines.append(
+                f"  setting {tp.name}: covers {tp.name} x step {cov.step('blockDim.x')} of {cov.extent}, "
+                f"past it guarded (line {guards})"
+            )
     t = facts.element
     if t is not None:
         guard = "no guard"

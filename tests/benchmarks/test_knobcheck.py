@@ -69,7 +69,10 @@ def test_the_table_counts_settings_knobs_and_failures_and_renders_from_json(tmp_
         KernelRow("p__none"),
     ]
     text = "\n".join(knobcheck.table(rows, "title line"))
-    assert "- settings: 3; a knob: 1; the spec's pick per shape: 1; no knob: 1" in text
+    assert "- settings: 3; a knob: 1 (per shape, 0 the launcher's pick: 0); no knob: 2" in text
+    assert "- kernels with every such setting a knob: 0 of 1" in text
+    # every setting without a knob is listed with the pass's remark and the reading of it
+    assert "- **p__k THREADS**: not read yet. (The pass: expose: why)" in text
     assert "- candidates built: 2; failed where the original builds: 1" in text
     assert "| p__k | original: ok | 2 | 1 |" not in text and "| p__k | ok | 2 | 1 |" in text
     (tmp_path / "knobcheck.json").write_text(json.dumps([asdict(r) for r in rows]))

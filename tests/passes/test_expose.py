@@ -580,3 +580,101 @@ def test_a_launch_32_the_kernel_assumes_as_a_warp_is_refused() -> None:
         "32 is the warp width the kernel's shuffles assume (math::shfl_xor_sync in the kernel at line 7" in r
         for r in remarks(t, "skipped")
     )
+
+
+#: DeepSpeed moe_gather: copyUnroll counts guarded steps of 8 halves x 256 threads over the row;
+#: the launcher picks ceil(n / 2048) through a switch of LAUNCH_FOR_UNROLL(1..4).
+PICKED_UNROLL = """\
+namespace gather { constexpr int threads = 256; }
+template <typename T, int copyUnroll>
+__global__ void gather_k(T* out, const T* in, const int n) {
+  constexpr int vector_size = 16 / sizeof(T);
+  constexpr int stride = vector_size * gather::threads;
+  const int off = threadIdx.x * vector_size;
+  for (int i = 0; i < copyUnroll; i++) {
+    if (i * stride + off < n) {
+      const int at = i * stride + off;
+      for (int j = 0; j < vector_size; j++) out[blockIdx.x * n + at + j] = in[at + j];
+    }
+  }
+}
+#define LAUNCH_FOR_UNROLL(COUNT) case COUNT: gather_k<T, COUNT><<<rows, 256>>>(out, in, n); break;
+template <typename T>
+void launch(T* out, const T* in, int rows, int n) {
+  const int copy_unroll = (n + 2047) / 2048;
+  switch (copy_unroll) { LAUNCH_FOR_UNROLL(1) LAUNCH_FOR_UNROLL(2) LAUNCH_FOR_UNROLL(3) LAUNCH_FOR_UNROLL(4) }
+}
+"""
+
+
+def test_an_items_count_the_spec_picks_per_shape_is_a_knob_whose_zero_is_the_pick() -> None:
+    # Issue 22: "a launcher heuristic that picks among instantiations by shape is what the dispatch
+    # table replaces". 0 keeps the spec's pick (the original is a point of the space); the other
+    # values are the file's instantiations, each where it covers what the pick covers.
+    pick = "(n + 2047) // 2048"
+    mapping = LaunchMapping(("rows",), ("256",), "0", (), "spec")
+    t = apply(PICKED_UNROLL, "expose", template_args=["__half", "{" + pick + "}"], mapping=mapping)
+    (knob,) = t.knobs
+    assert (knob.name, knob.values, knob.default) == ("COPY_UNROLL", (0, 1, 2, 3, 4), 0)
+    assert t.template_args == ("__half", "{COPY_UNROLL if COPY_UNROLL else (" + pick + ")}")
+    assert t.space.constraints == (f"COPY_UNROLL == 0 or COPY_UNROLL >= ({pick})",)
+    # n = 4096 needs 2 steps of 2048: 1 is refused there, 2..4 and the pick are kept
+    assert not t.space.feasible({"COPY_UNROLL": 1}, {"n": 4096})
+    assert all(t.space.feasible({"COPY_UNROLL": v}, {"n": 4096}) for v in (0, 2, 3, 4))
+    # the file's launcher takes the knob too, keeping its own pick at 0
+    assert "gather_k<T, KTX_PICK(KTX_COPY_UNROLL, (COUNT))><<<rows, 256>>>" in t.source
+    assert any("covers the data where it covers what the spec's pick does" in r for r in remarks(t))
+
+
+def test_a_per_shape_count_stepping_by_the_block_relates_to_the_block_the_mapping_launches() -> None:
+    # DeepSpeed pre_rms_norm: stride = blockDim.x * 8 halves; the relation is written with the
+    # mapping's block (256 here), so a larger block lowers the count a shape needs.
+    src = """\
+template <typename T, int UNROLL>
+__global__ void norm(T* out, const T* x, int e) {
+  const int stride = blockDim.x * (16 / sizeof(T));
+  const int off = threadIdx.x * (16 / sizeof(T));
+  for (int i = 0; i < UNROLL; i++) {
+    const int at = i * stride + off;
+    if (at < e) out[blockIdx.x * e + at] = x[blockIdx.x * e + at];
+  }
+}
+#define LAUNCH(U) norm<T, U><<<rows, 256>>>(out, x, e);
+template <typename T>
+void launch(T* out, const T* x, int rows, int e) { if (e <= 2048) { LAUNCH(1) } else { LAUNCH(2) } }
+"""
+    mapping = LaunchMapping(("rows",), ("256",), "0", (), "spec")
+    t = apply(src, "expose", template_args=["__half", "{(e + 2047) // 2048}"], mapping=mapping)
+    (knob,) = t.knobs
+    assert knob.values == (0, 1, 2)
+    assert t.space.constraints == ("UNROLL == 0 or UNROLL * 8 * (256) >= ((e + 2047) // 2048) * 8 * (256)",)
+
+
+def test_a_per_shape_setting_without_the_guarded_pattern_or_named_as_a_shape_is_refused() -> None:
+    mapping = LaunchMapping(("rows",), ("256",), "0", (), "spec")
+    # the store is not guarded: a count above the pick writes past the row
+    open_store = PICKED_UNROLL.replace("if (i * stride + off < n) {", "{")
+    t = apply(open_store, "expose", template_args=["__half", "{(n + 2047) // 2048}"], mapping=mapping)
+    assert t.knobs == ()
+    assert any("not the block-strided, guarded pattern" in r for r in remarks(t))
+    # DeepSpeed top_k_gating<T, {TOP_K}>: the k of top-k is a shape variable, what is computed
+    t = apply(PICKED_UNROLL, "expose", template_args=["__half", "{TOP_K}"], mapping=mapping)
+    assert t.knobs == ()
+    assert any("is the spec's shape variable TOP_K" in r for r in remarks(t))
+
+
+def test_a_bound_count_the_spec_also_names_in_its_vars_for_the_arguments_is_what_is_computed() -> None:
+    # DeepSpeed moe_gather's N_TOP_K: [vars] N_TOP_K = "2", read by the arguments' extents
+    # (scores [grid, N_TOP_K]) and not by the launch: a dimension of the data.
+    src = """\
+template <typename T, int N_TOP_K>
+__global__ void g(T* out, const float* scores, int d) {
+  float s = 0.f;
+  for (int i = 0; i < N_TOP_K; i++) s += scores[blockIdx.x * N_TOP_K + i];
+  out[blockIdx.x * d + threadIdx.x] = (T)s;
+}
+"""
+    mapping = LaunchMapping(("rows",), ("256",), "0", (("N_TOP_K", "2"),), "spec")
+    t = apply(src, "expose", template_args=["float", "2"], mapping=mapping)
+    assert t.knobs == ()
+    assert any("N_TOP_K (= 2) is a spec [vars] entry the launch does not read" in r for r in remarks(t))

@@ -79,7 +79,7 @@ def _spec_bound_units() -> list[tuple[str, str]]:
     instantiated by taking the kernel's address at its name expression (no launcher needed)."""
     from ktx.ir.launch import LaunchMapping
     from test_block_size import ROWS_UNROLLED, SOFTMAX_LIKE
-    from test_expose import QUANT, TILED, VEC_PICKED
+    from test_expose import PICKED_UNROLL, QUANT, TILED, VEC_PICKED
 
     cases = [
         (VEC_PICKED, "expose{names=VEC_SIZE}", ["8", "float"], None, {}),
@@ -111,6 +111,14 @@ def _spec_bound_units() -> list[tuple[str, str]]:
             LaunchMapping(("rows",), ("block",), "0", (("block", "256"),), "spec"),
             {"elems_per_row": 8192},
         ),
+        (
+            # issue 22 item 3: an items count the spec picks per shape (0: the pick)
+            PICKED_UNROLL,
+            "expose",
+            ["float", "{(n + 1023) // 1024}"],
+            LaunchMapping(("rows",), ("256",), "0", (), "spec"),
+            {"n": 2048},
+        ),
     ]
     from ktx.spec import expand
 
@@ -134,7 +142,7 @@ def _product(t):  # type: ignore[no-untyped-def]
 
 def test_every_config_of_the_spec_bound_template_knobs_builds() -> None:
     units = _spec_bound_units()
-    assert len(units) >= 3 + 4 + 3 + 7 + 4
+    assert len(units) >= 3 + 4 + 3 + 7 + 4 + 4  # COPY_UNROLL: 0 (the pick), 2, 3, 4 at n = 2048
     with tempfile.TemporaryDirectory() as tmp:
         where = Path(tmp)
         # <cstdint> before the namespaces (the kernels name uint32_t); one nvcc run, its errors
