@@ -3,7 +3,8 @@
 # tarred. The long job (real-code benchmark or llm.c ladder) runs on every GPU but the last; the last runs the
 # issue scripts named in LANE3 (space-separated, scripts/ basenames, most valuable first; NAME.sh:ARG passes one
 # argument), each given what is left of the call, each with its own OUT folder. On a one-GPU host both share
-# GPU 0. LADDER_KERNELS (space-separated) limits the ladder to those kernels (default: all six).
+# GPU 0. LADDER_KERNELS (space-separated) limits the ladder to those kernels (default: all six); REALCODE_IDS
+# (space-separated ids) limits the real-code benchmark to those kernels (default: every finished spec).
 #   OUT=/path LANE3="gpu_s11_norms.sh ..." bash scripts/gpu_calls.sh realcode PER_KERNEL_S LIMIT_S [--resume]
 #       the real-code benchmark (benchmarks/realcode/run.py --gpus N-1), both splits; a second call with --resume
 #       keeps the rows of results/realcode_resume/results.json that ran and runs the rest
@@ -56,7 +57,7 @@ realcode)
   run_scripts "$LIMIT" "$LASTG" "${L3[@]}" &
   G3=$!
   LEFT=$(left "$LIMIT")
-  CUDA_VISIBLE_DEVICES=$LONGG timeout "$LEFT" python3 benchmarks/realcode/run.py --budget "$PER" --gpus "$NL" \
+  CUDA_VISIBLE_DEVICES=$LONGG timeout "$LEFT" python3 benchmarks/realcode/run.py --budget "$PER" --gpus "$NL" ${REALCODE_IDS:+--ids $REALCODE_IDS} \
     --deadline $(( LEFT - PER - 45 )) --out "$OUT/realcode" --work /tmp/realcode-work $RESUME \
     >"$OUT/lane_realcode.txt" 2>&1
   echo "run.py rc=$?" >>"$OUT/lane_realcode.txt"
