@@ -252,6 +252,11 @@ class PairedReplayBackend(RunReplayBackend):
                     key = (s.shape, config_key(s.paired["config"]))
                     self._checks.setdefault(key, []).append(s.paired)
 
+    def has_check(self, shape: str, config: Mapping[str, int]) -> bool:
+        """Whether the recorded run checked ``config`` at ``shape`` (a check still to hand back):
+        the runoff (:mod:`ktx.search.runoff`) replays the run's choice by it."""
+        return bool(self._checks.get((shape, config_key(config))))
+
     def recorded_check(self, shape: str, config: Mapping[str, int]) -> PairedCheck:
         queue = self._checks.get((shape, config_key(config)))
         if not queue:

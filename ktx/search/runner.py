@@ -37,6 +37,7 @@ import optuna
 from ktx.ir.errors import KtxError, Location
 
 from ktx.measure.backend import Backend
+from ktx.measure.cost import PAIRED_REQUEST_S
 from ktx.measure.gpu import Options
 from ktx.measure.occupancy import DeviceLimits
 from ktx.measure.types import Measurement, Status, config_key
@@ -58,13 +59,22 @@ from ktx.search.engine import (
     warm_start_configs,
 )
 from ktx.search.evaluate import Evaluator, Policy, choose_metric, objective_time
-from ktx.search.final import WRITE_S, Shortlist, check_grace, final_check, pair_estimate, reserve
+from ktx.search.final import (
+    WRITE_S,
+    Shortlist,
+    check_cost,
+    check_grace,
+    final_check,
+    pair_estimate,
+    reserve,
+)
 from ktx.search.narrow import study_narrowness
 from ktx.search.paired import PAIRS, SKIPPED, PairedCheck
 from ktx.search.progress import Display
 from ktx.search.recording import FORMAT, Recording, RecordingBackend, write
 from ktx.search.report import HoldoutRow, ShapeResult, Summary, write_outputs
 from ktx.search.runlog import RunLog
+from ktx.search.runoff import Entrant, Runoff, entrants, run_runoff
 from ktx.search.study import JOURNAL, default_url, open_storage, redact
 from ktx.search.tunable import Tunable, load_tunable
 from ktx.spec import ShapePoint, Spec
@@ -607,7 +617,11 @@ def collect(ctx: Context, points: Sequence[ShapePoint] | None = None) -> tuple[S
             sampler = str(joint.user_attrs.get("sampler", ctx.request.sampler))
         else:
             stats = study_stats(study)
-            found = (remeasured_best(study) or best_measurement(study)) if ctx.tunable.space.knobs else None
+            found = (
+                (runoff_best(study) or remeasured_best(study) or best_measurement(study))
+                if ctx.tunable.space.knobs
+                else None
+            )
             config, best = (None, None) if found is None else found
             sampler = str(study.user_attrs.get("sampler", "-"))
         results.append(ShapeResult(point, metric, sampler, original, config, best, stats, study.study_name))
@@ -708,13 +722,102 @@ def check_holdout(
     return tuple(rows)
 
 
+def study_runoff(study: optuna.Study) -> Runoff | None:
+    """The runoff recorded in ``study`` (:func:`runoffs`), where it was run for the config the
+    study still holds best (a study that went on searching has another best: it is stale)."""
+    data = study.user_attrs.get("runoff")
+    if not isinstance(data, dict):
+        return None
+    try:
+        record = Runoff.from_dict(data)
+    except (KeyError, TypeError, ValueError):
+        return None
+    found = best_measurement(study)
+    if found is None or config_key(found[0]) != config_key(record.incumbent):
+        return None
+    return record
+
+
+def runoff_best(study: optuna.Study) -> tuple[dict[str, int], Measurement] | None:
+    """The config a runoff chose over the search's best, with the search's measurement of it
+    (None: no runoff, or it kept the search's best)."""
+    record = study_runoff(study)
+    if record is None or not record.changed:
+        return None
+    want = config_key(record.winner)
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        data = t.user_attrs.get("measurement")
+        info = t.user_attrs.get("ktx")
+        if isinstance(data, dict) and isinstance(info, dict) and config_key(info.get("config", {})) == want:
+            return dict(record.winner), Measurement.from_dict(data)
+    return None
+
+
+def study_field(study: optuna.Study, ctx: Context, metric: str) -> list[Entrant]:
+    """Every config the study measured successfully, with its objective and per-launch times."""
+    out: list[Entrant] = []
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        data = t.user_attrs.get("measurement")
+        info = t.user_attrs.get("ktx")
+        if not isinstance(data, dict) or not isinstance(info, dict):
+            continue
+        m = Measurement.from_dict(data)
+        value = objective_time(m, metric) if m.ok else None
+        if value is None or value <= 0:
+            continue
+        config = ctx.tunable.space.normalize(dict(info.get("config", {})))
+        out.append(Entrant(config, float(value), launch_us(m)))
+    return out
+
+
+def runoffs(ctx: Context, results: Sequence[ShapeResult], deadline: float | None) -> dict[str, Runoff]:
+    """Each searched shape's few best configs timed paired against its best
+    (:mod:`ktx.search.runoff`), recorded in the shape's study (:func:`collect` then dispatches
+    the winner) and logged. A shape whose study already holds a runoff for its best is not run
+    again (a re-finalize). Each runoff runs only where the final checks' estimate still fits
+    after it."""
+    found = getattr(ctx.backend, "options", None)
+    options = found if isinstance(found, Options) else Options()
+    costs = measured_costs(ctx)
+    todo = [r for r in results if r.study and not r.skipped and r.best_config is not None]
+
+    def check_s(r: ShapeResult) -> float:
+        item = Shortlist(r.point, r.metric, r.best_config, r.speedup, launch_us(r.original),
+                         None if r.best is None else launch_us(r.best), r.original.bytes)  # fmt: skip
+        pair = pair_estimate(item, ctx.backend, options)
+        if pair is None:
+            return check_cost(costs.get(r.point.name) or 1.0)
+        return PAIRED_REQUEST_S + PAIRS * pair
+
+    after = sum(check_s(r) for r in todo) + WRITE_S
+    out: dict[str, Runoff] = {}
+    for r in todo:
+        study = optuna.load_study(study_name=r.study, storage=ctx.storage)
+        record = study_runoff(study)
+        if record is None:
+            field_ = entrants(study_field(study, ctx, r.metric))
+            record = run_runoff(ctx.evaluator, r.point, r.metric, field_, deadline, r.original.bytes, after)
+            if record is not None:
+                study.set_user_attr("runoff", record.to_dict())
+                ctx.log.write("runoff", **record.to_dict())
+                if record.changed:
+                    ctx.display.message(f"{r.point.name}: runoff: {record.sentence()}")
+        if record is not None:
+            out[r.point.name] = record
+    return out
+
+
 def paired_checks(
     ctx: Context,
     results: Sequence[ShapeResult],
     deadline: float | None,
     keep: Mapping[str, PairedCheck] | None = None,
+    runoff: Mapping[str, Runoff] | None = None,
 ) -> dict[str, PairedCheck]:
     """The paired final check of every searched shape (:mod:`ktx.search.final`), logged.
+    ``runoff``: the shapes' runoffs; a shape whose runoff changed the config is ordered by the
+    gain the search's best had times the winner's paired ratio over it (its own single
+    measurement in the search was slower: that is why the runoff ran).
 
     ``keep``: checks an earlier finalize of the same run made; a shape whose kept check ran
     (anything but skipped) for the config the studies still hold best is not measured again, so
@@ -727,12 +830,20 @@ def paired_checks(
         same = old is not None and (None if old.config is None else dict(old.config)) == want
         if old is not None and old.status != SKIPPED and same:
             kept[r.point.name] = old
+
+    def gain(r: ShapeResult) -> float | None:
+        record = (runoff or {}).get(r.point.name)
+        o = r.original_us
+        if record is None or not record.changed or o is None or r.speedup is None:
+            return r.speedup
+        return max(r.speedup, o / record.incumbent_us * record.gain_over_incumbent)
+
     shortlist = [
         Shortlist(
             r.point,
             r.metric,
             r.best_config,
-            r.speedup,
+            gain(r),
             launch_us(r.original),
             None if r.best is None else launch_us(r.best),
             r.original.bytes,
@@ -770,8 +881,13 @@ def finalize(
     ``started`` (``time.monotonic()`` at the command's start) makes ``wall_s`` the whole run;
     ``keep`` holds an earlier finalize's checks (:func:`paired_checks`)."""
     results = collect(ctx)
+    ran: dict[str, Runoff] = {}
+    if ctx.tunable.space.knobs and not ctx.request.joint:
+        ran = runoffs(ctx, results, deadline)
+        if any(r.changed for r in ran.values()):
+            results = collect(ctx)  # the runoffs' winners
     bucket = choose_bucket_var(ctx.spec.variables, ctx.request.bucket_var)
-    checks = paired_checks(ctx, results, deadline, keep) if ctx.tunable.space.knobs else {}
+    checks = paired_checks(ctx, results, deadline, keep, ran) if ctx.tunable.space.knobs else {}
     min_gain = ctx.request.min_gain
     choices = [
         Choice(
@@ -826,6 +942,7 @@ def finalize(
                 f"The final check failed at {c.shape} ({c.reason[:200]}): the table keeps the original there."
             )
     notes += needle_notes(ctx, results)
+    notes += [f"Runoff: {r.sentence()}." for r in ran.values()]
     cut = [c.shape for c in checks.values() if c.status == "skipped"]
     if cut:
         notes.append(
