@@ -962,7 +962,7 @@ def finalize(
     )
     if started is not None:
         wall_s = time.monotonic() - started
-    summary = Summary(ctx.spec.name, results, holdout, wall_s, tuple(notes), device, used, checks)
+    summary = Summary(ctx.spec.name, results, holdout, wall_s, tuple(notes), device, used, checks, ran)
     write_outputs(ctx.run_dir, summary, table, ctx.tunable, raw)
     if ctx.recording is None and ctx.tunable.space.knobs:
         write(run_recording(ctx), ctx.run_dir / "recording.json")
