@@ -74,7 +74,7 @@ from ktx.search.progress import Display
 from ktx.search.recording import FORMAT, Recording, RecordingBackend, write
 from ktx.search.report import HoldoutRow, ShapeResult, Summary, write_outputs
 from ktx.search.runlog import RunLog
-from ktx.search.runoff import Entrant, Runoff, entrants, run_runoff
+from ktx.search.runoff import Entrant, Runoff, entrants, fill_diagonal, run_runoff
 from ktx.search.study import JOURNAL, default_url, open_storage, redact
 from ktx.search.tunable import Tunable, load_tunable
 from ktx.spec import ShapePoint, Spec
@@ -750,7 +750,8 @@ def runoff_best(study: optuna.Study) -> tuple[dict[str, int], Measurement] | Non
         info = t.user_attrs.get("ktx")
         if isinstance(data, dict) and isinstance(info, dict) and config_key(info.get("config", {})) == want:
             return dict(record.winner), Measurement.from_dict(data)
-    return None
+    extra = record.measured.get(want)  # a diagonal neighbour the runoff measured itself
+    return None if extra is None else (dict(record.winner), Measurement.from_dict(extra))
 
 
 def study_field(study: optuna.Study, ctx: Context, metric: str) -> list[Entrant]:
@@ -795,8 +796,13 @@ def runoffs(ctx: Context, results: Sequence[ShapeResult], deadline: float | None
         study = optuna.load_study(study_name=r.study, storage=ctx.storage)
         record = study_runoff(study)
         if record is None:
-            field_ = entrants(study_field(study, ctx, r.metric))
+            each = costs.get(r.point.name) or 1.0
+            ranked, extra = fill_diagonal(ctx.evaluator, r.point, r.metric, study_field(study, ctx, r.metric),
+                                          deadline, each, after)  # fmt: skip
+            field_ = entrants(ranked, lead=r.best_config)
             record = run_runoff(ctx.evaluator, r.point, r.metric, field_, deadline, r.original.bytes, after)
+            if record is not None and extra:
+                record = dataclasses.replace(record, measured=extra)
             if record is not None:
                 study.set_user_attr("runoff", record.to_dict())
                 ctx.log.write("runoff", **record.to_dict())

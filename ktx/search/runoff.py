@@ -20,6 +20,14 @@ quote the speedup, which would carry the choice's luck into the number).
 The runoff also says how narrow the optimum is, from paired numbers rather than the search's
 single ones: how many entrants lie within :data:`NEAR` of the winner (:meth:`Runoff.sentence`).
 
+The search may also never have measured the config that wins: at rmsnorm's tokens=1, d=8192 round
+1 measured 5 of its 28 configs (the time share of a 100 s budget) and ``BLOCK_Y=16,PACKS=2`` was
+not among them. So the runoff first measures (verified, as the search would) up to
+:data:`DIAGONAL` unmeasured *diagonal* neighbours of the search's best: two power-of-two knobs
+traded at the same product, one doubled and one halved (``BLOCK_Y=8,PACKS=4`` ->
+``BLOCK_Y=16,PACKS=2``; threads against work a thread, the trade most launch knobs make). They
+enter the field by their measured time like any config the search measured.
+
 Cheap: a handful of timings per entrant (0.2-0.4 s a pair for the norms' few-µs kernels), and it
 runs only where the time left covers it after the final checks' own estimate.
 """
@@ -37,6 +45,7 @@ from ktx.measure.types import config_key
 from ktx.search.evaluate import Evaluator
 from ktx.search.final import Shortlist, pair_estimate
 from ktx.search.paired import FAILED, IDENTICAL, MEASURED, SKIPPED, Interval, from_pairs, same_code
+from ktx.search.space import Space
 from ktx.spec import ShapePoint
 
 #: The most configs a runoff takes (the search's best included).
@@ -50,6 +59,9 @@ PAIRS = 3
 
 #: Entrants within this share of the winner (by the paired ratios) are its company.
 NEAR = 0.02
+
+#: The most unmeasured diagonal neighbours of the search's best measured before the runoff.
+DIAGONAL = 2
 
 
 @dataclass(frozen=True)
@@ -106,6 +118,9 @@ class Runoff:
     heats: tuple[Heat, ...] = field(default=())
     chosen: Mapping[str, int] | None = None
     skipped: str = ""
+    #: The diagonal neighbours the runoff measured itself (config key -> the measurement's
+    #: dict): the study has no trial of them, so the winner's measurement is kept here.
+    measured: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def winner(self) -> Mapping[str, int]:
@@ -170,6 +185,7 @@ class Runoff:
             "heats": [h.to_dict() for h in self.heats],
             "chosen": None if self.chosen is None else dict(self.chosen),
             "skipped": self.skipped,
+            "measured": {k: dict(v) for k, v in self.measured.items()},
         }
 
     @classmethod
@@ -183,6 +199,7 @@ class Runoff:
             tuple(Heat.from_dict(h) for h in data.get("heats", ())),
             None if chosen is None else {str(k): int(v) for k, v in dict(chosen).items()},
             str(data.get("skipped", "")),
+            {str(k): dict(v) for k, v in dict(data.get("measured") or {}).items()},
         )
 
 
@@ -190,13 +207,16 @@ def _cfg(config: Mapping[str, int]) -> str:
     return ",".join(f"{k}={v}" for k, v in config.items()) or "original"
 
 
-def entrants(ranked: Sequence[Entrant], top: int = TOP, window: float = WINDOW) -> list[Entrant]:
+def entrants(
+    ranked: Sequence[Entrant], top: int = TOP, window: float = WINDOW, lead: Mapping[str, int] | None = None
+) -> list[Entrant]:
     """The runoff's field from the search's measured configs, fastest first: at most ``top``
-    distinct configs within ``window`` of the fastest.
+    distinct configs within ``window`` of the fastest; ``lead`` (the search's best, where a
+    diagonal neighbour measured faster) goes first all the same: the heats are against it.
 
     >>> e = [Entrant({"A": 1}, 2.0), Entrant({"A": 2}, 2.1), Entrant({"A": 1}, 2.2), Entrant({"A": 3}, 2.5)]
-    >>> [dict(x.config) for x in entrants(e)]
-    [{'A': 1}, {'A': 2}]
+    >>> [dict(x.config) for x in entrants(e)], [dict(x.config) for x in entrants(e, lead={"A": 2})]
+    ([{'A': 1}, {'A': 2}], [{'A': 2}, {'A': 1}])
     """
     ordered = sorted(ranked, key=lambda e: e.search_us)
     out: list[Entrant] = []
@@ -209,7 +229,80 @@ def entrants(ranked: Sequence[Entrant], top: int = TOP, window: float = WINDOW) 
         out.append(e)
         if len(out) >= top:
             break
+    if lead is not None:
+        want = config_key(lead)
+        first = next((e for e in ordered if config_key(e.config) == want), None)
+        if first is not None:
+            out = [first, *[e for e in out if config_key(e.config) != want][: top - 1]]
     return out
+
+
+def diagonal(config: Mapping[str, int], space: Space, limit: int = DIAGONAL) -> list[dict[str, int]]:
+    """Up to ``limit`` configs that trade two of ``config``'s power-of-two knobs (both above 1
+    or the one halved at least 2) at the same product: one doubled, one halved, both values in
+    their domains, the rest unchanged. Knobs in the space's order; 0 (a knob's "as written")
+    takes no part.
+
+    >>> from ktx.search.space import Knob, Space
+    >>> sp = Space((Knob("BLOCK_Y", (0, 1, 2, 4, 8, 16, 32), 0), Knob("PACKS", (0, 1, 2, 4), 0)), ())
+    >>> diagonal({"BLOCK_Y": 8, "PACKS": 4}, sp), diagonal({"BLOCK_Y": 8, "PACKS": 2}, sp)
+    ([{'BLOCK_Y': 16, 'PACKS': 2}], [{'BLOCK_Y': 16, 'PACKS': 1}, {'BLOCK_Y': 4, 'PACKS': 4}])
+    """
+
+    def pow2(v: int) -> bool:
+        return v > 0 and v & (v - 1) == 0
+
+    knobs = [k for k in space.knobs if pow2(int(config.get(k.name, k.default)))]
+    out: list[dict[str, int]] = []
+    for up in knobs:
+        for down in knobs:
+            if up.name == down.name:
+                continue
+            a, b = int(config.get(up.name, up.default)), int(config.get(down.name, down.default))
+            if 2 * a in up.values and b >= 2 and b // 2 in down.values:
+                out.append({**dict(config), up.name: 2 * a, down.name: b // 2})
+    return out[:limit]
+
+
+def fill_diagonal(
+    evaluator: Evaluator,
+    point: ShapePoint,
+    metric: str,
+    ranked: Sequence[Entrant],
+    deadline: float | None = None,
+    each_s: float = 1.0,
+    after_s: float = 0.0,
+) -> tuple[list[Entrant], dict[str, dict[str, Any]]]:
+    """``ranked`` (the search's measured configs) with the best's unmeasured diagonal neighbours
+    (:func:`diagonal`) measured and added, and their measurements by config key. Each is
+    measured only where ``each_s`` (a verified measurement's expected seconds) and ``after_s``
+    still fit before ``deadline``. A run replay (``has_check``) measures only the neighbours its
+    recorded run checked (the recording answers them); a backend that cannot pair, none."""
+    backend = evaluator.backend
+    checked = getattr(backend, "has_check", None)
+    replay = callable(checked)  # a run replay: only what the recorded run checked (it measured it)
+    if not ranked or not (replay or callable(getattr(backend, "measure_paired", None))):
+        return list(ranked), {}
+    best = min(ranked, key=lambda e: e.search_us)
+    seen = {config_key(e.config) for e in ranked}
+    out = list(ranked)
+    found: dict[str, dict[str, Any]] = {}
+    for config in diagonal(evaluator.space.normalize(dict(best.config)), evaluator.space):
+        key = config_key(config)
+        if key in seen or (callable(checked) and not checked(point.name, config)):
+            continue
+        seen.add(key)
+        if deadline is not None and deadline - time.monotonic() - after_s < each_s:
+            break
+        ev = evaluator.evaluate(config, point, deadline=deadline)
+        us = ev.time(metric)
+        if ev.measurement is None or us is None:
+            continue
+        m = ev.measurement
+        launch = m.single_us if m.single_us else m.graph_us
+        out.append(Entrant(dict(ev.config), us, launch))
+        found[config_key(ev.config)] = m.to_dict()
+    return out, found
 
 
 def cost_s(

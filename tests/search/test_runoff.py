@@ -10,7 +10,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ktx.measure.types import Candidate, Measurement, Status, Timing, original_candidate
+import optuna
+
+from ktx.measure.types import Candidate, Measurement, Status, Timing, config_key, original_candidate
 from ktx.search import runner
 from ktx.search.cache import MeasurementCache
 from ktx.search.evaluate import Evaluator
@@ -194,3 +196,76 @@ def test_the_field_is_the_few_best_within_the_window() -> None:
     assert [e.config["K"] for e in entrants(ranked)] == [1, 2, 4]
     assert [e.config["K"] for e in entrants(ranked, top=2)] == [1, 2]
     assert [e.config["K"] for e in entrants(ranked, window=0.30)] == [1, 2, 4, 0]
+
+
+# -- the diagonal: a config the search never measured ---------------------------------------
+
+#: (BLOCK_Y, PACKS) -> (the search's single measurement, the time paired): the search measured only
+#: (8, 4); (16, 2), the same threads x packs, is the real best (rmsnorm at tokens=1, d=8192).
+GRID = {(8, 4): (2.50, 2.49), (16, 2): (2.45, 2.40), (4, 4): (2.9, 2.9), (16, 1): (3.0, 3.0)}
+
+
+def _grid_tunable(spec: Any) -> Tunable:
+    base = original_candidate(spec)
+
+    def make(config: dict[str, int]) -> Candidate:
+        if not config:
+            return base
+        source = base.source + f"\n// Y{config.get('BLOCK_Y')} P{config.get('PACKS')}\n"
+        return dataclasses.replace(base, source=source, config=dict(config))
+
+    space = Space((Knob("BLOCK_Y", (0, 1, 2, 4, 8, 16, 32), 0), Knob("PACKS", (0, 1, 2, 4), 0)), ())
+    return Tunable(spec.name, "diagonal-test", space, make, "diagonal-test-0001")  # type: ignore[arg-type]
+
+
+class Grid(Lucky):
+    def __init__(self) -> None:
+        super().__init__()
+        self.measured: list[dict[str, int]] = []
+
+    def _us(self, cand: Candidate, paired: bool) -> float:
+        if not cand.config or not cand.config.get("BLOCK_Y"):
+            return 3.2
+        return GRID.get((cand.config["BLOCK_Y"], cand.config["PACKS"]), (3.5, 3.5))[int(paired)]
+
+    def measure(self, cand: Candidate, point: ShapePoint) -> Measurement:
+        self.measured.append(dict(cand.config))
+        return self._m(cand, point, self._us(cand, False))
+
+    def measure_paired(
+        self, first: Candidate, second: Candidate, point: ShapePoint, pairs: int, timeout: float | None
+    ) -> list[tuple[Measurement, Measurement]]:
+        self.paired_calls.append((dict(first.config), dict(second.config), pairs))
+        return [
+            (self._m(first, point, self._us(first, True) * (1 + 0.003 * (i % 2))),
+             self._m(second, point, self._us(second, True)))
+            for i in range(pairs)
+        ]  # fmt: skip
+
+
+def test_the_runoff_measures_the_diagonal_neighbour_the_search_missed(tmp_path: Path) -> None:
+    backend = Grid()
+    spec = load_spec(SILU)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    request = runner.TuneRequest(kernel_dir=SILU, shapes=(POINT.name,), trials=1, seed=1, out=folder,
+                                 holdout="none", quiet=True, backend="stand-in")  # fmt: skip
+    url = default_url(folder)
+    log = RunLog(folder / "log.jsonl")
+    evaluator = Evaluator(spec, _grid_tunable(spec), backend, MeasurementCache(None), log)
+    ctx = runner.Context(request, spec, evaluator.tunable, (POINT,), folder, url, open_storage(url), backend,
+                         evaluator, log, None, Display(enabled=False))  # fmt: skip
+    runner.prepare_all(ctx, None)
+    study = runner.open_study(ctx.storage, runner.study_name(ctx, POINT), optuna.samplers.RandomSampler())
+    study.enqueue_trial(evaluator.space.to_params({"BLOCK_Y": 8, "PACKS": 4}))
+    runner.tune_shapes(ctx, None)
+    assert {"BLOCK_Y": 16, "PACKS": 2} not in backend.measured, "the search did not measure it"
+    summary = runner.finalize(ctx, 0.0)
+    assert {"BLOCK_Y": 16, "PACKS": 2} in backend.measured, "the runoff measured the diagonal, verified"
+    runoff = summary.runoffs[POINT.name]
+    assert runoff.incumbent == {"BLOCK_Y": 8, "PACKS": 4} and runoff.chosen == {"BLOCK_Y": 16, "PACKS": 2}
+    assert list(runoff.measured) == [config_key({"BLOCK_Y": 16, "PACKS": 2})]
+    (result,) = summary.results
+    assert result.best_config == {"BLOCK_Y": 16, "PACKS": 2}
+    assert summary.paired[POINT.name].config == {"BLOCK_Y": 16, "PACKS": 2}
+    assert json.loads((folder / "dispatch.json").read_text())["variants"] == [{"BLOCK_Y": 16, "PACKS": 2}]
