@@ -60,6 +60,7 @@ from ktx.search.engine import (
 )
 from ktx.search.evaluate import Evaluator, Policy, choose_metric, objective_time
 from ktx.search.final import (
+    MAX_RESERVE,
     WRITE_S,
     Shortlist,
     check_cost,
@@ -74,7 +75,7 @@ from ktx.search.progress import Display
 from ktx.search.recording import FORMAT, Recording, RecordingBackend, write
 from ktx.search.report import HoldoutRow, ShapeResult, Summary, write_outputs
 from ktx.search.runlog import RunLog
-from ktx.search.runoff import Entrant, Runoff, entrants, fill_diagonal, run_runoff
+from ktx.search.runoff import Entrant, Runoff, entrants, fill_diagonal, reserve_s, run_runoff
 from ktx.search.study import JOURNAL, default_url, open_storage, redact
 from ktx.search.tunable import Tunable, load_tunable
 from ktx.spec import ShapePoint, Spec
@@ -781,6 +782,8 @@ def runoffs(ctx: Context, results: Sequence[ShapeResult], deadline: float | None
     options = found if isinstance(found, Options) else Options()
     costs = measured_costs(ctx)
     todo = [r for r in results if r.study and not r.skipped and r.best_config is not None]
+    found_each = getattr(ctx.backend, "candidate_cost", None)
+    per_candidate: Mapping[str, Any] = found_each if isinstance(found_each, Mapping) else {}
 
     def check_s(r: ShapeResult) -> float:
         item = Shortlist(r.point, r.metric, r.best_config, r.speedup, launch_us(r.original),
@@ -796,7 +799,8 @@ def runoffs(ctx: Context, results: Sequence[ShapeResult], deadline: float | None
         study = optuna.load_study(study_name=r.study, storage=ctx.storage)
         record = study_runoff(study)
         if record is None:
-            each = costs.get(r.point.name) or 1.0
+            # a candidate's measurement as the backend accounts it, else the original's (an upper bound)
+            each = float(per_candidate.get(r.point.name) or costs.get(r.point.name) or 1.0)
             ranked, extra = fill_diagonal(ctx.evaluator, r.point, r.metric, study_field(study, ctx, r.metric),
                                           deadline, each, after)  # fmt: skip
             field_ = entrants(ranked, lead=r.best_config)
@@ -1100,8 +1104,15 @@ def search_until(ctx: Context, deadline: float | None, count: int = 1) -> float 
     def share_reserve(i: int) -> float:
         mine = len(share_of(held, i, count))
         holdout = mine if count == 1 else -(-3 * mine // 2)
-        costs = {p.name: known.get(p.name, 0.0) for p in share_of(ctx.searched, i, count)}
-        return reserve(costs, holdout, ctx.request.time_limit or 0.0, pair_s=pair_s)
+        mine_shapes = share_of(ctx.searched, i, count)
+        costs = {p.name: known.get(p.name, 0.0) for p in mine_shapes}
+        limit = ctx.request.time_limit or 0.0
+        base = reserve(costs, holdout, limit, pair_s=pair_s)
+        if not ctx.tunable.space.knobs or ctx.request.joint:
+            return base
+        # the runoff (ktx.search.runoff) runs between the search and the final check
+        runoff = sum(reserve_s(pair_s.get(p.name)) for p in mine_shapes)
+        return max(base, min(MAX_RESERVE * limit, base + runoff))
 
     # every worker keeps the largest share's reserve, so that all stop searching together and
     # each checks the configs the studies will hold best (ktx.search.workers.wait_for_searches)

@@ -49,13 +49,15 @@ from ktx.search.space import Space
 from ktx.spec import ShapePoint
 
 #: The most configs a runoff takes (the search's best included).
-TOP = 4
+TOP = 3
 
 #: A config whose search time is more than this share slower than the search's best stays out.
 WINDOW = 0.15
 
-#: Pairs each challenger is timed in against the search's best.
-PAIRS = 3
+#: Pairs each challenger is timed in against the search's best: the runoff chooses by the
+#: estimate (the final check, with its own pairs, decides whether the choice beats the original),
+#: so two pairs, the fewest that give one, keep it to a few timings an entrant.
+PAIRS = 2
 
 #: Entrants within this share of the winner (by the paired ratios) are its company.
 NEAR = 0.02
@@ -303,6 +305,20 @@ def fill_diagonal(
         out.append(Entrant(dict(ev.config), us, launch))
         found[config_key(ev.config)] = m.to_dict()
     return out, found
+
+
+def reserve_s(pair_s: float | None) -> float:
+    """Seconds to keep free after a shape's search for its runoff, from one check pair's
+    seconds at the shape (:func:`ktx.search.final.pair_estimate`; 0 where unknown): the heats
+    of :data:`TOP` - 1 challengers and :data:`DIAGONAL` verified measurements, each priced at
+    two timings.
+
+    >>> round(reserve_s(0.3), 2), reserve_s(None)
+    (2.2, 0.0)
+    """
+    if not pair_s:
+        return 0.0
+    return (TOP - 1) * (PAIRED_REQUEST_S + PAIRS * pair_s) + DIAGONAL * pair_s
 
 
 def cost_s(

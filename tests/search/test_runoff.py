@@ -19,7 +19,7 @@ from ktx.search.evaluate import Evaluator
 from ktx.search.paired import FAILED, IDENTICAL, MEASURED
 from ktx.search.progress import Display
 from ktx.search.runlog import RunLog, read_log
-from ktx.search.runoff import Entrant, Runoff, entrants, run_runoff
+from ktx.search.runoff import PAIRS, Entrant, Runoff, entrants, run_runoff
 from ktx.search.space import Knob, Space
 from ktx.search.study import default_url, open_storage
 from ktx.search.tunable import Tunable
@@ -115,7 +115,7 @@ def test_the_runoff_dispatches_the_config_that_is_fastest_paired(tmp_path: Path)
     # within 15% of 1.60 µs: K=2 (1.66), K=4 (1.70, K=2's code: not timed again); K=0 (2.0) stays out
     assert set(heats) == {2, 4} and heats[4].status == IDENTICAL and heats[2].status == MEASURED
     assert heats[2].interval is not None and heats[2].interval.estimate > 1.10
-    assert backend.paired_calls[0] == ({"K": 1}, {"K": 2}, 3), "the heat: search's best first, 3 pairs"
+    assert backend.paired_calls[0] == ({"K": 1}, {"K": 2}, PAIRS), "the heat: the search's best first"
     # the final check pairs the winner with the original, with pairs of its own
     assert backend.paired_calls[1][1] == {"K": 2} and backend.paired_calls[1][0] == {}
     assert result.best_config == {"K": 2}
@@ -195,7 +195,9 @@ def test_the_field_is_the_few_best_within_the_window() -> None:
     ranked = [Entrant({"K": k}, us) for k, us in times]
     assert [e.config["K"] for e in entrants(ranked)] == [1, 2, 4]
     assert [e.config["K"] for e in entrants(ranked, top=2)] == [1, 2]
-    assert [e.config["K"] for e in entrants(ranked, window=0.30)] == [1, 2, 4, 0]
+    assert [e.config["K"] for e in entrants(ranked, top=4, window=0.30)] == [1, 2, 4, 0]
+    assert [e.config["K"] for e in entrants(ranked, top=4)] == [1, 2, 4], "0 is 25% slower: out"
+    assert [e.config["K"] for e in entrants(ranked, lead={"K": 4})] == [4, 1, 2]
 
 
 # -- the diagonal: a config the search never measured ---------------------------------------
