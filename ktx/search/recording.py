@@ -226,6 +226,11 @@ class RunReplayBackend(RecordingBackend):
         checked = any(s.paired is not None for r in recording.run.rounds for s in r.shapes)
         return PairedReplayBackend(recording) if checked else cls(recording)
 
+    def has_measurement(self, shape: str, config: Mapping[str, int]) -> bool:
+        """Whether the recorded run measured ``config`` at ``shape``: the runoff's diagonal
+        neighbours (:func:`ktx.search.runoff.fill_diagonal`) are measured in a replay only then."""
+        return self._replay.holds(config, shape)
+
     def measure(self, candidate: Candidate, shape: ShapePoint) -> Measurement:
         try:
             return self._replay.measure(candidate, shape)

@@ -278,12 +278,11 @@ def fill_diagonal(
     """``ranked`` (the search's measured configs) with the best's unmeasured diagonal neighbours
     (:func:`diagonal`) measured and added, and their measurements by config key. Each is
     measured only where ``each_s`` (a verified measurement's expected seconds) and ``after_s``
-    still fit before ``deadline``. A run replay (``has_check``) measures only the neighbours its
-    recorded run checked (the recording answers them); a backend that cannot pair, none."""
+    still fit before ``deadline``. A run replay (``has_measurement``) measures only the neighbours
+    its recorded run measured (the recording answers them); a backend that cannot pair, none."""
     backend = evaluator.backend
-    checked = getattr(backend, "has_check", None)
-    replay = callable(checked)  # a run replay: only what the recorded run checked (it measured it)
-    if not ranked or not (replay or callable(getattr(backend, "measure_paired", None))):
+    recorded = getattr(backend, "has_measurement", None)  # a run replay: what its run measured
+    if not ranked or not (callable(recorded) or callable(getattr(backend, "measure_paired", None))):
         return list(ranked), {}
     best = min(ranked, key=lambda e: e.search_us)
     seen = {config_key(e.config) for e in ranked}
@@ -291,7 +290,7 @@ def fill_diagonal(
     found: dict[str, dict[str, Any]] = {}
     for config in diagonal(evaluator.space.normalize(dict(best.config)), evaluator.space):
         key = config_key(config)
-        if key in seen or (callable(checked) and not checked(point.name, config)):
+        if key in seen or (callable(recorded) and not recorded(point.name, config)):
             continue
         seen.add(key)
         if deadline is not None and deadline - time.monotonic() - after_s < each_s:
