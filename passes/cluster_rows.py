@@ -52,7 +52,7 @@ from ktx.ir.facts.assign import assigned
 from ktx.ir.facts.reductions import update_of
 from ktx.ir.launch import launch_dims
 from ktx.passes._common import kernel_node, line_of, powers_of_two
-from ktx.passes._variants import Variants, insert_after_line, insert_before_line, line_bounds
+from ktx.passes._variants import Variants, insert_after_line, insert_before_line, line_bounds, wrap_lines
 from ktx.passes.split import RowLoop, _affine_row_loop, _row_loop
 
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
@@ -360,6 +360,18 @@ class ClusterRows(Pass[ClusterSite]):
             f"{indent}__cluster_barrier_arrive();  // done reading the others' shared memory (waited "
             "for at the end)",
         ]
+        source = rw.target.module.source
+        first, last = line_bounds(source, red.barrier.start_byte, red.barrier.end_byte)
+        alone = source[first:last].strip() == syntax.text(rw.target.module, red.barrier).encode()
+        if alone and _compact(rw.target.module, red.barrier) == "__syncthreads();":
+            # The block's own last barrier goes: the cluster barrier right after it (arrive has
+            # release, wait acquire semantics, and every thread of every block of the cluster takes
+            # part) orders this block's threads as well. One bar.sync fewer on the reduction's
+            # path of a latency-bound row (the hand cluster kernel, benchmarks/norms_hand/
+            # cluster.cu, has none); where the reduction ends in a halving loop it stays.
+            lines.insert(1, f"{indent}// (the cluster barrier orders this block too: no __syncthreads)")
+            wrap_lines(rw, first, last, "\n".join(lines), COND)
+            return
         insert_after_line(rw, red.barrier.end_byte, lines, COND)
 
 
