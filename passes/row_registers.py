@@ -257,6 +257,12 @@ def _first(source: bytes, k: RowKeep) -> str:
     for ld in k.loads:
         if ld.source is None:
             continue
+        if ld.kind == "array" and ld.dead_stash:
+            # the stash store itself goes: nothing reads these elements back (the facts'
+            # dead_stash); the values go into the keep slot instead (under the loop's #pragma)
+            copy = _copy(source, ld, ld.source, into_keep=True).split("\n", 2)[2].lstrip()
+            edits.append((ld.source.start_byte, ld.source.end_byte, copy))
+            continue
         if ld.kind == "array":
             # after the loop that stashes the array: the same values, copied into the keep slot
             edits.append(
