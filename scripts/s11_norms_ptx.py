@@ -5,10 +5,13 @@ row-registers`` at the configs that hold a row of d = 8192 (1024 packs) in a clu
 (CLUSTER x 32 x BLOCK_Y x PACKS = 1024), the one-block form ``block-size,row-registers`` beside
 them, and the hand kernels (benchmarks/norms_hand/cluster.cu; for rmsnorm also session 9's
 benchmarks/cluster_rows); compiles each for sm_90 (nvcc ``-ptx``, then ``ptxas -v``) and prints
-one Markdown row each: registers, spills, and the static PTX instructions on the reduction's
-path: block barriers (``bar.sync``), cluster barriers (arrive / wait), ``mapa`` (a thread maps a
-remote block's shared memory; the pass maps every rank in every thread), loads over
-distributed shared memory, global loads and stores.
+one Markdown row each: registers, spills, and static PTX instruction counts: block barriers
+(``bar.sync``), cluster barriers (arrive / wait), ``mapa`` (a thread maps a remote block's shared
+memory; the pass maps every rank in every thread; DSMEM loads are generic ``ld`` after it),
+shared stores (fused add's stash), global loads and stores (the pass keeps the original's
+remainder loop and scalar tail, compiled in though they run only past threads x PACKS packs or
+when d % 8 != 0). The one-block forms at d = 4096 (``block-size,row-registers`` and the hand
+kernels of benchmarks/norms_hand/kernel.cu) come first (issue 23 item 2).
 
     .venv/bin/python scripts/s11_norms_ptx.py [--out FILE.md]
 """
@@ -63,7 +66,7 @@ def stats(src: str, name: str, workdir: Path, tag: str, extra: tuple[str, ...] =
         "cluster arrive": n(r"\bbarrier\.cluster\.arrive"),
         "cluster wait": n(r"\bbarrier\.cluster\.wait"),
         "mapa": n(r"\bmapa\."),
-        "ld.shared::cluster": n(r"\bld\.shared::cluster"),
+        "st.shared": n(r"\bst\.shared"),
         "ld.global": n(r"\bld\.global"),
         "st.global": n(r"\bst\.global"),
     }
@@ -75,6 +78,7 @@ def main() -> int:
     args = ap.parse_args()
     hand = (ROOT / "benchmarks/norms_hand/cluster.cu").read_text()
     old = (ROOT / "benchmarks/cluster_rows/kernel.cu").read_text()
+    one = (ROOT / "benchmarks/norms_hand/kernel.cu").read_text()
     rows: list[tuple[str, str, dict[str, str]]] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -82,8 +86,15 @@ def main() -> int:
             name = f"{kernel}_kernel<__nv_bfloat16>"
             orig = (ROOT / f"kernels/{kernel}/kernel.cu").read_text()
             rows.append((kernel, "original", stats(orig, name, work, f"{kernel}_orig")))
-            src = _apply(kernel, ROWS_PIPE, {"BLOCK_Y": 16, "PACKS": 2})
-            rows.append((kernel, f"{ROWS_PIPE} BLOCK_Y=16 PACKS=2", stats(src, name, work, f"{kernel}_rows")))
+            for y, p in ((8, 2), (4, 4), (16, 2)):  # the row in 2 / 4 packs at d = 4096, 2 at 8192
+                src = _apply(kernel, ROWS_PIPE, {"BLOCK_Y": y, "PACKS": p})
+                label = f"{ROWS_PIPE} BLOCK_Y={y} PACKS={p}"
+                rows.append((kernel, label, stats(src, name, work, f"{kernel}_rows{y}_{p}")))
+            for p in (2, 4):
+                hname = f"{kernel}_rows_hand<__nv_bfloat16, {p}>"
+                rows.append(
+                    (kernel, f"hand one block a row PACKS={p}", stats(one, hname, work, f"{kernel}_h{p}"))
+                )
             for c, y, p in WIDE:
                 src = _apply(kernel, CLUSTER_PIPE, {"CLUSTER": c, "BLOCK_Y": y, "PACKS": p})
                 label = f"{CLUSTER_PIPE} CLUSTER={c} BLOCK_Y={y} PACKS={p}"
