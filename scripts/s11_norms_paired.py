@@ -109,13 +109,16 @@ def main() -> int:
                 cand = candidate_from_template(spec, ktx_t, picks[point.name])
                 label = f"ktx {pipe} " + ",".join(f"{k}={v}" for k, v in picks[point.name].items())
                 plan.append((0, order, point, cand, label))
+            wide_row = values["tokens"] == 1 and values["d"] == 8192
+            # most telling first: the hand one-block form at decode width with the cluster forms,
+            # then the hand form at the other shapes, then the other packs and clusters
             ranked: list[tuple[int, Candidate]] = [
-                (1, hand(kernel, 2)),
-                (3, hand(kernel, 1)),
+                (1 if wide_row else 2, hand(kernel, 2)),
+                (4, hand(kernel, 1)),
                 (5, hand(kernel, 4)),
             ]
-            if values["tokens"] == 1 and values["d"] == 8192:
-                for rank, (c, y, p) in zip((2, 4, 6, 6), WIDE, strict=True):
+            if wide_row:
+                for rank, (c, y, p) in zip((1, 3, 6, 6), WIDE, strict=True):
                     ranked.append((rank, hand_cluster(kernel, p, c)))
                     config = {"CLUSTER": c, "BLOCK_Y": y, "PACKS": p}
                     if wide.space.feasible(config, dict(point.values)):
