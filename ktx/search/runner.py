@@ -1108,8 +1108,12 @@ def search_until(ctx: Context, deadline: float | None, count: int = 1) -> float 
         costs = {p.name: known.get(p.name, 0.0) for p in mine_shapes}
         limit = ctx.request.time_limit or 0.0
         base = reserve(costs, holdout, limit, pair_s=pair_s)
-        if not ctx.tunable.space.knobs or ctx.request.joint:
-            return base
+        backend = ctx.backend
+        can_run = callable(getattr(backend, "measure_paired", None)) and not (
+            hasattr(backend, "recorded_check") or hasattr(backend, "has_check")
+        )
+        if not ctx.tunable.space.knobs or ctx.request.joint or not can_run:
+            return base  # no runoff will run (a replay re-measures nothing)
         # the runoff (ktx.search.runoff) runs between the search and the final check
         runoff = sum(reserve_s(pair_s.get(p.name)) for p in mine_shapes)
         return max(base, min(MAX_RESERVE * limit, base + runoff))
