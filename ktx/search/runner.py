@@ -75,7 +75,7 @@ from ktx.search.progress import Display
 from ktx.search.recording import FORMAT, Recording, RecordingBackend, write
 from ktx.search.report import HoldoutRow, ShapeResult, Summary, write_outputs
 from ktx.search.runlog import RunLog
-from ktx.search.runoff import Entrant, Runoff, entrants, fill_diagonal, reserve_s, run_runoff
+from ktx.search.runoff import Entrant, Pace, Runoff, entrants, fill_diagonal, reserve_s, run_runoff
 from ktx.search.study import JOURNAL, default_url, open_storage, redact
 from ktx.search.tunable import Tunable, load_tunable
 from ktx.spec import ShapePoint, Spec
@@ -793,18 +793,23 @@ def runoffs(ctx: Context, results: Sequence[ShapeResult], deadline: float | None
             return check_cost(costs.get(r.point.name) or 1.0)
         return PAIRED_REQUEST_S + PAIRS * pair
 
-    after = sum(check_s(r) for r in todo) + WRITE_S
+    counted = sum(check_s(r) for r in todo) + WRITE_S
+    pace = Pace()
     out: dict[str, Runoff] = {}
     for r in todo:
+        # every final check is a request at least as long as the longest the runoffs made
+        after = max(counted, len(todo) * pace.request_s + WRITE_S)
         study = optuna.load_study(study_name=r.study, storage=ctx.storage)
         record = study_runoff(study)
         if record is None:
             # a candidate's measurement as the backend accounts it, else the original's (an upper bound)
             each = float(per_candidate.get(r.point.name) or costs.get(r.point.name) or 1.0)
             ranked, extra = fill_diagonal(ctx.evaluator, r.point, r.metric, study_field(study, ctx, r.metric),
-                                          deadline, each, after)  # fmt: skip
+                                          deadline, each, after, pace)  # fmt: skip
             field_ = entrants(ranked, lead=r.best_config)
-            record = run_runoff(ctx.evaluator, r.point, r.metric, field_, deadline, r.original.bytes, after)
+            after = max(counted, len(todo) * pace.request_s + WRITE_S)
+            record = run_runoff(ctx.evaluator, r.point, r.metric, field_, deadline, r.original.bytes, after,
+                                pace=pace)  # fmt: skip
             if record is not None and extra:
                 record = dataclasses.replace(record, measured=extra)
             if record is not None:

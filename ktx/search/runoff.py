@@ -13,9 +13,10 @@ search's best (at most :data:`TOP`, the search's best among them) are timed agai
 alternately (A B A B ..., :data:`PAIRS` pairs, one request each to one worker, timing only:
 every entrant was verified when the search measured it). Each challenger gets the geometric mean
 of its pairs' ratios (the search's best's time over the challenger's) and its 95% interval; the
-challenger with the largest ratio above 1 is dispatched instead, and the final check then pairs
-*that* config with the original, with fresh pairs (the runoff's pairs choose, they do not also
-quote the speedup, which would carry the choice's luck into the number).
+challenger with the largest ratio, where it is :data:`SWITCH` or more above 1, is dispatched
+instead (ties stay with the search's best), and the final check then pairs *that* config with
+the original, with fresh pairs (the runoff's pairs choose, they do not also quote the speedup,
+which would carry the choice's luck into the number).
 
 The runoff also says how narrow the optimum is, from paired numbers rather than the search's
 single ones: how many entrants lie within :data:`NEAR` of the winner (:meth:`Runoff.sentence`).
@@ -64,6 +65,27 @@ NEAR = 0.02
 
 #: The most unmeasured diagonal neighbours of the search's best measured before the runoff.
 DIAGONAL = 2
+
+#: A challenger replaces the search's best only when its paired estimate is at least this much
+#: faster: between configs that time alike the choice would be a coin toss on two pairs, and the
+#: search's best stays (the final check decides it against the original either way).
+SWITCH = 0.01
+
+
+class Pace:
+    """The longest request (a diagonal measurement, a heat) the runoffs of a finalize have made,
+    in wall seconds: each next step, and each final check still to come, is priced at least that
+    (an estimate counted from launches missed a worker's fixed cost per request and let runoffs
+    eat the final checks' time; the replay's 2 s a request in tests/search/test_workers.py)."""
+
+    def __init__(self) -> None:
+        self.request_s = 0.0
+
+    def note(self, started: float) -> None:
+        self.request_s = max(self.request_s, time.monotonic() - started)
+
+    def at_least(self, seconds: float) -> float:
+        return max(seconds, self.request_s)
 
 
 @dataclass(frozen=True)
@@ -274,6 +296,7 @@ def fill_diagonal(
     deadline: float | None = None,
     each_s: float = 1.0,
     after_s: float = 0.0,
+    pace: Pace | None = None,
 ) -> tuple[list[Entrant], dict[str, dict[str, Any]]]:
     """``ranked`` (the search's measured configs) with the best's unmeasured diagonal neighbours
     (:func:`diagonal`) measured and added, and their measurements by config key. Each is
@@ -293,9 +316,12 @@ def fill_diagonal(
         if key in seen or (callable(recorded) and not recorded(point.name, config)):
             continue
         seen.add(key)
-        if deadline is not None and deadline - time.monotonic() - after_s < each_s:
+        pace = pace or Pace()
+        if deadline is not None and deadline - time.monotonic() - after_s < pace.at_least(each_s):
             break
+        began = time.monotonic()
         ev = evaluator.evaluate(config, point, deadline=deadline)
+        pace.note(began)
         us = ev.time(metric)
         if ev.measurement is None or us is None:
             continue
@@ -344,6 +370,7 @@ def run_runoff(
     after_s: float = 0.0,
     pairs: int = PAIRS,
     log: Callable[[Runoff], None] | None = None,
+    pace: Pace | None = None,
 ) -> Runoff | None:
     """Time each challenger of ``field_`` (the search's best first) against the search's best
     and choose; None where there is no challenger. ``after_s``: seconds that must stay free
@@ -374,7 +401,9 @@ def run_runoff(
         return None
     found = getattr(backend, "options", None)
     options = found if isinstance(found, Options) else Options()
+    pace = pace or Pace()
     need = cost_s(field_, point, set_bytes, backend, options, pairs)
+    need = max(need, (len(field_) - 1) * pace.request_s)
     if deadline is not None and deadline - time.monotonic() - after_s < need:
         left = deadline - time.monotonic() - after_s
         why = f"it needs about {need:.1f} s, {max(0.0, left):.1f} s were left before the final checks"
@@ -392,17 +421,19 @@ def run_runoff(
             heats.append(Heat(dict(e.config), e.search_us, IDENTICAL, reason="an earlier entrant's code"))
             continue
         kept.append(cand)
-        if deadline is not None and time.monotonic() > deadline - after_s:
+        if deadline is not None and deadline - time.monotonic() - after_s < pace.request_s:
             heats.append(Heat(dict(e.config), e.search_us, SKIPPED, reason="the time limit"))
             continue
+        began = time.monotonic()
         with evaluator._gpu:  # the backend measures one thing at a time
             measured = list(paired(first, cand, point, pairs, None))
+        pace.note(began)
         check = from_pairs(point.name, metric, dict(e.config), measured)
         if check.status != MEASURED or check.interval is None:
             heats.append(Heat(dict(e.config), e.search_us, FAILED, reason=check.reason[:200]))
             continue
         heats.append(Heat(dict(e.config), e.search_us, MEASURED, check.interval))
-    faster = [h for h in heats if h.interval is not None and h.interval.estimate > 1.0]
+    faster = [h for h in heats if h.interval is not None and h.interval.estimate >= 1.0 + SWITCH]
     chosen = max(faster, key=lambda h: h.interval.estimate if h.interval else 0.0) if faster else None
     winner = incumbent.config if chosen is None else chosen.config
     out = replace(base, heats=tuple(heats), chosen=dict(winner))
