@@ -19,7 +19,10 @@ the block reduction's last ``__syncthreads()``, the blocks exchange their totals
     total = sum over ranks r of *__cluster_map_shared_rank(&smem[0], r)
     cluster barrier arrive                     done reading the others' shared memory
 
-and the statement that read the block total (``rsqrtf(smem[0] / d + eps)``) reads ``total``;
+and the statement that read the block total (``rsqrtf(smem[0] / d + eps)``) reads ``total``.
+Where the reduction ends in a ``__syncthreads();`` of its own, the cluster barrier takes its place
+(arrive has release and wait acquire semantics, and every thread of every block takes part, so it
+orders the block too): one block barrier fewer on a latency-bound row's path;
 the matching wait sits at the end of the kernel, so that no block leaves while another may
 still read its shared memory. These are the intrinsics that ``cooperative_groups``'
 ``cluster.sync()`` and ``cluster.map_shared_rank()`` call; writing them directly needs no

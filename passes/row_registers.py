@@ -24,8 +24,10 @@ A row the first loop stashes and the second reads back (fused_add_rmsnorm's ``x 
 residual`` through shared memory, as a local array cast to ``float4``; FlashInfer's
 ``x_vec.store(smem_x + ...)`` / ``x_vec.load(...)``) is kept too: the first loop's head copies the
 value into the keep slot right after the stash, and the second loop's head takes it from there, so
-the sum is written once (the residual) and never read back. The stash store stays, for the rest
-loop and the scalar tail.
+the sum is written once (the residual) and never read back. The stash store stays for the rest
+loop and the scalar tail; in the heads it goes where nothing else reads those elements back
+(the facts' ``dead_stash``: the address is the iteration's own elements and the stash is used
+only by the store, the second loop's fill and the tails past the packs).
 
 Rows longer than ``threads x P`` packs are still correct (the remainder loops run as written);
 a row that fits is read once. Registers grow by ``P`` packs per kept load. Facts:
