@@ -19,7 +19,10 @@ the block reduction's last ``__syncthreads()``, the blocks exchange their totals
     total = sum over ranks r of *__cluster_map_shared_rank(&smem[0], r)
     cluster barrier arrive                     done reading the others' shared memory
 
-and the statement that read the block total (``rsqrtf(smem[0] / d + eps)``) reads ``total``;
+and the statement that read the block total (``rsqrtf(smem[0] / d + eps)``) reads ``total``.
+Where the reduction ends in a ``__syncthreads();`` of its own, the cluster barrier takes its place
+(arrive has release and wait acquire semantics, and every thread of every block takes part, so it
+orders the block too): one block barrier fewer on a latency-bound row's path;
 the matching wait sits at the end of the kernel, so that no block leaves while another may
 still read its shared memory. These are the intrinsics that ``cooperative_groups``'
 ``cluster.sync()`` and ``cluster.map_shared_rank()`` call; writing them directly needs no
@@ -52,7 +55,7 @@ from ktx.ir.facts.assign import assigned
 from ktx.ir.facts.reductions import update_of
 from ktx.ir.launch import launch_dims
 from ktx.passes._common import kernel_node, line_of, powers_of_two
-from ktx.passes._variants import Variants, insert_after_line, insert_before_line, line_bounds
+from ktx.passes._variants import Variants, insert_after_line, insert_before_line, line_bounds, wrap_lines
 from ktx.passes.split import RowLoop, _affine_row_loop, _row_loop
 
 from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
@@ -360,6 +363,18 @@ class ClusterRows(Pass[ClusterSite]):
             f"{indent}__cluster_barrier_arrive();  // done reading the others' shared memory (waited "
             "for at the end)",
         ]
+        source = rw.target.module.source
+        first, last = line_bounds(source, red.barrier.start_byte, red.barrier.end_byte)
+        alone = source[first:last].strip() == syntax.text(rw.target.module, red.barrier).encode()
+        if alone and _compact(rw.target.module, red.barrier) == "__syncthreads();":
+            # The block's own last barrier goes: the cluster barrier right after it (arrive has
+            # release, wait acquire semantics, and every thread of every block of the cluster takes
+            # part) orders this block's threads as well. One bar.sync fewer on the reduction's
+            # path of a latency-bound row (the hand cluster kernel, benchmarks/norms_hand/
+            # cluster.cu, has none); where the reduction ends in a halving loop it stays.
+            lines.insert(1, f"{indent}// (the cluster barrier orders this block too: no __syncthreads)")
+            wrap_lines(rw, first, last, "\n".join(lines), COND)
+            return
         insert_after_line(rw, red.barrier.end_byte, lines, COND)
 
 

@@ -24,8 +24,10 @@ A row the first loop stashes and the second reads back (fused_add_rmsnorm's ``x 
 residual`` through shared memory, as a local array cast to ``float4``; FlashInfer's
 ``x_vec.store(smem_x + ...)`` / ``x_vec.load(...)``) is kept too: the first loop's head copies the
 value into the keep slot right after the stash, and the second loop's head takes it from there, so
-the sum is written once (the residual) and never read back. The stash store stays, for the rest
-loop and the scalar tail.
+the sum is written once (the residual) and never read back. The stash store stays for the rest
+loop and the scalar tail; in the heads it goes where nothing else reads those elements back
+(the facts' ``dead_stash``: the address is the iteration's own elements and the stash is used
+only by the store, the second loop's fill and the tails past the packs).
 
 Rows longer than ``threads x P`` packs are still correct (the remainder loops run as written);
 a row that fits is read once. Registers grow by ``P`` packs per kept load. Facts:
@@ -256,6 +258,12 @@ def _first(source: bytes, k: RowKeep) -> str:
         )
     for ld in k.loads:
         if ld.source is None:
+            continue
+        if ld.kind == "array" and ld.dead_stash:
+            # the stash store itself goes: nothing reads these elements back (the facts'
+            # dead_stash); the values go into the keep slot instead (under the loop's #pragma)
+            copy = _copy(source, ld, ld.source, into_keep=True).split("\n", 2)[2].lstrip()
+            edits.append((ld.source.start_byte, ld.source.end_byte, copy))
             continue
         if ld.kind == "array":
             # after the loop that stashes the array: the same values, copied into the keep slot

@@ -29,14 +29,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 import tree_sitter as ts
 from ktx.ir.access import roots
 from ktx.ir.memref import Root
 from ktx.ir.nodes import Function
-from ktx.ir.syntax import identifiers, memory_writes, text, walk
+from ktx.ir.syntax import declared_names, identifiers, memory_writes, text, walk
 
 if TYPE_CHECKING:
     from ktx.ir.module import Module
@@ -72,6 +72,9 @@ class KeptLoad:
     FlashInfer's RMSNorm guards each pack by ``(i * num_threads + thread_id) * VEC_SIZE < d``."""
     extent: str = ""
     """``array`` only: the local array's size as declared (``VEC``)."""
+    dead_stash: bool = False
+    """``array`` only: the first loop's stash store is dead in the iterations whose values stay
+    in registers (:func:`_stash_dead`), so a head may leave it out."""
 
 
 @dataclass(frozen=True)
@@ -348,6 +351,46 @@ def _array_decl(module: Module, body: ts.Node, arr: str) -> tuple[ts.Node, str, 
     return None
 
 
+def _stash_dead(
+    module: Module, body: ts.Node, ld: KeptLoad, var: str, bound: str, rts: Mapping[str, Root]
+) -> bool:
+    """Whether an ``array`` stash's store may go from the iterations a head keeps in registers:
+    its address is ``p + var * W + j`` (each iteration's own elements, this thread's: the rest
+    loop's iterations and the other threads' are other elements), and ``p`` is used nowhere but
+    in its declaration, the stash store itself (``ld.source``), the second loop's fill
+    (``ld.statement``, which the head replaces with the kept values) and loops that start past
+    the packs (``for (... = BOUND * W + ...)``, the scalar tails). Then nothing reads what a head
+    iteration would have stashed (fused_add_rmsnorm: 8 ``st.shared.v4`` a thread at PACKS=2
+    that no instruction reads)."""
+    if ld.source is None:
+        return False
+    names = {text(module, i) for i in identifiers(ld.source)} & set(rts)
+    p = next((n for n in sorted(names) if ld.address.startswith(f"{n}+{''.join(var.split())}*")), None)
+    if p is None:
+        return False
+    start = "".join(bound.split()) + "*"
+    allowed = [(ld.source.start_byte, ld.source.end_byte), (ld.statement.start_byte, ld.statement.end_byte)]
+    for stmt in body.named_children:
+        if stmt.type == "declaration" and p in declared_names(module, stmt):
+            allowed.append((stmt.start_byte, stmt.end_byte))
+    for n in walk(body):
+        if n.type != "for_statement":
+            continue
+        init = n.child_by_field_name("initializer")
+        value = None
+        if init is not None:
+            value = next(
+                (d.child_by_field_name("value") for d in init.named_children if d.type == "init_declarator"),
+                None,
+            )
+        if value is not None and "".join(text(module, value).split()).startswith(start):
+            allowed.append((n.start_byte, n.end_byte))
+    for ident in identifiers(body):
+        if text(module, ident) == p and not any(a <= ident.start_byte < b for a, b in allowed):
+            return False
+    return True
+
+
 def _array_stashes(
     module: Module,
     a_body: ts.Node,
@@ -469,6 +512,12 @@ def row_keep(module: Module, fn: Function) -> RowKeep | str:
                 else:
                     found.append(KeptLoad("early", s, v, vt, text(module, node), None, "", guard))
             if found:
+                found = [
+                    replace(ld, dead_stash=True)
+                    if ld.kind == "array" and _stash_dead(module, body, ld, ha[1], ha[3], rts)
+                    else ld
+                    for ld in found
+                ]
                 pre = _prefetch(module, a_body, rts, found)
                 return RowKeep(first, second, ha[1], ha[0], ha[2], ha[3], ha[4], tuple(found), pre)
     return (

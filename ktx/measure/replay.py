@@ -60,6 +60,10 @@ class ReplayBackend:
             seen.setdefault(config_key(m.config), m.config)
         return list(seen.values())
 
+    def holds(self, config: Mapping[str, int], shape: str) -> bool:
+        """Whether the recording has a measurement of ``config`` at ``shape`` (no call counted)."""
+        return (config_key(config), shape) in self._table
+
     def measure(self, candidate: Candidate, shape: ShapePoint) -> Measurement:
         self.calls += 1
         key = (candidate.config_key, shape.name)

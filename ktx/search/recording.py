@@ -226,6 +226,11 @@ class RunReplayBackend(RecordingBackend):
         checked = any(s.paired is not None for r in recording.run.rounds for s in r.shapes)
         return PairedReplayBackend(recording) if checked else cls(recording)
 
+    def has_measurement(self, shape: str, config: Mapping[str, int]) -> bool:
+        """Whether the recorded run measured ``config`` at ``shape``: the runoff's diagonal
+        neighbours (:func:`ktx.search.runoff.fill_diagonal`) are measured in a replay only then."""
+        return self._replay.holds(config, shape)
+
     def measure(self, candidate: Candidate, shape: ShapePoint) -> Measurement:
         try:
             return self._replay.measure(candidate, shape)
@@ -251,6 +256,11 @@ class PairedReplayBackend(RunReplayBackend):
                 if s.paired is not None and s.paired.get("config") is not None:
                     key = (s.shape, config_key(s.paired["config"]))
                     self._checks.setdefault(key, []).append(s.paired)
+
+    def has_check(self, shape: str, config: Mapping[str, int]) -> bool:
+        """Whether the recorded run checked ``config`` at ``shape`` (a check still to hand back):
+        the runoff (:mod:`ktx.search.runoff`) replays the run's choice by it."""
+        return bool(self._checks.get((shape, config_key(config))))
 
     def recorded_check(self, shape: str, config: Mapping[str, int]) -> PairedCheck:
         queue = self._checks.get((shape, config_key(config)))

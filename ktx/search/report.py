@@ -18,6 +18,7 @@ from ktx.search.dispatch import DispatchTable
 from ktx.search.engine import StudyStats, geomean, speedup_geomeans
 from ktx.search.evaluate import objective_time, timing_spread
 from ktx.search.paired import PairedCheck
+from ktx.search.runoff import Runoff
 from ktx.search.tunable import Tunable
 from ktx.spec import ShapePoint
 
@@ -143,6 +144,9 @@ class Summary:
     #: The paired final check per shape (:mod:`ktx.search.paired`); where it re-measured, its
     #: speedup is the one quoted, and the dispatched geomean stands on it.
     paired: Mapping[str, PairedCheck] = field(default_factory=dict)
+    #: The runoff per shape (:mod:`ktx.search.runoff`): the few best configs timed paired
+    #: against the search's best before the final check, and the one dispatched.
+    runoffs: Mapping[str, Runoff] = field(default_factory=dict)
 
     def confirmed_us(self, r: ShapeResult) -> float | None:
         """The best config's time as the final check puts it: original / re-measured speedup
@@ -172,6 +176,9 @@ class Summary:
             if check.speedup is not None:
                 row["speedup"] = check.speedup
         row["dispatched"] = r.point.name in self.dispatched
+        runoff = self.runoffs.get(r.point.name)
+        if runoff is not None:
+            row["runoff"] = runoff.to_dict()
         return row
 
     @property

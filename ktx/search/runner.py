@@ -37,6 +37,7 @@ import optuna
 from ktx.ir.errors import KtxError, Location
 
 from ktx.measure.backend import Backend
+from ktx.measure.cost import PAIRED_REQUEST_S
 from ktx.measure.gpu import Options
 from ktx.measure.occupancy import DeviceLimits
 from ktx.measure.types import Measurement, Status, config_key
@@ -58,13 +59,23 @@ from ktx.search.engine import (
     warm_start_configs,
 )
 from ktx.search.evaluate import Evaluator, Policy, choose_metric, objective_time
-from ktx.search.final import WRITE_S, Shortlist, check_grace, final_check, pair_estimate, reserve
+from ktx.search.final import (
+    MAX_RESERVE,
+    WRITE_S,
+    Shortlist,
+    check_cost,
+    check_grace,
+    final_check,
+    pair_estimate,
+    reserve,
+)
 from ktx.search.narrow import study_narrowness
 from ktx.search.paired import PAIRS, SKIPPED, PairedCheck
 from ktx.search.progress import Display
 from ktx.search.recording import FORMAT, Recording, RecordingBackend, write
 from ktx.search.report import HoldoutRow, ShapeResult, Summary, write_outputs
 from ktx.search.runlog import RunLog
+from ktx.search.runoff import Entrant, Pace, Runoff, entrants, fill_diagonal, reserve_s, run_runoff
 from ktx.search.study import JOURNAL, default_url, open_storage, redact
 from ktx.search.tunable import Tunable, load_tunable
 from ktx.spec import ShapePoint, Spec
@@ -607,7 +618,11 @@ def collect(ctx: Context, points: Sequence[ShapePoint] | None = None) -> tuple[S
             sampler = str(joint.user_attrs.get("sampler", ctx.request.sampler))
         else:
             stats = study_stats(study)
-            found = (remeasured_best(study) or best_measurement(study)) if ctx.tunable.space.knobs else None
+            found = (
+                (runoff_best(study) or remeasured_best(study) or best_measurement(study))
+                if ctx.tunable.space.knobs
+                else None
+            )
             config, best = (None, None) if found is None else found
             sampler = str(study.user_attrs.get("sampler", "-"))
         results.append(ShapeResult(point, metric, sampler, original, config, best, stats, study.study_name))
@@ -708,13 +723,116 @@ def check_holdout(
     return tuple(rows)
 
 
+def study_runoff(study: optuna.Study) -> Runoff | None:
+    """The runoff recorded in ``study`` (:func:`runoffs`), where it was run for the config the
+    study still holds best (a study that went on searching has another best: it is stale)."""
+    data = study.user_attrs.get("runoff")
+    if not isinstance(data, dict):
+        return None
+    try:
+        record = Runoff.from_dict(data)
+    except (KeyError, TypeError, ValueError):
+        return None
+    found = best_measurement(study)
+    if found is None or config_key(found[0]) != config_key(record.incumbent):
+        return None
+    return record
+
+
+def runoff_best(study: optuna.Study) -> tuple[dict[str, int], Measurement] | None:
+    """The config a runoff chose over the search's best, with the search's measurement of it
+    (None: no runoff, or it kept the search's best)."""
+    record = study_runoff(study)
+    if record is None or not record.changed:
+        return None
+    want = config_key(record.winner)
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        data = t.user_attrs.get("measurement")
+        info = t.user_attrs.get("ktx")
+        if isinstance(data, dict) and isinstance(info, dict) and config_key(info.get("config", {})) == want:
+            return dict(record.winner), Measurement.from_dict(data)
+    extra = record.measured.get(want)  # a diagonal neighbour the runoff measured itself
+    return None if extra is None else (dict(record.winner), Measurement.from_dict(extra))
+
+
+def study_field(study: optuna.Study, ctx: Context, metric: str) -> list[Entrant]:
+    """Every config the study measured successfully, with its objective and per-launch times."""
+    out: list[Entrant] = []
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        data = t.user_attrs.get("measurement")
+        info = t.user_attrs.get("ktx")
+        if not isinstance(data, dict) or not isinstance(info, dict):
+            continue
+        m = Measurement.from_dict(data)
+        value = objective_time(m, metric) if m.ok else None
+        if value is None or value <= 0:
+            continue
+        config = ctx.tunable.space.normalize(dict(info.get("config", {})))
+        out.append(Entrant(config, float(value), launch_us(m)))
+    return out
+
+
+def runoffs(ctx: Context, results: Sequence[ShapeResult], deadline: float | None) -> dict[str, Runoff]:
+    """Each searched shape's few best configs timed paired against its best
+    (:mod:`ktx.search.runoff`), recorded in the shape's study (:func:`collect` then dispatches
+    the winner) and logged. A shape whose study already holds a runoff for its best is not run
+    again (a re-finalize). Each runoff runs only where the final checks' estimate still fits
+    after it."""
+    found = getattr(ctx.backend, "options", None)
+    options = found if isinstance(found, Options) else Options()
+    costs = measured_costs(ctx)
+    todo = [r for r in results if r.study and not r.skipped and r.best_config is not None]
+    found_each = getattr(ctx.backend, "candidate_cost", None)
+    per_candidate: Mapping[str, Any] = found_each if isinstance(found_each, Mapping) else {}
+
+    def check_s(r: ShapeResult) -> float:
+        item = Shortlist(r.point, r.metric, r.best_config, r.speedup, launch_us(r.original),
+                         None if r.best is None else launch_us(r.best), r.original.bytes)  # fmt: skip
+        pair = pair_estimate(item, ctx.backend, options)
+        if pair is None:
+            return check_cost(costs.get(r.point.name) or 1.0)
+        return PAIRED_REQUEST_S + PAIRS * pair
+
+    counted = sum(check_s(r) for r in todo) + WRITE_S
+    pace = Pace()
+    out: dict[str, Runoff] = {}
+    for r in todo:
+        # every final check is a request at least as long as the longest the runoffs made
+        after = max(counted, len(todo) * pace.request_s + WRITE_S)
+        study = optuna.load_study(study_name=r.study, storage=ctx.storage)
+        record = study_runoff(study)
+        if record is None:
+            # a candidate's measurement as the backend accounts it, else the original's (an upper bound)
+            each = float(per_candidate.get(r.point.name) or costs.get(r.point.name) or 1.0)
+            ranked, extra = fill_diagonal(ctx.evaluator, r.point, r.metric, study_field(study, ctx, r.metric),
+                                          deadline, each, after, pace)  # fmt: skip
+            field_ = entrants(ranked, lead=r.best_config)
+            after = max(counted, len(todo) * pace.request_s + WRITE_S)
+            record = run_runoff(ctx.evaluator, r.point, r.metric, field_, deadline, r.original.bytes, after,
+                                pace=pace)  # fmt: skip
+            if record is not None and extra:
+                record = dataclasses.replace(record, measured=extra)
+            if record is not None:
+                study.set_user_attr("runoff", record.to_dict())
+                ctx.log.write("runoff", **record.to_dict())
+                if record.changed:
+                    ctx.display.message(f"{r.point.name}: runoff: {record.sentence()}")
+        if record is not None:
+            out[r.point.name] = record
+    return out
+
+
 def paired_checks(
     ctx: Context,
     results: Sequence[ShapeResult],
     deadline: float | None,
     keep: Mapping[str, PairedCheck] | None = None,
+    runoff: Mapping[str, Runoff] | None = None,
 ) -> dict[str, PairedCheck]:
     """The paired final check of every searched shape (:mod:`ktx.search.final`), logged.
+    ``runoff``: the shapes' runoffs; a shape whose runoff changed the config is ordered by the
+    gain the search's best had times the winner's paired ratio over it (its own single
+    measurement in the search was slower: that is why the runoff ran).
 
     ``keep``: checks an earlier finalize of the same run made; a shape whose kept check ran
     (anything but skipped) for the config the studies still hold best is not measured again, so
@@ -727,12 +845,20 @@ def paired_checks(
         same = old is not None and (None if old.config is None else dict(old.config)) == want
         if old is not None and old.status != SKIPPED and same:
             kept[r.point.name] = old
+
+    def gain(r: ShapeResult) -> float | None:
+        record = (runoff or {}).get(r.point.name)
+        o = r.original_us
+        if record is None or not record.changed or o is None or r.speedup is None:
+            return r.speedup
+        return max(r.speedup, o / record.incumbent_us * record.gain_over_incumbent)
+
     shortlist = [
         Shortlist(
             r.point,
             r.metric,
             r.best_config,
-            r.speedup,
+            gain(r),
             launch_us(r.original),
             None if r.best is None else launch_us(r.best),
             r.original.bytes,
@@ -770,8 +896,13 @@ def finalize(
     ``started`` (``time.monotonic()`` at the command's start) makes ``wall_s`` the whole run;
     ``keep`` holds an earlier finalize's checks (:func:`paired_checks`)."""
     results = collect(ctx)
+    ran: dict[str, Runoff] = {}
+    if ctx.tunable.space.knobs and not ctx.request.joint:
+        ran = runoffs(ctx, results, deadline)
+        if any(r.changed for r in ran.values()):
+            results = collect(ctx)  # the runoffs' winners
     bucket = choose_bucket_var(ctx.spec.variables, ctx.request.bucket_var)
-    checks = paired_checks(ctx, results, deadline, keep) if ctx.tunable.space.knobs else {}
+    checks = paired_checks(ctx, results, deadline, keep, ran) if ctx.tunable.space.knobs else {}
     min_gain = ctx.request.min_gain
     choices = [
         Choice(
@@ -826,6 +957,7 @@ def finalize(
                 f"The final check failed at {c.shape} ({c.reason[:200]}): the table keeps the original there."
             )
     notes += needle_notes(ctx, results)
+    notes += [f"Runoff: {r.sentence()}." for r in ran.values()]
     cut = [c.shape for c in checks.values() if c.status == "skipped"]
     if cut:
         notes.append(
@@ -845,7 +977,7 @@ def finalize(
     )
     if started is not None:
         wall_s = time.monotonic() - started
-    summary = Summary(ctx.spec.name, results, holdout, wall_s, tuple(notes), device, used, checks)
+    summary = Summary(ctx.spec.name, results, holdout, wall_s, tuple(notes), device, used, checks, ran)
     write_outputs(ctx.run_dir, summary, table, ctx.tunable, raw)
     if ctx.recording is None and ctx.tunable.space.knobs:
         write(run_recording(ctx), ctx.run_dir / "recording.json")
@@ -977,8 +1109,19 @@ def search_until(ctx: Context, deadline: float | None, count: int = 1) -> float 
     def share_reserve(i: int) -> float:
         mine = len(share_of(held, i, count))
         holdout = mine if count == 1 else -(-3 * mine // 2)
-        costs = {p.name: known.get(p.name, 0.0) for p in share_of(ctx.searched, i, count)}
-        return reserve(costs, holdout, ctx.request.time_limit or 0.0, pair_s=pair_s)
+        mine_shapes = share_of(ctx.searched, i, count)
+        costs = {p.name: known.get(p.name, 0.0) for p in mine_shapes}
+        limit = ctx.request.time_limit or 0.0
+        base = reserve(costs, holdout, limit, pair_s=pair_s)
+        backend = ctx.backend
+        can_run = callable(getattr(backend, "measure_paired", None)) and not (
+            hasattr(backend, "recorded_check") or hasattr(backend, "has_check")
+        )
+        if not ctx.tunable.space.knobs or ctx.request.joint or not can_run:
+            return base  # no runoff will run (a replay re-measures nothing)
+        # the runoff (ktx.search.runoff) runs between the search and the final check
+        runoff = sum(reserve_s(pair_s.get(p.name)) for p in mine_shapes)
+        return max(base, min(MAX_RESERVE * limit, base + runoff))
 
     # every worker keeps the largest share's reserve, so that all stop searching together and
     # each checks the configs the studies will hold best (ktx.search.workers.wait_for_searches)

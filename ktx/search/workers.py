@@ -70,12 +70,14 @@ from ktx.search.runner import (
     paired_checks,
     prepare_share,
     run_deadline,
+    runoffs,
     search_until,
     share_of,
     study_name,
     tune_joint,
     tune_shapes,
 )
+from ktx.search.runoff import Runoff
 from ktx.search.study import default_url, is_run_folder_url, open_storage, redact
 from ktx.spec import ShapePoint
 from ktx.specload import load_spec
@@ -296,7 +298,15 @@ def check_share(ctx: Context, index: int, count: int, deadline: float | None) ->
     mine = measured_points(ctx, share_of(ctx.points, index, count))
     if not mine:
         return
-    checks = paired_checks(ctx, collect(ctx, mine), deadline)
+    results = collect(ctx, mine)
+    ran: dict[str, Runoff] = {}
+    if ctx.tunable.space.knobs and not ctx.request.joint:
+        # the runoff first (ktx.search.runoff), stored in the studies: the main process's
+        # finalize finds it there and checks the same configs
+        ran = runoffs(ctx, results, deadline)
+        if any(r.changed for r in ran.values()):
+            results = collect(ctx, mine)
+    checks = paired_checks(ctx, results, deadline, None, ran)
     for point in mine:
         check = checks.get(point.name)
         if check is not None:

@@ -112,6 +112,45 @@ def test_a_tree_reduction_whose_last_barrier_is_in_its_halving_loop() -> None:
     )
 
 
+def test_the_reductions_last_block_barrier_gives_way_to_the_cluster_barrier() -> None:
+    """A reduction that ends in ``__syncthreads();`` loses it in a cluster: the cluster barrier
+    right after it orders the block's threads too (one bar.sync fewer on a latency-bound row's
+    path, as the hand cluster kernel has none); the original keeps it; a reduction that ends in
+    its halving loop keeps its barriers."""
+    t = apply(ROW_MAX, "cluster-rows")
+    one, two = t.instantiate({"CLUSTER": 1}), t.instantiate({"CLUSTER": 2})
+    assert one.count("__syncthreads();") == 2 and two.count("__syncthreads();") == 1
+    # the block's partials are still combined behind the first barrier; the exchange follows the if
+    handover, combine = two.index("__syncthreads();"), two.index("if (t == 0) {")
+    assert handover < combine < two.index("__cluster_barrier_arrive();")
+    tree = (ROOT / "tests" / "passes" / "kernels" / "tree_sum" / "kernel.cu").read_text()
+    t = apply(tree, "cluster-rows")
+    assert t.instantiate({"CLUSTER": 2}).count("__syncthreads()") == t.instantiate({"CLUSTER": 1}).count(
+        "__syncthreads()"
+    )
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_rmsnorm_in_a_cluster_has_one_block_barrier(tmp_path: Path) -> None:
+    """The PTX of kernels/rmsnorm at CLUSTER=8 (block-size,cluster-rows,row-registers, the wide-row
+    form): one bar.sync (the partials' handover to warp 0), the cluster barrier, no spill."""
+    from ktx.pipeline import candidate_from_template, template_for_spec
+
+    spec = load_spec(ROOT / "kernels" / "rmsnorm")
+    t = template_for_spec(spec, "block-size,cluster-rows,row-registers")
+    cand = candidate_from_template(spec, t, {"CLUSTER": 8, "BLOCK_Y": 4, "PACKS": 1})
+    cu = tmp_path / "k.cu"
+    cu.write_text(cand.source + "\ntemplate __global__ void rmsnorm_kernel<__nv_bfloat16>(__nv_bfloat16*, "
+                  "const __nv_bfloat16*, const __nv_bfloat16*, int, float);\n")  # fmt: skip
+    ptx = tmp_path / "k.ptx"
+    subprocess.run([str(NVCC), "-arch=sm_90", *spec.flags, "-ptx", "-o", str(ptx), str(cu)], check=True)
+    body = ptx.read_text()
+    assert len(re.findall(r"\bbar(rier)?\.sync\b", body)) == 1
+    assert len(re.findall(r"\bbarrier\.cluster\.arrive", body)) == 2
+    assert len(re.findall(r"\bbarrier\.cluster\.wait", body)) == 2
+
+
 def test_refusals_name_the_construct() -> None:
     assert remarks(apply(suite_source("per_token_group_quant_fp8"), "cluster-rows")) == [
         "per_token_group_quant_8bit_kernel: no row loop: none strides over the row by the block's "

@@ -234,11 +234,35 @@ def test_the_fused_sum_stays_in_registers_written_once_never_read_back() -> None
     copy_in = "for (int ktx_j = 0; ktx_j < (VEC); ++ktx_j) ktx_keep_x[ktx_k][ktx_j] = x[ktx_j];"
     copy_out = "for (int ktx_j = 0; ktx_j < (VEC); ++ktx_j) x[ktx_j] = ktx_keep_x[ktx_k][ktx_j];"
     assert two.count(copy_in) == 1 and two.count(copy_out) == 1
-    assert two.index(stash) < two.index(copy_in) < two.index("__syncthreads()") < two.index(copy_out)
+    assert two.index(copy_in) < two.index("__syncthreads()") < two.index(copy_out)
     # the second head reads no stash; only the rest loop and the scalar tail still do
     head = two[two.index("// Pass 2") : two.index(copy_out) + 400]
     assert "reinterpret_cast<const float4*>(smem_x" not in head
     assert two.count("reinterpret_cast<const float4*>(smem_x + i * VEC + j)") == 1
+    # and the first head stashes nothing: nothing reads those elements back (session 11); the
+    # rest loop still stashes what its own second loop reads
+    assert two.count(stash) == 1 and two.index(copy_in) < two.index(stash)
+
+
+def test_a_stash_read_elsewhere_keeps_its_store_in_the_head() -> None:
+    """The head leaves the stash store out only where nothing but the second loop's fill (now
+    from registers) and the scalar tails past the packs read the stash: one more reader of
+    ``smem_x`` (here after both loops) and the head stashes as written."""
+    src = _source("fused_add_rmsnorm")
+    anchor = "  // Pass 2:"
+    assert anchor in src
+    extra = src.replace(anchor, "  const float peek = smem_x[1];\n" + anchor, 1)
+    m = parse(extra)
+    keep = row_keep(m, m.kernel("fused_add_rmsnorm_kernel"))
+    assert not isinstance(keep, str)
+    (arr,) = [ld for ld in keep.loads if ld.kind == "array"]
+    assert not arr.dead_stash
+    two = apply(extra, "row-registers").instantiate({"PACKS": 2})
+    stash = "make_float4(x[j], x[j + 1], x[j + 2], x[j + 3]);\n    }"
+    assert two.count(stash) == 2, "head and rest loop both stash"
+    m = parse(src)
+    keep = row_keep(m, m.kernel("fused_add_rmsnorm_kernel"))
+    assert not isinstance(keep, str) and [ld.dead_stash for ld in keep.loads if ld.kind == "array"] == [True]
 
 
 @pytest.mark.parametrize(

@@ -171,7 +171,10 @@ def test_identical_code_is_never_reported_faster(tmp_path: Path) -> None:
     assert result.best_config == {"K": 0} and result.speedup == pytest.approx(1.12), "the search was fooled"
     check = summary.paired[POINT.name]
     assert check.status == IDENTICAL and check.speedup == 1.0
-    assert backend.paired_calls == [], "identical code is 1.0 by definition: not measured again"
+    # the runoff (ktx.search.runoff) times K=1 and K=2, within 15% of the search's K=0, against
+    # K=0; none is faster paired, so K=0 stays, and the final check measures nothing more
+    assert backend.paired_calls == [{"K": 1}, {"K": 2}], "identical code: 1.0, not measured again"
+    assert summary.runoffs[POINT.name].chosen == {"K": 0}
     data = json.loads((folder / "summary.json").read_text())
     (row,) = data["shapes"]
     assert row["speedup"] == 1.0 and row["search_speedup"] == pytest.approx(1.12) and not row["dispatched"]

@@ -45,6 +45,7 @@ void launch_row_scale(float* y, const float* x, int rows, int d) {
 // CHECK: +#endif
 // CHECK: +#if KTX_CLUSTER > 1
 // CHECK: +  // cluster-rows: the blocks of this row's cluster combine their totals through distributed shared memory
+// CHECK: +  // (the cluster barrier orders this block too: no __syncthreads)
 // CHECK: +  __cluster_barrier_arrive();  // cluster.sync(): every block's total is in place
 // CHECK: +  __cluster_barrier_wait();
 // CHECK: +  float ktx_cluster_total = *static_cast<const float*>(__cluster_map_shared_rank(&part[0], 0));
@@ -53,6 +54,7 @@ void launch_row_scale(float* y, const float* x, int rows, int d) {
 // CHECK: +    ktx_cluster_total += *static_cast<const float*>(__cluster_map_shared_rank(&part[0], ktx_rank));
 // CHECK: +  }
 // CHECK: +  __cluster_barrier_arrive();  // done reading the others' shared memory (waited for at the end)
+// CHECK: +#else
 // CHECK: +#endif
 // CHECK: +#if KTX_CLUSTER > 1
 // CHECK: +  const float scale = rsqrtf(ktx_cluster_total / d + 1e-6f);
@@ -74,9 +76,11 @@ void launch_row_scale(float* y, const float* x, int rows, int d) {
 // CONFIG: +__global__ void __attribute__((cluster_dims(1, 4, 1))) row_scale(float* __restrict__ y, const float* __restrict__ x, int d) {
 // CONFIG: -  for (int i = threadIdx.x; i < d; i += blockDim.x) s += row[i] * row[i];
 // CONFIG: +  for (int i = blockIdx.y * blockDim.x + threadIdx.x; i < d; i += blockDim.x * 4) s += row[i] * row[i];
+// CONFIG: -  __syncthreads();
 // CONFIG: -  const float scale = rsqrtf(part[0] / d + 1e-6f);
 // CONFIG: -  for (int i = threadIdx.x; i < d; i += blockDim.x) y[blockIdx.x * d + i] = row[i] * scale;
 // CONFIG: +  // cluster-rows: the blocks of this row's cluster combine their totals through distributed shared memory
+// CONFIG: +  // (the cluster barrier orders this block too: no __syncthreads)
 // CONFIG: +  __cluster_barrier_arrive();  // cluster.sync(): every block's total is in place
 // CONFIG: +  __cluster_barrier_wait();
 // CONFIG: +  float ktx_cluster_total = *static_cast<const float*>(__cluster_map_shared_rank(&part[0], 0));
