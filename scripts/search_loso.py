@@ -97,7 +97,8 @@ def problems(path: Path) -> list[Problem]:
             lambda c, s=shape: launches.get((s, config_key(c))),
         )
         by_key = {config_key(m.config): m for m in tuned}
-        times = tuple(objective_time(m, best.metric) if m.ok else None for m in (by_key[k] for k in pool.keys))
+        kept = (by_key[k] for k in pool.keys)
+        times = tuple(objective_time(m, best.metric) if m.ok else None for m in kept)
         out.append(Problem(recording.kernel, shape, pool, times, best.time_us, best.feasible))
     return out
 
@@ -179,8 +180,11 @@ def main(argv: list[str] | None = None) -> int:
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for kernel in kernels:
         train = [p for p in probs if p.kernel != kernel]
-        chosen = min(caps, key=lambda c: (loss([(p, table[(p.kernel, p.shape, c)]) for p in train], args.trials),
-                                          caps.index(c)))  # fmt: skip
+
+        def fold_loss(c: float | None, train: list[Problem] = train) -> tuple[float, int]:
+            return loss([(p, table[(p.kernel, p.shape, c)]) for p in train], args.trials), caps.index(c)
+
+        chosen = min(caps, key=fold_loss)
         for p in (p for p in probs if p.kernel == kernel):
             before, after = table[(p.kernel, p.shape, None)], table[(p.kernel, p.shape, chosen)]
 

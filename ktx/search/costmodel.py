@@ -14,8 +14,9 @@ configs), so the same idea fits here with a linear model over cheap features:
 The model is Bayesian ridge regression of log time on every feature, their squares and their
 pairwise products (a quadratic response surface: the best block size sits in a valley, not at an
 end), fitted on log time capped at a quantile of the times measured (:data:`CAP`): where the
-slowest configs sit does not move where the model puts the fastest. Its posterior gives each candidate a predicted mean and a standard deviation, and the next
-config is the one with the lowest *lower confidence bound* (mean - kappa * std): a candidate is
+slowest configs sit does not move where the model puts the fastest. Its posterior gives each
+candidate a predicted mean and a standard deviation, and the next config is the one with the
+lowest *lower confidence bound* (mean - kappa * std): a candidate is
 measured either because the model expects it to be fast or because the model knows little about
 it. Before ``startup`` configs have been measured, candidates are picked for spread instead
 (farthest from everything measured, in feature space), so that the first fit sees the space's
@@ -232,7 +233,8 @@ def capped(log_time: np.ndarray, cap: float | None) -> np.ndarray:
     """
     if cap is None or not len(log_time):
         return log_time
-    return np.minimum(log_time, float(np.quantile(log_time, cap)))
+    ceiling = float(np.quantile(log_time, cap))
+    return np.asarray(np.minimum(log_time, ceiling), dtype=float)
 
 
 def stalled(measured: Mapping[str, float], patience: int) -> bool:

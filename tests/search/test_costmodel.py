@@ -243,9 +243,12 @@ def test_choose_with_the_cap_proposes_the_config_near_the_valley() -> None:
     space = Space((Knob("X", tuple(range(21)), 0),))
     p = Pool.build(space, list(space.configs()), {}, None)
     held = (6, 11)
-    measured = {k: float(CLIFF_Y[c["X"]]) for k, c in zip(p.keys, p.configs, strict=True) if c["X"] not in held}
+    measured = {
+        k: float(CLIFF_Y[c["X"]]) for k, c in zip(p.keys, p.configs, strict=True) if c["X"] not in held
+    }
+    rng = np.random.default_rng
     picks = {
-        cap: p.configs[choose(p, measured, set(), np.random.default_rng(0), kappa=0.0, patience=0, cap=cap) or 0]
+        cap: p.configs[choose(p, measured, set(), rng(0), kappa=0.0, patience=0, cap=cap) or 0]
         for cap in (None, CAP)
     }
     assert picks == {None: {"X": 6}, CAP: {"X": 11}}
