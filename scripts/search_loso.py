@@ -13,7 +13,9 @@ setting its fold chose, and that setting's score ("after"), 20 seeds each.
 This replays :func:`ktx.search.costmodel.choose` itself over each shape's recorded configs, one
 shape at a time, without Optuna or the warm start from other shapes (``scripts/search_replay.py``
 runs ``ktx tune``'s whole path; use it for the final numbers of the setting chosen here). A
-recorded config that failed is a failed evaluation, as in a tune.
+recorded config that failed is a failed evaluation, as in a tune. ``--resources`` adds what ptxas
+said of each config (registers, occupancy) to the model's features: what compiling before
+choosing would buy.
 
 Exit status: 0, or 2 with one line for a recording that cannot be read.
 """
@@ -39,9 +41,9 @@ if str(ROOT) not in sys.path:  # run as a file from anywhere: the repository's k
 
 from ktx.ir.errors import KtxError, Location  # noqa: E402
 
-from ktx.measure.types import config_key  # noqa: E402
+from ktx.measure.types import Measurement, config_key  # noqa: E402
 from ktx.search.compare import optimum  # noqa: E402
-from ktx.search.costmodel import Pool, choose  # noqa: E402
+from ktx.search.costmodel import Pool, choose, quadratic  # noqa: E402
 from ktx.search.evaluate import objective_time  # noqa: E402
 from ktx.search.recording import Recording  # noqa: E402
 from ktx.search.tunebench import evaluations_to_fraction, fraction_at, goal_mark, quartiles  # noqa: E402
@@ -75,9 +77,26 @@ def load(path: Path) -> tuple[dict[str, Any], Recording]:
     return data, Recording.from_dict(data, str(path))
 
 
-def problems(path: Path) -> list[Problem]:
+def with_resources(pool: Pool, tuned: Sequence[Measurement]) -> Pool:
+    """``pool`` with two more features per config: log2 of its registers per thread and its
+    occupancy, as ptxas and the occupancy calculator gave them when it was recorded. A tune knows
+    them only after compiling a config; this asks what the model would gain from compiling first.
+    """
+    by_key = {config_key(m.config): m for m in tuned}
+    extra = []
+    for key in pool.keys:
+        r = by_key[key].resources
+        extra.append([math.log2(max(1, r.registers)), r.occupancy] if r is not None else [0.0, 0.0])
+    e = np.array(extra, dtype=float)
+    span = e.max(axis=0) - e.min(axis=0)
+    e = (e - e.min(axis=0)) / np.where(span > 0, span, 1.0)
+    raw = np.hstack([pool.raw, e])
+    return Pool(pool.configs, pool.keys, raw, quadratic(raw))
+
+
+def problems(path: Path, resources: bool = False) -> list[Problem]:
     """Every complete shape of the recording (``stats.exhaustive_shapes``, else every shape with
-    the original's measurement)."""
+    the original's measurement); ``resources``: see :func:`with_resources`."""
     data, recording = load(path)
     stats = data.get("stats")
     complete = stats.get("exhaustive_shapes") if isinstance(stats, dict) else None
@@ -96,6 +115,8 @@ def problems(path: Path) -> list[Problem]:
             env,
             lambda c, s=shape: launches.get((s, config_key(c))),
         )
+        if resources:
+            pool = with_resources(pool, tuned)
         by_key = {config_key(m.config): m for m in tuned}
         kept = (by_key[k] for k in pool.keys)
         times = tuple(objective_time(m, best.metric) if m.ok else None for m in kept)
@@ -163,12 +184,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--trials", type=int, default=50)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument(
+        "--resources", action="store_true", help="add each config's recorded registers and occupancy"
+    )
     args = ap.parse_args(argv)
     caps = [parse_cap(c) for c in args.caps.split(",") if c]
     if None not in caps:
         caps.insert(0, None)
     try:
-        probs = [p for path in args.paths for p in problems(path)]
+        probs = [p for path in args.paths for p in problems(path, args.resources)]
     except KtxError as exc:
         print(exc, file=sys.stderr)
         return 2
