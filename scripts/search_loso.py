@@ -1,6 +1,7 @@
 """Leave-one-kernel-out check of the cost model's settings over exhaustive recordings.
 
     .venv/bin/python scripts/search_loso.py RECORDING [RECORDING ...] [--caps none,0.75,0.5,0.25]
+        [--startups 6]
         [--seeds 20] [--trials 50] [--json OUT.json]
 
 A setting of the cost model (:data:`ktx.search.costmodel.CAP`, the quantile at which the fit caps
@@ -43,7 +44,7 @@ from ktx.ir.errors import KtxError, Location  # noqa: E402
 
 from ktx.measure.types import Measurement, config_key  # noqa: E402
 from ktx.search.compare import optimum  # noqa: E402
-from ktx.search.costmodel import Pool, choose, quadratic  # noqa: E402
+from ktx.search.costmodel import STARTUP, Pool, choose, quadratic  # noqa: E402
 from ktx.search.evaluate import objective_time  # noqa: E402
 from ktx.search.recording import Recording  # noqa: E402
 from ktx.search.tunebench import evaluations_to_fraction, fraction_at, goal_mark, quartiles  # noqa: E402
@@ -124,13 +125,16 @@ def problems(path: Path, resources: bool = False) -> list[Problem]:
     return out
 
 
-def curve(problem: Problem, seed: int, trials: int, cap: float | None) -> list[float | None]:
+def curve(
+    problem: Problem, seed: int, trials: int, cap: float | None, startup: int = STARTUP
+) -> list[float | None]:
     """One search of ``trials`` evaluations: each evaluation's time (None: a failure)."""
     measured: dict[str, float] = {}
     excluded: set[str] = set()
     out: list[float | None] = []
     for n in range(trials):
-        pick = choose(problem.pool, measured, excluded, np.random.default_rng((seed, n)), cap=cap)
+        rng = np.random.default_rng((seed, n))
+        pick = choose(problem.pool, measured, excluded, rng, startup=startup, cap=cap)
         if pick is None:
             break
         key, time = problem.pool.keys[pick], problem.times[pick]
@@ -152,10 +156,10 @@ class Score:
         return quartiles(self.evals)[1]
 
 
-def score(problem: Problem, cap: float | None, seeds: int, trials: int) -> Score:
+def score(problem: Problem, cap: float | None, seeds: int, trials: int, startup: int = STARTUP) -> Score:
     evals, marks = [], []
     for seed in range(seeds):
-        c = curve(problem, seed, trials, cap)
+        c = curve(problem, seed, trials, cap, startup)
         evals.append(evaluations_to_fraction(c, problem.optimum_us, 0.98))
         marks.append(fraction_at(c, problem.optimum_us, problem.mark))
     return Score(tuple(evals), tuple(marks))
@@ -181,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="+", type=Path)
     ap.add_argument("--caps", default="none,0.75,0.5,0.25")
+    ap.add_argument("--startups", default=str(STARTUP), help="spread picks before the first fit")
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--trials", type=int, default=50)
     ap.add_argument("--json", type=Path, default=None)
@@ -189,28 +194,33 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     caps = [parse_cap(c) for c in args.caps.split(",") if c]
-    if None not in caps:
-        caps.insert(0, None)
+    startups = [int(s) for s in args.startups.split(",") if s]
+    # every (cap, startup); session 10's model (no cap, STARTUP) first: the "before" column
+    settings = [(None, STARTUP)] + [(c, n) for c in caps for n in startups if (c, n) != (None, STARTUP)]
     try:
         probs = [p for path in args.paths for p in problems(path, args.resources)]
     except KtxError as exc:
         print(exc, file=sys.stderr)
         return 2
-    table = {(p.kernel, p.shape, cap): score(p, cap, args.seeds, args.trials) for p in probs for cap in caps}
+    table = {
+        (p.kernel, p.shape, setting): score(p, setting[0], args.seeds, args.trials, setting[1])
+        for p in probs
+        for setting in settings
+    }
     kernels = sorted({p.kernel for p in probs})
     rows = []
-    print("| kernel | shape | space | mark | before: median | before: fraction at mark | fold's cap "
-          "| after: median | after: fraction at mark | goal |")  # fmt: skip
+    print("| kernel | shape | space | mark | before: median | before: fraction at mark "
+          "| fold's (cap, startup) | after: median | after: fraction at mark | goal |")  # fmt: skip
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for kernel in kernels:
         train = [p for p in probs if p.kernel != kernel]
 
-        def fold_loss(c: float | None, train: list[Problem] = train) -> tuple[float, int]:
-            return loss([(p, table[(p.kernel, p.shape, c)]) for p in train], args.trials), caps.index(c)
+        def fold_loss(c: tuple[float | None, int], train: list[Problem] = train) -> tuple[float, int]:
+            return loss([(p, table[(p.kernel, p.shape, c)]) for p in train], args.trials), settings.index(c)
 
-        chosen = min(caps, key=fold_loss)
+        chosen = min(settings, key=fold_loss)
         for p in (p for p in probs if p.kernel == kernel):
-            before, after = table[(p.kernel, p.shape, None)], table[(p.kernel, p.shape, chosen)]
+            before, after = table[(p.kernel, p.shape, settings[0])], table[(p.kernel, p.shape, chosen)]
 
             def med(s: Score) -> str:
                 return "never" if math.isinf(s.median) else f"{s.median:g}"
@@ -220,13 +230,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"| {statistics.median(before.at_mark):.3f} | {chosen} | {med(after)} "
                   f"| {statistics.median(after.at_mark):.3f} | {'met' if met else 'not met'} |")  # fmt: skip
             rows.append({"kernel": kernel, "shape": p.shape, "feasible": p.feasible, "mark": p.mark,
-                         "chosen_cap": chosen, "before": before.__dict__, "after": after.__dict__,
-                         "goal_met": met})  # fmt: skip
-    print(f"\n{args.seeds} seeds, {args.trials} evaluations; caps tried: {caps}")
+                         "chosen_cap": chosen[0], "chosen_startup": chosen[1], "before": before.__dict__,
+                         "after": after.__dict__, "goal_met": met})  # fmt: skip
+    print(f"\n{args.seeds} seeds, {args.trials} evaluations; (cap, startup) tried: {settings}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        every = [{"kernel": k, "shape": s, "cap": c, "evals": list(v.evals), "at_mark": list(v.at_mark)}
-                 for (k, s, c), v in table.items()]  # fmt: skip
+        every = [{"kernel": k, "shape": s, "cap": c[0], "startup": c[1], "evals": list(v.evals),
+                  "at_mark": list(v.at_mark)} for (k, s, c), v in table.items()]  # fmt: skip
         doc = {"seeds": args.seeds, "trials": args.trials, "rows": rows, "every": every}
         args.json.write_text(json.dumps(doc, indent=1, default=str) + "\n")
     return 0
