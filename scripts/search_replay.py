@@ -20,7 +20,10 @@ Methods (``ktx.search.tunebench.Method``):
 * ``tpe``: TPE with today's warm-start rules;
 * ``random``: uniform sampling, the yardstick;
 * ``tpe-far`` / ``tpe-far-drop`` / ``after-far``: the warm start from any tuned shape (no work
-  limit), to show what the drop rule buys where a seed misleads.
+  limit), to show what the drop rule buys where a seed misleads;
+* ``after-warm1`` / ``after-cold``: the default with one warm-start config per neighbour shape
+  instead of three, or none: what the warm start costs where a neighbour's best is not this
+  shape's (FlashInfer RMSNorm at batch 4096, d 4096 after batch 1024, d 8192).
 
 Exit status: 0, or 2 with one line for a recording or kernel folder that cannot be read.
 """
@@ -56,6 +59,8 @@ METHODS = {
     ),
     "tpe-far-drop": Method("tpe, warm from any shape, drop", sampler="tpe", max_work_ratio=math.inf),
     "after-far": Method("cost model, warm from any shape, drop", sampler="auto", max_work_ratio=math.inf),
+    "after-warm1": Method("cost model, one warm seed per neighbour, drop", sampler="auto", warm_start=1),
+    "after-cold": Method("cost model, no warm start", sampler="auto", warm_start=0),
 }
 
 

@@ -11,8 +11,10 @@ import pytest
 
 from ktx.measure.types import config_key
 from ktx.search.costmodel import (
+    CAP,
     ModelSampler,
     Pool,
+    capped,
     choose,
     fit,
     launch_features,
@@ -209,3 +211,66 @@ def test_trials_in_flight_are_not_proposed_again() -> None:
     first = SPACE.suggest(running)
     second = SPACE.suggest(study.ask())
     assert config_key(first) != config_key(second)
+
+
+def test_capped_flattens_only_the_values_above_the_quantile() -> None:
+    y = np.array([0.5, 0.1, 4.0, 0.3, 9.0])
+    out = capped(y, 0.5)
+    assert out.tolist() == [0.5, 0.1, 0.5, 0.3, 0.5]
+    assert capped(y, None) is y and capped(np.array([]), 0.5).size == 0
+    assert capped(y, 1.0).tolist() == y.tolist()
+
+
+#: One knob, a valley at 0.6 of its range and a cliff (3x the valley's worst) past 0.8: a
+#: register spill past the size of a row, as on kernels/rmsnorm.
+CLIFF_X = np.linspace(0.0, 1.0, 21)
+CLIFF_Y = np.where(CLIFF_X < 0.83, (CLIFF_X - 0.6) ** 2, 3.0)
+
+
+def test_a_cliff_pulls_the_uncapped_floor_away_and_not_the_capped_one() -> None:
+    q = quadratic(CLIFF_X[:, None])
+    floors = {}
+    for cap in (None, CAP):
+        mean, _ = fit(q, capped(CLIFF_Y, cap), ridge=1e-6).predict(q)
+        floors[cap] = float(CLIFF_X[int(np.argmin(mean))])
+    assert abs(floors[None] - 0.6) >= 0.2, floors  # the least-squares fit leans away from the cliff
+    assert abs(floors[CAP] - 0.6) <= 0.1, floors
+
+
+def test_choose_with_the_cap_proposes_the_config_near_the_valley() -> None:
+    """Every config measured but two, one on each side of the uncapped floor: with the cap the
+    model proposes the one by the true valley (kappa 0: the mean alone decides)."""
+    space = Space((Knob("X", tuple(range(21)), 0),))
+    p = Pool.build(space, list(space.configs()), {}, None)
+    held = (6, 11)
+    measured = {
+        k: float(CLIFF_Y[c["X"]]) for k, c in zip(p.keys, p.configs, strict=True) if c["X"] not in held
+    }
+    rng = np.random.default_rng
+    picks = {
+        cap: p.configs[choose(p, measured, set(), rng(0), kappa=0.0, patience=0, cap=cap) or 0]
+        for cap in (None, CAP)
+    }
+    assert picks == {None: {"X": 6}, CAP: {"X": 11}}
+
+
+def test_the_sampler_passes_its_cap_to_the_choice() -> None:
+    """The same study, the same seed: the sampler's proposal follows its cap."""
+    space = Space((Knob("X", tuple(range(21)), 0),))
+    p = Pool.build(space, list(space.configs()), {}, None)
+    proposals = {}
+    for cap in (None, CAP):
+        study = optuna.create_study(sampler=ModelSampler(space, p, seed=0, kappa=0.0, patience=0, cap=cap))
+        for c in p.configs:
+            if c["X"] in (6, 11):
+                continue
+            study.add_trial(
+                optuna.trial.create_trial(
+                    params=space.to_params(c),
+                    distributions={space.param_name(k): space.distribution(k) for k in space.knobs},
+                    value=math.exp(float(CLIFF_Y[c["X"]])),
+                    user_attrs={"ktx": {"config": c}},
+                )
+            )
+        proposals[cap] = space.suggest(study.ask())
+    assert proposals == {None: {"X": 6}, CAP: {"X": 11}}

@@ -49,13 +49,16 @@ def test_a_replayed_tune_follows_its_budget_and_is_repeatable(exhaustive: Record
         assert set(curve) <= recorded, "every value is one the recording holds at that shape"
 
 
+@pytest.mark.slow  # 20 seeds, ~7 s
 def test_bench_counts_the_target_and_the_cost_model_beats_random(exhaustive: Recording) -> None:
     """On this held-out space (the model's defaults were chosen on act_and_mul_scalar), the
     default reaches 0.98 of the optimum within 10 evaluations (1% of 140 is below the floor of
-    10) in the median of 8 seeds at both shapes; random sampling needs about 8 (12-13 of the 140
-    configs are within 2%) and varies far more."""
+    10) in the median of 20 seeds at both shapes; random sampling needs about 8 (12-13 of the 140
+    configs are within 2%) and varies far more. Eight seeds were too few to compare the tails:
+    with session 11's defaults the model's upper quartile at tokens=64 was 10 against random's
+    7.75 on seeds 0-7, and 11 against 14.5 on twenty."""
     spec = load_spec(SILU)
-    outcomes = bench(spec, exhaustive, SHAPES, [Method("after"), Method("random", "random")], range(8), 30)
+    outcomes = bench(spec, exhaustive, SHAPES, [Method("after"), Method("random", "random")], range(20), 30)
     by = {(o.method, o.shape): o for o in outcomes}
     for shape in SHAPES:
         best = optimum(exhaustive, shape)
