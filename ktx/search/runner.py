@@ -60,7 +60,6 @@ from ktx.search.engine import (
 )
 from ktx.search.evaluate import Evaluator, Policy, choose_metric, objective_time
 from ktx.search.final import (
-    MAX_RESERVE,
     WRITE_S,
     Shortlist,
     check_cost,
@@ -75,7 +74,16 @@ from ktx.search.progress import Display
 from ktx.search.recording import FORMAT, Recording, RecordingBackend, write
 from ktx.search.report import HoldoutRow, ShapeResult, Summary, write_outputs
 from ktx.search.runlog import RunLog
-from ktx.search.runoff import Entrant, Pace, Runoff, entrants, fill_diagonal, reserve_s, run_runoff
+from ktx.search.runoff import (
+    Entrant,
+    Pace,
+    Runoff,
+    entrants,
+    fill_diagonal,
+    reserve_s,
+    run_runoff,
+    with_runoffs,
+)
 from ktx.search.study import JOURNAL, default_url, open_storage, redact
 from ktx.search.tunable import Tunable, load_tunable
 from ktx.spec import ShapePoint, Spec
@@ -1121,7 +1129,7 @@ def search_until(ctx: Context, deadline: float | None, count: int = 1) -> float 
             return base  # no runoff will run (a replay re-measures nothing)
         # the runoff (ktx.search.runoff) runs between the search and the final check
         runoff = sum(reserve_s(pair_s.get(p.name)) for p in mine_shapes)
-        return max(base, min(MAX_RESERVE * limit, base + runoff))
+        return with_runoffs(base, runoff, limit)
 
     # every worker keeps the largest share's reserve, so that all stop searching together and
     # each checks the configs the studies will hold best (ktx.search.workers.wait_for_searches)

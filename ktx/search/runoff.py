@@ -332,6 +332,12 @@ def fill_diagonal(
     return out, found
 
 
+#: The most of a search's time limit kept for the runoffs, over the final checks' own reserve:
+#: a runoff decides between configs the search already measured, so it is worth more than the
+#: search's last few evaluations, yet never more than this share of them.
+RUNOFF_SHARE = 0.15
+
+
 def reserve_s(pair_s: float | None) -> float:
     """Seconds to keep free after a shape's search for its runoff, from one check pair's
     seconds at the shape (:func:`ktx.search.final.pair_estimate`; 0 where unknown): the heats
@@ -344,6 +350,19 @@ def reserve_s(pair_s: float | None) -> float:
     if not pair_s:
         return 0.0
     return (TOP - 1) * (PAIRED_REQUEST_S + PAIRS * pair_s) + DIAGONAL * pair_s
+
+
+def with_runoffs(checks_s: float, runoffs_s: float, time_limit: float) -> float:
+    """The seconds a search keeps free: the final checks' reserve (already capped by
+    :data:`ktx.search.final.MAX_RESERVE`) plus the runoffs', the latter at most
+    :data:`RUNOFF_SHARE` of the limit. Added on top of the capped checks, not under one cap:
+    under a single cap a short round's checks left the runoffs nothing (session 11, the norms
+    at 76 s: "no runoff (it needs about 2.3 s, 0.7 s were left)" in every round).
+
+    >>> with_runoffs(8.75, 6.6, 25.0), with_runoffs(2.0, 1.0, 25.0), with_runoffs(2.0, 0.0, 25.0)
+    (12.5, 3.0, 2.0)
+    """
+    return checks_s + min(runoffs_s, RUNOFF_SHARE * time_limit)
 
 
 def cost_s(

@@ -11,15 +11,26 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+import pytest
 
 from ktx.measure.types import Candidate, Measurement, Status, Timing, config_key, original_candidate
 from ktx.search import runner
 from ktx.search.cache import MeasurementCache
 from ktx.search.evaluate import Evaluator
+from ktx.search.final import MAX_RESERVE, reserve
 from ktx.search.paired import FAILED, IDENTICAL, MEASURED
 from ktx.search.progress import Display
 from ktx.search.runlog import RunLog, read_log
-from ktx.search.runoff import PAIRS, Entrant, Runoff, entrants, run_runoff
+from ktx.search.runoff import (
+    PAIRS,
+    RUNOFF_SHARE,
+    Entrant,
+    Runoff,
+    entrants,
+    reserve_s,
+    run_runoff,
+    with_runoffs,
+)
 from ktx.search.space import Knob, Space
 from ktx.search.study import default_url, open_storage
 from ktx.search.tunable import Tunable
@@ -271,3 +282,16 @@ def test_the_runoff_measures_the_diagonal_neighbour_the_search_missed(tmp_path: 
     assert result.best_config == {"BLOCK_Y": 16, "PACKS": 2}
     assert summary.paired[POINT.name].config == {"BLOCK_Y": 16, "PACKS": 2}
     assert json.loads((folder / "dispatch.json").read_text())["variants"] == [{"BLOCK_Y": 16, "PACKS": 2}]
+
+
+def test_a_short_rounds_capped_checks_still_leave_the_runoffs_time() -> None:
+    # session 11's norms at 76 s: the checks' reserve sat at its cap (MAX_RESERVE of a 25 s
+    # round) and the runoffs, reserved under the same cap, got nothing in every round
+    limit = 25.0
+    checks = reserve({"a": 30.0, "b": 30.0}, holdout=0, time_limit=limit)
+    assert checks == pytest.approx(MAX_RESERVE * limit)
+    need = 3 * reserve_s(0.1)  # three shapes, a 0.1 s check pair each
+    kept = with_runoffs(checks, need, limit)
+    assert kept == pytest.approx(checks + need) and kept > MAX_RESERVE * limit
+    # never more than RUNOFF_SHARE of the limit on top, however many shapes
+    assert with_runoffs(checks, 100.0, limit) == pytest.approx(checks + RUNOFF_SHARE * limit)
