@@ -282,7 +282,9 @@ def _environment(k: KernelBody, params: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-def _index_extent(k: KernelBody, index: ts.Node, offset: ts.Node | None, env: Mapping[str, str]) -> str | None:
+def _index_extent(
+    k: KernelBody, index: ts.Node, offset: ts.Node | None, env: Mapping[str, str]
+) -> str | None:
     """The extent one index (plus the offset of the local pointer it is taken from) reads."""
     if offset is None:
         modulo = _modulo_extent(k, index, env)

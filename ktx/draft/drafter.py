@@ -322,9 +322,9 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             address = None
             if extent is None and not moved and not subs:
                 # reached only through addresses handed to calls (``load_global<16>(buf, p + off)``)
-                found = address_extent(k, p, env, targ, launch)
-                if found is not None and valid_extent(found[0]):
-                    extent, address = _rows_of(found[0]), found[1]
+                reached = address_extent(k, p, env, targ, launch)
+                if reached is not None and valid_extent(reached[0]):
+                    extent, address = _rows_of(reached[0]), reached[1]
                     if not address.helper:
                         why = (
                             f"extent of {p.name}: read from the address {k.text(address.offset)} into "
