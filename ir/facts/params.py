@@ -32,6 +32,7 @@ from ktx.ir.expr import Expr
 from ktx.ir.facts import assign
 from ktx.ir.facts.kinds import access_kind as _kind
 from ktx.ir.facts.launcher import LaunchDraft
+from ktx.ir.memref import Term
 from ktx.ir.nodes import Function, Param
 
 if TYPE_CHECKING:
@@ -217,7 +218,7 @@ def _helper_kind(call: ts.Node, module: Module) -> str | None:
     last = re.split(r"::|\.|->", text)[-1].lower()
     if "store" in last or "write" in last:
         return "store"
-    if "load" in last or "read" in last or last.startswith("__ld"):
+    if "load" in last or "read" in last or re.fullmatch(r"_*ld[a-z]{0,2}", last):  # __ldg, Ldg, ldcs
         return "load"
     return None
 
@@ -296,6 +297,11 @@ def _index_extent(
     parts = list(terms(index))
     if offset is not None:
         parts += terms(offset)
+    return _terms_extent(k, parts, env)
+
+
+def _terms_extent(k: KernelBody, parts: Sequence[Term], env: Mapping[str, str]) -> str | None:
+    """The extent an index's additive terms read (``r * pitch + j``: [bound(r), pitch])."""
     dims = _dims(k, [k.text(t.node) for t in parts if t.sign > 0], len(parts))
     if dims is not None:
         return "[" + ", ".join(_in_shape_vars(d, env) for d in dims) + "]"
@@ -305,20 +311,29 @@ def _index_extent(
 @dataclass(frozen=True)
 class Address:
     """An address of a pointer parameter's element handed to a call (``load_global<16>(buf,
-    p + off)``, ``Store(p + off, v)``, ``helper(row_ptr)`` with ``row_ptr = p + r * d``): the
-    call reaches ``p`` at ``offset`` and, ktx does not see how far, past it."""
+    p + off)``, ``Store(p + ti * ld + di, v)``, ``helper(row)`` with ``row = p + r * d``): the
+    call reaches ``p`` at the sum of ``offset``'s terms and, ktx does not see how far, past it."""
 
     call: ts.Node
     callee: str
-    offset: ts.Node
+    offset: tuple[Term, ...]
+    text: str
+    """The offset as written (the argument less the pointer)."""
     helper: bool
     """The callee's own name says load or store (:func:`_helper_kind`)."""
 
 
+def _strip(node: ts.Node) -> ts.Node:
+    while node.type in ("parenthesized_expression", "cast_expression"):
+        inner = node.child_by_field_name("value") if node.type == "cast_expression" else None
+        node = inner or node.named_children[0]
+    return node
+
+
 def handed_addresses(k: KernelBody, p: Param) -> list[Address]:
-    """Every call argument that is ``p + off`` (or a local pointer so derived from ``p``), in
-    source order: the kernel's only view of where it reaches ``p`` when it never subscripts it
-    (a project's vector load/store helpers)."""
+    """Every call argument that is ``p`` plus an offset (``p + a + b``, in any order, or a local
+    pointer so derived from ``p``), in source order: the kernel's only view of where it
+    reaches ``p`` when it never subscripts it (a project's vector load/store helpers)."""
     out: list[Address] = []
     for n in syntax.walk(k.body):
         if n.type != "call_expression":
@@ -327,11 +342,27 @@ def handed_addresses(k: KernelBody, p: Param) -> list[Address]:
         if fn is None or args is None:
             continue
         for a in args.named_children:
-            base = _pointer_base(k.module, a, {p.name}, k.pointers)
-            if base is None or base[0] != p.name or base[1] is None:
+            parts = terms(_strip(a))
+            at = [
+                i
+                for i, t in enumerate(parts)
+                if _strip(t.node).type == "identifier"
+                and k.pointers.get(
+                    syntax.text(k.module, _strip(t.node)), (syntax.text(k.module, _strip(t.node)), None)
+                )[0]
+                == p.name
+            ]
+            if len(at) != 1 or parts[at[0]].sign < 0:
                 continue
+            base = k.pointers.get(syntax.text(k.module, _strip(parts[at[0]].node)), ("", None))[1]
+            offset = [t for i, t in enumerate(parts) if i != at[0]] + (
+                terms(base) if base is not None else []
+            )
+            if not offset:
+                continue  # handed on as it is: :func:`handed_extent`
             callee = re.sub(r"<[^<>]*>", "", syntax.text(k.module, fn))
-            out.append(Address(n, callee, base[1], _helper_kind(n, k.module) is not None))
+            text = " + ".join(k.text(t.node) if t.sign > 0 else f"-{k.text(t.node)}" for t in offset)
+            out.append(Address(n, callee, tuple(offset), text, _helper_kind(n, k.module) is not None))
     return out
 
 
@@ -378,9 +409,15 @@ def address_extent(
     env = _environment(k, params)
     ix = kernel_index(k.module, k.fn)
     for address in handed_addresses(k, p):
-        got = _index_extent(k, address.offset, None, env)
-        if got is None:
-            index = ix.affine(address.offset)
+        one = address.offset[0].node if len(address.offset) == 1 and address.offset[0].sign > 0 else None
+        got = _index_extent(k, one, None, env) if one is not None else _terms_extent(k, address.offset, env)
+        if got is None and all(t.sign > 0 for t in address.offset):
+            index: Affine | None = None
+            for t in address.offset:
+                part = ix.affine(t.node)
+                index = None if part is None else part if index is None else index + part
+                if index is None:
+                    break
             got = affine_extent(k, p, params, targ, launch, index=index) if index is not None else None
         if got is not None:
             return got, address

@@ -327,7 +327,7 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                     extent, address = _rows_of(reached[0]), reached[1]
                     if not address.helper:
                         why = (
-                            f"extent of {p.name}: read from the address {k.text(address.offset)} into "
+                            f"extent of {p.name}: read from the address {address.text} into "
                             f"{p.name} handed to {address.callee}, whose reach past it ktx does not see"
                         )
                         checks.append(why)

@@ -317,7 +317,7 @@ def test_addresses_handed_to_calls_and_the_extent_their_offsets_read() -> None:
     k = read_kernel(module, fn)
     params = {p.name: p for p in fn.params}
     launch = LaunchDraft(("(total + 1023) // 1024",), ("256",), "0", "", ())
-    got = [(a.callee, k.text(a.offset), a.helper) for a in handed_addresses(k, params["x"])]
+    got = [(a.callee, a.text, a.helper) for a in handed_addresses(k, params["x"])]
     assert got == [("load_vec", "off", True), ("store_vec", "off", True)]
     env = {"total": "rows * cols", "d": "cols"}
     x = address_extent(k, params["x"], env, {}, launch)
@@ -356,3 +356,25 @@ def test_a_vector_view_extent_is_counted_in_the_arrays_own_elements() -> None:
     assert view_extent(k, params["b"], {"row4": "r"}) == "[r * 4]"  # no division to undo
     uses = pointer_uses(k, params["y"])
     assert uses.writes and not uses.reads  # the store through the cast: y is written
+
+
+def test_an_address_sum_in_any_order_and_a_short_load_helper_name() -> None:
+    from ktx.ir.facts.launcher import LaunchDraft
+    from ktx.ir.facts.params import address_extent, handed_addresses
+
+    src = (
+        "template <typename V, typename T> __device__ void Ldg(V& v, const T* p);\n"
+        "__global__ void rows(const float* src, int ld, int num, int dim) {\n"
+        "  for (int ti = blockIdx.x; ti < num; ti += gridDim.x)\n"
+        "    for (int di = threadIdx.x * 4; di < dim; di += blockDim.x * 4) {\n"
+        "      float v[4]; Ldg(v, src + ti * ld + di); Ldg(v, di + src); }\n"
+        "}\n"
+    )
+    module = parse(src, "r.cu")
+    fn = next(f for f in module.functions if f.name == "rows")
+    k = read_kernel(module, fn)
+    x = next(p for p in fn.params if p.name == "src")
+    got = [(a.callee, a.text, a.helper) for a in handed_addresses(k, x)]
+    assert got == [("Ldg", "ti * ld + di", True), ("Ldg", "di", True)]
+    found = address_extent(k, x, {}, {}, LaunchDraft(("num",), ("128",), "0", "", ()))
+    assert found is not None and found[0] == "[num, ld]"  # rows of pitch ld, as a subscript reads
