@@ -32,6 +32,7 @@ from ktx.ir.expr import Expr
 from ktx.ir.facts import assign
 from ktx.ir.facts.kinds import access_kind as _kind
 from ktx.ir.facts.launcher import LaunchDraft
+from ktx.ir.memref import Term
 from ktx.ir.nodes import Function, Param
 
 if TYPE_CHECKING:
@@ -217,7 +218,7 @@ def _helper_kind(call: ts.Node, module: Module) -> str | None:
     last = re.split(r"::|\.|->", text)[-1].lower()
     if "store" in last or "write" in last:
         return "store"
-    if "load" in last or "read" in last or last.startswith("__ld"):
+    if "load" in last or "read" in last or re.fullmatch(r"_*ld[a-z]{0,2}", last):  # __ldg, Ldg, ldcs
         return "load"
     return None
 
@@ -228,6 +229,11 @@ def pointer_uses(k: KernelBody, p: Param) -> PointerUses:
     ``*growth_tracker = 0``: an extent of one element)."""
     names = {p.name} | {n for n, (root, _) in k.pointers.items() if root == p.name}
     reads = writes = False
+    for r in kernel_index(k.module, k.fn).accesses():
+        # through a view (``reinterpret_cast<float4*>(out)[i] = v``): no subscript of p's own
+        if r.root == p.name and r.width is not None and r.width > 1:
+            reads |= r.kind in ("load", "update", "address")
+            writes |= r.kind in ("store", "update", "address")
     mentions = derefs = 0
     for n in syntax.walk(k.body):
         if n.type == "identifier" and syntax.text(k.module, n) in names:
@@ -258,24 +264,163 @@ def subscript_extent(
     k: KernelBody, p: Param, subs: Sequence[ts.Node], params: Mapping[str, str]
 ) -> str | None:
     """``[n]`` or ``[rows, c]`` from the first subscript whose index ktx can read."""
-    # A bound may name a kernel local (``int N = B * T;``): its initialiser, then the parameters.
-    env = {n: _in_shape_vars(k.text(v), params) for n, v in k.locals_.items() if n not in params}
-    env.update(params)
+    env = _environment(k, params)
     for sub in subs:
         index = _index_node(sub)
         base = sub.child_by_field_name("argument")
         if index is None or base is None:
             continue
-        flat = _flattened(k, k.text(index))
-        if flat is not None and offset_of(k, base) is None:
-            return "[" + _in_shape_vars(k.bounds[flat], env) + "]"
-        parts = list(terms(index))
-        offset = k.pointers.get(syntax.text(k.module, base), ("", None))[1]
-        if offset is not None:
-            parts += terms(offset)
-        dims = _dims(k, [k.text(t.node) for t in parts if t.sign > 0], len(parts))
-        if dims is not None:
-            return "[" + ", ".join(_in_shape_vars(d, env) for d in dims) + "]"
+        got = _index_extent(k, index, offset_of(k, base), env)
+        if got is not None:
+            return got
+    return None
+
+
+def _environment(k: KernelBody, params: Mapping[str, str]) -> dict[str, str]:
+    # A bound may name a kernel local (``int N = B * T;``): its initialiser, then the parameters.
+    env = {n: _in_shape_vars(k.text(v), params) for n, v in k.locals_.items() if n not in params}
+    env.update(params)
+    return env
+
+
+def _index_extent(
+    k: KernelBody, index: ts.Node, offset: ts.Node | None, env: Mapping[str, str]
+) -> str | None:
+    """The extent one index (plus the offset of the local pointer it is taken from) reads."""
+    if offset is None:
+        modulo = _modulo_extent(k, index, env)
+        if modulo is not None:
+            return modulo
+    flat = _flattened(k, k.text(index))
+    if flat is not None and offset is None:
+        return "[" + _in_shape_vars(k.bounds[flat], env) + "]"
+    parts = list(terms(index))
+    if offset is not None:
+        parts += terms(offset)
+    return _terms_extent(k, parts, env)
+
+
+def _terms_extent(k: KernelBody, parts: Sequence[Term], env: Mapping[str, str]) -> str | None:
+    """The extent an index's additive terms read (``r * pitch + j``: [bound(r), pitch])."""
+    dims = _dims(k, [k.text(t.node) for t in parts if t.sign > 0], len(parts))
+    if dims is not None:
+        return "[" + ", ".join(_in_shape_vars(d, env) for d in dims) + "]"
+    return None
+
+
+@dataclass(frozen=True)
+class Address:
+    """An address of a pointer parameter's element handed to a call (``load_global<16>(buf,
+    p + off)``, ``Store(p + ti * ld + di, v)``, ``helper(row)`` with ``row = p + r * d``): the
+    call reaches ``p`` at the sum of ``offset``'s terms and, ktx does not see how far, past it."""
+
+    call: ts.Node
+    callee: str
+    offset: tuple[Term, ...]
+    text: str
+    """The offset as written (the argument less the pointer)."""
+    helper: bool
+    """The callee's own name says load or store (:func:`_helper_kind`)."""
+
+
+def _strip(node: ts.Node) -> ts.Node:
+    while node.type in ("parenthesized_expression", "cast_expression"):
+        inner = node.child_by_field_name("value") if node.type == "cast_expression" else None
+        node = inner or node.named_children[0]
+    return node
+
+
+def handed_addresses(k: KernelBody, p: Param) -> list[Address]:
+    """Every call argument that is ``p`` plus an offset (``p + a + b``, in any order, or a local
+    pointer so derived from ``p``), in source order: the kernel's only view of where it
+    reaches ``p`` when it never subscripts it (a project's vector load/store helpers)."""
+    out: list[Address] = []
+    for n in syntax.walk(k.body):
+        if n.type != "call_expression":
+            continue
+        fn, args = n.child_by_field_name("function"), n.child_by_field_name("arguments")
+        if fn is None or args is None:
+            continue
+        for a in args.named_children:
+            parts = terms(_strip(a))
+            at = [
+                i
+                for i, t in enumerate(parts)
+                if _strip(t.node).type == "identifier"
+                and k.pointers.get(
+                    syntax.text(k.module, _strip(t.node)), (syntax.text(k.module, _strip(t.node)), None)
+                )[0]
+                == p.name
+            ]
+            if len(at) != 1 or parts[at[0]].sign < 0:
+                continue
+            base = k.pointers.get(syntax.text(k.module, _strip(parts[at[0]].node)), ("", None))[1]
+            offset = [t for i, t in enumerate(parts) if i != at[0]] + (
+                terms(base) if base is not None else []
+            )
+            if not offset:
+                continue  # handed on as it is: :func:`handed_extent`
+            callee = re.sub(r"<[^<>]*>", "", syntax.text(k.module, fn))
+            text = " + ".join(k.text(t.node) if t.sign > 0 else f"-{k.text(t.node)}" for t in offset)
+            out.append(Address(n, callee, tuple(offset), text, _helper_kind(n, k.module) is not None))
+    return out
+
+
+def view_extent(k: KernelBody, p: Param, params: Mapping[str, str]) -> str | None:
+    """The extent of a pointer the kernel indexes only through a vector view
+    (``reinterpret_cast<const float4*>(x)[i]`` under ``i < n / 4``): the view's index read as
+    a subscript's, its innermost dimension then counted in ``p``'s elements (times the view's
+    width: ``[n]``)."""
+    env = _environment(k, params)
+    for r in kernel_index(k.module, k.fn).accesses():
+        if r.root != p.name or not r.width or r.width < 2 or r.node.type != "subscript_expression":
+            continue
+        index = _index_node(r.node)
+        got = _index_extent(k, index, None, env) if index is not None else None
+        if got is not None:
+            dims = extent_dims(got)
+            return "[" + ", ".join([*dims[:-1], _times(dims[-1], r.width)]) + "]"
+    return None
+
+
+def _modulo_extent(k: KernelBody, offset: ts.Node, env: Mapping[str, str]) -> str | None:
+    """``p + (i % n)``: the offset stays below ``n`` (a bias row repeated over the rows)."""
+    while offset.type == "parenthesized_expression" and offset.named_children:
+        offset = offset.named_children[0]
+    op = offset.child_by_field_name("operator") if offset.type == "binary_expression" else None
+    right = offset.child_by_field_name("right")
+    if op is None or op.type != "%" or right is None or right.type not in ("identifier", "number_literal"):
+        return None
+    return "[" + _in_shape_vars(k.text(right), env) + "]"
+
+
+def address_extent(
+    k: KernelBody,
+    p: Param,
+    params: Mapping[str, str],
+    targ: Mapping[str, str],
+    launch: LaunchDraft,
+) -> tuple[str, Address] | None:
+    """The extent of a pointer the kernel reaches only through addresses it hands to calls:
+    each address's offset read as an index (its guard's bound, ``i % n``, or the index
+    analysis' dense chain), the first that reads. The call may reach past the offset (a 16-byte
+    load of a vector); a bounded offset that steps by the vector's width (``offset < total``)
+    counts the elements, the load's width does not."""
+    env = _environment(k, params)
+    ix = kernel_index(k.module, k.fn)
+    for address in handed_addresses(k, p):
+        one = address.offset[0].node if len(address.offset) == 1 and address.offset[0].sign > 0 else None
+        got = _index_extent(k, one, None, env) if one is not None else _terms_extent(k, address.offset, env)
+        if got is None and all(t.sign > 0 for t in address.offset):
+            index: Affine | None = None
+            for t in address.offset:
+                part = ix.affine(t.node)
+                index = None if part is None else part if index is None else index + part
+                if index is None:
+                    break
+            got = affine_extent(k, p, params, targ, launch, index=index) if index is not None else None
+        if got is not None:
+            return got, address
     return None
 
 
@@ -319,24 +464,49 @@ def affine_extent(
             names[f"blockDim.{axis}"] = launch.block[i]
             names[f"threadIdx.{axis}"] = launch.block[i]
     varying = {n: b for n, b in k.bounds.items() if not b.startswith("__grid")}
-    indices = [index] if index is not None else [r.index for r in ix.accesses() if r.root == p.name]
-    for found in indices:
+    indices = (
+        [(index, 1)]
+        if index is not None
+        else [(r.index, r.width or 1) for r in ix.accesses() if r.root == p.name]
+    )
+    for found, width in indices:
         if found is None:
             continue
         casts = _cast_atoms(found, names)
         if casts is None:
             continue
-        dims = _chain(found.terms, varying, {**names, **casts})
+        lanes = found.terms
+        if width > 1:
+            # ``reinterpret_cast<float4*>(x)[i]`` is ``4*i`` in x's elements: the chain over the
+            # view's elements, its innermost dimension then counted in x's (times 4)
+            if any(coef % width for mono, coef in lanes if mono):
+                continue
+            lanes = tuple((mono, coef // width) for mono, coef in lanes if mono)
+        dims = _chain(lanes, varying, {**names, **casts})
         launched: list[str] = []
         if dims is None:  # ``row * ncols + col``, each a global thread index: one term each
-            terms, spans, launched = _global_threads(found.terms, k, names)
+            terms, spans, launched = _global_threads(lanes, k, names)
             dims = _chain(terms, {**varying, **spans}, {**names, **casts})
         if dims is not None:
             unguarded = [spans[v] for v in launched if spans[v] in dims]
             if unguarded:
                 k.spanned[p.name] = unguarded[0]
+            if width > 1:
+                dims = [*dims[:-1], _times(dims[-1], width)]
             return "[" + ", ".join(dims) + "]"
     return None
+
+
+def _times(dim: str, width: int) -> str:
+    """``n // 4`` times 4 is ``n`` (the view's count of a row whose length it divides)."""
+    try:
+        tree = ast.parse(dim.strip(), mode="eval").body
+    except SyntaxError:
+        return f"{_paren(dim)} * {width}"
+    divides = isinstance(tree, ast.BinOp) and isinstance(tree.op, (ast.FloorDiv, ast.Div))
+    if divides and isinstance(tree.right, ast.Constant) and tree.right.value == width:  # type: ignore[attr-defined]
+        return ast.unparse(tree.left)  # type: ignore[attr-defined]
+    return f"{_paren(dim)} * {width}"
 
 
 def moved_extent(

@@ -45,6 +45,7 @@ from ktx.ir.facts.launcher import (
 )
 from ktx.ir.facts.params import (
     KernelBody,
+    address_extent,
     affine_extent,
     extent_dims,
     grid_bounds,
@@ -60,6 +61,7 @@ from ktx.ir.facts.params import (
     size_use,
     subscript_extent,
     valid_extent,
+    view_extent,
     view_type,
 )
 from ktx.ir.facts.structs import StructLayout
@@ -308,13 +310,28 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             extent = (
                 moved_extent(k, p, env, targ, launch)
                 if moved
-                else subscript_extent(k, p, subs, env) or affine_extent(k, p, env, targ, launch)
+                else subscript_extent(k, p, subs, env)
+                or (_rows_of(view_extent(k, p, env) or "") if not subs else None)
+                or affine_extent(k, p, env, targ, launch)
             )
             if moved and extent is not None:
                 moved = None  # moved once, at the top: its accesses read from the offset
             if extent is None and not moved and not subs:
                 # handed on, as it is, to a __device__ function of the file: its extent there
                 extent = handed_extent(k, p, env, targ, launch)
+            address = None
+            if extent is None and not moved and not subs:
+                # reached only through addresses handed to calls (``load_global<16>(buf, p + off)``)
+                reached = address_extent(k, p, env, targ, launch)
+                if reached is not None and valid_extent(reached[0]):
+                    extent, address = _rows_of(reached[0]), reached[1]
+                    if not address.helper:
+                        why = (
+                            f"extent of {p.name}: read from the address {address.text} into "
+                            f"{p.name} handed to {address.callee}, whose reach past it ktx does not see"
+                        )
+                        checks.append(why)
+                        lines.append(f"# {TODO}: {why}")
             if extent is not None and not valid_extent(extent):
                 extent = None
             if extent is None and not moved and not subs and pointer_uses(k, p).deref_only:
@@ -956,6 +973,21 @@ def _param_default(module: Module, launcher: Function | None, name: str) -> str 
         return None
     m = re.search(r"=\s*([^=,()]+)$", module.text(param.span).strip())
     return _float_text(m.group(1)) if m is not None else None
+
+
+def _rows_of(extent: str) -> str:
+    """``[(rows * cols)]``, one dimension that is a product of the launcher's sizes, as the 2-D
+    array the launcher describes (``total = batch * hidden``): ``[rows, cols]``. The same count of
+    elements; the spec's shape points then size each factor."""
+    if not extent:
+        return extent
+    dims = extent_dims(extent)
+    if len(dims) != 1:
+        return extent
+    factors = [f.strip() for f in dims[0].strip().removeprefix("(").removesuffix(")").split("*")]
+    if len(factors) < 2 or not all(re.fullmatch(r"[A-Za-z_]\w*", f) for f in factors):
+        return extent
+    return "[" + ", ".join(factors) + "]"
 
 
 def _scaled_last(extent: str, lanes: int) -> str:

@@ -423,3 +423,43 @@ def test_an_integer_handed_to_a_helper_is_a_todo_that_does_not_claim_no_size(tmp
     lines = text.splitlines()
     at = lines.index('value = "stride"')
     assert lines[at - 1].startswith("# TODO: value of stride: the shape variable stride"), lines[at - 1]
+
+
+def test_an_array_reached_only_through_helper_addresses_takes_their_offsets_extent() -> None:
+    # ``load_16<16>(v, x + base)`` under ``base < count``, count = tokens * hidden at the launch:
+    # the 2-D array the launcher describes; ``b + (base % cols)`` stays inside one row
+    text = draft(FOREIGN / "bias_gelu_store_helpers.cu").text
+    assert 'name = "x"\ndtype = "fp16"\nshape = "[tokens, hidden]"\nrole = "inout"' in text
+    assert 'name = "b"\ndtype = "fp16"\nshape = "[hidden]"\nrole = "in"' in text
+    # a callee whose name says neither load nor store: the same reading, under a TODO that says so
+    want = (
+        "# TODO: extent of sum_out: read from the address base into sum_out handed to accumulate_into, "
+        'whose reach past it ktx does not see\nshape = "[tokens, hidden]"'
+    )
+    assert want in text
+
+
+def test_an_array_indexed_through_a_float4_view_counts_its_own_elements() -> None:
+    # ``xv[i]`` under ``i < n / 4``: n // 4 float4s are n floats; ``bv[i % row4]`` with
+    # row4 = cols // 4 is a row of cols floats; the store through the cast makes ``out`` an output
+    text = draft(FOREIGN / "residual_float4_view.cu").text
+    assert 'name = "out"\ndtype = "fp32"\nshape = "[rows, cols]"\nrole = "out"' in text
+    assert 'name = "x"\ndtype = "fp32"\nshape = "[rows, cols]"\nrole = "in"' in text
+    assert 'name = "bias"\ndtype = "fp32"\nshape = "[cols]"\nrole = "in"' in text
+
+
+@pytest.mark.parametrize("name", ["bias_gelu_store_helpers", "residual_float4_view"])
+def test_helper_and_view_extents_leave_nothing_blocking(name: str, tmp_path: Path) -> None:
+    assert check(stage(tmp_path, name)) == []
+
+
+def test_a_view_extent_counted_in_view_elements_would_be_caught(tmp_path: Path) -> None:
+    # the bounds check reads the view's accesses too: x as [cols] (not scaled) is reached past
+    out = tmp_path / "k"
+    out.mkdir()
+    text = draft(FOREIGN / "residual_float4_view.cu", None, out).text
+    wrong = text.replace('shape = "[rows, cols]"\nrole = "in"', 'shape = "[cols]"\nrole = "in"')
+    assert wrong != text
+    (out / "ktx.toml").write_text(wrong)
+    found = check(out)
+    assert any("load xv[i] reaches element" in b.message for b in found), found

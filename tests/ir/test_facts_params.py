@@ -288,3 +288,93 @@ def test_a_pointer_moved_once_at_the_top_reads_from_its_offset() -> None:
     assert _moved("dst") == "[samples, channels, rows, ncols]"
     # x's stride is the caller's (a parameter with no value): no extent, the draft keeps its TODO
     assert _moved("x") is None
+
+
+ADDRESSES = """\
+template <int B, typename T> __device__ void load_vec(T* dst, const T* src);
+template <int B, typename T> __device__ void store_vec(T* dst, const T* src);
+__device__ void mix(float* acc, const float* v);
+__global__ void scale_rows(float* x, const float* g, float* acc, int total, int d) {
+  const int off = (blockIdx.x * blockDim.x + threadIdx.x) * 4;
+  float* row = acc + off;
+  if (off < total) {
+    float v[4], w[4];
+    load_vec<16>(v, x + off);
+    load_vec<16>(w, g + off % d);
+    store_vec<16>(x + off, v);
+    mix(row, v);
+  }
+}
+"""
+
+
+def test_addresses_handed_to_calls_and_the_extent_their_offsets_read() -> None:
+    from ktx.ir.facts.launcher import LaunchDraft
+    from ktx.ir.facts.params import address_extent, handed_addresses
+
+    module = parse(ADDRESSES, "h.cu")
+    fn = next(f for f in module.functions if f.name == "scale_rows")
+    k = read_kernel(module, fn)
+    params = {p.name: p for p in fn.params}
+    launch = LaunchDraft(("(total + 1023) // 1024",), ("256",), "0", "", ())
+    got = [(a.callee, a.text, a.helper) for a in handed_addresses(k, params["x"])]
+    assert got == [("load_vec", "off", True), ("store_vec", "off", True)]
+    env = {"total": "rows * cols", "d": "cols"}
+    x = address_extent(k, params["x"], env, {}, launch)
+    assert x is not None and x[0] == "[(rows * cols)]"  # off < total, in the launcher's sizes
+    g = address_extent(k, params["g"], env, {}, launch)
+    assert g is not None and g[0] == "[cols]"  # g + off % d: below d
+    # through a local pointer derived from acc, handed to a callee that names no load or store
+    acc = address_extent(k, params["acc"], env, {}, launch)
+    assert acc is not None and acc[0] == "[(rows * cols)]" and acc[1].callee == "mix" and not acc[1].helper
+    assert handed_addresses(k, params["d"]) == []
+
+
+VIEWS = """\
+__global__ void add4(float* y, const float* x, const float* b, int n, int row4, int m) {
+  const float4* xv = reinterpret_cast<const float4*>(x);
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n / 4) {
+    float4 a = xv[i];
+    float4 c = reinterpret_cast<const float4*>(b)[i % row4];
+    reinterpret_cast<float4*>(y)[i] = a;
+  }
+}
+"""
+
+
+def test_a_vector_view_extent_is_counted_in_the_arrays_own_elements() -> None:
+    from ktx.ir.facts.params import pointer_uses, view_extent
+
+    module = parse(VIEWS, "v.cu")
+    fn = next(f for f in module.functions if f.name == "add4")
+    k = read_kernel(module, fn)
+    params = {p.name: p for p in fn.params}
+    env = {"n": "rows * cols", "row4": "cols // 4"}
+    assert view_extent(k, params["x"], env) == "[rows * cols]"  # (rows * cols) // 4 float4s, times 4
+    assert view_extent(k, params["b"], env) == "[cols]"  # i % row4: row4 float4s
+    assert view_extent(k, params["b"], {"row4": "r"}) == "[r * 4]"  # no division to undo
+    uses = pointer_uses(k, params["y"])
+    assert uses.writes and not uses.reads  # the store through the cast: y is written
+
+
+def test_an_address_sum_in_any_order_and_a_short_load_helper_name() -> None:
+    from ktx.ir.facts.launcher import LaunchDraft
+    from ktx.ir.facts.params import address_extent, handed_addresses
+
+    src = (
+        "template <typename V, typename T> __device__ void Ldg(V& v, const T* p);\n"
+        "__global__ void rows(const float* src, int ld, int num, int dim) {\n"
+        "  for (int ti = blockIdx.x; ti < num; ti += gridDim.x)\n"
+        "    for (int di = threadIdx.x * 4; di < dim; di += blockDim.x * 4) {\n"
+        "      float v[4]; Ldg(v, src + ti * ld + di); Ldg(v, di + src); }\n"
+        "}\n"
+    )
+    module = parse(src, "r.cu")
+    fn = next(f for f in module.functions if f.name == "rows")
+    k = read_kernel(module, fn)
+    x = next(p for p in fn.params if p.name == "src")
+    got = [(a.callee, a.text, a.helper) for a in handed_addresses(k, x)]
+    assert got == [("Ldg", "ti * ld + di", True), ("Ldg", "di", True)]
+    found = address_extent(k, x, {}, {}, LaunchDraft(("num",), ("128",), "0", "", ()))
+    assert found is not None and found[0] == "[num, ld]"  # rows of pitch ld, as a subscript reads
