@@ -431,7 +431,10 @@ class Expose(Pass[ConstSite]):
             rw.replace(c.span, macro)
         for text in _shared_extent_constraints(rw.target, c, site.knob):
             rw.constraint(text)
-            rw.note(f"{text}: the shared array it sizes takes an entry per thread or warp of the launch")
+            rw.note(
+                f"{text}: the shared array it sizes takes an entry per thread or warp of the launch "
+                "(launch_block_x: the block's x as the pipeline ends)"
+            )
         mapping = rw.mapping
         if mapping is None:
             return
