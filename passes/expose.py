@@ -433,7 +433,7 @@ class Expose(Pass[ConstSite]):
             rw.constraint(text)
             rw.note(
                 f"{text}: the shared array it sizes takes an entry per thread or warp of the launch "
-                "(launch_block_x: the block's x as the pipeline ends)"
+                "(launch_block_x, _y: the block as the pipeline ends)"
             )
         mapping = rw.mapping
         if mapping is None:

@@ -22,7 +22,7 @@ __global__ void head_norm(const float* x, float* y, int head_dim) {
 
 void launch(const float* x, float* y, int rows, int head_dim) { head_norm<<<rows, head_dim / 2>>>(x, y, head_dim); }
 
-// CHECK: {{.*}}: remark: [expose] MAX_WARPS: rewritten: exposed MAX_WARPS {1, 2, 4, 8, 16}; MAX_WARPS >= ceil_div(launch_block_x, 32): the shared array it sizes takes an entry per thread or warp of the launch (launch_block_x: the block's x as the pipeline ends)
+// CHECK: {{.*}}: remark: [expose] MAX_WARPS: rewritten: exposed MAX_WARPS {1, 2, 4, 8, 16}; MAX_WARPS >= ceil_div(launch_block_x, 32): the shared array it sizes takes an entry per thread or warp of the launch (launch_block_x, _y: the block as the pipeline ends)
 // CHECK: -#define MAX_WARPS (MAX_HEAD_DIM / WARP_SIZE)
 // CHECK: +#define KTX_MAX_WARPS 4  // expose: #define MAX_WARPS (was 4)
 // CHECK: +#define MAX_WARPS KTX_MAX_WARPS
