@@ -43,7 +43,16 @@ branches, :func:`ktx.ir.facts.tuning.instantiated_values`), less what the ``stat
 reject, each kept at a shape where it covers what the pick covers (a constraint): the facts show
 every loop it bounds steps the block over the data with each access past the data guarded
 (:func:`ktx.ir.facts.tuning.items_coverage`); without that pattern, or when the spec names a
-shape variable itself (``{TOP_K}``: what is computed), it is refused with the reason.
+shape variable itself (``{TOP_K}``: what is computed), it is refused with the reason. When
+the loops step by the block, the relation names the launch's block as the pipeline ends
+(``launch_block_x``, :data:`ktx.passbase.LAUNCH_BLOCK`): on ``expose,block-size`` it follows
+``BLOCK_X`` (DeepSpeed pre_rms_norm: 512 threads with ``UNROLL=1`` cover 4096 halves).
+
+A constant that sizes a ``__shared__`` array the threads write at their own or their warp's id
+(exllamav2 head_norm's ``sums[MAX_WARPS]`` at ``threadIdx.x / WARP_SIZE``,
+:func:`ktx.ir.facts.tuning.thread_indexed_shared`) is kept at least what the launch's threads
+write, by a constraint over that block (``MAX_WARPS >= ceil_div(head_dim // 2, 32)``); an
+extent naming what the file gives no integer is refused.
 
 A template parameter the file's launches give no integer (the launcher picks it by a name, as
 FlashInfer's ``DISPATCH_ALIGNED_VEC_SIZE`` picks ``VEC_SIZE``) takes the value the spec binds
