@@ -1004,7 +1004,9 @@ def _per_shape_items(target: Target, c: PerfConstant, knob: str) -> PerShape | s
         block = target.mapping.resolved().block[0].strip()
         original = substitute(block, {k.name: str(k.default) for k in target.knobs.values()})
         step = cov.step(LAUNCH_BLOCK[0])
-        relation = f"{knob} == 0 or {knob} * {step} >= ({pick}) * {cov.step(original)}"
+        # 0 is the pick, which covers the row at the spec's block only: a smaller block with the
+        # pick is excluded here, so block-size may offer it with a larger count.
+        relation = f"({knob} if {knob} else ({pick})) * {step} >= ({pick}) * {cov.step(original)}"
     elif cov.step_threads:
         return f"{c.name} steps by the block, and the target has no launch mapping to follow it"
     Expr.parse(relation)

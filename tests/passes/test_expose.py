@@ -650,7 +650,8 @@ def test_a_per_shape_count_stepping_by_the_block_relates_to_the_block_the_mappin
     t = apply(PER_SHAPE_STRIDED, "expose", template_args=["__half", "{(e + 2047) // 2048}"], mapping=mapping)
     (knob,) = t.knobs
     assert knob.values == (0, 1, 2)
-    assert t.space.constraints == ("UNROLL == 0 or UNROLL * 8 * 256 >= (e + 2047) // 2048 * 8 * 256",)
+    pick = "(e + 2047) // 2048"
+    assert t.space.constraints == (f"(UNROLL if UNROLL else {pick}) * 8 * 256 >= {pick} * 8 * 256",)
 
 
 def test_a_per_shape_count_follows_the_block_size_knob_when_block_size_owns_the_block() -> None:
@@ -659,8 +660,11 @@ def test_a_per_shape_count_follows_the_block_size_knob_when_block_size_owns_the_
     # UNROLL=1 cover 4096 halves, the likely win the fixed relation excluded.
     mapping = LaunchMapping(("rows",), ("256",), "0", (), "spec")
     args = ["__half", "{2 * ((e + 4095) // 4096)}"]
-    t = apply(PER_SHAPE_STRIDED, "expose,block-size", template_args=args, mapping=mapping)
+    four = "else if (e <= 4096) { LAUNCH(2) } else { LAUNCH(4) }"  # the launcher instantiates 1, 2, 4
+    src = PER_SHAPE_STRIDED.replace("else { LAUNCH(2) }", four)
+    t = apply(src, "expose,block-size", template_args=args, mapping=mapping)
     assert [k.name for k in t.knobs] == ["UNROLL", "BLOCK_X"]
+    assert t.knobs[0].values == (0, 1, 2, 4)
     (relation,) = t.space.constraints
     assert "BLOCK_X" in relation and "launch_block_x" not in relation
     feasible = t.space.feasible
@@ -671,8 +675,13 @@ def test_a_per_shape_count_follows_the_block_size_knob_when_block_size_owns_the_
     assert not feasible({"UNROLL": 1, "BLOCK_X": 512}, {"e": 8192})
     assert feasible({"UNROLL": 2, "BLOCK_X": 512}, {"e": 8192})
     assert feasible({"UNROLL": 0, "BLOCK_X": 1024}, {"e": 8192})
+    # below the spec's block: the pick (0) no longer covers the row, a larger count does
+    assert 128 in t.knobs[1].values
+    assert not feasible({"UNROLL": 0, "BLOCK_X": 128}, {"e": 4096})
+    assert not feasible({"UNROLL": 2, "BLOCK_X": 128}, {"e": 4096})
+    assert feasible({"UNROLL": 4, "BLOCK_X": 128}, {"e": 4096})
     # expose alone keeps the spec's block: UNROLL=1 no longer covers 4096 at 256 threads
-    alone = apply(PER_SHAPE_STRIDED, "expose", template_args=args, mapping=mapping)
+    alone = apply(src, "expose", template_args=args, mapping=mapping)
     assert "BLOCK_X" not in alone.space.constraints[0]
     assert not alone.space.feasible({"UNROLL": 1}, {"e": 4096})
     assert alone.space.feasible({"UNROLL": 2}, {"e": 4096})
