@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Session 11 wave 2, branch s11-knobs2 (issue 22 item 3 follow-ups):
 #   1. DeepSpeed pre_rms_norm on `expose,block-size`: UNROLL's coverage constraint now follows
-#      BLOCK_X (it was fixed at the spec's 256 threads), so (BLOCK_X=512, UNROLL=1) and
-#      (1024, 1) at 4096 columns are in the space. A grid search over UNROLL x BLOCK_X per shape,
+#      BLOCK_X (it was fixed at the spec's 256 threads), so (BLOCK_X=512, UNROLL=1), (1024, 1),
+#      and below 256 (128, 4), (64, 8) at 4096 columns are in the space. A grid over UNROLL x BLOCK_X
+#      (6 x 7, the constraint-feasible ones; the time limit may cut it) per shape,
 #      every config verified against the original. What to look for: 0 verification failures;
 #      whether (512|1024, 1) beats the pick (0, 0) at elems_per_row 4096, and (512, 2) at 8192.
 #   2. exllamav2 head_norm on `expose`: MAX_WARPS is kept >= ceil(head_dim / 2 / 32) (the warps
@@ -38,7 +39,7 @@ PY
      --out "$WORK/tune_$id" >"$OUT/tune_$id.log" 2>&1; echo "tune $id rc=$? ($passes, $secs s)" | tee -a "$OUT/tune.txt")
   grep -hiE "verif|dispatch|UNROLL|BLOCK_X|MAX_WARPS|speedup|fail" "$OUT/tune_$id.log" | head -30
 }
-run_one deepspeed__pre_rms_norm expose,block-size 24 160
+run_one deepspeed__pre_rms_norm expose,block-size 42 160
 run_one exllamav2__head_norm_kernel expose 5 50
 tar czf "$OUT/work.tar.gz" --exclude='*.o' --exclude='*.cubin' -C /tmp s11-knobs2-work 2>/dev/null
 echo "elapsed $(( $(date +%s) - START )) s" | tee -a "$OUT/device.txt"
