@@ -37,7 +37,7 @@ from typing import ClassVar, Generic, Literal, TypeVar
 from ktx.ir import Edit, Function, LaunchSite, Loop, Module, Span
 from ktx.ir.errors import KtxError
 from ktx.ir.expr import Expr
-from ktx.ir.launch import LaunchMapping
+from ktx.ir.launch import LaunchMapping, substitute
 
 from ktx.usercode import user_code
 
@@ -428,8 +428,12 @@ class Rewriter:
         return knob.macro
 
     def constraint(self, text: str) -> None:
-        """A predicate over knobs (and shape variables) every config must satisfy."""
-        Expr.parse(text)
+        """A predicate over knobs (and shape variables) every config must satisfy. It may name
+        the launch's block (:data:`LAUNCH_BLOCK`): the pipeline writes in the final mapping's
+        block, so the constraint follows a block a later pass makes a knob."""
+        names = Expr.parse(text).names
+        if names & set(LAUNCH_BLOCK) and self.target.mapping is None:
+            raise Refuse(f"{text} relates a knob to the launch's block, and the kernel has no launch mapping")
         self.constraints.append(text)
 
     def note(self, text: str) -> None:
@@ -452,6 +456,33 @@ class Rewriter:
 def _code_of(module: Module) -> str:
     """The module's text with comments blanked (a golden's CHECK lines name placeholders)."""
     return user_code(module.text_str)
+
+
+#: Names a constraint may use for the launch's block, one per axis: the pipeline writes in the
+#: block of the *final* launch mapping (:func:`resolve_launch_names`). Why: a pass that relates a
+#: knob to the block (an items count that must cover the row, a shared array indexed by the warp
+#: id) runs before ``block-size`` makes the block a knob; written with the block as it is then
+#: (256), the constraint would hold the knob to the old block and exclude configs where the new
+#: one covers the data (DeepSpeed pre_rms_norm: 512 threads with UNROLL=1 at 4096 columns).
+LAUNCH_BLOCK = ("launch_block_x", "launch_block_y", "launch_block_z")
+
+
+def resolve_launch_names(text: str, mapping: LaunchMapping | None) -> str:
+    """``text`` (a constraint) with :data:`LAUNCH_BLOCK` names replaced by ``mapping``'s block
+    expressions (vars inlined: shapes and knobs only); ``text`` itself when it names none.
+
+    >>> m = LaunchMapping(("rows",), ("block",), "0", (("block", "BLOCK_X if BLOCK_X else 256"),), "spec")
+    >>> resolve_launch_names("U * 8 * launch_block_x >= 4096", m)
+    'U * 8 * (BLOCK_X if BLOCK_X else 256) >= 4096'
+    """
+    names = Expr.parse(text).names & set(LAUNCH_BLOCK)
+    if not names:
+        return text
+    if mapping is None:
+        raise KtxError(f"the constraint {text!r} names the launch's block, and the kernel has no launch")
+    block = mapping.resolved().block
+    env = {name: (block[axis] if axis < len(block) else "1") for axis, name in enumerate(LAUNCH_BLOCK)}
+    return substitute(text, env)
 
 
 S = TypeVar("S", bound=Site)

@@ -53,6 +53,7 @@ from ktx.passbase import (
     Skip,
     Skipped,
     Target,
+    resolve_launch_names,
 )
 from ktx.registry import Registry, default_registry
 from ktx.template import KnobSpace, Step, Template, Trace, header, sha256
@@ -412,7 +413,10 @@ def run(
         steps.append(Step("ktx", "ktx", "knob header", (edit,), ()))
 
     result = module.source
-    space = KnobSpace(tuple(knobs.values()), tuple(constraints))
+    # A constraint written over the launch's block follows the block the pipeline ends with
+    # (block-size's BLOCK_X after expose's items count): ktx.passbase.LAUNCH_BLOCK.
+    final = tuple(dict.fromkeys(resolve_launch_names(c, launch) for c in constraints))
+    space = KnobSpace(tuple(knobs.values()), final)
     trace = Trace(
         fn.name,
         resolved_pipeline,

@@ -46,6 +46,13 @@ default is the size the target binds; a spec that computes it per shape
 (``template_args = ["{32 if ncols < 1024 else 1024}"]``) gets 0, that pick, so the default
 config is the original at every shape.
 
+An items count the spec computes per shape for its block (DeepSpeed pre_rms_norm's ``UNROLL``,
+``{2 * ((elems_per_row + 4095) // 4096)}`` at 256 threads) covers the row at that block or a
+larger one, so x stays at least the spec's; when ``expose`` made the count a knob first, its
+constraint relates the count to the block this pass sets (``launch_block_x``), and smaller
+blocks are offered too (128 threads with ``UNROLL=4`` cover 4096 halves; the pick at 128 is
+excluded).
+
 The pass refuses kernels that read neither ``blockDim`` nor such a name (their work mapping is
 tied to the launch's block size in ways a knob would break), kernels with fixed-size shared
 arrays not sized by that name (but for a template block size the launcher picks among, above),
@@ -265,7 +272,12 @@ class BlockSize(Pass[KernelSite]):
             values = {v for v in values if v * pinned <= hi}
             if axis == 0 and current is not None:
                 counted = _items_counted_for_block(target)
-                if counted is not None:
+                if counted is not None and _count_is_a_knob(target, counted):
+                    rw.note(
+                        f"x may go below {current}: {counted} is a knob whose constraint keeps the row "
+                        "covered at the block this pass sets (expose's relation over launch_block_x)"
+                    )
+                elif counted is not None:
                     values = {v for v in values if v >= current}
                     rw.note(
                         f"x stays at least {current}: the spec computes {counted} per shape for a block "
@@ -625,6 +637,18 @@ def _items_counted_for_block(target: Target) -> str | None:
     row for the spec's block, so a larger block covers it too and a smaller one does not."""
     params = tuning_params(target.module, target.kernel, target.template_args)
     return next((t.name for t in params if t.role == "items" and t.spec_selected), None)
+
+
+def _count_is_a_knob(target: Target, name: str) -> bool:
+    """Whether the per-shape items count ``name`` is already a knob (``expose`` ran first and
+    bound it as ``{UNROLL if UNROLL else (pick)}``): expose's constraint then relates its count to
+    the launch's block as the pipeline ends (:data:`ktx.passbase.LAUNCH_BLOCK`), so a block below
+    the spec's is sound wherever that constraint holds (a larger count covers the row)."""
+    index = next((i for i, p in enumerate(target.kernel.template_params) if p.name == name), None)
+    if index is None or index >= len(target.template_args):
+        return False
+    named = set(re.findall(r"[A-Za-z_]\w*", target.template_args[index]))
+    return any(k.pass_name == "expose" for n, k in target.knobs.items() if n in named)
 
 
 def _template_index(target: Target, alias: BlockAlias) -> int:

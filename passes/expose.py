@@ -43,7 +43,16 @@ branches, :func:`ktx.ir.facts.tuning.instantiated_values`), less what the ``stat
 reject, each kept at a shape where it covers what the pick covers (a constraint): the facts show
 every loop it bounds steps the block over the data with each access past the data guarded
 (:func:`ktx.ir.facts.tuning.items_coverage`); without that pattern, or when the spec names a
-shape variable itself (``{TOP_K}``: what is computed), it is refused with the reason.
+shape variable itself (``{TOP_K}``: what is computed), it is refused with the reason. When
+the loops step by the block, the relation names the launch's block as the pipeline ends
+(``launch_block_x``, :data:`ktx.passbase.LAUNCH_BLOCK`): on ``expose,block-size`` it follows
+``BLOCK_X`` (DeepSpeed pre_rms_norm: 512 threads with ``UNROLL=1`` cover 4096 halves).
+
+A constant that sizes a ``__shared__`` array the threads write at their own or their warp's id
+(exllamav2 head_norm's ``sums[MAX_WARPS]`` at ``threadIdx.x / WARP_SIZE``,
+:func:`ktx.ir.facts.tuning.thread_indexed_shared`) is kept at least what the launch's threads
+write, by a constraint over that block (``MAX_WARPS >= ceil_div(head_dim // 2, 32)``); an
+extent naming what the file gives no integer is refused.
 
 A template parameter the file's launches give no integer (the launcher picks it by a name, as
 FlashInfer's ``DISPATCH_ALIGNED_VEC_SIZE`` picks ``VEC_SIZE``) takes the value the spec binds
@@ -87,12 +96,19 @@ from ktx.ir.facts.constants import (
     unrolled_for_block,
     warp_sized_callees,
 )
-from ktx.ir.facts.tuning import Coverage, TuningParam, instantiated_values, items_coverage, tuning_params
+from ktx.ir.facts.tuning import (
+    Coverage,
+    TuningParam,
+    instantiated_values,
+    items_coverage,
+    thread_indexed_shared,
+    tuning_params,
+)
 from ktx.ir.index import eval_int_text
 from ktx.ir.launch import LaunchMapping, launch_dims, local_value, substitute
 from ktx.passes._common import around, follow_block_axis, grid_rounding, replace_literal
 
-from ktx.passbase import KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
+from ktx.passbase import LAUNCH_BLOCK, KnobSpec, Option, Pass, Phase, Refuse, Rewriter, Site, Skip, Target
 
 #: Names of constants that size a block (not ``MAX_BLOCKS``, a number of blocks).
 _BLOCKISH = re.compile(r"THREAD|BLOCK(?!S)|WARPS", re.I)
@@ -422,6 +438,12 @@ class Expose(Pass[ConstSite]):
                 rw.note(f"all {len(lits)} copies of {c.value} in that expression ({cols}) follow {site.knob}")
         else:
             rw.replace(c.span, macro)
+        for text in _shared_extent_constraints(rw.target, c, site.knob):
+            rw.constraint(text)
+            rw.note(
+                f"{text}: the shared array it sizes takes an entry per thread or warp of the launch "
+                "(launch_block_x, _y: the block as the pipeline ends)"
+            )
         mapping = rw.mapping
         if mapping is None:
             return
@@ -977,9 +999,14 @@ def _per_shape_items(target: Target, c: PerfConstant, knob: str) -> PerShape | s
         return f"the kernel's static_assert rejects every value the file instantiates for {c.name}"
     relation = f"{knob} == 0 or {knob} >= ({pick})"
     if cov.step_threads and target.mapping is not None:
+        # The pick covers the row for the block the spec launches now; the knob's count steps by
+        # the block the pipeline ends with (launch_block_x: block-size's BLOCK_X when it follows).
         block = target.mapping.resolved().block[0].strip()
         original = substitute(block, {k.name: str(k.default) for k in target.knobs.values()})
-        relation = f"{knob} == 0 or {knob} * {cov.step(block)} >= ({pick}) * {cov.step(original)}"
+        step = cov.step(LAUNCH_BLOCK[0])
+        # 0 is the pick, which covers the row at the spec's block only: a smaller block with the
+        # pick is excluded here, so block-size may offer it with a larger count.
+        relation = f"({knob} if {knob} else ({pick})) * {step} >= ({pick}) * {cov.step(original)}"
     elif cov.step_threads:
         return f"{c.name} steps by the block, and the target has no launch mapping to follow it"
     Expr.parse(relation)
@@ -1010,3 +1037,35 @@ def _rewrite_per_shape(site: ConstSite, per: PerShape, rw: Rewriter) -> None:
         f"covers the data where it covers what the spec's pick does ({per.relation}); the values are "
         f"the file's instantiations {{{', '.join(map(str, per.values))}}}"
     )
+
+
+def _shared_extent_constraints(target: Target, c: PerfConstant, knob: str) -> list[str]:
+    """Constraints that keep each ``__shared__`` extent ``c`` sizes at least the entries the
+    launch's threads write at their own (or their warp's) id
+    (:func:`ktx.ir.facts.tuning.thread_indexed_shared`): ``MAX_WARPS >= ceil_div(launch_block_x,
+    32)`` for exllamav2 head_norm's ``sums[MAX_WARPS]`` at ``sums[threadIdx.x / WARP_SIZE]``. The
+    block is the launch's as the pipeline ends (:data:`ktx.passbase.LAUNCH_BLOCK`), so the
+    constraint follows a block-size knob and the shape the spec's block is computed from. Refuses
+    when the extent names what the file gives no integer."""
+    module = target.module
+    found = thread_indexed_shared(module, target.kernel, c.name)
+    if not found:
+        return []
+    env = {m.name: m.int_value for m in module.macros if m.int_value is not None}
+    env.update({k.name: k.int_value for k in module.constants if k.int_value is not None})
+    out: list[str] = []
+    for ti in found:
+        words = dict.fromkeys(re.findall(r"[A-Za-z_]\w*", ti.extent))
+        unknown = [w for w in words if w != c.name and w not in env]
+        if unknown:
+            raise Refuse(
+                f"{c.name} sizes __shared__ {ti.array}[{ti.extent}] (line {ti.line}), indexed by the "
+                f"thread's id, and {unknown[0]} in that extent has no integer value ktx can compute: no "
+                "constraint keeps it large enough for the launch"
+            )
+        given = {w: knob if w == c.name else str(env[w]) for w in words}
+        size = substitute(ti.extent.replace("/", "//"), given)  # C's integer division
+        text = f"{size} >= {ti.needed(LAUNCH_BLOCK[ti.axis])}"
+        if text not in out:
+            out.append(text)
+    return out

@@ -134,6 +134,14 @@ def check_kernel(folder: Path, combos: int, do_build: bool) -> KernelRow:
                 by_pass.setdefault(pname, []).append(kname)
         for pname, knames in by_pass.items():
             jobs += [(pname, templates[pname], c) for c in _covering(templates[pname], knames, points)]
+        # A value no shape admits with one pass alone may be admitted with the others' knobs
+        # (pre_rms_norm's UNROLL=1 covers 4096 columns with BLOCK_X=512): built there.
+        exposing = [p for p in EXPOSING if p in by_pass]
+        together = _combined(spec, exposing, template_for_spec) if len(exposing) > 1 else None
+        if together is not None:
+            done = frozenset((k, v) for _, _, c in jobs for k, v in c.items())
+            knames = [k for p in exposing for k in by_pass[p]]
+            jobs += [(together.pipeline, together, c) for c in _covering(together, knames, points, done)]
         combined = _combined(spec, [p for p in EXPOSING + OTHERS if p in templates], template_for_spec)
         if combined is not None:
             rng = random.Random(0)
@@ -159,13 +167,19 @@ def check_kernel(folder: Path, combos: int, do_build: bool) -> KernelRow:
     return row
 
 
-def _covering(t: Any, knames: Sequence[str], envs: Sequence[Mapping[str, Any]]) -> list[dict[str, int]]:
+def _covering(
+    t: Any,
+    knames: Sequence[str],
+    envs: Sequence[Mapping[str, Any]],
+    done: frozenset[tuple[str, int]] = frozenset(),
+) -> list[dict[str, int]]:
     """Configs of template ``t`` that give each of ``knames`` every value of its domain at least
     once, greedily: each config covers as many (knob, value) pairs not yet built as a feasible
     config can, so a kernel whose file takes two minutes to build costs about as many builds as
     its longest domain, not their sum. Knobs kept in step by a constraint (``THREADS *
     NUM_PER_TH == 512``) are covered by the configs the constraint admits; a value no shape
-    point admits is left out (a search would never measure it)."""
+    point admits is left out (a search would never measure it). ``done``: (knob, value) pairs
+    already built."""
     knobs = [k for k in t.knobs if k.name in knames]
     base = t.space.complete({})
     grid = [
@@ -173,7 +187,7 @@ def _covering(t: Any, knames: Sequence[str], envs: Sequence[Mapping[str, Any]]) 
         for values in itertools.islice(itertools.product(*(k.values for k in knobs)), 20000)
     ]
     feasible = [c for c in grid if _feasible(t.space, c, envs)]
-    todo = {(k.name, v) for k in knobs for v in k.values}
+    todo = {(k.name, v) for k in knobs for v in k.values} - done
     out: list[dict[str, int]] = []
     while todo:
         best = max(feasible, key=lambda c: sum((n, c[n]) in todo for n in knames), default=None)
@@ -249,7 +263,10 @@ DECISIONS: dict[tuple[str, str], str] = {
         "holds), and the CUDA branch reduces with `sum = sums[lane_id]` over `__shared__ float "
         "sums[NUM_WARPS]`: every lane reads a warp's partial, so NUM_WARPS must equal the warp size; "
         "fewer warps read past `sums`, more cannot launch. (Session 9's domain 32, 64, 128 built, and "
-        "launched blocks of 2048 and 4096 threads)"
+        "launched blocks of 2048 and 4096 threads). The facts read it now "
+        "(`ktx.ir.facts.tuning.thread_indexed_shared`: `sums[warp_id]` needs NUM_WARPS >= "
+        "ceil_div(block, 32), `sums[lane_id]` needs NUM_WARPS >= min(block, 32)), the rule that bounds "
+        "exllamav2 head_norm's MAX_WARPS"
     ),
     ("deepspeed__moe_gather_kernel", "N_TOP_K"): (
         "unsound: N_TOP_K is the number of experts each token was routed to. It lays out the inputs "

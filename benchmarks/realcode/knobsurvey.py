@@ -34,7 +34,7 @@ def sources() -> Iterator[tuple[str, Path, tuple[str, ...]]]:
 def survey() -> list[dict[str, object]]:
     from ktx.ir import parse
     from ktx.ir.analysis import perf_constants
-    from ktx.ir.facts.tuning import tuning_params
+    from ktx.ir.facts.tuning import thread_indexed_shared, tuning_params
 
     rows: list[dict[str, object]] = []
     for corpus, path, names in sources():
@@ -67,6 +67,15 @@ def survey() -> list[dict[str, object]]:
                     unread.append(
                         {"name": c.name, "kind": c.kind, "value": c.value, "use": _use(body, c.name)}
                     )
+            # a constant that sizes a __shared__ array the threads write at their (warp's) id: a
+            # knob over it must keep the extent at least what the launch's threads write
+            shared: list[str] = []
+            for name in [*read, *(str(u["name"]) for u in unread)]:
+                found = thread_indexed_shared(module, fn, name)
+                for ti in dict.fromkeys((t.array, t.extent, t.axis, t.per, t.modulo) for t in found):
+                    array, extent, axis, per, modulo = ti
+                    at = f"threadIdx.{'xyz'[axis]}" + (f" {'%' if modulo else '/'} {per}" if per > 1 else "")
+                    shared.append(f"{name}: {array}[{extent}] at {at}")
             rows.append(
                 {
                     "corpus": corpus,
@@ -74,6 +83,7 @@ def survey() -> list[dict[str, object]]:
                     "kernel": fn.name,
                     "settings": [f"{t.name}:{t.role}={t.value}" for t in settings],
                     "unread": unread,
+                    "shared": sorted(shared),
                 }
             )
     return rows
@@ -99,15 +109,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             lines.append(f"{r['corpus']} {r['file']} {r['kernel']}: {', '.join(r['settings'])}")  # type: ignore[arg-type]
             for u in r["unread"]:  # type: ignore[attr-defined]
                 lines.append(f"    unread {u['name']} ({u['kind']}, {u['value']}): {u['use']}")
+            for text in r["shared"]:  # type: ignore[attr-defined]
+                lines.append(f"    shared extent {text}")
     counts = []
     for corpus in ("vheld", "kernels"):
         mine = [r for r in rows if r["corpus"] == corpus]
         with_settings = sum(1 for r in mine if r["settings"])
         settings = sum(len(r["settings"]) for r in mine)  # type: ignore[arg-type]
         unread = sum(len(r["unread"]) for r in mine)  # type: ignore[arg-type]
+        shared = sum(len(r["shared"]) for r in mine)  # type: ignore[arg-type]
         counts.append(
             f"{corpus}: {len(mine)} kernels, {with_settings} with a setting, {settings} settings, "
-            f"{unread} unread"
+            f"{unread} unread, {shared} shared extents written at the thread's id"
         )
     print("\n".join(lines + counts))
     if args.md is not None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import tree_sitter as ts
 from ktx.ir.facts.kernel import Facts
 from ktx.ir.facts.packing import Refusal, element_plan, loop_plan
-from ktx.ir.facts.tuning import instantiated_values, items_coverage, tuning_params
+from ktx.ir.facts.tuning import instantiated_values, items_coverage, thread_indexed_shared, tuning_params
 
 _MAX_BYTES = 16
 
@@ -56,6 +56,13 @@ def render(facts: Facts) -> str:
             lines.append(
                 f"  setting {tp.name}: covers {tp.name} x step {cov.step('blockDim.x')} of {cov.extent}, "
                 f"past it guarded (line {guards})"
+            )
+        for ti in thread_indexed_shared(m, fn, tp.name):
+            axis = "xyz"[ti.axis]
+            what = f"threadIdx.{axis}" + (f" {'%' if ti.modulo else '/'} {ti.per}" if ti.per > 1 else "")
+            lines.append(
+                f"  setting {tp.name}: sizes __shared__ {ti.array}[{ti.extent}], written at {what} "
+                f"(line {ti.line}): at least {ti.needed('blockDim.' + axis)} entries"
             )
     t = facts.element
     if t is not None:

@@ -819,3 +819,130 @@ def _eval_at(module: Module, value: str, at: int, types: Mapping[str, str]) -> i
                 env[local.name] = got
     node = _parse_expr(value)
     return evaluate(node, env, types) if node is not None else None
+
+
+# -- a constant that sizes a shared array the threads index by their own id ----------------------
+
+_AXES = "xyz"
+
+
+@dataclass(frozen=True)
+class ThreadIndexed:
+    """A ``__shared__`` array one of whose extents a constant sizes, written at an index that
+    is the thread's id along an axis, or the id divided by a constant (the warp's id:
+    ``sums[threadIdx.x / WARP_SIZE]``), or its remainder (the lane).
+
+    Why a fact: the extent must hold every index the launch's threads write, which the launch
+    sets, not the constant: ``ceil(block / per)`` entries for ``threadIdx / per``, ``min(block,
+    per)`` for ``threadIdx % per``. exllamav2 head_norm's ``__shared__ float sums[MAX_WARPS]``
+    takes one entry per warp: a block of 64 threads (head_dim 128) writes 2, so MAX_WARPS = 1
+    writes past it. A knob over the constant then keeps the extent at least that, per shape
+    and per block (a constraint over the launch's block, :data:`ktx.passbase.LAUNCH_BLOCK`)."""
+
+    array: str
+    extent: str
+    """The extent as written (``MAX_WARPS``, ``NUM_WARPS + 1``)."""
+    axis: int
+    """The block axis the index reads (0: ``threadIdx.x``)."""
+    per: int
+    """Threads per entry (1: the thread's id; 32: the warp's), or the modulus for ``%``."""
+    modulo: bool
+    line: int
+
+    def needed(self, block: str) -> str:
+        """The entries the launch's threads write, as an expression of the block's size along
+        :attr:`axis` (text in the spec's language)."""
+        if self.modulo:
+            return f"min({block}, {self.per})"
+        return f"ceil_div({block}, {self.per})" if self.per > 1 else block
+
+
+def thread_indexed_shared(module: Module, fn: Function, name: str) -> tuple[ThreadIndexed, ...]:
+    """The subscripts of ``fn``'s ``__shared__`` arrays whose extent names ``name``, at an
+    index that is the thread's id along an axis (through the kernel's locals: ``warp_id =
+    threadIdx.x / WARP_SIZE``), divided by or taken modulo a constant the file gives, in the
+    extent's dimension (see :class:`ThreadIndexed`). Other subscripts of the array (a loop over
+    the partials, ``sums[i]`` for ``i < num_warps``) are the author's own bounds and not read."""
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    body = syntax.function_node(module, fn)
+    locals_ = syntax.local_declarations(module, body)
+    env = _int_env(module)
+    found: list[ThreadIndexed] = []
+    for arr in module.shared_arrays:
+        if arr.extern or arr.function != fn.name:
+            continue
+        dims = [k for k, d in enumerate(arr.dims) if word.search(d)]
+        if not dims:
+            continue
+        for node in syntax.walk(body):
+            if node.type != "subscript_expression" or (
+                node.parent is not None and node.parent.type == "subscript_expression"
+            ):
+                continue  # the outermost of ``a[i][j]``
+            chain = _subscript_chain(node)
+            if chain is None or syntax.text(module, chain[0]).strip() != arr.name:
+                continue
+            for k in dims:
+                if k + 1 >= len(chain):
+                    continue
+                got = _thread_index(module, chain[k + 1], locals_, env)
+                if got is not None:
+                    axis, per, modulo = got
+                    line = node.start_point[0] + 1
+                    found.append(ThreadIndexed(arr.name, arr.dims[k], axis, per, modulo, line))
+    return tuple(dict.fromkeys(found))
+
+
+def _subscript_chain(node: ts.Node) -> list[ts.Node] | None:
+    """``a[i][j]`` as ``[a, i, j]``, or None for an index tree-sitter does not give alone."""
+    indices: list[ts.Node] = []
+    cur = node
+    while cur.type == "subscript_expression":
+        idx = cur.child_by_field_name("indices") or cur.child_by_field_name("index")
+        if idx is not None and idx.type == "subscript_argument_list":
+            named = [c for c in idx.named_children if c.type != "comment"]
+            idx = named[0] if len(named) == 1 else None
+        base = cur.child_by_field_name("argument")
+        if idx is None or base is None:
+            return None
+        indices.append(idx)
+        cur = base
+    return [cur, *reversed(indices)]
+
+
+def _thread_index(
+    module: Module, index: ts.Node, locals_: Mapping[str, syntax.LocalDecl], env: Mapping[str, int]
+) -> tuple[int, int, bool] | None:
+    """(axis, per, modulo) when ``index`` (its locals expanded) is ``threadIdx.A``,
+    ``threadIdx.A / C``, ``threadIdx.A >> s`` or ``threadIdx.A % C``, else None."""
+    node = _parse_expr(_expand(module, syntax.text(module, index), locals_))
+    if node is None:
+        return None
+    node = _unparen(node)
+    own = _thread_id(node)
+    if own is not None:
+        return own, 1, False
+    if node.type != "binary_expression":
+        return None
+    op = node.child_by_field_name("operator")
+    left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+    if op is None or left is None or right is None:
+        return None
+    axis = _thread_id(_unparen(left))
+    value = evaluate(right, dict(env), {})
+    if axis is None or value is None or value <= 0:
+        return None
+    text = (op.text or b"").decode()
+    if text == "/":
+        return axis, value, False
+    if text == ">>":
+        return axis, 1 << value, False
+    if text == "%":
+        return axis, value, True
+    return None
+
+
+def _thread_id(node: ts.Node) -> int | None:
+    text = "".join((node.text or b"").decode().split())
+    m = re.fullmatch(r"threadIdx\.([xyz])", text)
+    return _AXES.index(m.group(1)) if m is not None else None

@@ -52,6 +52,24 @@ def test_covering_builds_every_value_a_constraint_admits_in_as_few_configs() -> 
     assert sorted(c["NUM_PER_TH"] for c in configs) == [2, 4, 8, 16]
 
 
+def test_covering_skips_what_is_built_and_reaches_values_only_another_passs_knob_admits() -> None:
+    # pre_rms_norm's UNROLL=1 covers 4096 columns only with a block of 512 or more: expose alone
+    # never admits it, expose with block-size does, and the covering there builds just that.
+    sys.path.insert(0, str(BENCH.parents[1] / "tests" / "passes"))
+    from test_expose import PER_SHAPE_STRIDED
+
+    mapping = LaunchMapping(("rows",), ("256",), "0", (), "spec")
+    args = ["__half", "{2 * ((e + 4095) // 4096)}"]
+    points = [{"e": 4096}, {"e": 8192}]
+    alone = run(PER_SHAPE_STRIDED, "expose", template_args=args, mapping=mapping)
+    built = knobcheck._covering(alone, ["UNROLL"], points)
+    assert 1 not in {c["UNROLL"] for c in built}
+    both = run(PER_SHAPE_STRIDED, "expose,block-size", template_args=args, mapping=mapping)
+    done = frozenset(("UNROLL", c["UNROLL"]) for c in built) | {("BLOCK_X", v) for v in (0, 256, 512, 1024)}
+    (extra,) = knobcheck._covering(both, ["UNROLL", "BLOCK_X"], points, done)
+    assert extra["UNROLL"] == 1 and extra["BLOCK_X"] >= 512
+
+
 def test_the_table_counts_settings_knobs_and_failures_and_renders_from_json(tmp_path: Path) -> None:
     Setting, Built, KernelRow = knobcheck.Setting, knobcheck.Built, knobcheck.KernelRow
     rows = [

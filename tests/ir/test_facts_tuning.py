@@ -248,3 +248,42 @@ __global__ void ln(T* y, int n) {
 }
 """
     assert roles(per_thread, ("float", "4")) == [("T_per_thread", "items", 4, False)]
+
+
+SHARED_BY_THREAD = """
+#define WARP_SIZE 32
+#define NW 4
+#define NT 128
+__global__ void k(float* y, int n) {
+  int warp = threadIdx.x / WARP_SIZE;
+  int lane = threadIdx.x % WARP_SIZE;
+  __shared__ float per_warp[NW];
+  __shared__ float per_thread[NT];
+  __shared__ float per_lane[2][NW * 8];
+  __shared__ float fixed[64];
+  per_warp[warp] = 1.f;
+  per_thread[threadIdx.x] = 2.f;
+  per_lane[0][lane] = 3.f;
+  per_warp[threadIdx.y >> 1] = 4.f;
+  for (int i = 0; i < n; ++i) y[i] = per_warp[i] + fixed[threadIdx.x];
+}
+"""
+
+
+def test_shared_arrays_a_constant_sizes_at_the_threads_or_warps_id() -> None:
+    from ktx.ir.facts.tuning import thread_indexed_shared
+
+    m = parse(SHARED_BY_THREAD)
+    fn = m.kernels[0]
+    got = {(t.array, t.extent, t.axis, t.per, t.modulo) for t in thread_indexed_shared(m, fn, "NW")}
+    # warp id through a local, threadIdx.y >> 1, the lane in the second dimension; not per_warp[i]
+    assert got == {
+        ("per_warp", "NW", 0, 32, False),
+        ("per_warp", "NW", 1, 2, False),
+        ("per_lane", "NW * 8", 0, 32, True),
+    }
+    (own,) = thread_indexed_shared(m, fn, "NT")
+    assert (own.array, own.per, own.needed("bx")) == ("per_thread", 1, "bx")
+    assert thread_indexed_shared(m, fn, "WARP_SIZE") == ()  # sizes no array
+    warp = next(t for t in thread_indexed_shared(m, fn, "NW") if t.axis == 0 and not t.modulo)
+    assert warp.needed("bx") == "ceil_div(bx, 32)"

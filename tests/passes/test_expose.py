@@ -626,10 +626,8 @@ def test_an_items_count_the_spec_picks_per_shape_is_a_knob_whose_zero_is_the_pic
     assert any("covers the data where it covers what the spec's pick does" in r for r in remarks(t))
 
 
-def test_a_per_shape_count_stepping_by_the_block_relates_to_the_block_the_mapping_launches() -> None:
-    # DeepSpeed pre_rms_norm: stride = blockDim.x * 8 halves; the relation is written with the
-    # mapping's block (256 here), so a larger block lowers the count a shape needs.
-    src = """\
+#: DeepSpeed pre_rms_norm's pattern: each of UNROLL guarded steps covers blockDim.x x 8 halves.
+PER_SHAPE_STRIDED = """\
 template <typename T, int UNROLL>
 __global__ void norm(T* out, const T* x, int e) {
   const int stride = blockDim.x * (16 / sizeof(T));
@@ -643,11 +641,50 @@ __global__ void norm(T* out, const T* x, int e) {
 template <typename T>
 void launch(T* out, const T* x, int rows, int e) { if (e <= 2048) { LAUNCH(1) } else { LAUNCH(2) } }
 """
+
+
+def test_a_per_shape_count_stepping_by_the_block_relates_to_the_block_the_mapping_launches() -> None:
+    # stride = blockDim.x * 8 halves; the relation is written with the mapping's block (256
+    # here), so a larger block lowers the count a shape needs.
     mapping = LaunchMapping(("rows",), ("256",), "0", (), "spec")
-    t = apply(src, "expose", template_args=["__half", "{(e + 2047) // 2048}"], mapping=mapping)
+    t = apply(PER_SHAPE_STRIDED, "expose", template_args=["__half", "{(e + 2047) // 2048}"], mapping=mapping)
     (knob,) = t.knobs
     assert knob.values == (0, 1, 2)
-    assert t.space.constraints == ("UNROLL == 0 or UNROLL * 8 * (256) >= ((e + 2047) // 2048) * 8 * (256)",)
+    pick = "(e + 2047) // 2048"
+    assert t.space.constraints == (f"(UNROLL if UNROLL else {pick}) * 8 * 256 >= {pick} * 8 * 256",)
+
+
+def test_a_per_shape_count_follows_the_block_size_knob_when_block_size_owns_the_block() -> None:
+    # Issue 22 item 3 follow-up: expose runs before block-size, so the relation names the
+    # launch's block as the pipeline ends (BLOCK_X), not the 256 it saw: 512 threads with
+    # UNROLL=1 cover 4096 halves, the likely win the fixed relation excluded.
+    mapping = LaunchMapping(("rows",), ("256",), "0", (), "spec")
+    args = ["__half", "{2 * ((e + 4095) // 4096)}"]
+    four = "else if (e <= 4096) { LAUNCH(2) } else { LAUNCH(4) }"  # the launcher instantiates 1, 2, 4
+    src = PER_SHAPE_STRIDED.replace("else { LAUNCH(2) }", four)
+    t = apply(src, "expose,block-size", template_args=args, mapping=mapping)
+    assert [k.name for k in t.knobs] == ["UNROLL", "BLOCK_X"]
+    assert t.knobs[0].values == (0, 1, 2, 4)
+    (relation,) = t.space.constraints
+    assert "BLOCK_X" in relation and "launch_block_x" not in relation
+    feasible = t.space.feasible
+    assert feasible({"UNROLL": 1, "BLOCK_X": 512}, {"e": 4096})
+    assert feasible({"UNROLL": 1, "BLOCK_X": 1024}, {"e": 4096})
+    assert not feasible({"UNROLL": 1, "BLOCK_X": 256}, {"e": 4096})
+    assert not feasible({"UNROLL": 1, "BLOCK_X": 0}, {"e": 4096})  # 0: the spec's 256
+    assert not feasible({"UNROLL": 1, "BLOCK_X": 512}, {"e": 8192})
+    assert feasible({"UNROLL": 2, "BLOCK_X": 512}, {"e": 8192})
+    assert feasible({"UNROLL": 0, "BLOCK_X": 1024}, {"e": 8192})
+    # below the spec's block: the pick (0) no longer covers the row, a larger count does
+    assert 128 in t.knobs[1].values
+    assert not feasible({"UNROLL": 0, "BLOCK_X": 128}, {"e": 4096})
+    assert not feasible({"UNROLL": 2, "BLOCK_X": 128}, {"e": 4096})
+    assert feasible({"UNROLL": 4, "BLOCK_X": 128}, {"e": 4096})
+    # expose alone keeps the spec's block: UNROLL=1 no longer covers 4096 at 256 threads
+    alone = apply(src, "expose", template_args=args, mapping=mapping)
+    assert "BLOCK_X" not in alone.space.constraints[0]
+    assert not alone.space.feasible({"UNROLL": 1}, {"e": 4096})
+    assert alone.space.feasible({"UNROLL": 2}, {"e": 4096})
 
 
 def test_a_per_shape_setting_without_the_guarded_pattern_or_named_as_a_shape_is_refused() -> None:
@@ -678,3 +715,50 @@ __global__ void g(T* out, const float* scores, int d) {
     t = apply(src, "expose", template_args=["float", "2"], mapping=mapping)
     assert t.knobs == ()
     assert any("N_TOP_K (= 2) is a spec [vars] entry the launch does not read" in r for r in remarks(t))
+
+
+#: exllamav2 head_norm: one partial per warp in ``sums[MAX_WARPS]``, the block head_dim / 2.
+PER_WARP_PARTIALS = """\
+#define MAX_HEAD_DIM 128
+#define WARP_SIZE 32
+#define MAX_WARPS (MAX_HEAD_DIM / WARP_SIZE)
+__global__ void head_norm(const float* x, float* y, int head_dim) {
+  int warp_id = threadIdx.x / WARP_SIZE;
+  int lane_id = threadIdx.x % WARP_SIZE;
+  int num_warps = (head_dim + 63) / 64;
+  __shared__ float sums[MAX_WARPS];
+  float v = x[blockIdx.x * head_dim + threadIdx.x];
+  float s = v;
+  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffff, s, o);
+  if (lane_id == 0) sums[warp_id] = s;
+  __syncthreads();
+  s = 0.f;
+  for (int i = 0; i < num_warps; ++i) s += sums[i];
+  y[blockIdx.x * head_dim + threadIdx.x] = v / s;
+}
+"""
+
+
+def test_a_constant_sizing_a_shared_array_indexed_by_the_warp_id_covers_the_launchs_warps() -> None:
+    # MAX_WARPS = 1 at head_dim 128 (64 threads, 2 warps) wrote sums[1] past the array.
+    mapping = LaunchMapping(("rows",), ("head_dim // 2",), "0", (), "spec")
+    t = apply(PER_WARP_PARTIALS, "expose", mapping=mapping)
+    (knob,) = t.knobs
+    assert (knob.name, knob.values) == ("MAX_WARPS", (1, 2, 4, 8, 16))
+    assert t.space.constraints == ("MAX_WARPS >= ceil_div(head_dim // 2, 32)",)
+    assert not t.space.feasible({"MAX_WARPS": 1}, {"head_dim": 128})
+    assert t.space.feasible({"MAX_WARPS": 1}, {"head_dim": 64})
+    assert t.space.feasible({"MAX_WARPS": 2}, {"head_dim": 128})
+    assert any("an entry per thread or warp of the launch" in r for r in remarks(t))
+
+
+def test_a_shared_extent_constraint_at_a_fixed_block_and_an_extent_ktx_cannot_evaluate() -> None:
+    mapping = LaunchMapping(("rows",), ("128",), "0", (), "spec")
+    t = apply(PER_WARP_PARTIALS, "expose", mapping=mapping)
+    assert t.space.constraints == ("MAX_WARPS >= ceil_div(128, 32)",)
+    assert t.space.violations({"MAX_WARPS": 2}) and not t.space.violations({"MAX_WARPS": 4})
+    # an extent with a name ktx cannot evaluate: no constraint could keep it large enough
+    unknown = PER_WARP_PARTIALS.replace("sums[MAX_WARPS]", "sums[MAX_WARPS + EXTRA]")
+    refused = apply(unknown, "expose", mapping=mapping)
+    assert refused.knobs == ()
+    assert any("EXTRA in that extent has no integer value" in r for r in remarks(refused))
