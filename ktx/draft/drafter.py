@@ -62,6 +62,7 @@ from ktx.ir.facts.params import (
     valid_extent,
     view_type,
 )
+from ktx.ir.facts.strides import dense_strides, in_spec_vars
 from ktx.ir.facts.structs import StructLayout
 from ktx.ir.launch import (
     Untranslatable,
@@ -236,6 +237,11 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     if launch.grid is not None:
         grid_bounds(k, launch.grid)
         env.update({f"__grid{i}": g for i, g in enumerate(launch.grid)})
+
+    # Strides the kernel indexes with that the launch passes in a way ktx does not follow (or
+    # as a name of their own): their values for a dense layout, read from the index order
+    # (ktx.ir.facts.strides), each a guess under a TODO that shows the index.
+    strides = _dense_values(k, fn.params, module, path, targ, env, launch)
 
     args: list[Arg] = []
     # scalars another launch of the kernel in this launcher passes differently (``blocksize / 2``
@@ -438,6 +444,17 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 )
                 checks.append(why)
                 lines += [f"# {TODO}: {why}", f"value = {toml_str(shown)}"]
+            elif p.name in strides and (value is None or re.fullmatch(r"[A-Za-z_]\w*", value)):
+                guess, index = strides[p.name]
+                bindings[p.name] = guess
+                passed = "something ktx does not follow" if value is None else f"{value}"
+                why = (
+                    f"value of {p.name}: a stride of the index {index}; the launch at {where} passes "
+                    f"{passed}: drafted {guess}, the stride of a dense (contiguous) layout, a guess: "
+                    "write the caller's stride if its tensor may be padded or transposed"
+                )
+                checks.append(why)
+                lines += [f"# {TODO}: {why}", f"value = {toml_str(guess)}"]
             elif value is None:
                 why = f"value of {p.name}: the launch at {where} passes something ktx does not follow"
                 arg_todos.append(why)
@@ -802,6 +819,36 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     lines, default_checks = _flag_default_sizes(lines, defaults_)
     spread_todos += default_checks
     return Draft(fn.name, "\n".join(lines) + "\n", (*todos, *more), (*checks, *spread_todos))
+
+
+def _dense_values(
+    k: KernelBody,
+    params: Sequence[Param],
+    module: Module,
+    path: Path,
+    targ: Mapping[str, str],
+    env: Mapping[str, str],
+    launch: LaunchDraft,
+) -> dict[str, tuple[str, str]]:
+    """Integer parameter -> (its dense-layout stride in the spec's variables, the index it was
+    read from); a stride over a launch dimension the draft has no value for is left out."""
+    ints = {
+        q.name: q.base_type
+        for q in params
+        if not q.is_pointer and dtype_of(module, path, targ.get(q.base_type, q.base_type)) in _INT_DTYPES
+    }
+    dims = {f"gridDim.{a}": g for a, g in zip("xyz", launch.grid or (), strict=False)}
+    dims |= {f"blockDim.{a}": b for a, b in zip("xyz", launch.block or (), strict=False)}
+    out: dict[str, tuple[str, str]] = {}
+    for name, found in dense_strides(k, ints).items():
+        names = re.findall(r"[A-Za-z_]\w*(?:\.[xyz])?", found.value)
+        if any(n not in ints and n not in dims for n in names) or any(TODO in dims.get(n, "") for n in names):
+            continue
+        value = in_spec_vars(found.value, env, dims)
+        if value is not None:
+            with contextlib.suppress(KtxError):
+                out[name] = (canonical(value), found.index)
+    return out
 
 
 def _float_guess(name: str) -> str:
