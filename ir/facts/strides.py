@@ -125,6 +125,8 @@ def _chain_pitches(text: str) -> tuple[dict[str, list[str]], str] | None:
     """A Horner chain ``((a*n2 + b)*n1 + c)*n0``: each index's pitch in identifiers below the
     unit dimension (``c: [], b: [n1], a: [n2, n1]``) and the unit dimension's size (``n0``);
     None for any other form."""
+    if len(_split(_strip(text), "+")) > 1:
+        return None  # a sum at the top: no trailing unit size (``a * s + c * n`` is no chain)
     top = _split(_strip(text), "*")
     if len(top) < 2 or not _IDENT.fullmatch(top[-1]):
         return None

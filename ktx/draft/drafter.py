@@ -444,7 +444,9 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 )
                 checks.append(why)
                 lines += [f"# {TODO}: {why}", f"value = {toml_str(shown)}"]
-            elif p.name in strides and (value is None or re.fullmatch(r"[A-Za-z_]\w*", value)):
+            elif p.name in strides and (value is None or re.fullmatch(r"[A-Za-z_]\w*", value)) and (
+                value != strides[p.name][0]  # ``row * d + i`` with ``i < d``: d is the size itself
+            ):
                 guess, index = strides[p.name]
                 bindings[p.name] = guess
                 passed = "something ktx does not follow" if value is None else f"{value}"
@@ -842,7 +844,9 @@ def _dense_values(
     out: dict[str, tuple[str, str]] = {}
     for name, found in dense_strides(k, ints).items():
         names = re.findall(r"[A-Za-z_]\w*(?:\.[xyz])?", found.value)
-        if any(n not in ints and n not in dims for n in names) or any(TODO in dims.get(n, "") for n in names):
+        # each parameter it names a drafted value (not a TODO), each launch dimension drafted
+        drafted = all(n in env if n in ints else TODO not in dims.get(n, TODO) for n in names)
+        if not drafted:
             continue
         value = in_spec_vars(found.value, env, dims)
         if value is not None:
