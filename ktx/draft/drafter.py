@@ -31,6 +31,7 @@ from ktx.ir.facts.launcher import (
     canonical,
     choose_kernel,
     deduce_template_args,
+    expansion_value,
     header_expr,
     header_value,
     inline_vars,
@@ -654,8 +655,15 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 )
                 guess = expansion_guess(module, site, n)
                 why += f"; {guess}" if guess is not None else ""
-                todos.append(why)
-                lines += [f"# {TODO}: {why}", f"{n} = {toml_str(TODO)}"]
+                # the local of the one function the launch macro expands in, translated: drafted
+                # under the TODO (another expansion, or a caller, may see another value)
+                value = expansion_value(module, site, n) if guess is not None else None
+                if value is None:
+                    todos.append(why)
+                else:
+                    why += f": drafted {value}, that local's value"
+                    checks.append(why)
+                lines += [f"# {TODO}: {why}", f"{n} = {toml_str(value if value is not None else TODO)}"]
             elif e is None:
                 line = tr.derived_lines.get(n, site.span.line)
                 why = (
