@@ -924,12 +924,11 @@ def expansion_scope(module: Module, site: LaunchSite) -> tuple[Function, int] | 
 
 
 def _expansion_calls(module: Module, macro: str, depth: int) -> list[ts.Node]:
-    """The calls of ``macro`` in code, else of the macros whose bodies call it (``depth`` deep)."""
-    direct = [call for call, callee in _calls(module.tree.root_node) if callee == macro]
-    if direct or depth <= 0:
-        return direct
+    """The calls of ``macro`` in code, and of the macros whose bodies call it (``depth`` deep)."""
+    out = [call for call, callee in _calls(module.tree.root_node) if callee == macro]
+    if depth <= 0:
+        return out
     call = re.compile(rf"\b{re.escape(macro)}\s*\(")
-    out: list[ts.Node] = []
     for m in module.macros:
         if m.name != macro and call.search(m.value):
             out += _expansion_calls(module, m.name, depth - 1)

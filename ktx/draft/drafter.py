@@ -68,6 +68,7 @@ from ktx.ir.facts.structs import StructLayout
 from ktx.ir.launch import (
     Untranslatable,
     expansion_guess,
+    expansion_scope,
     expansion_template_choice,
     kernel_across_includes,
     launcher_node,
@@ -657,11 +658,12 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 why += f"; {guess}" if guess is not None else ""
                 # the local of the one function the launch macro expands in, translated: drafted
                 # under the TODO (another expansion, or a caller, may see another value)
-                value = expansion_value(module, site, n) if guess is not None else None
-                if value is None:
+                value = expansion_value(module, site, n)
+                scope = expansion_scope(module, site) if value is not None else None
+                if value is None or scope is None:
                     todos.append(why)
                 else:
-                    why += f": drafted {value}, that local's value"
+                    why += f"; drafted {value}: the local {n} of {scope[0].name}, where {site.macro} expands"
                     checks.append(why)
                 lines += [f"# {TODO}: {why}", f"{n} = {toml_str(value if value is not None else TODO)}"]
             elif e is None:
