@@ -17,6 +17,7 @@ from pathlib import Path
 
 import tree_sitter as ts
 from ktx.ir import parse_file, syntax
+from ktx.ir.affine import kernel_index
 from ktx.ir.clang import _namespace_path
 from ktx.ir.errors import KtxError
 from ktx.ir.facts import assign
@@ -244,6 +245,12 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     # as a name of their own): their values for a dense layout, read from the index order
     # (ktx.ir.facts.strides), each a guess under a TODO that shows the index.
     strides = _dense_values(k, fn.params, module, path, targ, env, launch)
+    for name, (guess, _) in strides.items():
+        # the extents below read the stride as its dense value too (``y[r * ld + c]`` is
+        # ``[n, cols]``): a stride swept apart from the sizes could index past them
+        passed = bindings.get(name)
+        if (passed is None or re.fullmatch(r"[A-Za-z_]\w*", passed)) and passed != guess:
+            env[name] = guess
 
     args: list[Arg] = []
     # scalars another launch of the kernel in this launcher passes differently (``blocksize / 2``
@@ -356,6 +363,16 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 elif view is not None and lanes is not None:
                     # ``w2 = (const half2*) w`` over ``column < dim / 2``: two halves a view element
                     extent = _scaled_last(extent, lanes[1])
+                guessed = [n for n in strides if env.get(n) == strides[n][0] != bindings.get(n)]
+                through = _strided_by(k, p.name, guessed)
+                if through and not lines[-1].startswith(f"# {TODO}"):
+                    # read with strides drafted as a dense layout's: as much a guess as they are
+                    why = (
+                        f"extent of {p.name}: read with {', '.join(through)} at their dense values "
+                        "(drafted below, a guess): if the caller's strides differ, so does this extent"
+                    )
+                    checks.append(why)
+                    lines.append(f"# {TODO}: {why}")
                 if p.name in k.spanned and not lines[-1].startswith(f"# {TODO}"):
                     # ``row = blockIdx.x * blockDim.x + threadIdx.x`` unguarded: the launch's
                     # threads are the rows read, the array may hold more
@@ -831,6 +848,16 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     lines, default_checks = _flag_default_sizes(lines, defaults_)
     spread_todos += default_checks
     return Draft(fn.name, "\n".join(lines) + "\n", (*todos, *more), (*checks, *spread_todos))
+
+
+def _strided_by(k: KernelBody, name: str, strides: Sequence[str]) -> list[str]:
+    """The ``strides`` that pointer ``name``'s accesses or moves name (``x += row * sr``)."""
+    if not strides:
+        return []
+    texts = [str(r.index) for r in kernel_index(k.module, k.fn).accesses() if r.root == name]
+    texts += [k.text(w) for w in assign.assigned(k.module, k.body).get(name, [])]
+    said = set(re.findall(r"[A-Za-z_]\w*", " ".join(texts)))
+    return [s for s in strides if s in said]
 
 
 def _dense_values(
