@@ -245,12 +245,12 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     # as a name of their own): their values for a dense layout, read from the index order
     # (ktx.ir.facts.strides), each a guess under a TODO that shows the index.
     strides = _dense_values(k, fn.params, module, path, targ, env, launch)
-    for name, (guess, _) in strides.items():
+    for name, (dense_value, _) in strides.items():
         # the extents below read the stride as its dense value too (``y[r * ld + c]`` is
         # ``[n, cols]``): a stride swept apart from the sizes could index past them
-        passed = bindings.get(name)
-        if (passed is None or re.fullmatch(r"[A-Za-z_]\w*", passed)) and passed != guess:
-            env[name] = guess
+        handed = bindings.get(name)
+        if (handed is None or re.fullmatch(r"[A-Za-z_]\w*", handed)) and handed != dense_value:
+            env[name] = dense_value
 
     args: list[Arg] = []
     # scalars another launch of the kernel in this launcher passes differently (``blocksize / 2``
@@ -363,8 +363,8 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 elif view is not None and lanes is not None:
                     # ``w2 = (const half2*) w`` over ``column < dim / 2``: two halves a view element
                     extent = _scaled_last(extent, lanes[1])
-                guessed = [n for n in strides if env.get(n) == strides[n][0] != bindings.get(n)]
-                through = _strided_by(k, p.name, guessed)
+                dense = [n for n in strides if env.get(n) == strides[n][0] != bindings.get(n)]
+                through = _strided_by(k, p.name, dense)
                 if through and not lines[-1].startswith(f"# {TODO}"):
                     # read with strides drafted as a dense layout's: as much a guess as they are
                     why = (
@@ -466,16 +466,16 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
             elif p.name in strides and (value is None or re.fullmatch(r"[A-Za-z_]\w*", value)) and (
                 value != strides[p.name][0]  # ``row * d + i`` with ``i < d``: d is the size itself
             ):
-                guess, index = strides[p.name]
-                bindings[p.name] = guess
-                passed = "something ktx does not follow" if value is None else f"{value}"
+                stride_value, index = strides[p.name]
+                bindings[p.name] = stride_value
+                sent = "something ktx does not follow" if value is None else f"{value}"
                 why = (
                     f"value of {p.name}: a stride of the index {index}; the launch at {where} passes "
-                    f"{passed}: drafted {guess}, the stride of a dense (contiguous) layout, a guess: "
+                    f"{sent}: drafted {stride_value}, the stride of a dense (contiguous) layout, a guess: "
                     "write the caller's stride if its tensor may be padded or transposed"
                 )
                 checks.append(why)
-                lines += [f"# {TODO}: {why}", f"value = {toml_str(guess)}"]
+                lines += [f"# {TODO}: {why}", f"value = {toml_str(stride_value)}"]
             elif value is None:
                 why = f"value of {p.name}: the launch at {where} passes something ktx does not follow"
                 arg_todos.append(why)
@@ -675,14 +675,15 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 why += f"; {guess}" if guess is not None else ""
                 # the local of the one function the launch macro expands in, translated: drafted
                 # under the TODO (another expansion, or a caller, may see another value)
-                value = expansion_value(module, site, n)
-                scope = expansion_scope(module, site) if value is not None else None
-                if value is None or scope is None:
+                macro_local = expansion_value(module, site, n)
+                expanded = expansion_scope(module, site) if macro_local is not None else None
+                if macro_local is None or expanded is None:
                     todos.append(why)
                 else:
-                    why += f"; drafted {value}: the local {n} of {scope[0].name}, where {site.macro} expands"
+                    why += f"; drafted {macro_local}: the local {n} of {expanded[0].name}"
+                    why += f", where {site.macro} expands"
                     checks.append(why)
-                lines += [f"# {TODO}: {why}", f"{n} = {toml_str(value if value is not None else TODO)}"]
+                lines += [f"# {TODO}: {why}", f"{n} = {toml_str(macro_local or TODO)}"]
             elif e is None:
                 line = tr.derived_lines.get(n, site.span.line)
                 why = (
