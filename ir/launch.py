@@ -906,6 +906,44 @@ def launcher_node(module: Module, site: LaunchSite) -> ts.Node | None:
     return module.node(fn.body) if fn is not None else None
 
 
+def expansion_scope(module: Module, site: LaunchSite) -> tuple[Function, int] | None:
+    """The function a launch held in a ``#define`` body runs in, and the offset of its first
+    expansion there: DeepSpeed's ``LAUNCH_DEQUANT_KERNEL(8, ...)`` launches with ``grid`` and
+    ``block`` that are locals of ``launch_dequantize_kernel``, where the macro expands (also
+    through other macros: ``LAUNCH_FOR_ALIGNMENT`` expanding ``LAUNCH_ROT_POS_EMB_HALF``).
+    The launch's names are that function's locals before that point. None for a site
+    in a function, or a macro expanded in more than one function (no one scope)."""
+    if site.macro is None or site.function is not None:
+        return None
+    calls = _expansion_calls(module, site.macro, 3)
+    at = [(_function_at(module, _enclosing_function(c)), c.start_byte) for c in calls]
+    found = [(f, start) for f, start in at if f is not None]
+    if not found or len({f.span for f, _ in found}) != 1:
+        return None
+    return found[0][0], min(at for _, at in found)
+
+
+def _expansion_calls(module: Module, macro: str, depth: int) -> list[ts.Node]:
+    """The calls of ``macro`` in code, and of the macros whose bodies call it (``depth`` deep)."""
+    out = [call for call, callee in _calls(module.tree.root_node) if callee == macro]
+    if depth <= 0:
+        return out
+    call = re.compile(rf"\b{re.escape(macro)}\s*\(")
+    for m in module.macros:
+        if m.name != macro and call.search(m.value):
+            out += _expansion_calls(module, m.name, depth - 1)
+    return out
+
+
+def _function_at(module: Module, fn: ts.Node | None) -> Function | None:
+    """The module's function whose definition is ``fn`` (a template's span starts at its
+    ``template <...>``, before the definition node)."""
+    if fn is None:
+        return None
+    around = [f for f in module.functions if f.span.start <= fn.start_byte and fn.end_byte <= f.span.end]
+    return min(around, key=lambda f: f.span.end - f.span.start, default=None)
+
+
 def launch_dims(module: Module, site: LaunchSite, which: str) -> LaunchDims:
     """The components of the ``grid`` or ``block`` argument of ``site``, through a ``dim3`` local."""
     where = site.grid if which == "grid" else site.block
@@ -1331,9 +1369,8 @@ def expansion_local(module: Module, expansion: MacroExpansion, name: str) -> str
 
 
 def _function_name_of(module: Module, fn: ts.Node | None) -> str | None:
-    if fn is None:
-        return None
-    return next((f.name for f in module.functions if f.span.start == fn.start_byte), None)
+    found = _function_at(module, fn)
+    return found.name if found is not None else None
 
 
 def _branch_guard(source: bytes, node: ts.Node) -> str | None:

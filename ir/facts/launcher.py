@@ -38,6 +38,7 @@ from ktx.ir.launch import (
     _EXPRESSIONS,
     Untranslatable,
     _Translator,
+    expansion_scope,
     launch_dims,
     launch_value_node,
     launcher_node,
@@ -970,6 +971,36 @@ def translator_for(module: Module, site: LaunchSite, launcher: Function | None) 
     path = Path(module.path) if module.path else None
     root = scope or module.tree.root_node
     return _DraftTranslator(module, root, site.span.start, locals_, params, path=path)
+
+
+def expansion_value(module: Module, site: LaunchSite, name: str) -> str | None:
+    """``name`` (a name of a launch macro's body: ``grid``) as the local of the one function the
+    macro expands in (:func:`expansion_scope`), translated to the spec's variables: a scalar, or
+    a ``dim3`` of one component (``dim3 grid((n + 511) / 512)``). None where the macro expands
+    in several functions, the local is not one value, or its expression does not translate."""
+    scope = expansion_scope(module, site)
+    if scope is None:
+        return None
+    fn, at = scope
+    body = module.node(fn.body)
+    locals_ = syntax.local_declarations(module, body, before=at)
+    local = locals_.get(name)
+    if local is None or assign.reassigned_after(module, body, name, local.declaration.end_byte):
+        return None
+    if local.args:
+        if len(local.args) != 1:
+            return None
+        node = local.args[0]
+    elif local.value is not None:
+        node = local.value
+    else:
+        return None
+    params = frozenset(p.name for p in fn.params)
+    tr = _DraftTranslator(module, body, at, locals_, params, path=Path(module.path) if module.path else None)
+    try:
+        return canonical(inline_vars(tr.expr(node), tr))
+    except (Untranslatable, KtxError):
+        return None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import tree_sitter as ts
 from ktx.ir import parse_file, syntax
+from ktx.ir.affine import kernel_index
 from ktx.ir.clang import _namespace_path
 from ktx.ir.errors import KtxError
 from ktx.ir.facts import assign
@@ -31,6 +32,7 @@ from ktx.ir.facts.launcher import (
     canonical,
     choose_kernel,
     deduce_template_args,
+    expansion_value,
     header_expr,
     header_value,
     inline_vars,
@@ -64,10 +66,12 @@ from ktx.ir.facts.params import (
     view_extent,
     view_type,
 )
+from ktx.ir.facts.strides import dense_strides, in_spec_vars
 from ktx.ir.facts.structs import StructLayout
 from ktx.ir.launch import (
     Untranslatable,
     expansion_guess,
+    expansion_scope,
     expansion_template_choice,
     kernel_across_includes,
     launcher_node,
@@ -239,6 +243,17 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
         grid_bounds(k, launch.grid)
         env.update({f"__grid{i}": g for i, g in enumerate(launch.grid)})
 
+    # Strides the kernel indexes with that the launch passes in a way ktx does not follow (or
+    # as a name of their own): their values for a dense layout, read from the index order
+    # (ktx.ir.facts.strides), each a guess under a TODO that shows the index.
+    strides = _dense_values(k, fn.params, module, path, targ, env, launch)
+    for name, (dense_value, _) in strides.items():
+        # the extents below read the stride as its dense value too (``y[r * ld + c]`` is
+        # ``[n, cols]``): a stride swept apart from the sizes could index past them
+        handed = bindings.get(name)
+        if (handed is None or re.fullmatch(r"[A-Za-z_]\w*", handed)) and handed != dense_value:
+            env[name] = dense_value
+
     args: list[Arg] = []
     # scalars another launch of the kernel in this launcher passes differently (``blocksize / 2``
     # when ``DATA_TYPE > 0``, else ``blocksize``): the first launch's value is one branch's
@@ -365,6 +380,16 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 elif view is not None and lanes is not None:
                     # ``w2 = (const half2*) w`` over ``column < dim / 2``: two halves a view element
                     extent = _scaled_last(extent, lanes[1])
+                dense = [n for n in strides if env.get(n) == strides[n][0] != bindings.get(n)]
+                through = _strided_by(k, p.name, dense)
+                if through and not lines[-1].startswith(f"# {TODO}"):
+                    # read with strides drafted as a dense layout's: as much a guess as they are
+                    why = (
+                        f"extent of {p.name}: read with {', '.join(through)} at their dense values "
+                        "(drafted below, a guess): if the caller's strides differ, so does this extent"
+                    )
+                    checks.append(why)
+                    lines.append(f"# {TODO}: {why}")
                 if p.name in k.spanned and not lines[-1].startswith(f"# {TODO}"):
                     # ``row = blockIdx.x * blockDim.x + threadIdx.x`` unguarded: the launch's
                     # threads are the rows read, the array may hold more
@@ -455,6 +480,19 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 )
                 checks.append(why)
                 lines += [f"# {TODO}: {why}", f"value = {toml_str(shown)}"]
+            elif p.name in strides and (value is None or re.fullmatch(r"[A-Za-z_]\w*", value)) and (
+                value != strides[p.name][0]  # ``row * d + i`` with ``i < d``: d is the size itself
+            ):
+                stride_value, index = strides[p.name]
+                bindings[p.name] = stride_value
+                sent = "something ktx does not follow" if value is None else f"{value}"
+                why = (
+                    f"value of {p.name}: a stride of the index {index}; the launch at {where} passes "
+                    f"{sent}: drafted {stride_value}, the stride of a dense (contiguous) layout, a guess: "
+                    "write the caller's stride if its tensor may be padded or transposed"
+                )
+                checks.append(why)
+                lines += [f"# {TODO}: {why}", f"value = {toml_str(stride_value)}"]
             elif value is None:
                 why = f"value of {p.name}: the launch at {where} passes something ktx does not follow"
                 arg_todos.append(why)
@@ -652,8 +690,17 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
                 )
                 guess = expansion_guess(module, site, n)
                 why += f"; {guess}" if guess is not None else ""
-                todos.append(why)
-                lines += [f"# {TODO}: {why}", f"{n} = {toml_str(TODO)}"]
+                # the local of the one function the launch macro expands in, translated: drafted
+                # under the TODO (another expansion, or a caller, may see another value)
+                macro_local = expansion_value(module, site, n)
+                expanded = expansion_scope(module, site) if macro_local is not None else None
+                if macro_local is None or expanded is None:
+                    todos.append(why)
+                else:
+                    why += f"; drafted {macro_local}: the local {n} of {expanded[0].name}"
+                    why += f", where {site.macro} expands"
+                    checks.append(why)
+                lines += [f"# {TODO}: {why}", f"{n} = {toml_str(macro_local or TODO)}"]
             elif e is None:
                 line = tr.derived_lines.get(n, site.span.line)
                 why = (
@@ -819,6 +866,48 @@ def draft(path: str | Path, kernel: str | None = None, out_dir: str | Path | Non
     lines, default_checks = _flag_default_sizes(lines, defaults_)
     spread_todos += default_checks
     return Draft(fn.name, "\n".join(lines) + "\n", (*todos, *more), (*checks, *spread_todos))
+
+
+def _strided_by(k: KernelBody, name: str, strides: Sequence[str]) -> list[str]:
+    """The ``strides`` that pointer ``name``'s accesses or moves name (``x += row * sr``)."""
+    if not strides:
+        return []
+    texts = [str(r.index) for r in kernel_index(k.module, k.fn).accesses() if r.root == name]
+    texts += [k.text(w) for w in assign.assigned(k.module, k.body).get(name, [])]
+    said = set(re.findall(r"[A-Za-z_]\w*", " ".join(texts)))
+    return [s for s in strides if s in said]
+
+
+def _dense_values(
+    k: KernelBody,
+    params: Sequence[Param],
+    module: Module,
+    path: Path,
+    targ: Mapping[str, str],
+    env: Mapping[str, str],
+    launch: LaunchDraft,
+) -> dict[str, tuple[str, str]]:
+    """Integer parameter -> (its dense-layout stride in the spec's variables, the index it was
+    read from); a stride over a launch dimension the draft has no value for is left out."""
+    ints = {
+        q.name: q.base_type
+        for q in params
+        if not q.is_pointer and dtype_of(module, path, targ.get(q.base_type, q.base_type)) in _INT_DTYPES
+    }
+    dims = {f"gridDim.{a}": g for a, g in zip("xyz", launch.grid or (), strict=False)}
+    dims |= {f"blockDim.{a}": b for a, b in zip("xyz", launch.block or (), strict=False)}
+    out: dict[str, tuple[str, str]] = {}
+    for name, found in dense_strides(k, ints).items():
+        names = re.findall(r"[A-Za-z_]\w*(?:\.[xyz])?", found.value)
+        # each parameter it names a drafted value (not a TODO), each launch dimension drafted
+        drafted = all(n in env if n in ints else TODO not in dims.get(n, TODO) for n in names)
+        if not drafted:
+            continue
+        value = in_spec_vars(found.value, env, dims)
+        if value is not None:
+            with contextlib.suppress(KtxError):
+                out[name] = (canonical(value), found.index)
+    return out
 
 
 def _float_guess(name: str) -> str:

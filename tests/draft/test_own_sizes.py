@@ -55,7 +55,7 @@ def test_an_unfollowed_integer_that_is_no_size_stays_a_placeholder(tmp_path: Pat
 
 def test_an_unfollowed_stride_is_no_size_of_its_own(tmp_path: Path) -> None:
     # ``ld`` only scales an index (a row pitch): issue 22 wants strides written from the sizes,
-    # not swept as shape axes, so its value stays a placeholder
+    # not swept as shape axes: a dense row of ``c < cols`` (ktx.ir.facts.strides), under a TODO
     src = tmp_path / "f.cu"
     src.write_text(
         _SRC.replace("int seed) {", "int seed, int ld) {")
@@ -64,8 +64,10 @@ def test_an_unfollowed_stride_is_no_size_of_its_own(tmp_path: Path) -> None:
     )
     text = draft(src, None, tmp_path).text
     ld = text.split('name = "ld"', 1)[1].split("[shapes]", 1)[0]
-    assert 'value = "TODO"' in ld
-    assert 'value = "cols"' in text  # still compared: a bound
+    assert ld.splitlines()[-2] == 'value = "cols"'
+    assert ld.splitlines()[-3].startswith("# TODO: value of ld: a stride of the index r * ld + c;")
+    assert "ld = [" not in text  # no shape axis of its own
+    assert 'shape = "[n, cols]"' in text.split('name = "y"', 1)[1].split("[[args]]", 1)[0]  # y read as dense
 
 
 # ``feature_size`` and ``space_size`` are launcher locals ktx does not follow (a tensor's size);

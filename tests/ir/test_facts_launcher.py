@@ -111,3 +111,48 @@ def test_a_header_value_through_the_include_folders_and_expressions(tmp_path: Pa
     assert header_expr(src, "hw_warp_size", [inc]) == "32"
     assert header_expr(src, "THREADS", [inc]) == "6 * 32"  # each name replaced by its value
     assert header_expr(src, "OTHER", [inc]) is None
+
+
+MACRO_LAUNCH = """\
+template <typename T, int U>
+__global__ void k(T* out, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) out[i] = U; }
+#define LAUNCH_K(UU) k<T, UU><<<grid, block>>>(out, n);
+#define LAUNCH_ANY(W) if (W) { LAUNCH_K(8) } else { LAUNCH_K(4) }
+template <typename T>
+void launch_k(T* out, int n, bool w) {
+  const dim3 block(128);
+  const dim3 grid((n + 127) / 128);
+  LAUNCH_ANY(w);
+}
+template <typename T>
+void other(T* out, int n) {
+  const dim3 grid(n);
+}
+"""
+
+
+def test_a_macro_held_launch_reads_its_locals_where_the_macro_expands() -> None:
+    from ktx.ir.facts.launcher import expansion_value
+    from ktx.ir.launch import expansion_guess, expansion_scope
+
+    module = parse(MACRO_LAUNCH, "m.cu")
+    _, site = choose_kernel(module, "m.cu", "k")
+    scope = expansion_scope(module, site)
+    assert scope is not None and scope[0].name == "launch_k"  # a template, through LAUNCH_ANY
+    assert expansion_value(module, site, "grid") == "(n + 127) // 128"
+    assert expansion_value(module, site, "block") == "128"
+    assert expansion_value(module, site, "stream") is None  # no such local
+    direct = MACRO_LAUNCH.replace("LAUNCH_ANY(w);", "LAUNCH_K(8);")
+    module = parse(direct, "m.cu")
+    _, site = choose_kernel(module, "m.cu", "k")
+    guess = expansion_guess(module, site, "grid")
+    assert guess is not None and "of launch_k," in guess  # named, not "?"
+
+
+def test_a_macro_expanded_in_two_functions_has_no_one_scope() -> None:
+    from ktx.ir.launch import expansion_scope
+
+    two = MACRO_LAUNCH.replace("  const dim3 grid(n);\n}", "  const dim3 grid(n);\n  LAUNCH_K(2);\n}")
+    module = parse(two, "m.cu")
+    _, site = choose_kernel(module, "m.cu", "k")
+    assert expansion_scope(module, site) is None
