@@ -717,15 +717,23 @@ def _in_kernel_definition(fn: Function, offset: int) -> bool:
 
 
 def _angle_args(text: str, start: int) -> list[str] | None:
-    """The comma-separated arguments of ``<...>`` starting after ``<`` at ``start``."""
+    """The comma-separated arguments of ``<...>`` starting after ``<`` at ``start`` (None where a
+    statement or block boundary comes first: a less-than, not a template list)."""
+    return _split_args(text, start, "<([", ">)]", ";{}", 400)
+
+
+def _split_args(text: str, start: int, opens: str, closes: str, stops: str, limit: int) -> list[str] | None:
+    """The top-level comma-separated arguments of a bracketed list whose opening bracket ends at
+    ``start``, read for at most ``limit`` characters; None where it does not close in that span
+    or a character of ``stops`` comes first."""
     depth = 1
     args: list[str] = []
     cur: list[str] = []
-    for i in range(start, min(len(text), start + 400)):
+    for i in range(start, min(len(text), start + limit)):
         ch = text[i]
-        if ch in "<([":
+        if ch in opens:
             depth += 1
-        elif ch in ">)]":
+        elif ch in closes:
             depth -= 1
             if depth == 0:
                 args.append("".join(cur))
@@ -734,7 +742,7 @@ def _angle_args(text: str, start: int) -> list[str] | None:
             args.append("".join(cur))
             cur = []
             continue
-        elif ch in ";{}":
+        elif ch in stops:
             return None
         cur.append(ch)
     return None
@@ -778,24 +786,8 @@ def _substitute_params(value: str, given: Mapping[str, str]) -> str:
 
 
 def _paren_args(text: str, start: int) -> list[str] | None:
-    depth = 1
-    args: list[str] = []
-    cur: list[str] = []
-    for i in range(start, min(len(text), start + 2000)):
-        ch = text[i]
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth == 0:
-                args.append("".join(cur))
-                return args
-        elif ch == "," and depth == 1:
-            args.append("".join(cur))
-            cur = []
-            continue
-        cur.append(ch)
-    return None
+    """The arguments of a macro use's ``(...)`` starting after ``(`` at ``start``."""
+    return _split_args(text, start, "([{", ")]}", "", 2000)
 
 
 def _eval_at(module: Module, value: str, at: int, types: Mapping[str, str]) -> int | None:
